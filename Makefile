@@ -1,0 +1,96 @@
+# biomirror: plain GNU Makefile (STYLE.md rule 3).
+# Targets: all (./biomirror), deps, check, sanitize, run, install, clean.
+
+PREFIX	?= /usr/local
+DESTDIR	?=
+VERSION	 = 0.1.0
+
+PKGS	 = libcurl sqlite3 inih openssl libxml-2.0 jansson
+CC	?= cc
+WARN	 = -std=c11 -Wall -Wextra -Wformat=2 -Wshadow -Wpointer-arith \
+	   -Wcast-qual -Wwrite-strings -Wstrict-prototypes \
+	   -Wmissing-prototypes -Wmissing-declarations -Wsign-compare
+HARDEN	 = -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
+CFLAGS	?= -O2 -g
+ALL_CFLAGS = $(CFLAGS) $(WARN) $(HARDEN) -D_GNU_SOURCE -Iinclude \
+	   -DBM_VERSION=\"$(VERSION)\" \
+	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDFLAGS	?=
+ALL_LDFLAGS = $(LDFLAGS) -pie -Wl,-z,relro,-z,now
+LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+
+ifeq ($(CI),true)
+ALL_CFLAGS += -Werror
+endif
+
+-include Makefile.local
+
+LIB_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c)) $(wildcard manifest/*.c)
+LIB_OBJS = $(LIB_SRCS:.c=.o)
+UNIT_SRCS = $(wildcard tests/unit/test_*.c)
+UNIT_BINS = $(UNIT_SRCS:.c=)
+HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard tests/unit/*.h)
+
+# Debian packages the build, the tests and the demo need.
+DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
+	   libinih-dev libssl-dev libxml2-dev libjansson-dev sqlite3 curl \
+	   nginx-light apache2 python3 procps iproute2
+
+.PHONY: all deps check unit functional sanitize run install clean lint
+
+all: biomirror
+
+biomirror: agent/main.o libbiomirror.a
+	$(CC) $(ALL_CFLAGS) -o $@ agent/main.o libbiomirror.a $(ALL_LDFLAGS) $(LIBS)
+
+libbiomirror.a: $(LIB_OBJS)
+	rm -f $@
+	ar rcs $@ $(LIB_OBJS)
+
+%.o: %.c $(HDRS)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(HDRS)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< libbiomirror.a \
+	    $(ALL_LDFLAGS) $(LIBS)
+
+deps:
+	@sh tests/deps.sh $(DEB_PKGS)
+
+unit: $(UNIT_BINS)
+	@sh tests/run-unit.sh $(UNIT_BINS)
+
+functional: biomirror
+	@sh tests/run-functional.sh
+
+check: deps
+	$(MAKE) all $(UNIT_BINS)
+	$(MAKE) lint
+	@sh tests/run-all.sh $(UNIT_BINS)
+
+lint:
+	@sh tests/lint.sh
+
+sanitize: deps
+	$(MAKE) clean
+	$(MAKE) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	    LDFLAGS="-fsanitize=address,undefined" all $(UNIT_BINS)
+	@sh tests/run-all.sh $(UNIT_BINS)
+
+run: deps
+	$(MAKE) all
+	@sh tests/demo/run-demo.sh
+
+install: biomirror
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/biomirror/conf \
+	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	    $(DESTDIR)/etc/biomirror
+	install -m 0755 biomirror $(DESTDIR)$(PREFIX)/bin/biomirror
+	install -m 0644 conf/*.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
+	test -e $(DESTDIR)/etc/biomirror/biomirror.conf || \
+	    install -m 0644 conf/biomirror.conf $(DESTDIR)/etc/biomirror/biomirror.conf
+	for m in docs/*.1; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
+	for m in docs/*.5; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man5/ || true; done
+
+clean:
+	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS)

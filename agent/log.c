@@ -1,0 +1,120 @@
+/*
+ * Log lines to stderr (STYLE.md rule 25, after OpenBSD ntpd's log.c).
+ * Under systemd (JOURNAL_STREAM set) each line starts with a "<N>" syslog
+ * priority so that the journal files it at the right level.  The verbosity
+ * is the one allowed global besides signal flags (rule 18).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "biomirror/log.h"
+
+static int	log_level;	/* -1 quiet .. 2 debug */
+static bool	log_journal;	/* JOURNAL_STREAM was set at log_init() */
+
+void
+log_init(bool foreground, int verbosity)
+{
+	(void)foreground;
+	log_level = verbosity;
+	log_journal = getenv("JOURNAL_STREAM") != NULL;
+}
+
+int
+log_verbosity(void)
+{
+	return log_level;
+}
+
+bool
+log_to_journal(void)
+{
+	return log_journal;
+}
+
+static void
+log_emit(int prio, int errnum, const char *fmt, va_list ap)
+{
+	char	 msg[4096];
+
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (log_journal)
+		fprintf(stderr, "<%d>", prio);
+	else
+		fputs("biomirror: ", stderr);
+	if (errnum)
+		fprintf(stderr, "%s: %s\n", msg, strerror(errnum));
+	else
+		fprintf(stderr, "%s\n", msg);
+}
+
+void
+log_err(const char *fmt, ...)
+{
+	va_list	 ap;
+	int	 saved = errno;
+
+	va_start(ap, fmt);
+	log_emit(3, saved, fmt, ap);
+	va_end(ap);
+	errno = saved;
+}
+
+void
+log_errx(const char *fmt, ...)
+{
+	va_list	 ap;
+
+	va_start(ap, fmt);
+	log_emit(3, 0, fmt, ap);
+	va_end(ap);
+}
+
+void
+log_warn(const char *fmt, ...)
+{
+	va_list	 ap;
+	int	 saved = errno;
+
+	va_start(ap, fmt);
+	log_emit(4, saved, fmt, ap);
+	va_end(ap);
+	errno = saved;
+}
+
+void
+log_warnx(const char *fmt, ...)
+{
+	va_list	 ap;
+
+	va_start(ap, fmt);
+	log_emit(4, 0, fmt, ap);
+	va_end(ap);
+}
+
+void
+log_info(const char *fmt, ...)
+{
+	va_list	 ap;
+
+	if (log_level < 0)
+		return;
+	va_start(ap, fmt);
+	log_emit(6, 0, fmt, ap);
+	va_end(ap);
+}
+
+void
+log_debug(const char *fmt, ...)
+{
+	va_list	 ap;
+
+	if (log_level < 2)
+		return;
+	va_start(ap, fmt);
+	log_emit(7, 0, fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,109 @@
+/*
+ * The configuration: [global] and one section per mirror, read with inih
+ * (DESIGN.md "Config").  Defaults are filled in first, then the handler
+ * overrides them.  Unknown sections and keys, bad values, missing
+ * source/dest and values this build cannot honour yet are errors that name
+ * the file and line.  This module never logs (STYLE.md rule 24).
+ */
+#ifndef BIOMIRROR_CONFIG_H
+#define BIOMIRROR_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "biomirror/listing.h"
+
+enum transport_kind { TRANSPORT_TCP = 0, TRANSPORT_UDT, TRANSPORT_AUTO };
+enum verify_mode { VERIFY_SIZE = 0, VERIFY_SIDECAR, VERIFY_CHECKSUM };
+enum publish_mode { PUBLISH_FILE = 0, PUBLISH_SET };
+
+/* One mirror (a config section, or an ad-hoc --source/--dest pair). */
+struct mirror_conf {
+	char		*name;		/* owned: section name (ad-hoc: "adhoc") */
+	char		*source;	/* owned: upstream URL, ends in '/' */
+	char		*dest;		/* owned: local directory, absolute or relative */
+	char		**include;	/* owned: NULL-free array of globs */
+	size_t		 ninclude;
+	char		**exclude;	/* owned */
+	size_t		 nexclude;
+	unsigned	 concurrency;	/* files in flight, 1..1024 (default 8) */
+	unsigned	 streams;	/* ranges per large file, 1..64 (default 4) */
+	uint64_t	 min_split;	/* bytes (default 16M) */
+	unsigned	 max_connections; /* per host; 0 = default by scheme */
+	enum transport_kind transport;	/* only tcp in this build */
+	bool		 delete;	/* delete files gone upstream */
+	uint64_t	 max_delete;	/* count, or percent when max_delete_pct */
+	bool		 max_delete_pct; /* max_delete is a percentage 0..100 */
+	enum verify_mode verify;	/* only size in this build */
+	enum publish_mode publish;	/* only file in this build */
+	uint64_t	 bwlimit;	/* bytes per second, 0 = unlimited */
+	unsigned	 retries;	/* per request (default 5) */
+	unsigned	 timeout;	/* connect timeout, seconds (default 60) */
+	unsigned	 stall_timeout;	/* seconds without a byte (default 120) */
+	struct tzspec	 listing_tz;	/* listing_timezone (default UTC) */
+	struct tzspec	 ftp_tz;	/* ftp_timezone (default UTC) */
+	mode_t		 file_mode;	/* default 0644 */
+	mode_t		 dir_mode;	/* default 0755 */
+	char		*ca_file;	/* owned, NULL = system trust */
+	char		*user_agent;	/* owned, NULL = global or default */
+	char		*post_sync;	/* owned, NULL if none */
+	char		*metrics_file;	/* owned, NULL if none */
+	unsigned	 line;		/* line of the section header, 0 ad-hoc */
+};
+
+struct config {
+	char		*path;		/* owned: file read, NULL if none */
+	char		*state_dir;	/* owned: NULL = built-in default */
+	int		 log_level;	/* -1 quiet .. 2 debug (log_level key) */
+	char		*user_agent;	/* owned: global User-Agent, NULL = default */
+	struct mirror_conf **mirrors;	/* owned: in file order */
+	size_t		 nmirrors;
+};
+
+/*
+ * Read and validate the INI file at path into a new struct config (*ret,
+ * free with config_free()).  Returns 0; BM_ENOENT when the file cannot be
+ * opened; BM_EINVAL with "FILE:LINE: reason" in errbuf for any error;
+ * BM_ENOMEM.  Lines are limited to inih's INI_MAX_LINE bytes (longer
+ * lines are an error naming the line).
+ */
+int	config_load(const char *path, struct config **ret,
+	    char *errbuf, size_t errlen);
+/* Make a config holding no mirrors and all defaults (for ad-hoc runs). */
+struct config *config_new(void);
+/* Free a config.  NULL is a no-op. */
+void	config_free(struct config *c);
+
+/* A mirror with all defaults and the given name (owned copy). NULL on ENOMEM. */
+struct mirror_conf *mirror_conf_new(const char *name);
+/* Free one mirror config.  NULL is a no-op. */
+void	mirror_conf_free(struct mirror_conf *m);
+/*
+ * Set one mirror key from a string, exactly as the INI handler does (so
+ * that command-line overrides share its checks).  Repeatable keys
+ * (include, exclude) append.  Returns 0, BM_EINVAL with a reason in
+ * errbuf ("unknown key", "bad size", "transport = udt is not supported by
+ * this build yet"), or BM_ENOMEM.
+ */
+int	mirror_conf_set(struct mirror_conf *m, const char *key,
+	    const char *value, char *errbuf, size_t errlen);
+/*
+ * Check a finished mirror: source and dest present, source scheme
+ * supported (http, https in this build), source normalised to end in '/'.
+ * Returns 0 or BM_EINVAL with a reason in errbuf.
+ */
+int	mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen);
+/* The mirror named name, or NULL (borrowed). */
+struct mirror_conf *config_find(const struct config *c, const char *name);
+
+/*
+ * Parse a size with optional K, M, G, T suffix (powers of 1024), e.g.
+ * "16M" -> 16777216.  Returns 0 or BM_EINVAL (garbage, overflow).
+ */
+int	parse_size(const char *s, uint64_t *ret);
+/* Parse a non-negative decimal integer in [min, max].  0 or BM_EINVAL. */
+int	parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * The HTTP lister: turns index pages (HTML, nginx JSON/XML) into listing
+ * entries, and crawls a tree of them.  Pages are fetched through a
+ * callback (the transport owns the sockets); this module parses with
+ * libxml2 (HTML and XML) and jansson (JSON) and never touches SQLite or
+ * the destination.
+ */
+#ifndef BIOMIRROR_LIST_HTTP_H
+#define BIOMIRROR_LIST_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "biomirror/listing.h"
+
+/* Which index generator a page came from (detected from its markup). */
+enum page_format {
+	PAGE_GENERIC = 0,	/* any page: names and types from <a href> only */
+	PAGE_NGINX,		/* nginx autoindex html */
+	PAGE_NGINX_JSON,	/* nginx autoindex_format json */
+	PAGE_NGINX_XML,		/* nginx autoindex_format xml */
+	PAGE_NGINX_FANCY,	/* ngx-fancyindex */
+	PAGE_APACHE_PRE,	/* Apache mod_autoindex FancyIndexing <pre> */
+	PAGE_APACHE_TABLE,	/* Apache mod_autoindex HTMLTable */
+	PAGE_APACHE_UL,		/* Apache mod_autoindex plain <ul> */
+	PAGE_LIGHTTPD,		/* lighttpd mod_dirlisting */
+	PAGE_IIS,		/* IIS directory browsing */
+	PAGE_CADDY1,		/* Caddy v1 browse */
+	PAGE_CADDY2,		/* Caddy v2 file_server browse */
+	PAGE_SNT,		/* SNT index generator (explicit offsets) */
+	PAGE_DOCKER,		/* download.docker.com style */
+};
+
+/* Name of a page format, for logs and tests ("nginx", "apache-table", ...). */
+const char	*page_format_name(enum page_format f);
+
+/*
+ * Parse one index page.
+ *   body, len	  the page bytes (borrowed; need not be NUL-terminated)
+ *   content_type the Content-Type header value or NULL
+ *   page_url	  absolute URL the page was fetched from, ending in '/'
+ *		  (after redirects); hrefs are resolved against it and
+ *		  any that do not name a direct child of it are skipped
+ *		  (parent links, sort links "?C=M;O=A", other hosts,
+ *		  absolute paths elsewhere, fragments)
+ *   prefix	  relative path of this directory under the source root
+ *		  ("" for the root, else "a/b" without trailing '/'); each
+ *		  entry's path is prefix + "/" + decoded name
+ *   out	  entries are appended here (names validated with
+ *		  name_is_safe(); unsafe names are skipped and counted)
+ *   ret_format	  detected format (may be NULL)
+ *   ret_skipped  number of hostile/invalid names skipped (may be NULL)
+ * Returns 0, BM_EPROTO (not a parseable page), BM_ENOMEM or BM_ELIMIT.
+ * errbuf (errlen bytes, may be NULL) receives a reason on failure.
+ */
+int	list_http_parse(const uint8_t *body, size_t len,
+	    const char *content_type, const char *page_url, const char *prefix,
+	    struct listing *out, enum page_format *ret_format,
+	    size_t *ret_skipped, char *errbuf, size_t errlen);
+
+/* One page to fetch, filled in by the fetch callback. */
+struct http_page {
+	const char	*url;		/* borrowed: absolute URL to GET */
+	int		 rc;		/* 0, or BM_E* when the fetch failed */
+	long		 status;	/* HTTP status, 0 if none */
+	uint8_t		*body;		/* owned (malloc): body bytes, NULL if none */
+	size_t		 len;		/* body length in bytes */
+	char		*content_type;	/* owned: Content-Type or NULL */
+	char		*effective_url;	/* owned: URL after redirects or NULL */
+	char		 errmsg[256];	/* reason when rc != 0 */
+};
+
+/*
+ * Fetch every page in pages[0..n) (concurrently if it can) and fill in
+ * their result fields.  Returns 0 when it tried them all (per-page
+ * failures are in page->rc), or a BM_E* code when it could not run.
+ */
+typedef int (*http_fetch_fn)(void *ctx, struct http_page *pages, size_t n);
+
+struct crawl_opts {
+	const struct filter *filter;	/* borrowed: include/exclude, NULL for all */
+	unsigned	 max_depth;	/* hard depth limit (directories below root) */
+	size_t		 max_page_bytes; /* cap per page (rule 31) */
+	size_t		 batch;		/* pages fetched per callback call */
+};
+
+/*
+ * Crawl the tree under source_url (absolute, ending in '/'): fetch the
+ * root page, parse it, descend into each directory (breadth first, in
+ * batches of opts->batch pages), never above the source, never to another
+ * host, never past max_depth, and stop descending where a directory's
+ * entries repeat those of one of its ancestors (a server-side symlink
+ * loop).  Entries are appended to out with paths relative to the source.
+ * Directories filtered out by opts->filter are not descended into; files
+ * not taken by the filter are not appended.
+ * Returns 0 when the listing is complete, BM_ENET/BM_EPROTO/BM_EHTTP/
+ * BM_ENOENT when any page failed (the listing is then incomplete and
+ * must not be used for deletes), BM_ENOMEM or BM_ELIMIT.  errbuf gets
+ * "URL: reason" of the first failure.
+ */
+int	list_http_crawl(const char *source_url, const struct crawl_opts *opts,
+	    http_fetch_fn fetch, void *ctx, struct listing *out,
+	    char *errbuf, size_t errlen);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * Logging (STYLE.md rule 25).  Lines go to stderr; when JOURNAL_STREAM is
+ * set (we run under systemd) each line gets a "<N>" syslog priority prefix.
+ * Messages follow "object: operation: reason".
+ */
+#ifndef BIOMIRROR_LOG_H
+#define BIOMIRROR_LOG_H
+
+#include <stdbool.h>
+
+/* Verbosity: -1 quiet (errors only), 0 normal (info), 1 verbose, 2 debug. */
+void	log_init(bool foreground, int verbosity);
+/* Current verbosity as set by log_init(). */
+int	log_verbosity(void);
+/* True when log lines go to the journal (JOURNAL_STREAM set). */
+bool	log_to_journal(void);
+
+/* Error (priority 3) with ": strerror(errno)" appended. */
+void	log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Error (priority 3), no errno. */
+void	log_errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Warning (priority 4) with ": strerror(errno)" appended. */
+void	log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Warning (priority 4), no errno. */
+void	log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Informational (priority 6); hidden with -q. */
+void	log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Debug (priority 7); shown with -v -v. */
+void	log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

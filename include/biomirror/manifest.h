@@ -1,0 +1,186 @@
+/*
+ * The manifest: the only SQLite connection (DESIGN.md).  One database file
+ * per mirror records what upstream said of each path (listed size and
+ * mtime with their precision, exact size/mtime/ETag from the GET), what
+ * was committed locally (size, mtime), the runs and per-file events.  The
+ * diff of a new listing against it is SQL over a staging table.  Paths are
+ * stored as BLOBs (bytes, never re-encoded).  This module never logs; it
+ * returns BM_E* codes and fills the caller's error buffer.
+ */
+#ifndef BIOMIRROR_MANIFEST_H
+#define BIOMIRROR_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "biomirror/listing.h"
+
+struct manifest;
+
+/*
+ * Open the manifest at path (a file name; its directory must exist).
+ * With create, a missing file is created with the current schema; an
+ * existing older schema is migrated.  A file that is not a biomirror
+ * manifest, is corrupt, has a newer schema, or stays locked past the busy
+ * timeout gives BM_EDB with "PATH: reason" in errbuf; it is never
+ * recreated.  Without create a missing file gives BM_ENOENT.
+ * *ret is freed with manifest_close().
+ */
+int	manifest_open(const char *path, bool create, struct manifest **ret,
+	    char *errbuf, size_t errlen);
+/* Close the connection (finalizing every statement).  NULL is a no-op. */
+void	manifest_close(struct manifest *m);
+/* Last error text of the connection ("" if none); borrowed. */
+const char *manifest_errmsg(const struct manifest *m);
+
+/* ---- runs ---- */
+
+struct run_record {
+	int64_t		 id;		/* run id (rowid) */
+	char		 command[16];	/* "sync", "plan", "resync" */
+	int64_t		 start_ns;	/* wall clock, ns since epoch */
+	int64_t		 end_ns;	/* 0 while running */
+	char		 status[12];	/* ok, partial, failed, refused, locked, running */
+	int64_t		 listed, fetched, touched, deleted, failed;	/* counts */
+	int64_t		 bytes;		/* bytes fetched */
+	char		 error[256];	/* first error, "" if none */
+};
+
+/* Record the start of a run; *ret_id is the new run id. */
+int	manifest_run_begin(struct manifest *m, const char *command,
+	    int64_t start_ns, int64_t *ret_id);
+/* Record the end of run r->id with r's counts, status and end time. */
+int	manifest_run_end(struct manifest *m, const struct run_record *r);
+/*
+ * The newest max runs, newest first, into a malloc'd array *ret of *ret_n
+ * records (free()).  Returns 0 (possibly with *ret_n == 0) or BM_EDB.
+ */
+int	manifest_runs(struct manifest *m, size_t max, struct run_record **ret,
+	    size_t *ret_n);
+/* The newest run with status "ok" into *ret; BM_ENOENT if none. */
+int	manifest_last_success(struct manifest *m, struct run_record *ret);
+
+/* ---- staging and diff ---- */
+
+/*
+ * Replace the staging table with the entries of l (one transaction).
+ * Entry mtimes must be resolved (listing_resolve_times) first.
+ */
+int	manifest_stage(struct manifest *m, const struct listing *l);
+
+enum diff_kind {
+	DIFF_NEW = 0,	/* not in the manifest, or never committed */
+	DIFF_CHANGED,	/* listed size, mtime or type differ from what was recorded */
+	DIFF_UNKNOWN,	/* listing shows neither size nor mtime: conditional GET */
+	DIFF_SAME,	/* listing unchanged: the planner still checks the local file */
+	DIFF_GONE,	/* in the manifest, not in the listing */
+};
+
+struct diff_row {
+	const char	*path;		/* borrowed until the callback returns */
+	size_t		 pathlen;	/* bytes in path */
+	enum diff_kind	 kind;
+	enum entry_type	 type;		/* listed type; recorded type for DIFF_GONE */
+	int64_t		 list_size;	/* staged (listed) size, -1 unknown */
+	bool		 list_size_exact;
+	int64_t		 list_mtime;	/* staged mtime, ns UTC */
+	enum mtime_prec	 list_prec;	/* staged precision */
+	const char	*target;	/* staged symlink target or NULL (borrowed) */
+	bool		 recorded;	/* the manifest has a committed row */
+	int64_t		 up_size;	/* exact size from the last GET, -1 unknown */
+	int64_t		 up_mtime;	/* exact mtime from the last GET, ns, -1 unknown */
+	const char	*etag;		/* ETag from the last GET, NULL if none (borrowed) */
+	int64_t		 local_size;	/* committed local size, -1 if none */
+	int64_t		 local_mtime;	/* committed local mtime, ns, -1 if none */
+};
+
+/* Called once per diff row; a non-zero return stops the walk and is returned. */
+typedef int (*manifest_diff_fn)(void *ctx, const struct diff_row *row);
+/*
+ * Walk the diff of the staging table against the manifest, in path order:
+ * one row per staged path, then one DIFF_GONE row per committed path that
+ * is not staged.  Returns 0, the callback's non-zero value, or BM_EDB.
+ */
+int	manifest_diff(struct manifest *m, manifest_diff_fn fn, void *ctx);
+/* Mark every staged path as seen by run (seen_run column). */
+int	manifest_mark_seen(struct manifest *m, int64_t run);
+/* Number of committed paths of type file into *ret. */
+int	manifest_file_count(struct manifest *m, int64_t *ret);
+
+/* ---- commits ---- */
+
+enum commit_op {
+	COMMIT_FETCHED = 0,	/* new content committed under its final name */
+	COMMIT_NOT_MODIFIED,	/* conditional GET said 304: record listing values */
+	COMMIT_TOUCHED,		/* only the local mtime was set */
+	COMMIT_MKDIR,		/* a directory exists locally */
+	COMMIT_SYMLINK,		/* a symlink was created */
+	COMMIT_DELETED,		/* removed locally (row deleted) */
+	COMMIT_FAILED,		/* an error; row kept as it was, event recorded */
+	COMMIT_VANISHED,	/* listed but 404/410 on GET: reported, not deleted */
+};
+
+struct commit_rec {
+	const char	*path;		/* borrowed: relative path */
+	enum commit_op	 op;
+	enum entry_type	 type;
+	int64_t		 list_size;	/* listed values to record (as staged) */
+	bool		 list_size_exact;
+	int64_t		 list_mtime;	/* ns */
+	enum mtime_prec	 list_prec;
+	int64_t		 up_size;	/* exact size from the GET, -1 unknown */
+	int64_t		 up_mtime;	/* exact mtime from the GET, ns, -1 unknown */
+	const char	*etag;		/* borrowed, NULL if none */
+	const char	*target;	/* borrowed: symlink target, NULL if none */
+	int64_t		 local_size;	/* committed local size, -1 if n/a */
+	int64_t		 local_mtime;	/* committed local mtime, ns, -1 if n/a */
+	int64_t		 bytes;		/* bytes transferred for this file */
+	const char	*reason;	/* borrowed: failure reason, NULL if none */
+};
+
+/*
+ * Record a batch of outcomes of run in one transaction: upsert/delete the
+ * file rows and append one event per record.  Returns 0 or BM_EDB (then
+ * nothing of the batch is recorded).
+ */
+int	manifest_commit(struct manifest *m, int64_t run,
+	    const struct commit_rec *recs, size_t n);
+
+/* ---- reading ---- */
+
+struct file_row {
+	const char	*path;		/* borrowed until the callback returns */
+	size_t		 pathlen;
+	enum entry_type	 type;
+	int64_t		 list_size;
+	bool		 list_size_exact;
+	int64_t		 list_mtime;
+	enum mtime_prec	 list_prec;
+	int64_t		 up_size, up_mtime;
+	const char	*etag;		/* NULL if none */
+	int64_t		 local_size, local_mtime;
+	int64_t		 seen_run, fetched_run;
+};
+typedef int (*manifest_file_fn)(void *ctx, const struct file_row *row);
+/*
+ * Walk the committed rows whose path is prefix or lies under prefix/
+ * (prefix "" or NULL for all), in path order.
+ */
+int	manifest_ls(struct manifest *m, const char *prefix,
+	    manifest_file_fn fn, void *ctx);
+
+struct event_row {
+	int64_t		 run;
+	const char	*path;		/* borrowed */
+	const char	*op;		/* "fetched", "touched", "deleted", "failed", ... */
+	const char	*reason;	/* NULL if none */
+	int64_t		 bytes;
+	int64_t		 time_ns;
+};
+typedef int (*manifest_event_fn)(void *ctx, const struct event_row *row);
+/* Walk the events of one run in order. */
+int	manifest_events(struct manifest *m, int64_t run,
+	    manifest_event_fn fn, void *ctx);
+
+#endif

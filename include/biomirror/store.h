@@ -1,0 +1,115 @@
+/*
+ * The store: the only code that writes inside the destination tree
+ * (DESIGN.md).  The destination is opened once as a directory fd and every
+ * operation is relative to it without following symlinks (openat2
+ * RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS where the kernel has it, else a
+ * component-by-component walk with O_NOFOLLOW).  New content goes to a
+ * temp file beside its target (".biomirror-tmp.XXXXXXXX", mode 0600); a
+ * batch commit sets mtimes and modes, calls syncfs once, renames, and
+ * fsyncs each parent directory once.  Paths passed in must already be
+ * valid (path_is_safe); the store checks again and refuses bad ones.
+ */
+#ifndef BIOMIRROR_STORE_H
+#define BIOMIRROR_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STORE_TMP_PREFIX	".biomirror-tmp."
+
+struct store;
+struct store_file;
+
+/*
+ * Open (and create with dir_mode if missing, parents included) the
+ * destination directory dest.  file_mode/dir_mode are applied to
+ * published files and created directories.  Returns 0, BM_EIO (errno
+ * kept), BM_EUNSAFE (dest is a symlink) or BM_ENOMEM.
+ */
+int	store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
+	    struct store **ret);
+/* Close the destination fd.  Open store_files must be finished first. */
+void	store_close(struct store *s);
+
+struct local_stat {
+	int		 type;		/* 'f', 'd', 'l' or '?' (other) */
+	int64_t		 size;		/* bytes */
+	int64_t		 mtime;		/* ns since epoch */
+};
+/*
+ * lstat path relative to the destination, never following symlinks
+ * (also in parent components).  Returns 0, BM_ENOENT, BM_EUNSAFE (a
+ * parent component is a symlink or not a directory) or BM_EIO.
+ */
+int	store_stat(struct store *s, const char *path, struct local_stat *ret);
+
+/*
+ * Create the directory path and any missing parents with dir_mode.  An
+ * existing directory is fine; a symlink or file in the way is BM_EUNSAFE.
+ */
+int	store_mkdirs(struct store *s, const char *path);
+
+/*
+ * Create a temp file beside path (its parent directories are created) for
+ * new content of expected_size bytes (-1 unknown).  *ret is owned by the
+ * caller until store_file_abort() or store_commit().
+ * Returns 0, BM_EUNSAFE, BM_EIO, BM_ENOSPC or BM_ENOMEM.
+ */
+int	store_file_open(struct store *s, const char *path,
+	    int64_t expected_size, struct store_file **ret);
+/*
+ * Write len bytes at byte offset off (pwrite; ranges may arrive in any
+ * order).  Returns 0, BM_ENOSPC or BM_EIO.
+ */
+int	store_file_write(struct store_file *f, uint64_t off, const void *buf,
+	    size_t len);
+/* Highest offset written + 1 (bytes), i.e. the file's current length. */
+uint64_t store_file_length(const struct store_file *f);
+/* Discard the temp file (unlink) and free f.  NULL is a no-op. */
+void	store_file_abort(struct store_file *f);
+
+/* One file ready to publish. */
+struct store_commit_item {
+	struct store_file *file;	/* owned by the store from the call on */
+	int64_t		 size;		/* expected byte count, checked against the file */
+	int64_t		 mtime;		/* ns since epoch to set */
+	int		 rc;		/* out: 0, or why this item was not published */
+};
+/*
+ * Publish a batch: for each item check the byte count (BM_ECHECKSUM on
+ * mismatch), set mtime (futimens) and file_mode, then one syncfs, then
+ * renameat each temp file over its target (replacing a regular file; a
+ * directory or symlink in the way is BM_EUNSAFE), then fsync each parent
+ * directory once.  Items that fail get item->rc and their temp file is
+ * removed; the others are published.  Every store_file is freed.
+ * Returns 0 when the batch ran (see each rc), or BM_EIO when syncfs
+ * failed (nothing renamed, all temp files removed).
+ */
+int	store_commit(struct store *s, struct store_commit_item *items,
+	    size_t n);
+
+/* Set the mtime (ns) of an existing file or directory, not following symlinks. */
+int	store_set_mtime(struct store *s, const char *path, int64_t mtime);
+/*
+ * Make path a symlink to target (replacing an existing symlink or file).
+ * Returns 0, BM_EUNSAFE (target absolute or escaping), BM_EIO.
+ */
+int	store_symlink(struct store *s, const char *path, const char *target);
+/*
+ * Remove the file or symlink at path (unlinkat, never following); a
+ * directory is removed only when empty.  BM_ENOENT if already gone.
+ */
+int	store_delete(struct store *s, const char *path);
+/*
+ * Remove every temp file left by a killed run (names starting with
+ * STORE_TMP_PREFIX) anywhere in the tree; *ret_n counts them (may be NULL).
+ */
+int	store_clean_temps(struct store *s, size_t *ret_n);
+/* Free bytes available to us on the destination file system (fstatvfs). */
+int	store_free_space(struct store *s, uint64_t *ret);
+/* Path of the destination as opened (borrowed). */
+const char *store_path(const struct store *s);
+
+#endif
