@@ -24,6 +24,7 @@ bm_strerror(int rc)
 	case BM_ELOCKED:	return "locked by another run";
 	case BM_EUNSAFE:	return "unsafe path";
 	case BM_EHTTP:		return "HTTP error";
+	case BM_EINTR:		return "interrupted";
 	default:		return "unknown error";
 	}
 }

@@ -1,3 +1,45 @@
-/* Placeholder until the CLI lands. */
+/*
+ * biomirror: keep a local mirror of a public data repository current.
+ * main() sets up what must exist before any other code runs (libcurl's
+ * global state, signal flags) and hands over to the command line.  The
+ * signal flag is the only mutable global besides the log level (rule 18).
+ */
+#include <signal.h>
 #include <stdio.h>
-int main(void) { puts("biomirror"); return 0; }
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "biomirror/cli.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct sigaction sa;
+	int		 status;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fputs("biomirror: curl_global_init failed\n", stderr);
+		return 2;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	(void)sigemptyset(&sa.sa_mask);
+	(void)sigaction(SIGTERM, &sa, NULL);
+	(void)sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	(void)sigaction(SIGPIPE, &sa, NULL);
+	status = cli_main(argc, argv, &stop_flag);
+	curl_global_cleanup();
+	return status;
+}

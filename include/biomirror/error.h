@@ -21,6 +21,7 @@
 #define BM_ELOCKED	(-12)	/* another run holds the lock */
 #define BM_EUNSAFE	(-13)	/* hostile path or symlink in the way */
 #define BM_EHTTP	(-14)	/* HTTP error status that is not retryable */
+#define BM_EINTR	(-15)	/* stopped by a signal (SIGTERM, SIGINT) */
 
 /*
  * Return a static, human-readable string for a BM_E* code (or "ok").

@@ -33,6 +33,11 @@ int	manifest_open(const char *path, bool create, struct manifest **ret,
 void	manifest_close(struct manifest *m);
 /* Last error text of the connection ("" if none); borrowed. */
 const char *manifest_errmsg(const struct manifest *m);
+/*
+ * Set how long a statement waits for another connection's lock, in ms
+ * (open sets 5000); past it the call fails with BM_EDB.  0 or BM_EDB.
+ */
+int	manifest_set_busy_timeout(struct manifest *m, int ms);
 
 /* ---- runs ---- */
 
@@ -161,6 +166,7 @@ struct file_row {
 	const char	*etag;		/* NULL if none */
 	int64_t		 local_size, local_mtime;
 	int64_t		 seen_run, fetched_run;
+	const char	*target;	/* symlink target, NULL if none (borrowed) */
 };
 typedef int (*manifest_file_fn)(void *ctx, const struct file_row *row);
 /*

@@ -1,0 +1,673 @@
+/*
+ * Argument parsing and dispatch (DESIGN.md "Command line").  Global
+ * options come before the command; per-run overrides after it are applied
+ * through mirror_conf_set(), so that they share the config file's checks.
+ * The exit status of a call over several mirrors is the first that
+ * applies of 2, 4, 3, 1, 75, 0.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "biomirror/cli.h"
+#include "biomirror/config.h"
+#include "biomirror/error.h"
+#include "biomirror/log.h"
+#include "biomirror/manifest.h"
+#include "biomirror/report.h"
+#include "biomirror/state.h"
+#include "biomirror/sync.h"
+
+#ifndef BM_VERSION
+#define BM_VERSION "0.0.0"
+#endif
+#define DEFAULT_CONFIG	"/etc/biomirror/biomirror.conf"
+#define NS		1000000000LL
+
+struct cli {
+	const char	*config_path;	/* borrowed: -c, NULL = default */
+	const char	*state_dir_opt;	/* borrowed: --state-dir */
+	char		 state_dir[PATH_MAX]; /* resolved state directory */
+	int		 verbosity;	/* -1 .. 2 */
+	bool		 json;		/* --json */
+	bool		 check_only;	/* -n */
+	struct config	*conf;		/* owned */
+	volatile sig_atomic_t *stop;	/* borrowed */
+};
+
+static void
+usage(FILE *fp)
+{
+	fprintf(fp,
+"usage: biomirror [-c FILE] [--state-dir DIR] [-v|-q] [--json] COMMAND ...\n"
+"commands:\n"
+"  sync [NAME...]                 one run of the named mirrors (default: all)\n"
+"  sync --source URL --dest DIR   ad-hoc mirror without a config file\n"
+"  plan NAME                      what a sync would do (same as sync --dry-run)\n"
+"  status [NAME]                  last runs and age of the last success\n"
+"  ls NAME [PATH]                 what the manifest holds\n"
+"  check-config                   validate the config and exit (also: -n)\n"
+"sync and plan options (each overrides the config key of the same name):\n"
+"  --concurrency N  --max-connections N  --include GLOB  --exclude GLOB\n"
+"  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
+"  --stall-timeout S  --listing-timezone TZ  --transport tcp  --verify size\n"
+"  --streams N  --min-split SIZE  --dry-run  --progress  --no-progress\n"
+"exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
+"manifest error, 3 listing failed or incomplete, 4 refused by a safety\n"
+"guard, 75 another run holds the lock.\n");
+}
+
+/* Exit status precedence over several mirrors: 2, 4, 3, 1, 75, 0. */
+static int
+exit_rank(int code)
+{
+	switch (code) {
+	case 2:		return 6;
+	case 4:		return 5;
+	case 3:		return 4;
+	case 1:		return 3;
+	case 75:	return 2;
+	default:	return code == 0 ? 0 : 1;
+	}
+}
+
+static int
+load_config(struct cli *c, bool required)
+{
+	char		 err[1024];
+	const char	*path = c->config_path ? c->config_path : DEFAULT_CONFIG;
+	struct stat	 st;
+	int		 rc;
+
+	if (!required && c->config_path == NULL && stat(path, &st) == -1) {
+		if ((c->conf = config_new()) == NULL)
+			return 2;
+		return 0;
+	}
+	err[0] = '\0';
+	if ((rc = config_load(path, &c->conf, err, sizeof(err))) != 0) {
+		if (rc == BM_ENOENT)
+			log_errx("%s: cannot open config file", path);
+		else
+			log_errx("%s", err[0] ? err : bm_strerror(rc));
+		return 2;
+	}
+	return 0;
+}
+
+static int
+resolve_state_dir(struct cli *c)
+{
+	const char	*d = c->state_dir_opt;
+
+	if (d == NULL && c->conf != NULL)
+		d = c->conf->state_dir;
+	if (d != NULL) {
+		if ((size_t)snprintf(c->state_dir, sizeof(c->state_dir), "%s",
+		    d) >= sizeof(c->state_dir))
+			return 2;
+		return 0;
+	}
+	if (state_default_dir(c->state_dir, sizeof(c->state_dir)) != 0) {
+		log_errx("no state directory: set --state-dir or HOME");
+		return 2;
+	}
+	return 0;
+}
+
+/* Per-run override options: option name = config key. */
+static const struct option sync_longopts[] = {
+	{ "source",		required_argument, NULL, 's' },
+	{ "dest",		required_argument, NULL, 'd' },
+	{ "dry-run",		no_argument,	   NULL, 'N' },
+	{ "delete",		no_argument,	   NULL, 'D' },
+	{ "progress",		no_argument,	   NULL, 'P' },
+	{ "no-progress",	no_argument,	   NULL, 'Q' },
+	{ "concurrency",	required_argument, NULL, 'o' },
+	{ "streams",		required_argument, NULL, 'o' },
+	{ "min-split",		required_argument, NULL, 'o' },
+	{ "max-connections",	required_argument, NULL, 'o' },
+	{ "transport",		required_argument, NULL, 'o' },
+	{ "include",		required_argument, NULL, 'o' },
+	{ "exclude",		required_argument, NULL, 'o' },
+	{ "max-delete",		required_argument, NULL, 'o' },
+	{ "bwlimit",		required_argument, NULL, 'o' },
+	{ "retries",		required_argument, NULL, 'o' },
+	{ "timeout",		required_argument, NULL, 'o' },
+	{ "stall-timeout",	required_argument, NULL, 'o' },
+	{ "verify",		required_argument, NULL, 'o' },
+	{ "listing-timezone",	required_argument, NULL, 'o' },
+	{ "help",		no_argument,	   NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* One override as a (key, value) pair, kept until mirrors are known. */
+struct override {
+	char		 key[32];	/* config key ("max_delete") */
+	const char	*value;		/* borrowed from argv */
+};
+
+struct sync_args {
+	const char	*source, *dest;	/* borrowed: ad-hoc pair */
+	bool		 dry_run;
+	struct override	*ov;		/* owned */
+	size_t		 nov;
+	char		**names;	/* borrowed: mirror names */
+	int		 nnames;
+};
+
+static int
+parse_sync_args(int argc, char **argv, struct sync_args *a)
+{
+	int		 ch, idx = 0;
+	size_t		 i;
+
+	optind = 1;
+	opterr = 1;
+	while ((ch = getopt_long(argc, argv, "+h", sync_longopts,
+	    &idx)) != -1) {
+		switch (ch) {
+		case 's':
+			a->source = optarg;
+			break;
+		case 'd':
+			a->dest = optarg;
+			break;
+		case 'N':
+			a->dry_run = true;
+			break;
+		case 'P':
+		case 'Q':
+			break;	/* XXX: the progress line comes with issue 3 */
+		case 'D':
+		case 'o':
+			a->ov = reallocarray(a->ov, a->nov + 1, sizeof(*a->ov));
+			if (a->ov == NULL)
+				return 2;
+			(void)snprintf(a->ov[a->nov].key,
+			    sizeof(a->ov[a->nov].key), "%s",
+			    sync_longopts[idx].name);
+			for (i = 0; a->ov[a->nov].key[i]; i++)
+				if (a->ov[a->nov].key[i] == '-')
+					a->ov[a->nov].key[i] = '_';
+			a->ov[a->nov].value = ch == 'D' ? "yes" : optarg;
+			a->nov++;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		idx = 0;
+	}
+	a->names = argv + optind;
+	a->nnames = argc - optind;
+	return 0;
+}
+
+static int
+apply_overrides(struct mirror_conf *m, const struct sync_args *a)
+{
+	char	 err[512];
+	size_t	 i;
+
+	for (i = 0; i < a->nov; i++) {
+		err[0] = '\0';
+		if (mirror_conf_set(m, a->ov[i].key, a->ov[i].value, err,
+		    sizeof(err)) != 0) {
+			log_errx("--%s %s: %s", sync_longopts[0].name ==
+			    NULL ? "" : a->ov[i].key, a->ov[i].value, err);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+static int
+run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
+    size_t n, bool dry_run)
+{
+	struct mirror_result **results;
+	struct sync_opts so;
+	size_t		 i;
+	int		 status = 0;
+
+	if ((results = calloc(n ? n : 1, sizeof(*results))) == NULL)
+		return 2;
+	for (i = 0; i < n; i++) {
+		memset(&so, 0, sizeof(so));
+		so.state_dir = c->state_dir;
+		so.key = keys[i];
+		so.user_agent = c->conf->user_agent ? c->conf->user_agent :
+		    "biomirror/" BM_VERSION;
+		so.dry_run = dry_run;
+		so.plan_out = c->json ? NULL : stdout;
+		so.stop = c->stop;
+		if (*c->stop)
+			break;
+		if (sync_mirror(&so, ms[i], &results[i]) != 0) {
+			log_errx("%s: out of memory", ms[i]->name);
+			status = 2;
+			break;
+		}
+		if (!c->json)
+			report_summary(results[i], stdout);
+		if (exit_rank(results[i]->exit_code) > exit_rank(status))
+			status = results[i]->exit_code;
+	}
+	if (c->json)
+		(void)report_json(results, i, stdout);
+	(void)fflush(stdout);
+	for (i = 0; i < n; i++)
+		result_free(results[i]);
+	free(results);
+	return status;
+}
+
+static int
+cmd_sync(struct cli *c, int argc, char **argv, bool plan)
+{
+	struct sync_args a;
+	struct mirror_conf **ms = NULL, *adhoc = NULL;
+	const char	**keys = NULL;
+	char		 key[64], err[512];
+	size_t		 i, n = 0;
+	int		 status = 2, rc;
+
+	memset(&a, 0, sizeof(a));
+	if ((rc = parse_sync_args(argc, argv, &a)) != 0) {
+		status = rc < 0 ? 0 : rc;
+		goto out;
+	}
+	if (plan)
+		a.dry_run = true;
+	if ((a.source != NULL) != (a.dest != NULL)) {
+		log_errx("sync: --source and --dest go together");
+		goto out;
+	}
+	if ((status = load_config(c, a.source == NULL)) != 0 ||
+	    (status = resolve_state_dir(c)) != 0)
+		goto out;
+	status = 2;
+	if (a.source != NULL) {
+		if (a.nnames > 0) {
+			log_errx("sync: mirror names and --source exclude "
+			    "each other");
+			goto out;
+		}
+		if ((adhoc = mirror_conf_new("adhoc")) == NULL)
+			goto out;
+		err[0] = '\0';
+		if (mirror_conf_set(adhoc, "source", a.source, err,
+		    sizeof(err)) != 0 || mirror_conf_set(adhoc, "dest", a.dest,
+		    err, sizeof(err)) != 0) {
+			log_errx("sync: %s", err);
+			goto out;
+		}
+		if (state_adhoc_key(a.dest, key, sizeof(key)) != 0)
+			goto out;
+		n = 1;
+		ms = calloc(1, sizeof(*ms));
+		keys = calloc(1, sizeof(*keys));
+		if (ms == NULL || keys == NULL)
+			goto out;
+		ms[0] = adhoc;
+		keys[0] = key;
+	} else {
+		if (plan && a.nnames != 1) {
+			log_errx("plan: name one mirror");
+			goto out;
+		}
+		n = a.nnames > 0 ? (size_t)a.nnames : c->conf->nmirrors;
+		if (n == 0) {
+			log_errx("%s: no mirrors configured",
+			    c->conf->path ? c->conf->path : DEFAULT_CONFIG);
+			goto out;
+		}
+		ms = calloc(n, sizeof(*ms));
+		keys = calloc(n, sizeof(*keys));
+		if (ms == NULL || keys == NULL)
+			goto out;
+		for (i = 0; i < n; i++) {
+			ms[i] = a.nnames > 0 ? config_find(c->conf,
+			    a.names[i]) : c->conf->mirrors[i];
+			if (ms[i] == NULL) {
+				log_errx("%s: no such mirror in %s",
+				    a.names[i], c->conf->path);
+				goto out;
+			}
+			keys[i] = ms[i]->name;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (apply_overrides(ms[i], &a) != 0)
+			goto out;
+		err[0] = '\0';
+		if (mirror_conf_check(ms[i], err, sizeof(err)) != 0) {
+			log_errx("%s: %s", ms[i]->name, err);
+			goto out;
+		}
+	}
+	status = run_mirrors(c, ms, keys, n, a.dry_run);
+out:
+	mirror_conf_free(adhoc);
+	free(ms);
+	free(keys);
+	free(a.ov);
+	return status;
+}
+
+static void
+fmt_time(int64_t ns, char *buf, size_t len)
+{
+	struct tm	 tm;
+	time_t		 t = (time_t)(ns / NS);
+
+	if (ns <= 0 || gmtime_r(&t, &tm) == NULL) {
+		(void)snprintf(buf, len, "-");
+		return;
+	}
+	(void)strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static json_t *
+run_json(const struct run_record *r)
+{
+	char	 ts[32], te[32];
+
+	fmt_time(r->start_ns, ts, sizeof(ts));
+	fmt_time(r->end_ns, te, sizeof(te));
+	return json_pack("{s:I,s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:s}",
+	    "run", (json_int_t)r->id, "status", r->status, "start", ts,
+	    "end", te, "seconds", r->end_ns > r->start_ns ?
+	    (double)(r->end_ns - r->start_ns) / 1e9 : 0.0,
+	    "listed", (json_int_t)r->listed, "fetched", (json_int_t)r->fetched,
+	    "touched", (json_int_t)r->touched, "deleted",
+	    (json_int_t)r->deleted, "failed", (json_int_t)r->failed,
+	    "bytes", (json_int_t)r->bytes, "error", r->error);
+}
+
+static void
+status_text(const char *name, const struct run_record *last,
+    const struct run_record *ok, int64_t now)
+{
+	char	 ts[32];
+	double	 secs, rate;
+
+	if (last == NULL) {
+		printf("%s: never run\n", name);
+		return;
+	}
+	fmt_time(last->start_ns, ts, sizeof(ts));
+	secs = last->end_ns > last->start_ns ?
+	    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
+	rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
+	printf("%s: last run %lld at %s: %s in %.1f s, fetched %lld files "
+	    "(%lld bytes, %.1f MB/s), touched %lld, deleted %lld, failed %lld"
+	    "%s%s\n", name, (long long)last->id, ts, last->status, secs,
+	    (long long)last->fetched, (long long)last->bytes, rate,
+	    (long long)last->touched, (long long)last->deleted,
+	    (long long)last->failed, last->error[0] ? "; " : "", last->error);
+	if (ok == NULL)
+		printf("%s: no successful run yet\n", name);
+	else
+		printf("%s: last success %lld s ago (run %lld)\n", name,
+		    (long long)((now - ok->end_ns) / NS), (long long)ok->id);
+}
+
+static int
+status_one(struct cli *c, const char *name, json_t *arr)
+{
+	char		 path[PATH_MAX], err[512];
+	struct manifest	*m = NULL;
+	struct run_record *runs = NULL, ok;
+	size_t		 nruns = 0;
+	bool		 have_ok = false;
+	struct timespec	 now;
+	json_t		*o;
+	int		 rc, status = 0;
+
+	(void)clock_gettime(CLOCK_REALTIME, &now);
+	if (state_manifest_path(c->state_dir, name, path, sizeof(path)) != 0)
+		return 2;
+	rc = manifest_open(path, false, &m, err, sizeof(err));
+	if (rc == 0) {
+		if (manifest_runs(m, 1, &runs, &nruns) != 0) {
+			log_errx("%s: %s", path, manifest_errmsg(m));
+			status = 2;
+		}
+		have_ok = manifest_last_success(m, &ok) == 0;
+	} else if (rc != BM_ENOENT) {
+		log_errx("%s", err);
+		status = 2;
+	}
+	if (arr != NULL) {
+		o = json_pack("{s:s,s:o,s:o}", "mirror", name,
+		    "last_run", nruns ? run_json(&runs[0]) : json_null(),
+		    "last_success", have_ok ? run_json(&ok) : json_null());
+		if (o != NULL && have_ok)
+			(void)json_object_set_new(o, "last_success_age_seconds",
+			    json_integer((json_int_t)(((int64_t)now.tv_sec *
+			    NS + now.tv_nsec - ok.end_ns) / NS)));
+		if (o != NULL)
+			(void)json_array_append_new(arr, o);
+	} else if (status == 0)
+		status_text(name, nruns ? &runs[0] : NULL, have_ok ? &ok : NULL,
+		    (int64_t)now.tv_sec * NS + now.tv_nsec);
+	free(runs);
+	manifest_close(m);
+	return status;
+}
+
+static int
+cmd_status(struct cli *c, int argc, char **argv)
+{
+	json_t	*arr = NULL;
+	size_t	 i;
+	int	 status, s;
+
+	if ((status = load_config(c, true)) != 0 ||
+	    (status = resolve_state_dir(c)) != 0)
+		return status;
+	if (c->json && (arr = json_array()) == NULL)
+		return 2;
+	if (argc > 1) {
+		for (i = 1; i < (size_t)argc; i++) {
+			if (config_find(c->conf, argv[i]) == NULL) {
+				log_errx("%s: no such mirror", argv[i]);
+				status = 2;
+				continue;
+			}
+			if ((s = status_one(c, argv[i], arr)) != 0)
+				status = s;
+		}
+	} else
+		for (i = 0; i < c->conf->nmirrors; i++)
+			if ((s = status_one(c, c->conf->mirrors[i]->name,
+			    arr)) != 0)
+				status = s;
+	if (arr != NULL) {
+		(void)json_dumpf(arr, stdout, JSON_INDENT(2) |
+		    JSON_ENSURE_ASCII);
+		fputc('\n', stdout);
+		json_decref(arr);
+	}
+	return status;
+}
+
+struct ls_ctx {
+	json_t	*arr;		/* borrowed: --json output, NULL for text */
+};
+
+static int
+ls_row(void *arg, const struct file_row *row)
+{
+	struct ls_ctx	*x = arg;
+	char		 ts[32], *safe = NULL;
+
+	fmt_time(row->local_mtime, ts, sizeof(ts));
+	if (report_utf8_escape(row->path, &safe) != 0)
+		return BM_ENOMEM;
+	if (x->arr != NULL)
+		(void)json_array_append_new(x->arr, json_pack(
+		    "{s:s,s:s#,s:I,s:s}", "path", safe, "type",
+		    (const char *)&row->type, (size_t)1, "size",
+		    (json_int_t)row->local_size, "mtime", ts));
+	else
+		printf("%c %12lld %s %s\n", (char)row->type,
+		    (long long)row->local_size, ts, safe);
+	free(safe);
+	return 0;
+}
+
+static int
+cmd_ls(struct cli *c, int argc, char **argv)
+{
+	char		 path[PATH_MAX], err[512];
+	struct manifest	*m = NULL;
+	struct ls_ctx	 x = { NULL };
+	int		 status, rc;
+
+	if (argc < 2 || argc > 3) {
+		log_errx("usage: biomirror ls NAME [PATH]");
+		return 2;
+	}
+	if ((status = load_config(c, true)) != 0 ||
+	    (status = resolve_state_dir(c)) != 0)
+		return status;
+	if (config_find(c->conf, argv[1]) == NULL) {
+		log_errx("%s: no such mirror", argv[1]);
+		return 2;
+	}
+	if (state_manifest_path(c->state_dir, argv[1], path, sizeof(path)))
+		return 2;
+	if ((rc = manifest_open(path, false, &m, err, sizeof(err))) != 0) {
+		if (rc == BM_ENOENT)
+			log_errx("%s: no manifest yet (never synced)", argv[1]);
+		else
+			log_errx("%s", err);
+		return 2;
+	}
+	if (c->json && (x.arr = json_array()) == NULL) {
+		manifest_close(m);
+		return 2;
+	}
+	status = 0;
+	if (manifest_ls(m, argc == 3 ? argv[2] : "", ls_row, &x) != 0) {
+		log_errx("%s: %s", path, manifest_errmsg(m));
+		status = 2;
+	}
+	if (x.arr != NULL) {
+		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
+		    JSON_ENSURE_ASCII);
+		fputc('\n', stdout);
+		json_decref(x.arr);
+	}
+	manifest_close(m);
+	return status;
+}
+
+static int
+cmd_check_config(struct cli *c)
+{
+	int	 status;
+
+	if ((status = load_config(c, true)) != 0)
+		return status;
+	printf("%s: configuration OK (%zu mirror%s)\n", c->conf->path ?
+	    c->conf->path : DEFAULT_CONFIG, c->conf->nmirrors,
+	    c->conf->nmirrors == 1 ? "" : "s");
+	return 0;
+}
+
+static const struct option global_longopts[] = {
+	{ "config",	required_argument, NULL, 'c' },
+	{ "state-dir",	required_argument, NULL, 'S' },
+	{ "verbose",	no_argument,	   NULL, 'v' },
+	{ "quiet",	no_argument,	   NULL, 'q' },
+	{ "json",	no_argument,	   NULL, 'j' },
+	{ "help",	no_argument,	   NULL, 'h' },
+	{ "version",	no_argument,	   NULL, 'V' },
+	{ NULL, 0, NULL, 0 }
+};
+
+int
+cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
+{
+	struct cli	 c;
+	const char	*cmd;
+	int		 ch, status = 2;
+
+	memset(&c, 0, sizeof(c));
+	c.stop = stop;
+	while ((ch = getopt_long(argc, argv, "+c:nvqh", global_longopts,
+	    NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			c.config_path = optarg;
+			break;
+		case 'S':
+			c.state_dir_opt = optarg;
+			break;
+		case 'n':
+			c.check_only = true;
+			break;
+		case 'v':
+			c.verbosity = c.verbosity < 0 ? 1 : c.verbosity + 1;
+			break;
+		case 'q':
+			c.verbosity = -1;
+			break;
+		case 'j':
+			c.json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("biomirror %s\n", BM_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	log_init(true, c.verbosity);
+	argc -= optind;
+	argv += optind;
+	if (c.check_only)
+		cmd = "check-config";
+	else if (argc < 1) {
+		usage(stderr);
+		return 2;
+	} else
+		cmd = argv[0];
+	if (strcmp(cmd, "sync") == 0)
+		status = cmd_sync(&c, argc, argv, false);
+	else if (strcmp(cmd, "plan") == 0)
+		status = cmd_sync(&c, argc, argv, true);
+	else if (strcmp(cmd, "status") == 0)
+		status = cmd_status(&c, argc, argv);
+	else if (strcmp(cmd, "ls") == 0)
+		status = cmd_ls(&c, argc, argv);
+	else if (strcmp(cmd, "check-config") == 0)
+		status = cmd_check_config(&c);
+	else if (strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		status = 0;
+	} else {
+		log_errx("%s: unknown command (try --help)", cmd);
+		status = 2;
+	}
+	config_free(c.conf);
+	return status;
+}

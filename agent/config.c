@@ -1,0 +1,1179 @@
+/*
+ * The configuration file (DESIGN.md "Config"): [global] and one section per
+ * mirror, read with inih and checked key by key.
+ *
+ * inih gives its handler no line numbers, folds indented lines into the
+ * previous key, truncates section names to 49 bytes and splits lines
+ * longer than its buffer.  So the whole file is read into memory and fed to
+ * ini_parse_stream() one physical line at a time by conf_reader(), which
+ * counts lines, rejects over-long lines and NUL bytes, and classifies each
+ * line the way inih will (blank/comment, continuation, section header,
+ * key line, syntax error).  Section headers are handled here, from the
+ * full text of the line; inih only delivers key/value pairs, and the
+ * handler runs while the line the reader just returned is current, so
+ * every error names its line.  The first error stops the parse.
+ *
+ * Invariants: a mirror in struct config has passed mirror_conf_check();
+ * mirror_conf_set() is the only place that interprets a mirror value, so
+ * command-line overrides get exactly the file's checks.  This module never
+ * logs (STYLE.md rule 24).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <ini.h>
+
+#include "biomirror/config.h"
+#include "biomirror/error.h"
+#include "biomirror/listing.h"
+
+#define CONF_MAX_FILE	(1024 * 1024)	/* bytes of config file read */
+#define CONF_NAME_MAX	64		/* bytes of a mirror name */
+#define CONF_MAX_GLOBS	1024		/* include (or exclude) patterns */
+#define CONF_REASON	512		/* bytes of a reason string */
+
+enum mkey {
+	MK_SOURCE, MK_DEST, MK_INCLUDE, MK_EXCLUDE, MK_CONCURRENCY,
+	MK_STREAMS, MK_MIN_SPLIT, MK_MAX_CONNECTIONS, MK_TRANSPORT,
+	MK_DELETE, MK_MAX_DELETE, MK_VERIFY, MK_PUBLISH, MK_BWLIMIT,
+	MK_RETRIES, MK_TIMEOUT, MK_STALL_TIMEOUT, MK_LISTING_TZ, MK_FTP_TZ,
+	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
+	MK_METRICS_FILE, MK_COUNT
+};
+
+static const char *const mirror_keys[MK_COUNT] = {
+	"source", "dest", "include", "exclude", "concurrency",
+	"streams", "min_split", "max_connections", "transport",
+	"delete", "max_delete", "verify", "publish", "bwlimit",
+	"retries", "timeout", "stall_timeout", "listing_timezone",
+	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
+	"post_sync", "metrics_file"
+};
+
+enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
+
+static const char *const global_keys[GK_COUNT] = {
+	"state_dir", "log_level", "user_agent"
+};
+
+enum sect_kind { SECT_NONE = 0, SECT_GLOBAL, SECT_MIRROR };
+
+/* State of one config_load(): the file in memory, the reader, the result. */
+struct conf_load {
+	const char	*path;		/* borrowed: file name for messages */
+	const char	*buf;		/* borrowed: file contents */
+	size_t		 len;		/* bytes in buf */
+	size_t		 pos;		/* offset of the next line in buf */
+	unsigned	 lineno;	/* line last handed to inih, 1-based */
+	bool		 prev_name;	/* inih's prev_name: a key line seen in this section */
+	char		 prev_key[CONF_NAME_MAX + 1]; /* that key, for messages */
+	unsigned	 prev_line;	/* line of that key */
+	struct config	*c;		/* borrowed: config being filled */
+	enum sect_kind	 kind;		/* section the current line is in */
+	struct mirror_conf *cur;	/* borrowed: the mirror of that section */
+	bool		 seen_global;	/* a [global] header was seen */
+	unsigned	 global_line;	/* its line */
+	unsigned	 seen[MK_COUNT]; /* line each key was set on, 0 = not yet */
+	int		 rc;		/* first error, 0 while none */
+	char		*errbuf;	/* borrowed: caller's message buffer */
+	size_t		 errlen;	/* its size */
+};
+
+static int	conf_fmt(char *, size_t, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+static int	conf_bad(char *, size_t, const char *, const char *,
+		    const char *, ...) __attribute__((format(printf, 5, 6)));
+static void	load_fail(struct conf_load *, unsigned, int, const char *, ...)
+		    __attribute__((format(printf, 4, 5)));
+
+/* Write a reason into errbuf (if any); always returns BM_EINVAL. */
+static int
+conf_fmt(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+	va_list	 ap;
+
+	if (errbuf != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		(void)vsnprintf(errbuf, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return BM_EINVAL;
+}
+
+/* Write "key = value: reason" into errbuf; returns BM_EINVAL. */
+static int
+conf_bad(char *errbuf, size_t errlen, const char *key, const char *value,
+    const char *fmt, ...)
+{
+	char	 why[CONF_REASON];
+	va_list	 ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return conf_fmt(errbuf, errlen, "%s = %s: %s", key, value, why);
+}
+
+/* Record the first error of a load as "FILE:LINE: reason". */
+static void
+load_fail(struct conf_load *ld, unsigned line, int rc, const char *fmt, ...)
+{
+	char	 why[CONF_REASON * 2];
+	va_list	 ap;
+
+	if (ld->rc != 0)
+		return;
+	ld->rc = rc;
+	va_start(ap, fmt);
+	(void)vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	(void)conf_fmt(ld->errbuf, ld->errlen, "%s:%u: %s", ld->path, line,
+	    why);
+}
+
+static bool
+has_ctrl(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
+
+/*
+ * Parse a non-negative decimal integer in [min, max] (no sign, no blanks).
+ * *ret is written only on success.  Returns 0 or BM_EINVAL.
+ */
+int
+parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+	unsigned long long	 v;
+	char			*end;
+
+	if (s == NULL || !isdigit((unsigned char)s[0]))
+		return BM_EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return BM_EINVAL;
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+/*
+ * Parse a size: decimal digits and an optional K, M, G or T (either case,
+ * powers of 1024).  "16M" -> 16777216.  *ret is written only on success.
+ * Returns 0 or BM_EINVAL (empty, sign, garbage, more than 2^64-1 bytes).
+ */
+int
+parse_size(const char *s, uint64_t *ret)
+{
+	unsigned long long	 v;
+	char			*end;
+	unsigned		 shift = 0;
+
+	if (s == NULL || !isdigit((unsigned char)s[0]))
+		return BM_EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return BM_EINVAL;
+	if (*end != '\0') {
+		switch (*end) {
+		case 'K': case 'k': shift = 10; break;
+		case 'M': case 'm': shift = 20; break;
+		case 'G': case 'g': shift = 30; break;
+		case 'T': case 't': shift = 40; break;
+		default: return BM_EINVAL;
+		}
+		if (end[1] != '\0')
+			return BM_EINVAL;
+	}
+	if (v > (UINT64_MAX >> shift))
+		return BM_EINVAL;
+	*ret = (uint64_t)v << shift;
+	return 0;
+}
+
+/*
+ * A mirror with every default of DESIGN.md's key table; name is copied.
+ * Returns NULL only on out-of-memory.  Free with mirror_conf_free().
+ */
+struct mirror_conf *
+mirror_conf_new(const char *name)
+{
+	struct mirror_conf	*m;
+
+	if ((m = calloc(1, sizeof(*m))) == NULL)
+		return NULL;
+	if ((m->name = strdup(name != NULL ? name : "adhoc")) == NULL) {
+		free(m);
+		return NULL;
+	}
+	m->concurrency = 8;
+	m->streams = 4;
+	m->min_split = 16ULL << 20;
+	m->max_connections = 0;
+	m->transport = TRANSPORT_TCP;
+	m->delete = false;
+	m->max_delete = 10;
+	m->max_delete_pct = true;
+	m->verify = VERIFY_SIZE;
+	m->publish = PUBLISH_FILE;
+	m->bwlimit = 0;
+	m->retries = 5;
+	m->timeout = 60;
+	m->stall_timeout = 120;
+	m->listing_tz.kind = TZ_UTC;
+	m->ftp_tz.kind = TZ_UTC;
+	m->file_mode = 0644;
+	m->dir_mode = 0755;
+	return m;
+}
+
+static void
+free_globs(char **v, size_t n)
+{
+	size_t	 i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Free a mirror config and every string it owns.  NULL is a no-op. */
+void
+mirror_conf_free(struct mirror_conf *m)
+{
+	if (m == NULL)
+		return;
+	free(m->name);
+	free(m->source);
+	free(m->dest);
+	free_globs(m->include, m->ninclude);
+	free_globs(m->exclude, m->nexclude);
+	free(m->ca_file);
+	free(m->user_agent);
+	free(m->post_sync);
+	free(m->metrics_file);
+	free(m);
+}
+
+/* A config with no mirrors and built-in defaults.  NULL on ENOMEM. */
+struct config *
+config_new(void)
+{
+	return calloc(1, sizeof(struct config));
+}
+
+/* Free a config and its mirrors.  NULL is a no-op. */
+void
+config_free(struct config *c)
+{
+	size_t	 i;
+
+	if (c == NULL)
+		return;
+	for (i = 0; i < c->nmirrors; i++)
+		mirror_conf_free(c->mirrors[i]);
+	free(c->mirrors);
+	free(c->path);
+	free(c->state_dir);
+	free(c->user_agent);
+	free(c);
+}
+
+/*
+ * The mirror whose name is name (exact bytes), or NULL.  Borrowed: valid
+ * until config_free(c).
+ */
+struct mirror_conf *
+config_find(const struct config *c, const char *name)
+{
+	size_t	 i;
+
+	if (c == NULL || name == NULL)
+		return NULL;
+	for (i = 0; i < c->nmirrors; i++)
+		if (strcmp(c->mirrors[i]->name, name) == 0)
+			return c->mirrors[i];
+	return NULL;
+}
+
+/* Replace *dst with a copy of a non-empty string without control bytes. */
+static int
+set_str(const char *key, const char *v, char **dst, char *errbuf,
+    size_t errlen)
+{
+	char	*s;
+
+	if (v[0] == '\0')
+		return conf_fmt(errbuf, errlen, "%s: empty value", key);
+	if (has_ctrl(v))
+		return conf_bad(errbuf, errlen, key, v,
+		    "control characters are not allowed");
+	if ((s = strdup(v)) == NULL)
+		return BM_ENOMEM;
+	free(*dst);
+	*dst = s;
+	return 0;
+}
+
+static int
+set_uint(const char *key, const char *v, unsigned min, unsigned max,
+    unsigned *dst, char *errbuf, size_t errlen)
+{
+	uint64_t	 n;
+
+	if (parse_uint(v, min, max, &n) != 0)
+		return conf_bad(errbuf, errlen, key, v,
+		    "expected an integer from %u to %u", min, max);
+	*dst = (unsigned)n;
+	return 0;
+}
+
+static int
+set_size(const char *key, const char *v, uint64_t min, uint64_t *dst,
+    char *errbuf, size_t errlen)
+{
+	uint64_t	 n;
+
+	if (parse_size(v, &n) != 0)
+		return conf_bad(errbuf, errlen, key, v, "expected a size in "
+		    "bytes with an optional K, M, G or T suffix (powers of "
+		    "1024), below 16 EiB");
+	if (n < min)
+		return conf_bad(errbuf, errlen, key, v,
+		    "must be at least %llu", (unsigned long long)min);
+	*dst = n;
+	return 0;
+}
+
+static int
+set_bool(const char *key, const char *v, bool *dst, char *errbuf,
+    size_t errlen)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+	size_t	 i;
+
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(v, yes[i]) == 0) {
+			*dst = true;
+			return 0;
+		}
+		if (strcasecmp(v, no[i]) == 0) {
+			*dst = false;
+			return 0;
+		}
+	}
+	return conf_bad(errbuf, errlen, key, v, "expected yes or no");
+}
+
+/* An octal mode up to 07777; need are bits the mode must have. */
+static int
+set_mode(const char *key, const char *v, mode_t need, mode_t forbid,
+    mode_t *dst, char *errbuf, size_t errlen)
+{
+	unsigned long	 n;
+	char		*end;
+	size_t		 i;
+
+	for (i = 0; v[i] != '\0'; i++)
+		if (v[i] < '0' || v[i] > '7')
+			break;
+	if (i == 0 || v[i] != '\0' || i > 5)
+		return conf_bad(errbuf, errlen, key, v,
+		    "expected an octal mode from 0 to 07777");
+	errno = 0;
+	n = strtoul(v, &end, 8);
+	if (errno != 0 || *end != '\0' || n > 07777)
+		return conf_bad(errbuf, errlen, key, v,
+		    "expected an octal mode from 0 to 07777");
+	if ((n & need) != need)
+		return conf_bad(errbuf, errlen, key, v,
+		    "the owner needs at least %04o", (unsigned)need);
+	if ((n & forbid) != 0)
+		return conf_bad(errbuf, errlen, key, v, "set-user-ID and "
+		    "set-group-ID bits are not allowed on mirrored files");
+	*dst = (mode_t)n;
+	return 0;
+}
+
+static int
+set_max_delete(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	char		 num[32];
+	size_t		 n = strlen(v);
+	uint64_t	 x;
+
+	if (n > 1 && n < sizeof(num) && v[n - 1] == '%') {
+		memcpy(num, v, n - 1);
+		num[n - 1] = '\0';
+		if (parse_uint(num, 0, 100, &x) == 0) {
+			m->max_delete = x;
+			m->max_delete_pct = true;
+			return 0;
+		}
+	} else if (parse_uint(v, 0, UINT64_MAX, &x) == 0) {
+		m->max_delete = x;
+		m->max_delete_pct = false;
+		return 0;
+	}
+	return conf_bad(errbuf, errlen, "max_delete", v,
+	    "expected a count or a percentage from 0%% to 100%%");
+}
+
+static int
+set_bwlimit(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	char	 num[64];
+	size_t	 n = strlen(v);
+
+	/* "10M/s" reads as naturally as "10M" for a rate. */
+	if (n > 2 && n < sizeof(num) && strcmp(v + n - 2, "/s") == 0) {
+		memcpy(num, v, n - 2);
+		num[n - 2] = '\0';
+		if (parse_size(num, &m->bwlimit) == 0)
+			return 0;
+	}
+	return set_size("bwlimit", v, 0, &m->bwlimit, errbuf, errlen);
+}
+
+static int
+set_tz(const char *key, const char *v, struct tzspec *dst, char *errbuf,
+    size_t errlen)
+{
+	struct tzspec	 tz;
+
+	if (tzspec_parse(v, &tz) != 0)
+		return conf_bad(errbuf, errlen, key, v, "unknown time zone "
+		    "(use UTC, an offset such as +0100, a zone name such as "
+		    "Europe/London, or auto)");
+	*dst = tz;
+	return 0;
+}
+
+/*
+ * Check an upstream URL: http or https in this build, with a host, no
+ * query or fragment (the lister appends paths).  libcurl's URL parser
+ * judges the syntax.
+ */
+static int
+check_source(const char *v, char *errbuf, size_t errlen)
+{
+	static const char *const later[] = { "ftp", "ftps", "udt" };
+	CURLU		*u = NULL;
+	CURLUcode	 uc;
+	char		*part = NULL;
+	const char	*sep;
+	size_t		 i, slen;
+	int		 rc = BM_EINVAL;
+
+	if ((sep = strstr(v, "://")) == NULL) {
+		rc = conf_bad(errbuf, errlen, "source", v, "not a URL "
+		    "(expected http://HOST/PATH or https://HOST/PATH)");
+		goto out;
+	}
+	slen = (size_t)(sep - v);
+	for (i = 0; i < sizeof(later) / sizeof(later[0]); i++)
+		if (slen == strlen(later[i]) &&
+		    strncasecmp(v, later[i], slen) == 0) {
+			rc = conf_fmt(errbuf, errlen, "source scheme %s:// is "
+			    "not supported by this build yet", later[i]);
+			goto out;
+		}
+	if (!((slen == 4 && strncasecmp(v, "http", 4) == 0) ||
+	    (slen == 5 && strncasecmp(v, "https", 5) == 0))) {
+		rc = conf_bad(errbuf, errlen, "source", v,
+		    "unsupported scheme (use http:// or https://)");
+		goto out;
+	}
+	if ((u = curl_url()) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	/* libcurl reads "http:///x" as host "x"; we do not. */
+	if (sep[3] == '/' || sep[3] == '\0' ||
+	    (uc = curl_url_set(u, CURLUPART_URL, v, 0)) == CURLUE_NO_HOST) {
+		rc = conf_bad(errbuf, errlen, "source", v, "no host");
+		goto out;
+	}
+	if (uc != CURLUE_OK) {
+		rc = conf_bad(errbuf, errlen, "source", v, "bad URL (%s)",
+		    curl_url_strerror(uc));
+		goto out;
+	}
+	if (curl_url_get(u, CURLUPART_QUERY, &part, 0) != CURLUE_NO_QUERY ||
+	    curl_url_get(u, CURLUPART_FRAGMENT, &part, 0) !=
+	    CURLUE_NO_FRAGMENT) {
+		rc = conf_bad(errbuf, errlen, "source", v,
+		    "a source URL takes no query or fragment");
+		goto out;
+	}
+	rc = 0;
+out:
+	curl_free(part);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+static int
+set_source(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	size_t	 n = strlen(v);
+	char	*s;
+	int	 rc;
+
+	if (n == 0)
+		return conf_fmt(errbuf, errlen, "source: empty value");
+	if (has_ctrl(v))
+		return conf_bad(errbuf, errlen, "source", v,
+		    "control characters are not allowed");
+	if ((rc = check_source(v, errbuf, errlen)) != 0)
+		return rc;
+	if ((s = malloc(n + 2)) == NULL)
+		return BM_ENOMEM;
+	memcpy(s, v, n + 1);
+	if (s[n - 1] != '/') {
+		s[n] = '/';
+		s[n + 1] = '\0';
+	}
+	free(m->source);
+	m->source = s;
+	return 0;
+}
+
+static int
+add_glob(const char *key, const char *v, char ***list, size_t *n,
+    char *errbuf, size_t errlen)
+{
+	char	**nl, *s;
+
+	if (v[0] == '\0')
+		return conf_fmt(errbuf, errlen, "%s: empty value", key);
+	if (*n >= CONF_MAX_GLOBS)
+		return conf_bad(errbuf, errlen, key, v,
+		    "more than %d patterns", CONF_MAX_GLOBS);
+	if ((s = strdup(v)) == NULL)
+		return BM_ENOMEM;
+	if ((nl = reallocarray(*list, *n + 1, sizeof(*nl))) == NULL) {
+		free(s);
+		return BM_ENOMEM;
+	}
+	nl[(*n)++] = s;
+	*list = nl;
+	return 0;
+}
+
+static int
+key_index(const char *const *keys, size_t nkeys, const char *key)
+{
+	size_t	 i;
+
+	for (i = 0; i < nkeys; i++)
+		if (strcmp(keys[i], key) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int
+set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
+    size_t errlen)
+{
+	const char	*key = mirror_keys[k];
+
+	if (k == MK_TRANSPORT) {
+		if (strcasecmp(v, "tcp") == 0) {
+			m->transport = TRANSPORT_TCP;
+			return 0;
+		}
+		if (strcasecmp(v, "udt") != 0 && strcasecmp(v, "auto") != 0)
+			return conf_bad(errbuf, errlen, key, v,
+			    "expected tcp, udt or auto");
+	} else if (k == MK_VERIFY) {
+		if (strcasecmp(v, "size") == 0) {
+			m->verify = VERIFY_SIZE;
+			return 0;
+		}
+		if (strcasecmp(v, "sidecar") != 0 &&
+		    strcasecmp(v, "checksum") != 0)
+			return conf_bad(errbuf, errlen, key, v,
+			    "expected size, sidecar or checksum");
+	} else {
+		if (strcasecmp(v, "file") == 0) {
+			m->publish = PUBLISH_FILE;
+			return 0;
+		}
+		if (strcasecmp(v, "set") != 0)
+			return conf_bad(errbuf, errlen, key, v,
+			    "expected file or set");
+	}
+	return conf_fmt(errbuf, errlen,
+	    "%s = %s is not supported by this build yet", key, v);
+}
+
+/*
+ * Set one mirror key from its string value, exactly as the config file
+ * does: key is a name of DESIGN.md's table, value is the text after '='
+ * (both borrowed, NUL-terminated).  include and exclude append; every
+ * other key replaces its value.  On error m is unchanged and errbuf
+ * (errlen bytes, may be NULL) holds the reason, without file or line:
+ * "unknown key 'x'", "concurrency = 0: expected an integer from 1 to
+ * 1024", "transport = udt is not supported by this build yet".  Returns
+ * 0, BM_EINVAL or BM_ENOMEM.
+ */
+int
+mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
+    char *errbuf, size_t errlen)
+{
+	int	 k;
+
+	if (m == NULL || key == NULL || value == NULL)
+		return conf_fmt(errbuf, errlen, "missing key or value");
+	if ((k = key_index(mirror_keys, MK_COUNT, key)) < 0)
+		return conf_fmt(errbuf, errlen, "unknown key '%s'", key);
+	if (value[0] == '\0')
+		return conf_fmt(errbuf, errlen, "%s: empty value", key);
+	switch (k) {
+	case MK_SOURCE:
+		return set_source(value, m, errbuf, errlen);
+	case MK_DEST:
+		return set_str(key, value, &m->dest, errbuf, errlen);
+	case MK_INCLUDE:
+		return add_glob(key, value, &m->include, &m->ninclude,
+		    errbuf, errlen);
+	case MK_EXCLUDE:
+		return add_glob(key, value, &m->exclude, &m->nexclude,
+		    errbuf, errlen);
+	case MK_CONCURRENCY:
+		return set_uint(key, value, 1, 1024, &m->concurrency,
+		    errbuf, errlen);
+	case MK_STREAMS:
+		return set_uint(key, value, 1, 64, &m->streams, errbuf,
+		    errlen);
+	case MK_MIN_SPLIT:
+		return set_size(key, value, 1, &m->min_split, errbuf, errlen);
+	case MK_MAX_CONNECTIONS:
+		return set_uint(key, value, 0, 256, &m->max_connections,
+		    errbuf, errlen);
+	case MK_TRANSPORT:
+	case MK_VERIFY:
+	case MK_PUBLISH:
+		return set_enum_key(m, k, value, errbuf, errlen);
+	case MK_DELETE:
+		return set_bool(key, value, &m->delete, errbuf, errlen);
+	case MK_MAX_DELETE:
+		return set_max_delete(value, m, errbuf, errlen);
+	case MK_BWLIMIT:
+		return set_bwlimit(value, m, errbuf, errlen);
+	case MK_RETRIES:
+		return set_uint(key, value, 0, 100, &m->retries, errbuf,
+		    errlen);
+	case MK_TIMEOUT:
+		return set_uint(key, value, 1, 3600, &m->timeout, errbuf,
+		    errlen);
+	case MK_STALL_TIMEOUT:
+		return set_uint(key, value, 1, 86400, &m->stall_timeout,
+		    errbuf, errlen);
+	case MK_LISTING_TZ:
+		return set_tz(key, value, &m->listing_tz, errbuf, errlen);
+	case MK_FTP_TZ:
+		return set_tz(key, value, &m->ftp_tz, errbuf, errlen);
+	case MK_FILE_MODE:
+		return set_mode(key, value, 0400, 06000, &m->file_mode,
+		    errbuf, errlen);
+	case MK_DIR_MODE:
+		return set_mode(key, value, 0700, 0, &m->dir_mode, errbuf,
+		    errlen);
+	case MK_CA_FILE:
+		return set_str(key, value, &m->ca_file, errbuf, errlen);
+	case MK_USER_AGENT:
+		return set_str(key, value, &m->user_agent, errbuf, errlen);
+	case MK_POST_SYNC:
+		return set_str(key, value, &m->post_sync, errbuf, errlen);
+	default:
+		return set_str(key, value, &m->metrics_file, errbuf, errlen);
+	}
+}
+
+/*
+ * Check a finished mirror (after the last mirror_conf_set()): source and
+ * dest present, source an http or https URL with a host; a missing
+ * trailing '/' is added to m->source.  Returns 0, BM_EINVAL with
+ * "missing key 'source'" and the like in errbuf, or BM_ENOMEM.
+ */
+int
+mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen)
+{
+	char	*src;
+	int	 rc;
+
+	if (m == NULL)
+		return conf_fmt(errbuf, errlen, "no mirror");
+	if (m->source == NULL)
+		return conf_fmt(errbuf, errlen, "missing key 'source'");
+	if (m->dest == NULL)
+		return conf_fmt(errbuf, errlen, "missing key 'dest'");
+	/* Re-run the checks: a caller may have filled source in directly. */
+	if ((src = strdup(m->source)) == NULL)
+		return BM_ENOMEM;
+	rc = set_source(src, m, errbuf, errlen);
+	free(src);
+	return rc;
+}
+
+/* The name of a mirror section: [A-Za-z0-9][A-Za-z0-9._-]*, 1..64 bytes. */
+static bool
+mirror_name_ok(const char *s, size_t n)
+{
+	size_t	 i;
+
+	if (n == 0 || n > CONF_NAME_MAX || !isalnum((unsigned char)s[0]))
+		return false;
+	for (i = 0; i < n; i++)
+		if (!(isascii((unsigned char)s[i]) &&
+		    isalnum((unsigned char)s[i])) &&
+		    s[i] != '.' && s[i] != '_' && s[i] != '-')
+			return false;
+	return true;
+}
+
+/* End of the section being read: check the mirror it described. */
+static void
+close_section(struct conf_load *ld)
+{
+	char	 why[CONF_REASON];
+	int	 rc;
+
+	if (ld->kind == SECT_MIRROR && ld->rc == 0) {
+		rc = mirror_conf_check(ld->cur, why, sizeof(why));
+		if (rc == BM_ENOMEM)
+			load_fail(ld, ld->cur->line, rc, "out of memory");
+		else if (rc != 0)
+			load_fail(ld, ld->cur->line, rc, "%s in section [%s]",
+			    why, ld->cur->name);
+	}
+	ld->kind = SECT_NONE;
+	ld->cur = NULL;
+	ld->prev_name = false;
+	memset(ld->seen, 0, sizeof(ld->seen));
+}
+
+static void
+open_mirror(struct conf_load *ld, const char *name)
+{
+	struct mirror_conf	**nv, *m, *old;
+
+	if ((old = config_find(ld->c, name)) != NULL) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate section [%s] "
+		    "(first on line %u)", name, old->line);
+		return;
+	}
+	if ((m = mirror_conf_new(name)) == NULL) {
+		load_fail(ld, ld->lineno, BM_ENOMEM, "out of memory");
+		return;
+	}
+	nv = reallocarray(ld->c->mirrors, ld->c->nmirrors + 1, sizeof(*nv));
+	if (nv == NULL) {
+		mirror_conf_free(m);
+		load_fail(ld, ld->lineno, BM_ENOMEM, "out of memory");
+		return;
+	}
+	m->line = ld->lineno;
+	nv[ld->c->nmirrors++] = m;
+	ld->c->mirrors = nv;
+	ld->cur = m;
+	ld->kind = SECT_MIRROR;
+}
+
+/* A section header line: the name is the n bytes at s. */
+static void
+open_section(struct conf_load *ld, const char *s, size_t n)
+{
+	char	 name[CONF_NAME_MAX + 1];
+
+	close_section(ld);
+	if (ld->rc != 0)
+		return;
+	if (n == 6 && strncmp(s, "global", 6) == 0) {
+		if (ld->seen_global) {
+			load_fail(ld, ld->lineno, BM_EINVAL, "duplicate "
+			    "section [global] (first on line %u)",
+			    ld->global_line);
+			return;
+		}
+		ld->seen_global = true;
+		ld->global_line = ld->lineno;
+		ld->kind = SECT_GLOBAL;
+		return;
+	}
+	if (!mirror_name_ok(s, n)) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "bad mirror name '%.*s' "
+		    "(1 to 64 letters, digits, '.', '_' or '-', starting with "
+		    "a letter or digit)", (int)n, s);
+		return;
+	}
+	memcpy(name, s, n);
+	name[n] = '\0';
+	if (strcasecmp(name, "global") == 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "mirror name '%s' is "
+		    "reserved (the global section is [global])", name);
+		return;
+	}
+	open_mirror(ld, name);
+}
+
+/*
+ * inih's find_chars_or_comment() on [s, e): the first byte in chars, or
+ * an inline comment prefix after whitespace, or e.
+ */
+static const char *
+find_chars_or_comment(const char *s, const char *e, const char *chars)
+{
+	bool	 was_space = false;
+
+	for (; s < e; s++) {
+		if (chars != NULL && strchr(chars, *s) != NULL)
+			break;
+		if (ini_allow_inline_comments && was_space &&
+		    strchr(ini_inline_comment_prefixes, *s) != NULL)
+			break;
+		was_space = isspace((unsigned char)*s) != 0;
+	}
+	return s;
+}
+
+static void
+classify_header(struct conf_load *ld, const char *start, const char *e)
+{
+	const char	*end, *p;
+
+	end = find_chars_or_comment(start + 1, e, "]");
+	if (end == e || *end != ']') {
+		load_fail(ld, ld->lineno, BM_EINVAL,
+		    "section header without closing ']'");
+		return;
+	}
+	for (p = end + 1; p < e && isspace((unsigned char)*p); p++)
+		continue;
+	if (p < e && *p != ';' && *p != '#') {
+		load_fail(ld, ld->lineno, BM_EINVAL,
+		    "unexpected text after ']' in section header");
+		return;
+	}
+	open_section(ld, start + 1, (size_t)(end - start - 1));
+}
+
+static void
+classify_key(struct conf_load *ld, const char *start, const char *e)
+{
+	const char	*end, *ke;
+	size_t		 n;
+
+	end = find_chars_or_comment(start, e, "=:");
+	if (end == e || (*end != '=' && *end != ':')) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "missing '=' "
+		    "(expected 'key = value', a [section] or a ; comment)");
+		return;
+	}
+	for (ke = end; ke > start && isspace((unsigned char)ke[-1]); ke--)
+		continue;
+	n = (size_t)(ke - start);
+	if (n > CONF_NAME_MAX)
+		n = CONF_NAME_MAX;
+	memcpy(ld->prev_key, start, n);
+	ld->prev_key[n] = '\0';
+	ld->prev_line = ld->lineno;
+	ld->prev_name = true;
+}
+
+/*
+ * Classify one line as inih's parser will (ini.c, release 55) and act on
+ * what inih leaves to us: section headers, continuation lines (refused)
+ * and syntax errors.  Key lines reach conf_handler() through inih.
+ */
+static void
+classify_line(struct conf_load *ld, const char *line)
+{
+	const char	*start = line, *e;
+
+	if (ld->lineno == 1 && ini_allow_bom &&
+	    strncmp(start, "\xEF\xBB\xBF", 3) == 0)
+		start += 3;
+	e = start + strlen(start);
+	while (e > start && isspace((unsigned char)e[-1]))
+		e--;
+	while (start < e && isspace((unsigned char)*start))
+		start++;
+	if (start == e || strchr(ini_start_comment_prefixes, *start) != NULL)
+		return;
+	if (ini_allow_multiline && ld->prev_name && start > line) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "indented line would "
+		    "continue key '%s' from line %u (continuation lines are "
+		    "not supported: remove the indentation)", ld->prev_key,
+		    ld->prev_line);
+		return;
+	}
+	if (*start == '[')
+		classify_header(ld, start, e);
+	else
+		classify_key(ld, start, e);
+}
+
+/*
+ * inih's reader: hand over exactly one physical line of the file per
+ * call, so that inih's line count is ours, after refusing lines that do
+ * not fit in inih's buffer of num bytes (it would split them) and NUL
+ * bytes (it would cut the line short).  NULL ends the parse: at the end
+ * of the file or at the first error.
+ */
+static char *
+conf_reader(char *str, int num, void *stream)
+{
+	struct conf_load	*ld = stream;
+	const char		*p, *nl;
+	size_t			 n, body;
+
+	if (ld->rc != 0 || ld->pos >= ld->len)
+		return NULL;
+	p = ld->buf + ld->pos;
+	nl = memchr(p, '\n', ld->len - ld->pos);
+	n = nl != NULL ? (size_t)(nl - p) + 1 : ld->len - ld->pos;
+	ld->pos += n;
+	ld->lineno++;
+	body = n;
+	if (body > 0 && p[body - 1] == '\n')
+		body--;
+	if (body > 0 && p[body - 1] == '\r')
+		body--;
+	if (memchr(p, '\0', n) != NULL) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "NUL byte in line");
+		return NULL;
+	}
+	/* inih needs room for "\r\n\0" after the longest line. */
+	if (num < 4 || body > (size_t)num - 3) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "line longer than %d "
+		    "bytes", num < 4 ? 0 : num - 3);
+		return NULL;
+	}
+	memcpy(str, p, n);
+	str[n] = '\0';
+	classify_line(ld, str);
+	return ld->rc == 0 ? str : NULL;
+}
+
+static int
+conf_global_key(struct conf_load *ld, const char *name, const char *value)
+{
+	static const char *const levels[] = {
+		"error", "warning", "info", "verbose", "debug"
+	};
+	static const int level_val[] = { -1, -1, 0, 1, 2 };
+	struct config	*c = ld->c;
+	char		 why[CONF_REASON];
+	size_t		 i;
+	int		 k, rc = 0;
+
+	if ((k = key_index(global_keys, GK_COUNT, name)) < 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL,
+		    "unknown key '%s' in section [global]", name);
+		return 0;
+	}
+	if (ld->seen[k] != 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate key '%s' in "
+		    "section [global] (first on line %u)", name, ld->seen[k]);
+		return 0;
+	}
+	ld->seen[k] = ld->lineno;
+	if (k == GK_STATE_DIR) {
+		if (value[0] != '/')
+			rc = conf_bad(why, sizeof(why), name, value,
+			    "must be an absolute path");
+		else
+			rc = set_str(name, value, &c->state_dir, why,
+			    sizeof(why));
+	} else if (k == GK_USER_AGENT) {
+		rc = set_str(name, value, &c->user_agent, why, sizeof(why));
+	} else {
+		for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+			if (strcasecmp(value, levels[i]) == 0)
+				break;
+		if (i < sizeof(levels) / sizeof(levels[0]))
+			c->log_level = level_val[i];
+		else
+			rc = conf_bad(why, sizeof(why), name, value, "expected "
+			    "error, warning, info, verbose or debug");
+	}
+	if (rc != 0)
+		load_fail(ld, ld->lineno, rc, "%s",
+		    rc == BM_ENOMEM ? "out of memory" : why);
+	return rc == 0;
+}
+
+static int
+conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
+{
+	char	 why[CONF_REASON];
+	int	 k, rc;
+
+	if ((k = key_index(mirror_keys, MK_COUNT, name)) < 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL,
+		    "unknown key '%s' in section [%s]", name, ld->cur->name);
+		return 0;
+	}
+	if (k != MK_INCLUDE && k != MK_EXCLUDE && ld->seen[k] != 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate key '%s' in "
+		    "section [%s] (first on line %u)", name, ld->cur->name,
+		    ld->seen[k]);
+		return 0;
+	}
+	ld->seen[k] = ld->lineno;
+	if ((rc = mirror_conf_set(ld->cur, name, value, why,
+	    sizeof(why))) != 0) {
+		load_fail(ld, ld->lineno, rc, "%s",
+		    rc == BM_ENOMEM ? "out of memory" : why);
+		return 0;
+	}
+	return 1;
+}
+
+/* inih's handler: one key line, in the section conf_reader() saw. */
+static int
+conf_handler(void *user, const char *section, const char *name,
+    const char *value)
+{
+	struct conf_load	*ld = user;
+
+	(void)section;	/* inih truncates it; ld->kind is exact */
+	if (ld->rc != 0)
+		return 0;
+	switch (ld->kind) {
+	case SECT_GLOBAL:
+		return conf_global_key(ld, name, value);
+	case SECT_MIRROR:
+		return conf_mirror_key(ld, name, value);
+	default:
+		load_fail(ld, ld->lineno, BM_EINVAL, "key '%s' outside any "
+		    "section (put it under [global] or a [mirror] section)",
+		    name);
+		return 0;
+	}
+}
+
+/* Read a whole regular file of at most CONF_MAX_FILE bytes. */
+static int
+read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
+    size_t errlen)
+{
+	struct stat	 st;
+	char		*buf = NULL;
+	size_t		 len = 0;
+	ssize_t		 r;
+	int		 fd, rc = BM_EIO;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) == -1) {
+		(void)conf_fmt(errbuf, errlen, "%s: %s", path, strerror(errno));
+		return BM_ENOENT;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		rc = conf_fmt(errbuf, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	if ((buf = malloc(CONF_MAX_FILE + 1)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	while (len <= CONF_MAX_FILE) {
+		r = read(fd, buf + len, CONF_MAX_FILE + 1 - len);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1) {
+			(void)conf_fmt(errbuf, errlen, "%s: read: %s", path,
+			    strerror(errno));
+			goto out;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	if (len > CONF_MAX_FILE) {
+		rc = conf_fmt(errbuf, errlen, "%s: larger than %d bytes",
+		    path, CONF_MAX_FILE);
+		goto out;
+	}
+	*ret = buf;
+	*ret_len = len;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	(void)close(fd);
+	return rc;
+}
+
+/*
+ * Read and validate the config file at path (borrowed) into a new struct
+ * config (*ret, owned by the caller, free with config_free()).  Returns 0;
+ * BM_ENOENT when the file cannot be opened ("FILE: strerror" in errbuf);
+ * BM_EINVAL with "FILE:LINE: reason" in errbuf for the first error in the
+ * file, or "FILE: reason" for a file that is not regular or over 1 MiB;
+ * BM_EIO on a read error; BM_ENOMEM.  A file without mirrors is valid.
+ * Lines are limited to INI_MAX_LINE - 3 bytes (197 with Debian's inih),
+ * not counting the line end.  Follows DESIGN.md "Config" and
+ * docs/biomirror.conf.5.
+ */
+int
+config_load(const char *path, struct config **ret, char *errbuf,
+    size_t errlen)
+{
+	struct conf_load	 ld;
+	struct config		*c = NULL;
+	char			*buf = NULL;
+	size_t			 len = 0;
+	int			 irc, rc;
+
+	if (errbuf != NULL && errlen > 0)
+		errbuf[0] = '\0';
+	if ((rc = read_file(path, &buf, &len, errbuf, errlen)) != 0)
+		goto out;
+	rc = BM_ENOMEM;
+	if ((c = config_new()) == NULL || (c->path = strdup(path)) == NULL)
+		goto out;
+	memset(&ld, 0, sizeof(ld));
+	ld.path = path;
+	ld.buf = buf;
+	ld.len = len;
+	ld.c = c;
+	ld.errbuf = errbuf;
+	ld.errlen = errlen;
+	irc = ini_parse_stream(conf_reader, &ld, conf_handler, &ld);
+	/* inih's own verdict, in case it disagrees with our classifier. */
+	if (irc == -2)
+		load_fail(&ld, ld.lineno, BM_ENOMEM, "out of memory");
+	else if (irc > 0)
+		load_fail(&ld, (unsigned)irc, BM_EINVAL, "syntax error");
+	close_section(&ld);
+	if ((rc = ld.rc) != 0)
+		goto out;
+	*ret = c;
+	c = NULL;
+out:
+	if (rc == BM_ENOMEM)
+		(void)conf_fmt(errbuf, errlen, "%s: out of memory", path);
+	config_free(c);
+	free(buf);
+	return rc;
+}

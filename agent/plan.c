@@ -1,0 +1,263 @@
+/*
+ * The planner.  It turns manifest_diff() rows into actions.  The change
+ * rule (issue 2): fetch a file when it is new, when its listed size, mtime
+ * or type differ from what the manifest recorded from upstream (inexact
+ * values compared as shown), or when the local file is missing or no
+ * longer matches what was committed; when only the local mtime drifted,
+ * set it back; a listing without size or date gets a conditional GET.
+ * Deletes come last, children before parents, and only when asked for.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "biomirror/config.h"
+#include "biomirror/error.h"
+#include "biomirror/manifest.h"
+#include "biomirror/plan.h"
+#include "biomirror/store.h"
+
+struct plan_ctx {
+	struct plan	*p;		/* borrowed: the plan being built */
+	struct store	*s;		/* borrowed, NULL if no destination yet */
+	bool		 do_delete;
+};
+
+const char *
+action_name(enum action_op op)
+{
+	switch (op) {
+	case ACT_MKDIR:		return "mkdir";
+	case ACT_FETCH:		return "fetch";
+	case ACT_COND_FETCH:	return "check";
+	case ACT_TOUCH:		return "touch";
+	case ACT_DELETE:	return "delete";
+	case ACT_KEEP:		return "keep";
+	}
+	return "?";
+}
+
+static int
+plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
+    const char *why)
+{
+	struct action	*a, *v;
+	size_t		 ncap;
+
+	if (p->nacts == p->cap) {
+		ncap = p->cap ? p->cap * 2 : 256;
+		if ((v = reallocarray(p->acts, ncap, sizeof(*v))) == NULL)
+			return BM_ENOMEM;
+		p->acts = v;
+		p->cap = ncap;
+	}
+	a = &p->acts[p->nacts];
+	memset(a, 0, sizeof(*a));
+	if ((a->path = strndup(row->path, row->pathlen)) == NULL)
+		return BM_ENOMEM;
+	if (row->etag && (a->etag = strdup(row->etag)) == NULL) {
+		free(a->path);
+		return BM_ENOMEM;
+	}
+	a->op = op;
+	a->type = row->type;
+	a->why = why;
+	a->list_size = row->list_size;
+	a->list_size_exact = row->list_size_exact;
+	a->list_mtime = row->list_mtime;
+	a->list_prec = row->list_prec;
+	a->up_size = row->up_size;
+	a->up_mtime = row->up_mtime;
+	a->local_size = row->local_size;
+	a->local_mtime = row->local_mtime;
+	p->nacts++;
+	switch (op) {
+	case ACT_MKDIR:
+		p->nmkdir++;
+		break;
+	case ACT_FETCH:
+	case ACT_COND_FETCH:
+		p->nfetch++;
+		if (row->list_size > 0)
+			p->fetch_bytes += (uint64_t)row->list_size;
+		else if (row->up_size > 0)
+			p->fetch_bytes += (uint64_t)row->up_size;
+		break;
+	case ACT_TOUCH:
+		p->ntouch++;
+		break;
+	case ACT_DELETE:
+		p->ndelete++;
+		break;
+	case ACT_KEEP:
+		p->nkeep++;
+		break;
+	}
+	return 0;
+}
+
+/* A listed directory: create it when it is missing locally. */
+static int
+plan_dir(struct plan_ctx *c, const struct diff_row *row)
+{
+	struct local_stat st;
+	int		 rc;
+
+	if (c->s != NULL && row->kind != DIFF_NEW) {
+		rc = store_stat(c->s, row->path, &st);
+		if (rc == 0 && st.type == 'd')
+			return 0;
+	}
+	return plan_add(c->p, row, ACT_MKDIR,
+	    row->kind == DIFF_NEW ? "new" : "local missing");
+}
+
+/* A listed file the listing says is unchanged: check the local copy. */
+static int
+plan_local(struct plan_ctx *c, const struct diff_row *row,
+    enum action_op same_op)
+{
+	struct local_stat st;
+	int		 rc;
+
+	if (c->s == NULL || (rc = store_stat(c->s, row->path, &st)) ==
+	    BM_ENOENT)
+		return plan_add(c->p, row, ACT_FETCH, "local missing");
+	if (rc != 0 || st.type != 'f')
+		return plan_add(c->p, row, ACT_FETCH, "local not a file");
+	if (st.size != row->local_size)
+		return plan_add(c->p, row, ACT_FETCH, "local size differs");
+	if (st.mtime != row->local_mtime && same_op != ACT_COND_FETCH)
+		return plan_add(c->p, row, ACT_TOUCH, "local mtime drifted");
+	if (same_op == ACT_COND_FETCH)
+		return plan_add(c->p, row, ACT_COND_FETCH, "no size or date");
+	c->p->unchanged++;
+	return 0;
+}
+
+static int
+plan_row(void *arg, const struct diff_row *row)
+{
+	struct plan_ctx	*c = arg;
+
+	if (row->kind == DIFF_GONE)
+		return plan_add(c->p, row,
+		    c->do_delete ? ACT_DELETE : ACT_KEEP, "gone upstream");
+	c->p->listed++;
+	if (row->type == ENTRY_DIR)
+		return plan_dir(c, row);
+	if (row->type != ENTRY_FILE)
+		return 0;	/* XXX: symlinks come with the FTP lister */
+	switch (row->kind) {
+	case DIFF_NEW:
+		return plan_add(c->p, row, ACT_FETCH, "new");
+	case DIFF_CHANGED:
+		return plan_add(c->p, row, ACT_FETCH, "changed");
+	case DIFF_UNKNOWN:
+		return plan_local(c, row, ACT_COND_FETCH);
+	default:
+		return plan_local(c, row, ACT_TOUCH);
+	}
+}
+
+static int
+act_cmp_order(const void *a, const void *b)
+{
+	const struct action *x = a, *y = b;
+	int		 cx, cy;
+
+	/* mkdirs first, then transfers, then deletes/keeps. */
+	cx = x->op == ACT_MKDIR ? 0 : (x->op == ACT_DELETE ||
+	    x->op == ACT_KEEP) ? 2 : 1;
+	cy = y->op == ACT_MKDIR ? 0 : (y->op == ACT_DELETE ||
+	    y->op == ACT_KEEP) ? 2 : 1;
+	if (cx != cy)
+		return cx - cy;
+	/* Deletes deepest first: reverse path order puts children first. */
+	if (cx == 2)
+		return -strcmp(x->path, y->path);
+	return strcmp(x->path, y->path);
+}
+
+int
+plan_build(struct manifest *m, struct store *s, bool do_delete,
+    struct plan **ret)
+{
+	struct plan_ctx	 c;
+	struct plan	*p;
+	int		 rc;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return BM_ENOMEM;
+	c.p = p;
+	c.s = s;
+	c.do_delete = do_delete;
+	if ((rc = manifest_file_count(m, &p->manifest_files)) != 0)
+		goto out;
+	if ((rc = manifest_diff(m, plan_row, &c)) != 0)
+		goto out;
+	/* Paths come in memcmp order, so parents already precede children. */
+	qsort(p->acts, p->nacts, sizeof(*p->acts), act_cmp_order);
+	*ret = p;
+	p = NULL;
+	rc = 0;
+out:
+	plan_free(p);
+	return rc;
+}
+
+void
+plan_free(struct plan *p)
+{
+	size_t	 i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; i < p->nacts; i++) {
+		free(p->acts[i].path);
+		free(p->acts[i].etag);
+	}
+	free(p->acts);
+	free(p);
+}
+
+int
+plan_guard(const struct plan *p, const struct mirror_conf *c,
+    uint64_t free_bytes, char *errbuf, size_t errlen)
+{
+	uint64_t	 limit;
+	int64_t		 gone_files = 0;
+	size_t		 i;
+
+	for (i = 0; i < p->nacts; i++)
+		if ((p->acts[i].op == ACT_DELETE || p->acts[i].op == ACT_KEEP) &&
+		    p->acts[i].type == ENTRY_FILE)
+			gone_files++;
+	if (p->listed == 0 && p->manifest_files > 0) {
+		(void)snprintf(errbuf, errlen, "upstream listing is empty "
+		    "but the manifest holds %lld files: refusing",
+		    (long long)p->manifest_files);
+		return BM_ELIMIT;
+	}
+	if (c->max_delete_pct) {
+		limit = ((uint64_t)p->manifest_files * c->max_delete + 99) / 100;
+		if (limit < 1)
+			limit = 1;
+	} else
+		limit = c->max_delete;
+	if (c->delete && (uint64_t)gone_files > limit) {
+		(void)snprintf(errbuf, errlen, "%lld files gone upstream, "
+		    "more than max_delete (%llu%s = %llu): refusing",
+		    (long long)gone_files, (unsigned long long)c->max_delete,
+		    c->max_delete_pct ? "%" : "", (unsigned long long)limit);
+		return BM_ELIMIT;
+	}
+	if (free_bytes != UINT64_MAX && p->fetch_bytes > free_bytes) {
+		(void)snprintf(errbuf, errlen, "%llu bytes to fetch, only "
+		    "%llu free on the destination: refusing",
+		    (unsigned long long)p->fetch_bytes,
+		    (unsigned long long)free_bytes);
+		return BM_ELIMIT;
+	}
+	return 0;
+}

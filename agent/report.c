@@ -1,0 +1,225 @@
+/*
+ * Run results, summaries and --json output.  jansson builds the JSON
+ * (STYLE.md: no hand-rolled escaping); byte strings that are not UTF-8
+ * are first made safe by report_utf8_escape() so that jansson accepts
+ * them and no name is dropped.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "biomirror/error.h"
+#include "biomirror/report.h"
+
+struct mirror_result *
+result_new(const char *name)
+{
+	struct mirror_result *r;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return NULL;
+	if ((r->mirror = strdup(name)) == NULL) {
+		free(r);
+		return NULL;
+	}
+	r->status = "ok";
+	return r;
+}
+
+void
+result_free(struct mirror_result *r)
+{
+	size_t	 i;
+
+	if (r == NULL)
+		return;
+	for (i = 0; i < r->nerrors; i++) {
+		free(r->errors[i].path);
+		free(r->errors[i].op);
+		free(r->errors[i].reason);
+	}
+	free(r->errors);
+	free(r->mirror);
+	free(r);
+}
+
+int
+result_add_error(struct mirror_result *r, const char *path, const char *op,
+    const char *reason)
+{
+	struct report_error *v, *e;
+	size_t		 ncap;
+
+	if (r->nerrors >= REPORT_MAX_ERRORS) {
+		r->nerrors_dropped++;
+		return 0;
+	}
+	if (r->nerrors == r->cap) {
+		ncap = r->cap ? r->cap * 2 : 16;
+		if ((v = reallocarray(r->errors, ncap, sizeof(*v))) == NULL)
+			return BM_ENOMEM;
+		r->errors = v;
+		r->cap = ncap;
+	}
+	e = &r->errors[r->nerrors];
+	e->path = strdup(path ? path : "");
+	e->op = strdup(op ? op : "");
+	e->reason = strdup(reason ? reason : "");
+	if (e->path == NULL || e->op == NULL || e->reason == NULL) {
+		free(e->path);
+		free(e->op);
+		free(e->reason);
+		return BM_ENOMEM;
+	}
+	r->nerrors++;
+	return 0;
+}
+
+static void
+human_bytes(uint64_t b, char *buf, size_t len)
+{
+	const char	*units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double		 v = (double)b;
+	size_t		 u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		(void)snprintf(buf, len, "%llu B", (unsigned long long)b);
+	else
+		(void)snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+void
+report_summary(const struct mirror_result *r, FILE *fp)
+{
+	char	 hb[32];
+	double	 rate;
+
+	human_bytes(r->bytes, hb, sizeof(hb));
+	rate = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e6 : 0;
+	fprintf(fp, "%s: %s%s: listed %lld, fetched %lld, touched %lld, "
+	    "deleted %lld, failed %lld, %s in %.1f s (%.1f MB/s)\n",
+	    r->mirror, r->dry_run ? "plan " : "", r->status,
+	    (long long)r->listed, (long long)r->fetched,
+	    (long long)r->touched, (long long)r->deleted,
+	    (long long)r->failed, hb, r->seconds, rate);
+}
+
+int
+report_utf8_escape(const char *s, char **ret)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t		 n = strlen(s), i = 0, o = 0, k, need;
+	char		*out;
+
+	if ((out = malloc(n * 4 + 1)) == NULL)
+		return BM_ENOMEM;
+	while (i < n) {
+		need = p[i] < 0x80 ? 0 : (p[i] & 0xe0) == 0xc0 ? 1 :
+		    (p[i] & 0xf0) == 0xe0 ? 2 : (p[i] & 0xf8) == 0xf0 ? 3 : 9;
+		if (need == 1 && p[i] < 0xc2)
+			need = 9;	/* overlong */
+		for (k = 1; need != 9 && k <= need; k++)
+			if (i + k >= n || (p[i + k] & 0xc0) != 0x80)
+				need = 9;
+		if (need == 9) {
+			(void)snprintf(out + o, 5, "\\x%02X", p[i]);
+			o += 4;
+			i++;
+			continue;
+		}
+		memcpy(out + o, p + i, need + 1);
+		o += need + 1;
+		i += need + 1;
+	}
+	out[o] = '\0';
+	*ret = out;
+	return 0;
+}
+
+/* Set key to a string that may not be UTF-8. */
+static int
+json_set_bytes(json_t *obj, const char *key, const char *s)
+{
+	char	*safe = NULL;
+	json_t	*v;
+	int	 rc;
+
+	if ((rc = report_utf8_escape(s, &safe)) != 0)
+		return rc;
+	v = json_string(safe);
+	free(safe);
+	if (v == NULL || json_object_set_new(obj, key, v) != 0)
+		return BM_ENOMEM;
+	return 0;
+}
+
+static json_t *
+result_json(const struct mirror_result *r)
+{
+	json_t	*o, *errs, *e;
+	size_t	 i;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	if ((errs = json_array()) == NULL)
+		goto fail;
+	if (json_set_bytes(o, "mirror", r->mirror) != 0 ||
+	    json_object_set_new(o, "run", json_integer(r->run)) ||
+	    json_object_set_new(o, "status", json_string(r->status)) ||
+	    json_object_set_new(o, "dry_run", json_boolean(r->dry_run)) ||
+	    json_object_set_new(o, "listed", json_integer(r->listed)) ||
+	    json_object_set_new(o, "fetched", json_integer(r->fetched)) ||
+	    json_object_set_new(o, "touched", json_integer(r->touched)) ||
+	    json_object_set_new(o, "deleted", json_integer(r->deleted)) ||
+	    json_object_set_new(o, "failed", json_integer(r->failed)) ||
+	    json_object_set_new(o, "bytes",
+	    json_integer((json_int_t)r->bytes)) ||
+	    json_object_set_new(o, "seconds", json_real(r->seconds))) {
+		json_decref(errs);
+		goto fail;
+	}
+	if (json_object_set_new(o, "errors", errs) != 0)
+		goto fail;
+	for (i = 0; i < r->nerrors; i++) {
+		if ((e = json_object()) == NULL ||
+		    json_array_append_new(errs, e) != 0)
+			goto fail;
+		if (json_set_bytes(e, "path", r->errors[i].path) != 0 ||
+		    json_set_bytes(e, "op", r->errors[i].op) != 0 ||
+		    json_set_bytes(e, "reason", r->errors[i].reason) != 0)
+			goto fail;
+	}
+	return o;
+fail:
+	json_decref(o);
+	return NULL;
+}
+
+int
+report_json(struct mirror_result *const *results, size_t n, FILE *fp)
+{
+	json_t	*arr, *o;
+	size_t	 i;
+	int	 rc = BM_ENOMEM;
+
+	if ((arr = json_array()) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < n; i++) {
+		if ((o = result_json(results[i])) == NULL)
+			goto out;
+		if (json_array_append_new(arr, o) != 0)
+			goto out;
+	}
+	if (json_dumpf(arr, fp, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0)
+		goto out;
+	fputc('\n', fp);
+	rc = 0;
+out:
+	json_decref(arr);
+	return rc;
+}

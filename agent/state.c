@@ -1,0 +1,169 @@
+/*
+ * The state directory and run locks (see include/biomirror/state.h).
+ * The lock is an flock(2) on a file that records the holder's PID, so a
+ * second run can name it; a crashed run's lock goes with its process.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <openssl/evp.h>
+
+#include "biomirror/error.h"
+#include "biomirror/state.h"
+
+int
+state_default_dir(char *buf, size_t len)
+{
+	const char	*xdg, *home;
+	int		 n;
+
+	if (geteuid() == 0)
+		n = snprintf(buf, len, "/var/lib/biomirror");
+	else if ((xdg = getenv("XDG_STATE_HOME")) != NULL && xdg[0] == '/')
+		n = snprintf(buf, len, "%s/biomirror", xdg);
+	else if ((home = getenv("HOME")) != NULL && home[0] == '/')
+		n = snprintf(buf, len, "%s/.local/state/biomirror", home);
+	else
+		return BM_EINVAL;
+	if (n < 0 || (size_t)n >= len)
+		return BM_ELIMIT;
+	return 0;
+}
+
+/* mkdir -p path with mode 0755. */
+static int
+mkdir_p(const char *path)
+{
+	char	 tmp[PATH_MAX];
+	char	*p;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s", path) >= sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return BM_EIO;
+	}
+	for (p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) == -1 && errno != EEXIST)
+			return BM_EIO;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) == -1 && errno != EEXIST)
+		return BM_EIO;
+	return 0;
+}
+
+int
+state_prepare(const char *dir)
+{
+	char	 p[PATH_MAX];
+	int	 rc;
+
+	if ((rc = mkdir_p(dir)) != 0)
+		return rc;
+	if ((size_t)snprintf(p, sizeof(p), "%s/manifests", dir) >= sizeof(p))
+		return BM_ELIMIT;
+	if ((rc = mkdir_p(p)) != 0)
+		return rc;
+	if ((size_t)snprintf(p, sizeof(p), "%s/locks", dir) >= sizeof(p))
+		return BM_ELIMIT;
+	return mkdir_p(p);
+}
+
+int
+state_adhoc_key(const char *dest, char *buf, size_t len)
+{
+	char		 abs[PATH_MAX], cwd[PATH_MAX];
+	unsigned char	 md[EVP_MAX_MD_SIZE];
+	unsigned int	 mdlen = 0;
+	size_t		 i;
+
+	if (dest[0] == '/') {
+		if ((size_t)snprintf(abs, sizeof(abs), "%s", dest) >=
+		    sizeof(abs))
+			return BM_ELIMIT;
+	} else {
+		if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return BM_EIO;
+		if ((size_t)snprintf(abs, sizeof(abs), "%s/%s", cwd, dest) >=
+		    sizeof(abs))
+			return BM_ELIMIT;
+	}
+	/* Trailing slashes do not make another destination. */
+	i = strlen(abs);
+	while (i > 1 && abs[i - 1] == '/')
+		abs[--i] = '\0';
+	if (EVP_Digest(abs, strlen(abs), md, &mdlen, EVP_sha256(), NULL) != 1)
+		return BM_EIO;
+	if (len < 6 + 16 + 1)
+		return BM_ELIMIT;
+	memcpy(buf, "adhoc-", 6);
+	for (i = 0; i < 8; i++)
+		(void)snprintf(buf + 6 + i * 2, 3, "%02x", md[i]);
+	return 0;
+}
+
+int
+state_lock(const char *dir, const char *name, int *ret_fd, long *ret_holder)
+{
+	char	 p[PATH_MAX], pid[32];
+	ssize_t	 n;
+	int	 fd, saved, len;
+
+	*ret_holder = 0;
+	if ((size_t)snprintf(p, sizeof(p), "%s/locks/%s.lock", dir, name) >=
+	    sizeof(p))
+		return BM_ELIMIT;
+	if ((fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) ==
+	    -1)
+		return BM_EIO;
+	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		saved = errno;
+		if (saved == EWOULDBLOCK) {
+			n = pread(fd, pid, sizeof(pid) - 1, 0);
+			if (n > 0) {
+				pid[n] = '\0';
+				*ret_holder = strtol(pid, NULL, 10);
+			}
+			(void)close(fd);
+			return BM_ELOCKED;
+		}
+		(void)close(fd);
+		errno = saved;
+		return BM_EIO;
+	}
+	len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) == -1 || pwrite(fd, pid, (size_t)len, 0) != len) {
+		saved = errno;
+		(void)close(fd);
+		errno = saved;
+		return BM_EIO;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+void
+state_unlock(int fd)
+{
+	if (fd < 0)
+		return;
+	(void)ftruncate(fd, 0);
+	(void)close(fd);
+}
+
+int
+state_manifest_path(const char *dir, const char *name, char *buf, size_t len)
+{
+	if ((size_t)snprintf(buf, len, "%s/manifests/%s.db", dir, name) >= len)
+		return BM_ELIMIT;
+	return 0;
+}

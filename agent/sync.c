@@ -1,0 +1,550 @@
+/*
+ * One run of one mirror (see include/biomirror/sync.h).  The order of
+ * steps is the safety argument: nothing is changed before the listing is
+ * staged and the guards passed; deletes happen only after a complete
+ * listing and after every fetch; directory mtimes are set last, deepest
+ * first, so that creating their contents does not disturb them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+
+#include "biomirror/config.h"
+#include "biomirror/error.h"
+#include "biomirror/list_http.h"
+#include "biomirror/listing.h"
+#include "biomirror/log.h"
+#include "biomirror/manifest.h"
+#include "biomirror/plan.h"
+#include "biomirror/report.h"
+#include "biomirror/sched.h"
+#include "biomirror/state.h"
+#include "biomirror/store.h"
+#include "biomirror/sync.h"
+#include "biomirror/xfer.h"
+
+#define NS			1000000000LL
+#define MAX_LISTING		(20 * 1000 * 1000)	/* entries per mirror */
+#define MAX_PAGE_BYTES		(64 * 1024 * 1024)	/* one index page */
+#define MAX_DEPTH		64			/* directory levels */
+
+struct run {
+	const struct sync_opts *o;	/* borrowed */
+	const struct mirror_conf *c;	/* borrowed */
+	struct mirror_result *res;	/* borrowed */
+	struct manifest	*m;		/* owned */
+	struct store	*s;		/* owned, NULL in a dry run without dest */
+	struct xfer	*x;		/* owned */
+	struct listing	*l;		/* owned */
+	struct plan	*p;		/* owned */
+	int64_t		 run;		/* manifest run id, 0 in a dry run */
+	bool		 complete;	/* the listing is complete */
+	char		 err[512];	/* first fatal reason */
+};
+
+/* Memory sink of one index page, capped at MAX_PAGE_BYTES. */
+struct page_buf {
+	uint8_t		*buf;		/* owned */
+	size_t		 len, cap;
+};
+
+static int
+sink_page(void *arg, uint64_t off, const void *data, size_t len)
+{
+	struct page_buf	*b = arg;
+	uint8_t		*nb;
+	size_t		 ncap;
+
+	if (off != b->len)
+		return BM_EPROTO;
+	if (b->len + len > MAX_PAGE_BYTES)
+		return BM_ELIMIT;
+	if (b->len + len + 1 > b->cap) {
+		ncap = b->cap ? b->cap : 65536;
+		while (ncap < b->len + len + 1)
+			ncap *= 2;
+		if ((nb = realloc(b->buf, ncap)) == NULL)
+			return BM_ENOMEM;
+		b->buf = nb;
+		b->cap = ncap;
+	}
+	memcpy(b->buf + b->len, data, len);
+	b->len += len;
+	return 0;
+}
+
+struct page_wait {
+	size_t		 left;		/* jobs not finished yet */
+};
+
+static void
+page_done(void *ctx, struct xfer_job *job)
+{
+	struct page_wait *w = ctx;
+
+	(void)job;
+	w->left--;
+}
+
+/* http_fetch_fn for the crawler: all pages of a batch at once. */
+static int
+fetch_pages(void *ctx, struct http_page *pages, size_t n)
+{
+	struct run	*r = ctx;
+	struct xfer_job	*jobs;
+	struct page_buf	*bufs;
+	struct page_wait w = { 0 };
+	size_t		 i;
+	int		 rc = BM_ENOMEM;
+
+	jobs = calloc(n, sizeof(*jobs));
+	bufs = calloc(n, sizeof(*bufs));
+	if (jobs == NULL || bufs == NULL)
+		goto out;
+	for (i = 0; i < n; i++) {
+		jobs[i].url = pages[i].url;
+		jobs[i].expect_size = -1;
+		jobs[i].max_size = MAX_PAGE_BYTES;
+		jobs[i].if_modified_since = -1;
+		jobs[i].sink = sink_page;
+		jobs[i].sink_arg = &bufs[i];
+		if ((rc = xfer_submit(r->x, &jobs[i])) != 0)
+			goto out;
+		w.left++;
+	}
+	while (w.left > 0) {
+		if (*r->o->stop) {
+			rc = BM_EINTR;
+			goto out;
+		}
+		if ((rc = xfer_poll(r->x, 100, page_done, &w)) != 0)
+			goto out;
+	}
+	for (i = 0; i < n; i++) {
+		struct xfer_result *res = &jobs[i].res;
+		pages[i].status = res->status;
+		pages[i].rc = res->rc;
+		if (res->rc == 0 && res->cls != XFER_OK)
+			pages[i].rc = BM_EHTTP;
+		(void)snprintf(pages[i].errmsg, sizeof(pages[i].errmsg), "%s",
+		    res->errmsg);
+		if (res->content_type[0] &&
+		    (pages[i].content_type = strdup(res->content_type)) == NULL)
+			rc = BM_ENOMEM;
+		if (res->effective_url[0] && (pages[i].effective_url =
+		    strdup(res->effective_url)) == NULL)
+			rc = BM_ENOMEM;
+		pages[i].body = bufs[i].buf;
+		pages[i].len = bufs[i].len;
+		bufs[i].buf = NULL;
+	}
+	rc = 0;
+out:
+	if (jobs != NULL && w.left > 0)
+		for (i = 0; i < n; i++)
+			xfer_cancel(r->x, &jobs[i]);
+	if (bufs != NULL)
+		for (i = 0; i < n; i++)
+			free(bufs[i].buf);
+	free(bufs);
+	free(jobs);
+	return rc;
+}
+
+static int
+run_list(struct run *r)
+{
+	struct filter	 f;
+	struct crawl_opts co;
+	int		 rc;
+
+	f.include = (const char *const *)r->c->include;
+	f.ninclude = r->c->ninclude;
+	f.exclude = (const char *const *)r->c->exclude;
+	f.nexclude = r->c->nexclude;
+	memset(&co, 0, sizeof(co));
+	co.filter = &f;
+	co.max_depth = MAX_DEPTH;
+	co.max_page_bytes = MAX_PAGE_BYTES;
+	co.batch = r->c->max_connections ? r->c->max_connections * 2 : 16;
+	if ((r->l = listing_new(MAX_LISTING)) == NULL)
+		return BM_ENOMEM;
+	rc = list_http_crawl(r->c->source, &co, fetch_pages, r, r->l, r->err,
+	    sizeof(r->err));
+	r->complete = rc == 0;
+	if (rc == BM_ENOMEM || rc == BM_EINTR)
+		return rc;
+	if (rc != 0) {
+		log_errx("%s: list: %s", r->c->name, r->err);
+		(void)result_add_error(r->res, "", "list", r->err);
+	}
+	if ((rc = listing_resolve_times(r->l, &r->c->listing_tz)) != 0)
+		return rc;
+	if ((rc = listing_sort(r->l)) != 0)
+		return rc;
+	r->res->listed = (int64_t)listing_count(r->l);
+	if ((rc = manifest_stage(r->m, r->l)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: stage: %s",
+		    manifest_errmsg(r->m));
+		return BM_EDB;
+	}
+	return 0;
+}
+
+static void
+print_plan(const struct run *r, FILE *fp)
+{
+	const struct action *a;
+	size_t		 i;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op == ACT_KEEP)
+			continue;
+		if (a->op == ACT_FETCH || a->op == ACT_COND_FETCH) {
+			if (a->list_size >= 0)
+				fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
+				    action_name(a->op), a->path, a->why,
+				    a->list_size_exact ? "" : "about ",
+				    (long long)a->list_size);
+			else
+				fprintf(fp, "%-6s %s (%s)\n",
+				    action_name(a->op), a->path, a->why);
+		} else
+			fprintf(fp, "%-6s %s (%s)\n", action_name(a->op),
+			    a->path, a->why);
+	}
+}
+
+/* Create listed directories that are missing and record them. */
+static int
+run_mkdirs(struct run *r)
+{
+	struct commit_rec rec;
+	const struct action *a;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op != ACT_MKDIR)
+			continue;
+		memset(&rec, 0, sizeof(rec));
+		rec.path = a->path;
+		rec.type = ENTRY_DIR;
+		rec.list_size = -1;
+		rec.list_mtime = a->list_mtime;
+		rec.list_prec = a->list_prec;
+		rec.up_size = rec.up_mtime = -1;
+		rec.local_size = rec.local_mtime = -1;
+		if ((rc = store_mkdirs(r->s, a->path)) != 0) {
+			rec.op = COMMIT_FAILED;
+			rec.reason = bm_strerror(rc);
+			log_warnx("%s: mkdir: %s", a->path, rec.reason);
+			(void)result_add_error(r->res, a->path, "mkdir",
+			    rec.reason);
+			r->res->failed++;
+		} else
+			rec.op = COMMIT_MKDIR;
+		if ((rc = manifest_commit(r->m, r->run, &rec, 1)) != 0)
+			return BM_EDB;
+	}
+	return 0;
+}
+
+static int
+run_deletes(struct run *r)
+{
+	struct commit_rec rec;
+	const struct action *a;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op != ACT_DELETE)
+			continue;
+		memset(&rec, 0, sizeof(rec));
+		rec.path = a->path;
+		rec.type = a->type;
+		rc = store_delete(r->s, a->path);
+		if (rc != 0 && rc != BM_ENOENT) {
+			rec.op = COMMIT_FAILED;
+			rec.reason = bm_strerror(rc);
+			log_warnx("%s: delete: %s", a->path, rec.reason);
+			(void)result_add_error(r->res, a->path, "delete",
+			    rec.reason);
+			r->res->failed++;
+		} else {
+			rec.op = COMMIT_DELETED;
+			if (a->type == ENTRY_FILE)
+				r->res->deleted++;
+		}
+		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+			return BM_EDB;
+	}
+	return 0;
+}
+
+/* Directory mtimes, deepest first, after everything inside changed. */
+static void
+run_dir_mtimes(struct run *r)
+{
+	const struct entry *e;
+	size_t		 i;
+
+	for (i = listing_count(r->l); i-- > 0;) {
+		e = listing_get(r->l, i);
+		if (e->type != ENTRY_DIR || e->mtime_prec == MTIME_UNKNOWN)
+			continue;
+		(void)store_set_mtime(r->s, e->path, e->mtime);
+	}
+}
+
+static int
+run_open(struct run *r)
+{
+	char		 path[4096];
+	struct xfer_opts xo;
+	struct stat	 st;
+	int		 rc;
+
+	if ((rc = state_manifest_path(r->o->state_dir, r->o->key, path,
+	    sizeof(path))) != 0)
+		return rc;
+	if ((rc = manifest_open(path, true, &r->m, r->err,
+	    sizeof(r->err))) != 0)
+		return rc == BM_ENOMEM ? rc : BM_EDB;
+	if (!r->o->dry_run || stat(r->c->dest, &st) == 0) {
+		if ((rc = store_open(r->c->dest, r->c->file_mode,
+		    r->c->dir_mode, &r->s)) != 0) {
+			(void)snprintf(r->err, sizeof(r->err), "%s: open: %s%s%s",
+			    r->c->dest, bm_strerror(rc), rc == BM_EIO ? ": " : "",
+			    rc == BM_EIO ? strerror(errno) : "");
+			return BM_EIO;
+		}
+	}
+	memset(&xo, 0, sizeof(xo));
+	xo.max_connections = r->c->max_connections ? r->c->max_connections : 8;
+	xo.connect_timeout = r->c->timeout;
+	xo.stall_timeout = r->c->stall_timeout;
+	xo.user_agent = r->c->user_agent ? r->c->user_agent : r->o->user_agent;
+	xo.ca_file = r->c->ca_file;
+	xo.bwlimit = r->c->bwlimit;
+	return xfer_curl_new(&xo, &r->x);
+}
+
+static int
+run_execute(struct run *r)
+{
+	struct sched_opts so;
+	size_t		 ntemps = 0;
+	int		 rc;
+
+	if (store_clean_temps(r->s, &ntemps) == 0 && ntemps > 0)
+		log_info("%s: removed %zu temp files of an earlier run",
+		    r->c->name, ntemps);
+	if ((rc = run_mkdirs(r)) != 0)
+		return rc;
+	memset(&so, 0, sizeof(so));
+	so.source_url = r->c->source;
+	so.concurrency = r->c->concurrency;
+	so.retries = r->c->retries;
+	so.run = r->run;
+	so.batch_files = 256;
+	so.batch_bytes = 256ULL * 1024 * 1024;
+	so.batch_ms = 2000;
+	so.stop = r->o->stop;
+	rc = sched_run(&so, r->x, r->s, r->m, r->p->acts, r->p->nacts, r->res);
+	if (rc == BM_ENOSPC)
+		(void)snprintf(r->err, sizeof(r->err), "%s: no space left on "
+		    "device: stopped", r->c->dest);
+	if (rc != 0)
+		return rc;
+	if ((rc = run_deletes(r)) != 0)
+		return rc;
+	run_dir_mtimes(r);
+	return 0;
+}
+
+/* The status word and exit code from how the run went. */
+static void
+run_status(struct run *r, int rc)
+{
+	struct mirror_result *res = r->res;
+
+	if (rc == BM_ELIMIT) {
+		res->status = "refused";
+		res->exit_code = 4;
+	} else if (rc == BM_EDB || rc == BM_EINVAL) {
+		res->status = "failed";
+		res->exit_code = 2;
+	} else if (rc == BM_EINTR) {
+		res->status = "partial";
+		res->exit_code = 1;
+	} else if (rc != 0) {
+		res->status = "failed";
+		res->exit_code = 1;
+	} else if (!r->complete) {
+		res->status = res->fetched > 0 ? "partial" : "failed";
+		res->exit_code = 3;
+	} else if (res->failed > 0) {
+		res->status = "partial";
+		res->exit_code = 1;
+	} else {
+		res->status = "ok";
+		res->exit_code = 0;
+	}
+}
+
+static int64_t
+now_ns(void)
+{
+	struct timespec	 ts;
+
+	(void)clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
+}
+
+static void
+run_record(struct run *r, int64_t start)
+{
+	struct run_record rec;
+
+	if (r->m == NULL || r->run == 0)
+		return;
+	memset(&rec, 0, sizeof(rec));
+	rec.id = r->run;
+	rec.start_ns = start;
+	rec.end_ns = now_ns();
+	(void)snprintf(rec.status, sizeof(rec.status), "%s", r->res->status);
+	rec.listed = r->res->listed;
+	rec.fetched = r->res->fetched;
+	rec.touched = r->res->touched;
+	rec.deleted = r->res->deleted;
+	rec.failed = r->res->failed;
+	rec.bytes = (int64_t)r->res->bytes;
+	(void)snprintf(rec.error, sizeof(rec.error), "%.255s", r->err);
+	if (rec.error[0] == '\0' && r->res->nerrors > 0)
+		(void)snprintf(rec.error, sizeof(rec.error), "%.100s: %.20s: %.120s",
+		    r->res->errors[0].path, r->res->errors[0].op,
+		    r->res->errors[0].reason);
+	if (manifest_run_end(r->m, &rec) != 0)
+		log_warnx("%s: manifest: run end: %s", r->c->name,
+		    manifest_errmsg(r->m));
+}
+
+static int
+run_body(struct run *r)
+{
+	uint64_t	 avail = UINT64_MAX;
+	int		 rc;
+
+	if ((rc = run_open(r)) != 0)
+		return rc;
+	if (!r->o->dry_run && (rc = manifest_run_begin(r->m, "sync",
+	    now_ns(), &r->run)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		return BM_EDB;
+	}
+	if ((rc = run_list(r)) != 0)
+		return rc;
+	if (!r->complete && listing_count(r->l) == 0)
+		return 0;	/* exit 3: nothing listed, nothing done */
+	if ((rc = plan_build(r->m, r->s, r->c->delete && r->complete,
+	    &r->p)) != 0) {
+		if (rc == BM_EDB)
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+		return rc;
+	}
+	if (r->s != NULL)
+		(void)store_free_space(r->s, &avail);
+	if ((rc = plan_guard(r->p, r->c, avail, r->err,
+	    sizeof(r->err))) != 0) {
+		log_errx("%s: %s", r->c->name, r->err);
+		return rc;
+	}
+	if (r->o->dry_run) {
+		if (r->o->plan_out)
+			print_plan(r, r->o->plan_out);
+		r->res->fetched = r->p->nfetch;
+		r->res->touched = r->p->ntouch;
+		r->res->deleted = r->p->ndelete;
+		r->res->bytes = r->p->fetch_bytes;
+		return 0;
+	}
+	if ((rc = run_execute(r)) != 0)
+		return rc;
+	if (manifest_mark_seen(r->m, r->run) != 0)
+		log_warnx("%s: manifest: %s", r->c->name, manifest_errmsg(r->m));
+	return 0;
+}
+
+int
+sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
+    struct mirror_result **ret)
+{
+	struct run	 r;
+	struct timespec	 t0, t1;
+	int64_t		 start = now_ns();
+	long		 holder = 0;
+	int		 lockfd = -1, rc;
+
+	memset(&r, 0, sizeof(r));
+	r.o = o;
+	r.c = c;
+	if ((r.res = result_new(c->name)) == NULL)
+		return BM_ENOMEM;
+	r.res->dry_run = o->dry_run;
+	(void)clock_gettime(CLOCK_MONOTONIC, &t0);
+	if ((rc = state_prepare(o->state_dir)) != 0) {
+		(void)snprintf(r.err, sizeof(r.err), "%s: mkdir: %s",
+		    o->state_dir, strerror(errno));
+		rc = BM_EINVAL;
+		goto done;
+	}
+	if ((rc = state_lock(o->state_dir, o->key, &lockfd, &holder)) != 0) {
+		if (rc == BM_ELOCKED) {
+			(void)snprintf(r.err, sizeof(r.err), "another run "
+			    "holds the lock (pid %ld)", holder);
+			log_warnx("%s: %s", c->name, r.err);
+			r.res->status = "locked";
+			r.res->exit_code = 75;
+			(void)result_add_error(r.res, "", "lock", r.err);
+			*ret = r.res;
+			return 0;
+		}
+		(void)snprintf(r.err, sizeof(r.err), "%s/locks: %s",
+		    o->state_dir, strerror(errno));
+		rc = BM_EINVAL;
+		goto done;
+	}
+	rc = run_body(&r);
+done:
+	run_status(&r, rc);
+	if (rc != 0 && r.err[0]) {
+		if (rc != BM_ELIMIT)
+			log_errx("%s: %s", c->name, r.err);
+		if (r.res->nerrors == 0 || rc != BM_ELIMIT)
+			(void)result_add_error(r.res, "", rc == BM_ELIMIT ?
+			    "guard" : "run", r.err);
+	}
+	(void)clock_gettime(CLOCK_MONOTONIC, &t1);
+	r.res->seconds = (double)(t1.tv_sec - t0.tv_sec) +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	r.res->run = r.run;
+	run_record(&r, start);
+	plan_free(r.p);
+	listing_free(r.l);
+	xfer_free(r.x);
+	store_close(r.s);
+	manifest_close(r.m);
+	state_unlock(lockfd);
+	*ret = r.res;
+	return 0;
+}

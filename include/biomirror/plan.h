@@ -1,0 +1,83 @@
+/*
+ * The plan: the diff of a listing against the manifest, checked against
+ * the local tree, turned into ordered actions (mkdir, fetch, conditional
+ * fetch, touch-mtime, delete last), and the safety guards that refuse a
+ * run before it acts (DESIGN.md "Never wipe a mirror by accident").
+ */
+#ifndef BIOMIRROR_PLAN_H
+#define BIOMIRROR_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "biomirror/listing.h"
+
+struct manifest;
+struct store;
+struct mirror_conf;
+
+enum action_op {
+	ACT_MKDIR = 0,		/* create a listed directory */
+	ACT_FETCH,		/* GET the file (new, changed, or local drift) */
+	ACT_COND_FETCH,		/* conditional GET: listing shows no size/date */
+	ACT_TOUCH,		/* content unchanged, set the local mtime */
+	ACT_DELETE,		/* gone upstream: delete (last, guarded) */
+	ACT_KEEP,		/* gone upstream, kept (delete = no or refused) */
+};
+
+struct action {
+	char		*path;		/* owned: relative path */
+	enum action_op	 op;
+	enum entry_type	 type;		/* listed (or recorded) type */
+	const char	*why;		/* static: "new", "changed", "local missing", ... */
+	int64_t		 list_size;	/* listed values, to record on success */
+	bool		 list_size_exact;
+	int64_t		 list_mtime;	/* ns */
+	enum mtime_prec	 list_prec;
+	int64_t		 up_size;	/* recorded exact size, -1 unknown */
+	int64_t		 up_mtime;	/* recorded exact mtime ns, -1 unknown */
+	char		*etag;		/* owned: recorded ETag, NULL if none */
+	int64_t		 local_size;	/* recorded local size, -1 if none */
+	int64_t		 local_mtime;	/* recorded local mtime ns, -1 if none */
+};
+
+struct plan {
+	struct action	*acts;		/* owned: actions in execution order */
+	size_t		 nacts;
+	size_t		 cap;
+	int64_t		 listed;	/* entries in the listing (files + dirs) */
+	int64_t		 nfetch, ntouch, nmkdir, ndelete, nkeep; /* counts */
+	int64_t		 unchanged;	/* files needing nothing */
+	uint64_t	 fetch_bytes;	/* bytes to fetch, as far as known */
+	int64_t		 manifest_files; /* committed files before this run */
+};
+
+/*
+ * Build the plan: walk manifest_diff() of the staged listing; for files
+ * the listing did not change, check the local file through the store
+ * (store may be NULL when the destination does not exist yet: every
+ * local file counts as missing).  do_delete selects ACT_DELETE over
+ * ACT_KEEP for gone paths.  Actions are ordered: mkdirs (parents first),
+ * fetches and touches, deletes (children first).  *ret is freed with
+ * plan_free().  Returns 0, BM_EDB or BM_ENOMEM.
+ */
+int	plan_build(struct manifest *m, struct store *s, bool do_delete,
+	    struct plan **ret);
+/* Free a plan.  NULL is a no-op. */
+void	plan_free(struct plan *p);
+
+/*
+ * The safety guards, before anything is changed: an empty listing where
+ * the manifest holds files; more deletes than max_delete (a count, or a
+ * percentage of the manifest's files rounded up, at least 1); fewer free
+ * bytes than the planned fetches (free_bytes, UINT64_MAX if unknown).
+ * Returns 0, or BM_ELIMIT with the reason in errbuf (exit 4).
+ */
+int	plan_guard(const struct plan *p, const struct mirror_conf *c,
+	    uint64_t free_bytes, char *errbuf, size_t errlen);
+
+/* Short name of an action ("fetch", "touch", ...). */
+const char *action_name(enum action_op op);
+
+#endif

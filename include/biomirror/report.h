@@ -1,0 +1,65 @@
+/*
+ * Reporting: the result of one mirror run (counts, status, per-file
+ * errors), its one-line summary, and the --json array (DESIGN.md
+ * "--json").  JSON is written with jansson; names that are not valid
+ * UTF-8 are escaped (\xHH shown as the code point U+00HH... see
+ * report_json), never dropped.
+ */
+#ifndef BIOMIRROR_REPORT_H
+#define BIOMIRROR_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define REPORT_MAX_ERRORS	10000	/* errors kept per run; more are counted */
+
+struct report_error {
+	char		*path;		/* owned */
+	char		*op;		/* owned: "fetch", "list", "delete", ... */
+	char		*reason;	/* owned */
+};
+
+struct mirror_result {
+	char		*mirror;	/* owned: mirror name */
+	int64_t		 run;		/* run id, 0 if none was recorded */
+	const char	*status;	/* static: ok, partial, failed, refused, locked */
+	int		 exit_code;	/* DESIGN.md exit status for this mirror */
+	int64_t		 listed, fetched, touched, deleted, failed;
+	uint64_t	 bytes;		/* bytes fetched */
+	double		 seconds;	/* wall time of the run */
+	bool		 dry_run;	/* a plan, nothing changed */
+	struct report_error *errors;	/* owned */
+	size_t		 nerrors, cap;
+	size_t		 nerrors_dropped; /* past REPORT_MAX_ERRORS */
+};
+
+/* New result for mirror name (copied).  NULL on out-of-memory. */
+struct mirror_result *result_new(const char *name);
+/* Free a result.  NULL is a no-op. */
+void	result_free(struct mirror_result *r);
+/*
+ * Record one error (strings copied).  Past REPORT_MAX_ERRORS only the
+ * count grows.  Returns 0 or BM_ENOMEM.
+ */
+int	result_add_error(struct mirror_result *r, const char *path,
+	    const char *op, const char *reason);
+/*
+ * Print the one-line summary ("blast: ok: listed 120, fetched 3, touched
+ * 0, deleted 0, failed 0, 4.2 MiB in 1.3 s (3.2 MB/s)") to fp.
+ */
+void	report_summary(const struct mirror_result *r, FILE *fp);
+/*
+ * Print the --json array of results[0..n) to fp, one object per mirror
+ * run with the DESIGN.md fields.  Returns 0 or BM_ENOMEM.
+ */
+int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
+/*
+ * Make a JSON-safe copy of the byte string s: valid UTF-8 is kept, each
+ * invalid byte becomes "\xHH" (backslash, x, two hex digits).  *ret is
+ * malloc'd.  Returns 0 or BM_ENOMEM.
+ */
+int	report_utf8_escape(const char *s, char **ret);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * The scheduler: keeps `concurrency` files in flight on a transport,
+ * retries with exponential backoff and jitter (Retry-After honoured up to
+ * 10 minutes), ends every file through one idempotent finish function,
+ * and hands finished files to the store's batch commit, which is the only
+ * step that records them in the manifest (STYLE.md rule 21).  It does not
+ * know which protocol carries its jobs.
+ */
+#ifndef BIOMIRROR_SCHED_H
+#define BIOMIRROR_SCHED_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct xfer;
+struct store;
+struct manifest;
+struct mirror_result;
+struct action;
+
+struct sched_opts {
+	const char	*source_url;	/* borrowed: ends in '/'; paths are appended encoded */
+	unsigned	 concurrency;	/* files in flight */
+	unsigned	 retries;	/* retries per file after the first try */
+	int64_t		 run;		/* manifest run id for commit records */
+	size_t		 batch_files;	/* commit after this many files ... */
+	uint64_t	 batch_bytes;	/* ... or this many bytes ... */
+	unsigned	 batch_ms;	/* ... or this many milliseconds */
+	volatile sig_atomic_t *stop;	/* borrowed: set by SIGTERM/SIGINT */
+};
+
+/*
+ * Carry out the fetch, conditional-fetch and touch actions among
+ * acts[0..n) (others are ignored): transfers through x, writes through s,
+ * records through m, counts and per-file errors into res.  Returns 0
+ * when every action was tried (failures are counted in res), BM_EDB when
+ * the manifest could not record a batch, BM_ENOSPC when the destination
+ * filled up (in-flight files abandoned, finished ones committed), or
+ * BM_EINVAL when stopped by a signal.
+ */
+int	sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
+	    struct manifest *m, struct action *acts, size_t n,
+	    struct mirror_result *res);
+
+#endif

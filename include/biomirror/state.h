@@ -1,0 +1,46 @@
+/*
+ * The state directory: where manifests, locks and run history live
+ * (DESIGN.md "State").  Layout under STATE_DIR:
+ *   manifests/NAME.db	one SQLite manifest per mirror
+ *   locks/NAME.lock	flock(2)ed while a run of NAME is going on; holds
+ *			the holder's PID as text
+ * Ad-hoc syncs use NAME = "adhoc-" + the first 16 hex digits of the
+ * SHA-256 of the destination's absolute path.
+ */
+#ifndef BIOMIRROR_STATE_H
+#define BIOMIRROR_STATE_H
+
+#include <stddef.h>
+
+/*
+ * The default state directory into buf (len bytes): /var/lib/biomirror
+ * for root, else $XDG_STATE_HOME/biomirror or ~/.local/state/biomirror.
+ * Returns 0, BM_EINVAL (no HOME) or BM_ELIMIT (buf too small).
+ */
+int	state_default_dir(char *buf, size_t len);
+/*
+ * Create dir, dir/manifests and dir/locks (mode 0755) as needed.
+ * Returns 0 or BM_EIO (errno kept).
+ */
+int	state_prepare(const char *dir);
+/*
+ * Key of an ad-hoc mirror for destination dest into buf ("adhoc-" + 16
+ * hex digits of SHA-256 of its absolute path, via OpenSSL EVP).
+ * Returns 0, BM_EIO or BM_ELIMIT.
+ */
+int	state_adhoc_key(const char *dest, char *buf, size_t len);
+/*
+ * Take the run lock of mirror name: flock(LOCK_EX|LOCK_NB) on
+ * dir/locks/NAME.lock, then write our PID into it.  *ret_fd is kept open
+ * for the run.  Returns 0; BM_ELOCKED with the holder's PID in
+ * *ret_holder (0 if unknown); BM_EIO.
+ */
+int	state_lock(const char *dir, const char *name, int *ret_fd,
+	    long *ret_holder);
+/* Release a lock taken by state_lock().  fd < 0 is a no-op. */
+void	state_unlock(int fd);
+/* Path of mirror name's manifest into buf.  0 or BM_ELIMIT. */
+int	state_manifest_path(const char *dir, const char *name, char *buf,
+	    size_t len);
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * One run of one mirror, end to end (DESIGN.md "Data flow of one run"):
+ * lock, manifest, listing, staging and diff, plan, guards, transfers,
+ * batch commits, deletes last, directory mtimes, run record.
+ */
+#ifndef BIOMIRROR_SYNC_H
+#define BIOMIRROR_SYNC_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+struct mirror_conf;
+struct mirror_result;
+
+struct sync_opts {
+	const char	*state_dir;	/* borrowed: state directory */
+	const char	*key;		/* borrowed: manifest/lock name (mirror name or adhoc key) */
+	const char	*user_agent;	/* borrowed: User-Agent */
+	bool		 dry_run;	/* plan only: change nothing */
+	FILE		*plan_out;	/* where a dry run prints its actions, NULL = none */
+	volatile sig_atomic_t *stop;	/* borrowed: set on SIGTERM/SIGINT */
+};
+
+/*
+ * Run mirror c once.  *ret gets the result (status, counts, errors, and
+ * the DESIGN.md exit code for this mirror); free it with result_free().
+ * Returns 0 when a result was produced (whatever the run's outcome), or
+ * BM_ENOMEM.
+ */
+int	sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
+	    struct mirror_result **ret);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * The transport seam (DESIGN.md): a transport takes jobs "fetch bytes
+ * [off, off+len) of this upstream URL into this sink" and reports each
+ * job's end with the response metadata (size, mtime, ETag) or an error
+ * class.  The scheduler above does not know which protocol carries a job.
+ * Only transports touch sockets.  This build has one transport: libcurl's
+ * multi interface over HTTP/HTTPS (agent/xfer_curl.c).
+ */
+#ifndef BIOMIRROR_XFER_H
+#define BIOMIRROR_XFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How a job ended, as far as the scheduler cares. */
+enum xfer_class {
+	XFER_OK = 0,		/* all bytes delivered to the sink */
+	XFER_NOT_MODIFIED,	/* 304 to a conditional request */
+	XFER_RETRY,		/* transient: connection error, 5xx, 429, stall */
+	XFER_PERMANENT,		/* 4xx, bad reply, sink refused the bytes */
+	XFER_GONE,		/* 404 or 410 */
+	XFER_CHANGED,		/* upstream changed during the transfer */
+};
+
+/*
+ * Sink: receives len bytes that belong at byte offset off of the file.
+ * Returns 0 or a BM_E* code, which aborts the job (the job's rc is then
+ * that code and its class XFER_PERMANENT).
+ */
+typedef int (*xfer_sink_fn)(void *arg, uint64_t off, const void *buf,
+    size_t len);
+
+struct xfer_result {
+	int		 rc;		/* 0 or BM_E* */
+	enum xfer_class	 cls;
+	long		 status;	/* HTTP status of the final response, 0 if none */
+	int64_t		 size;		/* total size from Content-Length/-Range, -1 unknown */
+	int64_t		 mtime;		/* Last-Modified, seconds since epoch, -1 unknown */
+	char		 etag[256];	/* ETag as sent (quotes kept), "" if none */
+	char		 content_type[128]; /* Content-Type, "" if none */
+	char		 effective_url[2048]; /* URL after redirects */
+	uint64_t	 bytes;		/* body bytes delivered to the sink */
+	long		 retry_after;	/* Retry-After in seconds, -1 if none */
+	char		 errmsg[256];	/* reason when rc != 0 */
+};
+
+struct xfer_job {
+	const char	*url;		/* borrowed: absolute URL */
+	uint64_t	 off;		/* first byte wanted */
+	uint64_t	 len;		/* bytes wanted, 0 = to the end (whole file) */
+	int64_t		 expect_size;	/* exact size expected, -1 unknown; more is refused */
+	uint64_t	 max_size;	/* hard cap on body bytes (rule 31), 0 = none */
+	const char	*if_none_match;	/* borrowed ETag for If-None-Match, NULL if none */
+	int64_t		 if_modified_since; /* seconds, -1 for none */
+	xfer_sink_fn	 sink;		/* where body bytes go */
+	void		*sink_arg;	/* borrowed: the sink's state */
+	void		*owner;		/* borrowed: the scheduler's record */
+	struct xfer_result res;		/* filled in when the job ends */
+};
+
+struct xfer_opts {
+	unsigned	 max_connections; /* per host, shared by all jobs */
+	unsigned	 connect_timeout; /* seconds */
+	unsigned	 stall_timeout;	/* seconds without a byte */
+	const char	*user_agent;	/* borrowed */
+	const char	*ca_file;	/* borrowed, NULL = system trust */
+	uint64_t	 bwlimit;	/* bytes per second for the engine, 0 = none */
+};
+
+struct xfer;
+
+/* Called for each finished job (from inside xfer_poll). */
+typedef void (*xfer_done_fn)(void *ctx, struct xfer_job *job);
+
+/*
+ * Make a libcurl transport (one multi handle).  curl_global_init must
+ * have been called by main().  Returns 0, BM_ENOMEM or BM_EINVAL.
+ */
+int	xfer_curl_new(const struct xfer_opts *o, struct xfer **ret);
+/*
+ * Start job (borrowed until its done callback ran).  Returns 0 or
+ * BM_ENOMEM.
+ */
+int	xfer_submit(struct xfer *x, struct xfer_job *job);
+/*
+ * Drive transfers for at most timeout_ms milliseconds, calling done for
+ * every job that ended.  Returns 0 or BM_ENET when the engine failed.
+ */
+int	xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done,
+	    void *ctx);
+/* Cancel job (no done callback follows); a no-op for unknown jobs. */
+void	xfer_cancel(struct xfer *x, struct xfer_job *job);
+/* Jobs in flight. */
+size_t	xfer_active(const struct xfer *x);
+/* Cancel everything and free the transport.  NULL is a no-op. */
+void	xfer_free(struct xfer *x);
+
+#endif

@@ -1,0 +1,1241 @@
+/*
+ * The manifest: the one SQLite connection of a mirror (DESIGN.md, STYLE.md
+ * rule 41).  Nothing else in biomirror links SQL.  This module never logs;
+ * failures are BM_E* codes plus "PATH: reason" text in the caller's buffer
+ * (manifest_open) or in manifest_errmsg().
+ *
+ * Schema (version 1; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
+ * user_version 1; WAL, synchronous=NORMAL, busy timeout 5 s):
+ *
+ *   files(path BLOB PRIMARY KEY, type, list_size, list_size_exact,
+ *         list_mtime, list_prec, up_size, up_mtime, etag, target, checksum,
+ *         local_size, local_mtime, seen_run, fetched_run) WITHOUT ROWID
+ *	One row per committed path.  type is the entry_type char code ('f',
+ *	'd', 'l' as integers).  list_* are what the listing showed when the
+ *	row was last committed: size in bytes (-1 unknown, then never
+ *	exact) and its exactness, mtime in ns since the epoch (0 when
+ *	list_prec is MTIME_UNKNOWN) and its mtime_prec.  up_size/up_mtime/etag are what the last GET said,
+ *	local_size/local_mtime what was committed on disk; NULL for unknown
+ *	(read back as -1 / NULL).  target is the symlink target, checksum is
+ *	reserved for recorded digests (NULL; cleared when content is
+ *	refetched).  seen_run/fetched_run are run ids.
+ *   runs(id INTEGER PRIMARY KEY, command, start_ns, end_ns, status,
+ *        listed, fetched, touched, deleted, failed, bytes, error)
+ *	One row per run; status "running" until manifest_run_end().
+ *   events(run, seq, time_ns, path BLOB, op, reason, bytes), index on
+ *        (run, seq)
+ *	One row per committed outcome; seq counts from 1 within a run.
+ *   temp.staging(path BLOB PRIMARY KEY, type, size, size_exact, mtime,
+ *        prec, target BLOB) WITHOUT ROWID
+ *	Per connection (TEMP): the listing of the current run, loaded by
+ *	manifest_stage() and diffed against files.
+ *
+ * Paths and targets are bound as BLOBs of strlen() bytes, so names that
+ * are not UTF-8 survive byte for byte, and ORDER BY path is memcmp order.
+ * Rows are read back with sqlite3_column_text(), which for a BLOB in a
+ * UTF-8 database adds a NUL terminator without touching the bytes.
+ *
+ * Commit ops (manifest_commit), each also appending one event:
+ *   FETCHED	upsert every column from the record (-1/NULL stored as
+ *		NULL), checksum cleared, seen_run = fetched_run = run.
+ *   NOT_MODIFIED upsert type, list_*, target and seen_run; up_size,
+ *		up_mtime, etag, local_size, local_mtime change only when the
+ *		record gives a value (not -1 / not NULL).
+ *   TOUCHED	update local_mtime (and local_size when not -1) and
+ *		seen_run of an existing row; list_* are left alone (use
+ *		NOT_MODIFIED to record new listing values).  No row: no-op.
+ *   MKDIR, SYMLINK as FETCHED, except fetched_run is kept.
+ *   DELETED	delete the row.
+ *   FAILED, VANISHED the row is left exactly as it was, so the next run
+ *		sees the same difference and retries.
+ *
+ * Migrations: manifest_migrations[v] turns schema version v into v + 1
+ * and sets user_version itself; open applies the missing steps in one
+ * IMMEDIATE transaction.  An existing file is never deleted or recreated:
+ * an empty database (no schema, application_id and user_version 0, as
+ * left by a first open that died before committing) is initialized, any
+ * other file that is not ours, is corrupt, is newer, or stays locked past
+ * the busy timeout is refused with BM_EDB.
+ *
+ * The hot statements are prepared once at open (SQLITE_PREPARE_PERSISTENT),
+ * reset and cleared after every use, and finalized at close.  A callback
+ * of manifest_diff/ls/events must not call back into the same walk.
+ * SQLite opens its own files with O_CLOEXEC (unix VFS).
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "biomirror/error.h"
+#include "biomirror/listing.h"
+#include "biomirror/manifest.h"
+
+#define MANIFEST_APP_ID		0x424d4952	/* "BMIR" */
+#define MANIFEST_BUSY_MS	5000
+
+/* manifest_migrations[v]: schema v -> v + 1; each ends by setting user_version. */
+static const char *const manifest_migrations[] = {
+	/* 0 -> 1 */
+	"CREATE TABLE files ("
+	" path BLOB PRIMARY KEY NOT NULL,"
+	" type INTEGER NOT NULL,"
+	" list_size INTEGER NOT NULL,"
+	" list_size_exact INTEGER NOT NULL,"
+	" list_mtime INTEGER NOT NULL,"
+	" list_prec INTEGER NOT NULL,"
+	" up_size INTEGER,"
+	" up_mtime INTEGER,"
+	" etag TEXT,"
+	" target BLOB,"
+	" checksum TEXT,"
+	" local_size INTEGER,"
+	" local_mtime INTEGER,"
+	" seen_run INTEGER,"
+	" fetched_run INTEGER"
+	") WITHOUT ROWID;"
+	"CREATE TABLE runs ("
+	" id INTEGER PRIMARY KEY,"
+	" command TEXT NOT NULL,"
+	" start_ns INTEGER NOT NULL,"
+	" end_ns INTEGER NOT NULL DEFAULT 0,"
+	" status TEXT NOT NULL,"
+	" listed INTEGER NOT NULL DEFAULT 0,"
+	" fetched INTEGER NOT NULL DEFAULT 0,"
+	" touched INTEGER NOT NULL DEFAULT 0,"
+	" deleted INTEGER NOT NULL DEFAULT 0,"
+	" failed INTEGER NOT NULL DEFAULT 0,"
+	" bytes INTEGER NOT NULL DEFAULT 0,"
+	" error TEXT NOT NULL DEFAULT ''"
+	");"
+	"CREATE TABLE events ("
+	" run INTEGER NOT NULL,"
+	" seq INTEGER NOT NULL,"
+	" time_ns INTEGER NOT NULL,"
+	" path BLOB NOT NULL,"
+	" op TEXT NOT NULL,"
+	" reason TEXT,"
+	" bytes INTEGER NOT NULL DEFAULT 0"
+	");"
+	"CREATE INDEX events_run ON events(run, seq);"
+	"PRAGMA application_id = 1112361298;"	/* 0x424d4952 */
+	"PRAGMA user_version = 1;",
+};
+#define MANIFEST_VERSION \
+	((int)(sizeof(manifest_migrations) / sizeof(manifest_migrations[0])))
+
+static const char manifest_staging_sql[] =
+	"CREATE TEMP TABLE IF NOT EXISTS staging ("
+	" path BLOB PRIMARY KEY NOT NULL,"
+	" type INTEGER NOT NULL,"
+	" size INTEGER NOT NULL,"
+	" size_exact INTEGER NOT NULL,"
+	" mtime INTEGER NOT NULL,"
+	" prec INTEGER NOT NULL,"
+	" target BLOB"
+	") WITHOUT ROWID;";
+
+/* Column list shared by the queries that fill a struct file_row. */
+#define FILE_COLS \
+	"path, type, list_size, list_size_exact, list_mtime, list_prec," \
+	" up_size, up_mtime, etag, local_size, local_mtime, seen_run," \
+	" fetched_run, target"
+#define RUN_COLS \
+	"id, command, start_ns, end_ns, status, listed, fetched, touched," \
+	" deleted, failed, bytes, error"
+
+enum manifest_st {
+	ST_BEGIN,
+	ST_BEGIN_IMM,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_STAGE_CLEAR,
+	ST_STAGE_INSERT,
+	ST_DIFF,
+	ST_GONE,
+	ST_MARK_SEEN,
+	ST_FILE_COUNT,
+	ST_UPSERT,
+	ST_NOT_MODIFIED,
+	ST_TOUCHED,
+	ST_DELETE,
+	ST_EVENT,
+	ST_RUN_BEGIN,
+	ST_RUN_END,
+	ST_RUNS,
+	ST_LAST_OK,
+	ST_LS_ALL,
+	ST_LS_PREFIX,
+	ST_EVENTS,
+	ST__MAX
+};
+
+static const char *const manifest_st_sql[ST__MAX] = {
+	[ST_BEGIN] = "BEGIN",
+	[ST_BEGIN_IMM] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_STAGE_CLEAR] = "DELETE FROM temp.staging",
+	[ST_STAGE_INSERT] =
+	    "INSERT OR IGNORE INTO temp.staging"
+	    " (path, type, size, size_exact, mtime, prec, target)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_DIFF] =
+	    "SELECT s.path, s.type, s.size, s.size_exact, s.mtime, s.prec,"
+	    " s.target, f.path IS NOT NULL, f.type, f.list_size,"
+	    " f.list_size_exact, f.list_mtime, f.list_prec, f.target,"
+	    " f.up_size, f.up_mtime, f.etag, f.local_size, f.local_mtime"
+	    " FROM temp.staging AS s LEFT JOIN main.files AS f"
+	    " ON f.path = s.path ORDER BY s.path",
+	[ST_GONE] =
+	    "SELECT " FILE_COLS " FROM main.files AS f WHERE NOT EXISTS"
+	    " (SELECT 1 FROM temp.staging AS s WHERE s.path = f.path)"
+	    " ORDER BY f.path",
+	[ST_MARK_SEEN] =
+	    "UPDATE main.files SET seen_run = ?1"
+	    " WHERE path IN (SELECT path FROM temp.staging)",
+	[ST_FILE_COUNT] =
+	    "SELECT count(*) FROM main.files WHERE type = 102",	/* 'f' */
+	[ST_UPSERT] =
+	    "INSERT INTO main.files (path, type, list_size, list_size_exact,"
+	    " list_mtime, list_prec, up_size, up_mtime, etag, target,"
+	    " checksum, local_size, local_mtime, seen_run, fetched_run)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11,"
+	    " ?12, ?13, ?14)"
+	    " ON CONFLICT (path) DO UPDATE SET type = excluded.type,"
+	    " list_size = excluded.list_size,"
+	    " list_size_exact = excluded.list_size_exact,"
+	    " list_mtime = excluded.list_mtime,"
+	    " list_prec = excluded.list_prec, up_size = excluded.up_size,"
+	    " up_mtime = excluded.up_mtime, etag = excluded.etag,"
+	    " target = excluded.target, checksum = NULL,"
+	    " local_size = excluded.local_size,"
+	    " local_mtime = excluded.local_mtime,"
+	    " seen_run = excluded.seen_run,"
+	    " fetched_run = coalesce(excluded.fetched_run, fetched_run)",
+	[ST_NOT_MODIFIED] =
+	    "INSERT INTO main.files (path, type, list_size, list_size_exact,"
+	    " list_mtime, list_prec, up_size, up_mtime, etag, target,"
+	    " local_size, local_mtime, seen_run)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+	    " ON CONFLICT (path) DO UPDATE SET type = excluded.type,"
+	    " list_size = excluded.list_size,"
+	    " list_size_exact = excluded.list_size_exact,"
+	    " list_mtime = excluded.list_mtime,"
+	    " list_prec = excluded.list_prec,"
+	    " up_size = coalesce(excluded.up_size, up_size),"
+	    " up_mtime = coalesce(excluded.up_mtime, up_mtime),"
+	    " etag = coalesce(excluded.etag, etag),"
+	    " target = excluded.target,"
+	    " local_size = coalesce(excluded.local_size, local_size),"
+	    " local_mtime = coalesce(excluded.local_mtime, local_mtime),"
+	    " seen_run = excluded.seen_run",
+	[ST_TOUCHED] =
+	    "UPDATE main.files SET local_mtime = coalesce(?2, local_mtime),"
+	    " local_size = coalesce(?3, local_size), seen_run = ?4"
+	    " WHERE path = ?1",
+	[ST_DELETE] = "DELETE FROM main.files WHERE path = ?1",
+	[ST_EVENT] =
+	    "INSERT INTO main.events (run, seq, time_ns, path, op, reason,"
+	    " bytes) SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6"
+	    " FROM main.events WHERE run = ?1",
+	[ST_RUN_BEGIN] =
+	    "INSERT INTO main.runs (command, start_ns, status)"
+	    " VALUES (?1, ?2, 'running')",
+	[ST_RUN_END] =
+	    "UPDATE main.runs SET end_ns = ?2, status = ?3, listed = ?4,"
+	    " fetched = ?5, touched = ?6, deleted = ?7, failed = ?8,"
+	    " bytes = ?9, error = ?10 WHERE id = ?1",
+	[ST_RUNS] =
+	    "SELECT " RUN_COLS " FROM main.runs ORDER BY id DESC LIMIT ?1",
+	[ST_LAST_OK] =
+	    "SELECT " RUN_COLS " FROM main.runs WHERE status = 'ok'"
+	    " ORDER BY id DESC LIMIT 1",
+	[ST_LS_ALL] = "SELECT " FILE_COLS " FROM main.files ORDER BY path",
+	[ST_LS_PREFIX] =
+	    "SELECT " FILE_COLS " FROM main.files WHERE path = ?1"
+	    " OR (path >= ?2 AND path < ?3) ORDER BY path",
+	[ST_EVENTS] =
+	    "SELECT run, path, op, reason, bytes, time_ns FROM main.events"
+	    " WHERE run = ?1 ORDER BY seq",
+};
+
+struct manifest {
+	sqlite3		*db;		/* owned: the connection */
+	char		*path;		/* owned: the database file name */
+	sqlite3_stmt	*st[ST__MAX];	/* owned: prepared at open, finalized at close */
+	char		 err[512];	/* last error, "PATH: reason"; "" if none */
+};
+
+/* Map an SQLite result code to a BM_E* code. */
+static int
+db_code(int src)
+{
+	return (src & 0xff) == SQLITE_NOMEM ? BM_ENOMEM : BM_EDB;
+}
+
+/* Record "PATH: reason" (the connection's message) as the last error. */
+static int
+db_fail(struct manifest *m, int src)
+{
+	const char	*msg;
+
+	msg = m->db != NULL ? sqlite3_errmsg(m->db) : sqlite3_errstr(src);
+	(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path, msg);
+	return db_code(src);
+}
+
+/* Reset a hot statement after use and drop its (borrowed) bindings. */
+static void
+st_done(sqlite3_stmt *st)
+{
+	(void)sqlite3_reset(st);	/* the step's error was already handled */
+	(void)sqlite3_clear_bindings(st);
+}
+
+/* Bind bytes of a C string as a BLOB (NULL s binds NULL). */
+static int
+bind_path(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s == NULL)
+		return sqlite3_bind_null(st, i);
+	return sqlite3_bind_blob(st, i, s, (int)strlen(s), SQLITE_STATIC);
+}
+
+/* Bind a text value, NULL s binds NULL. */
+static int
+bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s == NULL)
+		return sqlite3_bind_null(st, i);
+	return sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* Bind an optional integer: -1 (unknown) is stored as NULL. */
+static int
+bind_opt(sqlite3_stmt *st, int i, int64_t v)
+{
+	if (v == -1)
+		return sqlite3_bind_null(st, i);
+	return sqlite3_bind_int64(st, i, v);
+}
+
+/* Read an optional integer column: NULL reads as -1. */
+static int64_t
+col_opt(sqlite3_stmt *st, int i)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		return -1;
+	return sqlite3_column_int64(st, i);
+}
+
+/* Read a BLOB or TEXT column as NUL-terminated bytes (NULL for NULL). */
+static const char *
+col_str(sqlite3_stmt *st, int i, size_t *ret_len)
+{
+	const char	*s;
+
+	if (sqlite3_column_type(st, i) == SQLITE_NULL) {
+		if (ret_len != NULL)
+			*ret_len = 0;
+		return NULL;
+	}
+	s = (const char *)sqlite3_column_text(st, i);
+	if (ret_len != NULL)
+		*ret_len = (size_t)sqlite3_column_bytes(st, i);
+	return s != NULL ? s : "";
+}
+
+/* Copy a text column into a fixed buffer, truncating. */
+static void
+col_copy(sqlite3_stmt *st, int i, char *buf, size_t bufsz)
+{
+	const char	*s;
+
+	s = col_str(st, i, NULL);
+	(void)snprintf(buf, bufsz, "%s", s != NULL ? s : "");
+}
+
+/*
+ * Run every statement of a constant SQL script (DDL, pragmas), stepping
+ * each to SQLITE_DONE and ignoring rows.  Returns an SQLite code.
+ */
+static int
+db_exec_script(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt	*st = NULL;
+	const char	*tail = sql;
+	int		 src = SQLITE_OK;
+
+	while (tail != NULL && *tail != '\0') {
+		src = sqlite3_prepare_v2(db, tail, -1, &st, &tail);
+		if (src != SQLITE_OK)
+			goto out;
+		if (st == NULL)		/* whitespace or comment only */
+			continue;
+		while ((src = sqlite3_step(st)) == SQLITE_ROW)
+			continue;
+		if (src != SQLITE_DONE)
+			goto out;
+		(void)sqlite3_finalize(st);
+		st = NULL;
+	}
+	src = SQLITE_OK;
+out:
+	/* finalize would overwrite the error message with nothing new */
+	(void)sqlite3_finalize(st);
+	return src;
+}
+
+/* Read the single integer result of a query (a pragma). */
+static int
+db_query_int(sqlite3 *db, const char *sql, int64_t *ret)
+{
+	sqlite3_stmt	*st = NULL;
+	int		 src;
+
+	src = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	if (src != SQLITE_OK)
+		goto out;
+	src = sqlite3_step(st);
+	if (src != SQLITE_ROW)
+		goto out;
+	*ret = sqlite3_column_int64(st, 0);
+	src = SQLITE_OK;
+out:
+	(void)sqlite3_finalize(st);
+	return src;
+}
+
+/*
+ * Decide what the open file is: *ret_version is its schema version, 0 for
+ * an empty database that may be initialized.  The first read here is
+ * where a non-database, corrupt or locked file fails.
+ */
+static int
+manifest_identify(struct manifest *m, int64_t *ret_version)
+{
+	int64_t	 app_id = 0, version = 0, nobj = 0;
+	int	 src;
+
+	if ((src = db_query_int(m->db, "PRAGMA application_id",
+	    &app_id)) != SQLITE_OK ||
+	    (src = db_query_int(m->db, "PRAGMA user_version",
+	    &version)) != SQLITE_OK ||
+	    (src = db_query_int(m->db, "SELECT count(*) FROM sqlite_master",
+	    &nobj)) != SQLITE_OK)
+		return db_fail(m, src);
+	if (app_id == 0 && version == 0 && nobj == 0) {
+		*ret_version = 0;
+		return 0;
+	}
+	if (app_id != MANIFEST_APP_ID || version < 1) {
+		(void)snprintf(m->err, sizeof(m->err),
+		    "%s: not a biomirror manifest (application_id 0x%08llx)",
+		    m->path, (unsigned long long)(uint32_t)app_id);
+		return BM_EDB;
+	}
+	if (version > MANIFEST_VERSION) {
+		(void)snprintf(m->err, sizeof(m->err), "%s: manifest schema "
+		    "version %lld is newer than this biomirror knows (%d)",
+		    m->path, (long long)version, MANIFEST_VERSION);
+		return BM_EDB;
+	}
+	*ret_version = version;
+	return 0;
+}
+
+/*
+ * Bring the schema to MANIFEST_VERSION in one IMMEDIATE transaction,
+ * re-identifying under the write lock in case another connection
+ * migrated first.
+ */
+static int
+manifest_migrate(struct manifest *m)
+{
+	int64_t	 version = 0;
+	int	 rc = BM_EDB, src, intx = 0;
+
+	if ((src = db_exec_script(m->db, "BEGIN IMMEDIATE")) != SQLITE_OK) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	intx = 1;
+	if ((rc = manifest_identify(m, &version)) != 0)
+		goto out;
+	for (; version < MANIFEST_VERSION; version++) {
+		src = db_exec_script(m->db, manifest_migrations[version]);
+		if (src != SQLITE_OK) {
+			rc = db_fail(m, src);
+			goto out;
+		}
+	}
+	if ((src = db_query_int(m->db, "PRAGMA user_version",
+	    &version)) != SQLITE_OK) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	if (version != MANIFEST_VERSION) {
+		(void)snprintf(m->err, sizeof(m->err),
+		    "%s: migration left schema version %lld", m->path,
+		    (long long)version);
+		rc = BM_EDB;
+		goto out;
+	}
+	if ((src = db_exec_script(m->db, "COMMIT")) != SQLITE_OK) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	intx = 0;
+	rc = 0;
+out:
+	if (intx)
+		(void)db_exec_script(m->db, "ROLLBACK");
+	return rc;
+}
+
+/* Validate, migrate and set up an open connection; prepare statements. */
+static int
+manifest_setup(struct manifest *m, bool create)
+{
+	int64_t	 version = 0;
+	int	 rc, src, i;
+
+	if ((rc = manifest_identify(m, &version)) != 0)
+		return rc;
+	if (version == 0 && !create) {
+		(void)snprintf(m->err, sizeof(m->err),
+		    "%s: empty database, not a biomirror manifest", m->path);
+		return BM_EDB;
+	}
+	/* Only now that the file is ours (or empty) may anything write it. */
+	if ((src = db_exec_script(m->db, "PRAGMA journal_mode = WAL;"
+	    "PRAGMA synchronous = NORMAL;")) != SQLITE_OK)
+		return db_fail(m, src);
+	if (version < MANIFEST_VERSION && (rc = manifest_migrate(m)) != 0)
+		return rc;
+	if ((src = db_exec_script(m->db, manifest_staging_sql)) != SQLITE_OK)
+		return db_fail(m, src);
+	for (i = 0; i < ST__MAX; i++) {
+		src = sqlite3_prepare_v3(m->db, manifest_st_sql[i], -1,
+		    SQLITE_PREPARE_PERSISTENT, &m->st[i], NULL);
+		if (src != SQLITE_OK)
+			return db_fail(m, src);
+	}
+	return 0;
+}
+
+/*
+ * Open the manifest at path (see manifest.h).  path is borrowed and
+ * copied; errbuf (errlen bytes, may be 0) gets "PATH: reason" on failure.
+ * Returns 0 and *ret (free with manifest_close), BM_ENOENT when the file
+ * is missing and !create, BM_ENOMEM, or BM_EDB.  An existing file is
+ * opened without SQLITE_OPEN_CREATE and is never removed.
+ */
+int
+manifest_open(const char *path, bool create, struct manifest **ret,
+    char *errbuf, size_t errlen)
+{
+	struct manifest	*m = NULL;
+	struct stat	 sb;
+	int		 rc = BM_ENOMEM, src, flags, saved;
+
+	if (errlen > 0)
+		errbuf[0] = '\0';
+	if ((m = calloc(1, sizeof(*m))) == NULL ||
+	    (m->path = strdup(path)) == NULL) {
+		if (errlen > 0)
+			(void)snprintf(errbuf, errlen, "%s: %s", path,
+			    bm_strerror(BM_ENOMEM));
+		goto out;
+	}
+	flags = SQLITE_OPEN_READWRITE;
+	if (stat(path, &sb) == -1) {
+		saved = errno;
+		if (saved != ENOENT || !create) {
+			(void)snprintf(m->err, sizeof(m->err), "%s: %s", path,
+			    strerror(saved));
+			rc = saved == ENOENT ? BM_ENOENT : BM_EDB;
+			goto out;
+		}
+		flags |= SQLITE_OPEN_CREATE;
+	}
+	src = sqlite3_open_v2(path, &m->db, flags, NULL);
+	if (src != SQLITE_OK) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	(void)sqlite3_extended_result_codes(m->db, 1);
+	(void)sqlite3_busy_timeout(m->db, MANIFEST_BUSY_MS);
+	if ((rc = manifest_setup(m, create)) != 0)
+		goto out;
+	m->err[0] = '\0';
+	*ret = m;
+	m = NULL;
+	rc = 0;
+out:
+	if (m != NULL && errlen > 0 && m->err[0] != '\0')
+		(void)snprintf(errbuf, errlen, "%s", m->err);
+	manifest_close(m);
+	return rc;
+}
+
+/* Finalize every statement and close the connection.  NULL is a no-op. */
+void
+manifest_close(struct manifest *m)
+{
+	int	 i;
+
+	if (m == NULL)
+		return;
+	for (i = 0; i < ST__MAX; i++)
+		(void)sqlite3_finalize(m->st[i]);
+	/* sqlite3_close(NULL) is a no-op; the last close checkpoints the WAL */
+	(void)sqlite3_close(m->db);
+	free(m->path);
+	free(m);
+}
+
+/* The last error as "PATH: reason", "" if none; borrowed from m. */
+const char *
+manifest_errmsg(const struct manifest *m)
+{
+	return m->err;
+}
+
+/*
+ * Set the busy timeout of the connection to ms milliseconds (open sets
+ * MANIFEST_BUSY_MS, 5 s).  A write that waits longer fails with BM_EDB.
+ * Returns 0 or BM_EDB.
+ */
+int
+manifest_set_busy_timeout(struct manifest *m, int ms)
+{
+	int	 src;
+
+	if ((src = sqlite3_busy_timeout(m->db, ms)) != SQLITE_OK)
+		return db_fail(m, src);
+	return 0;
+}
+
+/* Step a statement that returns no row; reset it.  Returns 0 or BM_E*. */
+static int
+st_run(struct manifest *m, sqlite3_stmt *st)
+{
+	int	 src, rc = 0;
+
+	if ((src = sqlite3_step(st)) != SQLITE_DONE)
+		rc = db_fail(m, src);
+	st_done(st);
+	return rc;
+}
+
+/* Begin a transaction (IMMEDIATE when it will write the main database). */
+static int
+tx_begin(struct manifest *m, bool immediate)
+{
+	return st_run(m, m->st[immediate ? ST_BEGIN_IMM : ST_BEGIN]);
+}
+
+/* Commit; on failure roll back (the error text of the commit is kept). */
+static int
+tx_commit(struct manifest *m)
+{
+	int	 rc;
+
+	if ((rc = st_run(m, m->st[ST_COMMIT])) != 0 &&
+	    sqlite3_get_autocommit(m->db) == 0)
+		(void)sqlite3_step(m->st[ST_ROLLBACK]);
+	st_done(m->st[ST_ROLLBACK]);
+	return rc;
+}
+
+/* Roll back an open transaction, if any, keeping the earlier error text. */
+static void
+tx_rollback(struct manifest *m)
+{
+	if (sqlite3_get_autocommit(m->db) == 0)
+		(void)sqlite3_step(m->st[ST_ROLLBACK]);
+	st_done(m->st[ST_ROLLBACK]);
+}
+
+/* Fill a run_record from a RUN_COLS row. */
+static void
+run_from_row(sqlite3_stmt *st, struct run_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = sqlite3_column_int64(st, 0);
+	col_copy(st, 1, r->command, sizeof(r->command));
+	r->start_ns = sqlite3_column_int64(st, 2);
+	r->end_ns = sqlite3_column_int64(st, 3);
+	col_copy(st, 4, r->status, sizeof(r->status));
+	r->listed = sqlite3_column_int64(st, 5);
+	r->fetched = sqlite3_column_int64(st, 6);
+	r->touched = sqlite3_column_int64(st, 7);
+	r->deleted = sqlite3_column_int64(st, 8);
+	r->failed = sqlite3_column_int64(st, 9);
+	r->bytes = sqlite3_column_int64(st, 10);
+	col_copy(st, 11, r->error, sizeof(r->error));
+}
+
+/*
+ * Insert a run with status "running": command (borrowed, e.g. "sync"),
+ * start_ns (ns since the epoch).  *ret_id gets the new run id.
+ * Returns 0 or BM_EDB.
+ */
+int
+manifest_run_begin(struct manifest *m, const char *command, int64_t start_ns,
+    int64_t *ret_id)
+{
+	sqlite3_stmt	*st = m->st[ST_RUN_BEGIN];
+	int		 rc;
+
+	(void)bind_text(st, 1, command);
+	(void)sqlite3_bind_int64(st, 2, start_ns);
+	if ((rc = st_run(m, st)) != 0)
+		return rc;
+	*ret_id = sqlite3_last_insert_rowid(m->db);
+	return 0;
+}
+
+/*
+ * Store end time, status, counts and error of run r->id (r borrowed).
+ * Returns 0, BM_ENOENT when no run has that id, or BM_EDB.
+ */
+int
+manifest_run_end(struct manifest *m, const struct run_record *r)
+{
+	sqlite3_stmt	*st = m->st[ST_RUN_END];
+	int		 rc;
+
+	(void)sqlite3_bind_int64(st, 1, r->id);
+	(void)sqlite3_bind_int64(st, 2, r->end_ns);
+	(void)bind_text(st, 3, r->status);
+	(void)sqlite3_bind_int64(st, 4, r->listed);
+	(void)sqlite3_bind_int64(st, 5, r->fetched);
+	(void)sqlite3_bind_int64(st, 6, r->touched);
+	(void)sqlite3_bind_int64(st, 7, r->deleted);
+	(void)sqlite3_bind_int64(st, 8, r->failed);
+	(void)sqlite3_bind_int64(st, 9, r->bytes);
+	(void)bind_text(st, 10, r->error);
+	if ((rc = st_run(m, st)) != 0)
+		return rc;
+	if (sqlite3_changes(m->db) == 0) {
+		(void)snprintf(m->err, sizeof(m->err), "%s: no run %lld",
+		    m->path, (long long)r->id);
+		return BM_ENOENT;
+	}
+	return 0;
+}
+
+/*
+ * The newest max runs, newest first: *ret is a malloc'd array of *ret_n
+ * records owned by the caller (NULL when *ret_n is 0).  Returns 0,
+ * BM_ENOMEM or BM_EDB; *ret and *ret_n are written only on success.
+ */
+int
+manifest_runs(struct manifest *m, size_t max, struct run_record **ret,
+    size_t *ret_n)
+{
+	sqlite3_stmt		*st = m->st[ST_RUNS];
+	struct run_record	*v = NULL, *nv;
+	size_t			 n = 0, cap = 0;
+	int			 rc = BM_EDB, src;
+
+	(void)sqlite3_bind_int64(st, 1,
+	    max > (size_t)INT64_MAX ? INT64_MAX : (int64_t)max);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = cap == 0 ? 16 : cap * 2;
+			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL) {
+				rc = BM_ENOMEM;
+				goto out;
+			}
+			v = nv;
+		}
+		run_from_row(st, &v[n++]);
+	}
+	if (src != SQLITE_DONE) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	*ret = v;
+	*ret_n = n;
+	v = NULL;
+	rc = 0;
+out:
+	st_done(st);
+	free(v);
+	return rc;
+}
+
+/*
+ * The newest run whose status is "ok" into *ret.  Returns 0, BM_ENOENT
+ * when there is none, or BM_EDB.
+ */
+int
+manifest_last_success(struct manifest *m, struct run_record *ret)
+{
+	sqlite3_stmt	*st = m->st[ST_LAST_OK];
+	int		 rc, src;
+
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		run_from_row(st, ret);
+		rc = 0;
+	} else if (src == SQLITE_DONE)
+		rc = BM_ENOENT;
+	else
+		rc = db_fail(m, src);
+	st_done(st);
+	return rc;
+}
+
+/*
+ * Replace the staging table with the entries of l (borrowed) in one
+ * transaction: path and target as BLOBs, size -1 (never exact) when
+ * unknown, mtime 0 and prec MTIME_UNKNOWN when the listing shows no time.  A repeated
+ * path keeps its first entry, as listing_sort() does.  Only the TEMP
+ * database is written, so a writer holding the main database does not
+ * block this.  Returns 0, BM_ENOMEM or BM_EDB (staging then unchanged).
+ */
+int
+manifest_stage(struct manifest *m, const struct listing *l)
+{
+	sqlite3_stmt		*st = m->st[ST_STAGE_INSERT];
+	const struct entry	*e;
+	size_t			 i, n;
+	int			 rc, src;
+	bool			 known;
+
+	if ((rc = tx_begin(m, false)) != 0)
+		return rc;
+	if ((rc = st_run(m, m->st[ST_STAGE_CLEAR])) != 0)
+		goto out;
+	n = listing_count(l);
+	for (i = 0; i < n; i++) {
+		e = listing_get(l, i);
+		known = e->mtime_prec != MTIME_UNKNOWN;
+		(void)bind_path(st, 1, e->path);
+		(void)sqlite3_bind_int(st, 2, (int)e->type);
+		(void)sqlite3_bind_int64(st, 3, e->size < 0 ? -1 : e->size);
+		(void)sqlite3_bind_int(st, 4, e->size >= 0 && e->size_exact);
+		(void)sqlite3_bind_int64(st, 5, known ? e->mtime : 0);
+		(void)sqlite3_bind_int(st, 6, known ? (int)e->mtime_prec : 0);
+		(void)bind_path(st, 7, e->target);
+		src = sqlite3_step(st);
+		(void)sqlite3_reset(st);
+		if (src != SQLITE_DONE) {
+			rc = db_fail(m, src);
+			goto out;
+		}
+	}
+	rc = tx_commit(m);
+out:
+	st_done(st);
+	if (rc != 0)
+		tx_rollback(m);
+	return rc;
+}
+
+/* Byte-compare two optional strings of known lengths. */
+static bool
+bytes_equal(const char *a, size_t alen, const char *b, size_t blen)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/*
+ * Classify one row of ST_DIFF (DESIGN.md: listings are data; an inexact
+ * value is compared as shown, so equal shown values are unchanged).
+ */
+static enum diff_kind
+diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
+{
+	const char	*rtarget;
+	size_t		 tlen, rtlen;
+
+	if (!r->recorded)
+		return DIFF_NEW;
+	if ((int)r->type != sqlite3_column_int(st, 8))
+		return DIFF_CHANGED;
+	if (r->type == ENTRY_FILE && r->list_size == -1 &&
+	    r->list_prec == MTIME_UNKNOWN)
+		return DIFF_UNKNOWN;
+	if (r->list_size != sqlite3_column_int64(st, 9) ||
+	    (int)r->list_size_exact != sqlite3_column_int(st, 10) ||
+	    r->list_mtime != sqlite3_column_int64(st, 11) ||
+	    (int)r->list_prec != sqlite3_column_int(st, 12))
+		return DIFF_CHANGED;
+	if (r->type == ENTRY_SYMLINK) {
+		tlen = r->target != NULL ? strlen(r->target) : 0;
+		rtarget = col_str(st, 13, &rtlen);
+		if (!bytes_equal(r->target, tlen, rtarget, rtlen))
+			return DIFF_CHANGED;
+	}
+	return DIFF_SAME;
+}
+
+/* Walk the staged rows (first half of manifest_diff). */
+static int
+diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx)
+{
+	sqlite3_stmt	*st = m->st[ST_DIFF];
+	struct diff_row	 r;
+	int		 rc = 0, src;
+
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&r, 0, sizeof(r));
+		r.path = col_str(st, 0, &r.pathlen);
+		r.type = (enum entry_type)sqlite3_column_int(st, 1);
+		r.list_size = sqlite3_column_int64(st, 2);
+		r.list_size_exact = sqlite3_column_int(st, 3) != 0;
+		r.list_mtime = sqlite3_column_int64(st, 4);
+		r.list_prec = (enum mtime_prec)sqlite3_column_int(st, 5);
+		r.target = col_str(st, 6, NULL);
+		r.recorded = sqlite3_column_int(st, 7) != 0;
+		r.up_size = col_opt(st, 14);
+		r.up_mtime = col_opt(st, 15);
+		r.etag = col_str(st, 16, NULL);
+		r.local_size = col_opt(st, 17);
+		r.local_mtime = col_opt(st, 18);
+		r.kind = diff_kind_of(st, &r);
+		if ((rc = fn(ctx, &r)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}
+
+/* Fill a file_row from a FILE_COLS row. */
+static void
+file_from_row(sqlite3_stmt *st, struct file_row *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->path = col_str(st, 0, &f->pathlen);
+	f->type = (enum entry_type)sqlite3_column_int(st, 1);
+	f->list_size = sqlite3_column_int64(st, 2);
+	f->list_size_exact = sqlite3_column_int(st, 3) != 0;
+	f->list_mtime = sqlite3_column_int64(st, 4);
+	f->list_prec = (enum mtime_prec)sqlite3_column_int(st, 5);
+	f->up_size = col_opt(st, 6);
+	f->up_mtime = col_opt(st, 7);
+	f->etag = col_str(st, 8, NULL);
+	f->local_size = col_opt(st, 9);
+	f->local_mtime = col_opt(st, 10);
+	f->seen_run = col_opt(st, 11);
+	f->fetched_run = col_opt(st, 12);
+	f->target = col_str(st, 13, NULL);
+}
+
+/* Walk the committed rows that are not staged (DIFF_GONE). */
+static int
+diff_gone(struct manifest *m, manifest_diff_fn fn, void *ctx)
+{
+	sqlite3_stmt	*st = m->st[ST_GONE];
+	struct file_row	 f;
+	struct diff_row	 r;
+	int		 rc = 0, src;
+
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&r, 0, sizeof(r));
+		file_from_row(st, &f);
+		r.target = f.target;
+		r.path = f.path;
+		r.pathlen = f.pathlen;
+		r.kind = DIFF_GONE;
+		r.type = f.type;
+		r.list_size = f.list_size;
+		r.list_size_exact = f.list_size_exact;
+		r.list_mtime = f.list_mtime;
+		r.list_prec = f.list_prec;
+		r.recorded = true;
+		r.up_size = f.up_size;
+		r.up_mtime = f.up_mtime;
+		r.etag = f.etag;
+		r.local_size = f.local_size;
+		r.local_mtime = f.local_mtime;
+		if ((rc = fn(ctx, &r)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}
+
+/*
+ * Walk the diff of staging against files: each staged path in path order
+ * (NEW, UNKNOWN, CHANGED or SAME; list_* and target are the staged
+ * values), then each unstaged committed path in path order (GONE; list_*
+ * and target are the recorded values).  Row strings are borrowed until
+ * fn returns; fn must not run another diff.  Returns 0, fn's non-zero
+ * value, or BM_EDB.
+ */
+int
+manifest_diff(struct manifest *m, manifest_diff_fn fn, void *ctx)
+{
+	int	 rc;
+
+	if ((rc = diff_staged(m, fn, ctx)) != 0)
+		return rc;
+	return diff_gone(m, fn, ctx);
+}
+
+/* Set seen_run = run on every committed row that is staged.  0 or BM_EDB. */
+int
+manifest_mark_seen(struct manifest *m, int64_t run)
+{
+	sqlite3_stmt	*st = m->st[ST_MARK_SEEN];
+
+	(void)sqlite3_bind_int64(st, 1, run);
+	return st_run(m, st);
+}
+
+/* Number of committed rows of type file into *ret.  0 or BM_EDB. */
+int
+manifest_file_count(struct manifest *m, int64_t *ret)
+{
+	sqlite3_stmt	*st = m->st[ST_FILE_COUNT];
+	int		 rc = 0, src;
+
+	if ((src = sqlite3_step(st)) == SQLITE_ROW)
+		*ret = sqlite3_column_int64(st, 0);
+	else
+		rc = db_fail(m, src);
+	st_done(st);
+	return rc;
+}
+
+/* Bind ?1..?13 shared by ST_UPSERT and ST_NOT_MODIFIED. */
+static void
+bind_rec(sqlite3_stmt *st, const struct commit_rec *c, int64_t run)
+{
+	bool	 known = c->list_prec != MTIME_UNKNOWN;
+
+	(void)bind_path(st, 1, c->path);
+	(void)sqlite3_bind_int(st, 2, (int)c->type);
+	(void)sqlite3_bind_int64(st, 3, c->list_size < 0 ? -1 : c->list_size);
+	(void)sqlite3_bind_int(st, 4, c->list_size >= 0 && c->list_size_exact);
+	(void)sqlite3_bind_int64(st, 5, known ? c->list_mtime : 0);
+	(void)sqlite3_bind_int(st, 6, known ? (int)c->list_prec : 0);
+	(void)bind_opt(st, 7, c->up_size);
+	(void)bind_opt(st, 8, c->up_mtime);
+	(void)bind_text(st, 9, c->etag);
+	(void)bind_path(st, 10, c->type == ENTRY_SYMLINK ? c->target : NULL);
+	(void)bind_opt(st, 11, c->local_size);
+	(void)bind_opt(st, 12, c->local_mtime);
+	(void)sqlite3_bind_int64(st, 13, run);
+}
+
+/* Event op name of a commit op. */
+static const char *
+commit_op_name(enum commit_op op)
+{
+	switch (op) {
+	case COMMIT_FETCHED:		return "fetched";
+	case COMMIT_NOT_MODIFIED:	return "not-modified";
+	case COMMIT_TOUCHED:		return "touched";
+	case COMMIT_MKDIR:		return "mkdir";
+	case COMMIT_SYMLINK:		return "symlink";
+	case COMMIT_DELETED:		return "deleted";
+	case COMMIT_FAILED:		return "failed";
+	case COMMIT_VANISHED:		return "vanished";
+	default:			return NULL;
+	}
+}
+
+/* Apply one record's row change (see the file comment). */
+static int
+commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
+{
+	sqlite3_stmt	*st;
+
+	switch (c->op) {
+	case COMMIT_FETCHED:
+	case COMMIT_MKDIR:
+	case COMMIT_SYMLINK:
+		st = m->st[ST_UPSERT];
+		bind_rec(st, c, run);
+		if (c->op == COMMIT_FETCHED)
+			(void)sqlite3_bind_int64(st, 14, run);
+		return st_run(m, st);
+	case COMMIT_NOT_MODIFIED:
+		st = m->st[ST_NOT_MODIFIED];
+		bind_rec(st, c, run);
+		return st_run(m, st);
+	case COMMIT_TOUCHED:
+		st = m->st[ST_TOUCHED];
+		(void)bind_path(st, 1, c->path);
+		(void)bind_opt(st, 2, c->local_mtime);
+		(void)bind_opt(st, 3, c->local_size);
+		(void)sqlite3_bind_int64(st, 4, run);
+		return st_run(m, st);
+	case COMMIT_DELETED:
+		st = m->st[ST_DELETE];
+		(void)bind_path(st, 1, c->path);
+		return st_run(m, st);
+	case COMMIT_FAILED:
+	case COMMIT_VANISHED:
+		return 0;
+	}
+	return BM_EINVAL;
+}
+
+/* Append the event of one record, time-stamped now (CLOCK_REALTIME). */
+static int
+commit_event(struct manifest *m, int64_t run, const struct commit_rec *c)
+{
+	sqlite3_stmt	*st = m->st[ST_EVENT];
+	struct timespec	 ts;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) == -1)
+		ts.tv_sec = ts.tv_nsec = 0;
+	(void)sqlite3_bind_int64(st, 1, run);
+	(void)sqlite3_bind_int64(st, 2,
+	    (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+	(void)bind_path(st, 3, c->path);
+	(void)bind_text(st, 4, commit_op_name(c->op));
+	(void)bind_text(st, 5, c->reason);
+	(void)sqlite3_bind_int64(st, 6, c->bytes);
+	return st_run(m, st);
+}
+
+/*
+ * Record n outcomes (recs borrowed) of run in one IMMEDIATE transaction:
+ * each record changes its row as the file comment says and appends one
+ * event.  Returns 0, BM_EINVAL (unknown op or NULL path), or BM_EDB
+ * (e.g. locked past the busy timeout); on failure nothing of the batch
+ * is recorded.
+ */
+int
+manifest_commit(struct manifest *m, int64_t run,
+    const struct commit_rec *recs, size_t n)
+{
+	size_t	 i;
+	int	 rc;
+
+	for (i = 0; i < n; i++) {
+		if (recs[i].path == NULL ||
+		    commit_op_name(recs[i].op) == NULL) {
+			(void)snprintf(m->err, sizeof(m->err),
+			    "%s: commit record %zu: invalid", m->path, i);
+			return BM_EINVAL;
+		}
+	}
+	if ((rc = tx_begin(m, true)) != 0)
+		return rc;
+	for (i = 0; i < n; i++) {
+		if ((rc = commit_row(m, run, &recs[i])) != 0 ||
+		    (rc = commit_event(m, run, &recs[i])) != 0)
+			goto out;
+	}
+	rc = tx_commit(m);
+out:
+	if (rc != 0)
+		tx_rollback(m);
+	return rc;
+}
+
+/* Walk the rows of a FILE_COLS statement already bound. */
+static int
+ls_walk(struct manifest *m, sqlite3_stmt *st, manifest_file_fn fn, void *ctx)
+{
+	struct file_row	 f;
+	int		 rc = 0, src;
+
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		file_from_row(st, &f);
+		if ((rc = fn(ctx, &f)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}
+
+/*
+ * Walk the committed rows whose path is prefix or lies under prefix/
+ * (prefix borrowed; "" or NULL for all; trailing '/' ignored) in path
+ * order.  The range prefix + "/" <= path < prefix + "0" ('0' follows
+ * '/') selects the subtree by BLOB order.  Returns 0, fn's non-zero
+ * value, BM_ENOMEM or BM_EDB.
+ */
+int
+manifest_ls(struct manifest *m, const char *prefix, manifest_file_fn fn,
+    void *ctx)
+{
+	sqlite3_stmt	*st;
+	char		*lo = NULL, *hi = NULL;
+	size_t		 len;
+	int		 rc;
+
+	len = prefix != NULL ? strlen(prefix) : 0;
+	while (len > 0 && prefix[len - 1] == '/')
+		len--;
+	if (len == 0)
+		return ls_walk(m, m->st[ST_LS_ALL], fn, ctx);
+	if ((lo = malloc(len + 1)) == NULL || (hi = malloc(len + 1)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	memcpy(lo, prefix, len);
+	memcpy(hi, prefix, len);
+	lo[len] = '/';
+	hi[len] = '0';
+	st = m->st[ST_LS_PREFIX];
+	(void)sqlite3_bind_blob(st, 1, prefix, (int)len, SQLITE_STATIC);
+	(void)sqlite3_bind_blob(st, 2, lo, (int)len + 1, SQLITE_STATIC);
+	(void)sqlite3_bind_blob(st, 3, hi, (int)len + 1, SQLITE_STATIC);
+	rc = ls_walk(m, st, fn, ctx);
+out:
+	free(lo);
+	free(hi);
+	return rc;
+}
+
+/*
+ * Walk the events of run in the order they were committed; row strings
+ * are borrowed until fn returns.  Returns 0, fn's non-zero value or
+ * BM_EDB.
+ */
+int
+manifest_events(struct manifest *m, int64_t run, manifest_event_fn fn,
+    void *ctx)
+{
+	sqlite3_stmt		*st = m->st[ST_EVENTS];
+	struct event_row	 ev;
+	int			 rc = 0, src;
+
+	(void)sqlite3_bind_int64(st, 1, run);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&ev, 0, sizeof(ev));
+		ev.run = sqlite3_column_int64(st, 0);
+		ev.path = col_str(st, 1, NULL);
+		ev.op = col_str(st, 2, NULL);
+		ev.reason = col_str(st, 3, NULL);
+		ev.bytes = sqlite3_column_int64(st, 4);
+		ev.time_ns = sqlite3_column_int64(st, 5);
+		if ((rc = fn(ctx, &ev)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}

@@ -1,0 +1,680 @@
+/*
+ * Unit tests for agent/config.c: defaults, every key with good and bad
+ * values, exact "FILE:LINE: reason" messages, inih's traps (long lines,
+ * continuation lines, keys outside sections), the size parser and the
+ * per-run override path (mirror_conf_set).  Config files are written into
+ * a mkdtemp(3) directory that is removed at the end.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "biomirror/config.h"
+#include "biomirror/error.h"
+#include "biomirror/listing.h"
+#include "tap.h"
+
+#define HEAD	"[m]\nsource = https://h.example/x/\ndest = /srv/m\n"
+
+struct ctx {
+	char	 dir[64];		/* the mkdtemp directory */
+	char	 path[128];		/* dir/t.conf */
+	char	 err[1024];		/* last error message */
+};
+
+static void
+write_conf(struct ctx *t, const char *text, size_t len)
+{
+	int	 fd;
+
+	fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd == -1 || write(fd, text, len) != (ssize_t)len) {
+		perror(t->path);
+		exit(1);
+	}
+	(void)close(fd);
+}
+
+/* Load text as a config file; *ret only set on success. */
+static int
+load(struct ctx *t, const char *text, struct config **ret)
+{
+	write_conf(t, text, strlen(text));
+	t->err[0] = '\0';
+	return config_load(t->path, ret, t->err, sizeof(t->err));
+}
+
+/* Expect text to fail with exactly "PATH:line: msg". */
+static void
+fails(struct ctx *t, const char *text, unsigned line, const char *msg)
+{
+	struct config	*c = NULL;
+	char		 want[1024];
+	int		 rc;
+
+	rc = load(t, text, &c);
+	snprintf(want, sizeof(want), "%s:%u: %s", t->path, line, msg);
+	is_int(rc, BM_EINVAL, "rejected: %s", msg);
+	is_str(t->err, want, "message: %s", msg);
+	ok(c == NULL, "no config returned: %s", msg);
+	config_free(c);
+}
+
+/* Expect HEAD + "key = value" to fail on line 4 with msg. */
+static void
+bad_value(struct ctx *t, const char *key, const char *value, const char *msg)
+{
+	char	 text[1024];
+
+	snprintf(text, sizeof(text), HEAD "%s = %s\n", key, value);
+	fails(t, text, 4, msg);
+}
+
+/* Load HEAD + "key = value"; return the mirror (caller frees *cp). */
+static struct mirror_conf *
+good_value(struct ctx *t, const char *key, const char *value,
+    struct config **cp)
+{
+	char	 text[1024];
+	int	 rc;
+
+	snprintf(text, sizeof(text), HEAD "%s = %s\n", key, value);
+	*cp = NULL;
+	rc = load(t, text, cp);
+	if (!ok(rc == 0 && *cp != NULL && (*cp)->nmirrors == 1,
+	    "accepted %s = %s", key, value)) {
+		printf("#   rc %d: %s\n", rc, t->err);
+		return NULL;
+	}
+	return (*cp)->mirrors[0];
+}
+
+static void
+test_defaults(struct ctx *t)
+{
+	struct config		*c = NULL;
+	struct mirror_conf	*m;
+
+	is_int(load(t, "[m]\nsource = https://h.example/x\ndest = d\n", &c),
+	    0, "minimal mirror loads");
+	if (c == NULL)
+		return;
+	is_str(c->path, t->path, "path recorded");
+	ok(c->state_dir == NULL, "state_dir default NULL");
+	is_int(c->log_level, 0, "log_level default info (0)");
+	ok(c->user_agent == NULL, "global user_agent default NULL");
+	is_int(c->nmirrors, 1, "one mirror");
+	m = c->mirrors[0];
+	is_str(m->name, "m", "name from section");
+	is_int(m->line, 1, "header line");
+	is_str(m->source, "https://h.example/x/", "trailing / added");
+	is_str(m->dest, "d", "relative dest kept");
+	is_int(m->ninclude, 0, "no include");
+	is_int(m->nexclude, 0, "no exclude");
+	is_int(m->concurrency, 8, "concurrency 8");
+	is_int(m->streams, 4, "streams 4");
+	is_int(m->min_split, 16777216, "min_split 16M");
+	is_int(m->max_connections, 0, "max_connections 0 (by scheme)");
+	is_int(m->transport, TRANSPORT_TCP, "transport tcp");
+	is_int(m->delete, 0, "delete no");
+	is_int(m->max_delete, 10, "max_delete 10");
+	is_int(m->max_delete_pct, 1, "max_delete is 10%%");
+	is_int(m->verify, VERIFY_SIZE, "verify size");
+	is_int(m->publish, PUBLISH_FILE, "publish file");
+	is_int(m->bwlimit, 0, "bwlimit 0");
+	is_int(m->retries, 5, "retries 5");
+	is_int(m->timeout, 60, "timeout 60");
+	is_int(m->stall_timeout, 120, "stall_timeout 120");
+	is_int(m->listing_tz.kind, TZ_UTC, "listing_timezone UTC");
+	is_int(m->ftp_tz.kind, TZ_UTC, "ftp_timezone UTC");
+	is_int(m->file_mode, 0644, "file_mode 0644");
+	is_int(m->dir_mode, 0755, "dir_mode 0755");
+	ok(m->ca_file == NULL && m->user_agent == NULL &&
+	    m->post_sync == NULL && m->metrics_file == NULL,
+	    "optional strings NULL");
+	ok(config_find(c, "m") == m, "config_find finds m");
+	ok(config_find(c, "M") == NULL, "config_find is exact");
+	ok(config_find(c, "nope") == NULL, "config_find NULL for unknown");
+	config_free(c);
+}
+
+static const char full_conf[] =
+    "; every key\n"
+    "[global]\n"
+    "state_dir = /var/lib/bm   ; inline comment\n"
+    "log_level = debug\n"
+    "user_agent = biomirror/1.0 (+mailto:a@example.org)\n"
+    "\n"
+    "# hash comment\n"
+    "[blast.db_2-x]\n"
+    "source = http://ftp.example.org:8080/blast/db\n"
+    "dest = /srv/mirror/blast/db\n"
+    "include = *.tar.gz\n"
+    "exclude = tmp/\n"
+    "include = *.tar.gz.md5\n"
+    "include = README\n"
+    "concurrency = 1024\n"
+    "streams = 64\n"
+    "min_split = 1G\n"
+    "max_connections = 256\n"
+    "transport = TCP\n"
+    "delete = on\n"
+    "max_delete = 25\n"
+    "verify = size\n"
+    "publish = file\n"
+    "bwlimit = 10M/s\n"
+    "retries = 0\n"
+    "timeout = 3600\n"
+    "stall_timeout = 86400\n"
+    "listing_timezone = Europe/London\n"
+    "ftp_timezone = -05:30\n"
+    "file_mode = 444\n"
+    "dir_mode = 02775\n"
+    "ca_file = /etc/ssl/ca.pem\n"
+    "user_agent = mirror-bot\n"
+    "post_sync = /usr/local/bin/reindex --all\n"
+    "metrics_file = /var/lib/node_exporter/bm.prom\n"
+    "key;semi = x\n";
+
+static void
+test_every_key(struct ctx *t)
+{
+	struct config		*c = NULL;
+	struct mirror_conf	*m;
+	char			 text[sizeof(full_conf)];
+
+	/* Drop the last line (an unknown key) for the good case. */
+	memcpy(text, full_conf, sizeof(full_conf));
+	*strstr(text, "key;semi") = '\0';
+	is_int(load(t, text, &c), 0, "full config loads");
+	if (c == NULL) {
+		printf("#   %s\n", t->err);
+		return;
+	}
+	is_str(c->state_dir, "/var/lib/bm", "state_dir, comment stripped");
+	is_int(c->log_level, 2, "log_level debug = 2");
+	is_str(c->user_agent, "biomirror/1.0 (+mailto:a@example.org)",
+	    "global user_agent");
+	m = config_find(c, "blast.db_2-x");
+	ok(m != NULL, "mirror with . _ - in its name");
+	if (m == NULL)
+		goto out;
+	is_int(m->line, 8, "header on line 8");
+	is_str(m->source, "http://ftp.example.org:8080/blast/db/", "source");
+	is_str(m->dest, "/srv/mirror/blast/db", "dest");
+	is_int(m->ninclude, 3, "three includes");
+	if (m->ninclude == 3) {
+		is_str(m->include[0], "*.tar.gz", "include order 1");
+		is_str(m->include[1], "*.tar.gz.md5", "include order 2");
+		is_str(m->include[2], "README", "include order 3");
+	}
+	is_int(m->nexclude, 1, "one exclude");
+	if (m->nexclude == 1)
+		is_str(m->exclude[0], "tmp/", "exclude kept with /");
+	is_int(m->concurrency, 1024, "concurrency max");
+	is_int(m->streams, 64, "streams max");
+	is_int(m->min_split, 1073741824, "min_split 1G");
+	is_int(m->max_connections, 256, "max_connections max");
+	is_int(m->transport, TRANSPORT_TCP, "transport TCP any case");
+	is_int(m->delete, 1, "delete on");
+	is_int(m->max_delete, 25, "max_delete 25");
+	is_int(m->max_delete_pct, 0, "max_delete 25 is a count");
+	is_int(m->bwlimit, 10485760, "bwlimit 10M/s");
+	is_int(m->retries, 0, "retries 0");
+	is_int(m->timeout, 3600, "timeout max");
+	is_int(m->stall_timeout, 86400, "stall_timeout max");
+	is_int(m->listing_tz.kind, TZ_NAMED, "listing_timezone named");
+	is_str(m->listing_tz.name, "Europe/London", "zone name");
+	is_int(m->ftp_tz.kind, TZ_FIXED, "ftp_timezone fixed");
+	is_int(m->ftp_tz.offset, -(5 * 3600 + 30 * 60), "offset -05:30");
+	is_int(m->file_mode, 0444, "file_mode 444 is octal");
+	is_int(m->dir_mode, 02775, "dir_mode 02775");
+	is_str(m->ca_file, "/etc/ssl/ca.pem", "ca_file");
+	is_str(m->user_agent, "mirror-bot", "mirror user_agent");
+	is_str(m->post_sync, "/usr/local/bin/reindex --all", "post_sync");
+	is_str(m->metrics_file, "/var/lib/node_exporter/bm.prom",
+	    "metrics_file");
+out:
+	config_free(c);
+	fails(t, full_conf, 36, "unknown key 'key;semi' in section "
+	    "[blast.db_2-x]");
+}
+
+static void
+test_global(struct ctx *t)
+{
+	static const struct { const char *v; int want; } lv[] = {
+		{ "error", -1 }, { "warning", -1 }, { "info", 0 },
+		{ "verbose", 1 }, { "DEBUG", 2 },
+	};
+	struct config	*c;
+	char		 text[256];
+	size_t		 i;
+
+	for (i = 0; i < sizeof(lv) / sizeof(lv[0]); i++) {
+		c = NULL;
+		snprintf(text, sizeof(text), "[global]\nlog_level = %s\n",
+		    lv[i].v);
+		is_int(load(t, text, &c), 0, "log_level = %s loads", lv[i].v);
+		if (c != NULL)
+			is_int(c->log_level, lv[i].want, "log_level %s -> %d",
+			    lv[i].v, lv[i].want);
+		config_free(c);
+	}
+	fails(t, "[global]\nlog_level = loud\n", 2, "log_level = loud: "
+	    "expected error, warning, info, verbose or debug");
+	fails(t, "[global]\nstate_dir = var/lib\n", 2,
+	    "state_dir = var/lib: must be an absolute path");
+	fails(t, "[global]\nconcurrency = 4\n", 2,
+	    "unknown key 'concurrency' in section [global]");
+	fails(t, "[global]\n\n[global]\n", 3,
+	    "duplicate section [global] (first on line 1)");
+	fails(t, "[global]\nuser_agent = a\nuser_agent = b\n", 3,
+	    "duplicate key 'user_agent' in section [global] "
+	    "(first on line 2)");
+	fails(t, "[Global]\nsource = http://h/\n", 1, "mirror name 'Global' "
+	    "is reserved (the global section is [global])");
+
+	/* Empty and comment-only files are valid configs. */
+	c = NULL;
+	is_int(load(t, "", &c), 0, "empty file loads");
+	ok(c != NULL && c->nmirrors == 0 && c->log_level == 0,
+	    "empty file: no mirrors, defaults");
+	config_free(c);
+	c = NULL;
+	is_int(load(t, "; nothing\n\n[global]\n# still nothing\n", &c), 0,
+	    "comments and an empty [global] load");
+	ok(c != NULL && c->nmirrors == 0, "no mirrors");
+	config_free(c);
+}
+
+static void
+test_structure(struct ctx *t)
+{
+	char	 text[512];
+	char	 lng[256];
+
+	fails(t, "[blast]\nsource = https://h/\ndest = /d\nconcurency = 4\n",
+	    4, "unknown key 'concurency' in section [blast]");
+	fails(t, "; c\nsource = https://h/\n[m]\n", 2, "key 'source' outside "
+	    "any section (put it under [global] or a [mirror] section)");
+	fails(t, HEAD "\n; c\nnoequals\n", 6, "missing '=' (expected "
+	    "'key = value', a [section] or a ; comment)");
+	fails(t, HEAD "[m2\n", 4, "section header without closing ']'");
+	fails(t, HEAD "[m2] junk\n", 4,
+	    "unexpected text after ']' in section header");
+	fails(t, HEAD "[a b]\n", 4, "bad mirror name 'a b' (1 to 64 letters, "
+	    "digits, '.', '_' or '-', starting with a letter or digit)");
+	fails(t, HEAD "[]\n", 4, "bad mirror name '' (1 to 64 letters, "
+	    "digits, '.', '_' or '-', starting with a letter or digit)");
+	fails(t, HEAD "[..]\n", 4, "bad mirror name '..' (1 to 64 letters, "
+	    "digits, '.', '_' or '-', starting with a letter or digit)");
+	fails(t, HEAD "[-x]\n", 4, "bad mirror name '-x' (1 to 64 letters, "
+	    "digits, '.', '_' or '-', starting with a letter or digit)");
+	/* 64 bytes is fine (inih alone would cut it to 49), 65 is not. */
+	memset(lng, 'a', 65);
+	lng[65] = '\0';
+	snprintf(text, sizeof(text), "[%.65s]\nsource = http://h/\n", lng);
+	fails(t, text, 1, "bad mirror name 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' (1 to 64 letters, digits, "
+	    "'.', '_' or '-', starting with a letter or digit)");
+	fails(t, HEAD "[other]\nsource = http://h/\ndest = /o\n[m]\n", 7,
+	    "duplicate section [m] (first on line 1)");
+	fails(t, HEAD "dest = /other\n", 4,
+	    "duplicate key 'dest' in section [m] (first on line 3)");
+	fails(t, "[m]\nsource = http://h/\n  dest = /d\n", 3, "indented line "
+	    "would continue key 'source' from line 2 (continuation lines "
+	    "are not supported: remove the indentation)");
+	fails(t, "\n\n[blast]\ndest = /d\n\n[b2]\nsource = http://h/\n"
+	    "dest = /d\n", 3, "missing key 'source' in section [blast]");
+	fails(t, "[a]\nsource = http://h/\ndest = /d\n[blast]\n"
+	    "source = http://h/\n", 4,
+	    "missing key 'dest' in section [blast]");
+	fails(t, HEAD "ca_file = \n", 4, "ca_file: empty value");
+	fails(t, HEAD "include =\n", 4, "include: empty value");
+}
+
+static void
+test_long_lines(struct ctx *t)
+{
+	struct config	*c = NULL;
+	char		 text[1024];
+	char		 val[400];
+	size_t		 n;
+
+	/* "dest = " is 7 bytes: a 190-byte value makes a 197-byte line. */
+	memset(val, 'v', sizeof(val));
+	val[0] = '/';
+	val[190] = '\0';
+	snprintf(text, sizeof(text),
+	    "[m]\nsource = http://h/\ndest = %s\r\n", val);
+	is_int(load(t, text, &c), 0, "197-byte line with CRLF is accepted");
+	if (c != NULL) {
+		n = strlen(c->mirrors[0]->dest);
+		is_int(n, 190, "value not truncated");
+	}
+	config_free(c);
+	val[190] = 'v';
+	val[191] = '\0';
+	snprintf(text, sizeof(text),
+	    "[m]\nsource = http://h/\ndest = %s\n", val);
+	fails(t, text, 3, "line longer than 197 bytes");
+	val[191] = 'v';
+	val[300] = '\0';
+	snprintf(text, sizeof(text),
+	    "[m]\nsource = http://h/\n; %s\ndest = /d\n", val);
+	fails(t, text, 3, "line longer than 197 bytes");
+
+	/* A NUL byte would cut the line short inside inih. */
+	write_conf(t, "[m]\nsource = http://h/\ndest = /d\0x\n", 33);
+	is_int(config_load(t->path, &c, t->err, sizeof(t->err)), BM_EINVAL,
+	    "NUL byte rejected");
+	snprintf(text, sizeof(text), "%s:3: NUL byte in line", t->path);
+	is_str(t->err, text, "NUL byte message");
+
+	/* A UTF-8 BOM and CRLF line ends are fine. */
+	c = NULL;
+	is_int(load(t, "\xEF\xBB\xBF[m]\r\nsource = http://h/\r\n"
+	    "dest = /d\r\n", &c), 0, "BOM and CRLF accepted");
+	if (c != NULL)
+		is_str(c->mirrors[0]->dest, "/d", "CR stripped");
+	config_free(c);
+}
+
+static void
+test_unsupported(struct ctx *t)
+{
+	bad_value(t, "transport", "udt",
+	    "transport = udt is not supported by this build yet");
+	bad_value(t, "transport", "auto",
+	    "transport = auto is not supported by this build yet");
+	bad_value(t, "transport", "quic",
+	    "transport = quic: expected tcp, udt or auto");
+	bad_value(t, "verify", "sidecar",
+	    "verify = sidecar is not supported by this build yet");
+	bad_value(t, "verify", "checksum",
+	    "verify = checksum is not supported by this build yet");
+	bad_value(t, "verify", "md5",
+	    "verify = md5: expected size, sidecar or checksum");
+	bad_value(t, "publish", "set",
+	    "publish = set is not supported by this build yet");
+	bad_value(t, "publish", "tree",
+	    "publish = tree: expected file or set");
+	fails(t, "[m]\nsource = ftp://ftp.example.org/pub/\n", 2,
+	    "source scheme ftp:// is not supported by this build yet");
+	fails(t, "[m]\nsource = FTPS://h/\n", 2,
+	    "source scheme ftps:// is not supported by this build yet");
+	fails(t, "[m]\nsource = udt://h:9000/\n", 2,
+	    "source scheme udt:// is not supported by this build yet");
+	fails(t, "[m]\nsource = gopher://h/\n", 2, "source = gopher://h/: "
+	    "unsupported scheme (use http:// or https://)");
+	fails(t, "[m]\nsource = /srv/data\n", 2, "source = /srv/data: not a "
+	    "URL (expected http://HOST/PATH or https://HOST/PATH)");
+	fails(t, "[m]\nsource = http:///x/\n", 2,
+	    "source = http:///x/: no host");
+	fails(t, "[m]\nsource = https://\n", 2, "source = https://: no host");
+	fails(t, "[m]\nsource = http://h/x?y=1\n", 2, "source = "
+	    "http://h/x?y=1: a source URL takes no query or fragment");
+}
+
+static void
+test_values(struct ctx *t)
+{
+	struct config		*c;
+	struct mirror_conf	*m;
+
+	bad_value(t, "concurrency", "0",
+	    "concurrency = 0: expected an integer from 1 to 1024");
+	bad_value(t, "concurrency", "1025",
+	    "concurrency = 1025: expected an integer from 1 to 1024");
+	bad_value(t, "concurrency", "-1",
+	    "concurrency = -1: expected an integer from 1 to 1024");
+	bad_value(t, "concurrency", "4x",
+	    "concurrency = 4x: expected an integer from 1 to 1024");
+	bad_value(t, "streams", "65",
+	    "streams = 65: expected an integer from 1 to 64");
+	bad_value(t, "max_connections", "257",
+	    "max_connections = 257: expected an integer from 0 to 256");
+	bad_value(t, "retries", "101",
+	    "retries = 101: expected an integer from 0 to 100");
+	bad_value(t, "timeout", "0",
+	    "timeout = 0: expected an integer from 1 to 3600");
+	bad_value(t, "stall_timeout", "86401",
+	    "stall_timeout = 86401: expected an integer from 1 to 86400");
+	bad_value(t, "delete", "maybe", "delete = maybe: expected yes or no");
+	bad_value(t, "min_split", "12X", "min_split = 12X: expected a size "
+	    "in bytes with an optional K, M, G or T suffix (powers of 1024), "
+	    "below 16 EiB");
+	bad_value(t, "min_split", "99999999999T", "min_split = 99999999999T: "
+	    "expected a size in bytes with an optional K, M, G or T suffix "
+	    "(powers of 1024), below 16 EiB");
+	bad_value(t, "min_split", "0", "min_split = 0: must be at least 1");
+	bad_value(t, "bwlimit", "fast", "bwlimit = fast: expected a size in "
+	    "bytes with an optional K, M, G or T suffix (powers of 1024), "
+	    "below 16 EiB");
+	bad_value(t, "max_delete", "101%", "max_delete = 101%: expected a "
+	    "count or a percentage from 0% to 100%");
+	bad_value(t, "max_delete", "x%", "max_delete = x%: expected a "
+	    "count or a percentage from 0% to 100%");
+	bad_value(t, "max_delete", "%", "max_delete = %: expected a "
+	    "count or a percentage from 0% to 100%");
+	bad_value(t, "file_mode", "8888",
+	    "file_mode = 8888: expected an octal mode from 0 to 07777");
+	bad_value(t, "file_mode", "010000",
+	    "file_mode = 010000: expected an octal mode from 0 to 07777");
+	bad_value(t, "file_mode", "rw-r--r--",
+	    "file_mode = rw-r--r--: expected an octal mode from 0 to 07777");
+	bad_value(t, "file_mode", "4755", "file_mode = 4755: set-user-ID and "
+	    "set-group-ID bits are not allowed on mirrored files");
+	bad_value(t, "file_mode", "0200",
+	    "file_mode = 0200: the owner needs at least 0400");
+	bad_value(t, "dir_mode", "0644",
+	    "dir_mode = 0644: the owner needs at least 0700");
+	bad_value(t, "listing_timezone", "Mars/Olympus_Mons",
+	    "listing_timezone = Mars/Olympus_Mons: unknown time zone (use "
+	    "UTC, an offset such as +0100, a zone name such as "
+	    "Europe/London, or auto)");
+	bad_value(t, "ftp_timezone", "../../etc/passwd",
+	    "ftp_timezone = ../../etc/passwd: unknown time zone (use "
+	    "UTC, an offset such as +0100, a zone name such as "
+	    "Europe/London, or auto)");
+
+	if ((m = good_value(t, "max_delete", "10%", &c)) != NULL) {
+		is_int(m->max_delete, 10, "max_delete 10%%: 10");
+		is_int(m->max_delete_pct, 1, "max_delete 10%%: percent");
+	}
+	config_free(c);
+	if ((m = good_value(t, "max_delete", "0", &c)) != NULL)
+		ok(m->max_delete == 0 && !m->max_delete_pct, "max_delete 0");
+	config_free(c);
+	if ((m = good_value(t, "min_split", "1048576", &c)) != NULL)
+		is_int(m->min_split, 1048576, "min_split plain bytes");
+	config_free(c);
+	if ((m = good_value(t, "delete", "Yes", &c)) != NULL)
+		is_int(m->delete, 1, "delete Yes");
+	config_free(c);
+	if ((m = good_value(t, "delete", "0", &c)) != NULL)
+		is_int(m->delete, 0, "delete 0");
+	config_free(c);
+	if ((m = good_value(t, "listing_timezone", "+0100", &c)) != NULL) {
+		is_int(m->listing_tz.kind, TZ_FIXED, "+0100 fixed");
+		is_int(m->listing_tz.offset, 3600, "+0100 = 3600 s");
+	}
+	config_free(c);
+	if ((m = good_value(t, "listing_timezone", "auto", &c)) != NULL)
+		is_int(m->listing_tz.kind, TZ_AUTO, "auto");
+	config_free(c);
+	if ((m = good_value(t, "file_mode", "0640", &c)) != NULL)
+		is_int(m->file_mode, 0640, "file_mode 0640");
+	config_free(c);
+}
+
+static void
+test_sizes(void)
+{
+	uint64_t	 v = 7;
+
+	ok(parse_size("16M", &v) == 0 && v == 16777216, "16M = 16777216");
+	ok(parse_size("1G", &v) == 0 && v == 1073741824, "1G");
+	ok(parse_size("1k", &v) == 0 && v == 1024, "1k lower case");
+	ok(parse_size("2T", &v) == 0 && v == 2199023255552ULL, "2T");
+	ok(parse_size("0", &v) == 0 && v == 0, "0");
+	ok(parse_size("18446744073709551615", &v) == 0 &&
+	    v == UINT64_MAX, "2^64-1 bytes");
+	v = 7;
+	is_int(parse_size("18446744073709551616", &v), BM_EINVAL,
+	    "2^64 overflows");
+	is_int(parse_size("99999999999T", &v), BM_EINVAL, "99999999999T "
+	    "overflows");
+	is_int(parse_size("16777216T", &v), BM_EINVAL, "2^64 via T");
+	ok(parse_size("16777215T", &v) == 0 && v == 16777215ULL << 40,
+	    "largest T");
+	is_int(parse_size("12X", &v), BM_EINVAL, "12X");
+	is_int(parse_size("12MB", &v), BM_EINVAL, "12MB");
+	is_int(parse_size("", &v), BM_EINVAL, "empty");
+	is_int(parse_size("M", &v), BM_EINVAL, "suffix alone");
+	is_int(parse_size("-1", &v), BM_EINVAL, "negative");
+	is_int(parse_size(" 1", &v), BM_EINVAL, "leading blank");
+	is_int(parse_size("1.5G", &v), BM_EINVAL, "fraction");
+	is_int(v, 16777215ULL << 40, "ret untouched on failure");
+	ok(parse_uint("42", 1, 100, &v) == 0 && v == 42, "parse_uint 42");
+	is_int(parse_uint("0", 1, 100, &v), BM_EINVAL, "below min");
+	is_int(parse_uint("101", 1, 100, &v), BM_EINVAL, "above max");
+	is_int(parse_uint("+5", 1, 100, &v), BM_EINVAL, "sign");
+	is_int(parse_uint("99999999999999999999", 0, UINT64_MAX, &v),
+	    BM_EINVAL, "ERANGE");
+}
+
+static void
+test_set(void)
+{
+	struct mirror_conf	*m;
+	char			 err[256];
+
+	m = mirror_conf_new("adhoc");
+	ok(m != NULL, "mirror_conf_new");
+	if (m == NULL)
+		return;
+	is_int(mirror_conf_check(m, err, sizeof(err)), BM_EINVAL,
+	    "check without source");
+	is_str(err, "missing key 'source'", "missing source reason");
+	is_int(mirror_conf_set(m, "source", "http://h", err, sizeof(err)), 0,
+	    "set source");
+	is_int(mirror_conf_check(m, err, sizeof(err)), BM_EINVAL,
+	    "check without dest");
+	is_str(err, "missing key 'dest'", "missing dest reason");
+	is_int(mirror_conf_set(m, "dest", "out", err, sizeof(err)), 0,
+	    "set dest");
+	is_int(mirror_conf_check(m, err, sizeof(err)), 0, "check passes");
+	is_str(m->source, "http://h/", "source normalised");
+	is_int(mirror_conf_set(m, "concurrency", "4", err, sizeof(err)), 0,
+	    "--concurrency 4");
+	is_int(m->concurrency, 4, "override applied");
+	is_int(mirror_conf_set(m, "concurrency", "5", err, sizeof(err)), 0,
+	    "a second override replaces");
+	is_int(m->concurrency, 5, "last override wins");
+	is_int(mirror_conf_set(m, "concurrency", "0", err, sizeof(err)),
+	    BM_EINVAL, "--concurrency 0");
+	is_str(err, "concurrency = 0: expected an integer from 1 to 1024",
+	    "override reason");
+	is_int(m->concurrency, 5, "unchanged after a bad value");
+	is_int(mirror_conf_set(m, "concurency", "4", err, sizeof(err)),
+	    BM_EINVAL, "unknown key");
+	is_str(err, "unknown key 'concurency'", "unknown key reason");
+	is_int(mirror_conf_set(m, "transport", "udt", err, sizeof(err)),
+	    BM_EINVAL, "--transport udt");
+	is_str(err, "transport = udt is not supported by this build yet",
+	    "udt reason");
+	is_int(mirror_conf_set(m, "exclude", "*.tmp", err, sizeof(err)), 0,
+	    "--exclude");
+	is_int(mirror_conf_set(m, "exclude", "old/", err, sizeof(err)), 0,
+	    "--exclude again");
+	ok(m->nexclude == 2 && strcmp(m->exclude[0], "*.tmp") == 0 &&
+	    strcmp(m->exclude[1], "old/") == 0, "excludes appended in order");
+	is_int(mirror_conf_set(m, "max_delete", "5", err, sizeof(err)), 0,
+	    "--max-delete 5");
+	ok(m->max_delete == 5 && !m->max_delete_pct, "max_delete count");
+	is_int(mirror_conf_set(m, "user_agent", "a\tb", err, sizeof(err)),
+	    BM_EINVAL, "control byte in user_agent");
+	mirror_conf_free(m);
+	mirror_conf_free(NULL);
+	config_free(NULL);
+}
+
+static void
+test_files(struct ctx *t)
+{
+	struct config	*c = NULL;
+	char		 p[160], want[256];
+
+	snprintf(p, sizeof(p), "%s/missing.conf", t->dir);
+	is_int(config_load(p, &c, t->err, sizeof(t->err)), BM_ENOENT,
+	    "missing file is BM_ENOENT");
+	snprintf(want, sizeof(want), "%s: No such file or directory", p);
+	is_str(t->err, want, "missing file message");
+	is_int(config_load(t->dir, &c, t->err, sizeof(t->err)), BM_EINVAL,
+	    "directory rejected");
+	snprintf(want, sizeof(want), "%s: not a regular file", t->dir);
+	is_str(t->err, want, "directory message");
+	ok(c == NULL, "no config on failure");
+}
+
+/* The shipped example configs must load (run from the source tree). */
+static void
+test_examples(void)
+{
+	static const char *const files[] = {
+		"conf/biomirror.conf", "conf/ncbi-blast.conf"
+	};
+	struct config	*c;
+	char		 err[1024];
+	size_t		 i;
+
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		c = NULL;
+		if (access(files[i], R_OK) != 0) {
+			ok(1, "# SKIP %s not found (not run from the tree)",
+			    files[i]);
+			continue;
+		}
+		if (!ok(config_load(files[i], &c, err, sizeof(err)) == 0,
+		    "%s loads", files[i]))
+			printf("#   %s\n", err);
+		ok(c != NULL && c->nmirrors >= 1, "%s has a mirror", files[i]);
+		config_free(c);
+	}
+}
+
+int
+main(void)
+{
+	struct ctx	 t;
+
+	memset(&t, 0, sizeof(t));
+	snprintf(t.dir, sizeof(t.dir), "/tmp/test_config.XXXXXX");
+	if (mkdtemp(t.dir) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(t.path, sizeof(t.path), "%s/t.conf", t.dir);
+
+	test_defaults(&t);
+	test_every_key(&t);
+	test_global(&t);
+	test_structure(&t);
+	test_long_lines(&t);
+	test_unsupported(&t);
+	test_values(&t);
+	test_sizes();
+	test_set();
+	test_files(&t);
+	test_examples();
+
+	(void)unlink(t.path);
+	(void)rmdir(t.dir);
+	return done_testing();
+}

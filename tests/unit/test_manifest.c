@@ -1,0 +1,961 @@
+/*
+ * Unit tests of manifest/manifest.c: open/create/reopen, refusal of
+ * foreign, garbage, newer and locked files (left byte-for-byte intact),
+ * every diff rule, BLOB paths that are not UTF-8, commit op effects,
+ * runs, events, ls prefixes, and the time to stage 100,000 entries.
+ * The test uses sqlite3 directly only to build hostile files and to hold
+ * locks from a second connection.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "biomirror/error.h"
+#include "biomirror/listing.h"
+#include "biomirror/manifest.h"
+#include "tap.h"
+
+#define NS	1000000000LL
+
+struct seen {
+	char		*path;		/* owned copy */
+	size_t		 pathlen;
+	enum diff_kind	 kind;
+	enum entry_type	 type;
+	int64_t		 list_size, list_mtime, up_size, up_mtime;
+	int64_t		 local_size, local_mtime;
+	int64_t		 seen_run, fetched_run;
+	enum mtime_prec	 list_prec;
+	bool		 recorded;
+	char		*etag;		/* owned copy, NULL if none */
+	char		*target;	/* owned copy, NULL if none */
+	char		*op, *reason;	/* events: owned copies */
+	int64_t		 bytes, time_ns;
+};
+
+struct seen_list {
+	struct seen	 v[64];
+	size_t		 n;
+	int		 stop_at;	/* return 7 at this row (1-based), 0 never */
+};
+
+static char *
+dup_or_null(const char *s)
+{
+	char	*d;
+
+	if (s == NULL)
+		return NULL;
+	if ((d = strdup(s)) == NULL)
+		abort();
+	return d;
+}
+
+static void
+seen_reset(struct seen_list *sl)
+{
+	size_t	 i;
+
+	for (i = 0; i < sl->n; i++) {
+		free(sl->v[i].path);
+		free(sl->v[i].etag);
+		free(sl->v[i].target);
+		free(sl->v[i].op);
+		free(sl->v[i].reason);
+	}
+	memset(sl, 0, sizeof(*sl));
+}
+
+static struct seen *
+seen_find(struct seen_list *sl, const char *path)
+{
+	size_t	 i;
+
+	for (i = 0; i < sl->n; i++)
+		if (strcmp(sl->v[i].path, path) == 0)
+			return &sl->v[i];
+	return NULL;
+}
+
+static int
+diff_cb(void *ctx, const struct diff_row *r)
+{
+	struct seen_list	*sl = ctx;
+	struct seen		*s;
+
+	if (sl->n == sizeof(sl->v) / sizeof(sl->v[0]))
+		return 99;
+	s = &sl->v[sl->n++];
+	if ((s->path = malloc(r->pathlen + 1)) == NULL)
+		abort();
+	memcpy(s->path, r->path, r->pathlen + 1);
+	s->pathlen = r->pathlen;
+	s->kind = r->kind;
+	s->type = r->type;
+	s->list_size = r->list_size;
+	s->list_mtime = r->list_mtime;
+	s->list_prec = r->list_prec;
+	s->recorded = r->recorded;
+	s->up_size = r->up_size;
+	s->up_mtime = r->up_mtime;
+	s->local_size = r->local_size;
+	s->local_mtime = r->local_mtime;
+	s->etag = dup_or_null(r->etag);
+	s->target = dup_or_null(r->target);
+	if (sl->stop_at != 0 && (int)sl->n == sl->stop_at)
+		return 7;
+	return 0;
+}
+
+static int
+ls_cb(void *ctx, const struct file_row *r)
+{
+	struct seen_list	*sl = ctx;
+	struct seen		*s;
+
+	if (sl->n == sizeof(sl->v) / sizeof(sl->v[0]))
+		return 99;
+	s = &sl->v[sl->n++];
+	if ((s->path = malloc(r->pathlen + 1)) == NULL)
+		abort();
+	memcpy(s->path, r->path, r->pathlen + 1);
+	s->pathlen = r->pathlen;
+	s->type = r->type;
+	s->list_size = r->list_size;
+	s->list_mtime = r->list_mtime;
+	s->list_prec = r->list_prec;
+	s->up_size = r->up_size;
+	s->up_mtime = r->up_mtime;
+	s->local_size = r->local_size;
+	s->local_mtime = r->local_mtime;
+	s->seen_run = r->seen_run;
+	s->fetched_run = r->fetched_run;
+	s->etag = dup_or_null(r->etag);
+	s->target = dup_or_null(r->target);
+	return 0;
+}
+
+static int
+ev_cb(void *ctx, const struct event_row *r)
+{
+	struct seen_list	*sl = ctx;
+	struct seen		*s;
+
+	if (sl->n == sizeof(sl->v) / sizeof(sl->v[0]))
+		return 99;
+	s = &sl->v[sl->n++];
+	s->path = dup_or_null(r->path);
+	s->pathlen = strlen(r->path);
+	s->op = dup_or_null(r->op);
+	s->reason = dup_or_null(r->reason);
+	s->bytes = r->bytes;
+	s->time_ns = r->time_ns;
+	s->seen_run = r->run;
+	return 0;
+}
+
+/* Append one entry; mtime in seconds. */
+static void
+add(struct listing *l, const char *path, enum entry_type type, int64_t size,
+    bool exact, int64_t mtime_s, enum mtime_prec prec, const char *target)
+{
+	struct entry	*e;
+
+	if (listing_append(l, &e) != 0)
+		abort();
+	e->path = dup_or_null(path);
+	e->type = type;
+	e->size = size;
+	e->size_exact = exact;
+	e->mtime_prec = prec;
+	e->mtime_wall = mtime_s;
+	e->mtime = mtime_s * NS;
+	e->target = dup_or_null(target);
+}
+
+/* A commit record with the listed values; up/local from the same size. */
+static struct commit_rec
+rec(const char *path, enum commit_op op, enum entry_type type, int64_t size,
+    int64_t mtime_s, enum mtime_prec prec)
+{
+	struct commit_rec	 c;
+
+	memset(&c, 0, sizeof(c));
+	c.path = path;
+	c.op = op;
+	c.type = type;
+	c.list_size = size;
+	c.list_size_exact = true;
+	c.list_mtime = mtime_s * NS;
+	c.list_prec = prec;
+	c.up_size = size;
+	c.up_mtime = mtime_s * NS;
+	c.local_size = size;
+	c.local_mtime = mtime_s * NS;
+	c.bytes = size > 0 ? size : 0;
+	return c;
+}
+
+static void
+write_file(const char *path, const char *data, size_t len)
+{
+	FILE	*f;
+
+	if ((f = fopen(path, "wbe")) == NULL ||
+	    fwrite(data, 1, len, f) != len || fclose(f) != 0)
+		abort();
+}
+
+static bool
+file_equals(const char *path, const char *data, size_t len)
+{
+	char	 buf[256];
+	FILE	*f;
+	size_t	 n;
+
+	if ((f = fopen(path, "rbe")) == NULL)
+		return false;
+	n = fread(buf, 1, sizeof(buf), f);
+	(void)fclose(f);
+	return n == len && memcmp(buf, data, len) == 0;
+}
+
+static bool
+exists(const char *path)
+{
+	struct stat	 sb;
+
+	return stat(path, &sb) == 0;
+}
+
+/* Run SQL on a raw connection to path; abort on error. */
+static sqlite3 *
+raw_open(const char *path)
+{
+	sqlite3	*db;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+		abort();
+	return db;
+}
+
+static void
+raw_exec(sqlite3 *db, const char *sql)
+{
+	char	*msg = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		printf("# raw_exec %s: %s\n", sql, msg ? msg : "?");
+		abort();
+	}
+}
+
+static void
+join(char *buf, size_t sz, const char *dir, const char *name)
+{
+	if ((size_t)snprintf(buf, sz, "%s/%s", dir, name) >= sz)
+		abort();
+}
+
+static double
+now_s(void)
+{
+	struct timespec	 ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+test_open(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct seen_list	 sl;
+	struct commit_rec	 c;
+	char			 p[512], err[512];
+	int			 rc;
+
+	memset(&sl, 0, sizeof(sl));
+	join(p, sizeof(p), dir, "missing.db");
+	rc = manifest_open(p, false, &m, err, sizeof(err));
+	is_int(rc, BM_ENOENT, "create=false on a missing file: BM_ENOENT");
+	ok(strstr(err, p) != NULL, "ENOENT message names the path: %s", err);
+	ok(!exists(p), "missing file not created");
+
+	join(p, sizeof(p), dir, "a.db");
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, 0, "create a new manifest");
+	ok(exists(p), "file exists after create");
+	is_str(manifest_errmsg(m), "", "no error text after open");
+	c = rec("pub/x", COMMIT_FETCHED, ENTRY_FILE, 10, 1000, MTIME_SECOND);
+	is_int(manifest_commit(m, 1, &c, 1), 0, "commit one row");
+	manifest_close(m);
+	m = NULL;
+	manifest_close(NULL);
+
+	rc = manifest_open(p, false, &m, err, sizeof(err));
+	is_int(rc, 0, "reopen with create=false");
+	is_int(manifest_ls(m, NULL, ls_cb, &sl), 0, "ls after reopen");
+	is_int(sl.n, 1, "row kept across reopen");
+	if (sl.n == 1)
+		is_str(sl.v[0].path, "pub/x", "kept row path");
+	seen_reset(&sl);
+	manifest_close(m);
+	m = NULL;
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, 0, "reopen with create=true keeps the file");
+	is_int(manifest_ls(m, "", ls_cb, &sl), 0, "ls again");
+	is_int(sl.n, 1, "row still there");
+	seen_reset(&sl);
+	manifest_close(m);
+
+	/* An empty file (first open died before its schema commit). */
+	join(p, sizeof(p), dir, "empty.db");
+	write_file(p, "", 0);
+	m = NULL;
+	rc = manifest_open(p, false, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "empty file without create: BM_EDB");
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, 0, "empty file with create is initialized");
+	manifest_close(m);
+}
+
+static void
+test_refuse(const char *dir)
+{
+	static const char garbage[] = "hello, not a database";
+	struct manifest		*m = NULL;
+	sqlite3			*db;
+	char			 p[512], side[600], err[512];
+	int			 rc;
+
+	join(p, sizeof(p), dir, "garbage.db");
+	write_file(p, garbage, sizeof(garbage) - 1);
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "garbage file: BM_EDB");
+	ok(strncmp(err, p, strlen(p)) == 0 &&
+	    strstr(err, "not a database") != NULL,
+	    "garbage message is \"PATH: ...not a database\": %s", err);
+	ok(file_equals(p, garbage, sizeof(garbage) - 1),
+	    "garbage file left byte-for-byte unchanged");
+	(void)snprintf(side, sizeof(side), "%s-wal", p);
+	ok(!exists(side), "no -wal created beside the garbage");
+	(void)snprintf(side, sizeof(side), "%s-journal", p);
+	ok(!exists(side), "no -journal created beside the garbage");
+	rc = manifest_open(p, false, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "garbage file, create=false: BM_EDB");
+
+	join(p, sizeof(p), dir, "other.db");
+	db = raw_open(p);
+	raw_exec(db, "CREATE TABLE foo(a); INSERT INTO foo VALUES (1);");
+	(void)sqlite3_close(db);
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "foreign SQLite database: BM_EDB");
+	ok(strstr(err, p) != NULL &&
+	    strstr(err, "not a biomirror manifest") != NULL,
+	    "foreign message: %s", err);
+	db = raw_open(p);
+	raw_exec(db, "SELECT a FROM foo;");
+	(void)sqlite3_close(db);
+	ok(1, "foreign database still readable by its owner");
+
+	join(p, sizeof(p), dir, "appid.db");
+	db = raw_open(p);
+	raw_exec(db, "PRAGMA application_id = 42; PRAGMA user_version = 1;");
+	(void)sqlite3_close(db);
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "another application_id: BM_EDB");
+	ok(strstr(err, "0x0000002a") != NULL, "message gives the id: %s", err);
+
+	join(p, sizeof(p), dir, "newer.db");
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, 0, "create for the newer test");
+	manifest_close(m);
+	m = NULL;
+	db = raw_open(p);
+	raw_exec(db, "PRAGMA user_version = 99;");
+	(void)sqlite3_close(db);
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "newer schema version: BM_EDB");
+	ok(strstr(err, p) != NULL && strstr(err, "newer") != NULL,
+	    "newer message: %s", err);
+	db = raw_open(p);
+	raw_exec(db, "SELECT count(*) FROM files;");
+	(void)sqlite3_close(db);
+	ok(1, "newer manifest left in place");
+}
+
+static void
+test_locked(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct seen_list	 sl;
+	struct commit_rec	 c[2];
+	sqlite3			*db;
+	char			 p[512], err[512];
+	double			 t0;
+	int			 rc;
+
+	memset(&sl, 0, sizeof(sl));
+	join(p, sizeof(p), dir, "locked.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "create for the lock tests");
+	manifest_close(m);
+	m = NULL;
+
+	/* A connection holding the file exclusively blocks even readers. */
+	db = raw_open(p);
+	raw_exec(db, "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;"
+	    " INSERT INTO runs (command, start_ns, status)"
+	    " VALUES ('x', 0, 'running');");
+	t0 = now_s();
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "exclusively locked manifest: BM_EDB");
+	ok(strstr(err, p) != NULL && strstr(err, "locked") != NULL,
+	    "locked message: %s", err);
+	printf("# open gave up after %.2f s (busy timeout 5 s)\n",
+	    now_s() - t0);
+	ok(now_s() - t0 >= 4.5, "open waited for the busy timeout");
+	raw_exec(db, "ROLLBACK;");
+	(void)sqlite3_close(db);
+
+	/* Under WAL a writer does not block open, but blocks commits. */
+	is_int(manifest_open(p, false, &m, err, sizeof(err)), 0,
+	    "open while unlocked");
+	is_int(manifest_set_busy_timeout(m, 100), 0, "short busy timeout");
+	db = raw_open(p);
+	raw_exec(db, "BEGIN IMMEDIATE;");
+	c[0] = rec("a", COMMIT_FETCHED, ENTRY_FILE, 1, 1, MTIME_SECOND);
+	c[1] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 2, 2, MTIME_SECOND);
+	rc = manifest_commit(m, 1, c, 2);
+	is_int(rc, BM_EDB, "commit while another writer holds the lock");
+	ok(strstr(manifest_errmsg(m), p) != NULL &&
+	    strstr(manifest_errmsg(m), "locked") != NULL,
+	    "commit lock message: %s", manifest_errmsg(m));
+	raw_exec(db, "ROLLBACK;");
+	(void)sqlite3_close(db);
+	is_int(manifest_ls(m, NULL, ls_cb, &sl), 0, "ls after failed commit");
+	is_int(sl.n, 0, "nothing of the failed batch recorded");
+	seen_reset(&sl);
+	is_int(manifest_commit(m, 1, c, 2), 0, "commit after release");
+	is_int(manifest_ls(m, NULL, ls_cb, &sl), 0, "ls after commit");
+	is_int(sl.n, 2, "whole batch recorded");
+	seen_reset(&sl);
+	manifest_close(m);
+}
+
+static void
+test_diff(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct listing		*l;
+	struct seen_list	 sl;
+	struct seen		*s;
+	struct commit_rec	 c[12];
+	char			 p[512], err[512];
+	size_t			 i;
+	int64_t			 count = -1;
+
+	memset(&sl, 0, sizeof(sl));
+	join(p, sizeof(p), dir, "diff.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open diff.db");
+	i = 0;
+	c[i++] = rec("same", COMMIT_FETCHED, ENTRY_FILE, 100, 5000,
+	    MTIME_SECOND);
+	c[i++] = rec("size", COMMIT_FETCHED, ENTRY_FILE, 100, 5000,
+	    MTIME_SECOND);
+	c[i++] = rec("mtime", COMMIT_FETCHED, ENTRY_FILE, 100, 5000,
+	    MTIME_SECOND);
+	c[i++] = rec("prec", COMMIT_FETCHED, ENTRY_FILE, 100, 5040,
+	    MTIME_MINUTE);
+	c[i] = rec("inexact", COMMIT_FETCHED, ENTRY_FILE, 1536, 5040,
+	    MTIME_MINUTE);
+	c[i].list_size_exact = false;
+	c[i++].up_size = 1500;
+	c[i] = rec("unknown", COMMIT_FETCHED, ENTRY_FILE, 7, 60, MTIME_SECOND);
+	c[i++].etag = "\"abc\"";
+	c[i++] = rec("typechg", COMMIT_FETCHED, ENTRY_FILE, 3, 60,
+	    MTIME_SECOND);
+	c[i++] = rec("gone", COMMIT_FETCHED, ENTRY_FILE, 3, 60, MTIME_SECOND);
+	c[i] = rec("link", COMMIT_SYMLINK, ENTRY_SYMLINK, -1, 60,
+	    MTIME_SECOND);
+	c[i++].target = "old";
+	c[i] = rec("linksame", COMMIT_SYMLINK, ENTRY_SYMLINK, -1, 60,
+	    MTIME_SECOND);
+	c[i++].target = "t";
+	c[i++] = rec("dir", COMMIT_MKDIR, ENTRY_DIR, -1, 60, MTIME_SECOND);
+	is_int(manifest_commit(m, 1, c, i), 0, "commit the baseline");
+	is_int(manifest_file_count(m, &count), 0, "file count");
+	is_int(count, 8, "8 committed files (links and dirs not counted)");
+
+	if ((l = listing_new(100)) == NULL)
+		abort();
+	add(l, "same", ENTRY_FILE, 100, true, 5000, MTIME_SECOND, NULL);
+	add(l, "size", ENTRY_FILE, 101, true, 5000, MTIME_SECOND, NULL);
+	add(l, "mtime", ENTRY_FILE, 100, true, 5001, MTIME_SECOND, NULL);
+	add(l, "prec", ENTRY_FILE, 100, true, 5040, MTIME_SECOND, NULL);
+	add(l, "inexact", ENTRY_FILE, 1536, false, 5040, MTIME_MINUTE, NULL);
+	add(l, "unknown", ENTRY_FILE, -1, false, 0, MTIME_UNKNOWN, NULL);
+	add(l, "typechg", ENTRY_DIR, -1, false, 60, MTIME_SECOND, NULL);
+	add(l, "new", ENTRY_FILE, 1, true, 60, MTIME_SECOND, NULL);
+	add(l, "link", ENTRY_SYMLINK, -1, false, 60, MTIME_SECOND, "new");
+	add(l, "linksame", ENTRY_SYMLINK, -1, false, 60, MTIME_SECOND, "t");
+	add(l, "dir", ENTRY_DIR, -1, false, 60, MTIME_SECOND, NULL);
+	add(l, "newunknown", ENTRY_FILE, -1, false, 0, MTIME_UNKNOWN, NULL);
+	add(l, "same", ENTRY_FILE, 999, true, 1, MTIME_SECOND, NULL);
+	is_int(manifest_stage(m, l), 0, "stage the listing (with a dup)");
+	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff");
+	is_int(sl.n, 13, "12 staged rows + 1 gone");
+	for (i = 0; i + 1 < sl.n && i < 11; i++)
+		ok(strcmp(sl.v[i].path, sl.v[i + 1].path) < 0,
+		    "staged rows in path order: %s < %s", sl.v[i].path,
+		    sl.v[i + 1].path);
+	if (sl.n == 13)
+		is_str(sl.v[12].path, "gone", "gone row comes last");
+#define KIND(path, k) do {						\
+	s = seen_find(&sl, path);					\
+	ok(s != NULL && s->kind == k, "%s is %s (got %d)", path, #k,	\
+	    s != NULL ? (int)s->kind : -1);				\
+} while (0)
+	KIND("same", DIFF_SAME);
+	KIND("size", DIFF_CHANGED);
+	KIND("mtime", DIFF_CHANGED);
+	KIND("prec", DIFF_CHANGED);
+	KIND("inexact", DIFF_SAME);
+	KIND("unknown", DIFF_UNKNOWN);
+	KIND("typechg", DIFF_CHANGED);
+	KIND("new", DIFF_NEW);
+	KIND("newunknown", DIFF_NEW);
+	KIND("link", DIFF_CHANGED);
+	KIND("linksame", DIFF_SAME);
+	KIND("dir", DIFF_SAME);
+	KIND("gone", DIFF_GONE);
+#undef KIND
+	if ((s = seen_find(&sl, "same")) != NULL) {
+		is_int(s->list_size, 100, "first of duplicate paths staged");
+		ok(s->recorded, "same is recorded");
+	}
+	if ((s = seen_find(&sl, "new")) != NULL) {
+		ok(!s->recorded, "new is not recorded");
+		is_int(s->up_size, -1, "new: up_size -1");
+		is_int(s->local_mtime, -1, "new: local_mtime -1");
+		ok(s->etag == NULL, "new: no etag");
+	}
+	if ((s = seen_find(&sl, "unknown")) != NULL) {
+		is_int(s->list_size, -1, "unknown: staged size -1");
+		is_int(s->list_mtime, 0, "unknown: staged mtime 0");
+		is_int(s->list_prec, MTIME_UNKNOWN, "unknown: prec 0");
+		is_int(s->up_size, 7, "unknown: recorded up_size");
+		is_int(s->up_mtime, 60 * NS, "unknown: recorded up_mtime");
+		is_str(s->etag, "\"abc\"", "unknown: recorded etag");
+		is_int(s->local_size, 7, "unknown: recorded local_size");
+	}
+	if ((s = seen_find(&sl, "inexact")) != NULL)
+		is_int(s->up_size, 1500, "inexact: up_size from the GET");
+	if ((s = seen_find(&sl, "link")) != NULL)
+		is_str(s->target, "new", "link: staged target");
+	if ((s = seen_find(&sl, "gone")) != NULL) {
+		is_int(s->type, ENTRY_FILE, "gone: recorded type");
+		is_int(s->list_size, 3, "gone: recorded list_size");
+		ok(s->recorded, "gone: recorded");
+	}
+	if ((s = seen_find(&sl, "typechg")) != NULL)
+		is_int(s->type, ENTRY_DIR, "typechg: listed type");
+	seen_reset(&sl);
+
+	sl.stop_at = 3;
+	is_int(manifest_diff(m, diff_cb, &sl), 7,
+	    "callback's non-zero value stops the walk");
+	is_int(sl.n, 3, "walk stopped after 3 rows");
+	seen_reset(&sl);
+	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff again after a stop");
+	is_int(sl.n, 13, "statements were reset: all rows again");
+	seen_reset(&sl);
+
+	is_int(manifest_mark_seen(m, 5), 0, "mark seen");
+	is_int(manifest_ls(m, NULL, ls_cb, &sl), 0, "ls for seen_run");
+	if ((s = seen_find(&sl, "same")) != NULL)
+		is_int(s->seen_run, 5, "staged row marked seen by run 5");
+	if ((s = seen_find(&sl, "gone")) != NULL)
+		is_int(s->seen_run, 1, "unstaged row keeps seen_run 1");
+	seen_reset(&sl);
+
+	/* An empty listing: everything is gone. */
+	listing_free(l);
+	if ((l = listing_new(1)) == NULL)
+		abort();
+	is_int(manifest_stage(m, l), 0, "stage an empty listing");
+	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff of empty listing");
+	is_int(sl.n, 11, "every committed row is gone");
+	for (i = 0; i < sl.n; i++)
+		if (sl.v[i].kind != DIFF_GONE)
+			break;
+	is_int(i, sl.n, "all rows DIFF_GONE");
+	seen_reset(&sl);
+	listing_free(l);
+	manifest_close(m);
+}
+
+static void
+test_bytes_and_ls(const char *dir)
+{
+	static const char cafe[] = "caf\xe9";
+	static const char cafe_sub[] = "d/caf\xe9/\xff\xfe";
+	struct manifest		*m = NULL;
+	struct listing		*l;
+	struct seen_list	 sl;
+	struct commit_rec	 c[8];
+	char			 p[512], err[512];
+	size_t			 i;
+
+	memset(&sl, 0, sizeof(sl));
+	join(p, sizeof(p), dir, "bytes.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open bytes.db");
+	if ((l = listing_new(10)) == NULL)
+		abort();
+	add(l, cafe, ENTRY_FILE, 4, true, 10, MTIME_SECOND, NULL);
+	is_int(manifest_stage(m, l), 0, "stage a non-UTF-8 path");
+	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff it");
+	is_int(sl.n, 1, "one row");
+	if (sl.n == 1) {
+		is_int(sl.v[0].pathlen, 4, "diff pathlen is 4 bytes");
+		ok(memcmp(sl.v[0].path, cafe, 5) == 0,
+		    "diff path bytes exact incl. NUL");
+		is_int(sl.v[0].kind, DIFF_NEW, "non-UTF-8 path is new");
+	}
+	seen_reset(&sl);
+
+	i = 0;
+	c[i++] = rec(cafe, COMMIT_FETCHED, ENTRY_FILE, 4, 10, MTIME_SECOND);
+	c[i++] = rec(cafe_sub, COMMIT_FETCHED, ENTRY_FILE, 1, 10,
+	    MTIME_SECOND);
+	c[i++] = rec("a", COMMIT_MKDIR, ENTRY_DIR, -1, 10, MTIME_SECOND);
+	c[i++] = rec("a/x", COMMIT_FETCHED, ENTRY_FILE, 1, 10, MTIME_SECOND);
+	c[i++] = rec("a/y/z", COMMIT_FETCHED, ENTRY_FILE, 1, 10,
+	    MTIME_SECOND);
+	c[i++] = rec("a.txt", COMMIT_FETCHED, ENTRY_FILE, 1, 10, MTIME_SECOND);
+	c[i++] = rec("ab", COMMIT_FETCHED, ENTRY_FILE, 1, 10, MTIME_SECOND);
+	c[i++] = rec("a0", COMMIT_FETCHED, ENTRY_FILE, 1, 10, MTIME_SECOND);
+	is_int(manifest_commit(m, 1, c, i), 0, "commit byte paths");
+	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff after commit");
+	if ((sl.n > 0))
+		is_int(sl.v[0].kind, DIFF_SAME, "non-UTF-8 path now same");
+	seen_reset(&sl);
+
+	is_int(manifest_ls(m, "a", ls_cb, &sl), 0, "ls a");
+	is_int(sl.n, 3, "ls a: a, a/x, a/y/z");
+	if (sl.n == 3) {
+		is_str(sl.v[0].path, "a", "ls a [0]");
+		is_str(sl.v[1].path, "a/x", "ls a [1]");
+		is_str(sl.v[2].path, "a/y/z", "ls a [2]");
+		is_int(sl.v[0].type, ENTRY_DIR, "a is a directory");
+	}
+	seen_reset(&sl);
+	is_int(manifest_ls(m, "a/", ls_cb, &sl), 0, "ls a/");
+	is_int(sl.n, 3, "trailing slash ignored");
+	seen_reset(&sl);
+	is_int(manifest_ls(m, "d/caf\xe9", ls_cb, &sl), 0, "ls non-UTF-8 dir");
+	is_int(sl.n, 1, "one row under d/caf\\xe9");
+	if (sl.n == 1) {
+		is_int(sl.v[0].pathlen, strlen(cafe_sub), "ls pathlen");
+		ok(memcmp(sl.v[0].path, cafe_sub, sizeof(cafe_sub)) == 0,
+		    "ls path bytes exact");
+	}
+	seen_reset(&sl);
+	is_int(manifest_ls(m, "nothing", ls_cb, &sl), 0, "ls of no match");
+	is_int(sl.n, 0, "no rows");
+	seen_reset(&sl);
+	is_int(manifest_ls(m, NULL, ls_cb, &sl), 0, "ls all");
+	is_int(sl.n, 8, "all 8 rows");
+	if (sl.n == 8) {
+		is_str(sl.v[0].path, "a", "memcmp order [0]");
+		is_str(sl.v[1].path, "a.txt", "memcmp order [1]");
+		is_str(sl.v[2].path, "a/x", "memcmp order [2]");
+		is_str(sl.v[4].path, "a0", "memcmp order [4]");
+		ok(memcmp(sl.v[6].path, cafe, 5) == 0,
+		    "memcmp order [6] caf\\xe9");
+	}
+	seen_reset(&sl);
+
+	is_int(manifest_events(m, 1, ev_cb, &sl), 0, "events of run 1");
+	is_int(sl.n, 8, "one event per record");
+	if (sl.n > 0)
+		ok(memcmp(sl.v[0].path, cafe, 5) == 0,
+		    "event path bytes exact");
+	seen_reset(&sl);
+	listing_free(l);
+	manifest_close(m);
+}
+
+static void
+test_commit_ops(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct seen_list	 sl;
+	struct seen		*s;
+	struct commit_rec	 c[8];
+	char			 p[512], err[512];
+	size_t			 i;
+	int64_t			 t0;
+	struct timespec		 ts;
+
+	memset(&sl, 0, sizeof(sl));
+	join(p, sizeof(p), dir, "ops.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open ops.db");
+	i = 0;
+	c[i] = rec("f", COMMIT_FETCHED, ENTRY_FILE, 100, 1000, MTIME_SECOND);
+	c[i++].etag = "\"e1\"";
+	c[i] = rec("nm", COMMIT_FETCHED, ENTRY_FILE, 100, 1000, MTIME_SECOND);
+	c[i++].etag = "\"e2\"";
+	c[i++] = rec("t", COMMIT_FETCHED, ENTRY_FILE, 100, 1000, MTIME_SECOND);
+	c[i++] = rec("fail", COMMIT_FETCHED, ENTRY_FILE, 100, 1000,
+	    MTIME_SECOND);
+	c[i++] = rec("van", COMMIT_FETCHED, ENTRY_FILE, 100, 1000,
+	    MTIME_SECOND);
+	c[i++] = rec("del", COMMIT_FETCHED, ENTRY_FILE, 100, 1000,
+	    MTIME_SECOND);
+	is_int(manifest_commit(m, 1, c, i), 0, "commit run 1");
+
+	(void)clock_gettime(CLOCK_REALTIME, &ts);
+	t0 = (int64_t)ts.tv_sec * NS + ts.tv_nsec;
+	i = 0;
+	c[i] = rec("f", COMMIT_FETCHED, ENTRY_FILE, 200, 2000, MTIME_SECOND);
+	c[i++].etag = NULL;
+	c[i] = rec("nm", COMMIT_NOT_MODIFIED, ENTRY_FILE, 100, 1060,
+	    MTIME_MINUTE);
+	c[i].up_size = -1;
+	c[i].up_mtime = -1;
+	c[i].local_size = -1;
+	c[i].local_mtime = -1;
+	c[i++].etag = NULL;
+	c[i] = rec("t", COMMIT_TOUCHED, ENTRY_FILE, 555, 3000, MTIME_SECOND);
+	c[i].local_size = -1;
+	c[i++].local_mtime = 3000 * NS;
+	c[i] = rec("fail", COMMIT_FAILED, ENTRY_FILE, 999, 9999, MTIME_SECOND);
+	c[i].bytes = 12;
+	c[i++].reason = "size or checksum mismatch";
+	c[i] = rec("van", COMMIT_VANISHED, ENTRY_FILE, 999, 9999,
+	    MTIME_SECOND);
+	c[i++].reason = "not found";
+	c[i++] = rec("del", COMMIT_DELETED, ENTRY_FILE, 0, 0, MTIME_UNKNOWN);
+	c[i++] = rec("notthere", COMMIT_TOUCHED, ENTRY_FILE, 1, 1,
+	    MTIME_SECOND);
+	is_int(manifest_commit(m, 2, c, i), 0, "commit run 2");
+
+	is_int(manifest_ls(m, NULL, ls_cb, &sl), 0, "ls after run 2");
+	is_int(sl.n, 5, "del removed, notthere not created");
+	ok(seen_find(&sl, "del") == NULL, "deleted row is gone");
+	ok(seen_find(&sl, "notthere") == NULL, "touch of no row is a no-op");
+	if ((s = seen_find(&sl, "f")) != NULL) {
+		is_int(s->list_size, 200, "fetched: list_size updated");
+		is_int(s->list_mtime, 2000 * NS, "fetched: list_mtime");
+		is_int(s->up_size, 200, "fetched: up_size");
+		is_int(s->local_size, 200, "fetched: local_size");
+		ok(s->etag == NULL, "fetched without ETag clears the old one");
+		is_int(s->fetched_run, 2, "fetched: fetched_run = 2");
+		is_int(s->seen_run, 2, "fetched: seen_run = 2");
+	}
+	if ((s = seen_find(&sl, "nm")) != NULL) {
+		is_int(s->list_mtime, 1060 * NS, "not-modified: list_mtime");
+		is_int(s->list_prec, MTIME_MINUTE, "not-modified: list_prec");
+		is_int(s->up_size, 100, "not-modified: up_size kept");
+		is_int(s->up_mtime, 1000 * NS, "not-modified: up_mtime kept");
+		is_str(s->etag, "\"e2\"", "not-modified: etag kept");
+		is_int(s->local_mtime, 1000 * NS, "not-modified: local kept");
+		is_int(s->fetched_run, 1, "not-modified: fetched_run kept");
+		is_int(s->seen_run, 2, "not-modified: seen_run = 2");
+	}
+	if ((s = seen_find(&sl, "t")) != NULL) {
+		is_int(s->local_mtime, 3000 * NS, "touched: local_mtime set");
+		is_int(s->local_size, 100, "touched: local_size kept");
+		is_int(s->list_size, 100, "touched: list_size untouched");
+		is_int(s->list_mtime, 1000 * NS, "touched: list_mtime kept");
+		is_int(s->seen_run, 2, "touched: seen_run = 2");
+		is_int(s->fetched_run, 1, "touched: fetched_run kept");
+	}
+	if ((s = seen_find(&sl, "fail")) != NULL) {
+		is_int(s->list_size, 100, "failed: old list_size kept");
+		is_int(s->list_mtime, 1000 * NS, "failed: old list_mtime kept");
+		is_int(s->seen_run, 1, "failed: seen_run unchanged");
+	}
+	if ((s = seen_find(&sl, "van")) != NULL)
+		is_int(s->list_size, 100, "vanished: row kept unchanged");
+	seen_reset(&sl);
+
+	is_int(manifest_events(m, 2, ev_cb, &sl), 0, "events of run 2");
+	is_int(sl.n, 7, "7 events in run 2");
+	if (sl.n == 7) {
+		is_str(sl.v[0].op, "fetched", "event 1 op");
+		is_str(sl.v[1].op, "not-modified", "event 2 op");
+		is_str(sl.v[2].op, "touched", "event 3 op");
+		is_str(sl.v[3].op, "failed", "event 4 op");
+		is_str(sl.v[3].path, "fail", "event 4 path");
+		is_str(sl.v[3].reason, "size or checksum mismatch",
+		    "event 4 reason");
+		is_int(sl.v[3].bytes, 12, "event 4 bytes");
+		is_int(sl.v[3].seen_run, 2, "event 4 run");
+		is_str(sl.v[4].op, "vanished", "event 5 op");
+		is_str(sl.v[5].op, "deleted", "event 6 op");
+		ok(sl.v[5].reason == NULL, "event 6 without reason");
+		is_str(sl.v[6].path, "notthere", "event 7 path");
+		ok(sl.v[0].time_ns >= t0 && sl.v[0].time_ns < t0 + 60 * NS,
+		    "event time is now (CLOCK_REALTIME ns)");
+	}
+	seen_reset(&sl);
+	is_int(manifest_events(m, 1, ev_cb, &sl), 0, "events of run 1");
+	is_int(sl.n, 6, "run 1 events separate");
+	seen_reset(&sl);
+	is_int(manifest_events(m, 3, ev_cb, &sl), 0, "events of no run");
+	is_int(sl.n, 0, "none");
+	seen_reset(&sl);
+
+	/* A bad record rejects the whole batch. */
+	c[0] = rec("x", COMMIT_FETCHED, ENTRY_FILE, 1, 1, MTIME_SECOND);
+	c[1] = rec("y", (enum commit_op)42, ENTRY_FILE, 1, 1, MTIME_SECOND);
+	is_int(manifest_commit(m, 3, c, 2), BM_EINVAL, "unknown op: EINVAL");
+	is_int(manifest_ls(m, "x", ls_cb, &sl), 0, "ls x");
+	is_int(sl.n, 0, "nothing of the bad batch");
+	seen_reset(&sl);
+	manifest_close(m);
+}
+
+static void
+test_runs(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct run_record	 r, *v = NULL;
+	size_t			 n = 99;
+	int64_t			 id1 = 0, id2 = 0, id3 = 0;
+	char			 p[512], err[512];
+
+	join(p, sizeof(p), dir, "runs.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open runs.db");
+	is_int(manifest_last_success(m, &r), BM_ENOENT,
+	    "no successful run yet: BM_ENOENT");
+	is_int(manifest_runs(m, 10, &v, &n), 0, "runs of an empty manifest");
+	is_int(n, 0, "zero runs");
+	free(v);
+	v = NULL;
+
+	is_int(manifest_run_begin(m, "sync", 1000, &id1), 0, "begin run 1");
+	memset(&r, 0, sizeof(r));
+	r.id = id1;
+	r.end_ns = 2000;
+	(void)snprintf(r.status, sizeof(r.status), "ok");
+	r.listed = 10;
+	r.fetched = 3;
+	r.touched = 2;
+	r.deleted = 1;
+	r.failed = 0;
+	r.bytes = 12345;
+	is_int(manifest_run_end(m, &r), 0, "end run 1");
+	is_int(manifest_run_begin(m, "plan", 3000, &id2), 0, "begin run 2");
+	r.id = id2;
+	(void)snprintf(r.status, sizeof(r.status), "failed");
+	(void)snprintf(r.error, sizeof(r.error), "listing failed");
+	is_int(manifest_run_end(m, &r), 0, "end run 2");
+	is_int(manifest_run_begin(m, "resync", 4000, &id3), 0, "begin run 3");
+	ok(id1 < id2 && id2 < id3, "run ids increase");
+	r.id = 9999;
+	is_int(manifest_run_end(m, &r), BM_ENOENT, "end of unknown run");
+
+	is_int(manifest_runs(m, 2, &v, &n), 0, "newest 2 runs");
+	is_int(n, 2, "2 runs returned");
+	if (n == 2) {
+		is_int(v[0].id, id3, "newest first");
+		is_str(v[0].status, "running", "run 3 still running");
+		is_str(v[0].command, "resync", "run 3 command");
+		is_int(v[0].end_ns, 0, "running: end_ns 0");
+		is_int(v[0].start_ns, 4000, "run 3 start");
+		is_int(v[1].id, id2, "then run 2");
+		is_str(v[1].error, "listing failed", "run 2 error");
+		is_str(v[1].status, "failed", "run 2 status");
+	}
+	free(v);
+	v = NULL;
+	is_int(manifest_runs(m, 0, &v, &n), 0, "max 0");
+	is_int(n, 0, "max 0 gives none");
+	free(v);
+	v = NULL;
+
+	is_int(manifest_last_success(m, &r), 0, "last success");
+	is_int(r.id, id1, "last success is run 1");
+	is_str(r.command, "sync", "its command");
+	is_int(r.listed, 10, "listed");
+	is_int(r.fetched, 3, "fetched");
+	is_int(r.touched, 2, "touched");
+	is_int(r.deleted, 1, "deleted");
+	is_int(r.bytes, 12345, "bytes");
+	is_int(r.end_ns, 2000, "end_ns");
+	is_str(r.error, "", "no error");
+	manifest_close(m);
+}
+
+static void
+test_bulk(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct listing		*l;
+	char			 p[512], err[512], name[64];
+	size_t			 i, n = 100000;
+	double			 t0, t1, t2;
+	int			 rc = 0;
+
+	join(p, sizeof(p), dir, "bulk.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open bulk.db");
+	if ((l = listing_new(n)) == NULL)
+		abort();
+	for (i = 0; i < n; i++) {
+		(void)snprintf(name, sizeof(name), "dir%03zu/file%06zu.gz",
+		    i % 500, i);
+		add(l, name, ENTRY_FILE, (int64_t)i, true, 1600000000,
+		    MTIME_MINUTE, NULL);
+	}
+	t0 = now_s();
+	rc = manifest_stage(m, l);
+	t1 = now_s();
+	is_int(rc, 0, "stage 100,000 entries");
+	printf("# manifest_stage: 100000 entries in %.3f s\n", t1 - t0);
+	rc = manifest_stage(m, l);
+	t2 = now_s();
+	is_int(rc, 0, "restage 100,000 entries (clears staging first)");
+	printf("# manifest_stage again: 100000 entries in %.3f s\n", t2 - t1);
+	listing_free(l);
+	manifest_close(m);
+}
+
+int
+main(void)
+{
+	char	 dir[] = "/tmp/test_manifest.XXXXXX";
+	char	 cmd[600];
+
+	if (mkdtemp(dir) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	test_open(dir);
+	test_refuse(dir);
+	test_diff(dir);
+	test_bytes_and_ls(dir);
+	test_commit_ops(dir);
+	test_runs(dir);
+	test_bulk(dir);
+	test_locked(dir);
+	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
+	    sizeof(cmd))
+		if (system(cmd) != 0)
+			printf("# could not remove %s\n", dir);
+	return done_testing();
+}

@@ -1,0 +1,622 @@
+/*
+ * Unit tests for agent/store.c: atomic commit, exact mtime and mode,
+ * size mismatch, planted symlinks (parent and final name), hostile paths,
+ * temp clean-up, delete, symlink targets, mkdirs.  The whole suite runs
+ * twice: once with whatever parent resolution the kernel offers (openat2
+ * where present), once under a seccomp filter that makes openat2 fail
+ * with ENOSYS, so that the O_NOFOLLOW walk is exercised too.
+ * ENOSPC is not tested here (needs a full file system; the functional
+ * tests cover disk full).
+ */
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+
+#include <linux/filter.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "biomirror/error.h"
+#include "biomirror/store.h"
+#include "tap.h"
+
+#define MTIME1	1234567890123456789LL
+#define MTIME2	1000000000987654321LL
+
+static void
+put_file(const char *path, const char *s)
+{
+	int	 fd;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd == -1 || write(fd, s, strlen(s)) != (ssize_t)strlen(s))
+		printf("# put_file %s failed\n", path);
+	if (fd != -1)
+		close(fd);
+}
+
+/* Read up to cap-1 bytes of path into buf; -1 if it cannot be opened. */
+static ssize_t
+get_file(const char *path, char *buf, size_t cap)
+{
+	ssize_t	 n;
+	int	 fd;
+
+	buf[0] = '\0';
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
+static bool
+exists(const char *path)
+{
+	struct stat	 st;
+
+	return lstat(path, &st) == 0;
+}
+
+/* Number of temp files directly in dir; the last one's name in last. */
+static int
+count_temps(const char *dir, char *last, size_t lastsz)
+{
+	struct dirent	*de;
+	DIR		*d;
+	int		 n = 0;
+
+	if ((d = opendir(dir)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, STORE_TMP_PREFIX,
+		    strlen(STORE_TMP_PREFIX)) == 0) {
+			n++;
+			if (last != NULL)
+				snprintf(last, lastsz, "%s/%s", dir,
+				    de->d_name);
+		}
+	closedir(d);
+	return n;
+}
+
+static int
+count_entries(const char *dir)
+{
+	struct dirent	*de;
+	DIR		*d;
+	int		 n = 0;
+
+	if ((d = opendir(dir)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+struct ctx {
+	char		 base[64];	/* mkdtemp dir */
+	char		 dest[128];	/* base/a/b/dest */
+	char		 out[128];	/* base/outside */
+	struct store	*s;
+};
+
+static void
+pathf(char *buf, const struct ctx *c, const char *rel)
+{
+	snprintf(buf, PATH_MAX, "%s/%s", c->dest, rel);
+}
+
+/* Open a store_file for rel, write s, return it (NULL on failure). */
+static struct store_file *
+make_file(struct ctx *c, const char *rel, const char *s)
+{
+	struct store_file	*f = NULL;
+
+	if (store_file_open(c->s, rel, (int64_t)strlen(s), &f) != 0)
+		return NULL;
+	if (store_file_write(f, 0, s, strlen(s)) != 0) {
+		store_file_abort(f);
+		return NULL;
+	}
+	return f;
+}
+
+static int
+commit_one(struct ctx *c, struct store_file *f, int64_t size, int *ret_rc)
+{
+	struct store_commit_item it = { f, size, MTIME1, 99 };
+	int			 rc;
+
+	rc = store_commit(c->s, &it, 1);
+	*ret_rc = it.rc;
+	ok(it.file == NULL, "commit takes the store_file");
+	return rc;
+}
+
+static void
+test_open(struct ctx *c, const char *tag)
+{
+	struct stat	 st;
+	struct store	*s2 = NULL;
+	char		 p[PATH_MAX], q[PATH_MAX + 2];
+
+	is_int(store_open(c->dest, 0644, 0775, &c->s), 0, "%s: open nested",
+	    tag);
+	ok(stat(c->dest, &st) == 0 && S_ISDIR(st.st_mode),
+	    "%s: dest created", tag);
+	is_int(st.st_mode & 07777, 0775, "%s: dest has dir_mode exactly", tag);
+	is_str(store_path(c->s), c->dest, "%s: store_path", tag);
+
+	snprintf(p, sizeof(p), "%s/linkdest", c->base);
+	ok(symlink(c->out, p) == 0, "%s: plant linkdest", tag);
+	is_int(store_open(p, 0644, 0755, &s2), BM_EUNSAFE,
+	    "%s: dest symlink refused", tag);
+	snprintf(q, sizeof(q), "%s/", p);
+	is_int(store_open(q, 0644, 0755, &s2), BM_EUNSAFE,
+	    "%s: dest symlink with trailing / refused", tag);
+	ok(s2 == NULL, "%s: no store on failure", tag);
+	snprintf(p, sizeof(p), "%s/plainfile", c->base);
+	put_file(p, "x");
+	is_int(store_open(p, 0644, 0755, &s2), BM_EIO,
+	    "%s: dest is a file: BM_EIO", tag);
+	is_int(store_open("", 0644, 0755, &s2), BM_EINVAL,
+	    "%s: empty dest", tag);
+}
+
+static void
+test_write_commit(struct ctx *c, const char *tag)
+{
+	struct store_file	*f = NULL;
+	struct local_stat	 ls;
+	struct stat		 st;
+	char			 p[PATH_MAX], tmp[PATH_MAX], buf[64];
+	const char		*data = "0123456789abcdefghijKLMNOPQRST";
+	int			 irc = 0;
+
+	is_int(store_file_open(c->s, "d1/d2/file.txt", 30, &f), 0,
+	    "%s: file_open nested", tag);
+	if (f == NULL)
+		return;
+	is_int(store_file_write(f, 20, data + 20, 10), 0, "%s: write 3rd", tag);
+	is_int(store_file_length(f), 30, "%s: length after 3rd chunk", tag);
+	is_int(store_file_write(f, 10, data + 10, 10), 0, "%s: write 2nd", tag);
+	is_int(store_file_write(f, 0, data, 10), 0, "%s: write 1st", tag);
+	is_int(store_file_length(f), 30, "%s: length 30", tag);
+	pathf(p, c, "d1/d2");
+	is_int(count_temps(p, tmp, sizeof(tmp)), 1, "%s: one temp", tag);
+	ok(stat(tmp, &st) == 0 && (st.st_mode & 07777) == 0600,
+	    "%s: temp is 0600", tag);
+	pathf(p, c, "d1/d2/file.txt");
+	ok(!exists(p), "%s: nothing under the final name yet", tag);
+
+	is_int(commit_one(c, f, 30, &irc), 0, "%s: commit", tag);
+	is_int(irc, 0, "%s: item published", tag);
+	is_int(get_file(p, buf, sizeof(buf)), 30, "%s: 30 bytes", tag);
+	is_str(buf, data, "%s: content exact", tag);
+	ok(stat(p, &st) == 0, "%s: stat published", tag);
+	is_int(st.st_mtim.tv_sec, MTIME1 / 1000000000LL, "%s: mtime s", tag);
+	is_int(st.st_mtim.tv_nsec, MTIME1 % 1000000000LL, "%s: mtime ns", tag);
+	is_int(st.st_mode & 07777, 0644, "%s: mode 0644", tag);
+	pathf(tmp, c, "d1/d2");
+	is_int(count_temps(tmp, NULL, 0), 0, "%s: no temp left", tag);
+	pathf(tmp, c, "d1");
+	ok(stat(tmp, &st) == 0 && (st.st_mode & 07777) == 0775,
+	    "%s: created parent has dir_mode", tag);
+
+	is_int(store_stat(c->s, "d1/d2/file.txt", &ls), 0, "%s: store_stat",
+	    tag);
+	is_int(ls.type, 'f', "%s: type f", tag);
+	is_int(ls.size, 30, "%s: size", tag);
+	is_int(ls.mtime, MTIME1, "%s: mtime ns via store_stat", tag);
+	is_int(store_stat(c->s, "d1", &ls), 0, "%s: store_stat dir", tag);
+	is_int(ls.type, 'd', "%s: type d", tag);
+	is_int(store_stat(c->s, "d1/nope", &ls), BM_ENOENT, "%s: ENOENT", tag);
+	is_int(store_stat(c->s, "nope/x", &ls), BM_ENOENT,
+	    "%s: ENOENT parent", tag);
+	is_int(store_stat(c->s, "d1/d2/file.txt/x", &ls), BM_EUNSAFE,
+	    "%s: file as parent", tag);
+
+	/* Replacing an existing regular file. */
+	f = make_file(c, "d1/d2/file.txt", "new");
+	ok(f != NULL, "%s: reopen existing name", tag);
+	is_int(commit_one(c, f, 3, &irc), 0, "%s: commit replace", tag);
+	is_int(irc, 0, "%s: replaced", tag);
+	get_file(p, buf, sizeof(buf));
+	is_str(buf, "new", "%s: replaced content", tag);
+
+	/* Offsets that do not fit in off_t. */
+	f = make_file(c, "big", "");
+	ok(f != NULL, "%s: open big", tag);
+	is_int(store_file_write(f, (uint64_t)INT64_MAX, "x", 1), BM_EIO,
+	    "%s: offset overflow", tag);
+	store_file_abort(f);
+}
+
+static void
+test_mismatch_batch(struct ctx *c, const char *tag)
+{
+	struct store_commit_item it[4];
+	char			 p[PATH_MAX], buf[64];
+	int			 irc = 0;
+
+	it[0].file = make_file(c, "bad.txt", "12345");
+	ok(it[0].file != NULL, "%s: open bad.txt", tag);
+	is_int(commit_one(c, it[0].file, 6, &irc), 0, "%s: batch ran", tag);
+	is_int(irc, BM_ECHECKSUM, "%s: size mismatch", tag);
+	pathf(p, c, "bad.txt");
+	ok(!exists(p), "%s: no file under final name", tag);
+	is_int(count_temps(c->dest, NULL, 0), 0, "%s: temp removed", tag);
+
+	memset(it, 0, sizeof(it));
+	it[0].file = make_file(c, "b1/x", "xx");
+	it[1].file = make_file(c, "b2/y", "yyy");
+	it[2].file = make_file(c, "b1/z", "zzzz");
+	it[3].file = NULL;
+	it[0].size = 2;
+	it[1].size = 4;		/* wrong */
+	it[2].size = 4;
+	it[0].mtime = it[1].mtime = it[2].mtime = MTIME2;
+	is_int(store_commit(c->s, it, 4), 0, "%s: mixed batch ran", tag);
+	is_int(it[0].rc, 0, "%s: b1/x ok", tag);
+	is_int(it[1].rc, BM_ECHECKSUM, "%s: b2/y mismatch", tag);
+	is_int(it[2].rc, 0, "%s: b1/z ok", tag);
+	is_int(it[3].rc, BM_EINVAL, "%s: NULL file item", tag);
+	pathf(p, c, "b1/z");
+	get_file(p, buf, sizeof(buf));
+	is_str(buf, "zzzz", "%s: b1/z content", tag);
+	pathf(p, c, "b2/y");
+	ok(!exists(p), "%s: b2/y not published", tag);
+	pathf(p, c, "b2");
+	is_int(count_temps(p, NULL, 0), 0, "%s: b2 temp removed", tag);
+	is_int(store_commit(c->s, it, 0), 0, "%s: empty batch", tag);
+}
+
+static void
+test_planted(struct ctx *c, const char *tag)
+{
+	struct store_file	*f = NULL;
+	struct local_stat	 ls;
+	struct stat		 st;
+	char			 p[PATH_MAX], q[PATH_MAX], buf[64];
+	int			 irc = 0;
+
+	pathf(p, c, "evil");
+	ok(symlink(c->out, p) == 0, "%s: plant evil -> outside", tag);
+	is_int(store_file_open(c->s, "evil/x", 1, &f), BM_EUNSAFE,
+	    "%s: symlink parent refused", tag);
+	ok(f == NULL, "%s: no store_file", tag);
+	is_int(store_file_open(c->s, "evil/sub/x", 1, &f), BM_EUNSAFE,
+	    "%s: symlink grandparent refused", tag);
+	is_int(store_mkdirs(c->s, "evil/sub"), BM_EUNSAFE,
+	    "%s: mkdirs through symlink", tag);
+	is_int(store_mkdirs(c->s, "evil"), BM_EUNSAFE,
+	    "%s: mkdirs on symlink", tag);
+	is_int(store_stat(c->s, "evil/x", &ls), BM_EUNSAFE,
+	    "%s: stat through symlink", tag);
+	is_int(store_set_mtime(c->s, "evil/x", MTIME1), BM_EUNSAFE,
+	    "%s: set_mtime through symlink", tag);
+	is_int(store_symlink(c->s, "evil/l", "x"), BM_EUNSAFE,
+	    "%s: symlink through symlink", tag);
+	is_int(store_delete(c->s, "evil/x"), BM_EUNSAFE,
+	    "%s: delete through symlink", tag);
+	pathf(p, c, "d1/evil2");
+	ok(symlink(c->out, p) == 0, "%s: plant d1/evil2", tag);
+	is_int(store_file_open(c->s, "d1/evil2/x", 1, &f), BM_EUNSAFE,
+	    "%s: deeper symlink parent refused", tag);
+	is_int(count_entries(c->out), 1, "%s: outside untouched", tag);
+
+	snprintf(q, sizeof(q), "%s/f", c->out);
+	pathf(p, c, "f");
+	ok(symlink(q, p) == 0, "%s: plant f -> outside/f", tag);
+	f = make_file(c, "f", "evil");
+	ok(f != NULL, "%s: temp beside planted link", tag);
+	is_int(commit_one(c, f, 4, &irc), 0, "%s: commit ran", tag);
+	is_int(irc, BM_EUNSAFE, "%s: planted final symlink refused", tag);
+	get_file(q, buf, sizeof(buf));
+	is_str(buf, "orig", "%s: outside file unchanged", tag);
+	ok(lstat(p, &st) == 0 && S_ISLNK(st.st_mode), "%s: link kept", tag);
+	is_int(count_temps(c->dest, NULL, 0), 0, "%s: temp removed", tag);
+
+	pathf(p, c, "dirx");
+	mkdir(p, 0755);
+	f = make_file(c, "dirx", "x");
+	is_int(commit_one(c, f, 1, &irc), 0, "%s: commit ran", tag);
+	is_int(irc, BM_EUNSAFE, "%s: directory in the way", tag);
+	ok(lstat(p, &st) == 0 && S_ISDIR(st.st_mode), "%s: dir kept", tag);
+}
+
+static void
+test_hostile_paths(struct ctx *c, const char *tag)
+{
+	static const char *const bad[] = {
+		"../x", "/etc/x", "a/../../x", "", "a//b", "./x", "x/",
+		"q/\001", STORE_TMP_PREFIX "1234abcd",
+		"q/" STORE_TMP_PREFIX "x/y",
+	};
+	struct store_file	*f = NULL;
+	struct local_stat	 ls;
+	char			 p[PATH_MAX];
+	size_t			 i;
+	int			 before;
+
+	before = count_entries(c->dest);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		is_int(store_file_open(c->s, bad[i], 1, &f), BM_EUNSAFE,
+		    "%s: file_open \"%s\" refused", tag, bad[i]);
+		is_int(store_mkdirs(c->s, bad[i]), BM_EUNSAFE,
+		    "%s: mkdirs \"%s\" refused", tag, bad[i]);
+		is_int(store_stat(c->s, bad[i], &ls), BM_EUNSAFE,
+		    "%s: stat \"%s\" refused", tag, bad[i]);
+		is_int(store_delete(c->s, bad[i]), BM_EUNSAFE,
+		    "%s: delete \"%s\" refused", tag, bad[i]);
+	}
+	ok(f == NULL, "%s: no store_file", tag);
+	is_int(store_file_open(c->s, NULL, 1, &f), BM_EINVAL, "%s: NULL", tag);
+	is_int(count_entries(c->dest), before, "%s: nothing created", tag);
+	snprintf(p, sizeof(p), "%s/a/b/x", c->base);
+	ok(!exists(p), "%s: nothing above dest", tag);
+	snprintf(p, sizeof(p), "%s/a/x", c->base);
+	ok(!exists(p), "%s: nothing two above dest", tag);
+}
+
+static void
+test_abort_clean(struct ctx *c, const char *tag)
+{
+	struct store_file	*f;
+	size_t			 n = 99;
+	char			 p[PATH_MAX], q[PATH_MAX];
+
+	f = make_file(c, "ab/file", "abc");
+	pathf(p, c, "ab");
+	is_int(count_temps(p, NULL, 0), 1, "%s: temp before abort", tag);
+	store_file_abort(f);
+	is_int(count_temps(p, NULL, 0), 0, "%s: abort removes temp", tag);
+	pathf(p, c, "ab/file");
+	ok(!exists(p), "%s: aborted file not published", tag);
+	store_file_abort(NULL);
+
+	is_int(store_mkdirs(c->s, "t1/t2/t3"), 0, "%s: mkdirs t1/t2/t3", tag);
+	pathf(p, c, STORE_TMP_PREFIX "deadbeef");
+	put_file(p, "");
+	pathf(p, c, "t1/" STORE_TMP_PREFIX "0badf00d");
+	put_file(p, "partial");
+	pathf(p, c, "t1/t2/t3/" STORE_TMP_PREFIX "12345678");
+	put_file(p, "");
+	pathf(p, c, "t1/keep");
+	put_file(p, "keep");
+	pathf(p, c, "t1/t2/.biomirror-tmp");
+	put_file(p, "no dot after tmp: not ours");
+	snprintf(q, sizeof(q), "%s/" STORE_TMP_PREFIX "outside", c->out);
+	put_file(q, "must survive");
+	is_int(store_clean_temps(c->s, &n), 0, "%s: clean_temps", tag);
+	is_int(n, 3, "%s: three temps removed", tag);
+	pathf(p, c, "t1/t2/t3");
+	is_int(count_temps(p, NULL, 0), 0, "%s: deep temp gone", tag);
+	pathf(p, c, "t1/keep");
+	ok(exists(p), "%s: other file kept", tag);
+	pathf(p, c, "t1/t2/.biomirror-tmp");
+	ok(exists(p), "%s: near-miss name kept", tag);
+	ok(exists(q), "%s: temp behind a symlink not touched", tag);
+	is_int(store_clean_temps(c->s, &n), 0, "%s: clean again", tag);
+	is_int(n, 0, "%s: nothing left", tag);
+	(void)unlink(q);
+}
+
+static void
+test_delete_mtime(struct ctx *c, const char *tag)
+{
+	struct stat	 st;
+	char		 p[PATH_MAX];
+
+	pathf(p, c, "del");
+	mkdir(p, 0755);
+	pathf(p, c, "del/file");
+	put_file(p, "x");
+	pathf(p, c, "del/empty");
+	mkdir(p, 0755);
+	is_int(store_delete(c->s, "del/file"), 0, "%s: delete file", tag);
+	pathf(p, c, "del/file");
+	ok(!exists(p), "%s: file gone", tag);
+	is_int(store_delete(c->s, "del/empty"), 0, "%s: delete empty dir", tag);
+	pathf(p, c, "del/empty");
+	ok(!exists(p), "%s: dir gone", tag);
+	is_int(store_delete(c->s, "del/file"), BM_ENOENT, "%s: missing", tag);
+	is_int(store_delete(c->s, "nodir/file"), BM_ENOENT,
+	    "%s: missing parent", tag);
+	pathf(p, c, "del/full");
+	mkdir(p, 0755);
+	pathf(p, c, "del/full/x");
+	put_file(p, "x");
+	errno = 0;
+	is_int(store_delete(c->s, "del/full"), BM_EIO, "%s: non-empty", tag);
+	is_int(errno, ENOTEMPTY, "%s: errno ENOTEMPTY", tag);
+	ok(exists(p), "%s: contents kept", tag);
+	pathf(p, c, "del/link");
+	ok(symlink(c->out, p) == 0, "%s: plant del/link", tag);
+	is_int(store_delete(c->s, "del/link"), 0, "%s: delete symlink", tag);
+	ok(!exists(p) && count_entries(c->out) == 1,
+	    "%s: link gone, target intact", tag);
+
+	is_int(store_mkdirs(c->s, "m/n"), 0, "%s: mkdirs m/n", tag);
+	is_int(store_mkdirs(c->s, "m/n"), 0, "%s: mkdirs existing", tag);
+	is_int(store_set_mtime(c->s, "m/n", MTIME2), 0, "%s: set_mtime dir",
+	    tag);
+	pathf(p, c, "m/n");
+	ok(stat(p, &st) == 0 && S_ISDIR(st.st_mode), "%s: m/n is dir", tag);
+	is_int(st.st_mode & 07777, 0775, "%s: m/n has dir_mode", tag);
+	is_int(st.st_mtim.tv_sec, MTIME2 / 1000000000LL, "%s: dir mtime s",
+	    tag);
+	is_int(st.st_mtim.tv_nsec, MTIME2 % 1000000000LL, "%s: dir mtime ns",
+	    tag);
+	is_int(store_set_mtime(c->s, "m/none", MTIME2), BM_ENOENT,
+	    "%s: set_mtime missing", tag);
+
+	pathf(p, c, "m/afile");
+	put_file(p, "x");
+	is_int(store_mkdirs(c->s, "m/afile"), BM_EUNSAFE,
+	    "%s: mkdirs over a file", tag);
+	is_int(store_mkdirs(c->s, "m/afile/sub"), BM_EUNSAFE,
+	    "%s: mkdirs under a file", tag);
+}
+
+static void
+test_symlink(struct ctx *c, const char *tag)
+{
+	struct local_stat	 ls;
+	char			 p[PATH_MAX], buf[PATH_MAX];
+	ssize_t			 n;
+
+	is_int(store_symlink(c->s, "s/link", "../d1/d2/file.txt"), 0,
+	    "%s: symlink inside", tag);
+	pathf(p, c, "s/link");
+	n = readlink(p, buf, sizeof(buf) - 1);
+	buf[n < 0 ? 0 : n] = '\0';
+	is_str(buf, "../d1/d2/file.txt", "%s: link target", tag);
+	is_int(store_stat(c->s, "s/link", &ls), 0, "%s: stat link", tag);
+	is_int(ls.type, 'l', "%s: type l", tag);
+	is_int(store_symlink(c->s, "s/link", "other"), 0, "%s: replace link",
+	    tag);
+	n = readlink(p, buf, sizeof(buf) - 1);
+	buf[n < 0 ? 0 : n] = '\0';
+	is_str(buf, "other", "%s: replaced target", tag);
+	is_int(store_symlink(c->s, "s/link2", "/etc/passwd"), BM_EUNSAFE,
+	    "%s: absolute target refused", tag);
+	is_int(store_symlink(c->s, "s/link2", "../../x"), BM_EUNSAFE,
+	    "%s: ../../x escaping refused", tag);
+	is_int(store_symlink(c->s, "link3", "../x"), BM_EUNSAFE,
+	    "%s: ../x at root refused", tag);
+	is_int(store_symlink(c->s, "s/link2", "a/../../../x"), BM_EUNSAFE,
+	    "%s: a/../../../x refused", tag);
+	is_int(store_symlink(c->s, "s/link2", ""), BM_EUNSAFE,
+	    "%s: empty target refused", tag);
+	pathf(p, c, "s/link2");
+	ok(!exists(p), "%s: nothing created for refused links", tag);
+	is_int(store_symlink(c->s, "s/t/link4", "../../x"), 0,
+	    "%s: ../../x from depth 2 ok", tag);
+	is_int(store_symlink(c->s, "d1", "x"), BM_EUNSAFE,
+	    "%s: directory in the way", tag);
+	pathf(p, c, "s");
+	is_int(count_temps(p, NULL, 0), 0, "%s: no temp links left", tag);
+	is_int(count_temps(c->dest, NULL, 0), 0, "%s: none at root", tag);
+}
+
+static void
+test_free_space(struct ctx *c, const char *tag)
+{
+	struct statvfs	 sv;
+	uint64_t	 n = 0;
+
+	is_int(store_free_space(c->s, &n), 0, "%s: free_space", tag);
+	ok(statvfs(c->dest, &sv) == 0 && n > 0 &&
+	    n / sv.f_frsize / 1024 == sv.f_bavail / 1024,
+	    "%s: free space matches statvfs", tag);
+}
+
+static void
+run_suite(const char *tag)
+{
+	struct ctx	 c;
+	char		 p[PATH_MAX];
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.base, sizeof(c.base), "/tmp/test_store.XXXXXX");
+	if (mkdtemp(c.base) == NULL) {
+		ok(0, "%s: mkdtemp", tag);
+		return;
+	}
+	snprintf(c.dest, sizeof(c.dest), "%s/a/b/dest", c.base);
+	snprintf(c.out, sizeof(c.out), "%s/outside", c.base);
+	mkdir(c.out, 0755);
+	snprintf(p, sizeof(p), "%s/f", c.out);
+	put_file(p, "orig");
+
+	test_open(&c, tag);
+	if (c.s == NULL)
+		return;
+	test_write_commit(&c, tag);
+	test_mismatch_batch(&c, tag);
+	test_planted(&c, tag);
+	test_hostile_paths(&c, tag);
+	test_abort_clean(&c, tag);
+	test_delete_mtime(&c, tag);
+	test_symlink(&c, tag);
+	test_free_space(&c, tag);
+	store_close(c.s);
+	store_close(NULL);
+	if (tap_failed != 0)
+		printf("# %s: left %s for inspection\n", tag, c.base);
+	else {
+		snprintf(p, sizeof(p), "rm -rf '%s'", c.base);
+		if (system(p) != 0)
+			printf("# could not remove %s\n", c.base);
+	}
+}
+
+static bool
+have_openat2(void)
+{
+	struct open_how	 how;
+	int		 fd;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+	how.resolve = RESOLVE_BENEATH;
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof(how));
+	if (fd == -1)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* Make openat2 fail with ENOSYS from now on, like an old kernel. */
+static int
+block_openat2(void)
+{
+	struct sock_filter filt[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {
+		(unsigned short)(sizeof(filt) / sizeof(filt[0])), filt
+	};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+int
+main(void)
+{
+	umask(022);
+	printf("# openat2 on this kernel: %s\n",
+	    have_openat2() ? "yes" : "no (walk only)");
+	run_suite("native");
+	if (block_openat2() == -1) {
+		ok(1, "# skip walk pass: seccomp unavailable (%s)",
+		    strerror(errno));
+		return done_testing();
+	}
+	ok(!have_openat2() && errno == ENOSYS, "openat2 now gives ENOSYS");
+	run_suite("walk");
+	return done_testing();
+}
