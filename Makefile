@@ -61,7 +61,7 @@ unit: $(UNIT_BINS)
 	@sh tests/run-unit.sh $(UNIT_BINS)
 
 functional: biomirror
-	@sh tests/run-functional.sh
+	@sh tests/run-all.sh
 
 check: deps
 	$(MAKE) all $(UNIT_BINS)

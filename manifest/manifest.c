@@ -14,9 +14,10 @@
  *	'd', 'l' as integers).  list_* are what the listing showed when the
  *	row was last committed: size in bytes (-1 unknown, then never
  *	exact) and its exactness, mtime in ns since the epoch (0 when
- *	list_prec is MTIME_UNKNOWN) and its mtime_prec.  up_size/up_mtime/etag are what the last GET said,
- *	local_size/local_mtime what was committed on disk; NULL for unknown
- *	(read back as -1 / NULL).  target is the symlink target, checksum is
+ *	list_prec is MTIME_UNKNOWN) and its mtime_prec.  up_size,
+ *	up_mtime and etag are what the last GET said, local_size and
+ *	local_mtime what was committed on disk; NULL for unknown (read back
+ *	as -1 / NULL).  target is the symlink target, checksum is
  *	reserved for recorded digests (NULL; cleared when content is
  *	refetched).  seen_run/fetched_run are run ids.
  *   runs(id INTEGER PRIMARY KEY, command, start_ns, end_ns, status,
@@ -80,7 +81,7 @@
 #define MANIFEST_APP_ID		0x424d4952	/* "BMIR" */
 #define MANIFEST_BUSY_MS	5000
 
-/* manifest_migrations[v]: schema v -> v + 1; each ends by setting user_version. */
+/* manifest_migrations[v]: schema v -> v + 1, ending by setting user_version. */
 static const char *const manifest_migrations[] = {
 	/* 0 -> 1 */
 	"CREATE TABLE files ("
@@ -269,8 +270,8 @@ static const char *const manifest_st_sql[ST__MAX] = {
 struct manifest {
 	sqlite3		*db;		/* owned: the connection */
 	char		*path;		/* owned: the database file name */
-	sqlite3_stmt	*st[ST__MAX];	/* owned: prepared at open, finalized at close */
-	char		 err[512];	/* last error, "PATH: reason"; "" if none */
+	sqlite3_stmt	*st[ST__MAX];	/* owned: prepared at open */
+	char		 err[512];	/* last error "PATH: reason", or "" */
 };
 
 /* Map an SQLite result code to a BM_E* code. */
@@ -295,7 +296,7 @@ db_fail(struct manifest *m, int src)
 static void
 st_done(sqlite3_stmt *st)
 {
-	(void)sqlite3_reset(st);	/* the step's error was already handled */
+	(void)sqlite3_reset(st);	/* step errors are handled */
 	(void)sqlite3_clear_bindings(st);
 }
 
@@ -800,10 +801,11 @@ manifest_last_success(struct manifest *m, struct run_record *ret)
 /*
  * Replace the staging table with the entries of l (borrowed) in one
  * transaction: path and target as BLOBs, size -1 (never exact) when
- * unknown, mtime 0 and prec MTIME_UNKNOWN when the listing shows no time.  A repeated
- * path keeps its first entry, as listing_sort() does.  Only the TEMP
- * database is written, so a writer holding the main database does not
- * block this.  Returns 0, BM_ENOMEM or BM_EDB (staging then unchanged).
+ * unknown, mtime 0 and prec MTIME_UNKNOWN when the listing shows no
+ * time.  A repeated path keeps its first entry, as listing_sort()
+ * does.  Only the TEMP database is written, so a writer holding the main
+ * database does not block this.  Returns 0, BM_ENOMEM or BM_EDB
+ * (staging then unchanged).
  */
 int
 manifest_stage(struct manifest *m, const struct listing *l)

@@ -82,6 +82,11 @@ struct crawl_opts {
 	unsigned	 max_depth;	/* hard depth limit (directories below root) */
 	size_t		 max_page_bytes; /* cap per page (rule 31) */
 	size_t		 batch;		/* pages fetched per callback call */
+	size_t		*ret_loops;	/* borrowed, may be NULL: set to the number
+					   of directories not descended because
+					   they repeat an ancestor (symlink loop) */
+	size_t		*ret_skipped;	/* borrowed, may be NULL: set to the number
+					   of hostile/invalid names skipped */
 };
 
 /*

@@ -166,7 +166,7 @@ struct file_row {
 	const char	*etag;		/* NULL if none */
 	int64_t		 local_size, local_mtime;
 	int64_t		 seen_run, fetched_run;
-	const char	*target;	/* symlink target, NULL if none (borrowed) */
+	const char	*target;	/* borrowed: symlink target or NULL */
 };
 typedef int (*manifest_file_fn)(void *ctx, const struct file_row *row);
 /*

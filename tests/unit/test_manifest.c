@@ -46,7 +46,7 @@ struct seen {
 struct seen_list {
 	struct seen	 v[64];
 	size_t		 n;
-	int		 stop_at;	/* return 7 at this row (1-based), 0 never */
+	int		 stop_at;	/* return 7 at this row (1-based) */
 };
 
 static char *
@@ -238,6 +238,20 @@ exists(const char *path)
 	return stat(path, &sb) == 0;
 }
 
+/* Overwrite the b-tree part of page 1 (after the 100-byte header). */
+static void
+corrupt_page1(const char *path)
+{
+	char	 junk[400];
+	int	 fd;
+
+	memset(junk, 0x5a, sizeof(junk));
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1 ||
+	    pwrite(fd, junk, sizeof(junk), 100) != (ssize_t)sizeof(junk) ||
+	    close(fd) == -1)
+		abort();
+}
+
 /* Run SQL on a raw connection to path; abort on error. */
 static sqlite3 *
 raw_open(const char *path)
@@ -378,6 +392,19 @@ test_refuse(const char *dir)
 	is_int(rc, BM_EDB, "another application_id: BM_EDB");
 	ok(strstr(err, "0x0000002a") != NULL, "message gives the id: %s", err);
 
+	/* A manifest whose first page is overwritten: corrupt. */
+	join(p, sizeof(p), dir, "corrupt.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "create for the corrupt test");
+	manifest_close(m);
+	m = NULL;
+	corrupt_page1(p);
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "corrupt manifest: BM_EDB");
+	ok(strstr(err, p) != NULL && strstr(err, "malformed") != NULL,
+	    "corrupt message: %s", err);
+	ok(exists(p), "corrupt manifest left in place");
+
 	join(p, sizeof(p), dir, "newer.db");
 	rc = manifest_open(p, true, &m, err, sizeof(err));
 	is_int(rc, 0, "create for the newer test");
@@ -402,6 +429,7 @@ test_locked(const char *dir)
 	struct manifest		*m = NULL;
 	struct seen_list	 sl;
 	struct commit_rec	 c[2];
+	struct listing		*l;
 	sqlite3			*db;
 	char			 p[512], err[512];
 	double			 t0;
@@ -438,6 +466,14 @@ test_locked(const char *dir)
 	raw_exec(db, "BEGIN IMMEDIATE;");
 	c[0] = rec("a", COMMIT_FETCHED, ENTRY_FILE, 1, 1, MTIME_SECOND);
 	c[1] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 2, 2, MTIME_SECOND);
+	if ((l = listing_new(4)) == NULL)
+		abort();
+	add(l, "a", ENTRY_FILE, 1, true, 1, MTIME_SECOND, NULL);
+	is_int(manifest_stage(m, l), 0, "stage works under a writer (TEMP)");
+	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff reads under a writer");
+	is_int(sl.n, 1, "diff row under a writer");
+	seen_reset(&sl);
+	listing_free(l);
 	rc = manifest_commit(m, 1, c, 2);
 	is_int(rc, BM_EDB, "commit while another writer holds the lock");
 	ok(strstr(manifest_errmsg(m), p) != NULL &&
@@ -621,7 +657,8 @@ test_bytes_and_ls(const char *dir)
 
 	memset(&sl, 0, sizeof(sl));
 	join(p, sizeof(p), dir, "bytes.db");
-	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open bytes.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "open bytes.db");
 	if ((l = listing_new(10)) == NULL)
 		abort();
 	add(l, cafe, ENTRY_FILE, 4, true, 10, MTIME_SECOND, NULL);

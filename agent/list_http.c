@@ -1,0 +1,2194 @@
+/*
+ * The HTTP lister: reads directory index pages into listing entries and
+ * crawls a tree of them.
+ *
+ * Parsing.  nginx autoindex_format json goes through jansson and
+ * autoindex_format xml through libxml2's XML parser; everything else is
+ * HTML, parsed by libxml2's HTML parser (recovering from bad markup, no
+ * network) and read by walking the DOM: every <a href> that names a direct
+ * child of the page becomes an entry.  The generator is detected from its
+ * markers (see detect_format()) and decides where the size and date of a
+ * row are: the text after the link (<pre> indexes: nginx, Apache
+ * FancyIndexing, docker), the text before it (IIS), or the other cells of
+ * the link's <tr> (tables: Apache HTMLTable, fancyindex, lighttpd, Caddy,
+ * SNT).  Names always come from the href, percent-decoded exactly once,
+ * never from the link text (which servers truncate).  Displayed sizes are
+ * turned into byte ranges by inverting the server's own formatter
+ * (tests/fixtures/LISTINGS.md, "Size formatters"): apr_strfsize, nginx and
+ * lighttpd have a monotonic forward formatter here and the range is found
+ * by binary search over it.
+ *
+ * Crawling.  Breadth first from the source URL, pages fetched through the
+ * caller's callback in batches.  A directory is only ever requested as
+ * parent URL + encoded safe name + "/", so the crawl cannot leave the
+ * source; a redirect out of it fails the page.  A directory whose entry
+ * set (names, types, sizes, times) hashes the same as one of its
+ * ancestors' is a server-side symlink loop: its entries are dropped and it
+ * is not descended into.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+#include <libxml/HTMLparser.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <openssl/evp.h>
+
+#include "biomirror/error.h"
+#include "biomirror/list_http.h"
+
+#define ROW_TEXT_MAX	1024	/* bytes of row text looked at per link */
+#define SIZE_SEARCH_MAX	(UINT64_C(1) << 50)	/* inversion range: 1 PiB */
+#define KEY_LIMIT	(UINT64_C(1) << 60)
+#define SCHEME_CHARS	"abcdefghijklmnopqrstuvwxyz" \
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-."
+#define HREF_IGNORE	0	/* parent, self, sort or non-HTTP link */
+#define HREF_CHILD	1	/* names a direct child */
+#define HREF_HOSTILE	2	/* skipped and counted */
+
+/* Where a set of names is looked up to drop rows that repeat an href. */
+struct nameset {
+	size_t		*slot;		/* owned: out index + 1, 0 when empty */
+	size_t		 cap;		/* slots, a power of two */
+	size_t		 n;		/* slots in use */
+};
+
+/* State of one list_http_parse() call. */
+struct pctx {
+	struct listing	*out;		/* borrowed: where entries go */
+	const char	*prefix;	/* borrowed: dir path, "" = root */
+	enum page_format fmt;		/* detected generator */
+	char		*origin;	/* owned: "scheme://host", or NULL */
+	char		*pagepath;	/* owned: decoded page path */
+	size_t		 skipped;	/* hostile or invalid names skipped */
+	struct nameset	 seen;		/* names seen on this page */
+};
+
+/* What a row says about its entry besides the name. */
+struct rowinfo {
+	bool		 has_time;	/* a date was read */
+	int64_t		 wall;		/* seconds, read as if UTC */
+	int32_t		 nsec;		/* fraction of a second */
+	enum mtime_prec	 prec;		/* precision of wall */
+	bool		 stated;	/* the row states the zone */
+	int32_t		 off;		/* stated offset, seconds east */
+	bool		 has_size;	/* size_min/size_max are known */
+	int64_t		 size_min;	/* bytes */
+	int64_t		 size_max;	/* bytes */
+	bool		 has_exact;	/* an attribute gave the exact count */
+	int64_t		 exact;		/* that count */
+	char		*display;	/* owned: size as printed, or NULL */
+	bool		 is_dir;	/* the row marks a directory (<dir>) */
+};
+
+const char *
+page_format_name(enum page_format f)
+{
+	switch (f) {
+	case PAGE_GENERIC:	return "generic";
+	case PAGE_NGINX:	return "nginx";
+	case PAGE_NGINX_JSON:	return "nginx-json";
+	case PAGE_NGINX_XML:	return "nginx-xml";
+	case PAGE_NGINX_FANCY:	return "nginx-fancyindex";
+	case PAGE_APACHE_PRE:	return "apache-pre";
+	case PAGE_APACHE_TABLE:	return "apache-table";
+	case PAGE_APACHE_UL:	return "apache-ul";
+	case PAGE_LIGHTTPD:	return "lighttpd";
+	case PAGE_IIS:		return "iis";
+	case PAGE_CADDY1:	return "caddy1";
+	case PAGE_CADDY2:	return "caddy2";
+	case PAGE_SNT:		return "snt";
+	case PAGE_DOCKER:	return "docker";
+	}
+	return "unknown";
+}
+
+/* errbuf = "a: b", or "a" when b is empty; truncation is acceptable. */
+static void
+set_err(char *errbuf, size_t errlen, const char *a, const char *b)
+{
+	if (errbuf == NULL || errlen == 0)
+		return;
+	(void)snprintf(errbuf, errlen, "%s%s%s", a, *b ? ": " : "", b);
+}
+
+/* ---------------------------------------------------------------- */
+/* Small text helpers. */
+
+static bool
+is_space_at(const char *s, size_t *ret_w)
+{
+	unsigned char c = (unsigned char)s[0];
+
+	if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+	    c == '\v') {
+		*ret_w = 1;
+		return true;
+	}
+	/* U+00A0 (&nbsp;) as libxml2 hands it over, in UTF-8. */
+	if (c == 0xc2 && (unsigned char)s[1] == 0xa0) {
+		*ret_w = 2;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Copy s with runs of white space (including &nbsp;) collapsed to one
+ * space and both ends trimmed, at most max bytes of input.  NULL on ENOMEM.
+ */
+static char *
+normalize(const char *s, size_t max)
+{
+	char	*out;
+	size_t	 i, k, w, len = strnlen(s, max);
+	bool	 sp = false;
+
+	if ((out = malloc(len + 1)) == NULL)
+		return NULL;
+	for (i = 0, k = 0; i < len; ) {
+		if (is_space_at(s + i, &w) && i + w <= len) {
+			sp = true;
+			i += w;
+			continue;
+		}
+		if (sp && k > 0)
+			out[k++] = ' ';
+		sp = false;
+		out[k++] = s[i++];
+	}
+	out[k] = '\0';
+	return out;
+}
+
+static const char *
+skip_sp(const char *p)
+{
+	size_t	 w;
+
+	while (*p != '\0' && is_space_at(p, &w))
+		p += w;
+	return p;
+}
+
+/* Read between mind and maxd decimal digits. */
+static bool
+get_num(const char **pp, int mind, int maxd, int *ret)
+{
+	const char	*p = *pp;
+	int		 v = 0, n = 0;
+
+	while (n < maxd && *p >= '0' && *p <= '9') {
+		v = v * 10 + (*p - '0');
+		p++;
+		n++;
+	}
+	if (n < mind)
+		return false;
+	*pp = p;
+	*ret = v;
+	return true;
+}
+
+/* Month name, full or three letters, any case: 1-12, or 0. */
+static int
+get_month(const char **pp)
+{
+	static const char *const full[] = { "january", "february", "march",
+	    "april", "may", "june", "july", "august", "september", "october",
+	    "november", "december" };
+	size_t	 i, l;
+
+	for (i = 0; i < 12; i++) {
+		l = strlen(full[i]);
+		if (strncasecmp(*pp, full[i], l) == 0 &&
+		    !isalpha((unsigned char)(*pp)[l])) {
+			*pp += l;
+			return (int)i + 1;
+		}
+	}
+	for (i = 0; i < 12; i++) {
+		if (strncasecmp(*pp, full[i], 3) == 0 &&
+		    !isalpha((unsigned char)(*pp)[3])) {
+			*pp += 3;
+			return (int)i + 1;
+		}
+	}
+	return 0;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Hinnant). */
+static int64_t
+days_from_civil(int64_t y, int m, int d)
+{
+	int64_t	 era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+/* A date being read. */
+struct when {
+	int		 y, mo, d, h, mi, s;
+	int32_t		 nsec;
+	enum mtime_prec	 prec;
+	bool		 stated;
+	int32_t		 off;
+};
+
+/* "HH:MM[:SS[.frac]]", then an optional AM/PM. */
+static bool
+get_clock(const char **pp, struct when *w, bool ampm)
+{
+	const char	*p = *pp;
+	int		 n, i;
+
+	if (!get_num(&p, 1, 2, &w->h) || *p++ != ':' ||
+	    !get_num(&p, 2, 2, &w->mi))
+		return false;
+	w->prec = MTIME_MINUTE;
+	if (p[0] == ':' && isdigit((unsigned char)p[1])) {
+		p++;
+		if (!get_num(&p, 2, 2, &w->s))
+			return false;
+		w->prec = MTIME_SECOND;
+		if (p[0] == '.' && isdigit((unsigned char)p[1])) {
+			p++;
+			for (n = 0, i = 0; isdigit((unsigned char)*p); p++)
+				if (i < 9) {
+					n = n * 10 + (*p - '0');
+					i++;
+				}
+			for (; i < 9; i++)
+				n *= 10;
+			w->nsec = n;
+			w->prec = MTIME_NS;
+		}
+	}
+	if (ampm) {
+		const char *q = skip_sp(p);
+
+		if ((q[0] == 'A' || q[0] == 'a' || q[0] == 'P' ||
+		    q[0] == 'p') && (q[1] == 'M' || q[1] == 'm')) {
+			if (w->h < 1 || w->h > 12)
+				return false;
+			w->h %= 12;
+			if (q[0] == 'P' || q[0] == 'p')
+				w->h += 12;
+			p = q + 2;
+		}
+	}
+	*pp = p;
+	return true;
+}
+
+/* "Z", "+HH:MM", "+HHMM", "GMT", "UTC" right after a time. */
+static void
+get_zone(const char **pp, struct when *w)
+{
+	const char	*p = *pp, *q;
+	int		 hh, mm = 0;
+
+	if (*p == 'Z') {
+		w->stated = true;
+		*pp = p + 1;
+		return;
+	}
+	if (*p == '+' || *p == '-') {
+		q = p + 1;
+		if (!get_num(&q, 2, 2, &hh))
+			return;
+		if (*q == ':')
+			q++;
+		if (!get_num(&q, 2, 2, &mm) || hh > 14 || mm > 59)
+			return;
+		w->stated = true;
+		w->off = (hh * 3600 + mm * 60) * (*p == '-' ? -1 : 1);
+		*pp = q;
+		return;
+	}
+	q = skip_sp(p);
+	if (strncmp(q, "GMT", 3) == 0 || strncmp(q, "UTC", 3) == 0) {
+		w->stated = true;
+		*pp = q + 3;
+	}
+}
+
+/* Date starting with digits: DD-Mon-YYYY, YYYY-MM-DD, YYYY-Mon-DD, M/D/Y. */
+static bool
+get_numeric_date(const char **pp, struct when *w)
+{
+	const char	*p = *pp, *start = p;
+	int		 a;
+
+	if (!get_num(&p, 1, 4, &a))
+		return false;
+	if (p - start == 4 && *p == '-') {
+		w->y = a;
+		p++;
+		if (isdigit((unsigned char)*p)) {
+			if (!get_num(&p, 2, 2, &w->mo))
+				return false;
+		} else if ((w->mo = get_month(&p)) == 0)
+			return false;
+		if (*p++ != '-' || !get_num(&p, 2, 2, &w->d))
+			return false;
+	} else if (p - start <= 2 && *p == '-') {
+		w->d = a;
+		p++;
+		if ((w->mo = get_month(&p)) == 0 || *p++ != '-' ||
+		    !get_num(&p, 4, 4, &w->y))
+			return false;
+	} else if (p - start <= 2 && *p == '/') {
+		w->mo = a;
+		p++;
+		if (!get_num(&p, 1, 2, &w->d) || *p++ != '/' ||
+		    !get_num(&p, 4, 4, &w->y))
+			return false;
+	} else
+		return false;
+	*pp = p;
+	return true;
+}
+
+/* Date starting with a weekday: RFC 1123 or IIS long date format. */
+static bool
+get_weekday_date(const char **pp, struct when *w)
+{
+	const char	*p = *pp;
+
+	while (isalpha((unsigned char)*p))
+		p++;
+	if (p - *pp < 3 || *p++ != ',')
+		return false;
+	p = skip_sp(p);
+	if (isdigit((unsigned char)*p)) {
+		/* "Fri, 11 Jul 2014" */
+		if (!get_num(&p, 1, 2, &w->d))
+			return false;
+		p = skip_sp(p);
+		if ((w->mo = get_month(&p)) == 0)
+			return false;
+		p = skip_sp(p);
+		if (!get_num(&p, 4, 4, &w->y))
+			return false;
+	} else {
+		/* "Sunday, August 21, 2022" */
+		if ((w->mo = get_month(&p)) == 0)
+			return false;
+		p = skip_sp(p);
+		if (!get_num(&p, 1, 2, &w->d) || *p++ != ',')
+			return false;
+		p = skip_sp(p);
+		if (!get_num(&p, 4, 4, &w->y))
+			return false;
+	}
+	*pp = p;
+	return true;
+}
+
+/*
+ * Read a listed date and time at s.  Returns the bytes consumed (0 when s
+ * does not start with a date this module knows) and fills ri's time.
+ */
+static size_t
+parse_when(const char *s, struct rowinfo *ri)
+{
+	struct when	 w;
+	const char	*p = s, *q;
+
+	memset(&w, 0, sizeof(w));
+	if (isdigit((unsigned char)*p)) {
+		if (!get_numeric_date(&p, &w))
+			return 0;
+	} else if (isalpha((unsigned char)*p)) {
+		if (!get_weekday_date(&p, &w))
+			return 0;
+	} else
+		return 0;
+	w.prec = MTIME_DAY;
+	q = *p == 'T' ? p + 1 : skip_sp(p);
+	if (isdigit((unsigned char)*q)) {
+		if (!get_clock(&q, &w, true))
+			return 0;
+		p = q;
+		get_zone(&p, &w);
+	}
+	if (w.mo < 1 || w.mo > 12 || w.d < 1 || w.d > 31 || w.h > 23 ||
+	    w.mi > 59 || w.s > 60 || w.y < 1900 || w.y > 9999)
+		return 0;
+	ri->has_time = true;
+	ri->wall = days_from_civil(w.y, w.mo, w.d) * 86400 + w.h * 3600 +
+	    w.mi * 60 + w.s;
+	ri->nsec = w.nsec;
+	ri->prec = w.prec;
+	ri->stated = w.stated;
+	ri->off = w.off;
+	return (size_t)(p - s);
+}
+
+/* ---------------------------------------------------------------- */
+/* Sizes: the server formatters, forward, as monotonic keys. */
+
+/*
+ * A key orders displayed sizes: the shown value in tenths shifted by its
+ * unit, times 8 plus the unit so "1024K" sorts below "1M".  Each
+ * formatter maps a byte count to the key of what it prints.
+ */
+static uint64_t
+mkkey(uint64_t tenths, unsigned u)
+{
+	return (tenths << (10 * u)) * 8 + u;
+}
+
+/* apr_strfsize() (apache/apr strings/apr_strings.c). */
+static uint64_t
+key_apache(uint64_t size)
+{
+	uint64_t	 remain;
+	unsigned	 u = 0;
+
+	if (size < 973)
+		return mkkey(size * 10, 0);
+	for (;;) {
+		remain = size & 1023;
+		size >>= 10;
+		u++;
+		if (size >= 973)
+			continue;
+		if (size < 9 || (size == 9 && remain < 973)) {
+			if ((remain = (remain * 5 + 256) / 512) >= 10) {
+				size++;
+				remain = 0;
+			}
+			return mkkey(size * 10 + remain, u);
+		}
+		if (remain >= 512)
+			size++;
+		return mkkey(size * 10, u);
+	}
+}
+
+/* ngx_http_autoindex_html() with autoindex_exact_size off. */
+static uint64_t
+key_nginx(uint64_t size)
+{
+	uint64_t	 n;
+	const uint64_t	 g = UINT64_C(1) << 30, m = UINT64_C(1) << 20;
+
+	if (size > g - 1) {
+		n = size / g + (size % g > g / 2 - 1);
+		return mkkey(n * 10, 3);
+	}
+	if (size > m - 1) {
+		n = size / m + (size % m > m / 2 - 1);
+		return mkkey(n * 10, 2);
+	}
+	if (size > 9999) {
+		n = size / 1024 + (size % 1024 > 511);
+		return mkkey(n * 10, 1);
+	}
+	return mkkey(size * 10, 0);
+}
+
+/* http_list_directory_sizefmt() (lighttpd1.4 mod_dirlisting.c). */
+static uint64_t
+key_lighttpd(uint64_t size)
+{
+	uint64_t	 remain;
+	unsigned	 u = 0;
+
+	if (size > 0 && size < 100)
+		size += 99;
+	do {
+		remain = size & 1023;
+		size >>= 10;
+		u++;
+	} while (size & ~UINT64_C(1023));
+	remain /= 100;
+	if (remain > 9)
+		remain = 9;
+	return mkkey(size * 10 + remain, u);
+}
+
+/* The byte range a formatter maps onto target; false if none. */
+static bool
+invert_key(uint64_t (*key)(uint64_t), uint64_t target, int64_t *ret_min,
+    int64_t *ret_max)
+{
+	uint64_t	 lo, hi, mid, min;
+
+	lo = 0;
+	hi = SIZE_SEARCH_MAX;
+	if (key(hi) < target)
+		return false;
+	while (lo < hi) {	/* first size with key >= target */
+		mid = lo + (hi - lo) / 2;
+		if (key(mid) >= target)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (key(lo) != target)
+		return false;
+	min = lo;
+	hi = SIZE_SEARCH_MAX;
+	while (lo < hi) {	/* last size with key <= target */
+		mid = lo + (hi - lo + 1) / 2;
+		if (key(mid) <= target)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	*ret_min = (int64_t)min;
+	*ret_max = (int64_t)lo;
+	return true;
+}
+
+static int
+unit_index(const char *p, size_t *ret_len)
+{
+	static const char units[] = "KMGTPE";
+	const char	*u;
+	size_t		 l = 0;
+
+	if (*p == '\0' || *p == ' ') {
+		*ret_len = 0;
+		return 0;
+	}
+	if (strncmp(p, "bytes", 5) == 0)
+		l = 5;
+	else if (*p == 'B')
+		l = 1;
+	if (l > 0) {
+		*ret_len = l;
+		return (p[l] == '\0' || p[l] == ' ') ? 0 : -1;
+	}
+	if ((u = strchr(units, toupper((unsigned char)*p))) == NULL)
+		return -1;
+	l = 1;
+	if (p[1] == 'i' && p[2] == 'B')
+		l = 3;
+	else if (p[1] == 'B')
+		l = 2;
+	if (p[l] != '\0' && p[l] != ' ')
+		return -1;
+	*ret_len = l;
+	return (int)(u - units) + 1;
+}
+
+/* Range of a value rounded to its last shown digit (go-humanize style). */
+static bool
+invert_rounded(uint64_t digits, unsigned ndec, unsigned u, int64_t *ret_min,
+    int64_t *ret_max)
+{
+	uint64_t	 base = UINT64_C(1) << (10 * u), div = 10, lo, hi;
+	unsigned	 i;
+
+	for (i = 0; i < ndec; i++)
+		div *= 10;
+	if (digits > (UINT64_C(1) << 20) || u > 4)
+		return false;
+	lo = digits * 10 >= 5 ? (digits * 10 - 5) * base : 0;
+	hi = (digits * 10 + 5) * base;
+	*ret_min = (int64_t)((lo + div - 1) / div);
+	*ret_max = (int64_t)((hi + div - 1) / div) - 1;
+	return true;
+}
+
+/*
+ * Read a displayed size at s ("2.3K", " 17K", "2M", "2.0 KiB", "868 B",
+ * "400", "-", "<dir>") and invert the formatter of fmt into a range.
+ * Returns BM_ENOMEM or 0 (an unreadable size just stays unknown).
+ */
+static int
+parse_size(const char *s, enum page_format fmt, struct rowinfo *ri)
+{
+	const char	*p = skip_sp(s), *start = p;
+	uint64_t	 digits = 0, tenths;
+	unsigned	 ndec = 0, nint = 0;
+	size_t		 ul;
+	int		 u;
+	bool		 ok;
+
+	if (strncasecmp(p, "<dir>", 5) == 0) {
+		ri->is_dir = true;
+		return 0;
+	}
+	if (*p == '-' || strncmp(p, "\xe2\x80\x94", 3) == 0) {
+		if (ri->display == NULL && (ri->display =
+		    strndup(p, *p == '-' ? 1 : 3)) == NULL)
+			return BM_ENOMEM;
+		return 0;
+	}
+	for (; isdigit((unsigned char)*p) && nint < 18; p++, nint++)
+		digits = digits * 10 + (uint64_t)(*p - '0');
+	if (nint == 0 || isdigit((unsigned char)*p))
+		return 0;
+	if (*p == '.') {
+		for (p++; isdigit((unsigned char)*p) && ndec < 3; p++, ndec++)
+			digits = digits * 10 + (uint64_t)(*p - '0');
+		if (ndec == 0)
+			return 0;
+	}
+	if (*p == ' ' && isalpha((unsigned char)p[1]))
+		p++;
+	if ((u = unit_index(p, &ul)) < 0)
+		return 0;
+	p += ul;
+	free(ri->display);
+	if ((ri->display = strndup(start, (size_t)(p - start))) == NULL)
+		return BM_ENOMEM;
+	if (u == 0 && ndec == 0) {
+		ri->has_size = true;
+		ri->size_min = ri->size_max = (int64_t)digits;
+		return 0;
+	}
+	tenths = ndec == 0 ? digits * 10 : digits;
+	if (ndec > 1 || tenths > (KEY_LIMIT >> (10 * (unsigned)u)) / 8)
+		ok = false;
+	else if (fmt == PAGE_APACHE_PRE || fmt == PAGE_APACHE_TABLE)
+		ok = invert_key(key_apache, mkkey(tenths, (unsigned)u),
+		    &ri->size_min, &ri->size_max);
+	else if (fmt == PAGE_NGINX)
+		ok = invert_key(key_nginx, mkkey(tenths, (unsigned)u),
+		    &ri->size_min, &ri->size_max);
+	else if (fmt == PAGE_LIGHTTPD)
+		ok = invert_key(key_lighttpd, mkkey(tenths, (unsigned)u),
+		    &ri->size_min, &ri->size_max);
+	else
+		ok = false;
+	if (!ok && fmt != PAGE_APACHE_PRE && fmt != PAGE_APACHE_TABLE &&
+	    fmt != PAGE_NGINX && fmt != PAGE_LIGHTTPD)
+		ok = invert_rounded(digits, ndec, (unsigned)u, &ri->size_min,
+		    &ri->size_max);
+	ri->has_size = ok;
+	return 0;
+}
+
+/* Read "date [size]" from one row of a <pre> index. */
+static int
+parse_row_text(const char *text, enum page_format fmt, struct rowinfo *ri)
+{
+	const char	*p = skip_sp(text);
+
+	p += parse_when(p, ri);
+	return parse_size(p, fmt, ri);
+}
+
+/* ---------------------------------------------------------------- */
+/* DOM helpers. */
+
+static bool
+is_elem(const xmlNode *n, const char *name)
+{
+	return n != NULL && n->type == XML_ELEMENT_NODE &&
+	    strcasecmp((const char *)n->name, name) == 0;
+}
+
+/* Attribute value, borrowed into a malloc'd copy via xmlGetProp. */
+static char *
+attr(const xmlNode *n, const char *name)
+{
+	xmlChar	*v;
+	char	*s;
+
+	if ((v = xmlGetProp(n, (const xmlChar *)name)) == NULL)
+		return NULL;
+	s = strdup((const char *)v);
+	xmlFree(v);
+	return s;
+}
+
+static bool
+attr_is(const xmlNode *n, const char *name, const char *want)
+{
+	xmlChar	*v;
+	bool	 r;
+
+	if ((v = xmlGetProp(n, (const xmlChar *)name)) == NULL)
+		return false;
+	r = strcasecmp((const char *)v, want) == 0;
+	xmlFree(v);
+	return r;
+}
+
+static bool
+has_attr(const xmlNode *n, const char *name)
+{
+	return xmlHasProp(n, (const xmlChar *)name) != NULL;
+}
+
+/* Normalized text content of n; NULL on ENOMEM. */
+static char *
+node_text(const xmlNode *n)
+{
+	xmlChar	*v;
+	char	*s;
+
+	if ((v = xmlNodeGetContent(n)) == NULL)
+		return strdup("");
+	s = normalize((const char *)v, ROW_TEXT_MAX * 16);
+	xmlFree(v);
+	return s;
+}
+
+/* Append text of n (a text node or an element's content) to buf. */
+static void
+buf_add(char *buf, size_t *len, const xmlNode *n)
+{
+	xmlChar	*v;
+	size_t	 l;
+
+	if ((v = xmlNodeGetContent(n)) == NULL)
+		return;
+	l = strlen((const char *)v);
+	if (l > ROW_TEXT_MAX - 1 - *len)
+		l = ROW_TEXT_MAX - 1 - *len;
+	memcpy(buf + *len, v, l);
+	*len += l;
+	buf[*len] = '\0';
+	xmlFree(v);
+}
+
+/* Text after link a up to the end of its line (<pre> indexes). */
+static char *
+text_after(const xmlNode *a)
+{
+	char		 buf[ROW_TEXT_MAX], *nl;
+	size_t		 len = 0;
+	const xmlNode	*n;
+
+	buf[0] = '\0';
+	for (n = a->next; n != NULL; n = n->next) {
+		if (is_elem(n, "a") || is_elem(n, "br") || is_elem(n, "img"))
+			break;
+		if (n->type != XML_TEXT_NODE && n->type != XML_ELEMENT_NODE)
+			continue;
+		buf_add(buf, &len, n);
+		if (strchr(buf, '\n') != NULL)
+			break;
+	}
+	if ((nl = strchr(buf, '\n')) != NULL)
+		*nl = '\0';
+	return normalize(buf, sizeof(buf));
+}
+
+/* Text before link a back to the previous <br> or link (IIS). */
+static char *
+text_before(const xmlNode *a)
+{
+	char		 buf[ROW_TEXT_MAX];
+	size_t		 len = 0;
+	const xmlNode	*n, *start = a;
+
+	buf[0] = '\0';
+	for (n = a->prev; n != NULL; n = n->prev) {
+		if (is_elem(n, "a") || is_elem(n, "br"))
+			break;
+		start = n;
+	}
+	for (n = start; n != NULL && n != a; n = n->next)
+		if (n->type == XML_TEXT_NODE)
+			buf_add(buf, &len, n);
+	return normalize(buf, sizeof(buf));
+}
+
+static const xmlNode *
+ancestor(const xmlNode *n, const char *name, const char *stop)
+{
+	for (n = n->parent; n != NULL && n->type == XML_ELEMENT_NODE;
+	    n = n->parent) {
+		if (is_elem(n, name))
+			return n;
+		if (stop != NULL && is_elem(n, stop))
+			return NULL;
+	}
+	return NULL;
+}
+
+static bool
+contains(const xmlNode *outer, const xmlNode *inner)
+{
+	for (; inner != NULL; inner = inner->parent)
+		if (inner == outer)
+			return true;
+	return false;
+}
+
+/* First descendant element called name, depth first. */
+static const xmlNode *
+find_desc(const xmlNode *n, const char *name)
+{
+	const xmlNode	*c, *r;
+
+	for (c = n->children; c != NULL; c = c->next) {
+		if (c->type != XML_ELEMENT_NODE)
+			continue;
+		if (is_elem(c, name))
+			return c;
+		if ((r = find_desc(c, name)) != NULL)
+			return r;
+	}
+	return NULL;
+}
+
+/* An exact byte count from data-order/data-size/title="N bytes". */
+static void
+cell_exact(const xmlNode *td, struct rowinfo *ri)
+{
+	static const char *const names[] = { "data-size", "data-order",
+	    "title" };
+	char		*v, *end;
+	long long	 n;
+	size_t		 i;
+
+	for (i = 0; i < 3 && !ri->has_exact; i++) {
+		if ((v = attr(td, names[i])) == NULL)
+			continue;
+		errno = 0;
+		n = strtoll(v, &end, 10);
+		if (errno == 0 && end != v && n >= 0 && (i < 2 ?
+		    *end == '\0' : strcmp(end, " bytes") == 0)) {
+			ri->has_exact = true;
+			ri->exact = n;
+		}
+		free(v);
+	}
+}
+
+/* Read one table cell that does not hold the link. */
+static int
+read_cell(const xmlNode *td, enum page_format fmt, struct rowinfo *ri)
+{
+	const xmlNode	*t;
+	char		*dt, *txt;
+	int		 rc = 0;
+
+	cell_exact(td, ri);
+	if (!ri->has_time && (t = find_desc(td, "time")) != NULL &&
+	    (dt = attr(t, "datetime")) != NULL) {
+		(void)parse_when(dt, ri);
+		free(dt);
+		if (ri->has_time)
+			return 0;
+	}
+	if ((txt = node_text(td)) == NULL)
+		return BM_ENOMEM;
+	if (!ri->has_time && parse_when(txt, ri) > 0)
+		goto out;
+	if (ri->display == NULL || !ri->has_size)
+		rc = parse_size(txt, fmt, ri);
+out:
+	free(txt);
+	return rc;
+}
+
+/* Read the other cells of the <tr> that holds link a. */
+static int
+read_row_cells(const xmlNode *a, enum page_format fmt, struct rowinfo *ri)
+{
+	const xmlNode	*tr, *td;
+	int		 rc;
+
+	if ((tr = ancestor(a, "tr", "table")) == NULL)
+		return 0;
+	for (td = tr->children; td != NULL; td = td->next) {
+		if (!is_elem(td, "td") && !is_elem(td, "th"))
+			continue;
+		if (contains(td, a))
+			continue;
+		if ((rc = read_cell(td, fmt, ri)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* hrefs. */
+
+static bool
+ncase_prefix(const char *s, const char *pre, size_t len)
+{
+	return strncasecmp(s, pre, len) == 0;
+}
+
+/*
+ * Split an absolute URL into a malloc'd origin "scheme://authority" and a
+ * pointer to its path (or "" when it has none).  False if not absolute.
+ */
+static bool
+split_url(const char *url, char **ret_origin, const char **ret_path)
+{
+	const char	*p = url, *q;
+
+	if (!isalpha((unsigned char)*p))
+		return false;
+	while (isalnum((unsigned char)*p) || *p == '+' || *p == '-' ||
+	    *p == '.')
+		p++;
+	if (strncmp(p, "://", 3) != 0)
+		return false;
+	q = p + 3;
+	q += strcspn(q, "/?#");
+	if (ret_origin != NULL &&
+	    (*ret_origin = strndup(url, (size_t)(q - url))) == NULL)
+		return false;
+	*ret_path = q;
+	return true;
+}
+
+/* href is only "../" steps (a parent or grand-parent link). */
+static bool
+only_dotdots(const char *h)
+{
+	while (strncmp(h, "../", 3) == 0)
+		h += 3;
+	return strcmp(h, "..") == 0 || *h == '\0';
+}
+
+/*
+ * Decide what href names, relative to the page.  Returns HREF_CHILD with
+ * *ret_rel (malloc'd, decoded, relative to the page) for a candidate
+ * child, HREF_IGNORE (parent/self/sort/fragment/non-HTTP links),
+ * HREF_HOSTILE for an href to skip and count, or BM_ENOMEM.
+ */
+static int
+href_rel(const struct pctx *pc, const char *href, char **ret_rel)
+{
+	char		*org = NULL, *dec = NULL;
+	const char	*path, *h = href;
+	size_t		 pl;
+	int		 rc = HREF_HOSTILE;
+
+	if (*h == '\0' || strpbrk(h, "?#") != NULL)
+		return HREF_IGNORE;
+	if (split_url(h, &org, &path) || strncmp(h, "//", 2) == 0) {
+		if (org == NULL) {	/* scheme-relative "//host/path" */
+			path = h + 2 + strcspn(h + 2, "/");
+			if (pc->origin == NULL)
+				goto out;
+			pl = (size_t)(strstr(pc->origin, "//") - pc->origin);
+			if (strlen(pc->origin) - pl != (size_t)(path - h) ||
+			    !ncase_prefix(pc->origin + pl, h,
+			    (size_t)(path - h)))
+				goto out;
+		} else if (pc->origin == NULL ||
+		    strcasecmp(org, pc->origin) != 0)
+			goto out;
+		h = *path == '\0' ? "/" : path;
+	} else if (isalpha((unsigned char)*h) && h[strspn(h, SCHEME_CHARS)] ==
+	    ':') {
+		rc = HREF_IGNORE;	/* javascript:, mailto:, ... */
+		goto out;
+	}
+	if (*h == '/') {
+		if (path_decode(h, strlen(h), &dec, NULL) != 0)
+			goto out;
+		pl = strlen(pc->pagepath);
+		if (strncmp(dec, pc->pagepath, pl) == 0) {
+			if ((*ret_rel = strdup(dec + pl)) == NULL)
+				rc = BM_ENOMEM;
+			else
+				rc = HREF_CHILD;
+		} else if (strncmp(pc->pagepath, dec, strlen(dec)) == 0)
+			rc = HREF_IGNORE;	/* an ancestor of the page */
+		goto out;
+	}
+	while (strncmp(h, "./", 2) == 0)
+		h += 2;
+	if (strcmp(h, ".") == 0 || only_dotdots(h)) {
+		rc = HREF_IGNORE;
+		goto out;
+	}
+	if (path_decode(h, strlen(h), ret_rel, NULL) != 0)
+		goto out;
+	rc = HREF_CHILD;
+out:
+	free(org);
+	free(dec);
+	return rc;
+}
+
+/*
+ * Turn href into a child name: HREF_CHILD with *ret_name (malloc'd) and
+ * *ret_dir, HREF_IGNORE, HREF_HOSTILE or BM_ENOMEM.
+ */
+static int
+href_child(const struct pctx *pc, const char *href, char **ret_name,
+    bool *ret_dir)
+{
+	char	*rel = NULL;
+	size_t	 l;
+	int	 rc;
+
+	if ((rc = href_rel(pc, href, &rel)) != HREF_CHILD)
+		return rc;
+	l = strlen(rel);
+	*ret_dir = false;
+	if (l > 0 && rel[l - 1] == '/') {
+		rel[--l] = '\0';
+		*ret_dir = true;
+	}
+	if (l == 0 && !*ret_dir) {
+		free(rel);
+		return HREF_IGNORE;	/* the page itself */
+	}
+	if (!name_is_safe(rel, l)) {
+		free(rel);
+		return HREF_HOSTILE;
+	}
+	*ret_name = rel;
+	return HREF_CHILD;
+}
+
+/* ---------------------------------------------------------------- */
+/* Entries. */
+
+static uint64_t
+fnv1a(const char *s)
+{
+	uint64_t	 h = UINT64_C(14695981039346656037);
+
+	for (; *s != '\0'; s++) {
+		h ^= (unsigned char)*s;
+		h *= UINT64_C(1099511628211);
+	}
+	return h;
+}
+
+static int
+nameset_grow(struct nameset *ns, const struct listing *out)
+{
+	size_t	*nv, ncap = ns->cap ? ns->cap * 2 : 64, i, j;
+
+	if ((nv = calloc(ncap, sizeof(*nv))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < ns->cap; i++) {
+		if (ns->slot[i] == 0)
+			continue;
+		j = fnv1a(listing_get(out, ns->slot[i] - 1)->path) &
+		    (ncap - 1);
+		while (nv[j] != 0)
+			j = (j + 1) & (ncap - 1);
+		nv[j] = ns->slot[i];
+	}
+	free(ns->slot);
+	ns->slot = nv;
+	ns->cap = ncap;
+	return 0;
+}
+
+/*
+ * Record out entry idx.  Returns 0 when new, 1 with *ret_dup when its
+ * path was already seen on this page, or BM_ENOMEM.
+ */
+static int
+nameset_add(struct nameset *ns, const struct listing *out, size_t idx,
+    size_t *ret_dup)
+{
+	const char	*path = listing_get(out, idx)->path;
+	size_t		 j;
+	int		 rc;
+
+	if ((ns->n + 1) * 2 > ns->cap && (rc = nameset_grow(ns, out)) != 0)
+		return rc;
+	j = fnv1a(path) & (ns->cap - 1);
+	while (ns->slot[j] != 0) {
+		if (strcmp(listing_get(out, ns->slot[j] - 1)->path, path) ==
+		    0) {
+			*ret_dup = ns->slot[j] - 1;
+			return 1;
+		}
+		j = (j + 1) & (ns->cap - 1);
+	}
+	ns->slot[j] = idx + 1;
+	ns->n++;
+	return 0;
+}
+
+/* Move what a row says into e (takes ri->display). */
+static void
+fill_entry(struct entry *e, struct rowinfo *ri)
+{
+	if (ri->has_time) {
+		e->mtime_wall = ri->wall;
+		e->mtime_nsec = ri->nsec;
+		e->mtime_prec = ri->prec;
+		e->zone_stated = ri->stated;
+		e->zone_offset = ri->stated ? ri->off : 0;
+	}
+	if (ri->has_exact) {
+		ri->has_size = true;
+		ri->size_min = ri->size_max = ri->exact;
+	}
+	if (ri->has_size && e->type != ENTRY_DIR) {
+		e->size_min = ri->size_min;
+		e->size_max = ri->size_max;
+		e->size_exact = ri->size_min == ri->size_max;
+		e->size = ri->size_min + (ri->size_max - ri->size_min) / 2;
+	}
+	e->size_display = ri->display;
+	ri->display = NULL;
+}
+
+/* A second row for a name already listed: keep what the first lacked. */
+static void
+merge_entry(struct entry *o, struct entry *e)
+{
+	char	*t;
+
+	if (o->mtime_prec == MTIME_UNKNOWN && e->mtime_prec != MTIME_UNKNOWN) {
+		o->mtime_wall = e->mtime_wall;
+		o->mtime_nsec = e->mtime_nsec;
+		o->mtime_prec = e->mtime_prec;
+		o->zone_stated = e->zone_stated;
+		o->zone_offset = e->zone_offset;
+	}
+	if (o->size_min < 0 && e->size_min >= 0) {
+		o->size = e->size;
+		o->size_min = e->size_min;
+		o->size_max = e->size_max;
+		o->size_exact = e->size_exact;
+	}
+	if (o->size_display == NULL && e->size_display != NULL) {
+		t = o->size_display;
+		o->size_display = e->size_display;
+		e->size_display = t;
+	}
+}
+
+/*
+ * Append the entry for child name (decoded, safe) with row info ri.
+ * Takes nothing; copies what it keeps.  0, BM_ENOMEM or BM_ELIMIT.
+ */
+static int
+add_entry(struct pctx *pc, const char *name, bool is_dir, const char *href,
+    struct rowinfo *ri)
+{
+	struct entry	*e;
+	char		*path;
+	size_t		 pl = strlen(pc->prefix), nl = strlen(name), idx, dup;
+	int		 rc;
+
+	if ((path = malloc(pl + 1 + nl + 1)) == NULL)
+		return BM_ENOMEM;
+	if (pl > 0) {
+		memcpy(path, pc->prefix, pl);
+		path[pl++] = '/';
+	}
+	memcpy(path + pl, name, nl + 1);
+	if (!path_is_safe(path, pl + nl)) {
+		free(path);
+		pc->skipped++;
+		return 0;
+	}
+	if ((rc = listing_append(pc->out, &e)) != 0) {
+		free(path);
+		return rc;
+	}
+	e->path = path;
+	e->type = (is_dir || ri->is_dir) ? ENTRY_DIR : ENTRY_FILE;
+	if (href != NULL && (e->href = strdup(href)) == NULL) {
+		listing_pop(pc->out);
+		return BM_ENOMEM;
+	}
+	fill_entry(e, ri);
+	idx = listing_count(pc->out) - 1;
+	if ((rc = nameset_add(&pc->seen, pc->out, idx, &dup)) < 0) {
+		listing_pop(pc->out);
+		return rc;
+	}
+	if (rc == 1) {
+		merge_entry(listing_get_mut(pc->out, dup), e);
+		listing_pop(pc->out);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* HTML. */
+
+/* Every <a href> of the document, in order. */
+struct anchors {
+	const xmlNode	**v;		/* owned array of borrowed nodes */
+	size_t		 n;
+	size_t		 cap;
+};
+
+/* Markers seen while walking the document (detect_format()). */
+struct marks {
+	bool	 snt, iis_parent, data_size, data_order, lighttpd, fancy;
+	bool	 apache_table, pre_sort, pre_img, pre_br, ul_a, caddy;
+};
+
+static int
+anchors_add(struct anchors *as, const xmlNode *n)
+{
+	const xmlNode	**nv;
+	size_t		 ncap;
+
+	if (as->n == as->cap) {
+		ncap = as->cap ? as->cap * 2 : 64;
+		if ((nv = reallocarray(as->v, ncap, sizeof(*nv))) == NULL)
+			return BM_ENOMEM;
+		as->v = nv;
+		as->cap = ncap;
+	}
+	as->v[as->n++] = n;
+	return 0;
+}
+
+static bool
+text_has(const xmlNode *n, const char *needle)
+{
+	xmlChar	*v;
+	bool	 r;
+
+	if ((v = xmlNodeGetContent(n)) == NULL)
+		return false;
+	r = strstr((const char *)v, needle) != NULL;
+	xmlFree(v);
+	return r;
+}
+
+static void
+mark_element(const xmlNode *n, struct marks *m)
+{
+	xmlChar	*h;
+
+	if (is_elem(n, "meta") && attr_is(n, "name", "generator") &&
+	    has_attr(n, "content")) {
+		h = xmlGetProp(n, (const xmlChar *)"content");
+		if (h != NULL && strstr((const char *)h, "SNT index") != NULL)
+			m->snt = true;
+		xmlFree(h);
+	}
+	if (has_attr(n, "data-size"))
+		m->data_size = true;
+	if (is_elem(n, "td") && has_attr(n, "data-order"))
+		m->data_order = true;
+	if (is_elem(n, "table") && attr_is(n, "id", "list"))
+		m->fancy = true;
+	if (is_elem(n, "table") && attr_is(n, "id", "indexlist"))
+		m->apache_table = true;
+	if (is_elem(n, "table") && attr_is(n, "summary", "Directory Listing"))
+		m->lighttpd = true;
+	if ((is_elem(n, "div") && attr_is(n, "class", "foot") &&
+	    text_has(n, "lighttpd")))
+		m->lighttpd = true;
+	if ((is_elem(n, "footer") && text_has(n, "Caddy")))
+		m->caddy = true;
+	if (is_elem(n, "img") && ancestor(n, "pre", NULL) != NULL)
+		m->pre_img = true;
+	if (is_elem(n, "br") && ancestor(n, "pre", NULL) != NULL)
+		m->pre_br = true;
+}
+
+static void
+mark_anchor(const xmlNode *n, struct marks *m)
+{
+	xmlChar	*h;
+
+	if (text_has(n, "[To Parent Directory]"))
+		m->iis_parent = true;
+	if (ancestor(n, "li", NULL) != NULL && ancestor(n, "ul", NULL) != NULL)
+		m->ul_a = true;
+	if ((h = xmlGetProp(n, (const xmlChar *)"href")) == NULL)
+		return;
+	if (strncmp((const char *)h, "?C=", 3) == 0) {
+		if (ancestor(n, "pre", NULL) != NULL)
+			m->pre_sort = true;
+		if (ancestor(n, "table", NULL) != NULL)
+			m->apache_table = true;
+	}
+	xmlFree(h);
+}
+
+/* Collect anchors and markers, iteratively (no recursion on hostile depth). */
+static int
+walk(const xmlNode *root, struct anchors *as, struct marks *m)
+{
+	const xmlNode	*n = root;
+	int		 rc;
+
+	while (n != NULL) {
+		if (n->type == XML_ELEMENT_NODE) {
+			mark_element(n, m);
+			if (is_elem(n, "a") && has_attr(n, "href")) {
+				mark_anchor(n, m);
+				if ((rc = anchors_add(as, n)) != 0)
+					return rc;
+			}
+		}
+		if (n->children != NULL && n->type == XML_ELEMENT_NODE) {
+			n = n->children;
+			continue;
+		}
+		while (n != NULL && n->next == NULL) {
+			n = n->parent;
+			if (n == root || (n != NULL &&
+			    n->type == XML_DOCUMENT_NODE))
+				n = NULL;
+			if (n == NULL)
+				return 0;
+		}
+		if (n != NULL)
+			n = n->next;
+	}
+	return 0;
+}
+
+static bool
+title_docker(const xmlDoc *doc)
+{
+	const xmlNode	*t;
+	char		*s;
+	bool		 r = false;
+
+	if ((t = find_desc((const xmlNode *)doc, "title")) == NULL)
+		return false;
+	if ((s = node_text(t)) == NULL)
+		return false;
+	r = strncmp(s, "Index of ", 9) == 0 && s[9] != '/' && s[9] != '\0';
+	free(s);
+	return r;
+}
+
+static bool
+title_index_of(const xmlDoc *doc)
+{
+	const xmlNode	*t;
+	char		*s;
+	bool		 r;
+
+	if ((t = find_desc((const xmlNode *)doc, "title")) == NULL)
+		return false;
+	if ((s = node_text(t)) == NULL)
+		return false;
+	r = strstr(s, "Index of ") != NULL;
+	free(s);
+	return r;
+}
+
+/* Decide between the <pre> formats by what the rows hold. */
+static enum page_format
+detect_pre(const xmlDoc *doc, const struct anchors *as, const struct marks *m)
+{
+	struct rowinfo	 ri;
+	char		*t;
+	size_t		 i;
+	enum page_format f = PAGE_GENERIC;
+
+	if (m->pre_sort || m->pre_img)
+		return PAGE_APACHE_PRE;
+	for (i = 0; i < as->n && f == PAGE_GENERIC; i++) {
+		if (ancestor(as->v[i], "pre", NULL) == NULL)
+			continue;
+		if (m->pre_br) {
+			if ((t = text_before(as->v[i])) == NULL)
+				break;
+			memset(&ri, 0, sizeof(ri));
+			if (parse_when(t, &ri) > 0)
+				f = PAGE_IIS;
+			free(t);
+			continue;
+		}
+		if ((t = text_after(as->v[i])) == NULL)
+			break;
+		if (isdigit((unsigned char)t[0]) && isdigit((unsigned char)t[1])
+		    && t[2] == '-' && isalpha((unsigned char)t[3]))
+			f = PAGE_NGINX;
+		else if (strlen(t) > 4 && isdigit((unsigned char)t[0]) &&
+		    t[4] == '-')
+			f = PAGE_DOCKER;
+		free(t);
+	}
+	if (f == PAGE_GENERIC && title_docker(doc))
+		f = PAGE_DOCKER;
+	return f;
+}
+
+static enum page_format
+detect_format(const xmlDoc *doc, const struct anchors *as,
+    const struct marks *m)
+{
+	bool	 has_pre;
+
+	if (m->snt)
+		return PAGE_SNT;
+	if (m->iis_parent)
+		return PAGE_IIS;
+	if (m->data_size)
+		return PAGE_CADDY2;
+	if (m->data_order || m->caddy)
+		return PAGE_CADDY1;
+	if (m->lighttpd)
+		return PAGE_LIGHTTPD;
+	if (m->fancy)
+		return PAGE_NGINX_FANCY;
+	if (m->apache_table)
+		return PAGE_APACHE_TABLE;
+	has_pre = find_desc((const xmlNode *)doc, "pre") != NULL;
+	if (has_pre) {
+		enum page_format f = detect_pre(doc, as, m);
+
+		if (f != PAGE_GENERIC)
+			return f;
+	}
+	if (m->ul_a && title_index_of(doc))
+		return PAGE_APACHE_UL;
+	return PAGE_GENERIC;
+}
+
+/* Size and date for link a, from wherever its format keeps them. */
+static int
+read_row(const xmlNode *a, enum page_format fmt, struct rowinfo *ri)
+{
+	char	*t = NULL;
+	int	 rc = 0;
+
+	switch (fmt) {
+	case PAGE_NGINX:
+	case PAGE_APACHE_PRE:
+	case PAGE_DOCKER:
+		if ((t = text_after(a)) == NULL)
+			return BM_ENOMEM;
+		rc = parse_row_text(t, fmt, ri);
+		break;
+	case PAGE_IIS:
+		if ((t = text_before(a)) == NULL)
+			return BM_ENOMEM;
+		rc = parse_row_text(t, fmt, ri);
+		break;
+	case PAGE_APACHE_TABLE:
+	case PAGE_NGINX_FANCY:
+	case PAGE_LIGHTTPD:
+	case PAGE_CADDY1:
+	case PAGE_CADDY2:
+	case PAGE_SNT:
+		rc = read_row_cells(a, fmt, ri);
+		break;
+	default:
+		break;
+	}
+	free(t);
+	return rc;
+}
+
+/* Link text is exactly name + "/" (docker's slash-less directories). */
+static bool
+text_says_dir(const xmlNode *a, const char *name)
+{
+	char	*t;
+	size_t	 l = strlen(name);
+	bool	 r;
+
+	if ((t = node_text(a)) == NULL)
+		return false;
+	r = strncmp(t, name, l) == 0 && strcmp(t + l, "/") == 0;
+	free(t);
+	return r;
+}
+
+static int
+html_anchor(struct pctx *pc, const xmlNode *a)
+{
+	struct rowinfo	 ri;
+	char		*href, *name = NULL;
+	bool		 is_dir = false;
+	int		 rc;
+
+	memset(&ri, 0, sizeof(ri));
+	if ((href = attr(a, "href")) == NULL)
+		return BM_ENOMEM;
+	if ((rc = href_child(pc, href, &name, &is_dir)) != HREF_CHILD) {
+		if (rc == HREF_HOSTILE)
+			pc->skipped++;
+		rc = rc < 0 ? rc : 0;
+		goto out;
+	}
+	if (!is_dir && text_says_dir(a, name))
+		is_dir = true;
+	if ((rc = read_row(a, pc->fmt, &ri)) != 0)
+		goto out;
+	rc = add_entry(pc, name, is_dir, href, &ri);
+out:
+	free(ri.display);
+	free(name);
+	free(href);
+	return rc;
+}
+
+static int
+parse_html(struct pctx *pc, const uint8_t *body, size_t len,
+    const char *charset, char *errbuf, size_t errlen)
+{
+	struct anchors	 as = { NULL, 0, 0 };
+	struct marks	 m;
+	htmlDocPtr	 doc;
+	size_t		 i;
+	int		 rc = BM_EPROTO;
+
+	memset(&m, 0, sizeof(m));
+	if (len > INT32_MAX) {
+		set_err(errbuf, errlen, "page too large", "");
+		return BM_ELIMIT;
+	}
+	doc = htmlReadMemory((const char *)body, (int)len, NULL, charset,
+	    HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
+	    HTML_PARSE_NONET);
+	if (doc == NULL || xmlDocGetRootElement(doc) == NULL) {
+		set_err(errbuf, errlen, "not an HTML page", "");
+		goto out;
+	}
+	if ((rc = walk(xmlDocGetRootElement(doc), &as, &m)) != 0)
+		goto out;
+	pc->fmt = detect_format(doc, &as, &m);
+	for (i = 0; i < as.n; i++)
+		if ((rc = html_anchor(pc, as.v[i])) != 0)
+			goto out;
+	rc = 0;
+out:
+	free(as.v);
+	if (doc != NULL)
+		xmlFreeDoc(doc);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- */
+/* nginx JSON and XML. */
+
+/* An entry named by a raw (not URL-encoded) name from JSON or XML. */
+static int
+add_raw(struct pctx *pc, const char *name, size_t nlen, bool is_dir,
+    const char *mtime, int64_t size)
+{
+	struct rowinfo	 ri;
+	char		 num[32];
+	int		 rc;
+
+	memset(&ri, 0, sizeof(ri));
+	if (strlen(name) != nlen || !name_is_safe(name, nlen)) {
+		pc->skipped++;
+		return 0;
+	}
+	if (mtime != NULL)
+		(void)parse_when(mtime, &ri);
+	if (size >= 0 && !is_dir) {
+		ri.has_exact = true;
+		ri.exact = size;
+		(void)snprintf(num, sizeof(num), "%lld", (long long)size);
+		if ((ri.display = strdup(num)) == NULL)
+			return BM_ENOMEM;
+	}
+	rc = add_entry(pc, name, is_dir, NULL, &ri);
+	free(ri.display);
+	return rc;
+}
+
+static int
+parse_json(struct pctx *pc, const uint8_t *body, size_t len, char *errbuf,
+    size_t errlen)
+{
+	json_t		*root, *v, *jn, *jt, *jm, *js;
+	json_error_t	 jerr;
+	const char	*type;
+	size_t		 i;
+	int64_t		 size;
+	int		 rc = BM_EPROTO;
+
+	root = json_loadb((const char *)body, len, 0, &jerr);
+	if (root == NULL || !json_is_array(root)) {
+		set_err(errbuf, errlen, "JSON listing",
+		    root == NULL ? jerr.text : "not an array");
+		goto out;
+	}
+	json_array_foreach(root, i, v) {
+		jn = json_object_get(v, "name");
+		jt = json_object_get(v, "type");
+		jm = json_object_get(v, "mtime");
+		js = json_object_get(v, "size");
+		if (!json_is_string(jn) || !json_is_string(jt)) {
+			pc->skipped++;
+			continue;
+		}
+		type = json_string_value(jt);
+		if (strcmp(type, "file") != 0 && strcmp(type, "directory") != 0)
+			continue;	/* "other": sockets, fifos */
+		size = json_is_integer(js) ? json_integer_value(js) : -1;
+		if ((rc = add_raw(pc, json_string_value(jn),
+		    json_string_length(jn), strcmp(type, "directory") == 0,
+		    json_is_string(jm) ? json_string_value(jm) : NULL,
+		    size)) != 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	return rc;
+}
+
+static int
+xml_node(struct pctx *pc, const xmlNode *n)
+{
+	xmlChar		*name, *mt, *sz;
+	char		*end;
+	long long	 size = -1;
+	bool		 dir = is_elem(n, "directory");
+	int		 rc;
+
+	if (!dir && !is_elem(n, "file"))
+		return 0;
+	if ((name = xmlNodeGetContent(n)) == NULL)
+		return BM_ENOMEM;
+	mt = xmlGetProp(n, (const xmlChar *)"mtime");
+	sz = xmlGetProp(n, (const xmlChar *)"size");
+	if (sz != NULL) {
+		errno = 0;
+		size = strtoll((const char *)sz, &end, 10);
+		if (errno != 0 || *end != '\0' || end == (char *)sz)
+			size = -1;
+	}
+	rc = add_raw(pc, (const char *)name, strlen((const char *)name), dir,
+	    (const char *)mt, size);
+	xmlFree(name);
+	xmlFree(mt);
+	xmlFree(sz);
+	return rc;
+}
+
+/* Returns 1 when the body is not an nginx <list> (try HTML instead). */
+static int
+parse_xml(struct pctx *pc, const uint8_t *body, size_t len)
+{
+	xmlDocPtr	 doc;
+	const xmlNode	*root, *n;
+	int		 rc = 1;
+
+	if (len > INT32_MAX)
+		return BM_ELIMIT;
+	doc = xmlReadMemory((const char *)body, (int)len, NULL, NULL,
+	    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	if (doc == NULL)
+		return 1;
+	root = xmlDocGetRootElement(doc);
+	if (root == NULL || strcmp((const char *)root->name, "list") != 0)
+		goto out;
+	for (n = root->children; n != NULL; n = n->next)
+		if ((rc = xml_node(pc, n)) != 0)
+			goto out;
+	rc = 0;
+out:
+	xmlFreeDoc(doc);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- */
+
+static const uint8_t *
+skip_ws(const uint8_t *p, const uint8_t *end)
+{
+	if (end - p >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf)
+		p += 3;
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' ||
+	    *p == '\n'))
+		p++;
+	return p;
+}
+
+/* charset=... of a Content-Type, malloc'd, or NULL. */
+static char *
+ct_charset(const char *ct)
+{
+	const char	*p;
+	size_t		 l;
+
+	if (ct == NULL || (p = strcasestr(ct, "charset=")) == NULL)
+		return NULL;
+	p += 8;
+	if (*p == '"')
+		p++;
+	l = strcspn(p, "\"; \t");
+	return l > 0 && l < 40 ? strndup(p, l) : NULL;
+}
+
+static int
+pctx_init(struct pctx *pc, const char *page_url, const char *prefix,
+    struct listing *out)
+{
+	const char	*path = "/";
+	size_t		 l;
+	char		*dec;
+
+	memset(pc, 0, sizeof(*pc));
+	pc->out = out;
+	pc->prefix = prefix != NULL ? prefix : "";
+	if (page_url != NULL && !split_url(page_url, &pc->origin, &path))
+		return BM_EINVAL;
+	if (*path == '\0')
+		path = "/";
+	l = strcspn(path, "?#");
+	if (path_decode(path, l, &dec, &l) != 0) {
+		if ((dec = strndup(path, l)) == NULL)
+			return BM_ENOMEM;
+	}
+	/* Only the directory part counts: cut after the last '/'. */
+	while (l > 0 && dec[l - 1] != '/')
+		dec[--l] = '\0';
+	pc->pagepath = dec;
+	return 0;
+}
+
+/*
+ * Parse one index page into out (see list_http.h).  Borrowed arguments,
+ * entries appended to out; returns 0, BM_EPROTO, BM_ENOMEM or BM_ELIMIT.
+ * Follows nginx/Apache/lighttpd/IIS/Caddy index formats as documented in
+ * tests/fixtures/LISTINGS.md, RFC 3986 for hrefs.
+ */
+int
+list_http_parse(const uint8_t *body, size_t len, const char *content_type,
+    const char *page_url, const char *prefix, struct listing *out,
+    enum page_format *ret_format, size_t *ret_skipped, char *errbuf,
+    size_t errlen)
+{
+	struct pctx	 pc;
+	const uint8_t	*p, *end = body + len;
+	char		*cs = NULL;
+	size_t		 n0 = listing_count(out);
+	int		 rc;
+
+	if ((rc = pctx_init(&pc, page_url, prefix, out)) != 0) {
+		set_err(errbuf, errlen, page_url ? page_url : "",
+		    "bad page URL");
+		rc = rc == BM_EINVAL ? BM_EPROTO : rc;
+		goto out;
+	}
+	p = skip_ws(body, end);
+	if ((content_type != NULL && strncasecmp(content_type,
+	    "application/json", 16) == 0) || (p < end && *p == '[')) {
+		pc.fmt = PAGE_NGINX_JSON;
+		rc = parse_json(&pc, body, len, errbuf, errlen);
+		goto out;
+	}
+	if ((content_type != NULL && strcasestr(content_type, "/xml") !=
+	    NULL) || (end - p >= 5 && memcmp(p, "<?xml", 5) == 0)) {
+		pc.fmt = PAGE_NGINX_XML;
+		if ((rc = parse_xml(&pc, body, len)) != 1)
+			goto out;
+	}
+	cs = ct_charset(content_type);
+	rc = parse_html(&pc, body, len, cs, errbuf, errlen);
+out:
+	if (rc != 0) {
+		while (listing_count(out) > n0)
+			listing_pop(out);
+	} else {
+		if (ret_format != NULL)
+			*ret_format = pc.fmt;
+		if (ret_skipped != NULL)
+			*ret_skipped = pc.skipped;
+	}
+	free(cs);
+	free(pc.seen.slot);
+	free(pc.origin);
+	free(pc.pagepath);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- */
+/* The crawl. */
+
+struct cdir {
+	char		*url;		/* owned: absolute URL, ends in '/' */
+	char		*prefix;	/* owned: relative path, "" for root */
+	unsigned	 depth;		/* 0 for the source itself */
+	size_t		 parent;	/* parent index, SIZE_MAX: root */
+	unsigned char	 sig[32];	/* SHA-256 of the entry set */
+	bool		 has_sig;	/* sig is set */
+};
+
+struct crawl {
+	const char	*source;	/* borrowed: source URL */
+	const struct crawl_opts *opts;	/* borrowed */
+	struct listing	*out;		/* borrowed */
+	struct cdir	*dirs;		/* owned: every directory queued */
+	size_t		 ndirs, cap;
+	int		 fail;		/* first page failure, 0 if none */
+	bool		 depth_hit;	/* a directory was past max_depth */
+	size_t		 loops;		/* directories repeating an ancestor */
+	size_t		 skipped;	/* hostile names over all pages */
+	char		*errbuf;	/* borrowed, may be NULL */
+	size_t		 errlen;
+};
+
+static int
+crawl_push(struct crawl *c, char *url, char *prefix, unsigned depth,
+    size_t parent)
+{
+	struct cdir	*nv;
+	size_t		 ncap;
+
+	if (c->ndirs == c->cap) {
+		ncap = c->cap ? c->cap * 2 : 16;
+		if ((nv = reallocarray(c->dirs, ncap, sizeof(*nv))) == NULL) {
+			free(url);
+			free(prefix);
+			return BM_ENOMEM;
+		}
+		c->dirs = nv;
+		c->cap = ncap;
+	}
+	memset(&c->dirs[c->ndirs], 0, sizeof(c->dirs[0]));
+	c->dirs[c->ndirs].url = url;
+	c->dirs[c->ndirs].prefix = prefix;
+	c->dirs[c->ndirs].depth = depth;
+	c->dirs[c->ndirs].parent = parent;
+	c->ndirs++;
+	return 0;
+}
+
+static void
+crawl_fail(struct crawl *c, const char *url, int rc, const char *why)
+{
+	if (c->fail != 0)
+		return;
+	c->fail = rc;
+	set_err(c->errbuf, c->errlen, url, why);
+}
+
+/* url is the source or below it, on the same origin. */
+static bool
+url_under(const char *base, const char *url)
+{
+	char		*ob = NULL, *ou = NULL;
+	const char	*pb, *pu;
+	bool		 r = false;
+
+	if (!split_url(base, &ob, &pb) || !split_url(url, &ou, &pu))
+		goto out;
+	r = strcasecmp(ob, ou) == 0 && strncmp(pu, pb, strlen(pb)) == 0;
+out:
+	free(ob);
+	free(ou);
+	return r;
+}
+
+static int
+sig_cmp(const void *a, const void *b)
+{
+	const struct entry *x = *(const struct entry *const *)a;
+	const struct entry *y = *(const struct entry *const *)b;
+
+	return strcmp(x->path, y->path);
+}
+
+static const char *
+base_name(const char *path)
+{
+	const char	*s = strrchr(path, '/');
+
+	return s != NULL ? s + 1 : path;
+}
+
+/* SHA-256 over the sorted (name, type, size, time) of entries [n0, n1). */
+static int
+entry_sig(const struct listing *l, size_t n0, size_t n1, unsigned char *sig)
+{
+	const struct entry **v = NULL;
+	EVP_MD_CTX	*ctx = NULL;
+	char		 buf[128];
+	const char	*b;
+	size_t		 i;
+	int		 n, rc = BM_ENOMEM;
+
+	if (n1 > n0 && (v = calloc(n1 - n0, sizeof(*v))) == NULL)
+		goto out;
+	for (i = n0; i < n1; i++)
+		v[i - n0] = listing_get(l, i);
+	if (n1 > n0)
+		qsort(v, n1 - n0, sizeof(*v), sig_cmp);
+	if ((ctx = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+		goto out;
+	for (i = 0; i < n1 - n0; i++) {
+		b = base_name(v[i]->path);
+		n = snprintf(buf, sizeof(buf), "%c %lld %lld %lld %d",
+		    (char)v[i]->type, (long long)v[i]->size_min,
+		    (long long)v[i]->size_max, (long long)v[i]->mtime_wall,
+		    (int)v[i]->mtime_prec);
+		if (n < 0 || (size_t)n >= sizeof(buf) ||
+		    EVP_DigestUpdate(ctx, b, strlen(b) + 1) != 1 ||
+		    EVP_DigestUpdate(ctx, buf, (size_t)n + 1) != 1)
+			goto out;
+	}
+	if (EVP_DigestFinal_ex(ctx, sig, NULL) != 1)
+		goto out;
+	rc = 0;
+out:
+	EVP_MD_CTX_free(ctx);
+	free(v);
+	return rc;
+}
+
+static bool
+repeats_ancestor(const struct crawl *c, size_t d)
+{
+	size_t	 p = c->dirs[d].parent;
+
+	for (; p != SIZE_MAX; p = c->dirs[p].parent)
+		if (c->dirs[p].has_sig &&
+		    memcmp(c->dirs[p].sig, c->dirs[d].sig, 32) == 0)
+			return true;
+	return false;
+}
+
+/* Queue directory e (child of dir d) for a later batch. */
+static int
+queue_child(struct crawl *c, size_t d, const struct entry *e)
+{
+	const char	*name = base_name(e->path);
+	char		*enc = NULL, *url = NULL, *prefix = NULL;
+	size_t		 ul, el;
+	int		 rc;
+
+	if ((rc = path_encode(name, strlen(name), &enc)) != 0)
+		return rc;
+	ul = strlen(c->dirs[d].url);
+	el = strlen(enc);
+	if ((url = malloc(ul + el + 2)) == NULL ||
+	    (prefix = strdup(e->path)) == NULL) {
+		free(enc);
+		free(url);
+		return BM_ENOMEM;
+	}
+	memcpy(url, c->dirs[d].url, ul);
+	memcpy(url + ul, enc, el);
+	url[ul + el] = '/';
+	url[ul + el + 1] = '\0';
+	free(enc);
+	return crawl_push(c, url, prefix, c->dirs[d].depth + 1, d);
+}
+
+/*
+ * Keep the entries [n0, count) that the filter takes, queue the
+ * directories among them (or note the depth limit).
+ */
+static int
+keep_and_queue(struct crawl *c, size_t d, size_t n0)
+{
+	struct entry	*e, *dst;
+	size_t		 i, k, n = listing_count(c->out);
+	bool		 keep;
+	int		 rc;
+
+	for (i = n0, k = n0; i < n; i++) {
+		e = listing_get_mut(c->out, i);
+		if (e->type == ENTRY_DIR)
+			keep = filter_dir(c->opts->filter, e->path);
+		else
+			keep = filter_file(c->opts->filter, e->path);
+		if (!keep) {
+			entry_clear(e);
+			continue;
+		}
+		if (e->type == ENTRY_DIR) {
+			if (c->dirs[d].depth + 1 > c->opts->max_depth)
+				c->depth_hit = true;
+			else if ((rc = queue_child(c, d, e)) != 0)
+				return rc;
+		}
+		if (k != i) {
+			dst = listing_get_mut(c->out, k);
+			*dst = *e;
+			memset(e, 0, sizeof(*e));
+		}
+		k++;
+	}
+	while (listing_count(c->out) > k)
+		listing_pop(c->out);
+	return 0;
+}
+
+/* The page URL hrefs resolve against, or NULL when the page failed. */
+static const char *
+page_base(struct crawl *c, const struct http_page *pg)
+{
+	char	 why[64];
+
+	if (pg->rc != 0) {
+		crawl_fail(c, pg->url, pg->rc, pg->errmsg[0] ? pg->errmsg :
+		    bm_strerror(pg->rc));
+		return NULL;
+	}
+	if (pg->status != 200) {
+		(void)snprintf(why, sizeof(why), "HTTP status %ld",
+		    pg->status);
+		crawl_fail(c, pg->url, (pg->status == 404 ||
+		    pg->status == 410) ? BM_ENOENT : BM_EHTTP, why);
+		return NULL;
+	}
+	if (c->opts->max_page_bytes > 0 && pg->len > c->opts->max_page_bytes) {
+		crawl_fail(c, pg->url, BM_ELIMIT, "index page too large");
+		return NULL;
+	}
+	if (pg->effective_url != NULL &&
+	    strcmp(pg->effective_url, pg->url) != 0) {
+		if (!url_under(c->source, pg->effective_url)) {
+			crawl_fail(c, pg->url, BM_EPROTO,
+			    "redirected outside the source");
+			return NULL;
+		}
+		if (pg->effective_url[strlen(pg->effective_url) - 1] == '/')
+			return pg->effective_url;
+	}
+	return pg->url;
+}
+
+static int
+crawl_page(struct crawl *c, size_t d, const struct http_page *pg)
+{
+	const char	*base;
+	char		 err[256];
+	size_t		 n0 = listing_count(c->out), skipped = 0;
+	int		 rc;
+
+	if ((base = page_base(c, pg)) == NULL)
+		return 0;
+	err[0] = '\0';
+	rc = list_http_parse(pg->body, pg->len, pg->content_type, base,
+	    c->dirs[d].prefix, c->out, NULL, &skipped, err, sizeof(err));
+	if (rc == BM_EPROTO) {
+		crawl_fail(c, pg->url, rc, err[0] ? err : "unreadable index");
+		return 0;
+	}
+	if (rc != 0) {
+		crawl_fail(c, pg->url, rc, bm_strerror(rc));
+		return rc;
+	}
+	c->skipped += skipped;
+	if ((rc = entry_sig(c->out, n0, listing_count(c->out),
+	    c->dirs[d].sig)) != 0)
+		return rc;
+	c->dirs[d].has_sig = true;
+	if (repeats_ancestor(c, d)) {
+		/* A server-side symlink loop: this directory adds nothing. */
+		c->loops++;
+		while (listing_count(c->out) > n0)
+			listing_pop(c->out);
+		return 0;
+	}
+	return keep_and_queue(c, d, n0);
+}
+
+static void
+pages_free(struct http_page *pages, size_t n)
+{
+	size_t	 i;
+
+	for (i = 0; i < n; i++) {
+		free(pages[i].body);
+		free(pages[i].content_type);
+		free(pages[i].effective_url);
+	}
+	free(pages);
+}
+
+/* Fetch dirs [first, first + n) and read their pages. */
+static int
+crawl_batch(struct crawl *c, http_fetch_fn fetch, void *ctx, size_t first,
+    size_t n)
+{
+	struct http_page *pages;
+	size_t		 i;
+	int		 rc = 0;
+
+	if ((pages = calloc(n, sizeof(*pages))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < n; i++)
+		pages[i].url = c->dirs[first + i].url;
+	if ((rc = fetch(ctx, pages, n)) != 0) {
+		crawl_fail(c, pages[0].url, rc, "fetch failed");
+		goto out;
+	}
+	for (i = 0; i < n && rc == 0; i++)
+		rc = crawl_page(c, first + i, &pages[i]);
+out:
+	pages_free(pages, n);
+	return rc;
+}
+
+/*
+ * Crawl the index tree under source_url (see list_http.h): breadth first,
+ * opts->batch pages per fetch call, never past opts->max_depth (0 lists
+ * only the source page).  Borrowed arguments; entries appended to out.
+ * Returns 0 when complete, the first page failure's BM_E* code, BM_ELIMIT
+ * when a directory lay past max_depth, or BM_ENOMEM.
+ */
+int
+list_http_crawl(const char *source_url, const struct crawl_opts *opts,
+    http_fetch_fn fetch, void *ctx, struct listing *out, char *errbuf,
+    size_t errlen)
+{
+	struct crawl	 c;
+	char		*url = NULL, *prefix = NULL;
+	const char	*spath;
+	size_t		 next, n, batch, i;
+	int		 rc;
+
+	memset(&c, 0, sizeof(c));
+	c.source = source_url;
+	c.opts = opts;
+	c.out = out;
+	c.errbuf = errbuf;
+	c.errlen = errlen;
+	if (errbuf != NULL && errlen > 0)
+		errbuf[0] = '\0';
+	if (!split_url(source_url, NULL, &spath) ||
+	    source_url[strlen(source_url) - 1] != '/') {
+		set_err(errbuf, errlen, source_url,
+		    "source URL must be absolute and end in '/'");
+		return BM_EINVAL;
+	}
+	if ((url = strdup(source_url)) == NULL ||
+	    (prefix = strdup("")) == NULL) {
+		free(url);
+		return BM_ENOMEM;
+	}
+	if ((rc = crawl_push(&c, url, prefix, 0, SIZE_MAX)) != 0)
+		goto out;
+	batch = opts->batch > 0 ? opts->batch : 1;
+	for (next = 0; next < c.ndirs; next += n) {
+		n = c.ndirs - next < batch ? c.ndirs - next : batch;
+		if ((rc = crawl_batch(&c, fetch, ctx, next, n)) != 0)
+			goto out;
+	}
+	if (c.fail != 0)
+		rc = c.fail;
+	else if (c.depth_hit) {
+		set_err(errbuf, errlen, source_url,
+		    "directories below max_depth not listed");
+		rc = BM_ELIMIT;
+	} else
+		rc = 0;
+out:
+	if (opts->ret_loops != NULL)
+		*opts->ret_loops = c.loops;
+	if (opts->ret_skipped != NULL)
+		*opts->ret_skipped = c.skipped;
+	for (i = 0; i < c.ndirs; i++) {
+		free(c.dirs[i].url);
+		free(c.dirs[i].prefix);
+	}
+	free(c.dirs);
+	return rc;
+}

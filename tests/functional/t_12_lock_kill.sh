@@ -1,0 +1,48 @@
+#!/bin/bash
+# A concurrent second run exits 75 and names the holder's PID; kill -9
+# during a large transfer leaves no partial file under a final name, and
+# the next run removes the temp file and completes.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+
+mkdir -p "$T/up/big"
+printf 'small\n' > "$T/up/small.txt"
+make_big_file "$T/up/big/big.bin" 200 first
+start_nginx "$T/up"
+write_conf "$NGINX_URL"
+assert_exit 0 bm sync up
+assert_trees_equal "$T/up" "$T/mirror"
+cp -p "$T/mirror/big/big.bin" "$T/old-big.bin"
+
+# Upstream replaces the big file; a slow run (bwlimit) starts fetching it.
+make_big_file "$T/up/big/big.bin" 200 second
+touch -d '2022-02-03 04:05:06 UTC' "$T/up/big/big.bin"
+bm --bwlimit 10M sync up > "$T/slow.out" 2> "$T/slow.err" &
+slow=$!
+for _ in $(seq 1 100); do
+	tmp=$(find "$T/mirror/big" -name '.biomirror-tmp.*' -size +1M | head -1)
+	[ -n "$tmp" ] && break
+	sleep 0.1
+done
+[ -n "$tmp" ] || fail "no temp file appeared during the slow run"
+
+echo "# a second run while the first holds the lock"
+assert_exit 75 bm --json sync up
+assert_eq "$(jfield status)" locked "status"
+grep -q "pid $slow" "$T/last.err" || fail "the holder's PID ($slow) is not named"
+
+echo "# kill -9 mid-transfer"
+kill -9 "$slow"
+wait "$slow" 2>/dev/null
+cmp -s "$T/mirror/big/big.bin" "$T/old-big.bin" ||
+    fail "the final name holds something other than the old complete file"
+find "$T/mirror/big" -name '.biomirror-tmp.*' | grep -q . ||
+    fail "expected the killed run's temp file"
+
+echo "# the next run cleans up and completes"
+assert_exit 0 bm sync up
+grep -q 'removed 1 temp file' "$T/last.err" || fail "temp file not reported as removed"
+assert_trees_equal "$T/up" "$T/mirror"
+no_temps "$T/mirror"
+echo PASS

@@ -1,0 +1,51 @@
+#!/bin/bash
+# A hostile listing (../x, /etc/x, a/../../x, encoded dot-dots, another
+# host) and a symlink planted in the destination write nothing outside the
+# destination.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+
+mkdir -p "$T/up/evil" "$T/up/a" "$T/outside"
+printf 'good\n' > "$T/up/good.txt"
+printf 'pwned\n' > "$T/up/evil/pwn.txt"
+printf 'x\n' > "$T/up/x"
+cat > "$T/up/index.html" <<'HTML'
+<html><body><h1>Index of /</h1><pre>
+<a href="../">../</a>
+<a href="good.txt">good.txt</a>
+<a href="../x">../x</a>
+<a href="/etc/x">/etc/x</a>
+<a href="a/../../x">a/../../x</a>
+<a href="%2e%2e/x">%2e%2e/x</a>
+<a href="..%2Fx">..%2Fx</a>
+<a href="http://other.example/x">other</a>
+<a href="evil/">evil/</a>
+</pre></body></html>
+HTML
+cat > "$T/up/evil/index.html" <<'HTML'
+<html><body><pre><a href="pwn.txt">pwn.txt</a>
+<a href="../../../outside-too">up</a></pre></body></html>
+HTML
+start_nginx_static "$T/up"
+write_conf "$NGINX_URL"
+
+# The planted symlink: dest/evil -> $T/outside.
+mkdir -p "$T/mirror"
+ln -s "$T/outside" "$T/mirror/evil"
+before_outside=$(ls -A "$T/outside" | wc -l)
+
+assert_exit 1 bm --json sync up
+assert_eq "$(jfield fetched)" 1 "only good.txt is fetched"
+cmp -s "$T/up/good.txt" "$T/mirror/good.txt" || fail "good.txt not mirrored"
+assert_eq "$(ls -A "$T/outside" | wc -l)" "$before_outside" "files written outside"
+[ -L "$T/mirror/evil" ] || fail "the planted symlink was replaced"
+for f in "$T/x" "$T/mirror/../x" /etc/x "$T/outside-too"; do
+	[ -e "$f" ] && [ "$f" != /etc/x ] && fail "$f was written"
+done
+[ -e /etc/x ] && fail "/etc/x exists"
+# Nothing but good.txt, the symlink and the listed dir entries.
+extra=$(cd "$T/mirror" && find . -mindepth 1 ! -path ./good.txt ! -path ./evil)
+[ -z "$extra" ] || fail "unexpected entries in the mirror: $extra"
+grep -q 'evil' "$T/last.err" || fail "the refused path is not reported"
+echo PASS
