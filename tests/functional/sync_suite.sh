@@ -12,10 +12,18 @@ nfiles=$(find "$T/up" -type f | wc -l)
 if [ "$SERVER" = nginx ]; then
 	start_nginx "$T/up"
 	URL=$NGINX_URL
+	LOG=$NGINX_ACCESS_LOG
 else
 	start_apache "$T/up"
 	URL=$APACHE_URL
+	LOG=$APACHE_ACCESS_LOG
 fi
+
+# file_gets_since N: the file (non-directory) GETs logged after line N.
+file_gets_since() {
+	tail -n +"$(($1 + 1))" "$LOG" | nginx_gets /dev/stdin | grep -v '/$' |
+	    LC_ALL=C sort
+}
 write_conf "$URL"
 
 echo "# cold sync of $nfiles files from $SERVER"
@@ -27,7 +35,9 @@ n=$(manifest_sql "$T/state" up "select count(*) from files where type = 102")
 assert_eq "$n" "$nfiles" "files in the manifest"
 
 echo "# second run: nothing changed upstream"
+mark=$(wc -l < "$LOG")
 assert_exit 0 bm --json sync up
+assert_eq "$(file_gets_since "$mark")" "" "files downloaded by the second run"
 expect_counts 0 0 0 0
 assert_eq "$(jfield listed)" "$(find "$T/up" -mindepth 1 | wc -l)" "listed"
 assert_trees_equal "$T/up" "$T/mirror"
@@ -45,8 +55,12 @@ mkdir -p "$T/up/newdir"
 printf 'new nested\n' > "$T/up/newdir/added-two.txt"
 touch -d '2024-06-01 00:00:02 UTC' "$T/up/newdir/added-two.txt"
 rm -f "$T/up/zero.dat" "$T/up/data/file11.bin"
+mark=$(wc -l < "$LOG")
 assert_exit 0 bm --json sync up
 expect_counts 5 0 2 0
+assert_eq "$(file_gets_since "$mark" | tr '\n' ' ')" \
+    "/README.txt /added%20one.txt /data/file10.bin /newdir/added-two.txt /with%20space.txt " \
+    "exactly the changed files are downloaded"
 assert_trees_equal "$T/up" "$T/mirror"
 [ -e "$T/mirror/zero.dat" ] && fail "removed file still in the mirror"
 

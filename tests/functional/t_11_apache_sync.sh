@@ -5,6 +5,6 @@
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
 SERVER=apache
-BIG_MB=20
+BIG_MB=200
 . "$(dirname "$0")/sync_suite.sh"
 echo "PASS"

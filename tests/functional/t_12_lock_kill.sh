@@ -18,14 +18,15 @@ cp -p "$T/mirror/big/big.bin" "$T/old-big.bin"
 # Upstream replaces the big file; a slow run (bwlimit) starts fetching it.
 make_big_file "$T/up/big/big.bin" 200 second
 touch -d '2022-02-03 04:05:06 UTC' "$T/up/big/big.bin"
-bm --bwlimit 10M sync up > "$T/slow.out" 2> "$T/slow.err" &
+"$BM" -c "$T/bm.conf" --state-dir "$T/state" sync --bwlimit 10M up \
+    > "$T/slow.out" 2> "$T/slow.err" &
 slow=$!
 for _ in $(seq 1 100); do
 	tmp=$(find "$T/mirror/big" -name '.biomirror-tmp.*' -size +1M | head -1)
 	[ -n "$tmp" ] && break
 	sleep 0.1
 done
-[ -n "$tmp" ] || fail "no temp file appeared during the slow run"
+[ -n "$tmp" ] || { cat "$T/slow.out" "$T/slow.err"; ls -la "$T/mirror/big"; fail "no temp file appeared during the slow run"; }
 
 echo "# a second run while the first holds the lock"
 assert_exit 75 bm --json sync up
