@@ -512,15 +512,16 @@ static int
 ls_row(void *arg, const struct file_row *row)
 {
 	struct ls_ctx	*x = arg;
-	char		 ts[32], *safe = NULL;
+	char		 ts[32], type[2], *safe = NULL;
 
 	fmt_time(row->local_mtime, ts, sizeof(ts));
 	if (report_utf8_escape(row->path, &safe) != 0)
 		return BM_ENOMEM;
+	type[0] = (char)row->type;
+	type[1] = '\0';
 	if (x->arr != NULL)
 		(void)json_array_append_new(x->arr, json_pack(
-		    "{s:s,s:s#,s:I,s:s}", "path", safe, "type",
-		    (const char *)&row->type, (size_t)1, "size",
+		    "{s:s,s:s,s:I,s:s}", "path", safe, "type", type, "size",
 		    (json_int_t)row->local_size, "mtime", ts));
 	else
 		printf("%c %12lld %s %s\n", (char)row->type,

@@ -7,9 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+#include <unistd.h>
+
 #include <jansson.h>
 
 #include "biomirror/error.h"
+#include "biomirror/log.h"
 #include "biomirror/report.h"
 
 struct mirror_result *
@@ -222,4 +226,87 @@ report_json(struct mirror_result *const *results, size_t n, FILE *fp)
 out:
 	json_decref(arr);
 	return rc;
+}
+
+struct progress {
+	char		*name;		/* owned: mirror name */
+	int64_t		 total_files;
+	uint64_t	 total_bytes;
+	int64_t		 start_ns;	/* monotonic */
+	int64_t		 last_ns;	/* last redraw, monotonic */
+	bool		 drawn;		/* a line is on the screen */
+};
+
+static int64_t
+mono_ns(void)
+{
+	struct timespec	 ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+struct progress *
+progress_new(const char *name, int64_t total_files, uint64_t total_bytes,
+    bool enabled)
+{
+	struct progress	*p;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return NULL;
+	if (!enabled || !isatty(STDERR_FILENO) || log_to_journal()) {
+		p->name = NULL;	/* disabled */
+		return p;
+	}
+	if ((p->name = strdup(name)) == NULL) {
+		free(p);
+		return NULL;
+	}
+	p->total_files = total_files;
+	p->total_bytes = total_bytes;
+	p->start_ns = mono_ns();
+	return p;
+}
+
+void
+progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
+{
+	char	 done[32], total[32], eta[32];
+	int64_t	 now;
+	double	 secs, rate;
+
+	if (p == NULL || p->name == NULL)
+		return;
+	now = mono_ns();
+	if (p->drawn && now - p->last_ns < 500000000LL)
+		return;
+	p->last_ns = now;
+	secs = (double)(now - p->start_ns) / 1e9;
+	rate = secs > 0 ? (double)bytes_done / secs : 0;
+	human_bytes(bytes_done, done, sizeof(done));
+	human_bytes(p->total_bytes, total, sizeof(total));
+	if (rate > 0 && p->total_bytes > bytes_done) {
+		long s = (long)((double)(p->total_bytes - bytes_done) / rate);
+		(void)snprintf(eta, sizeof(eta), "%ld:%02ld:%02ld", s / 3600,
+		    s / 60 % 60, s % 60);
+	} else
+		(void)snprintf(eta, sizeof(eta), "-");
+	fprintf(stderr, "\r\033[K%s: %lld/%lld files, %s/%s, %.1f MB/s, "
+	    "ETA %s", p->name, (long long)files_done,
+	    (long long)p->total_files, done, total, rate / 1e6, eta);
+	(void)fflush(stderr);
+	p->drawn = true;
+}
+
+void
+progress_free(struct progress *p)
+{
+	if (p == NULL)
+		return;
+	if (p->drawn) {
+		fputs("\r\033[K", stderr);
+		(void)fflush(stderr);
+	}
+	free(p->name);
+	free(p);
 }

@@ -210,7 +210,8 @@ backoff_ns(unsigned attempt, long retry_after)
 
 	if (d > 60 * NS)
 		d = 60 * NS;
-	(void)getrandom(&r, sizeof(r), GRND_NONBLOCK);
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = 0;	/* no jitter is still a valid backoff */
 	d += (int64_t)(r % 1000) * (d / 2000);	/* up to +50% jitter */
 	if (retry_after >= 0) {
 		if (retry_after > 600)

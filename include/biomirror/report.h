@@ -62,4 +62,24 @@ int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
  */
 int	report_utf8_escape(const char *s, char **ret);
 
+/*
+ * The live progress line: one line on stderr, redrawn in place ("\r")
+ * at most every 500 ms, with files and bytes done of the total, the rate
+ * and the ETA.  Only on a terminal, never under the journal.
+ */
+struct progress;
+
+/*
+ * Make a progress line for a run of total_files files and total_bytes
+ * bytes (0 if unknown).  enabled false (or stderr not a terminal, or
+ * JOURNAL_STREAM set) makes every call a no-op.  NULL on out-of-memory.
+ */
+struct progress *progress_new(const char *name, int64_t total_files,
+	    uint64_t total_bytes, bool enabled);
+/* Report files_done and bytes_done so far (bytes include partial files). */
+void	progress_update(struct progress *p, int64_t files_done,
+	    uint64_t bytes_done);
+/* Erase the line and free p.  NULL is a no-op. */
+void	progress_free(struct progress *p);
+
 #endif

@@ -26,6 +26,7 @@ set -u
 
 BM_SERVERS=""		# "kind:pid:dir" words, one per server started
 BM_PORTS_USED=""	# ports handed out by free_port in this test
+BM_TOOLS=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tools" && pwd)
 
 # fail MSG: print "FAIL: MSG" and exit 1 (the trap cleans up).
 fail() {
@@ -288,6 +289,35 @@ EOF
 	APACHE_ACCESS_LOG=$dir/access.log
 	export APACHE_PORT APACHE_URL APACHE_DIR APACHE_ACCESS_LOG
 	echo "# apache pid $pid on $APACHE_URL serving $root"
+}
+
+# start_faultserver ROOT MODE [OPTION...]: our own fault-injecting HTTP
+# server (tests/tools/faultserver.py) on ROOT; OPTIONs go to it ("--fail 2",
+# "--retry-after 1").  Exports FAULT_PORT, FAULT_URL, FAULT_STATS (a JSON
+# file: max_concurrent and total connections, GETs per path, ranges).
+start_faultserver() {
+	local root=$1 mode=$2 port dir pid
+	shift 2
+	port=$(free_port)
+	dir=$T/fault/$port
+	mkdir -p "$dir" || fail "mkdir $dir"
+	FAULT_STATS=$dir/stats.json
+	python3 "$BM_TOOLS/faultserver.py" --root "$root" --port "$port" \
+	    --mode "$mode" --stats "$FAULT_STATS" "$@" \
+	    > "$dir/server.log" 2>&1 &
+	pid=$!
+	BM_SERVERS="$BM_SERVERS fault:$pid:$dir"
+	wait_http "$port" || { cat "$dir/server.log" >&2; fail "faultserver did not start"; }
+	FAULT_PORT=$port
+	FAULT_URL=http://127.0.0.1:$port/
+	export FAULT_PORT FAULT_URL FAULT_STATS
+	echo "# faultserver ($mode) pid $pid on $FAULT_URL serving $root"
+}
+
+# fault_stat KEY: a value from the fault server's statistics.
+fault_stat() {
+	python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' \
+	    "$FAULT_STATS" "$1"
 }
 
 # bm_server_pids KIND PID DIR: the pids of one server (master and children).

@@ -46,3 +46,35 @@ tree_sum() {
 	    find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r cat) |
 	    sha256sum | cut -d' ' -f1
 }
+
+# --- helpers for t_14..t_18 ---
+
+# log_since N LOG: the lines of LOG after line N.
+log_since() {
+	tail -n +"$(($1 + 1))" "$2"
+}
+
+# log_requests N LOG: "METHOD STATUS PATH" of each request logged after
+# line N (nginx and Apache test formats alike), in order.
+log_requests() {
+	log_since "$1" "$2" |
+	    sed -n 's/^[^"]*"\([A-Z]*\) \([^ ]*\) HTTP[^"]*" \([0-9]*\) .*/\1 \3 \2/p'
+}
+
+# jerrors: "path op" of each error of the first object in $T/last.out,
+# one a line, sorted.
+jerrors() {
+	python3 -c 'import json,sys
+for e in json.load(open(sys.argv[1]))[0]["errors"]:
+    print(e["path"], e["op"])' "$T/last.out" | LC_ALL=C sort
+}
+
+# json_ok FILE: FILE is one valid JSON document (strict: no NaN, valid
+# UTF-8).
+json_ok() {
+	python3 -c 'import json,sys
+raw = open(sys.argv[1], "rb").read()
+json.loads(raw.decode("utf-8", errors="strict"),
+           parse_constant=lambda c: sys.exit("bad constant " + c))' "$1" ||
+	    fail "not valid JSON: $1"
+}

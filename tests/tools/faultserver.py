@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""A small HTTP/1.1 server of our own for behaviours nginx will not produce
+on demand (tests only, loopback only).  It serves a directory with
+nginx-style autoindex pages (exact sizes, UTC minute dates), Range,
+Last-Modified, ETag and keep-alive, and injects one fault chosen by --mode:
+
+  normal        behave
+  ignore-range  answer every Range request with 200 and the whole body
+  wrong-range   answer Range requests with 206 and a Content-Range that
+                starts one byte later than asked
+  retry-after   answer the first --fail N GETs of each file with 503 and
+                Retry-After: --retry-after seconds
+  stall         for the first GET of each file send half the body, then
+                stop sending (the connection stays open) until --stall-for s
+  short-body    for the first GET of each file close the connection after
+                half of the announced Content-Length
+  long-body     for the first GET of each file send 100 bytes more than
+                Content-Length announces
+  html-200      for the first GET of each file answer 200 with an HTML
+                error page (text/html) instead of the file
+
+It counts connections: the most open at once and the total, written as
+JSON to --stats after every change, with per-path GET counts.
+"""
+import argparse
+import email.utils
+import hashlib
+import html
+import json
+import os
+import socketserver
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+STATE = {"open": 0, "max_concurrent": 0, "total": 0, "gets": {},
+         "ranges": 0, "requests": 0}
+ARGS = None
+
+
+def save_stats():
+    if ARGS.stats:
+        tmp = ARGS.stats + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(STATE, f)
+        os.replace(tmp, ARGS.stats)
+
+
+def nginx_index(rel, path):
+    rows = []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        st = os.stat(full)
+        t = time.strftime("%d-%b-%Y %H:%M", time.gmtime(st.st_mtime))
+        q = urllib.parse.quote(name)
+        if os.path.isdir(full):
+            rows.append('<a href="%s/">%s/</a> %s %19s' %
+                        (q, html.escape(name), t, "-"))
+        else:
+            rows.append('<a href="%s">%s</a> %s %19d' %
+                        (q, html.escape(name), t, st.st_size))
+    body = ("<html>\r\n<head><title>Index of %s</title></head>\r\n"
+            "<body>\r\n<h1>Index of %s</h1><hr><pre>"
+            '<a href="../">../</a>\r\n%s\r\n</pre><hr></body>\r\n</html>\r\n'
+            % (html.escape(rel), html.escape(rel), "\r\n".join(rows)))
+    return body.encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        with LOCK:
+            STATE["open"] += 1
+            STATE["total"] += 1
+            STATE["max_concurrent"] = max(STATE["max_concurrent"],
+                                          STATE["open"])
+            save_stats()
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            with LOCK:
+                STATE["open"] -= 1
+                save_stats()
+
+    def log_message(self, fmt, *args):
+        if ARGS.log:
+            sys.stderr.write("faultserver: " + (fmt % args) + "\n")
+
+    def send_plain(self, code, body, ctype="text/plain", extra=None):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        rel = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        path = os.path.normpath(os.path.join(ARGS.root, rel.lstrip("/")))
+        if not path.startswith(os.path.normpath(ARGS.root)):
+            return self.send_plain(403, b"forbidden\n")
+        with LOCK:
+            STATE["requests"] += 1
+            n = STATE["gets"].get(rel, 0) + 1
+            STATE["gets"][rel] = n
+            if self.headers.get("Range"):
+                STATE["ranges"] += 1
+            save_stats()
+        if os.path.isdir(path):
+            if not rel.endswith("/"):
+                return self.send_plain(301, b"", extra={"Location": rel + "/"})
+            return self.send_plain(200, nginx_index(rel, path), "text/html")
+        if not os.path.isfile(path):
+            return self.send_plain(404, b"not found\n")
+        self.send_file(path, n)
+
+    def send_file(self, path, n):
+        st = os.stat(path)
+        size = st.st_size
+        lm = email.utils.formatdate(st.st_mtime, usegmt=True)
+        etag = '"%x-%x"' % (int(st.st_mtime), size)
+        mode = ARGS.mode
+        first = n == 1
+        if mode == "retry-after" and n <= ARGS.fail:
+            return self.send_plain(503, b"busy\n",
+                                   extra={"Retry-After": str(ARGS.retry_after)})
+        if mode == "html-200" and first:
+            return self.send_plain(200, b"<html><body>Error: try later"
+                                   b"</body></html>\n", "text/html")
+        inm = self.headers.get("If-None-Match")
+        if inm and inm == etag:
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.end_headers()
+            return
+        start, end, code = 0, size - 1, 200
+        rng = self.headers.get("Range")
+        if rng and mode != "ignore-range" and rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            start = int(a)
+            end = min(int(b), size - 1) if b else size - 1
+            code = 206
+        length = end - start + 1
+        self.send_response(code)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Last-Modified", lm)
+        self.send_header("ETag", etag)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(length))
+        if code == 206:
+            s = start + 1 if mode == "wrong-range" else start
+            self.send_header("Content-Range", "bytes %d-%d/%d" %
+                             (s, s + length - 1, size))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read(length)
+        if mode in ("stall", "short-body") and first:
+            self.wfile.write(data[:length // 2])
+            self.wfile.flush()
+            if mode == "stall":
+                time.sleep(ARGS.stall_for)
+            self.close_connection = True
+            return
+        if mode == "long-body" and first:
+            data += b"X" * 100
+            self.close_connection = True
+        self.wfile.write(data)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--root", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--mode", default="normal")
+    p.add_argument("--fail", type=int, default=2)
+    p.add_argument("--retry-after", type=int, default=1)
+    p.add_argument("--stall-for", type=float, default=30)
+    p.add_argument("--stats")
+    p.add_argument("--log", action="store_true")
+    ARGS = p.parse_args()
+    ARGS.root = os.path.abspath(ARGS.root)
+    save_stats()
+    srv = Server(("127.0.0.1", ARGS.port), Handler)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
