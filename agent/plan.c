@@ -78,6 +78,8 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	case ACT_FETCH:
 	case ACT_COND_FETCH:
 		p->nfetch++;
+		if (op == ACT_COND_FETCH)
+			break;	/* a 304 costs a round trip, not the size */
 		if (row->list_size > 0)
 			p->fetch_bytes += (uint64_t)row->list_size;
 		else if (row->up_size > 0)
@@ -197,7 +199,8 @@ plan_build(struct manifest *m, struct store *s, bool do_delete,
 	if ((rc = manifest_diff(m, plan_row, &c)) != 0)
 		goto out;
 	/* Paths come in memcmp order, so parents already precede children. */
-	qsort(p->acts, p->nacts, sizeof(*p->acts), act_cmp_order);
+	if (p->nacts > 1)
+		qsort(p->acts, p->nacts, sizeof(*p->acts), act_cmp_order);
 	*ret = p;
 	p = NULL;
 	rc = 0;
@@ -229,9 +232,13 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 	int64_t		 gone_files = 0;
 	size_t		 i;
 
+	/*
+	 * Only planned deletes count: with delete = no, or after an
+	 * incomplete listing (plan_build was told not to delete), gone
+	 * files are kept and the run goes on (exit 3 for the latter).
+	 */
 	for (i = 0; i < p->nacts; i++)
-		if ((p->acts[i].op == ACT_DELETE || p->acts[i].op == ACT_KEEP) &&
-		    p->acts[i].type == ENTRY_FILE)
+		if (p->acts[i].op == ACT_DELETE && p->acts[i].type == ENTRY_FILE)
 			gone_files++;
 	if (p->listed == 0 && p->manifest_files > 0) {
 		(void)snprintf(errbuf, errlen, "upstream listing is empty "

@@ -440,6 +440,7 @@ run_record(struct run *r, int64_t start)
 static int
 run_body(struct run *r)
 {
+	struct mirror_conf gc;
 	uint64_t	 avail = UINT64_MAX;
 	int		 rc;
 
@@ -464,7 +465,17 @@ run_body(struct run *r)
 	}
 	if (r->s != NULL)
 		(void)store_free_space(r->s, &avail);
-	if ((rc = plan_guard(r->p, r->c, avail, r->err,
+	/*
+	 * An incomplete listing plans no deletes (what it lacks is kept),
+	 * so max_delete has nothing to refuse: guard as without delete.
+	 * Otherwise a subdirectory whose page failed counts as "files gone
+	 * upstream", the run is refused (exit 4) with that misleading
+	 * reason, and the part that did list is not fetched (exit 3 is
+	 * right: listing incomplete, nothing deleted).
+	 */
+	gc = *r->c;
+	gc.delete = r->c->delete && r->complete;
+	if ((rc = plan_guard(r->p, &gc, avail, r->err,
 	    sizeof(r->err))) != 0) {
 		log_errx("%s: %s", r->c->name, r->err);
 		return rc;

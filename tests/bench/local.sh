@@ -1,0 +1,576 @@
+#!/bin/bash
+# tests/bench/local.sh: on-demand loopback benchmark of biomirror against
+# rclone (http backend), lftp mirror, wget -m and a local cp -a (the floor).
+# Never part of `make check`.  Run from anywhere, as root (it may apt-get
+# install the tools it needs and drops the page cache between runs):
+#
+#	tests/bench/local.sh               # full run: --runs 3, ~10-20 minutes
+#	tests/bench/local.sh --quick       # smoke test: tree B of 2 files, 1 run
+#
+# Trees (deterministic, generated under --workdir, default /var/tmp, served
+# by one nginx instance on 127.0.0.1, removed at exit):
+#	A  5,000 files of 1-32 KiB in 50 directories
+#	B  8 files of 256 MiB (AES-CTR keystream; 2 files with --quick)
+#	C  100,000 zero-byte files in 100 directories (biomirror peak RSS only)
+#
+# For A and B, every round times each tool's cold sync (fresh, empty
+# destination and, for biomirror, a fresh state dir) and then a no-change
+# re-sync into the same destination; the table shows medians over --runs
+# rounds.  Results: a table per tree on stdout, every raw run in
+# tests/bench/out/local-DATE.csv, and (full runs only, unless --no-doc) the
+# measured section of docs/performance.md replaced.  See tests/bench/README.md.
+
+set -u
+export LC_ALL=C
+
+usage() {
+	cat <<'EOF'
+usage: tests/bench/local.sh [options]
+  --runs N            rounds per tree (default 3); the table shows medians
+  --quick             smoke test: tree B with 2 files, 1 run, docs untouched
+  --trees LIST        which parts to run, comma-separated: A,B,C (default A,B,C)
+  --workdir DIR       where the trees and destinations go (default /var/tmp;
+                      must be on a real disk, not tmpfs)
+  --no-drop-caches    do not drop the page cache between runs
+  --no-install        never apt-get install missing tools
+  --doc / --no-doc    replace the measured section of docs/performance.md
+                      (default: yes for full runs, no for --quick)
+  --keep              keep the work directory (trees, logs) at exit
+EOF
+}
+
+RUNS=3 QUICK=0 TREES=A,B,C WORKDIR=/var/tmp DROP=1 INSTALL=1 DOC="" KEEP=0
+RUNS_SET=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--runs) RUNS=${2:?--runs N}; RUNS_SET=1; shift ;;
+	--runs=*) RUNS=${1#*=}; RUNS_SET=1 ;;
+	--quick) QUICK=1 ;;
+	--trees) TREES=${2:?--trees LIST}; shift ;;
+	--trees=*) TREES=${1#*=} ;;
+	--workdir) WORKDIR=${2:?--workdir DIR}; shift ;;
+	--workdir=*) WORKDIR=${1#*=} ;;
+	--no-drop-caches) DROP=0 ;;
+	--no-install) INSTALL=0 ;;
+	--doc) DOC=1 ;;
+	--no-doc) DOC=0 ;;
+	--keep) KEEP=1 ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "local.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+case $RUNS in ''|*[!0-9]*|0) echo "local.sh: --runs needs a positive integer" >&2; exit 2 ;; esac
+NB=8
+if [ "$QUICK" = 1 ]; then
+	NB=2
+	[ "$RUNS_SET" = 1 ] || RUNS=1
+	[ -n "$DOC" ] || DOC=0
+fi
+[ -n "$DOC" ] || DOC=1
+has_tree() { case ",$TREES," in *",$1,"*) return 0 ;; esac; return 1; }
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 2
+cd "$ROOT" || exit 2
+# shellcheck source=../functional/lib.sh
+. tests/functional/lib.sh
+
+say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+# ---------------------------------------------------------------- tools
+need=""
+command -v rclone >/dev/null || need="$need rclone"
+command -v lftp >/dev/null || need="$need lftp"
+command -v wget >/dev/null || need="$need wget"
+command -v rsync >/dev/null || need="$need rsync"
+[ -x /usr/bin/time ] || need="$need time"
+[ -x /usr/sbin/nginx ] || need="$need nginx-light"
+command -v openssl >/dev/null || need="$need openssl"
+command -v python3 >/dev/null || need="$need python3"
+command -v curl >/dev/null || need="$need curl"
+if [ -n "$need" ]; then
+	[ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ] ||
+	    fail "missing:$need (install them, or run as root without --no-install)"
+	say "installing:$need"
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null ||
+	    { apt-get update -q >/dev/null &&
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null; } ||
+	    fail "apt-get install$need"
+fi
+if [ ! -x ./biomirror ]; then
+	say "building ./biomirror"
+	make >/dev/null || fail "make"
+fi
+BM=${BM:-$ROOT/biomirror}
+[ -x "$BM" ] || fail "no biomirror binary $BM"
+
+# ---------------------------------------------------------------- work dir
+umask 022
+mkdir -p "$WORKDIR" || fail "mkdir $WORKDIR"
+T=$(mktemp -d "$WORKDIR/bmbench.XXXXXX") || fail "mktemp in $WORKDIR"
+chmod 0755 "$T"
+export T BM
+unset http_proxy https_proxy ftp_proxy all_proxy \
+    HTTP_PROXY HTTPS_PROXY FTP_PROXY ALL_PROXY
+export no_proxy='*' NO_PROXY='*'
+bench_cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_servers
+	if [ "$KEEP" = 1 ]; then
+		echo "# kept $T" >&2
+	elif [ -n "${T:-}" ] && [ -d "$T" ]; then
+		rm -rf -- "$T"
+	fi
+	exit "$rc"
+}
+trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+FSTYPE=$(stat -f -c %T "$T")
+[ "$FSTYPE" = tmpfs ] && fail "$WORKDIR is tmpfs: use --workdir on a real disk"
+nb_space=0
+has_tree B && nb_space=$NB
+need_kb=$(( nb_space * 256 * 1024 * 2 + 1024 * 1024 ))
+avail_kb=$(df -Pk "$T" | awk 'NR == 2 { print $4 }')
+[ "$avail_kb" -ge "$need_kb" ] ||
+    fail "$T: ${avail_kb} KiB free, need ${need_kb} KiB"
+
+SRC=$T/src
+mkdir -p "$SRC" "$T/logs" "$T/lists" "$T/run"
+OUTDIR=$ROOT/tests/bench/out
+mkdir -p "$OUTDIR"
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+CSV=$OUTDIR/local-$STAMP.csv
+echo "date,tree,tool,run,phase,seconds,max_rss_kb,user_s,sys_s,exit,requests,get,head,not_modified,bytes_served,flush_s,files,bytes,complete,mtime_mismatch" > "$CSV"
+
+# ---------------------------------------------------------------- trees
+gen_tree_a() {
+	python3 - "$1" <<'EOF' || fail "tree A"
+import os, random, sys
+root = sys.argv[1]
+rng = random.Random(5000)
+base = 1650000000
+for d in range(50):
+    dd = os.path.join(root, "d%02d" % d)
+    os.makedirs(dd, exist_ok=True)
+    for f in range(100):
+        n = d * 100 + f
+        size = rng.randint(1024, 32768)
+        p = os.path.join(dd, "f%03d.dat" % f)
+        with open(p, "wb") as fh:
+            fh.write(rng.randbytes(size))
+        t = base + n * 613
+        os.utime(p, (t, t))
+for d in range(50):
+    t = base - 86400 * (d + 1)
+    os.utime(os.path.join(root, "d%02d" % d), (t, t))
+EOF
+}
+
+gen_tree_c() {
+	python3 - "$1" <<'EOF' || fail "tree C"
+import os, sys
+root = sys.argv[1]
+base = 1660000000
+for d in range(100):
+    dd = os.path.join(root, "d%03d" % d)
+    os.makedirs(dd, exist_ok=True)
+    for f in range(1000):
+        p = os.path.join(dd, "f%05d.dat" % (d * 1000 + f))
+        open(p, "wb").close()
+        t = base + d * 1000 + f
+        os.utime(p, (t, t))
+EOF
+}
+
+# tree_list DIR: "path<TAB>size<TAB>mtime" of every regular file, sorted.
+tree_list() {
+	(cd "$1" && find . -type f -printf '%P\t%s\t%T@\n') |
+	    sed 's/\.[0-9]*$//' | sort
+}
+
+TREE_DESC_A="5,000 files of 1-32 KiB in 50 directories"
+TREE_DESC_B="$NB files of 256 MiB"
+say "work dir $T ($FSTYPE, $(df -Ph "$T" | awk 'NR == 2 { print $4 }') free)"
+if has_tree A; then
+	say "generating tree A ($TREE_DESC_A)"
+	gen_tree_a "$SRC/A"
+	tree_list "$SRC/A" > "$T/lists/A"
+fi
+if has_tree B; then
+	say "generating tree B ($TREE_DESC_B)"
+	for i in $(seq 1 "$NB"); do
+		make_big_file "$SRC/B/big$i.bin" 256 "bench-$i"
+		touch -d "2021-01-0$i 03:04:05 UTC" "$SRC/B/big$i.bin"
+	done
+	tree_list "$SRC/B" > "$T/lists/B"
+fi
+if has_tree C; then
+	say "generating tree C (100,000 zero-byte files in 100 directories)"
+	gen_tree_c "$SRC/C"
+fi
+start_nginx "$SRC" > "$T/logs/nginx-start.log" || fail "start_nginx"
+URL=$NGINX_URL
+say "nginx on $URL"
+
+# ---------------------------------------------------------------- helpers
+DROP_NOTE="page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before every timed run, then the source tree and the tools' binaries and libraries re-read, so the server side is warm and the destination side is cold"
+if [ "$DROP" = 1 ] && ! { sync && echo 3 > /proc/sys/vm/drop_caches; } 2>/dev/null; then
+	DROP=0
+	say "cannot drop the page cache: runs start with a warm cache"
+fi
+[ "$DROP" = 1 ] || DROP_NOTE="page cache not dropped; 'sync' before every timed run"
+
+warm_bins() {
+	local b
+	for b in "$BM" "$(command -v rclone)" "$(command -v lftp)" \
+	    "$(command -v wget)" "$(command -v rsync)" /bin/cp /usr/bin/time; do
+		cat "$b" $(ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 }') \
+		    > /dev/null 2>&1
+	done
+}
+
+# prep TREE: flush (timed into FLUSH_S: the dirty data the previous run left),
+# drop caches, warm the source and the binaries.
+prep() {
+	local t0 t1
+	t0=$(date +%s.%N)
+	sync
+	t1=$(date +%s.%N)
+	FLUSH_S=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
+	if [ "$DROP" = 1 ]; then
+		echo 3 > /proc/sys/vm/drop_caches
+		find "$SRC/$1" -type f -exec cat {} + > /dev/null
+		warm_bins
+	fi
+}
+
+# cmd_TOOL TREE DEST STATE PHASE: the command line of one run (printed into
+# CMDLINE, then run).
+run_tool() {
+	local tool=$1 tree=$2 d=$3 s=$4 phase=$5
+	case $tool in
+	biomirror)
+		CMDLINE=("$BM" --state-dir "$s" sync --source "$URL$tree/" --dest "$d") ;;
+	rclone)
+		CMDLINE=(rclone --config /dev/null sync --http-url "$URL$tree/" :http: "$d" --transfers 8) ;;
+	lftp)
+		CMDLINE=(lftp -c "mirror --parallel=8 $URL$tree/ $d") ;;
+	wget)
+		CMDLINE=(wget -m -np -nH --cut-dirs=1 -nv -P "$d" "$URL$tree/") ;;
+	cp)
+		if [ "$phase" = cold ]; then
+			CMDLINE=(cp -a "$SRC/$tree" "$d")
+		else
+			CMDLINE=(rsync -a "$SRC/$tree/" "$d/")
+		fi ;;
+	esac
+}
+
+# access-log statistics since line $1: "requests get head 304s bytes".
+log_stats() {
+	tail -n +"$(($1 + 1))" "$NGINX_ACCESS_LOG" | awk -F'"' '
+	    { n++; split($2, r, " "); split($3, s, " ")
+	      if (r[1] == "GET") g++; else if (r[1] == "HEAD") h++
+	      if (s[1] == 304) nm++; b += s[2] }
+	    END { printf "%d %d %d %d %d\n", n, g, h, nm, b }'
+}
+
+# verify TREE DEST TOOL: sets V_FILES, V_BYTES, V_COMPLETE (yes/no),
+# V_MTIME (files whose mtime differs from the source, whole seconds).
+# wget keeps the listing pages it crawled as index.html: those are dropped.
+verify() {
+	local tree=$1 d=$2 tool=$3 got=$T/lists/got
+	tree_list "$d" > "$got"
+	if [ "$tool" = wget ]; then
+		awk -F'\t' '$1 != "index.html" && $1 !~ /\/index\.html$/' "$got" > "$got.f"
+		mv "$got.f" "$got"
+	fi
+	V_FILES=$(wc -l < "$got")
+	V_BYTES=$(awk -F'\t' '{ s += $2 } END { printf "%d", s }' "$got")
+	if cmp -s <(cut -f1,2 "$T/lists/$tree") <(cut -f1,2 "$got"); then
+		V_COMPLETE=yes
+	else
+		V_COMPLETE=no
+	fi
+	V_MTIME=$(join -t "$(printf '\t')" -j1 -o 1.3,2.3 "$T/lists/$tree" "$got" |
+	    awk -F'\t' '$1 != $2 { n++ } END { print n + 0 }')
+}
+
+# bm_check TREE DEST: biomirror's result must be byte-identical (sample) and
+# carry the upstream mtimes.
+bm_check() {
+	local tree=$1 d=$2 f n=0
+	[ "$V_COMPLETE" = yes ] || { BM_PROBLEMS="$BM_PROBLEMS; $tree: incomplete result"; return; }
+	[ "$V_MTIME" = 0 ] || BM_PROBLEMS="$BM_PROBLEMS; $tree: $V_MTIME mtimes differ"
+	while IFS= read -r f; do
+		cmp -s "$SRC/$tree/$f" "$d/$f" ||
+		    BM_PROBLEMS="$BM_PROBLEMS; $tree: content differs: $f"
+		n=$((n + 1))
+	done < <(cut -f1 "$T/lists/$tree" | awk 'NR % 250 == 1 || NR == 2')
+	CMP_SAMPLE=$n
+}
+
+# one_run TREE TOOL RUN PHASE DEST STATE
+one_run() {
+	local tree=$1 tool=$2 run=$3 phase=$4 d=$5 s=$6 before rc stats
+	local el rss usr sys log=$T/logs/$tree-$tool-$run-$phase.log
+	prep "$tree"
+	run_tool "$tool" "$tree" "$d" "$s" "$phase"
+	CMDS["$tree $tool $phase"]="${CMDLINE[*]}"
+	before=$(wc -l < "$NGINX_ACCESS_LOG")
+	/usr/bin/time -f '%e %M %U %S' -o "$T/run/time" "${CMDLINE[@]}" > "$log" 2>&1
+	rc=$?
+	read -r el rss usr sys < <(tail -n 1 "$T/run/time")
+	stats=$(log_stats "$before")
+	prep_flush_only
+	verify "$tree" "$d" "$tool"
+	[ "$tool" = biomirror ] && bm_check "$tree" "$d"
+	[ "$rc" = 0 ] || say "  $tool exited $rc (log: $log)"
+	set -- $stats
+	echo "$STAMP,$tree,$tool,$run,$phase,$el,$rss,$usr,$sys,$rc,$1,$2,$3,$4,$5,$FLUSH_S,$V_FILES,$V_BYTES,$V_COMPLETE,$V_MTIME" >> "$CSV"
+	say "  $tree $tool run $run $phase: ${el}s rss ${rss}KiB exit $rc, $1 requests ($2 GET, $3 HEAD, $4 304), flush ${FLUSH_S}s, $V_FILES files $V_BYTES bytes complete=$V_COMPLETE mtime-mismatch=$V_MTIME"
+	[ "$rc" = 0 ] || [ "$tool" != biomirror ] || BM_PROBLEMS="$BM_PROBLEMS; $tree run $run $phase: exit $rc"
+}
+
+# The flush after a run is timed separately (FLUSH_S): biomirror syncs
+# before it publishes, the other tools leave their dirty pages behind.
+prep_flush_only() {
+	local t0 t1
+	t0=$(date +%s.%N)
+	sync
+	t1=$(date +%s.%N)
+	FLUSH_S=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
+}
+
+declare -A CMDS
+BM_PROBLEMS=""
+CMP_SAMPLE=0
+TOOLS="biomirror rclone lftp wget cp"
+
+bench_tree() {
+	local tree=$1 r tool d s
+	for r in $(seq 1 "$RUNS"); do
+		say "tree $tree round $r/$RUNS"
+		for tool in $TOOLS; do
+			d=$T/dest/$tool
+			s=$T/state/$tool
+			rm -rf -- "$d" "$s"
+			mkdir -p "$(dirname "$d")" "$(dirname "$s")"
+			# cp -a SRC D creates D; the network tools get an empty D.
+			[ "$tool" = cp ] || mkdir -p "$d"
+			one_run "$tree" "$tool" "$r" cold "$d" "$s"
+			one_run "$tree" "$tool" "$r" resync "$d" "$s"
+			rm -rf -- "$d" "$s"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- tables
+median_of() {	# CSV field values on stdin -> median
+	sort -g | awk '{ v[NR] = $1 } END {
+	    if (NR == 0) { print "-"; exit }
+	    if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+field() {	# TREE TOOL PHASE COLUMN -> values
+	awk -F, -v t="$1" -v o="$2" -v p="$3" -v c="$4" \
+	    '$2 == t && $3 == o && $5 == p { print $c }' "$CSV"
+}
+
+TABLES=""
+table_tree() {
+	local tree=$1 desc=$2 tool bmc bmr c r rc rr mbs rss req_c req_r comp mt total out
+	total=$(awk -F'\t' '{ s += $2 } END { printf "%d", s }' "$T/lists/$tree")
+	bmc=$(field "$tree" biomirror cold 6 | median_of)
+	bmr=$(field "$tree" biomirror resync 6 | median_of)
+	out="Tree $tree: $desc, $(awk -v b="$total" 'BEGIN { printf "%.1f", b / 1e6 }') MB; median of $RUNS run(s)
+
+| tool | cold s | re-sync s | cold / biomirror | re-sync / biomirror | cold MB/s | peak RSS MiB (cold) | requests cold / re-sync | complete | mtimes kept |
+|---|---:|---:|---:|---:|---:|---:|---:|---|---|
+"
+	for tool in $TOOLS; do
+		c=$(field "$tree" "$tool" cold 6 | median_of)
+		r=$(field "$tree" "$tool" resync 6 | median_of)
+		rc=$(awk -v a="$c" -v b="$bmc" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+		rr=$(awk -v a="$r" -v b="$bmr" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+		mbs=$(awk -v b="$total" -v s="$c" 'BEGIN { if (s > 0) printf "%.0f", b / s / 1e6; else print "-" }')
+		rss=$(field "$tree" "$tool" cold 7 | median_of | awk '{ printf "%.0f", $1 / 1024 }')
+		req_c=$(field "$tree" "$tool" cold 11 | median_of)
+		req_r=$(field "$tree" "$tool" resync 11 | median_of)
+		comp=$(awk -F, -v t="$tree" -v o="$tool" '$2 == t && $3 == o && ($19 != "yes" || $10 != 0) { bad++ }
+		    END { print bad ? "NO (" bad " runs)" : "yes" }' "$CSV")
+		mt=$(awk -F, -v t="$tree" -v o="$tool" '$2 == t && $3 == o && $19 == "yes" && $20 != 0 { bad++; m = $20 > m ? $20 : m }
+		    END { print bad ? "no (up to " m " files differ)" : "yes" }' "$CSV")
+		[ "$tool" = cp ] && { req_c=0; req_r=0; }
+		out="$out| $tool | $c | $r | $rc | $rr | $mbs | $rss | $req_c / $req_r | $comp | $mt |
+"
+	done
+	TABLES="$TABLES$out
+"
+	printf '\n%s\n' "$out"
+}
+
+# target NAME OK: one line of the targets list.
+TARGETS=""
+target() { TARGETS="$TARGETS- $1: **$2**
+"; }
+
+ratio_ok() {	# A B MIN -> "met (x2.31)" or "NOT met (x1.20)"
+	awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN {
+	    if (b <= 0) { print "not measured"; exit }
+	    r = a / b; printf "%s (%.2fx)", r >= m ? "met" : "NOT met", r }'
+}
+
+# ---------------------------------------------------------------- run
+T_START=$(date +%s)
+if has_tree A; then
+	say "== tree A: $TREE_DESC_A"
+	bench_tree A
+fi
+if has_tree B; then
+	say "== tree B: $TREE_DESC_B"
+	bench_tree B
+fi
+
+RSS_LINES=""
+if has_tree C; then
+	say "== tree C: biomirror peak RSS on a 100,000-entry listing"
+	d=$T/dest/C s=$T/state/C
+	rm -rf -- "$d" "$s"
+	mkdir -p "$d"
+	for phase in plan cold resync; do
+		prep C
+		before=$(wc -l < "$NGINX_ACCESS_LOG")
+		if [ "$phase" = plan ]; then
+			cmd=("$BM" --state-dir "$s" sync --dry-run --source "${URL}C/" --dest "$d")
+		else
+			cmd=("$BM" --state-dir "$s" sync --source "${URL}C/" --dest "$d")
+		fi
+		CMDS["C biomirror $phase"]="${cmd[*]}"
+		/usr/bin/time -v -o "$T/run/timev" "${cmd[@]}" > "$T/logs/C-$phase.log" 2>&1
+		rc=$?
+		rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$T/run/timev")
+		el=$(awk -F': ' '/Elapsed \(wall clock\)/ { print $2 }' "$T/run/timev" |
+		    awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }')
+		usr=$(awk -F': ' '/User time/ { print $2 }' "$T/run/timev")
+		sys=$(awk -F': ' '/System time/ { print $2 }' "$T/run/timev")
+		set -- $(log_stats "$before")
+		files=$(find "$d" -type f | wc -l)
+		echo "$STAMP,C,biomirror,1,$phase,$el,$rss,$usr,$sys,$rc,$1,$2,$3,$4,$5,,$files,0,,"  >> "$CSV"
+		say "  C biomirror $phase: ${el}s max RSS ${rss} KiB exit $rc, $1 requests, $files files in dest"
+		[ "$rc" = 0 ] || BM_PROBLEMS="$BM_PROBLEMS; C $phase: exit $rc"
+		RSS_LINES="$RSS_LINES| \`${phase/cold/sync (cold)}\` | $el | $(awk -v k="$rss" 'BEGIN { printf "%.1f", k / 1024 }') | $1 | $files | $rc |
+"
+	done
+	RSS_LINES=${RSS_LINES//\`resync\`/\`sync (no change)\`}
+	[ "$(find "$d" -type f | wc -l)" = 100000 ] ||
+	    BM_PROBLEMS="$BM_PROBLEMS; C: $(find "$d" -type f | wc -l) of 100000 files"
+	rm -rf -- "$d" "$s"
+fi
+T_END=$(date +%s)
+
+# ---------------------------------------------------------------- report
+echo
+echo "== results ($(( (T_END - T_START) / 60 )) min), raw runs: $CSV"
+has_tree A && table_tree A "$TREE_DESC_A"
+has_tree B && table_tree B "$TREE_DESC_B"
+if has_tree A; then
+	for tool in rclone lftp; do
+		for phase in cold resync; do
+			target "A $phase: biomirror at least 2x faster than $tool" \
+			    "$(ratio_ok "$(field A "$tool" "$phase" 6 | median_of)" \
+			    "$(field A biomirror "$phase" 6 | median_of)" 2)"
+		done
+	done
+fi
+if has_tree B; then
+	for phase in cold resync; do
+		best=$( { field B rclone "$phase" 6 | median_of; field B lftp "$phase" 6 | median_of; } | sort -g | head -1)
+		target "B $phase: biomirror no slower than the faster of rclone and lftp ($best s)" \
+		    "$(ratio_ok "$best" "$(field B biomirror "$phase" 6 | median_of)" 1)"
+	done
+fi
+RSS_TABLE=""
+if has_tree C; then
+	RSS_TABLE="| biomirror run | seconds | max RSS MiB | requests | files in dest | exit |
+|---|---:|---:|---:|---:|---:|
+$RSS_LINES"
+	printf '\nTree C: 100,000 zero-byte files in 100 directories\n\n%s' "$RSS_TABLE"
+	worst=$(field C biomirror plan 7; field C biomirror cold 7; field C biomirror resync 7)
+	worst=$(echo "$worst" | sort -g | tail -1)
+	target "C: peak RSS below 64 MB (64 MiB) with a 100,000-entry listing" \
+	    "$(awk -v k="$worst" 'BEGIN { printf "%s (worst %.1f MiB)", k < 65536 ? "met" : "NOT met", k / 1024 }')"
+fi
+printf '\nTargets (ratios are the other tool'"'"'s median / biomirror'"'"'s; 1 or more is biomirror as fast or faster):\n%s' "$TARGETS"
+if [ -n "$BM_PROBLEMS" ]; then
+	echo "biomirror PROBLEMS:${BM_PROBLEMS#;}"
+else
+	echo "biomirror results verified: complete (paths and sizes), all mtimes equal to the source, cmp on $CMP_SAMPLE sampled files per check"
+fi
+
+# ---------------------------------------------------------------- docs
+ver() { "$@" 2>&1 | head -n 1; }
+CPU=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
+MEM=$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+MACHINE="- machine: $(nproc) CPUs ($CPU), $MEM RAM, kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")
+- disk: $FSTYPE on $(df -P "$T" | awk 'NR == 2 { print $1 }'); $DROP_NOTE
+- server: $(ver /usr/sbin/nginx -v | sed 's/^nginx version: //'), one worker, autoindex (exact sizes), sendfile, on 127.0.0.1
+- $(ver "$BM" --version); rclone $(rclone version 2>/dev/null | awk 'NR == 1 { print $2 }'); $(lftp --version | awk 'NR == 1 { print "lftp " $5 }'); $(ver wget --version | awk '{ print "wget " $3 }'); $(ver cp --version | sed 's/^cp (GNU coreutils) /coreutils /'); $(ver rsync --version | awk '{ print "rsync " $3 }')"
+cmd_of() { printf '%s' "${CMDS["$1"]:-}" | sed "s#$T#\$W#g; s#$URL#http://127.0.0.1:PORT/#g"; }
+COMMANDS=""
+for k in "A biomirror cold" "A rclone cold" "A lftp cold" "A wget cold" "A cp cold" "A cp resync" \
+    "C biomirror plan"; do
+	c=$(cmd_of "$k")
+	[ -n "$c" ] && COMMANDS="$COMMANDS    ${k#* }: $c
+"
+done
+SECTION="## Measured: $(date -u +%Y-%m-%d) (\`tests/bench/local.sh$( [ "$QUICK" = 1 ] && echo ' --quick')$( [ "$RUNS_SET" = 1 ] && echo " --runs $RUNS")\`)
+
+$MACHINE
+
+Commands (\$W is the work directory; the re-sync repeats the same command into
+the same destination, except cp, whose re-sync is \`rsync -a\`; for tree B the
+URL ends in \`B/\`):
+
+\`\`\`
+$COMMANDS\`\`\`
+
+$TABLES"
+[ -n "$RSS_TABLE" ] && SECTION="$SECTION
+Tree C: biomirror on 100,000 zero-byte files in 100 directories
+(\`/usr/bin/time -v\`, Maximum resident set size; \`plan\` is \`sync --dry-run\`
+with an empty manifest, then a cold sync, then a no-change sync)
+
+$RSS_TABLE"
+SECTION="$SECTION
+Targets (ratio = other tool's median / biomirror's):
+
+$TARGETS"
+[ -n "$BM_PROBLEMS" ] && SECTION="$SECTION
+biomirror problems seen in this run:${BM_PROBLEMS#;}
+"
+printf '%s' "$SECTION" > "$OUTDIR/local-$STAMP.md"
+echo "section for docs/performance.md: $OUTDIR/local-$STAMP.md"
+if [ "$DOC" = 1 ]; then
+	python3 - "$ROOT/docs/performance.md" "$OUTDIR/local-$STAMP.md" <<'EOF' || fail "updating docs/performance.md"
+import sys
+doc, sec = sys.argv[1], sys.argv[2]
+begin, end = "<!-- bench-local:begin -->", "<!-- bench-local:end -->"
+new = open(sec, encoding="utf-8").read().rstrip("\n")
+try:
+    text = open(doc, encoding="utf-8").read()
+except FileNotFoundError:
+    text = "# Performance\n\n" + begin + "\n" + end + "\n"
+if begin not in text or end not in text:
+    text = text.rstrip("\n") + "\n\n" + begin + "\n" + end + "\n"
+head, rest = text.split(begin, 1)
+_, tail = rest.split(end, 1)
+open(doc, "w", encoding="utf-8").write(head + begin + "\n" + new + "\n" + end + tail)
+EOF
+	echo "docs/performance.md updated"
+fi
+exit 0

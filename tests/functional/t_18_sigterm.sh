@@ -1,0 +1,123 @@
+#!/bin/bash
+# SIGTERM during a large transfer: exit 1 (status partial), the small files
+# that finished are committed (manifest and disk), nothing partial under a
+# final name, no temp file left (or the next run removes it), and the next
+# run completes.  Then the same while a new version of the big file is
+# being fetched: the old complete copy stays under the final name.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+
+mkdir -p "$T/up/big" "$T/up/small/sub"
+make_big_file "$T/up/big/big.bin" 200 first
+smalls="small/a.txt small/b.txt small/c.bin small/sub/d.txt small/sub/e.bin s.txt"
+i=0
+for f in $smalls; do
+	i=$((i + 1))
+	head -c $((i * 3000)) /dev/urandom > "$T/up/$f"
+	touch -d "2022-0$i-01 12:00:00 UTC" "$T/up/$f"
+done
+nsmall=$(echo $smalls | wc -w)
+start_nginx "$T/up"
+write_conf "$NGINX_URL"
+
+# slow_run_and_term TAG: start a sync with --bwlimit 20M, wait until the
+# big file's temp file holds 20+ MiB, send SIGTERM to biomirror itself and
+# wait for it.  Sets RC, and TERM_SECS (seconds from the signal to exit).
+slow_run_and_term() {
+	local pid tmp t0
+	"$BM" -c "$T/bm.conf" --state-dir "$T/state" --json sync \
+	    --bwlimit 20M up > "$T/$1.out" 2> "$T/$1.err" &
+	pid=$!
+	tmp=""
+	for _ in $(seq 1 200); do
+		tmp=$(find "$T/mirror/big" -name '.biomirror-tmp.*' -size +20M \
+		    2>/dev/null | head -1)
+		[ -n "$tmp" ] && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ -z "$tmp" ]; then
+		cat "$T/$1.out" "$T/$1.err" >&2
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		fail "$1: no growing temp file of big.bin"
+	fi
+	t0=$(date +%s%N)
+	kill -TERM "$pid"
+	wait "$pid"
+	RC=$?
+	TERM_SECS=$((($(date +%s%N) - t0) / 1000000000))
+	cat "$T/$1.out"
+	sed 's/^/  stderr: /' "$T/$1.err"
+	cp "$T/$1.out" "$T/last.out"
+}
+
+echo "# cold sync, SIGTERM while big.bin is in flight"
+slow_run_and_term cold
+assert_eq "$RC" 1 "exit status after SIGTERM"
+[ "$TERM_SECS" -le 5 ] || fail "took $TERM_SECS s to stop after SIGTERM"
+json_ok "$T/last.out"
+assert_eq "$(jfield status)" partial "status"
+assert_eq "$(jfield fetched)" "$nsmall" "fetched (the small files)"
+assert_eq "$(jfield deleted)" 0 "deleted"
+grep -q 'interrupted' "$T/cold.err" || fail "no 'interrupted' message"
+[ -e "$T/mirror/big/big.bin" ] && fail "partial big.bin under its final name"
+for f in $smalls; do
+	cmp -s "$T/up/$f" "$T/mirror/$f" || fail "$f not committed"
+	assert_eq "$(stat -c %Y "$T/mirror/$f")" "$(stat -c %Y "$T/up/$f")" "$f mtime"
+done
+assert_eq "$(manifest_sql "$T/state" up \
+    "select group_concat(cast(path as text), ' ') from (select path from files where type = 102 order by path)")" \
+    "s.txt small/a.txt small/b.txt small/c.bin small/sub/d.txt small/sub/e.bin" \
+    "files in the manifest"
+run=$(jfield run)
+assert_eq "$(manifest_sql "$T/state" up "select status from runs where id = $run")" \
+    partial "run record"
+# Only finished files are under final names: every regular file in the
+# mirror is a small one or a temp file.
+others=$(cd "$T/mirror" && find . -type f ! -name '.biomirror-tmp.*' -printf '%P\n' |
+    LC_ALL=C sort | tr '\n' ' ')
+assert_eq "$others" "s.txt small/a.txt small/b.txt small/c.bin small/sub/d.txt small/sub/e.bin " \
+    "files under final names"
+temps=$(find "$T/mirror" -name '.biomirror-tmp.*' | wc -l)
+echo "# temp files left by the interrupted run: $temps"
+
+echo "# the next run completes (and removes any temp file)"
+assert_exit 0 bm --json sync up
+expect_counts 1 0 0 0
+if [ "$temps" -gt 0 ]; then
+	grep -q "removed $temps temp file" "$LAST_ERR" ||
+	    fail "the left temp files were not reported removed"
+fi
+assert_trees_equal "$T/up" "$T/mirror"
+no_temps "$T/mirror"
+
+echo "# a new big.bin upstream, SIGTERM mid-transfer: the old copy stays"
+cp -p "$T/mirror/big/big.bin" "$T/old-big.bin"
+make_big_file "$T/up/big/big.bin" 200 second
+touch -d '2023-03-04 05:06:07 UTC' "$T/up/big/big.bin"
+printf 'also new\n' > "$T/up/s.txt"
+touch -d '2023-03-04 05:06:08 UTC' "$T/up/s.txt"
+slow_run_and_term update
+assert_eq "$RC" 1 "exit status after SIGTERM"
+assert_eq "$(jfield status)" partial "status"
+assert_eq "$(jfield fetched)" 1 "fetched (s.txt)"
+cmp -s "$T/old-big.bin" "$T/mirror/big/big.bin" ||
+    fail "the final name does not hold the old complete big.bin"
+assert_eq "$(stat -c %Y "$T/mirror/big/big.bin")" "$(stat -c %Y "$T/old-big.bin")" \
+    "old big.bin mtime"
+cmp -s "$T/up/s.txt" "$T/mirror/s.txt" || fail "s.txt not committed"
+assert_eq "$(manifest_sql "$T/state" up \
+    "select local_mtime / 1000000000 from files where cast(path as text) = 'big/big.bin'")" \
+    "$(stat -c %Y "$T/old-big.bin")" "manifest still records the old big.bin"
+temps=$(find "$T/mirror" -name '.biomirror-tmp.*' | wc -l)
+assert_exit 0 bm --json sync up
+expect_counts 1 0 0 0
+if [ "$temps" -gt 0 ]; then
+	grep -q "removed $temps temp file" "$LAST_ERR" ||
+	    fail "the left temp files were not reported removed"
+fi
+assert_trees_equal "$T/up" "$T/mirror"
+no_temps "$T/mirror"
+echo PASS
