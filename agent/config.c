@@ -13,7 +13,9 @@
  * handler runs while the line the reader just returned is current, so
  * every error names its line.  The first error stops the parse.
  *
- * Invariants: a mirror in struct config has passed mirror_conf_check();
+ * Invariants: a mirror in struct config has passed mirror_conf_check()
+ * and, being from a file, has an absolute dest of its own (no other
+ * mirror's dest equals it, contains it or lies inside it);
  * mirror_conf_set() is the only place that interprets a mirror value, so
  * command-line overrides get exactly the file's checks.  This module never
  * logs (STYLE.md rule 24).
@@ -559,6 +561,35 @@ set_source(const char *v, struct mirror_conf *m, char *errbuf,
 	return 0;
 }
 
+/*
+ * ca_file must name a regular file we can read now: a typo would
+ * otherwise only show as a TLS failure of every request, mid-run.
+ */
+static int
+set_ca_file(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	struct stat	 st;
+	int		 fd, err;
+
+	if (has_ctrl(v))
+		return conf_bad(errbuf, errlen, "ca_file", v,
+		    "control characters are not allowed");
+	fd = open(v, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd == -1) {
+		err = errno;
+		return conf_bad(errbuf, errlen, "ca_file", v, "%s",
+		    strerror(err));
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		(void)close(fd);
+		return conf_bad(errbuf, errlen, "ca_file", v,
+		    "not a regular file");
+	}
+	(void)close(fd);
+	return set_str("ca_file", v, &m->ca_file, errbuf, errlen);
+}
+
 static int
 add_glob(const char *key, const char *v, char ***list, size_t *n,
     char *errbuf, size_t errlen)
@@ -702,21 +733,63 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		return set_mode(key, value, 0700, 0, &m->dir_mode, errbuf,
 		    errlen);
 	case MK_CA_FILE:
-		return set_str(key, value, &m->ca_file, errbuf, errlen);
+		return set_ca_file(value, m, errbuf, errlen);
 	case MK_USER_AGENT:
 		return set_str(key, value, &m->user_agent, errbuf, errlen);
-	case MK_POST_SYNC:
-		return set_str(key, value, &m->post_sync, errbuf, errlen);
 	default:
-		return set_str(key, value, &m->metrics_file, errbuf, errlen);
+		/*
+		 * XXX: post_sync and metrics_file: nothing runs the command
+		 * or writes the file yet, so refuse them (DESIGN.md "Config")
+		 * rather than store them and do nothing.
+		 */
+		return conf_fmt(errbuf, errlen,
+		    "%s is not supported by this build yet", key);
 	}
 }
 
 /*
+ * dest spelled canonically, for comparing destinations: runs of '/'
+ * collapsed, "." components dropped, no trailing '/' ("/" stays "/", a
+ * relative path that empties becomes ".").  ".." is kept as written:
+ * resolving it by text would be wrong across symlinks.  Returns a
+ * malloc'd string, or NULL on ENOMEM.
+ */
+static char *
+dest_canon(const char *dest)
+{
+	const char	*p, *e;
+	char		*out;
+	size_t		 k = 0, n;
+
+	if ((out = malloc(strlen(dest) + 2)) == NULL)
+		return NULL;
+	if (dest[0] == '/')
+		out[k++] = '/';
+	for (p = dest; *p != '\0'; p = e) {
+		while (*p == '/')
+			p++;
+		e = p + strcspn(p, "/");
+		n = (size_t)(e - p);
+		if (n == 0 || (n == 1 && p[0] == '.'))
+			continue;
+		if (k > 0 && out[k - 1] != '/')
+			out[k++] = '/';
+		memcpy(out + k, p, n);
+		k += n;
+	}
+	if (k == 0)
+		out[k++] = '.';
+	out[k] = '\0';
+	return out;
+}
+
+/*
  * Check a finished mirror (after the last mirror_conf_set()): source and
- * dest present, source an http or https URL with a host; a missing
- * trailing '/' is added to m->source.  Returns 0, BM_EINVAL with
- * "missing key 'source'" and the like in errbuf, or BM_ENOMEM.
+ * dest present, dest not the root directory, source an http or https URL
+ * with a host; a missing trailing '/' is added to m->source.  A relative
+ * dest is accepted here (ad-hoc runs); config_load() requires absolute,
+ * distinct destinations.  Returns 0, BM_EINVAL with "missing key
+ * 'source'" and the like in errbuf, or BM_ENOMEM.
  */
 int
 mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen)
@@ -730,6 +803,13 @@ mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen)
 		return conf_fmt(errbuf, errlen, "missing key 'source'");
 	if (m->dest == NULL)
 		return conf_fmt(errbuf, errlen, "missing key 'dest'");
+	if ((src = dest_canon(m->dest)) == NULL)
+		return BM_ENOMEM;
+	rc = strcmp(src, "/") == 0;
+	free(src);
+	if (rc)
+		return conf_bad(errbuf, errlen, "dest", m->dest, "the root "
+		    "directory cannot be a mirror's destination");
 	/* Re-run the checks: a caller may have filled source in directly. */
 	if ((src = strdup(m->source)) == NULL)
 		return BM_ENOMEM;
@@ -1026,6 +1106,77 @@ conf_global_key(struct conf_load *ld, const char *name, const char *value)
 	return rc == 0;
 }
 
+/*
+ * How destination a relates to destination b (both canonical, absolute,
+ * not "/"): 0 apart, 1 the same, 2 a is inside b, 3 b is inside a.
+ */
+static int
+dest_relation(const char *a, const char *b)
+{
+	size_t	 la = strlen(a), lb = strlen(b);
+
+	if (strcmp(a, b) == 0)
+		return 1;
+	if (la > lb && strncmp(a, b, lb) == 0 && a[lb] == '/')
+		return 2;
+	if (lb > la && strncmp(b, a, la) == 0 && b[la] == '/')
+		return 3;
+	return 0;
+}
+
+/*
+ * The dest just read from the file, on the current line: it must be
+ * absolute (a relative one would resolve against the working directory,
+ * which is / under systemd), not the root, and neither the same as nor
+ * nested with the dest of an earlier mirror (one run's deletes or temp
+ * clean-up would hit the other's files).  Paths are compared as written,
+ * after dest_canon(); symlinks are not resolved.
+ */
+static void
+check_file_dest(struct conf_load *ld)
+{
+	static const char *const rel[] = {
+		"", "is the same directory as", "is inside", "contains"
+	};
+	struct mirror_conf	*m = ld->cur, *o;
+	char			*a = NULL, *b = NULL;
+	size_t			 i;
+	int			 r;
+
+	if (m->dest[0] != '/') {
+		load_fail(ld, ld->lineno, BM_EINVAL, "dest must be an absolute "
+		    "path (got '%s'; a relative path would resolve against "
+		    "the working directory)", m->dest);
+		return;
+	}
+	if ((a = dest_canon(m->dest)) == NULL)
+		goto nomem;
+	if (strcmp(a, "/") == 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "dest = %s: the root "
+		    "directory cannot be a mirror's destination", m->dest);
+		goto out;
+	}
+	for (i = 0; i < ld->c->nmirrors && ld->rc == 0; i++) {
+		if ((o = ld->c->mirrors[i]) == m || o->dest == NULL)
+			continue;
+		if ((b = dest_canon(o->dest)) == NULL)
+			goto nomem;
+		if ((r = dest_relation(a, b)) != 0)
+			load_fail(ld, ld->lineno, BM_EINVAL, "dest %s of [%s] "
+			    "%s dest %s of [%s] (section on line %u): mirrors "
+			    "must not share or nest destinations", m->dest,
+			    m->name, rel[r], o->dest, o->name, o->line);
+		free(b);
+		b = NULL;
+	}
+	goto out;
+nomem:
+	load_fail(ld, ld->lineno, BM_ENOMEM, "out of memory");
+out:
+	free(a);
+	free(b);
+}
+
 static int
 conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 {
@@ -1050,7 +1201,9 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 		    rc == BM_ENOMEM ? "out of memory" : why);
 		return 0;
 	}
-	return 1;
+	if (k == MK_DEST)
+		check_file_dest(ld);
+	return ld->rc == 0;
 }
 
 /* inih's handler: one key line, in the section conf_reader() saw. */
@@ -1134,6 +1287,9 @@ out:
  * BM_EINVAL with "FILE:LINE: reason" in errbuf for the first error in the
  * file, or "FILE: reason" for a file that is not regular or over 1 MiB;
  * BM_EIO on a read error; BM_ENOMEM.  A file without mirrors is valid.
+ * Beyond mirror_conf_check(), a file's mirrors must have absolute dest
+ * paths that are not "/" and neither equal nor nest inside one another
+ * (check_file_dest()).
  * Lines are limited to INI_MAX_LINE - 3 bytes (197 with Debian's inih),
  * not counting the line end.  Follows DESIGN.md "Config" and
  * docs/biomirror.conf.5.

@@ -12,7 +12,9 @@
  * FancyIndexing, docker), the text before it (IIS), or the other cells of
  * the link's <tr> (tables: Apache HTMLTable, fancyindex, lighttpd, Caddy,
  * SNT).  Names always come from the href, percent-decoded exactly once,
- * never from the link text (which servers truncate).  Displayed sizes are
+ * never from the link text (which servers truncate).  A page that is no
+ * index at all (no known generator, not one link) is an error, never an
+ * empty directory.  Displayed sizes are
  * turned into byte ranges by inverting the server's own formatter
  * (tests/fixtures/LISTINGS.md, "Size formatters"): apr_strfsize, nginx and
  * lighttpd have a monotonic forward formatter here and the range is found
@@ -1554,6 +1556,18 @@ parse_html(struct pctx *pc, const uint8_t *body, size_t len,
 	if ((rc = walk(xmlDocGetRootElement(doc), &as, &m)) != 0)
 		goto out;
 	pc->fmt = detect_format(doc, &as, &m);
+	/*
+	 * No known generator and not one link, not even to the parent: an
+	 * error page, a truncated or garbage body, not an empty directory
+	 * (every index generator links its parent or its sort orders, or
+	 * titles the page "Index of").  Failing the page keeps a crawl from
+	 * taking it as a directory that emptied.
+	 */
+	if (pc->fmt == PAGE_GENERIC && as.n == 0 && !title_index_of(doc)) {
+		set_err(errbuf, errlen, "not an index page", "no links");
+		rc = BM_EPROTO;
+		goto out;
+	}
 	for (i = 0; i < as.n; i++)
 		if ((rc = html_anchor(pc, as.v[i])) != 0)
 			goto out;
@@ -1752,6 +1766,11 @@ pctx_init(struct pctx *pc, const char *page_url, const char *prefix,
 /*
  * Parse one index page into out (see list_http.h).  Borrowed arguments,
  * entries appended to out; returns 0, BM_EPROTO, BM_ENOMEM or BM_ELIMIT.
+ * An HTML page of no known format with no link at all (blank, garbage,
+ * an error page served with 200) is BM_EPROTO "not an index page"; an
+ * empty directory's index (parent or sort links, or an "Index of" title)
+ * is 0 entries.  Names starting with STORE_TMP_PREFIX are hostile
+ * (name_is_safe()).
  * Follows nginx/Apache/lighttpd/IIS/Caddy index formats as documented in
  * tests/fixtures/LISTINGS.md, RFC 3986 for hrefs.
  */

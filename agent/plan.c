@@ -21,6 +21,9 @@ struct plan_ctx {
 	struct plan	*p;		/* borrowed: the plan being built */
 	struct store	*s;		/* borrowed, NULL if no destination yet */
 	bool		 do_delete;
+	const struct filter *filter;	/* borrowed, NULL for none */
+	char		**clear;	/* owned: paths whose type changed upstream */
+	size_t		 nclear;
 };
 
 const char *
@@ -60,6 +63,8 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 		return BM_ENOMEM;
 	}
 	a->op = op;
+	a->phase = op == ACT_MKDIR ? PHASE_MKDIR : (op == ACT_DELETE ||
+	    op == ACT_KEEP) ? PHASE_DELETE : PHASE_XFER;
 	a->type = row->type;
 	a->why = why;
 	a->list_size = row->list_size;
@@ -98,6 +103,73 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	return 0;
 }
 
+/*
+ * Something of another type is in the way of row's path locally: with
+ * do_delete, delete it first (PHASE_CLEAR); a directory's recorded
+ * contents follow it into the clearing phase in plan_build().
+ */
+static int
+plan_clear(struct plan_ctx *c, const struct diff_row *row)
+{
+	struct diff_row	 r = *row;
+	char		**v;
+	int		 rc;
+
+	if (!c->do_delete)
+		return 0;
+	if ((v = reallocarray(c->clear, c->nclear + 1, sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	c->clear = v;
+	if ((c->clear[c->nclear] = strndup(row->path, row->pathlen)) == NULL)
+		return BM_ENOMEM;
+	c->nclear++;
+	r.type = row->type == ENTRY_DIR ? ENTRY_FILE : ENTRY_DIR;
+	r.etag = NULL;
+	if ((rc = plan_add(c->p, &r, ACT_DELETE,
+	    "type changed upstream")) != 0)
+		return rc;
+	c->p->acts[c->p->nacts - 1].phase = PHASE_CLEAR;
+	c->p->acts[c->p->nacts - 1].replace = true;
+	return 0;
+}
+
+/* True when path lies under one of the paths being cleared. */
+static bool
+plan_under_clear(const struct plan_ctx *c, const char *path)
+{
+	size_t	 i, n;
+
+	for (i = 0; i < c->nclear; i++) {
+		n = strlen(c->clear[i]);
+		if (strncmp(path, c->clear[i], n) == 0 && path[n] == '/')
+			return true;
+	}
+	return false;
+}
+
+/* True when the filter takes path (and every directory above it). */
+static bool
+plan_taken(const struct filter *f, const char *path, enum entry_type type)
+{
+	char	*dir, *slash;
+	bool	 ok = true;
+
+	if (f == NULL)
+		return true;
+	if ((dir = strdup(path)) == NULL)
+		return true;	/* out of memory: keep is the safe answer */
+	for (slash = strchr(dir, '/'); ok && slash != NULL;
+	    slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		ok = filter_dir(f, dir);
+		*slash = '/';
+	}
+	free(dir);
+	if (!ok)
+		return false;
+	return type == ENTRY_DIR ? filter_dir(f, path) : filter_file(f, path);
+}
+
 /* A listed directory: create it when it is missing locally. */
 static int
 plan_dir(struct plan_ctx *c, const struct diff_row *row)
@@ -105,10 +177,13 @@ plan_dir(struct plan_ctx *c, const struct diff_row *row)
 	struct local_stat st;
 	int		 rc;
 
-	if (c->s != NULL && row->kind != DIFF_NEW) {
+	if (c->s != NULL) {
 		rc = store_stat(c->s, row->path, &st);
 		if (rc == 0 && st.type == 'd')
-			return 0;
+			return row->kind == DIFF_NEW ? plan_add(c->p, row,
+			    ACT_MKDIR, "new") : 0;
+		if (rc == 0 && (rc = plan_clear(c, row)) != 0)
+			return rc;
 	}
 	return plan_add(c->p, row, ACT_MKDIR,
 	    row->kind == DIFF_NEW ? "new" : "local missing");
@@ -125,8 +200,11 @@ plan_local(struct plan_ctx *c, const struct diff_row *row,
 	if (c->s == NULL || (rc = store_stat(c->s, row->path, &st)) ==
 	    BM_ENOENT)
 		return plan_add(c->p, row, ACT_FETCH, "local missing");
-	if (rc != 0 || st.type != 'f')
+	if (rc != 0 || st.type != 'f') {
+		if (rc == 0 && (rc = plan_clear(c, row)) != 0)
+			return rc;
 		return plan_add(c->p, row, ACT_FETCH, "local not a file");
+	}
 	if (st.size != row->local_size)
 		return plan_add(c->p, row, ACT_FETCH, "local size differs");
 	if (st.mtime != row->local_mtime && same_op != ACT_COND_FETCH)
@@ -141,10 +219,15 @@ static int
 plan_row(void *arg, const struct diff_row *row)
 {
 	struct plan_ctx	*c = arg;
+	struct local_stat st;
+	int		 rc;
 
-	if (row->kind == DIFF_GONE)
+	if (row->kind == DIFF_GONE) {
+		if (!plan_taken(c->filter, row->path, row->type))
+			return plan_add(c->p, row, ACT_KEEP, "excluded");
 		return plan_add(c->p, row,
 		    c->do_delete ? ACT_DELETE : ACT_KEEP, "gone upstream");
+	}
 	c->p->listed++;
 	if (row->type == ENTRY_DIR)
 		return plan_dir(c, row);
@@ -152,9 +235,13 @@ plan_row(void *arg, const struct diff_row *row)
 		return 0;	/* XXX: symlinks come with the FTP lister */
 	switch (row->kind) {
 	case DIFF_NEW:
-		return plan_add(c->p, row, ACT_FETCH, "new");
 	case DIFF_CHANGED:
-		return plan_add(c->p, row, ACT_FETCH, "changed");
+		/* Something else (a directory) in the way goes first. */
+		if (c->s != NULL && store_stat(c->s, row->path, &st) == 0 &&
+		    st.type != 'f' && (rc = plan_clear(c, row)) != 0)
+			return rc;
+		return plan_add(c->p, row, ACT_FETCH,
+		    row->kind == DIFF_NEW ? "new" : "changed");
 	case DIFF_UNKNOWN:
 		return plan_local(c, row, ACT_COND_FETCH);
 	default:
@@ -166,38 +253,41 @@ static int
 act_cmp_order(const void *a, const void *b)
 {
 	const struct action *x = a, *y = b;
-	int		 cx, cy;
 
-	/* mkdirs first, then transfers, then deletes/keeps. */
-	cx = x->op == ACT_MKDIR ? 0 : (x->op == ACT_DELETE ||
-	    x->op == ACT_KEEP) ? 2 : 1;
-	cy = y->op == ACT_MKDIR ? 0 : (y->op == ACT_DELETE ||
-	    y->op == ACT_KEEP) ? 2 : 1;
-	if (cx != cy)
-		return cx - cy;
+	if (x->phase != y->phase)
+		return (int)x->phase - (int)y->phase;
 	/* Deletes deepest first: reverse path order puts children first. */
-	if (cx == 2)
+	if (x->phase == PHASE_CLEAR || x->phase == PHASE_DELETE)
 		return -strcmp(x->path, y->path);
 	return strcmp(x->path, y->path);
 }
 
 int
 plan_build(struct manifest *m, struct store *s, bool do_delete,
-    struct plan **ret)
+    const struct filter *filter, struct plan **ret)
 {
 	struct plan_ctx	 c;
 	struct plan	*p;
+	size_t		 i;
 	int		 rc;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return BM_ENOMEM;
+	memset(&c, 0, sizeof(c));
 	c.p = p;
 	c.s = s;
 	c.do_delete = do_delete;
+	c.filter = filter;
 	if ((rc = manifest_file_count(m, &p->manifest_files)) != 0)
 		goto out;
 	if ((rc = manifest_diff(m, plan_row, &c)) != 0)
 		goto out;
+	/* The recorded contents of a directory that became a file go first. */
+	for (i = 0; i < p->nacts; i++)
+		if (p->acts[i].op == ACT_DELETE &&
+		    p->acts[i].phase == PHASE_DELETE &&
+		    plan_under_clear(&c, p->acts[i].path))
+			p->acts[i].phase = PHASE_CLEAR;
 	/* Paths come in memcmp order, so parents already precede children. */
 	if (p->nacts > 1)
 		qsort(p->acts, p->nacts, sizeof(*p->acts), act_cmp_order);
@@ -205,6 +295,9 @@ plan_build(struct manifest *m, struct store *s, bool do_delete,
 	p = NULL;
 	rc = 0;
 out:
+	for (i = 0; i < c.nclear; i++)
+		free(c.clear[i]);
+	free(c.clear);
 	plan_free(p);
 	return rc;
 }
@@ -233,12 +326,14 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 	size_t		 i;
 
 	/*
-	 * Only planned deletes count: with delete = no, or after an
+	 * Only planned deletes of files gone upstream count (not a file
+	 * replaced by a directory of the same name): with delete = no, or after an
 	 * incomplete listing (plan_build was told not to delete), gone
 	 * files are kept and the run goes on (exit 3 for the latter).
 	 */
 	for (i = 0; i < p->nacts; i++)
-		if (p->acts[i].op == ACT_DELETE && p->acts[i].type == ENTRY_FILE)
+		if (p->acts[i].op == ACT_DELETE && !p->acts[i].replace &&
+		    p->acts[i].type == ENTRY_FILE)
 			gone_files++;
 	if (p->listed == 0 && p->manifest_files > 0) {
 		(void)snprintf(errbuf, errlen, "upstream listing is empty "

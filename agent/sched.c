@@ -86,7 +86,12 @@ static int
 sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct sfile	*f = arg;
+	int		 rc;
 
+	/* A conditional GET opens its temp file with the first byte. */
+	if (f->sf == NULL && (rc = store_file_open(f->sc->s, f->act->path,
+	    -1, &f->sf)) != 0)
+		return rc;
 	return store_file_write(f->sf, off, buf, len);
 }
 
@@ -241,6 +246,16 @@ sched_finish(struct sched *sc, struct sfile *f)
 	}
 	switch (res->cls) {
 	case XFER_OK:
+		/* An empty body never reached sink_store(): open it now. */
+		if (f->sf == NULL && (res->rc = store_file_open(sc->s,
+		    f->act->path, -1, &f->sf)) != 0) {
+			if (res->rc == BM_ENOSPC)
+				sc->fatal = BM_ENOSPC;
+			(void)snprintf(res->errmsg, sizeof(res->errmsg),
+			    "open temp file: %s", bm_strerror(res->rc));
+			sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
+			return;
+		}
 		f->state = SF_DONE;
 		if (res->mtime >= 0)
 			f->mtime = res->mtime * NS;
@@ -302,7 +317,16 @@ sched_start(struct sched *sc, struct sfile *f)
 	int		 rc;
 
 	f->attempts++;
-	if ((rc = store_file_open(sc->s, a->path, a->list_size_exact ?
+	/*
+	 * A conditional GET (a listing without size or date) is mostly
+	 * answered 304 without a body: its temp file is opened only when
+	 * bytes arrive (sink_store) or at the end of an empty 200
+	 * (sched_finish).  Creating and removing one per file would touch
+	 * every directory's mtime on runs that change nothing.
+	 */
+	if (a->op == ACT_COND_FETCH)
+		f->sf = NULL;
+	else if ((rc = store_file_open(sc->s, a->path, a->list_size_exact ?
 	    a->list_size : -1, &f->sf)) != 0) {
 		if (rc == BM_ENOSPC)
 			sc->fatal = BM_ENOSPC;

@@ -41,6 +41,7 @@ struct run {
 	struct listing	*l;		/* owned */
 	struct plan	*p;		/* owned */
 	int64_t		 run;		/* manifest run id, 0 in a dry run */
+	struct filter	 filter;	/* include/exclude (strings borrowed) */
 	bool		 complete;	/* the listing is complete */
 	char		 err[512];	/* first fatal reason */
 };
@@ -157,16 +158,15 @@ out:
 static int
 run_list(struct run *r)
 {
-	struct filter	 f;
 	struct crawl_opts co;
 	int		 rc;
 
-	f.include = (const char *const *)r->c->include;
-	f.ninclude = r->c->ninclude;
-	f.exclude = (const char *const *)r->c->exclude;
-	f.nexclude = r->c->nexclude;
+	r->filter.include = (const char *const *)r->c->include;
+	r->filter.ninclude = r->c->ninclude;
+	r->filter.exclude = (const char *const *)r->c->exclude;
+	r->filter.nexclude = r->c->nexclude;
 	memset(&co, 0, sizeof(co));
-	co.filter = &f;
+	co.filter = &r->filter;
 	co.max_depth = MAX_DEPTH;
 	co.max_page_bytes = MAX_PAGE_BYTES;
 	co.batch = r->c->max_connections ? r->c->max_connections * 2 : 16;
@@ -255,8 +255,9 @@ run_mkdirs(struct run *r)
 	return 0;
 }
 
+/* The deletes of one phase: PHASE_CLEAR (type changes) or PHASE_DELETE. */
 static int
-run_deletes(struct run *r)
+run_deletes(struct run *r, enum action_phase phase)
 {
 	struct commit_rec rec;
 	const struct action *a;
@@ -265,7 +266,7 @@ run_deletes(struct run *r)
 
 	for (i = 0; i < r->p->nacts; i++) {
 		a = &r->p->acts[i];
-		if (a->op != ACT_DELETE)
+		if (a->op != ACT_DELETE || a->phase != phase)
 			continue;
 		memset(&rec, 0, sizeof(rec));
 		rec.path = a->path;
@@ -347,7 +348,8 @@ run_execute(struct run *r)
 	if (store_clean_temps(r->s, &ntemps) == 0 && ntemps > 0)
 		log_info("%s: removed %zu temp files of an earlier run",
 		    r->c->name, ntemps);
-	if ((rc = run_mkdirs(r)) != 0)
+	if ((rc = run_deletes(r, PHASE_CLEAR)) != 0 ||
+	    (rc = run_mkdirs(r)) != 0)
 		return rc;
 	memset(&so, 0, sizeof(so));
 	so.source_url = r->c->source;
@@ -364,7 +366,7 @@ run_execute(struct run *r)
 		    "device: stopped", r->c->dest);
 	if (rc != 0)
 		return rc;
-	if ((rc = run_deletes(r)) != 0)
+	if ((rc = run_deletes(r, PHASE_DELETE)) != 0)
 		return rc;
 	run_dir_mtimes(r);
 	return 0;
@@ -440,7 +442,6 @@ run_record(struct run *r, int64_t start)
 static int
 run_body(struct run *r)
 {
-	struct mirror_conf gc;
 	uint64_t	 avail = UINT64_MAX;
 	int		 rc;
 
@@ -457,7 +458,7 @@ run_body(struct run *r)
 	if (!r->complete && listing_count(r->l) == 0)
 		return 0;	/* exit 3: nothing listed, nothing done */
 	if ((rc = plan_build(r->m, r->s, r->c->delete && r->complete,
-	    &r->p)) != 0) {
+	    &r->filter, &r->p)) != 0) {
 		if (rc == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
@@ -466,16 +467,11 @@ run_body(struct run *r)
 	if (r->s != NULL)
 		(void)store_free_space(r->s, &avail);
 	/*
-	 * An incomplete listing plans no deletes (what it lacks is kept),
-	 * so max_delete has nothing to refuse: guard as without delete.
-	 * Otherwise a subdirectory whose page failed counts as "files gone
-	 * upstream", the run is refused (exit 4) with that misleading
-	 * reason, and the part that did list is not fetched (exit 3 is
-	 * right: listing incomplete, nothing deleted).
+	 * An incomplete listing plans no deletes (what it lacks is kept,
+	 * and plan_guard counts only planned deletes), so the part that
+	 * did list is fetched and the run ends with exit 3.
 	 */
-	gc = *r->c;
-	gc.delete = r->c->delete && r->complete;
-	if ((rc = plan_guard(r->p, &gc, avail, r->err,
+	if ((rc = plan_guard(r->p, r->c, avail, r->err,
 	    sizeof(r->err))) != 0) {
 		log_errx("%s: %s", r->c->name, r->err);
 		return rc;

@@ -16,6 +16,7 @@
 struct manifest;
 struct store;
 struct mirror_conf;
+struct filter;
 
 enum action_op {
 	ACT_MKDIR = 0,		/* create a listed directory */
@@ -26,11 +27,21 @@ enum action_op {
 	ACT_KEEP,		/* gone upstream, kept (delete = no or refused) */
 };
 
+/* When an action runs; actions are sorted by phase first. */
+enum action_phase {
+	PHASE_CLEAR = 0,	/* deletes that clear the way for a type change */
+	PHASE_MKDIR,		/* directories, parents first */
+	PHASE_XFER,		/* fetches and touches */
+	PHASE_DELETE,		/* deletes and keeps, children first, last */
+};
+
 struct action {
 	char		*path;		/* owned: relative path */
 	enum action_op	 op;
+	enum action_phase phase;
 	enum entry_type	 type;		/* listed (or recorded) type */
 	const char	*why;		/* static: "new", "changed", "local missing", ... */
+	bool		 replace;	/* a delete that makes way for a new type */
 	int64_t		 list_size;	/* listed values, to record on success */
 	bool		 list_size_exact;
 	int64_t		 list_mtime;	/* ns */
@@ -58,12 +69,19 @@ struct plan {
  * the listing did not change, check the local file through the store
  * (store may be NULL when the destination does not exist yet: every
  * local file counts as missing).  do_delete selects ACT_DELETE over
- * ACT_KEEP for gone paths.  Actions are ordered: mkdirs (parents first),
+ * ACT_KEEP for gone paths; a gone path that filter (borrowed, NULL for
+ * none) does not take is excluded, not gone, and always kept (as rsync
+ * keeps excluded files without --delete-excluded).  Where upstream
+ * changed a path's type (a file became a directory or the reverse) and
+ * do_delete is set, the local entry in the way is deleted first
+ * (PHASE_CLEAR; a directory with its recorded contents); without
+ * do_delete the transfer fails and says why.  Actions are ordered by
+ * phase: clearing deletes (children first), mkdirs (parents first),
  * fetches and touches, deletes (children first).  *ret is freed with
  * plan_free().  Returns 0, BM_EDB or BM_ENOMEM.
  */
 int	plan_build(struct manifest *m, struct store *s, bool do_delete,
-	    struct plan **ret);
+	    const struct filter *filter, struct plan **ret);
 /* Free a plan.  NULL is a no-op. */
 void	plan_free(struct plan *p);
 

@@ -35,17 +35,28 @@ mkdir -p "$T/mirror"
 ln -s "$T/outside" "$T/mirror/evil"
 before_outside=$(ls -A "$T/outside" | wc -l)
 
+# delete = no: the symlink stays, nothing is written through it.
+sed -i 's/^delete = yes$/delete = no/' "$T/bm.conf"
 assert_exit 1 bm --json sync up
 assert_eq "$(jfield fetched)" 1 "only good.txt is fetched"
 cmp -s "$T/up/good.txt" "$T/mirror/good.txt" || fail "good.txt not mirrored"
 assert_eq "$(ls -A "$T/outside" | wc -l)" "$before_outside" "files written outside"
-[ -L "$T/mirror/evil" ] || fail "the planted symlink was replaced"
-for f in "$T/x" "$T/mirror/../x" /etc/x "$T/outside-too"; do
-	[ -e "$f" ] && [ "$f" != /etc/x ] && fail "$f was written"
+[ -L "$T/mirror/evil" ] || fail "the planted symlink was replaced with delete = no"
+for f in "$T/x" "$T/outside-too" /etc/x; do
+	[ -e "$f" ] && fail "$f was written"
 done
-[ -e /etc/x ] && fail "/etc/x exists"
 # Nothing but good.txt, the symlink and the listed dir entries.
 extra=$(cd "$T/mirror" && find . -mindepth 1 ! -path ./good.txt ! -path ./evil)
 [ -z "$extra" ] || fail "unexpected entries in the mirror: $extra"
 grep -q 'evil' "$T/last.err" || fail "the refused path is not reported"
+
+# delete = yes: the symlink is replaced by the real directory; its target
+# is never written to.
+sed -i 's/^delete = no$/delete = yes/' "$T/bm.conf"
+assert_exit 0 bm --json sync up
+[ -L "$T/mirror/evil" ] && fail "the planted symlink is still there"
+[ -d "$T/mirror/evil" ] || fail "evil/ is not a directory now"
+cmp -s "$T/up/evil/pwn.txt" "$T/mirror/evil/pwn.txt" || fail "evil/pwn.txt not mirrored"
+assert_eq "$(ls -A "$T/outside" | wc -l)" "$before_outside" "files written outside"
+[ -e "$T/outside/pwn.txt" ] && fail "written through the symlink"
 echo PASS

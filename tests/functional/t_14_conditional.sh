@@ -59,7 +59,12 @@ assert_eq "$n" 0 "files with a listed size (the listing has none)"
 
 echo "# second run: one conditional GET per file, all 304, no HEAD"
 mark=$(wc -l < "$LOG")
+before=$(tree_sum "$T/mirror")
+sleep 1.1	# a directory touched by this run would get a new mtime
 assert_exit 0 bm --json sync up
+# Nothing on disk changes, directory mtimes included (no temp file is
+# created and removed for an answer that has no body).
+assert_eq "$(tree_sum "$T/mirror")" "$before" "mirror after an all-304 run"
 expect_counts 0 0 0 0
 assert_eq "$(jfield status)" ok "status"
 assert_eq "$(jfield bytes)" 0 "bytes"
@@ -90,16 +95,20 @@ print(urllib.parse.quote(sys.argv[1], safe="/"))' "$f")
 done < <(cd "$T/up" && find . -type f -printf '%P\0')
 assert_trees_equal "$T/up" "$T/mirror"
 
-echo "# one file changed upstream (bytes and mtime): only it is downloaded"
+echo "# two files changed upstream: only they are downloaded"
+# x.fa: new bytes and mtime; empty.dat: still empty, new mtime (a 200
+# with an empty body).
 printf 'changed upstream\n' >> "$T/up/sub/x.fa"
 touch -d '2024-03-04 05:06:07 UTC' "$T/up/sub/x.fa"
+touch -d '2024-03-04 05:06:08 UTC' "$T/up/empty.dat"
 mark=$(wc -l < "$LOG")
 assert_exit 0 bm --json sync up
-expect_counts 1 0 0 0
+expect_counts 2 0 0 0
 assert_eq "$(jfield bytes)" "$(stat -c %s "$T/up/sub/x.fa")" "bytes"
 reqs=$(file_requests "$mark")
-assert_eq "$(echo "$reqs" | grep '^GET 200 ')" "GET 200 /sub/x.fa" "downloads"
-assert_eq "$(echo "$reqs" | grep -c '^GET 304 ')" "$((nfiles - 1))" "304 answers"
+assert_eq "$(echo "$reqs" | grep '^GET 200 ' | tr '\n' ' ')" \
+    "GET 200 /empty.dat GET 200 /sub/x.fa " "downloads"
+assert_eq "$(echo "$reqs" | grep -c '^GET 304 ')" "$((nfiles - 2))" "304 answers"
 assert_eq "$(echo "$reqs" | wc -l)" "$nfiles" "file requests"
 assert_eq "$(log_since "$mark" "$LOG" | grep -c '"HEAD ')" 0 "HEAD requests"
 assert_trees_equal "$T/up" "$T/mirror"

@@ -17,7 +17,7 @@ for f in $smalls; do
 	head -c $((i * 3000)) /dev/urandom > "$T/up/$f"
 	touch -d "2022-0$i-01 12:00:00 UTC" "$T/up/$f"
 done
-nsmall=$(echo $smalls | wc -w)
+nsmall=$(echo "$smalls" | wc -w)
 start_nginx "$T/up"
 write_conf "$NGINX_URL"
 

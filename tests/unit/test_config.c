@@ -27,6 +27,20 @@ struct ctx {
 };
 
 static void
+write_file(const char *path, const char *text)
+{
+	int	 fd;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd == -1 ||
+	    write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		perror(path);
+		exit(1);
+	}
+	(void)close(fd);
+}
+
+static void
 write_conf(struct ctx *t, const char *text, size_t len)
 {
 	int	 fd;
@@ -99,8 +113,8 @@ test_defaults(struct ctx *t)
 	struct config		*c = NULL;
 	struct mirror_conf	*m;
 
-	is_int(load(t, "[m]\nsource = https://h.example/x\ndest = d\n", &c),
-	    0, "minimal mirror loads");
+	is_int(load(t, "[m]\nsource = https://h.example/x\ndest = /srv/d\n",
+	    &c), 0, "minimal mirror loads");
 	if (c == NULL)
 		return;
 	is_str(c->path, t->path, "path recorded");
@@ -112,7 +126,7 @@ test_defaults(struct ctx *t)
 	is_str(m->name, "m", "name from section");
 	is_int(m->line, 1, "header line");
 	is_str(m->source, "https://h.example/x/", "trailing / added");
-	is_str(m->dest, "d", "relative dest kept");
+	is_str(m->dest, "/srv/d", "dest kept");
 	is_int(m->ninclude, 0, "no include");
 	is_int(m->nexclude, 0, "no exclude");
 	is_int(m->concurrency, 8, "concurrency 8");
@@ -174,10 +188,8 @@ static const char full_conf[] =
     "ftp_timezone = -05:30\n"
     "file_mode = 444\n"
     "dir_mode = 02775\n"
-    "ca_file = /etc/ssl/ca.pem\n"
+    "ca_file = %s\n"
     "user_agent = mirror-bot\n"
-    "post_sync = /usr/local/bin/reindex --all\n"
-    "metrics_file = /var/lib/node_exporter/bm.prom\n"
     "key;semi = x\n";
 
 static void
@@ -185,10 +197,15 @@ test_every_key(struct ctx *t)
 {
 	struct config		*c = NULL;
 	struct mirror_conf	*m;
-	char			 text[sizeof(full_conf)];
+	char			 text[sizeof(full_conf) + 256];
+	char			 ca[160];
 
+	/* ca_file must name a readable regular file. */
+	snprintf(ca, sizeof(ca), "%s/ca.pem", t->dir);
+	write_file(ca, "-----BEGIN CERTIFICATE-----\n");
+	snprintf(text, sizeof(text), full_conf, ca);
+	is_int(load(t, text, &c), BM_EINVAL, "unknown key on the last line");
 	/* Drop the last line (an unknown key) for the good case. */
-	memcpy(text, full_conf, sizeof(full_conf));
 	*strstr(text, "key;semi") = '\0';
 	is_int(load(t, text, &c), 0, "full config loads");
 	if (c == NULL) {
@@ -233,15 +250,16 @@ test_every_key(struct ctx *t)
 	is_int(m->ftp_tz.offset, -(5 * 3600 + 30 * 60), "offset -05:30");
 	is_int(m->file_mode, 0444, "file_mode 444 is octal");
 	is_int(m->dir_mode, 02775, "dir_mode 02775");
-	is_str(m->ca_file, "/etc/ssl/ca.pem", "ca_file");
+	is_str(m->ca_file, ca, "ca_file");
 	is_str(m->user_agent, "mirror-bot", "mirror user_agent");
-	is_str(m->post_sync, "/usr/local/bin/reindex --all", "post_sync");
-	is_str(m->metrics_file, "/var/lib/node_exporter/bm.prom",
-	    "metrics_file");
+	ok(m->post_sync == NULL && m->metrics_file == NULL,
+	    "post_sync, metrics_file unset");
 out:
 	config_free(c);
-	fails(t, full_conf, 36, "unknown key 'key;semi' in section "
+	snprintf(text, sizeof(text), full_conf, ca);
+	fails(t, text, 34, "unknown key 'key;semi' in section "
 	    "[blast.db_2-x]");
+	(void)unlink(ca);
 }
 
 static void
@@ -419,6 +437,94 @@ test_unsupported(struct ctx *t)
 	fails(t, "[m]\nsource = https://\n", 2, "source = https://: no host");
 	fails(t, "[m]\nsource = http://h/x?y=1\n", 2, "source = "
 	    "http://h/x?y=1: a source URL takes no query or fragment");
+	/* Stored but never used would be silently ignored: refused. */
+	bad_value(t, "post_sync", "/usr/local/bin/reindex --all",
+	    "post_sync is not supported by this build yet");
+	bad_value(t, "metrics_file", "/var/lib/node_exporter/bm.prom",
+	    "metrics_file is not supported by this build yet");
+}
+
+/* Destinations: absolute, not "/", not shared or nested between mirrors. */
+static void
+test_dests(struct ctx *t)
+{
+	struct config	*c = NULL;
+
+	fails(t, "[m]\nsource = http://h/\ndest = d\n", 3, "dest must be "
+	    "an absolute path (got 'd'; a relative path would resolve "
+	    "against the working directory)");
+	fails(t, "[m]\nsource = http://h/\ndest = ./srv/m\n", 3, "dest must "
+	    "be an absolute path (got './srv/m'; a relative path would "
+	    "resolve against the working directory)");
+	fails(t, "[m]\nsource = http://h/\ndest = /\n", 3,
+	    "dest = /: the root directory cannot be a mirror's destination");
+	fails(t, "[m]\nsource = http://h/\ndest = ///\n", 3,
+	    "dest = ///: the root directory cannot be a mirror's "
+	    "destination");
+	fails(t, "[m]\nsource = http://h/\ndest = /./\n", 3,
+	    "dest = /./: the root directory cannot be a mirror's "
+	    "destination");
+	fails(t, HEAD "[b]\nsource = http://h/\ndest = /srv/m/\n", 6,
+	    "dest /srv/m/ of [b] is the same directory as dest /srv/m of [m] "
+	    "(section on line 1): mirrors must not share or nest "
+	    "destinations");
+	fails(t, HEAD "[b]\nsource = http://h/\ndest = /srv//m\n", 6,
+	    "dest /srv//m of [b] is the same directory as dest /srv/m of [m] "
+	    "(section on line 1): mirrors must not share or nest "
+	    "destinations");
+	fails(t, HEAD "[b]\nsource = http://h/\ndest = /srv/m/sub\n", 6,
+	    "dest /srv/m/sub of [b] is inside dest /srv/m of [m] (section "
+	    "on line 1): mirrors must not share or nest destinations");
+	fails(t, "[a]\nsource = http://h/\ndest = /srv/m/a/b\n"
+	    "[c]\nsource = http://h/\ndest = /x\n"
+	    "[b]\ndest = //srv/m/\nsource = http://h/\n", 8,
+	    "dest //srv/m/ of [b] contains dest /srv/m/a/b of [a] (section "
+	    "on line 1): mirrors must not share or nest destinations");
+	/* A shared prefix that is not a '/' boundary is fine. */
+	is_int(load(t, HEAD "[b]\nsource = http://h/\ndest = /srv/mm\n"
+	    "[c]\nsource = http://h/\ndest = /srv/m.old\n", &c), 0,
+	    "/srv/m, /srv/mm and /srv/m.old are distinct");
+	ok(c != NULL && c->nmirrors == 3, "three mirrors");
+	config_free(c);
+}
+
+/* ca_file must name a readable regular file. */
+static void
+test_ca_file(struct ctx *t)
+{
+	struct mirror_conf	*m;
+	char			 p[160], msg[512], err[512];
+
+	snprintf(p, sizeof(p), "%s/nope.pem", t->dir);
+	snprintf(msg, sizeof(msg), "ca_file = %s: No such file or directory",
+	    p);
+	bad_value(t, "ca_file", p, msg);
+	snprintf(msg, sizeof(msg), "ca_file = %s: not a regular file", t->dir);
+	bad_value(t, "ca_file", t->dir, msg);
+	if ((m = mirror_conf_new("adhoc")) == NULL)
+		return;
+	is_int(mirror_conf_set(m, "ca_file", p, err, sizeof(err)), BM_EINVAL,
+	    "--ca-file missing file");
+	snprintf(msg, sizeof(msg), "ca_file = %s: No such file or directory",
+	    p);
+	is_str(err, msg, "missing ca_file reason");
+	ok(m->ca_file == NULL, "ca_file unchanged");
+	write_file(p, "x");
+	if (geteuid() != 0) {
+		(void)chmod(p, 0);
+		is_int(mirror_conf_set(m, "ca_file", p, err, sizeof(err)),
+		    BM_EINVAL, "unreadable ca_file");
+		snprintf(msg, sizeof(msg), "ca_file = %s: Permission denied",
+		    p);
+		is_str(err, msg, "unreadable ca_file reason");
+		(void)chmod(p, 0600);
+	} else
+		ok(1, "# SKIP unreadable ca_file: running as root");
+	is_int(mirror_conf_set(m, "ca_file", p, err, sizeof(err)), 0,
+	    "readable ca_file");
+	is_str(m->ca_file, p, "ca_file set");
+	mirror_conf_free(m);
+	(void)unlink(p);
 }
 
 static void
@@ -589,6 +695,27 @@ test_set(void)
 	    BM_EINVAL, "--transport udt");
 	is_str(err, "transport = udt is not supported by this build yet",
 	    "udt reason");
+	is_int(mirror_conf_set(m, "post_sync", "/bin/true", err, sizeof(err)),
+	    BM_EINVAL, "post_sync");
+	is_str(err, "post_sync is not supported by this build yet",
+	    "post_sync reason");
+	is_int(mirror_conf_set(m, "metrics_file", "/tmp/m.prom", err,
+	    sizeof(err)), BM_EINVAL, "metrics_file");
+	is_str(err, "metrics_file is not supported by this build yet",
+	    "metrics_file reason");
+	ok(m->post_sync == NULL && m->metrics_file == NULL,
+	    "nothing stored");
+	/* Ad-hoc runs may use a relative dest, never the root. */
+	is_int(mirror_conf_set(m, "dest", "//", err, sizeof(err)), 0,
+	    "--dest //");
+	is_int(mirror_conf_check(m, err, sizeof(err)), BM_EINVAL,
+	    "check refuses dest /");
+	is_str(err, "dest = //: the root directory cannot be a mirror's "
+	    "destination", "root dest reason");
+	is_int(mirror_conf_set(m, "dest", "./out", err, sizeof(err)), 0,
+	    "--dest ./out");
+	is_int(mirror_conf_check(m, err, sizeof(err)), 0,
+	    "check accepts a relative dest");
 	is_int(mirror_conf_set(m, "exclude", "*.tmp", err, sizeof(err)), 0,
 	    "--exclude");
 	is_int(mirror_conf_set(m, "exclude", "old/", err, sizeof(err)), 0,
@@ -668,6 +795,8 @@ main(void)
 	test_structure(&t);
 	test_long_lines(&t);
 	test_unsupported(&t);
+	test_dests(&t);
+	test_ca_file(&t);
 	test_values(&t);
 	test_sizes();
 	test_set();

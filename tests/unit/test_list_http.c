@@ -4,8 +4,9 @@
  * list: the *.expected.tsv sidecars (read at run time; run from the repo
  * root as ./tests/unit/test_list_http) or, for the samples without one
  * (nginx json/xml, IIS), the rows written below from LISTINGS.md.  Then
- * hostile hrefs, percent-decoding, and list_http_crawl() against a fake
- * fetch callback serving in-memory pages.
+ * hostile hrefs (the store's temp-file prefix among them), percent-decoding,
+ * empty index pages versus pages that are no index at all, and
+ * list_http_crawl() against a fake fetch callback serving in-memory pages.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -633,6 +634,146 @@ test_hostile(void)
 	listing_free(l);
 }
 
+/* The store's temp-file prefix is a hostile name in every format. */
+static void
+test_tmp_prefix(void)
+{
+	static const char html[] = "<html><head><title>Index of /d/</title>"
+	    "</head><body><h1>Index of /d/</h1><hr><pre>"
+	    "<a href=\"../\">../</a>\n"
+	    "<a href=\".biomirror-tmp.0a1b2c3d\">.biomirror-tmp.0a1b2c3d</a>"
+	    "  01-Jan-2020 10:00   5\n"
+	    "<a href=\".biomirror-tmp.x/\">.biomirror-tmp.x/</a>"
+	    "  01-Jan-2020 10:00   -\n"
+	    "<a href=\"%2ebiomirror-tmp.y\">%2ebiomirror-tmp.y</a>"
+	    "  01-Jan-2020 10:00   5\n"
+	    "<a href=\".biomirror-tmpz\">.biomirror-tmpz</a>"
+	    "  01-Jan-2020 10:00   5\n"
+	    "</pre><hr></body></html>";
+	static const char js[] = "[{\"name\":\".biomirror-tmp.1\","
+	    "\"type\":\"file\",\"size\":1},"
+	    "{\"name\":\"ok\",\"type\":\"file\",\"size\":3}]";
+	struct listing	*l = listing_new(100);
+	size_t		 skipped = 0;
+
+	is_int(list_http_parse((const uint8_t *)html, strlen(html),
+	    "text/html", "http://h/d/", "", l, NULL, &skipped, NULL, 0), 0,
+	    "tmp prefix: page parses");
+	is_int(skipped, 3, "tmp prefix: 3 names skipped as hostile");
+	is_int(listing_count(l), 1, "tmp prefix: only the near miss kept");
+	ok(find(l, ".biomirror-tmpz") != NULL, "tmp prefix: near miss kept");
+	listing_free(l);
+
+	l = listing_new(100);
+	skipped = 0;
+	is_int(list_http_parse((const uint8_t *)js, strlen(js), NULL,
+	    "http://h/d/", "", l, NULL, &skipped, NULL, 0), 0,
+	    "tmp prefix: json parses");
+	is_int(skipped, 1, "tmp prefix: json name skipped as hostile");
+	is_int(listing_count(l), 1, "tmp prefix: json keeps ok");
+	listing_free(l);
+}
+
+/* nginx autoindex of an empty directory (1.22, default settings). */
+static const char empty_nginx[] =
+    "<html>\r\n"
+    "<head><title>Index of /pub/empty/</title></head>\r\n"
+    "<body>\r\n"
+    "<h1>Index of /pub/empty/</h1><hr><pre><a href=\"../\">../</a>\r\n"
+    "</pre><hr></body>\r\n"
+    "</html>\r\n";
+
+/* Apache 2.4 mod_autoindex FancyIndexing of an empty directory. */
+static const char empty_apache[] =
+    "<!DOCTYPE HTML PUBLIC \"-//W3C//DTD HTML 3.2 Final//EN\">\n"
+    "<html>\n"
+    " <head>\n"
+    "  <title>Index of /pub/empty</title>\n"
+    " </head>\n"
+    " <body>\n"
+    "<h1>Index of /pub/empty</h1>\n"
+    "<pre><img src=\"/icons/blank.gif\" alt=\"Icon \"> "
+    "<a href=\"?C=N;O=D\">Name</a>                    "
+    "<a href=\"?C=M;O=A\">Last modified</a>      "
+    "<a href=\"?C=S;O=A\">Size</a>  "
+    "<a href=\"?C=D;O=A\">Description</a><hr>"
+    "<img src=\"/icons/back.gif\" alt=\"[PARENTDIR]\"> "
+    "<a href=\"/pub/\">Parent Directory</a>"
+    "                             -   \n"
+    "<hr></pre>\n"
+    "<address>Apache/2.4.62 (Debian) Server at h.example Port 80"
+    "</address>\n"
+    "</body></html>\n";
+
+/* Apache without FancyIndexing: a plain <ul>, only the parent in it. */
+static const char empty_apache_ul[] =
+    "<!DOCTYPE HTML PUBLIC \"-//W3C//DTD HTML 3.2 Final//EN\">\n"
+    "<html>\n <head>\n  <title>Index of /pub/empty</title>\n </head>\n"
+    " <body>\n<h1>Index of /pub/empty</h1>\n"
+    "<ul><li><a href=\"/pub/\"> Parent Directory</a></li>\n"
+    "</ul>\n</body></html>\n";
+
+/* Parse body (len bytes) as text/html at http://h/pub/empty/. */
+static int
+parse_page(const char *body, size_t len, struct listing *l, char *err,
+    size_t errlen)
+{
+	err[0] = '\0';
+	return list_http_parse((const uint8_t *)body, len,
+	    "text/html; charset=utf-8", "http://h/pub/empty/", "pub/empty", l,
+	    NULL, NULL, err, errlen);
+}
+
+/* An empty index is 0 entries; a page with no links at all is an error. */
+static void
+test_not_index(void)
+{
+	static const char *const junk[] = {
+		"",
+		" \r\n\t\n",
+		"<html><body><p>Service temporarily unavailable</p></body>"
+		"</html>",
+		"<!DOCTYPE html><html><head><title>Welcome</title></head>"
+		"<body></body></html>",
+		"Forbidden\n",
+	};
+	struct listing	*l;
+	char		 err[256], rnd[3000];
+	uint32_t	 x = 12345;
+	size_t		 i;
+
+	l = listing_new(100);
+	is_int(parse_page(empty_nginx, strlen(empty_nginx), l, err,
+	    sizeof(err)), 0, "empty nginx autoindex: rc 0 (%s)", err);
+	is_int(listing_count(l), 0, "empty nginx autoindex: 0 entries");
+	is_int(parse_page(empty_apache, strlen(empty_apache), l, err,
+	    sizeof(err)), 0, "empty Apache FancyIndex: rc 0 (%s)", err);
+	is_int(listing_count(l), 0, "empty Apache FancyIndex: 0 entries");
+	is_int(parse_page(empty_apache_ul, strlen(empty_apache_ul), l, err,
+	    sizeof(err)), 0, "empty Apache <ul> index: rc 0 (%s)", err);
+	is_int(listing_count(l), 0, "empty Apache <ul> index: 0 entries");
+	/* Titled as an index but without even a parent link: still one. */
+	is_int(parse_page("<title>Index of /</title><h1>Index of /</h1>",
+	    44, l, err, sizeof(err)), 0, "\"Index of\" without links: rc 0");
+
+	for (i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		is_int(parse_page(junk[i], strlen(junk[i]), l, err,
+		    sizeof(err)), BM_EPROTO, "junk page %zu: BM_EPROTO", i);
+		ok(strncmp(err, "not an ", 7) == 0, "junk page %zu: %s", i,
+		    err);
+	}
+	/* 3000 random bytes served as text/html with status 200. */
+	for (i = 0; i < sizeof(rnd); i++) {
+		x = x * 1103515245u + 12345u;
+		rnd[i] = (char)(x >> 16);
+	}
+	is_int(parse_page(rnd, sizeof(rnd), l, err, sizeof(err)), BM_EPROTO,
+	    "3000 random bytes: BM_EPROTO");
+	is_str(err, "not an index page: no links", "random bytes: reason");
+	is_int(listing_count(l), 0, "nothing appended");
+	listing_free(l);
+}
+
 /* In-memory web server for list_http_crawl(). */
 struct fake_page {
 	const char	*url;
@@ -816,6 +957,17 @@ test_crawl(void)
 	    "redirect inside: ok");
 	listing_free(l);
 
+	/* A junk page under the source fails the crawl, not empties a dir. */
+	memcpy(bad, tree, sizeof(bad));
+	bad[2].body = "<html><body>Gateway busy</body></html>";
+	l = listing_new(1000);
+	is_int(crawl(bad, 4, 10, NULL, 4, &f, l, NULL, err, sizeof(err)),
+	    BM_EPROTO, "junk page: BM_EPROTO (listing failed)");
+	is_str(err, "http://h/src/a/c/: not an index page: no links",
+	    "junk page: errbuf");
+	ok(find(l, "a/a 1") != NULL, "junk page: other pages still listed");
+	listing_free(l);
+
 	/* The root page failing. */
 	l = listing_new(1000);
 	is_int(crawl(tree, 0, 10, NULL, 4, &f, l, NULL, err, sizeof(err)),
@@ -854,6 +1006,8 @@ main(void)
 	test_iis();
 	test_specials();
 	test_hostile();
+	test_tmp_prefix();
+	test_not_index();
 	test_crawl();
 	test_crawl_docker();
 	return done_testing();

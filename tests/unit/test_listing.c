@@ -126,6 +126,13 @@ test_paths(void)
 	ok(!name_is_safe("a/b", 3), "name with slash");
 	ok(!name_is_safe("..", 2), "name ..");
 	ok(!name_is_safe("", 0), "name empty");
+	/* The store's temp-file prefix is never a listed name. */
+	ok(!name_is_safe(".biomirror-tmp.0a1b2c3d", 23), "temp-file name");
+	ok(!name_is_safe(".biomirror-tmp.", 15), "bare temp prefix");
+	ok(!safe("a/.biomirror-tmp.x/b"), "temp-file component");
+	ok(name_is_safe(".biomirror-tmp", 14), "prefix without its dot");
+	ok(name_is_safe("x.biomirror-tmp.y", 17), "prefix not at start");
+	ok(safe("a/.biomirror-tmpx"), "near miss in a path");
 }
 
 static void

@@ -143,7 +143,7 @@ mkplan(struct fx *fx, const struct spec *v, size_t n, bool do_delete,
 	struct plan	*p = NULL;
 
 	stage(fx, v, n);
-	MUST(plan_build(fx->m, without_store ? NULL : fx->s, do_delete, &p));
+	MUST(plan_build(fx->m, without_store ? NULL : fx->s, do_delete, NULL, &p));
 	return p;
 }
 
