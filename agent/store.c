@@ -6,6 +6,9 @@
  * - The destination is opened once (store_open) as an O_DIRECTORY fd; that
  *   open and the mkdir -p before it are the only path-based calls.  Every
  *   other call is relative to that fd or to a directory fd reached from it.
+ *   The destination path itself is the administrator's choice and is
+ *   followed like any path (a /srv/mirror symlink to a data volume is
+ *   common); the store starts at the directory it resolves to.
  * - No symlink inside the destination is ever followed.  A parent
  *   directory is reached with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
  *   RESOLVE_NO_MAGICLINKS) when the kernel has it, else (ENOSYS, EINVAL)
@@ -302,9 +305,13 @@ static int
 store_tmpname(char buf[STORE_TMP_NAMELEN + 1])
 {
 	uint8_t	 r[4];
+	ssize_t	 n;
 
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+	if ((n = getrandom(r, sizeof(r), 0)) != (ssize_t)sizeof(r)) {
+		if (n != -1)
+			errno = EIO;
 		return BM_EIO;
+	}
 	(void)snprintf(buf, STORE_TMP_NAMELEN + 1, "%s%02x%02x%02x%02x",
 	    STORE_TMP_PREFIX, r[0], r[1], r[2], r[3]);
 	return 0;
@@ -350,13 +357,19 @@ store_mkdir_p(const char *dest, mode_t mode, bool *ret_made)
 
 /*
  * Open the destination directory dest (a path from the config; borrowed,
- * copied) with O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC, creating it and missing
- * parents first (mkdir -p; dest itself gets exactly dir_mode when we
- * create it, parents get dir_mode under the umask).  Trailing '/' are
- * dropped so that they cannot make open follow a symlink.  *ret is owned
- * by the caller (store_close).  Returns 0, BM_EINVAL (NULL or empty
- * dest), BM_EIO (errno kept, also when dest is a file), BM_EUNSAFE (dest
- * itself is a symlink) or BM_ENOMEM.
+ * copied) with O_DIRECTORY|O_CLOEXEC, creating it and missing parents
+ * first (mkdir -p; dest itself gets exactly dir_mode when we create it,
+ * parents get dir_mode under the umask).  dest and its parents may be
+ * symlinks to directories: the administrator chose them, so they are
+ * followed; only symlinks inside the destination are refused (by every
+ * other call).  Trailing '/' are dropped from store_path().  The
+ * directory must be writable and searchable by our effective ids
+ * (faccessat AT_EACCESS), so that a run fails here with "Permission
+ * denied" or "Read-only file system", not on its first file.  *ret is
+ * owned by the caller (store_close).  Returns 0, BM_EINVAL (NULL or
+ * empty dest), BM_EIO (errno kept: ENOTDIR when dest is a file or a
+ * symlink to one, EACCES or EROFS when we cannot write into it) or
+ * BM_ENOMEM.  Never BM_EUNSAFE.
  * Sandbox: create directories along dest, read-write beneath it.
  */
 int
@@ -364,10 +377,9 @@ store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
     struct store **ret)
 {
 	struct store	*s = NULL;
-	struct stat	 st;
 	size_t		 len;
 	bool		 made;
-	int		 err, rc;
+	int		 rc;
 
 	if (dest == NULL || dest[0] == '\0')
 		return BM_EINVAL;
@@ -384,17 +396,16 @@ store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
 		s->path[len - 1] = '\0';
 	if ((rc = store_mkdir_p(s->path, dir_mode, &made)) != 0)
 		goto out;
-	s->fd = open(s->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	s->fd = open(s->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->fd == -1) {
-		err = errno;
 		rc = BM_EIO;
-		if ((err == ELOOP || err == ENOTDIR) &&
-		    lstat(s->path, &st) == 0 && S_ISLNK(st.st_mode))
-			rc = BM_EUNSAFE;
-		errno = err;
 		goto out;
 	}
 	if (made && fchmod(s->fd, dir_mode) == -1) {
+		rc = BM_EIO;
+		goto out;
+	}
+	if (faccessat(s->fd, ".", W_OK | X_OK, AT_EACCESS) == -1) {
 		rc = BM_EIO;
 		goto out;
 	}
@@ -538,7 +549,9 @@ store_tmpfile(struct store_file *f)
  * planner checks free space).  *ret is owned by the caller until
  * store_file_abort() or store_commit().  Returns 0, BM_EUNSAFE (bad path,
  * symlink or file in a parent position), BM_ENOSPC, BM_EINVAL (NULL),
- * BM_ENOMEM or BM_EIO (errno kept).
+ * BM_ENOMEM or BM_EIO with errno kept from the call that failed (EACCES
+ * for a directory we may not write, EROFS, ...) so that the caller can
+ * report strerror(errno).
  * Sandbox: create directories and regular files beneath the destination.
  */
 int

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Upstream changes a path's type (file -> directory, directory -> file):
+# with delete = yes the local entry is replaced and the mirror converges;
+# excluded paths are never deleted, even with --delete and a generous
+# max_delete (as rsync keeps excluded files without --delete-excluded).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+mkdir -p "$T/up/y" "$T/up/keep" "$T/up/logs"
+echo a > "$T/up/x"; echo b > "$T/up/y/inner"; echo k > "$T/up/keep/k.txt"
+echo z > "$T/up/logs/excl.log"; echo w > "$T/up/logs/w.txt"
+start_nginx "$T/up"
+write_conf "$NGINX_URL"
+assert_exit 0 bm sync up
+assert_trees_equal "$T/up" "$T/mirror"
+
+echo "# x becomes a directory, y becomes a file"
+rm "$T/up/x"; mkdir "$T/up/x"; echo f > "$T/up/x/f"
+rm -r "$T/up/y"; echo yy > "$T/up/y"
+assert_exit 0 bm plan up
+grep -q '^delete x (type changed upstream)' "$T/last.out" || fail "x not cleared first"
+assert_exit 0 bm --json sync up
+assert_eq "$(jfield failed)" 0 "failed"
+assert_trees_equal "$T/up" "$T/mirror"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+
+echo "# without delete the type change fails with a reason and keeps the file"
+rm -r "$T/up/x"; echo xx > "$T/up/x"
+sed -i 's/^delete = yes$/delete = no/' "$T/bm.conf"
+assert_exit 1 bm --json sync up
+[ -d "$T/mirror/x" ] || fail "x was replaced without delete"
+sed -i 's/^delete = no$/delete = yes/' "$T/bm.conf"
+
+echo "# excluded paths are kept"
+assert_exit 0 bm sync --exclude '*.log' --exclude 'keep/' --max-delete 100% up
+[ -e "$T/mirror/logs/excl.log" ] || fail "an excluded file was deleted"
+[ -e "$T/mirror/keep/k.txt" ] || fail "an excluded directory was deleted"
+assert_exit 0 bm plan --exclude '*.log' --max-delete 100% up
+grep -q 'excl.log' "$T/last.out" && fail "the excluded file is planned"
+# ... and a path gone upstream is still deleted under the same filter.
+rm "$T/up/logs/w.txt"
+assert_exit 0 bm --json sync --exclude '*.log' --max-delete 100% up
+expect_counts 0 0 1 0
+[ -e "$T/mirror/logs/w.txt" ] && fail "a gone file was kept"
+[ -e "$T/mirror/logs/excl.log" ] || fail "the excluded file was deleted"
+echo PASS
