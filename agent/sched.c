@@ -206,9 +206,8 @@ sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
 	sc->res->failed++;
 }
 
-/* Backoff before retry number `attempt` (1-based), in ns. */
-static int64_t
-backoff_ns(unsigned attempt, long retry_after)
+int64_t
+sched_backoff_ns(unsigned attempt, long retry_after)
 {
 	int64_t		 d = (NS / 2) << (attempt > 7 ? 7 : attempt - 1);
 	uint32_t	 r = 0;
@@ -287,7 +286,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 		if (f->attempts <= sc->o->retries && !*sc->o->stop) {
 			f->state = SF_WAITING;
 			f->not_before = now_mono() +
-			    backoff_ns(f->attempts, res->retry_after);
+			    sched_backoff_ns(f->attempts, res->retry_after);
 			sc->waiting++;
 			log_info("%s: fetch: %s (retry %u of %u)",
 			    f->act->path, res->errmsg, f->attempts,

@@ -77,17 +77,118 @@ sink_page(void *arg, uint64_t off, const void *data, size_t len)
 	return 0;
 }
 
-struct page_wait {
-	size_t		 left;		/* jobs not finished yet */
+/* One index page being fetched, with its retries and redirects. */
+struct page_try {
+	struct xfer_job	 job;		/* the transport job */
+	struct page_buf	 buf;		/* the body */
+	char		*url;		/* owned: URL of the current try */
+	unsigned	 attempts;	/* tries made */
+	unsigned	 hops;		/* redirects followed */
+	bool		 running;	/* job submitted, not finished */
+	bool		 done;		/* final result reached */
+	int64_t		 not_before;	/* monotonic ns of the next try */
 };
+
+#define MAX_PAGE_HOPS	5
 
 static void
 page_done(void *ctx, struct xfer_job *job)
 {
-	struct page_wait *w = ctx;
+	struct page_try	*t = job->owner;
 
-	(void)job;
-	w->left--;
+	(void)ctx;
+	t->running = false;
+}
+
+static int64_t
+mono_now(void)
+{
+	struct timespec	 ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
+}
+
+static int
+page_submit(struct run *r, struct page_try *t)
+{
+	free(t->buf.buf);
+	memset(&t->buf, 0, sizeof(t->buf));
+	memset(&t->job, 0, sizeof(t->job));
+	t->job.url = t->url;
+	t->job.expect_size = -1;
+	t->job.max_size = MAX_PAGE_BYTES;
+	t->job.if_modified_since = -1;
+	t->job.no_redirect = true;
+	t->job.sink = sink_page;
+	t->job.sink_arg = &t->buf;
+	t->job.owner = t;
+	t->attempts++;
+	t->running = true;
+	return xfer_submit(r->x, &t->job);
+}
+
+/*
+ * A finished try: follow a redirect that stays under the source (never
+ * to another host or above the source: the request is not made), retry
+ * what is retryable after a backoff, else the result is final.
+ */
+static int
+page_next(struct run *r, struct page_try *t)
+{
+	struct xfer_result *res = &t->job.res;
+	char		*u;
+
+	if (res->status >= 300 && res->status < 400 && res->location[0]) {
+		if (strncmp(res->location, r->c->source,
+		    strlen(r->c->source)) != 0 || t->hops >= MAX_PAGE_HOPS) {
+			(void)snprintf(res->errmsg, sizeof(res->errmsg),
+			    "redirected outside the source to %.200s",
+			    res->location);
+			res->rc = BM_EPROTO;
+			t->done = true;
+			return 0;
+		}
+		if ((u = strdup(res->location)) == NULL)
+			return BM_ENOMEM;
+		free(t->url);
+		t->url = u;
+		t->hops++;
+		t->attempts = 0;
+		return page_submit(r, t);
+	}
+	if (res->cls == XFER_RETRY && t->attempts <= r->c->retries) {
+		log_info("%s: list: %s (retry %u of %u)", t->job.url,
+		    res->errmsg, t->attempts, r->c->retries);
+		t->not_before = mono_now() + sched_backoff_ns(t->attempts,
+		    res->retry_after);
+		return 0;
+	}
+	t->done = true;
+	return 0;
+}
+
+/* Copy a final result into the crawler's page (body moved). */
+static int
+page_result(struct page_try *t, struct http_page *pg)
+{
+	struct xfer_result *res = &t->job.res;
+
+	pg->status = res->status;
+	pg->rc = res->rc;
+	if (res->rc == 0 && res->cls != XFER_OK)
+		pg->rc = BM_EHTTP;
+	(void)snprintf(pg->errmsg, sizeof(pg->errmsg), "%s", res->errmsg);
+	if (res->content_type[0] &&
+	    (pg->content_type = strdup(res->content_type)) == NULL)
+		return BM_ENOMEM;
+	if ((pg->effective_url = strdup(res->effective_url[0] ?
+	    res->effective_url : t->url)) == NULL)
+		return BM_ENOMEM;
+	pg->body = t->buf.buf;
+	pg->len = t->buf.len;
+	t->buf.buf = NULL;
+	return 0;
 }
 
 /* http_fetch_fn for the crawler: all pages of a batch at once. */
@@ -95,63 +196,55 @@ static int
 fetch_pages(void *ctx, struct http_page *pages, size_t n)
 {
 	struct run	*r = ctx;
-	struct xfer_job	*jobs;
-	struct page_buf	*bufs;
-	struct page_wait w = { 0 };
-	size_t		 i;
+	struct page_try	*t;
+	size_t		 i, left;
+	int64_t		 now;
 	int		 rc = BM_ENOMEM;
 
-	jobs = calloc(n, sizeof(*jobs));
-	bufs = calloc(n, sizeof(*bufs));
-	if (jobs == NULL || bufs == NULL)
-		goto out;
-	for (i = 0; i < n; i++) {
-		jobs[i].url = pages[i].url;
-		jobs[i].expect_size = -1;
-		jobs[i].max_size = MAX_PAGE_BYTES;
-		jobs[i].if_modified_since = -1;
-		jobs[i].sink = sink_page;
-		jobs[i].sink_arg = &bufs[i];
-		if ((rc = xfer_submit(r->x, &jobs[i])) != 0)
+	if ((t = calloc(n, sizeof(*t))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < n; i++)
+		if ((t[i].url = strdup(pages[i].url)) == NULL ||
+		    (rc = page_submit(r, &t[i])) != 0)
 			goto out;
-		w.left++;
-	}
-	while (w.left > 0) {
+	for (;;) {
 		if (*r->o->stop) {
 			rc = BM_EINTR;
 			goto out;
 		}
-		if ((rc = xfer_poll(r->x, 100, page_done, &w)) != 0)
+		if ((rc = xfer_poll(r->x, 100, page_done, NULL)) != 0)
 			goto out;
+		now = mono_now();
+		for (i = 0, left = 0; i < n; i++) {
+			if (t[i].done)
+				continue;
+			left++;
+			if (t[i].running)
+				continue;
+			if (t[i].not_before == 0) {
+				if ((rc = page_next(r, &t[i])) != 0)
+					goto out;
+			} else if (t[i].not_before <= now) {
+				t[i].not_before = 0;
+				if ((rc = page_submit(r, &t[i])) != 0)
+					goto out;
+			}
+		}
+		if (left == 0)
+			break;
 	}
-	for (i = 0; i < n; i++) {
-		struct xfer_result *res = &jobs[i].res;
-		pages[i].status = res->status;
-		pages[i].rc = res->rc;
-		if (res->rc == 0 && res->cls != XFER_OK)
-			pages[i].rc = BM_EHTTP;
-		(void)snprintf(pages[i].errmsg, sizeof(pages[i].errmsg), "%s",
-		    res->errmsg);
-		if (res->content_type[0] &&
-		    (pages[i].content_type = strdup(res->content_type)) == NULL)
-			rc = BM_ENOMEM;
-		if (res->effective_url[0] && (pages[i].effective_url =
-		    strdup(res->effective_url)) == NULL)
-			rc = BM_ENOMEM;
-		pages[i].body = bufs[i].buf;
-		pages[i].len = bufs[i].len;
-		bufs[i].buf = NULL;
-	}
+	for (i = 0; i < n; i++)
+		if ((rc = page_result(&t[i], &pages[i])) != 0)
+			goto out;
 	rc = 0;
 out:
-	if (jobs != NULL && w.left > 0)
-		for (i = 0; i < n; i++)
-			xfer_cancel(r->x, &jobs[i]);
-	if (bufs != NULL)
-		for (i = 0; i < n; i++)
-			free(bufs[i].buf);
-	free(bufs);
-	free(jobs);
+	for (i = 0; i < n; i++) {
+		if (t[i].running)
+			xfer_cancel(r->x, &t[i].job);
+		free(t[i].buf.buf);
+		free(t[i].url);
+	}
+	free(t);
 	return rc;
 }
 

@@ -209,7 +209,8 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	(void)curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	(void)curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	(void)curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	(void)curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+	(void)curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION,
+	    j->no_redirect ? 0L : 1L);
 	(void)curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
 	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
 	(void)curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
@@ -299,9 +300,12 @@ classify(struct curl_rec *r, CURLcode cc)
 	struct xfer_result *res = &r->job->res;
 	long		 status = 0;
 	curl_off_t	 cl = -1, ft = -1;
-	char		*eff = NULL;
+	char		*eff = NULL, *loc = NULL;
 
 	(void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+	(void)curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &loc);
+	if (loc)
+		(void)snprintf(res->location, sizeof(res->location), "%s", loc);
 	(void)curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T,
 	    &cl);
 	(void)curl_easy_getinfo(r->easy, CURLINFO_FILETIME_T, &ft);

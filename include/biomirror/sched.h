@@ -43,4 +43,11 @@ int	sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	    struct manifest *m, struct action *acts, size_t n,
 	    struct mirror_result *res);
 
+/*
+ * Backoff before retry number attempt (1-based), in nanoseconds:
+ * 0.5 s doubling per attempt up to 60 s, plus up to 50% jitter; at least
+ * retry_after seconds (capped at 10 minutes) when it is >= 0.
+ */
+int64_t	sched_backoff_ns(unsigned attempt, long retry_after);
+
 #endif

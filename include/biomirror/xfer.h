@@ -40,6 +40,7 @@ struct xfer_result {
 	char		 etag[256];	/* ETag as sent (quotes kept), "" if none */
 	char		 content_type[128]; /* Content-Type, "" if none */
 	char		 effective_url[2048]; /* URL after redirects */
+	char		 location[2048]; /* redirect target not followed, "" if none */
 	uint64_t	 bytes;		/* body bytes delivered to the sink */
 	long		 retry_after;	/* Retry-After in seconds, -1 if none */
 	char		 errmsg[256];	/* reason when rc != 0 */
@@ -53,6 +54,7 @@ struct xfer_job {
 	uint64_t	 max_size;	/* hard cap on body bytes (rule 31), 0 = none */
 	const char	*if_none_match;	/* borrowed ETag for If-None-Match, NULL if none */
 	int64_t		 if_modified_since; /* seconds, -1 for none */
+	bool		 no_redirect;	/* report 3xx (res.location), do not follow */
 	xfer_sink_fn	 sink;		/* where body bytes go */
 	void		*sink_arg;	/* borrowed: the sink's state */
 	void		*owner;		/* borrowed: the scheduler's record */

@@ -8,8 +8,9 @@ Last-Modified, ETag and keep-alive, and injects one fault chosen by --mode:
   ignore-range  answer every Range request with 200 and the whole body
   wrong-range   answer Range requests with 206 and a Content-Range that
                 starts one byte later than asked
-  retry-after   answer the first --fail N GETs of each file with 503 and
-                Retry-After: --retry-after seconds
+  retry-after   answer the first --fail N GETs of each file (with --pages
+                also of each index page) with 503 and Retry-After:
+                --retry-after seconds
   stall         for the first GET of each file send half the body, then
                 stop sending (the connection stays open) until --stall-for s
   short-body    for the first GET of each file close the connection after
@@ -121,6 +122,10 @@ class Handler(BaseHTTPRequestHandler):
         if os.path.isdir(path):
             if not rel.endswith("/"):
                 return self.send_plain(301, b"", extra={"Location": rel + "/"})
+            if ARGS.mode == "retry-after" and ARGS.pages and n <= ARGS.fail:
+                return self.send_plain(
+                    503, b"busy\n",
+                    extra={"Retry-After": str(ARGS.retry_after)})
             return self.send_plain(200, nginx_index(rel, path), "text/html")
         if not os.path.isfile(path):
             return self.send_plain(404, b"not found\n")
@@ -196,6 +201,8 @@ def main():
     p.add_argument("--fail", type=int, default=2)
     p.add_argument("--retry-after", type=int, default=1)
     p.add_argument("--stall-for", type=float, default=30)
+    p.add_argument("--pages", action="store_true",
+                   help="apply retry-after to index pages too")
     p.add_argument("--stats")
     p.add_argument("--log", action="store_true")
     ARGS = p.parse_args()

@@ -1,7 +1,9 @@
 /*
  * Unit tests for agent/store.c: atomic commit, exact mtime and mode,
  * size mismatch, planted symlinks (parent and final name), hostile paths,
- * temp clean-up, delete, symlink targets, mkdirs.  The whole suite runs
+ * temp clean-up, delete, symlink targets, mkdirs, a destination that is
+ * itself a symlink (followed), a destination or directory we may not write
+ * (BM_EIO with errno EACCES).  The whole suite runs
  * twice: once with whatever parent resolution the kernel offers (openat2
  * where present), once under a seccomp filter that makes openat2 fail
  * with ENOSYS, so that the O_NOFOLLOW walk is exercised too.
@@ -14,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
@@ -163,20 +166,145 @@ test_open(struct ctx *c, const char *tag)
 	is_int(st.st_mode & 07777, 0775, "%s: dest has dir_mode exactly", tag);
 	is_str(store_path(c->s), c->dest, "%s: store_path", tag);
 
-	snprintf(p, sizeof(p), "%s/linkdest", c->base);
-	ok(symlink(c->out, p) == 0, "%s: plant linkdest", tag);
-	is_int(store_open(p, 0644, 0755, &s2), BM_EUNSAFE,
-	    "%s: dest symlink refused", tag);
-	snprintf(q, sizeof(q), "%s/", p);
-	is_int(store_open(q, 0644, 0755, &s2), BM_EUNSAFE,
-	    "%s: dest symlink with trailing / refused", tag);
-	ok(s2 == NULL, "%s: no store on failure", tag);
 	snprintf(p, sizeof(p), "%s/plainfile", c->base);
 	put_file(p, "x");
+	errno = 0;
 	is_int(store_open(p, 0644, 0755, &s2), BM_EIO,
 	    "%s: dest is a file: BM_EIO", tag);
+	is_int(errno, ENOTDIR, "%s: dest is a file: ENOTDIR", tag);
+	ok(s2 == NULL, "%s: no store on failure", tag);
+	snprintf(q, sizeof(q), "%s/linkfile", c->base);
+	ok(symlink(p, q) == 0, "%s: plant linkfile -> plainfile", tag);
+	errno = 0;
+	is_int(store_open(q, 0644, 0755, &s2), BM_EIO,
+	    "%s: dest symlink to a file: BM_EIO", tag);
+	is_int(errno, ENOTDIR, "%s: dest symlink to a file: ENOTDIR", tag);
 	is_int(store_open("", 0644, 0755, &s2), BM_EINVAL,
 	    "%s: empty dest", tag);
+}
+
+/*
+ * dest itself (or a parent) may be a symlink to a directory, the usual
+ * /srv/mirror -> /data/mirror setup: it is followed and files land in
+ * the target.  Symlinks inside the destination stay refused.
+ */
+static void
+test_dest_symlink(struct ctx *c, const char *tag)
+{
+	struct store		*s2 = NULL;
+	struct store_file	*f = NULL;
+	struct store_commit_item it;
+	char			 real[128], link[128], p[PATH_MAX];
+	char			 q[PATH_MAX], buf[64];
+
+	snprintf(real, sizeof(real), "%s/realdest", c->base);
+	snprintf(link, sizeof(link), "%s/linkdest", c->base);
+	ok(mkdir(real, 0755) == 0, "%s: mkdir realdest", tag);
+	ok(symlink(real, link) == 0, "%s: plant linkdest -> realdest", tag);
+	is_int(store_open(link, 0644, 0755, &s2), 0,
+	    "%s: dest symlink to a directory opens", tag);
+	if (s2 == NULL)
+		return;
+	is_str(store_path(s2), link, "%s: store_path is the link", tag);
+	is_int(store_file_open(s2, "sub/x", 2, &f), 0,
+	    "%s: file_open through the dest link", tag);
+	if (f != NULL) {
+		is_int(store_file_write(f, 0, "hi", 2), 0, "%s: write", tag);
+		memset(&it, 0, sizeof(it));
+		it.file = f;
+		it.size = 2;
+		it.mtime = MTIME1;
+		is_int(store_commit(s2, &it, 1), 0, "%s: commit", tag);
+		is_int(it.rc, 0, "%s: published", tag);
+	}
+	snprintf(p, sizeof(p), "%s/sub/x", real);
+	is_int(get_file(p, buf, sizeof(buf)), 2, "%s: file in the target",
+	    tag);
+	is_str(buf, "hi", "%s: target content", tag);
+	/* A symlink inside the (linked) destination is still refused. */
+	snprintf(p, sizeof(p), "%s/evil", real);
+	ok(symlink(c->out, p) == 0, "%s: plant realdest/evil", tag);
+	is_int(store_file_open(s2, "evil/x", 1, &f), BM_EUNSAFE,
+	    "%s: symlink inside a linked dest refused", tag);
+	store_close(s2);
+	s2 = NULL;
+
+	/* Trailing '/' and a symlinked parent are followed too. */
+	snprintf(q, sizeof(q), "%s/", link);
+	is_int(store_open(q, 0644, 0755, &s2), 0,
+	    "%s: dest symlink with trailing / opens", tag);
+	if (s2 != NULL)
+		is_str(store_path(s2), link, "%s: trailing / dropped", tag);
+	store_close(s2);
+	s2 = NULL;
+	snprintf(q, sizeof(q), "%s/new/deeper", link);
+	is_int(store_open(q, 0644, 0755, &s2), 0,
+	    "%s: dest below a symlinked parent created", tag);
+	snprintf(p, sizeof(p), "%s/new/deeper", real);
+	ok(exists(p), "%s: created inside the target", tag);
+	store_close(s2);
+}
+
+/* Add (on) or drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (effective). */
+static int
+dac_caps(bool on)
+{
+	struct __user_cap_header_struct	 h;
+	struct __user_cap_data_struct	 d[2];
+	const uint32_t			 mask = (1U << CAP_DAC_OVERRIDE) |
+					    (1U << CAP_DAC_READ_SEARCH);
+
+	memset(&h, 0, sizeof(h));
+	h.version = _LINUX_CAPABILITY_VERSION_3;
+	if (syscall(SYS_capget, &h, d) == -1)
+		return -1;
+	if (on)
+		d[0].effective |= d[0].permitted & mask;
+	else
+		d[0].effective &= ~mask;
+	return (int)syscall(SYS_capset, &h, d);
+}
+
+/*
+ * A destination, or a directory in it, we may not write: BM_EIO with
+ * errno EACCES, so that the caller can print "Permission denied".  Root
+ * gives up CAP_DAC_OVERRIDE for the checks so that mode bits apply.
+ */
+static void
+test_access(struct ctx *c, const char *tag)
+{
+	struct store		*s2 = NULL;
+	struct store_file	*f = NULL;
+	char			 ro[PATH_MAX], p[PATH_MAX];
+
+	snprintf(ro, sizeof(ro), "%s/rodest", c->base);
+	ok(mkdir(ro, 0755) == 0, "%s: mkdir rodest", tag);
+	is_int(store_mkdirs(c->s, "rosub"), 0, "%s: mkdirs rosub", tag);
+	pathf(p, c, "rosub");
+	if (chmod(ro, 0555) == -1 || chmod(p, 0555) == -1 ||
+	    dac_caps(false) == -1) {
+		ok(1, "# SKIP permission checks: %s", strerror(errno));
+		goto out;
+	}
+	errno = 0;
+	is_int(store_open(ro, 0644, 0755, &s2), BM_EIO,
+	    "%s: read-only dest: BM_EIO", tag);
+	is_int(errno, EACCES, "%s: read-only dest: EACCES", tag);
+	ok(s2 == NULL, "%s: read-only dest: no store", tag);
+	errno = 0;
+	is_int(store_file_open(c->s, "rosub/x", 1, &f), BM_EIO,
+	    "%s: file in a read-only dir: BM_EIO", tag);
+	is_int(errno, EACCES, "%s: file in a read-only dir: EACCES", tag);
+	errno = 0;
+	is_int(store_file_open(c->s, "rosub/new/x", 1, &f), BM_EIO,
+	    "%s: new dir in a read-only dir: BM_EIO", tag);
+	is_int(errno, EACCES, "%s: new dir in a read-only dir: EACCES", tag);
+	ok(f == NULL, "%s: no store_file on failure", tag);
+out:
+	(void)dac_caps(true);
+	(void)chmod(p, 0755);
+	(void)chmod(ro, 0755);
+	store_close(s2);
 }
 
 static void
@@ -549,6 +677,8 @@ run_suite(const char *tag)
 	test_open(&c, tag);
 	if (c.s == NULL)
 		return;
+	test_dest_symlink(&c, tag);
+	test_access(&c, tag);
 	test_write_commit(&c, tag);
 	test_mismatch_batch(&c, tag);
 	test_planted(&c, tag);
