@@ -5,6 +5,7 @@
  * The exit status of a call over several mirrors is the first that
  * applies of 2, 4, 3, 1, 75, 0.
  */
+#include <dirent.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -151,6 +152,7 @@ static const struct option sync_longopts[] = {
 /* One override as a (key, value) pair, kept until mirrors are known. */
 struct override {
 	char		 key[32];	/* config key ("max_delete") */
+	const char	*option;	/* static: option name ("max-delete") */
 	const char	*value;		/* borrowed from argv */
 };
 
@@ -197,6 +199,7 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 			for (i = 0; a->ov[a->nov].key[i]; i++)
 				if (a->ov[a->nov].key[i] == '-')
 					a->ov[a->nov].key[i] = '_';
+			a->ov[a->nov].option = sync_longopts[idx].name;
 			a->ov[a->nov].value = ch == 'D' ? "yes" : optarg;
 			a->nov++;
 			break;
@@ -224,8 +227,8 @@ apply_overrides(struct mirror_conf *m, const struct sync_args *a)
 		err[0] = '\0';
 		if (mirror_conf_set(m, a->ov[i].key, a->ov[i].value, err,
 		    sizeof(err)) != 0) {
-			log_errx("--%s %s: %s", sync_longopts[0].name ==
-			    NULL ? "" : a->ov[i].key, a->ov[i].value, err);
+			log_errx("--%s %s: %s", a->ov[i].option,
+			    a->ov[i].value, err);
 			return 2;
 		}
 	}
@@ -280,7 +283,7 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 	struct mirror_conf **ms = NULL, *adhoc = NULL;
 	const char	**keys = NULL;
 	char		 key[64], err[512];
-	size_t		 i, n = 0;
+	size_t		 i, j, n = 0;
 	int		 status = 2, rc;
 
 	memset(&a, 0, sizeof(a));
@@ -294,6 +297,10 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 		log_errx("sync: --source and --dest go together");
 		goto out;
 	}
+	if (plan && a.source == NULL && a.nnames != 1) {
+		log_errx("plan: name one mirror (or give --source and --dest)");
+		goto out;
+	}
 	if ((status = load_config(c, a.source == NULL)) != 0 ||
 	    (status = resolve_state_dir(c)) != 0)
 		goto out;
@@ -304,7 +311,12 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 			    "each other");
 			goto out;
 		}
-		if ((adhoc = mirror_conf_new("adhoc")) == NULL)
+		if (state_adhoc_key(a.dest, key, sizeof(key)) != 0) {
+			log_errx("%s: cannot make an ad-hoc key", a.dest);
+			goto out;
+		}
+		/* The key names the run too, so two ad-hoc mirrors differ. */
+		if ((adhoc = mirror_conf_new(key)) == NULL)
 			goto out;
 		err[0] = '\0';
 		if (mirror_conf_set(adhoc, "source", a.source, err,
@@ -313,8 +325,6 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 			log_errx("sync: %s", err);
 			goto out;
 		}
-		if (state_adhoc_key(a.dest, key, sizeof(key)) != 0)
-			goto out;
 		n = 1;
 		ms = calloc(1, sizeof(*ms));
 		keys = calloc(1, sizeof(*keys));
@@ -323,10 +333,6 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 		ms[0] = adhoc;
 		keys[0] = key;
 	} else {
-		if (plan && a.nnames != 1) {
-			log_errx("plan: name one mirror");
-			goto out;
-		}
 		n = a.nnames > 0 ? (size_t)a.nnames : c->conf->nmirrors;
 		if (n == 0) {
 			log_errx("%s: no mirrors configured",
@@ -346,6 +352,11 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 				goto out;
 			}
 			keys[i] = ms[i]->name;
+			for (j = 0; j < i; j++)
+				if (ms[j] == ms[i]) {
+					log_errx("%s: named twice", keys[i]);
+					goto out;
+				}
 		}
 	}
 	for (i = 0; i < n; i++) {
@@ -468,6 +479,52 @@ status_one(struct cli *c, const char *name, json_t *arr)
 	return status;
 }
 
+/*
+ * A mirror name that status and ls accept: configured, or with a
+ * manifest in the state directory (ad-hoc mirrors: "adhoc-...").
+ */
+static bool
+known_mirror(struct cli *c, const char *name)
+{
+	char		 path[PATH_MAX];
+	struct stat	 st;
+
+	if (config_find(c->conf, name) != NULL)
+		return true;
+	if (strchr(name, '/') != NULL || name[0] == '.' ||
+	    state_manifest_path(c->state_dir, name, path, sizeof(path)) != 0)
+		return false;
+	return stat(path, &st) == 0;
+}
+
+/* status of every ad-hoc mirror that has a manifest. */
+static int
+status_adhoc(struct cli *c, json_t *arr)
+{
+	char		 dir[PATH_MAX], name[256];
+	struct dirent	*de;
+	DIR		*d;
+	size_t		 len;
+	int		 status = 0, s;
+
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/manifests", c->state_dir) >=
+	    sizeof(dir) || (d = opendir(dir)) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (strncmp(de->d_name, "adhoc-", 6) != 0 || len < 4 ||
+		    strcmp(de->d_name + len - 3, ".db") != 0 ||
+		    len - 3 >= sizeof(name))
+			continue;
+		memcpy(name, de->d_name, len - 3);
+		name[len - 3] = '\0';
+		if ((s = status_one(c, name, arr)) != 0)
+			status = s;
+	}
+	(void)closedir(d);
+	return status;
+}
+
 static int
 cmd_status(struct cli *c, int argc, char **argv)
 {
@@ -475,14 +532,14 @@ cmd_status(struct cli *c, int argc, char **argv)
 	size_t	 i;
 	int	 status, s;
 
-	if ((status = load_config(c, true)) != 0 ||
+	if ((status = load_config(c, false)) != 0 ||
 	    (status = resolve_state_dir(c)) != 0)
 		return status;
 	if (c->json && (arr = json_array()) == NULL)
 		return 2;
 	if (argc > 1) {
 		for (i = 1; i < (size_t)argc; i++) {
-			if (config_find(c->conf, argv[i]) == NULL) {
+			if (!known_mirror(c, argv[i])) {
 				log_errx("%s: no such mirror", argv[i]);
 				status = 2;
 				continue;
@@ -490,11 +547,14 @@ cmd_status(struct cli *c, int argc, char **argv)
 			if ((s = status_one(c, argv[i], arr)) != 0)
 				status = s;
 		}
-	} else
+	} else {
 		for (i = 0; i < c->conf->nmirrors; i++)
 			if ((s = status_one(c, c->conf->mirrors[i]->name,
 			    arr)) != 0)
 				status = s;
+		if ((s = status_adhoc(c, arr)) != 0)
+			status = s;
+	}
 	if (arr != NULL) {
 		(void)json_dumpf(arr, stdout, JSON_INDENT(2) |
 		    JSON_ENSURE_ASCII);
@@ -523,9 +583,11 @@ ls_row(void *arg, const struct file_row *row)
 		(void)json_array_append_new(x->arr, json_pack(
 		    "{s:s,s:s,s:I,s:s}", "path", safe, "type", type, "size",
 		    (json_int_t)row->local_size, "mtime", ts));
-	else
+	else if (row->type == ENTRY_FILE)
 		printf("%c %12lld %s %s\n", (char)row->type,
 		    (long long)row->local_size, ts, safe);
+	else
+		printf("%c %12s %s %s\n", (char)row->type, "-", ts, safe);
 	free(safe);
 	return 0;
 }
@@ -542,10 +604,10 @@ cmd_ls(struct cli *c, int argc, char **argv)
 		log_errx("usage: biomirror ls NAME [PATH]");
 		return 2;
 	}
-	if ((status = load_config(c, true)) != 0 ||
+	if ((status = load_config(c, false)) != 0 ||
 	    (status = resolve_state_dir(c)) != 0)
 		return status;
-	if (config_find(c->conf, argv[1]) == NULL) {
+	if (!known_mirror(c, argv[1])) {
 		log_errx("%s: no such mirror", argv[1]);
 		return 2;
 	}
@@ -645,13 +707,23 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 	log_init(true, c.verbosity);
 	argc -= optind;
 	argv += optind;
+	if (c.check_only && argc > 0) {
+		log_errx("-n validates the config and takes no command (for "
+		    "a dry run: sync --dry-run or plan)");
+		return 2;
+	}
 	if (c.check_only)
 		cmd = "check-config";
 	else if (argc < 1) {
+		log_errx("no command given");
 		usage(stderr);
 		return 2;
 	} else
 		cmd = argv[0];
+	if (strcmp(cmd, "check-config") == 0 && argc > 1) {
+		log_errx("check-config takes no arguments");
+		return 2;
+	}
 	if (strcmp(cmd, "sync") == 0)
 		status = cmd_sync(&c, argc, argv, false);
 	else if (strcmp(cmd, "plan") == 0)
@@ -662,7 +734,11 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		status = cmd_ls(&c, argc, argv);
 	else if (strcmp(cmd, "check-config") == 0)
 		status = cmd_check_config(&c);
-	else if (strcmp(cmd, "help") == 0) {
+	else if (strcmp(cmd, "resync") == 0 || strcmp(cmd, "history") == 0 ||
+	    strcmp(cmd, "verify") == 0 || strcmp(cmd, "serve") == 0) {
+		log_errx("%s: not supported by this build yet", cmd);
+		status = 2;
+	} else if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		status = 0;
 	} else {

@@ -37,6 +37,8 @@ main(int argc, char **argv)
 	(void)sigemptyset(&sa.sa_mask);
 	(void)sigaction(SIGTERM, &sa, NULL);
 	(void)sigaction(SIGINT, &sa, NULL);
+	/* A closed terminal ends a run cleanly, like SIGTERM. */
+	(void)sigaction(SIGHUP, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	(void)sigaction(SIGPIPE, &sa, NULL);
 	status = cli_main(argc, argv, &stop_flag);

@@ -104,10 +104,17 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	double	 rate;
 
 	human_bytes(r->bytes, hb, sizeof(hb));
+	if (r->dry_run) {
+		fprintf(fp, "%s: plan %s: listed %lld, would fetch %lld (%s), "
+		    "touch %lld, delete %lld\n", r->mirror, r->status,
+		    (long long)r->listed, (long long)r->fetched, hb,
+		    (long long)r->touched, (long long)r->deleted);
+		return;
+	}
 	rate = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e6 : 0;
-	fprintf(fp, "%s: %s%s: listed %lld, fetched %lld, touched %lld, "
+	fprintf(fp, "%s: %s: listed %lld, fetched %lld, touched %lld, "
 	    "deleted %lld, failed %lld, %s in %.1f s (%.1f MB/s)\n",
-	    r->mirror, r->dry_run ? "plan " : "", r->status,
+	    r->mirror, r->status,
 	    (long long)r->listed, (long long)r->fetched,
 	    (long long)r->touched, (long long)r->deleted,
 	    (long long)r->failed, hb, r->seconds, rate);
@@ -133,6 +140,13 @@ report_utf8_escape(const char *s, char **ret)
 		if (need == 9) {
 			(void)snprintf(out + o, 5, "\\x%02X", p[i]);
 			o += 4;
+			i++;
+			continue;
+		}
+		if (p[i] == '\\') {
+			/* Doubled, so that "\\xE9" (a real backslash) differs. */
+			out[o++] = '\\';
+			out[o++] = '\\';
 			i++;
 			continue;
 		}
@@ -183,7 +197,8 @@ result_json(const struct mirror_result *r)
 	    json_object_set_new(o, "failed", json_integer(r->failed)) ||
 	    json_object_set_new(o, "bytes",
 	    json_integer((json_int_t)r->bytes)) ||
-	    json_object_set_new(o, "seconds", json_real(r->seconds))) {
+	    json_object_set_new(o, "seconds",
+	    json_real((double)(int64_t)(r->seconds * 1000 + 0.5) / 1000))) {
 		json_decref(errs);
 		goto fail;
 	}
@@ -219,7 +234,8 @@ report_json(struct mirror_result *const *results, size_t n, FILE *fp)
 		if (json_array_append_new(arr, o) != 0)
 			goto out;
 	}
-	if (json_dumpf(arr, fp, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0)
+	if (json_dumpf(arr, fp, JSON_INDENT(2) | JSON_ENSURE_ASCII |
+	    JSON_REAL_PRECISION(12)) != 0)
 		goto out;
 	fputc('\n', fp);
 	rc = 0;

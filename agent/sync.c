@@ -252,6 +252,7 @@ static int
 run_list(struct run *r)
 {
 	struct crawl_opts co;
+	size_t		 skipped = 0, loops = 0;
 	int		 rc;
 
 	r->filter.include = (const char *const *)r->c->include;
@@ -265,9 +266,18 @@ run_list(struct run *r)
 	co.batch = r->c->max_connections ? r->c->max_connections * 2 : 16;
 	if ((r->l = listing_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
+	co.ret_skipped = &skipped;
+	co.ret_loops = &loops;
 	rc = list_http_crawl(r->c->source, &co, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
 	r->complete = rc == 0;
+	if (skipped > 0)
+		log_info("%s: list: %zu links skipped (unsafe names, or "
+		    "outside the source)", r->c->name, skipped);
+	if (loops > 0)
+		log_warnx("%s: list: %zu directories not entered: their "
+		    "entries repeat an ancestor's (a server-side symlink loop)",
+		    r->c->name, loops);
 	if (rc == BM_ENOMEM || rc == BM_EINTR)
 		return rc;
 	if (rc != 0) {
@@ -415,10 +425,11 @@ run_open(struct run *r)
 	if (!r->o->dry_run || stat(r->c->dest, &st) == 0) {
 		if ((rc = store_open(r->c->dest, r->c->file_mode,
 		    r->c->dir_mode, &r->s)) != 0) {
-			(void)snprintf(r->err, sizeof(r->err), "%s: open: %s%s%s",
-			    r->c->dest, bm_strerror(rc), rc == BM_EIO ? ": " : "",
-			    rc == BM_EIO ? strerror(errno) : "");
-			return BM_EIO;
+			(void)snprintf(r->err, sizeof(r->err), "%s: %s",
+			    r->c->dest, rc == BM_EIO ? strerror(errno) :
+			    bm_strerror(rc));
+			/* An unusable destination is a config error: exit 2. */
+			return BM_EINVAL;
 		}
 	}
 	memset(&xo, 0, sizeof(xo));

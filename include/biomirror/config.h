@@ -91,7 +91,8 @@ int	mirror_conf_set(struct mirror_conf *m, const char *key,
 	    const char *value, char *errbuf, size_t errlen);
 /*
  * Check a finished mirror: source and dest present, source scheme
- * supported (http, https in this build), source normalised to end in '/'.
+ * supported (http, https in this build), source normalised to end in '/',
+ * dest not the root directory.
  * Returns 0 or BM_EINVAL with a reason in errbuf.
  */
 int	mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen);

@@ -85,7 +85,9 @@ void		 entry_clear(struct entry *e);
  * True when path (len bytes, not NUL-terminated necessarily) is a safe
  * relative path: not empty, not absolute, no "." or ".." or empty
  * component, no NUL or control byte (0x01-0x1f, 0x7f), no component over
- * 255 bytes, total under PATH_MAX.  Rejects, never repairs (rule 35).
+ * 255 bytes, no component starting with the store's temp-file prefix
+ * (STORE_TMP_PREFIX), total under PATH_MAX.  Rejects, never repairs
+ * (rule 35).
  */
 bool		 path_is_safe(const char *path, size_t len);
 /* Same for a single name (no '/' allowed). */

@@ -2,8 +2,7 @@
  * Reporting: the result of one mirror run (counts, status, per-file
  * errors), its one-line summary, and the --json array (DESIGN.md
  * "--json").  JSON is written with jansson; names that are not valid
- * UTF-8 are escaped (\xHH shown as the code point U+00HH... see
- * report_json), never dropped.
+ * UTF-8 are escaped (see report_utf8_escape()), never dropped.
  */
 #ifndef BIOMIRROR_REPORT_H
 #define BIOMIRROR_REPORT_H
@@ -57,8 +56,9 @@ void	report_summary(const struct mirror_result *r, FILE *fp);
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
 /*
  * Make a JSON-safe copy of the byte string s: valid UTF-8 is kept, each
- * invalid byte becomes "\xHH" (backslash, x, two hex digits).  *ret is
- * malloc'd.  Returns 0 or BM_ENOMEM.
+ * invalid byte becomes "\xHH" (backslash, x, two uppercase hex digits)
+ * and a backslash becomes two, so the escaping can be undone without
+ * ambiguity.  *ret is malloc'd.  Returns 0 or BM_ENOMEM.
  */
 int	report_utf8_escape(const char *s, char **ret);
 

@@ -24,9 +24,11 @@ struct store_file;
 
 /*
  * Open (and create with dir_mode if missing, parents included) the
- * destination directory dest.  file_mode/dir_mode are applied to
- * published files and created directories.  Returns 0, BM_EIO (errno
- * kept), BM_EUNSAFE (dest is a symlink) or BM_ENOMEM.
+ * destination directory dest.  dest itself may be a symlink to a
+ * directory (the admin's choice); symlinks inside it are never followed.
+ * file_mode/dir_mode are applied to published files and created
+ * directories.  Returns 0, BM_EIO (errno kept: ENOTDIR, EACCES or EROFS
+ * when the destination is not a writable directory) or BM_ENOMEM.
  */
 int	store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
 	    struct store **ret);

@@ -110,6 +110,12 @@ umask 022
 mkdir -p "$WORKDIR" || fail "mkdir $WORKDIR"
 T=$(mktemp -d "$WORKDIR/bmbench.XXXXXX") || fail "mktemp in $WORKDIR"
 chmod 0755 "$T"
+# Run a snapshot of the binary: a rebuild during the benchmark (other work
+# in the same tree) must not change what is measured half-way.
+BM_ORIG=$BM
+BM_INFO="$("$BM" --version 2>&1 | head -n 1), binary built $(date -u -r "$BM" '+%Y-%m-%d %H:%M:%S UTC'), sha256 $(sha256sum < "$BM" | cut -c1-12)"
+cp "$BM" "$T/biomirror" || fail "cp $BM"
+BM=$T/biomirror
 export T BM
 unset http_proxy https_proxy ftp_proxy all_proxy \
     HTTP_PROXY HTTPS_PROXY FTP_PROXY ALL_PROXY
@@ -532,8 +538,8 @@ MEM=$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 MACHINE="- machine: $(nproc) CPUs ($CPU), $MEM RAM, kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")
 - disk: $FSTYPE on $(df -P "$T" | awk 'NR == 2 { print $1 }'); $DROP_NOTE
 - server: $(ver /usr/sbin/nginx -v | sed 's/^nginx version: //'), one worker, autoindex (exact sizes), sendfile, on 127.0.0.1
-- $(ver "$BM" --version); rclone $(rclone version 2>/dev/null | awk 'NR == 1 { print $2 }'); $(lftp --version | awk 'NR == 1 { print "lftp " $4 }'); $(ver wget --version | awk '{ print "wget " $3 }'); $(ver cp --version | sed 's/^cp (GNU coreutils) /coreutils /'); $(ver rsync --version | awk '{ print "rsync " $3 }')"
-cmd_of() { printf '%s' "${CMDS["$1"]:-}" | sed "s#$URL#http://127.0.0.1:PORT/#g; s#$ROOT/#./#g; s#$T#\$W#g"; }
+- $BM_INFO (\`$BM_ORIG\`, copied before the first run); rclone $(rclone version 2>/dev/null | awk 'NR == 1 { print $2 }'); $(lftp --version | awk 'NR == 1 { print "lftp " $4 }'); $(ver wget --version | awk '{ print "wget " $3 }'); $(ver cp --version | sed 's/^cp (GNU coreutils) /coreutils /'); $(ver rsync --version | awk '{ print "rsync " $3 }')"
+cmd_of() { printf '%s' "${CMDS["$1"]:-}" | sed "s#$URL#http://127.0.0.1:PORT/#g; s#$T/biomirror#biomirror#g; s#$T#\$W#g"; }
 COMMANDS=""
 CT=A
 has_tree A || CT=B

@@ -96,7 +96,10 @@ write_conf "$NGINX_URL"
 assert_eq "$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "${NGINX_URL}sub/")" \
     500 "status of the sub/ page"
 before=$(tree_sum "$T/mirror")
-assert_exit 3 bm --json sync --delete up
+# A 500 is retryable: one retry, then the listing fails.
+assert_exit 3 bm --json sync --delete --retries 1 up
+grep -q 'sub/: list: HTTP 500 (retry 1 of 1)' "$LAST_ERR" ||
+    fail "the failing index page was not retried"
 assert_eq "$(jfield status)" failed "status (nothing fetched)"
 expect_counts 0 0 0 0
 assert_eq "$(jerrors)" " list" "errors"
@@ -127,7 +130,7 @@ stop_servers
 port=$(free_port)
 write_conf "http://127.0.0.1:$port/"
 t0=$(date +%s)
-assert_exit 3 bm --json sync --delete up
+assert_exit 3 bm --json sync --delete --retries 1 up
 assert_eq "$(jfield status)" failed "status"
 expect_counts 0 0 0 0
 grep -qi "127.0.0.1.*$port.*\(refused\|connect\)" "$LAST_ERR" ||
