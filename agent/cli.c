@@ -159,6 +159,7 @@ struct override {
 struct sync_args {
 	const char	*source, *dest;	/* borrowed: ad-hoc pair */
 	bool		 dry_run;
+	int		 progress;	/* 1 --progress, -1 --no-progress, 0 default */
 	struct override	*ov;		/* owned */
 	size_t		 nov;
 	char		**names;	/* borrowed: mirror names */
@@ -186,8 +187,11 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 			a->dry_run = true;
 			break;
 		case 'P':
+			a->progress = 1;
+			break;
 		case 'Q':
-			break;	/* XXX: the progress line comes with issue 3 */
+			a->progress = -1;
+			break;
 		case 'D':
 		case 'o':
 			a->ov = reallocarray(a->ov, a->nov + 1, sizeof(*a->ov));
@@ -237,7 +241,7 @@ apply_overrides(struct mirror_conf *m, const struct sync_args *a)
 
 static int
 run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
-    size_t n, bool dry_run)
+    size_t n, bool dry_run, bool progress)
 {
 	struct mirror_result **results;
 	struct sync_opts so;
@@ -253,6 +257,7 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		so.user_agent = c->conf->user_agent ? c->conf->user_agent :
 		    "biomirror/" BM_VERSION;
 		so.dry_run = dry_run;
+		so.progress = progress;
 		so.plan_out = c->json ? NULL : stdout;
 		so.stop = c->stop;
 		if (*c->stop)
@@ -368,7 +373,9 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 			goto out;
 		}
 	}
-	status = run_mirrors(c, ms, keys, n, a.dry_run);
+	/* The line shows on a terminal only; -q or --no-progress hide it. */
+	status = run_mirrors(c, ms, keys, n, a.dry_run, a.progress > 0 ||
+	    (a.progress == 0 && c->verbosity >= 0));
 out:
 	mirror_conf_free(adhoc);
 	free(ms);

@@ -1,12 +1,16 @@
 /*
  * The scheduler (see include/biomirror/sched.h).  Each file to fetch has
- * a struct sfile: QUEUED -> RUNNING -> (WAITING -> RUNNING)* -> DONE or
- * FAILED.  Every transfer ends in sched_finish(), which ignores files
- * already DONE or FAILED, so a late or double completion cannot commit a
- * file twice.  Finished files collect in a batch; sched_flush() publishes
- * the batch through store_commit() (mtimes, one syncfs, renames, parent
- * fsyncs) and then records it with one manifest_commit() transaction.  A
- * file is only ever in the manifest after its rename.
+ * a small struct sfile: QUEUED -> RUNNING -> (WAITING -> RUNNING)* ->
+ * DONE or FAILED.  While RUNNING it owns a struct sfile_try: the request
+ * URL and one transport job per range (one for a single stream).  When
+ * the last job of a try ends, the try's result is judged (sfile_result)
+ * and the file ends in sched_finish(), which ignores files already DONE
+ * or FAILED, so a late or double completion cannot commit a file twice.
+ * Finished files collect in a batch; sched_flush() publishes the batch
+ * through store_commit() (mtimes, one syncfs, renames, parent fsyncs) and
+ * then records it with one manifest_commit() transaction.  A file is only
+ * ever in the manifest after its rename.  Per-file memory outside a try is
+ * a few dozen bytes, so 100,000 planned files cost little.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,21 +28,31 @@
 #include "biomirror/store.h"
 #include "biomirror/xfer.h"
 
-#define NS	1000000000LL
+#define NS			1000000000LL
+#define SCHED_MAX_STREAMS	64	/* the config's upper bound for streams */
 
 enum sfile_state { SF_QUEUED = 0, SF_RUNNING, SF_WAITING, SF_DONE, SF_FAILED };
 
 struct sched;
+
+/* One try of one file: what only exists while it is in flight. */
+struct sfile_try {
+	char		*url;		/* owned: request URL */
+	struct xfer_job	*jobs;		/* owned: one per range */
+	unsigned	 njobs;		/* ranges (1: one stream) */
+	uint64_t	 running;	/* bit i: jobs[i] is in flight */
+	struct xfer_result res;		/* the try's result (sfile_result) */
+};
 
 struct sfile {
 	struct action	*act;		/* borrowed: the planned action */
 	struct sched	*sc;		/* borrowed: back pointer */
 	enum sfile_state state;
 	unsigned	 attempts;	/* tries started */
+	bool		 single;	/* the server ignored Range: one stream */
 	int64_t		 not_before;	/* monotonic ns before which not to retry */
-	char		*url;		/* owned: request URL */
 	struct store_file *sf;		/* owned while running: the temp file */
-	struct xfer_job	 job;		/* the transport job and its result */
+	struct sfile_try *t;		/* owned: the try in flight or in the batch */
 	int64_t		 mtime;		/* ns set on the committed file */
 };
 
@@ -57,11 +71,14 @@ struct sched {
 	struct sfile	**itemf;	/* owned: file of each item */
 	size_t		 nitems;
 	struct commit_rec *recs;	/* owned: other records of the batch */
+	char		**reasons;	/* owned: reason string of each rec, or NULL */
 	size_t		 nrecs;
 	size_t		 cap;		/* capacity of items/itemf and recs */
 	uint64_t	 batch_bytes;
 	int64_t		 batch_start;	/* monotonic ns of the batch's first file */
 	int		 fatal;		/* BM_ENOSPC, BM_EDB, BM_EINTR: stop */
+	uint64_t	 bytes_seen;	/* body bytes written, for progress */
+	struct progress	*progress;	/* owned: the live line, may be a no-op */
 };
 
 static int64_t
@@ -82,6 +99,16 @@ now_real(void)
 	return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
 }
 
+static void
+try_free(struct sfile_try *t)
+{
+	if (t == NULL)
+		return;
+	free(t->url);
+	free(t->jobs);
+	free(t);
+}
+
 static int
 sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -92,7 +119,9 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	if (f->sf == NULL && (rc = store_file_open(f->sc->s, f->act->path,
 	    -1, &f->sf)) != 0)
 		return rc;
-	return store_file_write(f->sf, off, buf, len);
+	if ((rc = store_file_write(f->sf, off, buf, len)) == 0)
+		f->sc->bytes_seen += len;
+	return rc;
 }
 
 /* Fill a commit record from the planned action's listed values. */
@@ -115,17 +144,61 @@ rec_from_action(struct commit_rec *r, const struct action *a,
 	r->local_mtime = a->local_mtime;
 }
 
+/*
+ * A new record of the batch; reason (may be NULL) is copied and owned by
+ * the batch until the flush.
+ */
 static struct commit_rec *
-rec_new(struct sched *sc)
+rec_new(struct sched *sc, const struct action *a, enum commit_op op,
+    const char *reason)
 {
-	return &sc->recs[sc->nrecs++];
+	struct commit_rec *r = &sc->recs[sc->nrecs];
+
+	rec_from_action(r, a, op);
+	sc->reasons[sc->nrecs] = reason ? strdup(reason) : NULL;
+	r->reason = sc->reasons[sc->nrecs] ? sc->reasons[sc->nrecs] :
+	    (reason ? "out of memory" : NULL);
+	sc->nrecs++;
+	if (sc->batch_start == 0)
+		sc->batch_start = now_mono();
+	return r;
+}
+
+/* The record of a published (or not) batch item. */
+static void
+item_record(struct sched *sc, size_t i, struct commit_rec *r)
+{
+	struct sfile	*f = sc->itemf[i];
+	struct xfer_result *res = &f->t->res;
+
+	f->sf = NULL;	/* store_commit freed it */
+	if (sc->items[i].rc != 0) {
+		rec_from_action(r, f->act, COMMIT_FAILED);
+		r->reason = bm_strerror(sc->items[i].rc);
+		f->state = SF_FAILED;
+		sc->res->failed++;
+		log_warnx("%s: commit: %s", f->act->path, r->reason);
+		(void)result_add_error(sc->res, f->act->path, "commit",
+		    r->reason);
+		return;
+	}
+	rec_from_action(r, f->act, COMMIT_FETCHED);
+	r->up_size = res->size >= 0 ? res->size : (int64_t)res->bytes;
+	r->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	r->etag = res->etag[0] ? res->etag : NULL;
+	r->local_size = (int64_t)res->bytes;
+	r->local_mtime = f->mtime;
+	r->bytes = (int64_t)res->bytes;
+	sc->res->fetched++;
+	sc->res->bytes += res->bytes;
+	log_debug("%s: fetched %llu bytes", f->act->path,
+	    (unsigned long long)res->bytes);
 }
 
 static int
 sched_flush(struct sched *sc)
 {
-	struct commit_rec *all = NULL, *r;
-	struct sfile	*f;
+	struct commit_rec *all = NULL;
 	size_t		 i, n = 0;
 	int		 rc = 0;
 
@@ -141,40 +214,23 @@ sched_flush(struct sched *sc)
 		rc = BM_ENOMEM;
 		goto out;
 	}
-	for (i = 0; i < sc->nitems; i++) {
-		f = sc->itemf[i];
-		f->sf = NULL;	/* store_commit freed it */
-		r = &all[n++];
-		if (sc->items[i].rc != 0) {
-			rec_from_action(r, f->act, COMMIT_FAILED);
-			r->reason = bm_strerror(sc->items[i].rc);
-			f->state = SF_FAILED;
-			sc->res->failed++;
-			log_warnx("%s: commit: %s", f->act->path, r->reason);
-			(void)result_add_error(sc->res, f->act->path, "commit",
-			    r->reason);
-			continue;
-		}
-		rec_from_action(r, f->act, COMMIT_FETCHED);
-		r->up_size = f->job.res.size >= 0 ? f->job.res.size :
-		    (int64_t)f->job.res.bytes;
-		r->up_mtime = f->job.res.mtime >= 0 ?
-		    f->job.res.mtime * NS : -1;
-		r->etag = f->job.res.etag[0] ? f->job.res.etag : NULL;
-		r->local_size = (int64_t)f->job.res.bytes;
-		r->local_mtime = f->mtime;
-		r->bytes = (int64_t)f->job.res.bytes;
-		sc->res->fetched++;
-		sc->res->bytes += f->job.res.bytes;
-		log_debug("%s: fetched %llu bytes", f->act->path,
-		    (unsigned long long)f->job.res.bytes);
-	}
+	for (i = 0; i < sc->nitems; i++)
+		item_record(sc, i, &all[n++]);
 	for (i = 0; i < sc->nrecs; i++)
 		all[n++] = sc->recs[i];
 	if ((rc = manifest_commit(sc->m, sc->o->run, all, n)) != 0)
 		log_errx("manifest: commit: %s", manifest_errmsg(sc->m));
 out:
 	free(all);
+	for (i = 0; i < sc->nitems; i++) {
+		sc->itemf[i]->sf = NULL;
+		try_free(sc->itemf[i]->t);
+		sc->itemf[i]->t = NULL;
+	}
+	for (i = 0; i < sc->nrecs; i++) {
+		free(sc->reasons[i]);
+		sc->reasons[i] = NULL;
+	}
 	sc->nitems = 0;
 	sc->nrecs = 0;
 	sc->batch_bytes = 0;
@@ -188,12 +244,8 @@ static void
 sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
     const char *reason)
 {
-	struct commit_rec *r;
-
 	f->state = SF_FAILED;
-	r = rec_new(sc);
-	rec_from_action(r, f->act, op);
-	r->reason = reason;
+	(void)rec_new(sc, f->act, op, reason);
 	if (op == COMMIT_VANISHED) {
 		log_warnx("%s: fetch: %s (listed, but gone upstream; not "
 		    "deleted)", f->act->path, reason);
@@ -204,6 +256,8 @@ sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
 		(void)result_add_error(sc->res, f->act->path, "fetch", reason);
 	}
 	sc->res->failed++;
+	try_free(f->t);
+	f->t = NULL;
 }
 
 int64_t
@@ -226,6 +280,52 @@ sched_backoff_ns(unsigned attempt, long retry_after)
 	return d;
 }
 
+/* Queue a finished file for the next batch commit. */
+static void
+sched_publish(struct sched *sc, struct sfile *f)
+{
+	struct xfer_result *res = &f->t->res;
+	struct store_commit_item *it;
+
+	f->state = SF_DONE;
+	if (res->mtime >= 0)
+		f->mtime = res->mtime * NS;
+	else if (f->act->list_prec != MTIME_UNKNOWN)
+		f->mtime = f->act->list_mtime;
+	else
+		f->mtime = now_real();
+	it = &sc->items[sc->nitems];
+	sc->itemf[sc->nitems++] = f;
+	it->file = f->sf;
+	it->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
+	it->mtime = f->mtime;
+	it->rc = 0;
+	if (sc->batch_start == 0)
+		sc->batch_start = now_mono();
+	sc->batch_bytes += res->bytes;
+}
+
+/* A retryable end: wait and try again, or give up. */
+static void
+sched_retry(struct sched *sc, struct sfile *f)
+{
+	struct xfer_result *res = &f->t->res;
+
+	if (f->attempts > sc->o->retries || *sc->o->stop) {
+		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
+		return;
+	}
+	f->state = SF_WAITING;
+	/* After an ignored Range the one-stream try starts at once. */
+	f->not_before = now_mono() + (res->ignored_range ? 0 :
+	    sched_backoff_ns(f->attempts, res->retry_after));
+	sc->waiting++;
+	log_info("%s: fetch: %s (retry %u of %u)", f->act->path, res->errmsg,
+	    f->attempts, sc->o->retries);
+	try_free(f->t);
+	f->t = NULL;
+}
+
 /*
  * The one end of every transfer.  Idempotent: a file already DONE or
  * FAILED is ignored.
@@ -233,8 +333,7 @@ sched_backoff_ns(unsigned attempt, long retry_after)
 static void
 sched_finish(struct sched *sc, struct sfile *f)
 {
-	struct xfer_result *res = &f->job.res;
-	struct store_commit_item *it;
+	struct xfer_result *res = &f->t->res;
 
 	if (f->state == SF_DONE || f->state == SF_FAILED)
 		return;
@@ -255,45 +354,24 @@ sched_finish(struct sched *sc, struct sfile *f)
 			sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
 			return;
 		}
-		f->state = SF_DONE;
-		if (res->mtime >= 0)
-			f->mtime = res->mtime * NS;
-		else if (f->act->list_prec != MTIME_UNKNOWN)
-			f->mtime = f->act->list_mtime;
-		else
-			f->mtime = now_real();
-		it = &sc->items[sc->nitems];
-		sc->itemf[sc->nitems++] = f;
-		it->file = f->sf;
-		it->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
-		it->mtime = f->mtime;
-		it->rc = 0;
-		if (sc->batch_start == 0)
-			sc->batch_start = now_mono();
-		sc->batch_bytes += res->bytes;
+		sched_publish(sc, f);
 		return;
 	case XFER_NOT_MODIFIED:
 		f->state = SF_DONE;
-		rec_from_action(rec_new(sc), f->act, COMMIT_NOT_MODIFIED);
-		if (sc->batch_start == 0)
-			sc->batch_start = now_mono();
+		/* Unchanged upstream; a drifted local mtime is set back. */
+		if (f->act->touch && store_set_mtime(sc->s, f->act->path,
+		    f->act->local_mtime) == 0)
+			sc->res->touched++;
+		(void)rec_new(sc, f->act, COMMIT_NOT_MODIFIED, NULL);
+		try_free(f->t);
+		f->t = NULL;
 		return;
 	case XFER_GONE:
 		sched_fail(sc, f, COMMIT_VANISHED, res->errmsg);
 		return;
 	case XFER_RETRY:
 	case XFER_CHANGED:
-		if (f->attempts <= sc->o->retries && !*sc->o->stop) {
-			f->state = SF_WAITING;
-			f->not_before = now_mono() +
-			    sched_backoff_ns(f->attempts, res->retry_after);
-			sc->waiting++;
-			log_info("%s: fetch: %s (retry %u of %u)",
-			    f->act->path, res->errmsg, f->attempts,
-			    sc->o->retries);
-			return;
-		}
-		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
+		sched_retry(sc, f);
 		return;
 	case XFER_PERMANENT:
 		if (res->rc == BM_ENOSPC)
@@ -303,19 +381,186 @@ sched_finish(struct sched *sc, struct sfile *f)
 	}
 }
 
+/*
+ * The result of a try once all its jobs ended: the first failure among
+ * them, except that ranges the server answered with the whole file are
+ * no failure when the first range took that whole file; a range answered
+ * with the whole file otherwise makes the next try one stream; ranges
+ * that disagree on the total size, ETag or Last-Modified, or a total
+ * other than the listed size, mean upstream changed: start over.
+ */
+static void
+sfile_result(struct sfile *f)
+{
+	struct sfile_try *t = f->t;
+	struct xfer_result *res = &t->res, *r0 = &t->jobs[0].res, *ri;
+	unsigned	 i;
+
+	*res = *r0;
+	if (t->njobs == 1 || (r0->cls == XFER_OK && r0->full)) {
+		if (t->njobs > 1)
+			res->size = (int64_t)r0->bytes;
+		return;
+	}
+	res->bytes = 0;
+	for (i = 0; i < t->njobs; i++) {
+		ri = &t->jobs[i].res;
+		if (ri->ignored_range) {
+			f->single = true;
+			f->attempts--;	/* the fallback is not a retry */
+			*res = *ri;
+			res->cls = XFER_RETRY;
+			return;
+		}
+		if (ri->cls != XFER_OK) {
+			*res = *ri;
+			return;
+		}
+		res->bytes += ri->bytes;
+		if (ri->total != r0->total || ri->mtime != r0->mtime ||
+		    strcmp(ri->etag, r0->etag) != 0) {
+			res->cls = XFER_CHANGED;
+			res->rc = BM_ECHANGED;
+			(void)snprintf(res->errmsg, sizeof(res->errmsg),
+			    "upstream changed between ranges");
+			return;
+		}
+	}
+	res->size = r0->total;
+	if (r0->total != f->act->list_size) {
+		res->cls = XFER_CHANGED;
+		res->rc = BM_ECHANGED;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "size %lld "
+		    "differs from the listing (%lld)", (long long)r0->total,
+		    (long long)f->act->list_size);
+	}
+}
+
+/* Cancel the jobs of f still in flight (no done callback follows). */
+static void
+sfile_cancel(struct sched *sc, struct sfile *f, const char *why)
+{
+	struct sfile_try *t = f->t;
+	unsigned	 i;
+
+	if (t == NULL)
+		return;
+	for (i = 0; i < t->njobs; i++)
+		if (t->running & (1ULL << i)) {
+			xfer_cancel(sc->x, &t->jobs[i]);
+			t->running &= ~(1ULL << i);
+			t->jobs[i].res.cls = XFER_RETRY;
+			t->jobs[i].res.rc = BM_ENET;
+			(void)snprintf(t->jobs[i].res.errmsg,
+			    sizeof(t->jobs[i].res.errmsg), "%s", why);
+		}
+}
+
 static void
 on_done(void *ctx, struct xfer_job *job)
 {
-	sched_finish(ctx, job->owner);
+	struct sched	*sc = ctx;
+	struct sfile	*f = job->owner;
+	struct sfile_try *t = f->t;
+
+	t->running &= ~(1ULL << (job - t->jobs));
+	/* A failed range makes the others pointless: stop them now. */
+	if (job->res.cls != XFER_OK && !job->res.ignored_range)
+		sfile_cancel(sc, f, "cancelled: another range failed");
+	if (t->running != 0)
+		return;
+	sfile_result(f);
+	sched_finish(sc, f);
+}
+
+/*
+ * Set up the jobs of one try of f: a file whose exact size S is known
+ * gets min(streams, S / min_split) ranges of equal size (DESIGN.md,
+ * min_split), the first of which may take a 200 as the whole file; any
+ * other file, or one whose server ignored Range, gets one stream.
+ * Returns 0 or BM_ENOMEM.
+ */
+static int
+sched_jobs(struct sched *sc, struct sfile *f)
+{
+	const struct action *a = f->act;
+	struct sfile_try *t = f->t;
+	struct xfer_job	*j;
+	uint64_t	 size = 0, chunk = 0, n = 1, off;
+	unsigned	 i;
+
+	if (!f->single && a->op == ACT_FETCH && a->list_size_exact &&
+	    a->list_size > 0 && sc->o->streams > 1 && sc->o->min_split > 0) {
+		size = (uint64_t)a->list_size;
+		n = size / sc->o->min_split;
+		if (n > sc->o->streams)
+			n = sc->o->streams;
+		if (n > SCHED_MAX_STREAMS)
+			n = SCHED_MAX_STREAMS;
+		if (n < 1)
+			n = 1;
+		chunk = (size + n - 1) / n;
+	}
+	if ((t->jobs = calloc(n, sizeof(*t->jobs))) == NULL)
+		return BM_ENOMEM;
+	t->njobs = (unsigned)n;
+	for (i = 0, off = 0; i < n; i++, off += chunk) {
+		j = &t->jobs[i];
+		j->url = t->url;
+		j->expect_size = -1;
+		j->if_modified_since = -1;
+		j->sink = sink_store;
+		j->sink_arg = f;
+		j->owner = f;
+		if (n > 1) {
+			j->off = off;
+			j->len = i + 1 < n ? chunk : size - off;
+			j->accept_full = i == 0;
+		}
+	}
+	if (a->op == ACT_COND_FETCH) {
+		t->jobs[0].if_none_match = a->etag;
+		if (a->up_mtime >= 0)
+			t->jobs[0].if_modified_since = a->up_mtime / NS;
+	}
+	return 0;
+}
+
+/* A try that failed before any request: end it as a permanent failure. */
+static void
+sched_start_failed(struct sched *sc, struct sfile *f, int rc,
+    const char *what)
+{
+	if (rc == BM_ENOSPC)
+		sc->fatal = BM_ENOSPC;
+	f->state = SF_RUNNING;
+	sc->inflight++;
+	f->t->res.cls = XFER_PERMANENT;
+	f->t->res.rc = rc;
+	(void)snprintf(f->t->res.errmsg, sizeof(f->t->res.errmsg), "%s: %s",
+	    what, bm_strerror(rc));
+	sched_finish(sc, f);
 }
 
 static int
 sched_start(struct sched *sc, struct sfile *f)
 {
 	const struct action *a = f->act;
+	char		*enc = NULL;
+	unsigned	 i;
 	int		 rc;
 
 	f->attempts++;
+	if ((f->t = calloc(1, sizeof(*f->t))) == NULL)
+		return BM_ENOMEM;
+	if ((rc = path_encode(a->path, strlen(a->path), &enc)) != 0)
+		return rc;
+	rc = asprintf(&f->t->url, "%s%s", sc->o->source_url, enc);
+	free(enc);
+	if (rc < 0) {
+		f->t->url = NULL;
+		return BM_ENOMEM;
+	}
 	/*
 	 * A conditional GET (a listing without size or date) is mostly
 	 * answered 304 without a body: its temp file is opened only when
@@ -323,37 +568,21 @@ sched_start(struct sched *sc, struct sfile *f)
 	 * (sched_finish).  Creating and removing one per file would touch
 	 * every directory's mtime on runs that change nothing.
 	 */
-	if (a->op == ACT_COND_FETCH)
-		f->sf = NULL;
-	else if ((rc = store_file_open(sc->s, a->path, a->list_size_exact ?
-	    a->list_size : -1, &f->sf)) != 0) {
-		if (rc == BM_ENOSPC)
-			sc->fatal = BM_ENOSPC;
-		f->state = SF_RUNNING;
-		sc->inflight++;
-		f->job.res.cls = XFER_PERMANENT;
-		f->job.res.rc = rc;
-		(void)snprintf(f->job.res.errmsg, sizeof(f->job.res.errmsg),
-		    "open temp file: %s", bm_strerror(rc));
-		sched_finish(sc, f);
+	if (a->op != ACT_COND_FETCH && (rc = store_file_open(sc->s, a->path,
+	    a->list_size_exact ? a->list_size : -1, &f->sf)) != 0) {
+		sched_start_failed(sc, f, rc, "open temp file");
 		return 0;
 	}
-	memset(&f->job, 0, sizeof(f->job));
-	f->job.url = f->url;
-	f->job.expect_size = -1;
-	f->job.if_modified_since = -1;
-	f->job.sink = sink_store;
-	f->job.sink_arg = f;
-	f->job.owner = f;
-	if (a->op == ACT_COND_FETCH) {
-		f->job.if_none_match = a->etag;
-		if (a->up_mtime >= 0)
-			f->job.if_modified_since = a->up_mtime / NS;
-	}
-	if ((rc = xfer_submit(sc->x, &f->job)) != 0) {
-		store_file_abort(f->sf);
-		f->sf = NULL;
+	if ((rc = sched_jobs(sc, f)) != 0)
 		return rc;
+	for (i = 0; i < f->t->njobs; i++) {
+		if ((rc = xfer_submit(sc->x, &f->t->jobs[i])) != 0) {
+			sfile_cancel(sc, f, "out of memory");
+			store_file_abort(f->sf);
+			f->sf = NULL;
+			return rc;
+		}
+		f->t->running |= 1ULL << i;
 	}
 	f->state = SF_RUNNING;
 	sc->inflight++;
@@ -363,40 +592,34 @@ sched_start(struct sched *sc, struct sfile *f)
 static void
 sched_touch(struct sched *sc, struct action *a)
 {
-	struct commit_rec *r;
+	const char	*reason;
 	int		 rc;
 
 	if ((rc = store_set_mtime(sc->s, a->path, a->local_mtime)) != 0) {
-		r = rec_new(sc);
-		rec_from_action(r, a, COMMIT_FAILED);
-		r->reason = bm_strerror(rc);
-		log_warnx("%s: touch: %s", a->path, r->reason);
-		(void)result_add_error(sc->res, a->path, "touch", r->reason);
+		reason = bm_strerror(rc);
+		(void)rec_new(sc, a, COMMIT_FAILED, reason);
+		log_warnx("%s: touch: %s", a->path, reason);
+		(void)result_add_error(sc->res, a->path, "touch", reason);
 		sc->res->failed++;
 		return;
 	}
-	rec_from_action(rec_new(sc), a, COMMIT_TOUCHED);
+	(void)rec_new(sc, a, COMMIT_TOUCHED, NULL);
 	sc->res->touched++;
 }
 
 /* Pick the next file to start: a due retry first, then the queue. */
 static struct sfile *
-sched_next(struct sched *sc, int64_t now, int64_t *ret_wait)
+sched_next(struct sched *sc, int64_t now)
 {
 	size_t	 i;
 
-	*ret_wait = 200 * 1000000LL;
 	if (sc->waiting > 0)
 		for (i = 0; i < sc->nfiles; i++) {
 			struct sfile *f = &sc->files[i];
-			if (f->state != SF_WAITING)
-				continue;
-			if (f->not_before <= now) {
+			if (f->state == SF_WAITING && f->not_before <= now) {
 				sc->waiting--;
 				return f;
 			}
-			if (f->not_before - now < *ret_wait)
-				*ret_wait = f->not_before - now;
 		}
 	if (sc->next < sc->nfiles)
 		return &sc->files[sc->next++];
@@ -422,9 +645,11 @@ sched_abandon(struct sched *sc)
 	for (i = 0; i < sc->nfiles; i++) {
 		struct sfile *f = &sc->files[i];
 		if (f->state == SF_RUNNING) {
-			xfer_cancel(sc->x, &f->job);
+			sfile_cancel(sc, f, "abandoned");
 			store_file_abort(f->sf);
 			f->sf = NULL;
+			try_free(f->t);
+			f->t = NULL;
 			f->state = SF_FAILED;
 			sc->inflight--;
 		}
@@ -435,7 +660,6 @@ static int
 sched_loop(struct sched *sc)
 {
 	struct sfile	*f;
-	int64_t		 wait, next_wait;
 	int		 rc;
 
 	for (;;) {
@@ -445,19 +669,51 @@ sched_loop(struct sched *sc)
 			break;
 		while (sc->inflight < sc->o->concurrency &&
 		    sc->nitems + sc->nrecs + sc->inflight + 2 < sc->cap &&
-		    (f = sched_next(sc, now_mono(), &next_wait)) != NULL)
+		    (f = sched_next(sc, now_mono())) != NULL)
 			if ((rc = sched_start(sc, f)) != 0)
 				return rc;
 		if (sc->inflight == 0 && sc->waiting == 0 &&
 		    sc->next >= sc->nfiles)
 			break;
-		wait = 100;	/* ms: bounds the delay of due retries */
-		if ((rc = xfer_poll(sc->x, (int)wait, on_done, sc)) != 0)
+		/* 100 ms bounds the delay of due retries. */
+		if ((rc = xfer_poll(sc->x, 100, on_done, sc)) != 0)
 			return rc;
+		progress_update(sc->progress, sc->res->fetched +
+		    (int64_t)sc->nitems, sc->bytes_seen);
 		if (batch_due(sc) && sched_flush(sc) != 0)
 			break;
 	}
 	sched_abandon(sc);
+	return 0;
+}
+
+static int
+sched_setup(struct sched *sc, struct action *acts, size_t n)
+{
+	size_t		 i, nf = 0;
+	uint64_t	 total = 0;
+
+	for (i = 0; i < n; i++)
+		if (acts[i].op == ACT_FETCH || acts[i].op == ACT_COND_FETCH) {
+			nf++;
+			if (acts[i].op == ACT_FETCH && acts[i].list_size > 0)
+				total += (uint64_t)acts[i].list_size;
+		}
+	if ((sc->files = calloc(nf ? nf : 1, sizeof(*sc->files))) == NULL ||
+	    (sc->items = calloc(sc->cap, sizeof(*sc->items))) == NULL ||
+	    (sc->itemf = calloc(sc->cap, sizeof(*sc->itemf))) == NULL ||
+	    (sc->recs = calloc(sc->cap, sizeof(*sc->recs))) == NULL ||
+	    (sc->reasons = calloc(sc->cap, sizeof(*sc->reasons))) == NULL ||
+	    (sc->progress = progress_new(sc->o->name ? sc->o->name : "",
+	    (int64_t)nf, total, sc->o->progress)) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (acts[i].op != ACT_FETCH && acts[i].op != ACT_COND_FETCH)
+			continue;
+		sc->files[sc->nfiles].act = &acts[i];
+		sc->files[sc->nfiles].sc = sc;
+		sc->nfiles++;
+	}
 	return 0;
 }
 
@@ -467,9 +723,8 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
     struct mirror_result *res)
 {
 	struct sched	 sc;
-	size_t		 i, nf = 0;
-	char		*enc;
-	int		 rc = BM_ENOMEM;
+	size_t		 i;
+	int		 rc;
 
 	memset(&sc, 0, sizeof(sc));
 	sc.o = o;
@@ -478,37 +733,14 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	sc.m = m;
 	sc.res = res;
 	sc.cap = o->batch_files + o->concurrency + 64;
-	for (i = 0; i < n; i++)
-		if (acts[i].op == ACT_FETCH || acts[i].op == ACT_COND_FETCH)
-			nf++;
-	if ((sc.files = calloc(nf ? nf : 1, sizeof(*sc.files))) == NULL ||
-	    (sc.items = calloc(sc.cap, sizeof(*sc.items))) == NULL ||
-	    (sc.itemf = calloc(sc.cap, sizeof(*sc.itemf))) == NULL ||
-	    (sc.recs = calloc(sc.cap, sizeof(*sc.recs))) == NULL)
+	if ((rc = sched_setup(&sc, acts, n)) != 0)
 		goto out;
-	for (i = 0; i < n; i++) {
-		if (acts[i].op == ACT_TOUCH) {
-			sched_touch(&sc, &acts[i]);
-			if (sc.nrecs + 2 >= sc.cap && sched_flush(&sc) != 0)
-				break;
+	for (i = 0; i < n && sc.fatal == 0; i++) {
+		if (acts[i].op != ACT_TOUCH)
 			continue;
-		}
-		if (acts[i].op != ACT_FETCH && acts[i].op != ACT_COND_FETCH)
-			continue;
-		if ((rc = path_encode(acts[i].path, strlen(acts[i].path),
-		    &enc)) != 0)
-			goto out;
-		if (asprintf(&sc.files[sc.nfiles].url, "%s%s", o->source_url,
-		    enc) < 0) {
-			sc.files[sc.nfiles].url = NULL;
-			free(enc);
-			rc = BM_ENOMEM;
-			goto out;
-		}
-		free(enc);
-		sc.files[sc.nfiles].act = &acts[i];
-		sc.files[sc.nfiles].sc = &sc;
-		sc.nfiles++;
+		sched_touch(&sc, &acts[i]);
+		if (sc.nrecs + 2 >= sc.cap)
+			(void)sched_flush(&sc);
 	}
 	if (sc.fatal == 0 && (rc = sched_loop(&sc)) != 0)
 		goto out;
@@ -518,17 +750,22 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 		log_warnx("interrupted: in-flight files abandoned, finished "
 		    "files committed");
 out:
+	progress_free(sc.progress);
 	if (sc.files) {
 		for (i = 0; i < sc.nfiles; i++) {
 			if (sc.files[i].state == SF_RUNNING)
-				xfer_cancel(x, &sc.files[i].job);
+				sfile_cancel(&sc, &sc.files[i], "abandoned");
 			store_file_abort(sc.files[i].sf);
-			free(sc.files[i].url);
+			try_free(sc.files[i].t);
 		}
 	}
+	if (sc.reasons)
+		for (i = 0; i < sc.nrecs; i++)
+			free(sc.reasons[i]);
 	free(sc.files);
 	free(sc.items);
 	free(sc.itemf);
 	free(sc.recs);
+	free(sc.reasons);
 	return rc;
 }

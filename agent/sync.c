@@ -457,7 +457,11 @@ run_execute(struct run *r)
 		return rc;
 	memset(&so, 0, sizeof(so));
 	so.source_url = r->c->source;
+	so.name = r->c->name;
 	so.concurrency = r->c->concurrency;
+	so.streams = r->c->streams;
+	so.min_split = r->c->min_split;
+	so.progress = r->o->progress;
 	so.retries = r->c->retries;
 	so.run = r->run;
 	so.batch_files = 256;

@@ -23,6 +23,7 @@
 #include "biomirror/xfer.h"
 
 struct curl_rec {
+	struct xfer	*x;		/* borrowed: the engine */
 	CURL		*easy;		/* owned */
 	struct xfer_job	*job;		/* borrowed */
 	struct curl_slist *headers;	/* owned: request headers */
@@ -30,6 +31,7 @@ struct curl_rec {
 	int		 sink_rc;	/* first error the sink returned */
 	long		 status;	/* status line seen last (redirects reset) */
 	bool		 refused;	/* body not for the sink (error status) */
+	bool		 paused;	/* paused by the rate limit */
 	struct curl_rec	*next, *prev;	/* list of records in flight */
 };
 
@@ -38,11 +40,48 @@ struct xfer {
 	struct xfer_opts opts;		/* copy; strings borrowed */
 	struct curl_rec	*head;		/* owned: records in flight */
 	size_t		 active;	/* records in flight */
+	double		 tokens;	/* rate limit: bytes that may arrive now */
+	int64_t		 refill_ns;	/* monotonic time of the last refill */
+	size_t		 npaused;	/* records paused by the rate limit */
 };
+
+/*
+ * The run-wide rate limit (bwlimit) is a token bucket shared by every
+ * transfer: the write callback pauses a transfer when the bucket is empty
+ * (CURL_WRITEFUNC_PAUSE; libcurl delivers the same bytes again after
+ * curl_easy_pause(CURLPAUSE_CONT)), and xfer_poll() resumes paused
+ * transfers as tokens come back.  The bucket holds at most 1/10 s of
+ * bytes (at least 64 KiB), so bursts stay small.
+ */
+static int64_t
+mono_ns(void)
+{
+	struct timespec	 ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void
+bucket_refill(struct xfer *x)
+{
+	int64_t	 now = mono_ns();
+	double	 cap = (double)x->opts.bwlimit / 10;
+
+	if (cap < 65536)
+		cap = 65536;
+	x->tokens += (double)(now - x->refill_ns) / 1e9 *
+	    (double)x->opts.bwlimit;
+	if (x->tokens > cap)
+		x->tokens = cap;
+	x->refill_ns = now;
+}
 
 static void
 rec_unlink(struct xfer *x, struct curl_rec *r)
 {
+	if (r->paused)
+		x->npaused--;
 	if (r->prev)
 		r->prev->next = r->next;
 	else
@@ -109,6 +148,25 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 		res->etag[0] = '\0';
 		res->content_type[0] = '\0';
 		res->retry_after = -1;
+		res->range_start = res->range_end = res->total = -1;
+		return n;
+	}
+	if (header_is(buf, n, "Content-Range", &off)) {
+		char	 cr[96];
+		long long a, b, t;
+
+		/* "bytes A-B/T" (RFC 9110 section 14.4); T may be "*". */
+		header_value(buf + off, n - off, cr, sizeof(cr));
+		if (sscanf(cr, "bytes %lld-%lld/%lld", &a, &b, &t) == 3 &&
+		    a >= 0 && b >= a && t > b) {
+			res->range_start = a;
+			res->range_end = b;
+			res->total = t;
+		} else if (sscanf(cr, "bytes %lld-%lld/*", &a, &b) == 2 &&
+		    a >= 0 && b >= a) {
+			res->range_start = a;
+			res->range_end = b;
+		}
 		return n;
 	}
 	if (header_is(buf, n, "ETag", &off))
@@ -134,6 +192,53 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 	return n;
 }
 
+/*
+ * Judge the status of the response whose body starts now (rule 39): error
+ * pages are read and dropped; a range must come back as exactly the
+ * range asked for.  Returns 0 or the BM_E* code that aborts the job.
+ */
+static int
+check_status(struct curl_rec *r, long status)
+{
+	struct xfer_job	*j = r->job;
+	struct xfer_result *res = &j->res;
+
+	if (j->len == 0) {
+		if (status != 200)
+			r->refused = true;
+		return 0;
+	}
+	if (status == 206) {
+		if (res->range_start != (int64_t)j->off ||
+		    res->range_end != (int64_t)(j->off + j->len - 1)) {
+			(void)snprintf(res->errmsg, sizeof(res->errmsg),
+			    "asked for bytes %llu-%llu, got Content-Range "
+			    "%lld-%lld", (unsigned long long)j->off,
+			    (unsigned long long)(j->off + j->len - 1),
+			    (long long)res->range_start,
+			    (long long)res->range_end);
+			/* Never written at a wrong offset; retried whole. */
+			res->ignored_range = true;
+			return BM_EPROTO;
+		}
+		return 0;
+	}
+	if (status == 200) {
+		if (j->off == 0 && j->accept_full) {
+			res->full = true;
+			return 0;
+		}
+		res->ignored_range = true;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg),
+		    "the server ignored Range (200 for bytes %llu-%llu)",
+		    (unsigned long long)j->off,
+		    (unsigned long long)(j->off + j->len - 1));
+		return BM_EPROTO;
+	}
+	r->refused = true;
+	return 0;
+}
+
 static size_t
 write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 {
@@ -147,8 +252,10 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 		(void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE,
 		    &status);
 		r->status = status;
-		if (status != 200 && !(status == 206 && j->len > 0))
-			r->refused = true;
+		if ((rc = check_status(r, status)) != 0) {
+			r->sink_rc = rc;
+			return 0;
+		}
 	}
 	if (r->refused) {
 		/* Error pages are read and dropped, within a small cap. */
@@ -157,8 +264,18 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 		j->res.bytes += n;
 		return n;
 	}
+	if (r->x->opts.bwlimit) {
+		bucket_refill(r->x);
+		if (r->x->tokens <= 0) {
+			r->paused = true;
+			r->x->npaused++;
+			return CURL_WRITEFUNC_PAUSE;
+		}
+		r->x->tokens -= (double)n;
+	}
 	if (j->res.bytes + n < j->res.bytes ||
 	    (j->max_size && j->res.bytes + n > j->max_size) ||
+	    (j->len > 0 && !j->res.full && j->res.bytes + n > j->len) ||
 	    (j->expect_size >= 0 && j->res.bytes + n >
 	    (uint64_t)j->expect_size)) {
 		r->sink_rc = BM_ELIMIT;
@@ -181,6 +298,7 @@ xfer_curl_new(const struct xfer_opts *o, struct xfer **ret)
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return BM_ENOMEM;
 	x->opts = *o;
+	x->refill_ns = mono_ns();
 	if ((x->multi = curl_multi_init()) == NULL) {
 		free(x);
 		return BM_ENOMEM;
@@ -224,9 +342,6 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	    (long)x->opts.stall_timeout);
 	if (x->opts.ca_file)
 		(void)curl_easy_setopt(e, CURLOPT_CAINFO, x->opts.ca_file);
-	if (x->opts.bwlimit)
-		(void)curl_easy_setopt(e, CURLOPT_MAX_RECV_SPEED_LARGE,
-		    (curl_off_t)x->opts.bwlimit);
 	if (j->max_size)
 		(void)curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
 		    (curl_off_t)j->max_size);
@@ -268,9 +383,11 @@ xfer_submit(struct xfer *x, struct xfer_job *job)
 	job->res.size = -1;
 	job->res.mtime = -1;
 	job->res.retry_after = -1;
+	job->res.range_start = job->res.range_end = job->res.total = -1;
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return BM_ENOMEM;
 	r->job = job;
+	r->x = x;
 	if ((r->easy = curl_easy_init()) == NULL)
 		goto fail;
 	if ((rc = setup_easy(x, r)) != 0)
@@ -319,10 +436,11 @@ classify(struct curl_rec *r, CURLcode cc)
 	if (r->sink_rc != 0) {
 		res->rc = r->sink_rc;
 		res->cls = XFER_PERMANENT;
-		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s",
-		    r->sink_rc == BM_ELIMIT ?
-		    "body larger than the expected size" :
-		    bm_strerror(r->sink_rc));
+		if (res->errmsg[0] == '\0')
+			(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s",
+			    r->sink_rc == BM_ELIMIT ?
+			    "body larger than the expected size" :
+			    bm_strerror(r->sink_rc));
 		return;
 	}
 	if (cc != CURLE_OK && !(r->refused && cc == CURLE_WRITE_ERROR)) {
@@ -343,6 +461,15 @@ classify(struct curl_rec *r, CURLcode cc)
 		}
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s",
 		    r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
+		return;
+	}
+	if (r->job->len > 0 && status == 200 && !res->full) {
+		/* An empty 200 to a range never reached check_status(). */
+		res->rc = BM_EPROTO;
+		res->cls = XFER_PERMANENT;
+		res->ignored_range = true;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg),
+		    "the server ignored Range");
 		return;
 	}
 	if (status == 200 || (status == 206 && r->job->len > 0)) {
@@ -380,6 +507,17 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	CURLMsg		*msg;
 	int		 running, left;
 
+	if (x->npaused > 0) {
+		bucket_refill(x);
+		for (r = x->head; r != NULL && x->tokens > 0; r = r->next)
+			if (r->paused) {
+				r->paused = false;
+				x->npaused--;
+				(void)curl_easy_pause(r->easy, CURLPAUSE_CONT);
+			}
+		if (x->npaused > 0 && timeout_ms > 10)
+			timeout_ms = 10;
+	}
 	if (curl_multi_poll(x->multi, NULL, 0, timeout_ms, NULL) != CURLM_OK)
 		return BM_ENET;
 	if (curl_multi_perform(x->multi, &running) != CURLM_OK)

@@ -42,6 +42,7 @@ struct action {
 	enum entry_type	 type;		/* listed (or recorded) type */
 	const char	*why;		/* static: "new", "changed", "local missing", ... */
 	bool		 replace;	/* a delete that makes way for a new type */
+	bool		 touch;		/* ACT_COND_FETCH: local mtime drifted too */
 	int64_t		 list_size;	/* listed values, to record on success */
 	bool		 list_size_exact;
 	int64_t		 list_mtime;	/* ns */

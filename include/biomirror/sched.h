@@ -10,6 +10,7 @@
 #define BIOMIRROR_SCHED_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,7 +22,11 @@ struct action;
 
 struct sched_opts {
 	const char	*source_url;	/* borrowed: ends in '/'; paths are appended encoded */
+	const char	*name;		/* borrowed: mirror name, for the progress line */
 	unsigned	 concurrency;	/* files in flight */
+	unsigned	 streams;	/* ranges per large file, 1..64 */
+	uint64_t	 min_split;	/* bytes: smallest range worth a stream */
+	bool		 progress;	/* show the live progress line (on a tty) */
 	unsigned	 retries;	/* retries per file after the first try */
 	int64_t		 run;		/* manifest run id for commit records */
 	size_t		 batch_files;	/* commit after this many files ... */
@@ -32,7 +37,10 @@ struct sched_opts {
 
 /*
  * Carry out the fetch, conditional-fetch and touch actions among
- * acts[0..n) (others are ignored): transfers through x, writes through s,
+ * acts[0..n) (others are ignored): transfers through x (a file of known
+ * exact size S in min(streams, S / min_split) ranges, written with
+ * pwrite into one temp file; one stream when the server ignores Range),
+ * writes through s,
  * records through m, counts and per-file errors into res.  Returns 0
  * when every action was tried (failures are counted in res), BM_EDB when
  * the manifest could not record a batch, BM_ENOSPC when the destination

@@ -18,6 +18,7 @@ struct sync_opts {
 	const char	*key;		/* borrowed: manifest/lock name (mirror name or adhoc key) */
 	const char	*user_agent;	/* borrowed: User-Agent */
 	bool		 dry_run;	/* plan only: change nothing */
+	bool		 progress;	/* live progress line (only ever on a tty) */
 	FILE		*plan_out;	/* where a dry run prints its actions, NULL = none */
 	volatile sig_atomic_t *stop;	/* borrowed: set on SIGTERM/SIGINT */
 };

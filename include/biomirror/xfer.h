@@ -24,6 +24,14 @@ enum xfer_class {
 };
 
 /*
+ * A ranged job (len > 0) asks for bytes [off, off+len) with Range (RFC
+ * 9110 section 14).  A 206 whose Content-Range does not start at off and
+ * end at off+len-1 is refused before a byte is written (BM_EPROTO,
+ * res.ignored_range: the scheduler then fetches the file in one stream).  A 200
+ * (the server ignored Range) is never written at a range's offset: with
+ * accept_full and off 0 it is taken as the whole file (res.full), else the
+ * job ends with res.ignored_range set (BM_EPROTO, XFER_PERMANENT).
+ *
  * Sink: receives len bytes that belong at byte offset off of the file.
  * Returns 0 or a BM_E* code, which aborts the job (the job's rc is then
  * that code and its class XFER_PERMANENT).
@@ -43,6 +51,12 @@ struct xfer_result {
 	char		 location[2048]; /* redirect target not followed, "" if none */
 	uint64_t	 bytes;		/* body bytes delivered to the sink */
 	long		 retry_after;	/* Retry-After in seconds, -1 if none */
+	int64_t		 range_start;	/* Content-Range first byte, -1 if none */
+	int64_t		 range_end;	/* Content-Range last byte, -1 if none */
+	int64_t		 total;		/* Content-Range total size, -1 if none */
+	bool		 full;		/* a ranged request got the whole file (200) */
+	bool		 ignored_range;	/* Range not honoured (a 200, or a wrong
+					   Content-Range): nothing written */
 	char		 errmsg[256];	/* reason when rc != 0 */
 };
 
@@ -50,6 +64,7 @@ struct xfer_job {
 	const char	*url;		/* borrowed: absolute URL */
 	uint64_t	 off;		/* first byte wanted */
 	uint64_t	 len;		/* bytes wanted, 0 = to the end (whole file) */
+	bool		 accept_full;	/* with off 0: take a 200 as the whole file */
 	int64_t		 expect_size;	/* exact size expected, -1 unknown; more is refused */
 	uint64_t	 max_size;	/* hard cap on body bytes (rule 31), 0 = none */
 	const char	*if_none_match;	/* borrowed ETag for If-None-Match, NULL if none */
@@ -67,7 +82,7 @@ struct xfer_opts {
 	unsigned	 stall_timeout;	/* seconds without a byte */
 	const char	*user_agent;	/* borrowed */
 	const char	*ca_file;	/* borrowed, NULL = system trust */
-	uint64_t	 bwlimit;	/* bytes per second for the engine, 0 = none */
+	uint64_t	 bwlimit;	/* bytes per second for all jobs together, 0 = none */
 };
 
 struct xfer;

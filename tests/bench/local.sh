@@ -72,7 +72,7 @@ has_tree() { case ",$TREES," in *",$1,"*) return 0 ;; esac; return 1; }
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 2
 cd "$ROOT" || exit 2
-# shellcheck source=../functional/lib.sh
+# shellcheck source=tests/functional/lib.sh
 . tests/functional/lib.sh
 
 say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
@@ -234,6 +234,7 @@ warm_bins() {
 	local b
 	for b in "$BM" "$(command -v rclone)" "$(command -v lftp)" \
 	    "$(command -v wget)" "$(command -v rsync)" /bin/cp /usr/bin/time; do
+		# shellcheck disable=SC2046 # one word per library path
 		cat "$b" $(ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 }') \
 		    > /dev/null 2>&1
 	done
@@ -340,6 +341,7 @@ one_run() {
 	verify "$tree" "$d" "$tool"
 	[ "$tool" = biomirror ] && bm_check "$tree" "$d"
 	[ "$rc" = 0 ] || say "  $tool exited $rc (log: $log)"
+	# shellcheck disable=SC2086 # five numbers
 	set -- $stats
 	echo "$STAMP,$tree,$tool,$run,$phase,$el,$rss,$usr,$sys,$rc,$1,$2,$3,$4,$5,$FLUSH_S,$V_FILES,$V_BYTES,$V_COMPLETE,$V_MTIME" >> "$CSV"
 	say "  $tree $tool run $run $phase: ${el}s rss ${rss}KiB exit $rc, $1 requests ($2 GET, $3 HEAD, $4 304), flush ${FLUSH_S}s, $V_FILES files $V_BYTES bytes complete=$V_COMPLETE mtime-mismatch=$V_MTIME"
@@ -477,6 +479,7 @@ if has_tree C; then
 		    awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }')
 		usr=$(awk -F': ' '/User time/ { print $2 }' "$T/run/timev")
 		sys=$(awk -F': ' '/System time/ { print $2 }' "$T/run/timev")
+		# shellcheck disable=SC2046 # five numbers
 		set -- $(log_stats "$before")
 		files=$(find "$d" -type f | wc -l)
 		echo "$STAMP,C,biomirror,1,$phase,$el,$rss,$usr,$sys,$rc,$1,$2,$3,$4,$5,,$files,0,,"  >> "$CSV"

@@ -31,8 +31,11 @@ slow_run_and_term() {
 	pid=$!
 	tmp=""
 	for _ in $(seq 1 200); do
-		tmp=$(find "$T/mirror/big" -name '.biomirror-tmp.*' -size +20M \
-		    2>/dev/null | head -1)
+		# Ranges are written with pwrite, so the temp file is sparse:
+		# count the bytes it holds (blocks), not its length.
+		tmp=$(find "$T/mirror/big" -name '.biomirror-tmp.*' \
+		    -printf '%b %p\n' 2>/dev/null |
+		    awk '$1 * 512 > 20 * 1048576 { print $2; exit }')
 		[ -n "$tmp" ] && break
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
