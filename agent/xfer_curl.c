@@ -332,6 +332,8 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	(void)curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
 	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
 	(void)curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+	/* Fewer, larger writes for big files (libcurl's default is 16 KiB). */
+	(void)curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
 	(void)curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
 	    (long)CURL_HTTP_VERSION_2TLS);
 	(void)curl_easy_setopt(e, CURLOPT_USERAGENT, x->opts.user_agent);
@@ -499,27 +501,16 @@ classify(struct curl_rec *r, CURLcode cc)
 		res->cls = XFER_PERMANENT;
 }
 
-int
-xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
+/* Drive libcurl once and report every finished job; returns how many. */
+static int
+xfer_drain(struct xfer *x, xfer_done_fn done, void *ctx, size_t *ret_n)
 {
 	struct curl_rec	*r;
 	struct xfer_job	*job;
 	CURLMsg		*msg;
 	int		 running, left;
 
-	if (x->npaused > 0) {
-		bucket_refill(x);
-		for (r = x->head; r != NULL && x->tokens > 0; r = r->next)
-			if (r->paused) {
-				r->paused = false;
-				x->npaused--;
-				(void)curl_easy_pause(r->easy, CURLPAUSE_CONT);
-			}
-		if (x->npaused > 0 && timeout_ms > 10)
-			timeout_ms = 10;
-	}
-	if (curl_multi_poll(x->multi, NULL, 0, timeout_ms, NULL) != CURLM_OK)
-		return BM_ENET;
+	*ret_n = 0;
 	if (curl_multi_perform(x->multi, &running) != CURLM_OK)
 		return BM_ENET;
 	while ((msg = curl_multi_info_read(x->multi, &left)) != NULL) {
@@ -535,8 +526,40 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 		rec_unlink(x, r);
 		rec_free(x, r);
 		done(ctx, job);
+		(*ret_n)++;
 	}
 	return 0;
+}
+
+int
+xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
+{
+	struct curl_rec	*r;
+	size_t		 n;
+	int		 rc;
+
+	if (x->npaused > 0) {
+		bucket_refill(x);
+		for (r = x->head; r != NULL && x->tokens > 0; r = r->next)
+			if (r->paused) {
+				r->paused = false;
+				x->npaused--;
+				(void)curl_easy_pause(r->easy, CURLPAUSE_CONT);
+			}
+		if (x->npaused > 0 && timeout_ms > 10)
+			timeout_ms = 10;
+	}
+	/*
+	 * Work first, then wait: data that arrived since the last call is
+	 * handled at once, and a call that finished jobs returns without
+	 * sleeping, so that the caller can start the next ones.
+	 */
+	if ((rc = xfer_drain(x, done, ctx, &n)) != 0 || n > 0)
+		return rc;
+	/* With nothing in flight this just sleeps (a retry is due later). */
+	if (curl_multi_poll(x->multi, NULL, 0, timeout_ms, NULL) != CURLM_OK)
+		return BM_ENET;
+	return xfer_drain(x, done, ctx, &n);
 }
 
 void

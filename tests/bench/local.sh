@@ -4,7 +4,7 @@
 # Never part of `make check`.  Run from anywhere, as root (it may apt-get
 # install the tools it needs and drops the page cache between runs):
 #
-#	tests/bench/local.sh               # full run: --runs 3, ~10-20 minutes
+#	tests/bench/local.sh               # full run: --runs 3, about 4 minutes on 2 cores
 #	tests/bench/local.sh --quick       # smoke test: tree B of 2 files, 1 run
 #
 # Trees (deterministic, generated under --workdir, default /var/tmp, served

@@ -1,0 +1,93 @@
+#!/bin/bash
+# Politeness and faults with our own fault-injecting server: the
+# per-host connection cap holds (counted at the server); 503 with
+# Retry-After is retried and succeeds (also for index pages); a stalled
+# transfer is abandoned after stall_timeout and retried; truncated and
+# over-long bodies are never published; an HTML error page sent with 200
+# for a ranged file is not taken for the file; bwlimit holds for the
+# whole run.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+make_tree "$T/up"
+
+echo "# the connection cap"
+start_faultserver "$T/up" normal
+write_conf "$FAULT_URL"
+assert_exit 0 bm --json sync --max-connections 2 --concurrency 8 up
+assert_trees_equal "$T/up" "$T/mirror"
+assert_eq "$(fault_stat max_concurrent)" 2 "most connections open at once"
+[ "$(fault_stat total)" -le 4 ] ||
+    fail "connections were not reused: $(fault_stat total) for 2 allowed"
+
+echo "# 503 with Retry-After, for files and index pages"
+stop_servers; rm -rf "$T/mirror" "$T/state"
+start_faultserver "$T/up" retry-after --fail 2 --retry-after 1 --pages
+write_conf "$FAULT_URL"
+assert_exit 0 bm --json sync up
+expect_counts 64 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+grep -q 'README.txt: fetch: HTTP 503 (retry 2 of 5)' "$LAST_ERR" ||
+    fail "no second retry of README.txt logged"
+grep -q 'list: HTTP 503 (retry 1 of 5)' "$LAST_ERR" || fail "index page not retried"
+
+echo "# ... and giving up after --retries"
+stop_servers; rm -rf "$T/mirror" "$T/state"
+start_faultserver "$T/up" retry-after --fail 2 --retry-after 1
+write_conf "$FAULT_URL"
+assert_exit 1 bm --json sync --retries 1 up
+assert_eq "$(jfield fetched)" 0 "fetched with too few retries"
+assert_eq "$(jfield failed)" 64 "failed with too few retries"
+[ -z "$(find "$T/mirror" -type f)" ] || fail "files published after failing"
+
+echo "# a stalled transfer is abandoned after stall_timeout and retried"
+stop_servers; rm -rf "$T/mirror" "$T/state"
+mkdir -p "$T/up2"; head -c 300000 /dev/urandom > "$T/up2/stall.bin"
+touch -d '2023-03-03 03:03:03 UTC' "$T/up2/stall.bin"
+start_faultserver "$T/up2" stall --stall-for 30
+write_conf "$FAULT_URL"
+assert_exit 0 bm --json sync --stall-timeout 2 up
+assert_trees_equal "$T/up2" "$T/mirror"
+grep -q 'stall.bin: fetch: .*(retry 1 of 5)' "$LAST_ERR" || fail "the stall was not retried"
+
+echo "# a body cut short of Content-Length: retried, never published short"
+stop_servers; rm -rf "$T/mirror" "$T/state"
+start_faultserver "$T/up2" short-body
+write_conf "$FAULT_URL"
+assert_exit 0 bm --json sync up
+assert_trees_equal "$T/up2" "$T/mirror"
+grep -q 'stall.bin: fetch: .*(retry 1 of 5)' "$LAST_ERR" ||
+    fail "short-body: the short body was not retried"
+
+echo "# bytes past Content-Length belong to no response: the file is exact"
+stop_servers; rm -rf "$T/mirror" "$T/state"
+start_faultserver "$T/up2" long-body
+write_conf "$FAULT_URL"
+assert_exit 0 bm --json sync up
+assert_trees_equal "$T/up2" "$T/mirror"
+
+echo "# bwlimit holds for the whole run, not per file"
+stop_servers; rm -rf "$T/mirror" "$T/state"
+mkdir -p "$T/up3"
+for i in 1 2 3 4; do head -c 3000000 /dev/urandom > "$T/up3/f$i.bin"; done
+start_nginx "$T/up3"
+write_conf "$NGINX_URL"
+assert_exit 0 bm --json sync --bwlimit 2M up
+assert_trees_equal "$T/up3" "$T/mirror"
+python3 - "$T/last.out" <<'PY' || fail "bwlimit exceeded"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+rate = r["bytes"] / r["seconds"]
+print("# %d bytes in %.2f s: %.0f B/s" % (r["bytes"], r["seconds"], rate))
+sys.exit(0 if rate <= 2 * 1048576 * 1.15 else 1)
+PY
+
+echo "# the progress line: none when stderr is not a terminal, one on a tty"
+rm -rf "$T/mirror" "$T/state"
+assert_exit 0 bm sync --bwlimit 8M up
+grep -q $'\r' "$LAST_ERR" && fail "progress line written to a non-terminal"
+rm -rf "$T/mirror" "$T/state"
+script -qec "$BM -c $T/bm.conf --state-dir $T/state sync --bwlimit 8M up" \
+    /dev/null > "$T/tty.out" 2>&1 || fail "sync under a pty"
+grep -q 'files, .*MB/s, ETA' "$T/tty.out" || fail "no progress line on a terminal"
+echo PASS
