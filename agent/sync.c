@@ -216,19 +216,18 @@ fetch_pages(void *ctx, struct http_page *pages, size_t n)
 			goto out;
 		now = mono_now();
 		for (i = 0, left = 0; i < n; i++) {
-			if (t[i].done)
-				continue;
-			left++;
-			if (t[i].running)
-				continue;
-			if (t[i].not_before == 0) {
-				if ((rc = page_next(r, &t[i])) != 0)
-					goto out;
-			} else if (t[i].not_before <= now) {
-				t[i].not_before = 0;
-				if ((rc = page_submit(r, &t[i])) != 0)
+			if (!t[i].done && !t[i].running) {
+				if (t[i].not_before == 0)
+					rc = page_next(r, &t[i]);
+				else if (t[i].not_before <= now) {
+					t[i].not_before = 0;
+					rc = page_submit(r, &t[i]);
+				}
+				if (rc != 0)
 					goto out;
 			}
+			if (!t[i].done)
+				left++;
 		}
 		if (left == 0)
 			break;
