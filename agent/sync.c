@@ -31,6 +31,12 @@
 #define MAX_PAGE_BYTES		(64 * 1024 * 1024)	/* one index page */
 #define MAX_DEPTH		64			/* directory levels */
 
+/* A listed directory and its mtime, set after its contents changed. */
+struct dir_mtime {
+	char		*path;		/* owned */
+	int64_t		 mtime;		/* ns */
+};
+
 struct run {
 	const struct sync_opts *o;	/* borrowed */
 	const struct mirror_conf *c;	/* borrowed */
@@ -42,6 +48,8 @@ struct run {
 	struct plan	*p;		/* owned */
 	int64_t		 run;		/* manifest run id, 0 in a dry run */
 	struct filter	 filter;	/* include/exclude (strings borrowed) */
+	struct dir_mtime *dirs;		/* owned: listed directories, path order */
+	size_t		 ndirs;
 	bool		 complete;	/* the listing is complete */
 	char		 err[512];	/* first fatal reason */
 };
@@ -396,15 +404,41 @@ run_deletes(struct run *r, enum action_phase phase)
 static void
 run_dir_mtimes(struct run *r)
 {
-	const struct entry *e;
-	size_t		 i;
+	size_t	 i;
 
-	for (i = listing_count(r->l); i-- > 0;) {
+	for (i = r->ndirs; i-- > 0;)
+		(void)store_set_mtime(r->s, r->dirs[i].path, r->dirs[i].mtime);
+}
+
+/*
+ * Keep what the rest of the run needs from the listing (directories with
+ * a known mtime) and free the rest: on a 100,000-entry listing that is
+ * most of the run's memory.
+ */
+static int
+run_drop_listing(struct run *r)
+{
+	const struct entry *e;
+	size_t		 i, n = 0;
+
+	for (i = 0; i < listing_count(r->l); i++) {
+		e = listing_get(r->l, i);
+		if (e->type == ENTRY_DIR && e->mtime_prec != MTIME_UNKNOWN)
+			n++;
+	}
+	if (n > 0 && (r->dirs = calloc(n, sizeof(*r->dirs))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < listing_count(r->l); i++) {
 		e = listing_get(r->l, i);
 		if (e->type != ENTRY_DIR || e->mtime_prec == MTIME_UNKNOWN)
 			continue;
-		(void)store_set_mtime(r->s, e->path, e->mtime);
+		if ((r->dirs[r->ndirs].path = strdup(e->path)) == NULL)
+			return BM_ENOMEM;
+		r->dirs[r->ndirs++].mtime = e->mtime;
 	}
+	listing_free(r->l);
+	r->l = NULL;
+	return 0;
 }
 
 static int
@@ -571,6 +605,8 @@ run_body(struct run *r)
 			    manifest_errmsg(r->m));
 		return rc;
 	}
+	if ((rc = run_drop_listing(r)) != 0)
+		return rc;
 	if (r->s != NULL)
 		(void)store_free_space(r->s, &avail);
 	/*
@@ -607,6 +643,7 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 	struct timespec	 t0, t1;
 	int64_t		 start = now_ns();
 	long		 holder = 0;
+	size_t		 i;
 	int		 lockfd = -1, rc;
 
 	memset(&r, 0, sizeof(r));
@@ -655,6 +692,9 @@ done:
 	run_record(&r, start);
 	plan_free(r.p);
 	listing_free(r.l);
+	for (i = 0; i < r.ndirs; i++)
+		free(r.dirs[i].path);
+	free(r.dirs);
 	xfer_free(r.x);
 	store_close(r.s);
 	manifest_close(r.m);
