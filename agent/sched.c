@@ -26,12 +26,22 @@
 #include "biomirror/report.h"
 #include "biomirror/sched.h"
 #include "biomirror/store.h"
+#include "biomirror/workq.h"
 #include "biomirror/xfer.h"
 
 #define NS			1000000000LL
 #define SCHED_MAX_STREAMS	64	/* the config's upper bound for streams */
 
-enum sfile_state { SF_QUEUED = 0, SF_RUNNING, SF_WAITING, SF_DONE, SF_FAILED };
+enum sfile_state {
+	SF_QUEUED = 0,
+	SF_OPENING,		/* its temp file is being created by a worker */
+	SF_RUNNING,
+	SF_WAITING,
+	SF_DONE,
+	SF_FAILED,
+};
+
+#define SCHED_OPENERS	4	/* worker threads creating temp files */
 
 struct sched;
 
@@ -52,6 +62,7 @@ struct sfile {
 	bool		 single;	/* the server ignored Range: one stream */
 	int64_t		 not_before;	/* monotonic ns before which not to retry */
 	struct store_file *sf;		/* owned while running: the temp file */
+	int		 open_rc;	/* result of the worker's store_file_open */
 	struct sfile_try *t;		/* owned: the try in flight or in the batch */
 	int64_t		 mtime;		/* ns set on the committed file */
 };
@@ -79,7 +90,11 @@ struct sched {
 	int		 fatal;		/* BM_ENOSPC, BM_EDB, BM_EINTR: stop */
 	uint64_t	 bytes_seen;	/* body bytes written, for progress */
 	struct progress	*progress;	/* owned: the live line, may be a no-op */
+	struct workq	*wq;		/* owned: creates temp files off the loop */
 };
+
+static int	sched_launch(struct sched *, struct sfile *);
+static void	open_task(void *);
 
 static int64_t
 now_mono(void)
@@ -533,8 +548,7 @@ sched_start_failed(struct sched *sc, struct sfile *f, int rc,
 {
 	if (rc == BM_ENOSPC)
 		sc->fatal = BM_ENOSPC;
-	f->state = SF_RUNNING;
-	sc->inflight++;
+	f->state = SF_RUNNING;	/* counted in inflight already */
 	f->t->res.cls = XFER_PERMANENT;
 	f->t->res.rc = rc;
 	(void)snprintf(f->t->res.errmsg, sizeof(f->t->res.errmsg), "%s: %s",
@@ -547,7 +561,6 @@ sched_start(struct sched *sc, struct sfile *f)
 {
 	const struct action *a = f->act;
 	char		*enc = NULL;
-	unsigned	 i;
 	int		 rc;
 
 	f->attempts++;
@@ -561,18 +574,65 @@ sched_start(struct sched *sc, struct sfile *f)
 		f->t->url = NULL;
 		return BM_ENOMEM;
 	}
+	sc->inflight++;
 	/*
 	 * A conditional GET (a listing without size or date) is mostly
 	 * answered 304 without a body: its temp file is opened only when
 	 * bytes arrive (sink_store) or at the end of an empty 200
 	 * (sched_finish).  Creating and removing one per file would touch
-	 * every directory's mtime on runs that change nothing.
+	 * every directory's mtime on runs that change nothing.  Other temp
+	 * files are created by the worker pool: file creation is the
+	 * slowest step of a run of many small files, and it blocks.
 	 */
-	if (a->op != ACT_COND_FETCH && (rc = store_file_open(sc->s, a->path,
-	    a->list_size_exact ? a->list_size : -1, &f->sf)) != 0) {
-		sched_start_failed(sc, f, rc, "open temp file");
-		return 0;
+	if (a->op == ACT_COND_FETCH)
+		return sched_launch(sc, f);
+	f->state = SF_OPENING;
+	return workq_push(sc->wq, open_task, f);
+}
+
+/* Worker thread: a task finished; wake the loop out of its poll. */
+static void
+wake_loop(void *arg)
+{
+	xfer_wakeup(arg);
+}
+
+/* Worker thread: create f's temp file. */
+static void
+open_task(void *arg)
+{
+	struct sfile	*f = arg;
+	const struct action *a = f->act;
+
+	f->open_rc = store_file_open(f->sc->s, a->path, a->list_size_exact ?
+	    a->list_size : -1, &f->sf);
+}
+
+/* Loop thread: a temp file is ready (or not): start the transfer. */
+static void
+open_done(void *ctx, void *arg)
+{
+	struct sched	*sc = ctx;
+	struct sfile	*f = arg;
+	int		 rc;
+
+	if (f->state != SF_OPENING)
+		return;	/* abandoned meanwhile: sched_run aborts the file */
+	if (f->open_rc != 0) {
+		sched_start_failed(sc, f, f->open_rc, "open temp file");
+		return;
 	}
+	if ((rc = sched_launch(sc, f)) != 0 && sc->fatal == 0)
+		sc->fatal = rc;
+}
+
+/* Submit the jobs of f's try. */
+static int
+sched_launch(struct sched *sc, struct sfile *f)
+{
+	unsigned	 i;
+	int		 rc;
+
 	if ((rc = sched_jobs(sc, f)) != 0)
 		return rc;
 	for (i = 0; i < f->t->njobs; i++) {
@@ -585,7 +645,6 @@ sched_start(struct sched *sc, struct sfile *f)
 		f->t->running |= 1ULL << i;
 	}
 	f->state = SF_RUNNING;
-	sc->inflight++;
 	return 0;
 }
 
@@ -652,6 +711,10 @@ sched_abandon(struct sched *sc)
 			f->t = NULL;
 			f->state = SF_FAILED;
 			sc->inflight--;
+		} else if (f->state == SF_OPENING) {
+			/* The worker may still create it: aborted at the end. */
+			f->state = SF_FAILED;
+			sc->inflight--;
 		}
 	}
 }
@@ -678,6 +741,7 @@ sched_loop(struct sched *sc)
 		/* 100 ms bounds the delay of due retries. */
 		if ((rc = xfer_poll(sc->x, 100, on_done, sc)) != 0)
 			return rc;
+		(void)workq_collect(sc->wq, open_done, sc);
 		progress_update(sc->progress, sc->res->fetched +
 		    (int64_t)sc->nitems, sc->bytes_seen);
 		if (batch_due(sc) && sched_flush(sc) != 0)
@@ -706,6 +770,9 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	    (sc->reasons = calloc(sc->cap, sizeof(*sc->reasons))) == NULL ||
 	    (sc->progress = progress_new(sc->o->name ? sc->o->name : "",
 	    (int64_t)nf, total, sc->o->progress)) == NULL)
+		return BM_ENOMEM;
+	if (nf > 0 && workq_new(SCHED_OPENERS, wake_loop, sc->x,
+	    &sc->wq) != 0)
 		return BM_ENOMEM;
 	for (i = 0; i < n; i++) {
 		if (acts[i].op != ACT_FETCH && acts[i].op != ACT_COND_FETCH)
@@ -751,6 +818,8 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 		    "files committed");
 out:
 	progress_free(sc.progress);
+	/* Every temp file a worker made is in its sfile once this returns. */
+	workq_free(sc.wq);
 	if (sc.files) {
 		for (i = 0; i < sc.nfiles; i++) {
 			if (sc.files[i].state == SF_RUNNING)

@@ -575,6 +575,12 @@ xfer_cancel(struct xfer *x, struct xfer_job *job)
 		}
 }
 
+void
+xfer_wakeup(struct xfer *x)
+{
+	(void)curl_multi_wakeup(x->multi);
+}
+
 size_t
 xfer_active(const struct xfer *x)
 {

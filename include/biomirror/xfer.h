@@ -110,6 +110,11 @@ int	xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done,
 void	xfer_cancel(struct xfer *x, struct xfer_job *job);
 /* Jobs in flight. */
 size_t	xfer_active(const struct xfer *x);
+/*
+ * Make a blocked xfer_poll() return at once.  Thread-safe (libcurl's
+ * curl_multi_wakeup); for worker threads that finished a task.
+ */
+void	xfer_wakeup(struct xfer *x);
 /* Cancel everything and free the transport.  NULL is a no-op. */
 void	xfer_free(struct xfer *x);
 
