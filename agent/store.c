@@ -65,6 +65,8 @@ struct store {
 	bool		 no_openat2;	/* openat2 unusable: walk instead */
 };
 
+#define STORE_WRITEBACK_BYTES	(8ULL * 1024 * 1024)	/* see store_file_write */
+
 struct store_file {
 	struct store	*s;		/* borrowed: the store it belongs to */
 	int		 dirfd;		/* owned: parent dir until commit */
@@ -72,6 +74,7 @@ struct store_file {
 	dev_t		 dir_dev;	/* parent's st_dev, to group fsyncs */
 	ino_t		 dir_ino;	/* parent's st_ino, to group fsyncs */
 	uint64_t	 length;	/* highest offset written + 1, bytes */
+	uint64_t	 unflushed;	/* bytes written since the last writeback kick */
 	char		*name;		/* owned: final name inside dirfd */
 	char		 tmpname[STORE_TMP_NAMELEN + 1]; /* in dirfd */
 };
@@ -629,6 +632,16 @@ store_file_write(struct store_file *f, uint64_t off, const void *buf,
 		len -= (size_t)w;
 		if (off > f->length)
 			f->length = off;
+		f->unflushed += (uint64_t)w;
+	}
+	/*
+	 * Start writeback of a large file as it comes in (without waiting
+	 * for it), so that the syncfs before the batch's renames finds
+	 * little left to write.  Advisory: a failure changes nothing.
+	 */
+	if (f->unflushed >= STORE_WRITEBACK_BYTES) {
+		(void)sync_file_range(f->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+		f->unflushed = 0;
 	}
 	return 0;
 }
