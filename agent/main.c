@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <curl/curl.h>
 
@@ -25,6 +26,7 @@ int
 main(int argc, char **argv)
 {
 	struct sigaction sa;
+	struct rlimit	 rl;
 	int		 status;
 
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -41,6 +43,15 @@ main(int argc, char **argv)
 	(void)sigaction(SIGHUP, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	(void)sigaction(SIGPIPE, &sa, NULL);
+	/*
+	 * Files finished but not yet published keep their temp file and
+	 * parent directory open until the batch commit: use the hard limit
+	 * of open files, as systemd advises for programs that need many.
+	 */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	status = cli_main(argc, argv, &stop_flag);
 	curl_global_cleanup();
 	return status;

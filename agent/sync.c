@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "biomirror/config.h"
@@ -475,6 +476,27 @@ run_open(struct run *r)
 	return xfer_curl_new(&xo, &r->x);
 }
 
+/*
+ * Files per batch commit: a finished file keeps two descriptors (its temp
+ * file and its directory) until its batch is published, so the batch
+ * stays well inside the open-file limit; at most 1024 files, as fewer
+ * syncfs calls are what makes a run of many small files fast.
+ */
+static size_t
+batch_files(void)
+{
+	struct rlimit	 rl;
+	rlim_t		 n = 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		n = rl.rlim_cur > 256 ? (rl.rlim_cur - 256) / 3 : 16;
+	if (n > 1024)
+		n = 1024;
+	if (n < 16)
+		n = 16;
+	return (size_t)n;
+}
+
 static int
 run_execute(struct run *r)
 {
@@ -497,9 +519,9 @@ run_execute(struct run *r)
 	so.progress = r->o->progress;
 	so.retries = r->c->retries;
 	so.run = r->run;
-	so.batch_files = 256;
+	so.batch_files = batch_files();
 	so.batch_bytes = 256ULL * 1024 * 1024;
-	so.batch_ms = 2000;
+	so.batch_ms = 5000;
 	so.stop = r->o->stop;
 	rc = sched_run(&so, r->x, r->s, r->m, r->p->acts, r->p->nacts, r->res);
 	if (rc == BM_ENOSPC)
