@@ -51,6 +51,7 @@ struct sfile_try {
 	struct xfer_job	*jobs;		/* owned: one per range */
 	unsigned	 njobs;		/* ranges (1: one stream) */
 	uint64_t	 running;	/* bit i: jobs[i] is in flight */
+	bool		*cancelled;	/* owned: jobs[i] was cancelled by us */
 	struct xfer_result res;		/* the try's result (sfile_result) */
 };
 
@@ -94,6 +95,8 @@ struct sched {
 };
 
 static int	sched_launch(struct sched *, struct sfile *);
+static bool	sfile_ranges(struct sfile *);
+static void	sfile_check_size(struct sfile *);
 static void	open_task(void *);
 
 static int64_t
@@ -121,6 +124,7 @@ try_free(struct sfile_try *t)
 		return;
 	free(t->url);
 	free(t->jobs);
+	free(t->cancelled);
 	free(t);
 }
 
@@ -335,8 +339,12 @@ sched_retry(struct sched *sc, struct sfile *f)
 	f->not_before = now_mono() + (res->ignored_range ? 0 :
 	    sched_backoff_ns(f->attempts, res->retry_after));
 	sc->waiting++;
-	log_info("%s: fetch: %s (retry %u of %u)", f->act->path, res->errmsg,
-	    f->attempts, sc->o->retries);
+	if (res->ignored_range)
+		log_info("%s: fetch: %s: trying one stream", f->act->path,
+		    res->errmsg);
+	else
+		log_info("%s: fetch: %s (retry %u of %u)", f->act->path,
+		    res->errmsg, f->attempts, sc->o->retries);
 	try_free(f->t);
 	f->t = NULL;
 }
@@ -412,24 +420,90 @@ sfile_result(struct sfile *f)
 	unsigned	 i;
 
 	*res = *r0;
-	if (t->njobs == 1 || (r0->cls == XFER_OK && r0->full)) {
-		if (t->njobs > 1)
-			res->size = (int64_t)r0->bytes;
+	if (t->njobs > 1 && !(r0->cls == XFER_OK && r0->full) &&
+	    !sfile_ranges(f))
 		return;
+	if (t->njobs > 1 && r0->full) {
+		/* Range 0 took the whole file: nothing else may have written. */
+		for (i = 1; i < t->njobs; i++) {
+			ri = &t->jobs[i].res;
+			if (ri->bytes > 0) {
+				res->cls = XFER_CHANGED;
+				res->rc = BM_ECHANGED;
+				f->single = true;
+				(void)snprintf(res->errmsg, sizeof(res->errmsg),
+				    "one range came whole, others in part: "
+				    "starting over in one stream");
+				return;
+			}
+		}
+		res->size = (int64_t)r0->bytes;
 	}
+	sfile_check_size(f);
+}
+
+/*
+ * An exact listed size is a promise: a body of another length (a file
+ * changed since the listing, or an error page sent with 200) is never
+ * published; the file is tried again (and fails this run if it stays so).
+ */
+static void
+sfile_check_size(struct sfile *f)
+{
+	struct xfer_result *res = &f->t->res;
+	const struct action *a = f->act;
+	int64_t		 got;
+
+	if (res->cls != XFER_OK || !a->list_size_exact || a->list_size < 0)
+		return;
+	got = res->size >= 0 ? res->size : (int64_t)res->bytes;
+	if (got == a->list_size && (int64_t)res->bytes == a->list_size)
+		return;
+	res->cls = XFER_CHANGED;
+	res->rc = BM_ECHANGED;
+	(void)snprintf(res->errmsg, sizeof(res->errmsg), "got %llu bytes, "
+	    "the listing says %lld", (unsigned long long)res->bytes,
+	    (long long)a->list_size);
+}
+
+/*
+ * The result of a try in ranges (all 206): the first real failure
+ * (ranges cancelled because another failed are skipped), or a fall back
+ * to one stream when the server did not honour Range, or "upstream
+ * changed" when ranges disagree on the total size, ETag or
+ * Last-Modified.  Returns true when all ranges are good and consistent.
+ */
+static bool
+sfile_ranges(struct sfile *f)
+{
+	struct sfile_try *t = f->t;
+	struct xfer_result *res = &t->res, *r0 = &t->jobs[0].res, *ri;
+	unsigned	 i;
+
 	res->bytes = 0;
 	for (i = 0; i < t->njobs; i++) {
 		ri = &t->jobs[i].res;
 		if (ri->ignored_range) {
+			/* Fall back to one stream at once, as a new try. */
 			f->single = true;
 			f->attempts--;	/* the fallback is not a retry */
 			*res = *ri;
 			res->cls = XFER_RETRY;
-			return;
+			return false;
 		}
-		if (ri->cls != XFER_OK) {
+	}
+	for (i = 0; i < t->njobs; i++) {
+		ri = &t->jobs[i].res;
+		if (ri->cls != XFER_OK && !t->cancelled[i]) {
 			*res = *ri;
-			return;
+			return false;
+		}
+	}
+	for (i = 0; i < t->njobs; i++) {
+		ri = &t->jobs[i].res;
+		if (ri->cls != XFER_OK) {
+			*res = *ri;	/* only cancelled ones failed */
+			return false;
 		}
 		res->bytes += ri->bytes;
 		if (ri->total != r0->total || ri->mtime != r0->mtime ||
@@ -438,17 +512,11 @@ sfile_result(struct sfile *f)
 			res->rc = BM_ECHANGED;
 			(void)snprintf(res->errmsg, sizeof(res->errmsg),
 			    "upstream changed between ranges");
-			return;
+			return false;
 		}
 	}
 	res->size = r0->total;
-	if (r0->total != f->act->list_size) {
-		res->cls = XFER_CHANGED;
-		res->rc = BM_ECHANGED;
-		(void)snprintf(res->errmsg, sizeof(res->errmsg), "size %lld "
-		    "differs from the listing (%lld)", (long long)r0->total,
-		    (long long)f->act->list_size);
-	}
+	return true;
 }
 
 /* Cancel the jobs of f still in flight (no done callback follows). */
@@ -464,6 +532,7 @@ sfile_cancel(struct sched *sc, struct sfile *f, const char *why)
 		if (t->running & (1ULL << i)) {
 			xfer_cancel(sc->x, &t->jobs[i]);
 			t->running &= ~(1ULL << i);
+			t->cancelled[i] = true;
 			t->jobs[i].res.cls = XFER_RETRY;
 			t->jobs[i].res.rc = BM_ENET;
 			(void)snprintf(t->jobs[i].res.errmsg,
@@ -516,7 +585,8 @@ sched_jobs(struct sched *sc, struct sfile *f)
 			n = 1;
 		chunk = (size + n - 1) / n;
 	}
-	if ((t->jobs = calloc(n, sizeof(*t->jobs))) == NULL)
+	if ((t->jobs = calloc(n, sizeof(*t->jobs))) == NULL ||
+	    (t->cancelled = calloc(n, sizeof(*t->cancelled))) == NULL)
 		return BM_ENOMEM;
 	t->njobs = (unsigned)n;
 	for (i = 0, off = 0; i < n; i++, off += chunk) {

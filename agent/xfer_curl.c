@@ -235,6 +235,14 @@ check_status(struct curl_rec *r, long status)
 		    (unsigned long long)(j->off + j->len - 1));
 		return BM_EPROTO;
 	}
+	if (status == 416) {
+		/* The range lies past the end: the file is not as listed. */
+		res->ignored_range = true;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg),
+		    "416 for bytes %llu-%llu", (unsigned long long)j->off,
+		    (unsigned long long)(j->off + j->len - 1));
+		return BM_EPROTO;
+	}
 	r->refused = true;
 	return 0;
 }
@@ -463,6 +471,15 @@ classify(struct curl_rec *r, CURLcode cc)
 		}
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s",
 		    r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
+		return;
+	}
+	if (r->job->len > 0 && status == 416) {
+		/* No body reached check_status(): same judgement. */
+		res->rc = BM_EPROTO;
+		res->cls = XFER_PERMANENT;
+		res->ignored_range = true;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg),
+		    "416 for a range: the file is not as listed");
 		return;
 	}
 	if (r->job->len > 0 && status == 200 && !res->full) {

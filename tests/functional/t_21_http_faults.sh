@@ -66,6 +66,20 @@ write_conf "$FAULT_URL"
 assert_exit 0 bm --json sync up
 assert_trees_equal "$T/up2" "$T/mirror"
 
+for streams in 1 4; do
+	echo "# an HTML error page sent with 200 is never published ($streams stream(s))"
+	stop_servers; rm -rf "$T/mirror" "$T/state"
+	mkdir -p "$T/up4"
+	[ -e "$T/up4/big.bin" ] || head -c 20000000 /dev/urandom > "$T/up4/big.bin"
+	echo hello > "$T/up4/s.txt"
+	start_faultserver "$T/up4" html-200
+	write_conf "$FAULT_URL"
+	assert_exit 0 bm --json sync --streams "$streams" --min-split 4M up
+	assert_trees_equal "$T/up4" "$T/mirror"
+	grep -q 's.txt: fetch: got 43 bytes, the listing says 6 (retry 1 of 5)' "$LAST_ERR" ||
+	    fail "the error page for s.txt was not refused"
+done
+
 echo "# bwlimit holds for the whole run, not per file"
 stop_servers; rm -rf "$T/mirror" "$T/state"
 mkdir -p "$T/up3"
