@@ -172,9 +172,10 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 	int		 ch, idx = 0;
 	size_t		 i;
 
-	optind = 1;
+	optind = 0;	/* 0: GNU getopt starts over (and permutes) */
 	opterr = 1;
-	while ((ch = getopt_long(argc, argv, "+h", sync_longopts,
+	/* Options may follow the mirror names (getopt permutes). */
+	while ((ch = getopt_long(argc, argv, "h", sync_longopts,
 	    &idx)) != -1) {
 		switch (ch) {
 		case 's':
@@ -400,18 +401,24 @@ fmt_time(int64_t ns, char *buf, size_t len)
 static json_t *
 run_json(const struct run_record *r)
 {
-	char	 ts[32], te[32];
+	char	 ts[32], te[32], *err = NULL;
+	json_t	*o;
 
 	fmt_time(r->start_ns, ts, sizeof(ts));
 	fmt_time(r->end_ns, te, sizeof(te));
-	return json_pack("{s:I,s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:s}",
+	/* The error names a path, which need not be UTF-8. */
+	if (report_utf8_escape(r->error, &err) != 0)
+		return NULL;
+	o = json_pack("{s:I,s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:s}",
 	    "run", (json_int_t)r->id, "status", r->status, "start", ts,
 	    "end", te, "seconds", r->end_ns > r->start_ns ?
-	    (double)(r->end_ns - r->start_ns) / 1e9 : 0.0,
+	    (double)((r->end_ns - r->start_ns) / 1000000) / 1000 : 0.0,
 	    "listed", (json_int_t)r->listed, "fetched", (json_int_t)r->fetched,
 	    "touched", (json_int_t)r->touched, "deleted",
 	    (json_int_t)r->deleted, "failed", (json_int_t)r->failed,
-	    "bytes", (json_int_t)r->bytes, "error", r->error);
+	    "bytes", (json_int_t)r->bytes, "error", err);
+	free(err);
+	return o;
 }
 
 static void
@@ -564,7 +571,7 @@ cmd_status(struct cli *c, int argc, char **argv)
 	}
 	if (arr != NULL) {
 		(void)json_dumpf(arr, stdout, JSON_INDENT(2) |
-		    JSON_ENSURE_ASCII);
+		    JSON_ENSURE_ASCII | JSON_REAL_PRECISION(12));
 		fputc('\n', stdout);
 		json_decref(arr);
 	}
@@ -659,6 +666,41 @@ cmd_check_config(struct cli *c)
 	return 0;
 }
 
+/*
+ * The output flags (--json, -v, -q and their long forms) may also come
+ * after the command ("status blast --json"): take them out of the
+ * command's arguments (argv[1..]) and apply them.  Stops at "--".
+ * Returns the new argc.
+ */
+static int
+strip_global_flags(struct cli *c, int argc, char **argv)
+{
+	int	 i, n = 1;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			while (i < argc)
+				argv[n++] = argv[i++];
+			break;
+		}
+		if (strcmp(argv[i], "--json") == 0)
+			c->json = true;
+		else if (strcmp(argv[i], "-v") == 0 ||
+		    strcmp(argv[i], "--verbose") == 0)
+			c->verbosity = c->verbosity < 0 ? 1 : c->verbosity + 1;
+		else if (strcmp(argv[i], "-q") == 0 ||
+		    strcmp(argv[i], "--quiet") == 0)
+			c->verbosity = -1;
+		else {
+			argv[n++] = argv[i];
+			continue;
+		}
+	}
+	argv[n] = NULL;
+	log_init(true, c->verbosity);
+	return n;
+}
+
 static const struct option global_longopts[] = {
 	{ "config",	required_argument, NULL, 'c' },
 	{ "state-dir",	required_argument, NULL, 'S' },
@@ -727,6 +769,7 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		return 2;
 	} else
 		cmd = argv[0];
+	argc = strip_global_flags(&c, argc, argv);
 	if (strcmp(cmd, "check-config") == 0 && argc > 1) {
 		log_errx("check-config takes no arguments");
 		return 2;

@@ -120,24 +120,55 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	    (long long)r->failed, hb, r->seconds, rate);
 }
 
+/*
+ * Length of the well-formed UTF-8 sequence at p (n bytes left), or 0 if
+ * it is not one (RFC 3629 section 4: no overlong forms, no surrogates
+ * U+D800..DFFF, nothing above U+10FFFF).
+ */
+static size_t
+utf8_seq_len(const unsigned char *p, size_t n)
+{
+	unsigned char	 lo = 0x80, hi = 0xbf;
+	size_t		 len, k;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		len = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		if (p[0] == 0xe0)
+			lo = 0xa0;
+		else if (p[0] == 0xed)
+			hi = 0x9f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		if (p[0] == 0xf0)
+			lo = 0x90;
+		else if (p[0] == 0xf4)
+			hi = 0x8f;
+	} else
+		return 0;
+	if (n < len || p[1] < lo || p[1] > hi)
+		return 0;
+	for (k = 2; k < len; k++)
+		if ((p[k] & 0xc0) != 0x80)
+			return 0;
+	return len;
+}
+
 int
 report_utf8_escape(const char *s, char **ret)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t		 n = strlen(s), i = 0, o = 0, k, need;
+	size_t		 n = strlen(s), i = 0, o = 0, need;
 	char		*out;
 
 	if ((out = malloc(n * 4 + 1)) == NULL)
 		return BM_ENOMEM;
 	while (i < n) {
-		need = p[i] < 0x80 ? 0 : (p[i] & 0xe0) == 0xc0 ? 1 :
-		    (p[i] & 0xf0) == 0xe0 ? 2 : (p[i] & 0xf8) == 0xf0 ? 3 : 9;
-		if (need == 1 && p[i] < 0xc2)
-			need = 9;	/* overlong */
-		for (k = 1; need != 9 && k <= need; k++)
-			if (i + k >= n || (p[i + k] & 0xc0) != 0x80)
-				need = 9;
-		if (need == 9) {
+		need = utf8_seq_len(p + i, n - i);
+		if (need == 0) {
 			(void)snprintf(out + o, 5, "\\x%02X", p[i]);
 			o += 4;
 			i++;
@@ -150,9 +181,9 @@ report_utf8_escape(const char *s, char **ret)
 			i++;
 			continue;
 		}
-		memcpy(out + o, p + i, need + 1);
-		o += need + 1;
-		i += need + 1;
+		memcpy(out + o, p + i, need);
+		o += need;
+		i += need;
 	}
 	out[o] = '\0';
 	*ret = out;

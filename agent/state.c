@@ -24,6 +24,15 @@ state_default_dir(char *buf, size_t len)
 	const char	*xdg, *home;
 	int		 n;
 
+	const char	*sd;
+
+	/* Under systemd's StateDirectory= (biomirror@.service). */
+	if ((sd = getenv("STATE_DIRECTORY")) != NULL && sd[0] == '/') {
+		n = snprintf(buf, len, "%.*s", (int)strcspn(sd, ":"), sd);
+		if (n < 0 || (size_t)n >= len)
+			return BM_ELIMIT;
+		return 0;
+	}
 	if (geteuid() == 0)
 		n = snprintf(buf, len, "/var/lib/biomirror");
 	else if ((xdg = getenv("XDG_STATE_HOME")) != NULL && xdg[0] == '/')

@@ -6,6 +6,8 @@
  * first, so that creating their contents does not disturb them.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +140,30 @@ page_submit(struct run *r, struct page_try *t)
 }
 
 /*
+ * Why a listing page's redirect to loc is not followed, or NULL when it
+ * is: only the same directory with a trailing '/' added (what servers
+ * answer for "dir") is followed.  Anywhere else inside the source is an
+ * alias whose entries would be listed under the wrong path; outside the
+ * source is never requested.
+ */
+static const char *
+page_redirect_bad(struct run *r, const struct page_try *t, const char *loc)
+{
+	size_t	 n = strlen(t->url);
+
+	if (t->hops >= MAX_PAGE_HOPS)
+		return "too many redirects";
+	if (strncmp(loc, r->c->source, strlen(r->c->source)) != 0)
+		return "outside the source: not followed";
+	if (strcmp(loc, t->url) == 0)
+		return "a redirect loop";
+	if (strncmp(loc, t->url, n) == 0 && strcmp(loc + n, "/") == 0)
+		return NULL;
+	return "another directory of the source (an alias): not listed; "
+	    "exclude it to mirror the rest";
+}
+
+/*
  * A finished try: follow a redirect that stays under the source (never
  * to another host or above the source: the request is not made), retry
  * what is retryable after a backoff, else the result is final.
@@ -146,14 +172,13 @@ static int
 page_next(struct run *r, struct page_try *t)
 {
 	struct xfer_result *res = &t->job.res;
+	const char	*why;
 	char		*u;
 
 	if (res->status >= 300 && res->status < 400 && res->location[0]) {
-		if (strncmp(res->location, r->c->source,
-		    strlen(r->c->source)) != 0 || t->hops >= MAX_PAGE_HOPS) {
+		if ((why = page_redirect_bad(r, t, res->location)) != NULL) {
 			(void)snprintf(res->errmsg, sizeof(res->errmsg),
-			    "redirected outside the source to %.200s",
-			    res->location);
+			    "redirected to %.150s: %.90s", res->location, why);
 			res->rc = BM_EPROTO;
 			t->done = true;
 			return 0;
@@ -187,6 +212,9 @@ page_result(struct page_try *t, struct http_page *pg)
 	pg->rc = res->rc;
 	if (res->rc == 0 && res->cls != XFER_OK)
 		pg->rc = BM_EHTTP;
+	/* Every failed page is named (the run reports the first). */
+	if (pg->rc != 0)
+		log_warnx("%s: list: %s", t->url, res->errmsg);
 	(void)snprintf(pg->errmsg, sizeof(pg->errmsg), "%s", res->errmsg);
 	if (res->content_type[0] &&
 	    (pg->content_type = strdup(res->content_type)) == NULL)
@@ -442,6 +470,37 @@ run_drop_listing(struct run *r)
 	return 0;
 }
 
+/* True when directory a is b or lies inside it (both canonical). */
+static bool
+path_within(const char *a, const char *b)
+{
+	size_t	 n = strlen(b);
+
+	return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/' ||
+	    (n == 1 && b[0] == '/'));
+}
+
+/*
+ * The state directory and the destination must not overlap: upstream
+ * could otherwise overwrite the manifest, and a delete could remove it.
+ * Compared after resolving symlinks (realpath), so aliases are caught.
+ */
+static int
+run_check_overlap(struct run *r)
+{
+	char	 st[PATH_MAX], de[PATH_MAX];
+
+	if (realpath(r->o->state_dir, st) == NULL ||
+	    realpath(store_path(r->s), de) == NULL)
+		return 0;	/* both exist by now; nothing to compare if not */
+	if (path_within(st, de) || path_within(de, st)) {
+		(void)snprintf(r->err, sizeof(r->err), "the state directory "
+		    "%.200s and the destination %.200s overlap", st, de);
+		return BM_EINVAL;
+	}
+	return 0;
+}
+
 static int
 run_open(struct run *r)
 {
@@ -466,6 +525,8 @@ run_open(struct run *r)
 			return BM_EINVAL;
 		}
 	}
+	if (r->s != NULL && (rc = run_check_overlap(r)) != 0)
+		return rc;
 	memset(&xo, 0, sizeof(xo));
 	xo.max_connections = r->c->max_connections ? r->c->max_connections : 8;
 	xo.connect_timeout = r->c->timeout;

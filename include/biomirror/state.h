@@ -13,8 +13,10 @@
 #include <stddef.h>
 
 /*
- * The default state directory into buf (len bytes): /var/lib/biomirror
- * for root, else $XDG_STATE_HOME/biomirror or ~/.local/state/biomirror.
+ * The default state directory into buf (len bytes): $STATE_DIRECTORY
+ * when systemd sets it (StateDirectory=biomirror: /var/lib/biomirror,
+ * the first of a colon-separated list), /var/lib/biomirror for root,
+ * else $XDG_STATE_HOME/biomirror or ~/.local/state/biomirror.
  * Returns 0, BM_EINVAL (no HOME) or BM_ELIMIT (buf too small).
  */
 int	state_default_dir(char *buf, size_t len);

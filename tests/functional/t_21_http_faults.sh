@@ -80,6 +80,25 @@ for streams in 1 4; do
 	    fail "the error page for s.txt was not refused"
 done
 
+echo "# index pages: redirects are followed only to add a trailing slash"
+stop_servers; rm -rf "$T/mirror" "$T/state"
+mkdir -p "$T/up5/real" "$T/up5/alias" "$T/up5/out" "$T/up5/loop" "$T/up5/dir"
+echo r > "$T/up5/real/r.txt"; echo d > "$T/up5/dir/d.txt"
+port=$(free_port)
+start_faultserver "$T/up5" normal --redirect /alias/=/real/ \
+    --redirect "/out/=http://localhost:$FAULT_PORT/elsewhere/" \
+    --redirect /loop/=/loop/ --redirect /dir/=/dir2/
+write_conf "$FAULT_URL"
+assert_exit 3 bm --json sync up
+grep -q 'alias/: list: .*another directory of the source' "$LAST_ERR" ||
+    grep -q 'another directory of the source' "$LAST_ERR" || fail "the alias is not named"
+cmp -s "$T/up5/real/r.txt" "$T/mirror/real/r.txt" || fail "real/r.txt not fetched"
+python3 - "$FAULT_STATS" <<'PY' || fail "a redirect outside the source was followed"
+import json, sys
+gets = json.load(open(sys.argv[1]))["gets"]
+sys.exit(1 if "/elsewhere/" in gets else 0)
+PY
+
 echo "# bwlimit holds for the whole run, not per file"
 stop_servers; rm -rf "$T/mirror" "$T/state"
 mkdir -p "$T/up3"

@@ -119,6 +119,10 @@ class Handler(BaseHTTPRequestHandler):
             if self.headers.get("Range"):
                 STATE["ranges"] += 1
             save_stats()
+        for spec in ARGS.redirect:
+            src, _, dst = spec.partition("=")
+            if rel == src:
+                return self.send_plain(302, b"", extra={"Location": dst})
         if os.path.isdir(path):
             if not rel.endswith("/"):
                 return self.send_plain(301, b"", extra={"Location": rel + "/"})
@@ -203,6 +207,9 @@ def main():
     p.add_argument("--stall-for", type=float, default=30)
     p.add_argument("--pages", action="store_true",
                    help="apply retry-after to index pages too")
+    p.add_argument("--redirect", action="append", default=[],
+                   metavar="PATH=LOCATION",
+                   help="answer GET PATH with 302 Location: LOCATION")
     p.add_argument("--stats")
     p.add_argument("--log", action="store_true")
     ARGS = p.parse_args()

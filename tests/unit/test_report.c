@@ -1,0 +1,98 @@
+/*
+ * Unit tests for agent/report.c: the escaping of names that are not UTF-8
+ * (RFC 3629: overlong forms, surrogates and code points above U+10FFFF
+ * are not UTF-8 either) and the --json array built from run results.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "biomirror/report.h"
+#include "tap.h"
+
+static void
+esc(const char *in, const char *want, const char *what)
+{
+	char	*out = NULL;
+
+	if (!ok(report_utf8_escape(in, &out) == 0, "escape %s", what))
+		return;
+	is_str(out, want, "%s", what);
+	free(out);
+}
+
+static void
+test_escape(void)
+{
+	esc("plain.txt", "plain.txt", "ASCII kept");
+	esc("caf\xc3\xa9", "caf\xc3\xa9", "valid 2-byte kept");
+	esc("\xe6\x97\xa5\xe6\x9c\xac", "\xe6\x97\xa5\xe6\x9c\xac",
+	    "valid 3-byte kept");
+	esc("\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80", "valid 4-byte kept");
+	esc("caf\xe9.txt", "caf\\xE9.txt", "Latin-1 byte escaped");
+	esc("a\\xE9", "a\\\\xE9", "a literal backslash is doubled");
+	esc("\xed\xa0\x80", "\\xED\\xA0\\x80", "surrogate U+D800 escaped");
+	esc("\xf4\x90\x80\x80", "\\xF4\\x90\\x80\\x80",
+	    "above U+10FFFF escaped");
+	esc("\xc0\xaf", "\\xC0\\xAF", "overlong '/' escaped");
+	esc("\xe0\x80\xaf", "\\xE0\\x80\\xAF", "overlong 3-byte escaped");
+	esc("\xf0\x80\x80\xaf", "\\xF0\\x80\\x80\\xAF",
+	    "overlong 4-byte escaped");
+	esc("x\xe6\x97", "x\\xE6\\x97", "truncated sequence escaped");
+	esc("\xff\xfe", "\\xFF\\xFE", "invalid lead bytes escaped");
+}
+
+static void
+test_json(void)
+{
+	struct mirror_result *r;
+	char		*buf = NULL;
+	size_t		 len = 0;
+	FILE		*fp;
+	json_t		*j;
+	json_error_t	 err;
+
+	if (!ok((r = result_new("m")) != NULL, "result_new"))
+		return;
+	r->fetched = 3;
+	r->bytes = 12345;
+	r->seconds = 1.23456789;
+	ok(result_add_error(r, "\xed\xa0\x80 odd", "fetch", "HTTP 403") == 0,
+	    "add an error with a surrogate in its path");
+	ok(result_add_error(r, "caf\xe9", "vanished", "HTTP 404") == 0,
+	    "add an error with a Latin-1 path");
+	if ((fp = open_memstream(&buf, &len)) == NULL) {
+		ok(0, "open_memstream");
+		result_free(r);
+		return;
+	}
+	ok(report_json(&r, 1, fp) == 0, "report_json");
+	fclose(fp);
+	j = json_loads(buf, 0, &err);
+	if (ok(j != NULL, "the output is valid JSON")) {
+		json_t *o = json_array_get(j, 0);
+		is_int(json_integer_value(json_object_get(o, "fetched")), 3,
+		    "fetched");
+		is_str(json_string_value(json_object_get(json_array_get(
+		    json_object_get(o, "errors"), 0), "path")),
+		    "\\xED\\xA0\\x80 odd", "the surrogate path, escaped");
+		is_str(json_string_value(json_object_get(json_array_get(
+		    json_object_get(o, "errors"), 1), "path")),
+		    "caf\\xE9", "the Latin-1 path, escaped");
+		ok(json_real_value(json_object_get(o, "seconds")) == 1.235,
+		    "seconds rounded to the millisecond");
+		json_decref(j);
+	}
+	free(buf);
+	result_free(r);
+}
+
+int
+main(void)
+{
+	test_escape();
+	test_json();
+	return done_testing();
+}
