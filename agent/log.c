@@ -14,6 +14,13 @@
 
 static int	log_level;	/* -1 quiet .. 2 debug */
 static bool	log_journal;	/* JOURNAL_STREAM was set at log_init() */
+static bool	log_dirty;	/* a progress line is on the terminal */
+
+void
+log_progress_drawn(bool drawn)
+{
+	log_dirty = drawn;
+}
 
 void
 log_init(bool foreground, int verbosity)
@@ -41,6 +48,11 @@ log_emit(int prio, int errnum, const char *fmt, va_list ap)
 	char	 msg[4096];
 
 	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (log_dirty) {
+		/* Erase the progress line; it is drawn again on its next update. */
+		fputs("\r\033[K", stderr);
+		log_dirty = false;
+	}
 	if (log_journal)
 		fprintf(stderr, "<%d>", prio);
 	else

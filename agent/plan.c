@@ -36,6 +36,7 @@ action_name(enum action_op op)
 	case ACT_TOUCH:		return "touch";
 	case ACT_DELETE:	return "delete";
 	case ACT_KEEP:		return "keep";
+	case ACT_CONFLICT:	return "conflict";
 	}
 	return "?";
 }
@@ -99,14 +100,19 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	case ACT_KEEP:
 		p->nkeep++;
 		break;
+	case ACT_CONFLICT:
+		p->nconflict++;
+		break;
 	}
 	return 0;
 }
 
 /*
  * Something of another type is in the way of row's path locally: with
- * do_delete, delete it first (PHASE_CLEAR); a directory's recorded
- * contents follow it into the clearing phase in plan_build().
+ * do_delete, delete it first (PHASE_CLEAR; a directory's recorded
+ * contents follow it into the clearing phase in plan_build()) and
+ * return 0; without, plan an ACT_CONFLICT that says why and return 1
+ * (the caller plans nothing else for the path).  <0 on error.
  */
 static int
 plan_clear(struct plan_ctx *c, const struct diff_row *row)
@@ -115,8 +121,13 @@ plan_clear(struct plan_ctx *c, const struct diff_row *row)
 	char		**v;
 	int		 rc;
 
-	if (!c->do_delete)
-		return 0;
+	if (!c->do_delete) {
+		rc = plan_add(c->p, row, ACT_CONFLICT, row->type == ENTRY_DIR ?
+		    "upstream has a directory here; the local file stays "
+		    "(delete = yes replaces it)" : "upstream has a file here; "
+		    "the local directory stays (delete = yes replaces it)");
+		return rc == 0 ? 1 : rc;
+	}
 	if ((v = reallocarray(c->clear, c->nclear + 1, sizeof(*v))) == NULL)
 		return BM_ENOMEM;
 	c->clear = v;
@@ -183,7 +194,7 @@ plan_dir(struct plan_ctx *c, const struct diff_row *row)
 			return row->kind == DIFF_NEW ? plan_add(c->p, row,
 			    ACT_MKDIR, "new") : 0;
 		if (rc == 0 && (rc = plan_clear(c, row)) != 0)
-			return rc;
+			return rc < 0 ? rc : 0;
 	}
 	return plan_add(c->p, row, ACT_MKDIR,
 	    row->kind == DIFF_NEW ? "new" : "local missing");
@@ -202,7 +213,7 @@ plan_local(struct plan_ctx *c, const struct diff_row *row,
 		return plan_add(c->p, row, ACT_FETCH, "local missing");
 	if (rc != 0 || st.type != 'f') {
 		if (rc == 0 && (rc = plan_clear(c, row)) != 0)
-			return rc;
+			return rc < 0 ? rc : 0;
 		return plan_add(c->p, row, ACT_FETCH, "local not a file");
 	}
 	if (st.size != row->local_size)
@@ -245,7 +256,7 @@ plan_row(void *arg, const struct diff_row *row)
 		/* Something else (a directory) in the way goes first. */
 		if (c->s != NULL && store_stat(c->s, row->path, &st) == 0 &&
 		    st.type != 'f' && (rc = plan_clear(c, row)) != 0)
-			return rc;
+			return rc < 0 ? rc : 0;
 		return plan_add(c->p, row, ACT_FETCH,
 		    row->kind == DIFF_NEW ? "new" : "changed");
 	case DIFF_UNKNOWN:

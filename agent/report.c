@@ -343,6 +343,7 @@ progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
 	    (long long)p->total_files, done, total, rate / 1e6, eta);
 	(void)fflush(stderr);
 	p->drawn = true;
+	log_progress_drawn(true);
 }
 
 void
@@ -353,6 +354,7 @@ progress_free(struct progress *p)
 	if (p->drawn) {
 		fputs("\r\033[K", stderr);
 		(void)fflush(stderr);
+		log_progress_drawn(false);
 	}
 	free(p->name);
 	free(p);

@@ -117,6 +117,18 @@ now_real(void)
 	return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
 }
 
+/* Bytes a try wrote (they no longer count for progress if it failed). */
+static uint64_t
+try_bytes(const struct sfile_try *t)
+{
+	uint64_t	 n = 0;
+	unsigned	 i;
+
+	for (i = 0; t != NULL && t->jobs != NULL && i < t->njobs; i++)
+		n += t->jobs[i].res.bytes;
+	return n;
+}
+
 static void
 try_free(struct sfile_try *t)
 {
@@ -275,6 +287,8 @@ sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
 		(void)result_add_error(sc->res, f->act->path, "fetch", reason);
 	}
 	sc->res->failed++;
+	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
+	    try_bytes(f->t) : sc->bytes_seen;
 	try_free(f->t);
 	f->t = NULL;
 }
@@ -339,6 +353,8 @@ sched_retry(struct sched *sc, struct sfile *f)
 	f->not_before = now_mono() + (res->ignored_range ? 0 :
 	    sched_backoff_ns(f->attempts, res->retry_after));
 	sc->waiting++;
+	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
+	    try_bytes(f->t) : sc->bytes_seen;
 	if (res->ignored_range)
 		log_info("%s: fetch: %s: trying one stream", f->act->path,
 		    res->errmsg);

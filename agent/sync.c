@@ -394,6 +394,23 @@ run_mkdirs(struct run *r)
 	return 0;
 }
 
+/* Type changes left alone (delete = no) are failures that say why. */
+static void
+run_conflicts(struct run *r)
+{
+	const struct action *a;
+	size_t		 i;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op != ACT_CONFLICT)
+			continue;
+		log_warnx("%s: %s", a->path, a->why);
+		(void)result_add_error(r->res, a->path, "conflict", a->why);
+		r->res->failed++;
+	}
+}
+
 /* The deletes of one phase: PHASE_CLEAR (type changes) or PHASE_DELETE. */
 static int
 run_deletes(struct run *r, enum action_phase phase)
@@ -568,6 +585,7 @@ run_execute(struct run *r)
 	if (store_clean_temps(r->s, &ntemps) == 0 && ntemps > 0)
 		log_info("%s: removed %zu temp files of an earlier run",
 		    r->c->name, ntemps);
+	run_conflicts(r);
 	if ((rc = run_deletes(r, PHASE_CLEAR)) != 0 ||
 	    (rc = run_mkdirs(r)) != 0)
 		return rc;

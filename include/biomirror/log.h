@@ -1,7 +1,8 @@
 /*
  * Logging (STYLE.md rule 25).  Lines go to stderr; when JOURNAL_STREAM is
  * set (we run under systemd) each line gets a "<N>" syslog priority prefix.
- * Messages follow "object: operation: reason".
+ * Messages follow "object: operation: reason".  Besides the verbosity, the
+ * module keeps one flag: whether a progress line must be erased first.
  */
 #ifndef BIOMIRROR_LOG_H
 #define BIOMIRROR_LOG_H
@@ -14,6 +15,11 @@ void	log_init(bool foreground, int verbosity);
 int	log_verbosity(void);
 /* True when log lines go to the journal (JOURNAL_STREAM set). */
 bool	log_to_journal(void);
+/*
+ * Tell the logger that a progress line is (or is no longer) on the
+ * terminal, so that the next log line erases it first.
+ */
+void	log_progress_drawn(bool drawn);
 
 /* Error (priority 3) with ": strerror(errno)" appended. */
 void	log_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -25,6 +25,7 @@ enum action_op {
 	ACT_TOUCH,		/* content unchanged, set the local mtime */
 	ACT_DELETE,		/* gone upstream: delete (last, guarded) */
 	ACT_KEEP,		/* gone upstream, kept (delete = no or refused) */
+	ACT_CONFLICT,		/* upstream changed the type, delete = no: reported */
 };
 
 /* When an action runs; actions are sorted by phase first. */
@@ -60,6 +61,7 @@ struct plan {
 	size_t		 cap;
 	int64_t		 listed;	/* entries in the listing (files + dirs) */
 	int64_t		 nfetch, ntouch, nmkdir, ndelete, nkeep; /* counts */
+	int64_t		 nconflict;	/* type changes left alone (delete = no) */
 	int64_t		 unchanged;	/* files needing nothing */
 	uint64_t	 fetch_bytes;	/* bytes to fetch, as far as known */
 	int64_t		 manifest_files; /* committed files before this run */

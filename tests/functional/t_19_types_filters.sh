@@ -30,6 +30,9 @@ rm -r "$T/up/x"; echo xx > "$T/up/x"
 sed -i 's/^delete = yes$/delete = no/' "$T/bm.conf"
 assert_exit 1 bm --json sync up
 [ -d "$T/mirror/x" ] || fail "x was replaced without delete"
+grep -q '^x conflict$' <(jerrors) || fail "the conflict is not reported for x"
+grep -q 'x: upstream has a file here; the local directory stays' "$LAST_ERR" ||
+    fail "the conflict does not say why"
 sed -i 's/^delete = no$/delete = yes/' "$T/bm.conf"
 
 echo "# excluded paths are kept"
