@@ -135,7 +135,7 @@ trap bench_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-FSTYPE=$(stat -f -c %T "$T")
+FSTYPE=$(findmnt -n -o FSTYPE -T "$T" 2>/dev/null || stat -f -c %T "$T")
 [ "$FSTYPE" = tmpfs ] && fail "$WORKDIR is tmpfs: use --workdir on a real disk"
 nb_space=0
 has_tree B && nb_space=$NB
