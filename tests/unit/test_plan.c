@@ -326,6 +326,7 @@ execute(struct fx *fx, const struct plan *p)
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
 		case ACT_KEEP:
+		case ACT_CONFLICT:	/* reported by the run, nothing done */
 			break;
 		}
 	}
