@@ -174,7 +174,8 @@ is_act(const struct plan *p, const char *path, enum action_op op,
 		return NULL;
 	is_str(action_name(a->op), action_name(op), "%s: %s is %s", tag,
 	    path, action_name(op));
-	is_str(a->why, why, "%s: %s because \"%s\"", tag, path, why);
+	is_str(a->why, why, "%s: %s because \"%s\"", tag, path,
+	    why ? why : "(none)");
 	return a;
 }
 
@@ -720,7 +721,7 @@ test_order(void)
 
 /* A fixture whose manifest holds n committed files f00, f01, ... */
 static struct spec	 files_v[64];
-static char		 files_names[64][8];
+static char		 files_names[64][24];
 
 static const struct spec *
 files(size_t n)
