@@ -63,6 +63,14 @@ struct store {
 	mode_t		 file_mode;	/* mode of published files */
 	mode_t		 dir_mode;	/* mode of directories we create */
 	bool		 no_openat2;	/* openat2 unusable: walk instead */
+	/*
+	 * store_stat's parent-directory cache (the planner stats every
+	 * file in path order, so consecutive calls share a parent): one
+	 * open directory and its relative path.  Used and changed only by
+	 * the loop thread; dropped by every call that changes the tree.
+	 */
+	int		 stat_dirfd;	/* owned, -1 if none */
+	char		 stat_dir[PATH_MAX]; /* relative path of stat_dirfd */
 };
 
 #define STORE_WRITEBACK_BYTES	(8ULL * 1024 * 1024)	/* see store_file_write */
@@ -114,6 +122,15 @@ store_ns_to_timespec(int64_t ns, struct timespec *ts)
  * Check path and split it: the parent directory (copied into dir, "" for
  * the root) and a pointer to the final name inside path.
  */
+/* Drop store_stat's cached parent directory (the tree may change). */
+static void
+store_stat_forget(struct store *s)
+{
+	store_close_fd(s->stat_dirfd);
+	s->stat_dirfd = -1;
+	s->stat_dir[0] = '\0';
+}
+
 static int
 store_split(const char *path, char dir[PATH_MAX], const char **ret_name)
 {
@@ -389,6 +406,7 @@ store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return BM_ENOMEM;
 	s->fd = -1;
+	s->stat_dirfd = -1;
 	s->file_mode = file_mode;
 	s->dir_mode = dir_mode;
 	if ((s->path = strdup(dest)) == NULL) {
@@ -429,6 +447,7 @@ store_close(struct store *s)
 {
 	if (s == NULL)
 		return;
+	store_stat_forget(s);
 	store_close_fd(s->fd);
 	free(s->path);
 	free(s);
@@ -455,11 +474,20 @@ int
 store_stat(struct store *s, const char *path, struct local_stat *ret)
 {
 	struct stat	 st;
+	char		 dir[PATH_MAX];
 	const char	*name;
 	int		 dirfd = -1, rc;
 
-	if ((rc = store_parent(s, path, false, &dirfd, &name)) != 0)
-		goto out;
+	if ((rc = store_split(path, dir, &name)) != 0)
+		return rc;
+	if (s->stat_dirfd == -1 || strcmp(dir, s->stat_dir) != 0) {
+		store_stat_forget(s);
+		if ((rc = store_opendir(s, dir, false, &dirfd)) != 0)
+			return rc;
+		s->stat_dirfd = dirfd;
+		memcpy(s->stat_dir, dir, strlen(dir) + 1);
+	}
+	dirfd = s->stat_dirfd;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
 		rc = (errno == ENOENT) ? BM_ENOENT : BM_EIO;
 		goto out;
@@ -477,7 +505,6 @@ store_stat(struct store *s, const char *path, struct local_stat *ret)
 	    st.st_mtim.tv_nsec;
 	rc = 0;
 out:
-	store_close_fd(dirfd);
 	return rc;
 }
 
@@ -494,6 +521,8 @@ store_mkdirs(struct store *s, const char *path)
 	char		 dir[PATH_MAX];
 	const char	*name;
 	int		 fd, rc;
+
+	store_stat_forget(s);
 
 	/* Checks path and each component; the split itself is unused. */
 	if ((rc = store_split(path, dir, &name)) != 0)
@@ -777,6 +806,8 @@ store_commit(struct store *s, struct store_commit_item *items, size_t n)
 	size_t	 i;
 	int	 err, rc;
 
+	store_stat_forget(s);
+
 	for (i = 0; i < n; i++)
 		items[i].rc = store_commit_prepare(s, &items[i]);
 	if (syncfs(s->fd) == -1) {
@@ -898,6 +929,8 @@ store_symlink(struct store *s, const char *path, const char *target)
 	const char	*name;
 	int		 dirfd = -1, err, rc;
 
+	store_stat_forget(s);
+
 	if (path == NULL || target == NULL)
 		return BM_EINVAL;
 	if (!store_link_is_safe(path, target))
@@ -940,6 +973,8 @@ store_delete(struct store *s, const char *path)
 {
 	const char	*name;
 	int		 dirfd = -1, err, rc;
+
+	store_stat_forget(s);
 
 	if ((rc = store_parent(s, path, false, &dirfd, &name)) != 0)
 		goto out;
@@ -1048,6 +1083,8 @@ store_clean_temps(struct store *s, size_t *ret_n)
 {
 	size_t	 n = 0;
 	int	 fd, rc;
+
+	store_stat_forget(s);
 
 	/* A fresh open file description: readdir must not move s->fd's. */
 	fd = openat(s->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
