@@ -669,16 +669,20 @@ cmd_check_config(struct cli *c)
 /*
  * The output flags (--json, -v, -q and their long forms) may also come
  * after the command ("status blast --json"): take them out of the
- * command's arguments (argv[1..]) and apply them.  Stops at "--".
+ * command's arguments (argv[1..]) and apply them.  Stops at "--", which
+ * is kept when keep_dashdash (for getopt) and dropped otherwise.
  * Returns the new argc.
  */
 static int
-strip_global_flags(struct cli *c, int argc, char **argv)
+strip_global_flags(struct cli *c, int argc, char **argv, bool keep_dashdash)
 {
 	int	 i, n = 1;
 
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
+			/* sync and plan hand "--" on to getopt; others drop it. */
+			if (!keep_dashdash)
+				i++;
 			while (i < argc)
 				argv[n++] = argv[i++];
 			break;
@@ -769,7 +773,8 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		return 2;
 	} else
 		cmd = argv[0];
-	argc = strip_global_flags(&c, argc, argv);
+	argc = strip_global_flags(&c, argc, argv, strcmp(cmd, "sync") == 0 ||
+	    strcmp(cmd, "plan") == 0);
 	if (strcmp(cmd, "check-config") == 0 && argc > 1) {
 		log_errx("check-config takes no arguments");
 		return 2;

@@ -128,12 +128,17 @@ plan_clear(struct plan_ctx *c, const struct diff_row *row)
 		    "the local directory stays (delete = yes replaces it)");
 		return rc == 0 ? 1 : rc;
 	}
-	if ((v = reallocarray(c->clear, c->nclear + 1, sizeof(*v))) == NULL)
-		return BM_ENOMEM;
-	c->clear = v;
-	if ((c->clear[c->nclear] = strndup(row->path, row->pathlen)) == NULL)
-		return BM_ENOMEM;
-	c->nclear++;
+	/* Only a local directory (upstream now a file) has contents to clear. */
+	if (row->type == ENTRY_FILE) {
+		v = reallocarray(c->clear, c->nclear + 1, sizeof(*v));
+		if (v == NULL)
+			return BM_ENOMEM;
+		c->clear = v;
+		if ((c->clear[c->nclear] = strndup(row->path,
+		    row->pathlen)) == NULL)
+			return BM_ENOMEM;
+		c->nclear++;
+	}
 	r.type = row->type == ENTRY_DIR ? ENTRY_FILE : ENTRY_DIR;
 	r.etag = NULL;
 	if ((rc = plan_add(c->p, &r, ACT_DELETE,
@@ -156,6 +161,54 @@ plan_under_clear(const struct plan_ctx *c, const char *path)
 			return true;
 	}
 	return false;
+}
+
+/* True when path lies under the path of an ACT_CONFLICT action. */
+static bool
+plan_under_conflict(const struct plan *p, const char *path)
+{
+	size_t	 i, n;
+
+	if (p->nconflict == 0)
+		return false;
+	for (i = 0; i < p->nacts; i++) {
+		if (p->acts[i].op != ACT_CONFLICT)
+			continue;
+		n = strlen(p->acts[i].path);
+		if (strncmp(path, p->acts[i].path, n) == 0 && path[n] == '/')
+			return true;
+	}
+	return false;
+}
+
+/* Turn a planned action into nothing (kept as it is), fixing the counts. */
+static void
+plan_skip(struct plan *p, struct action *a)
+{
+	switch (a->op) {
+	case ACT_MKDIR:
+		p->nmkdir--;
+		break;
+	case ACT_FETCH:
+	case ACT_COND_FETCH:
+		p->nfetch--;
+		if (a->op == ACT_FETCH && a->list_size > 0)
+			p->fetch_bytes -= (uint64_t)a->list_size;
+		else if (a->op == ACT_FETCH && a->up_size > 0)
+			p->fetch_bytes -= (uint64_t)a->up_size;
+		break;
+	case ACT_TOUCH:
+		p->ntouch--;
+		break;
+	case ACT_DELETE:
+		p->ndelete--;
+		break;
+	default:
+		return;
+	}
+	a->op = ACT_KEEP;
+	a->why = "beneath a conflict";
+	p->nkeep++;
 }
 
 /* True when the filter takes path (and every directory above it). */
@@ -299,6 +352,11 @@ plan_build(struct manifest *m, struct store *s, bool do_delete,
 		goto out;
 	if ((rc = manifest_diff(m, plan_row, &c)) != 0)
 		goto out;
+	/* Nothing is tried beneath a conflict: it says why already. */
+	for (i = 0; i < p->nacts; i++)
+		if (p->acts[i].op != ACT_CONFLICT && plan_under_conflict(p,
+		    p->acts[i].path))
+			plan_skip(p, &p->acts[i]);
 	/* The recorded contents of a directory that became a file go first. */
 	for (i = 0; i < p->nacts; i++)
 		if (p->acts[i].op == ACT_DELETE &&

@@ -205,7 +205,8 @@ item_record(struct sched *sc, size_t i, struct commit_rec *r)
 	f->sf = NULL;	/* store_commit freed it */
 	if (sc->items[i].rc != 0) {
 		rec_from_action(r, f->act, COMMIT_FAILED);
-		r->reason = bm_strerror(sc->items[i].rc);
+		r->reason = sc->items[i].rc == BM_EUNSAFE ? "a directory or "
+		    "symlink is in the way" : bm_strerror(sc->items[i].rc);
 		f->state = SF_FAILED;
 		sc->res->failed++;
 		log_warnx("%s: commit: %s", f->act->path, r->reason);
@@ -475,11 +476,12 @@ sfile_check_size(struct sfile *f)
 	got = res->size >= 0 ? res->size : (int64_t)res->bytes;
 	if (got == a->list_size && (int64_t)res->bytes == a->list_size)
 		return;
+	if (got == a->list_size)
+		got = (int64_t)res->bytes;	/* the body fell short */
 	res->cls = XFER_CHANGED;
 	res->rc = BM_ECHANGED;
-	(void)snprintf(res->errmsg, sizeof(res->errmsg), "got %llu bytes, "
-	    "the listing says %lld", (unsigned long long)res->bytes,
-	    (long long)a->list_size);
+	(void)snprintf(res->errmsg, sizeof(res->errmsg), "got %lld bytes, "
+	    "the listing says %lld", (long long)got, (long long)a->list_size);
 }
 
 /*

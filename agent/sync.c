@@ -430,7 +430,10 @@ run_deletes(struct run *r, enum action_phase phase)
 		rc = store_delete(r->s, a->path);
 		if (rc != 0 && rc != BM_ENOENT) {
 			rec.op = COMMIT_FAILED;
-			rec.reason = bm_strerror(rc);
+			rec.reason = rc == BM_EIO && errno == ENOTEMPTY ?
+			    "directory not empty: it holds files that are not "
+			    "from upstream (kept)" : rc == BM_EIO ?
+			    strerror(errno) : bm_strerror(rc);
 			log_warnx("%s: delete: %s", a->path, rec.reason);
 			(void)result_add_error(r->res, a->path, "delete",
 			    rec.reason);

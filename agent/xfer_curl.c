@@ -420,6 +420,16 @@ fail:
 	return rc;
 }
 
+/* True when url (no trailing '/') ended up at url + "/" after redirects. */
+static bool
+url_became_dir(const char *url, const char *eff)
+{
+	size_t	 n = strlen(url);
+
+	return eff != NULL && n > 0 && url[n - 1] != '/' &&
+	    strncmp(eff, url, n) == 0 && strcmp(eff + n, "/") == 0;
+}
+
 /* Map a finished transfer to its result (rc, class, metadata). */
 static void
 classify(struct curl_rec *r, CURLcode cc)
@@ -489,6 +499,15 @@ classify(struct curl_rec *r, CURLcode cc)
 		res->ignored_range = true;
 		(void)snprintf(res->errmsg, sizeof(res->errmsg),
 		    "the server ignored Range");
+		return;
+	}
+	if (status == 200 && url_became_dir(r->job->url, eff)) {
+		/* "dir" answered by a redirect to "dir/": not a file. */
+		res->rc = BM_EPROTO;
+		res->cls = XFER_PERMANENT;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "a directory "
+		    "upstream (redirected to its index page), listed without "
+		    "a trailing '/': not mirrored");
 		return;
 	}
 	if (status == 200 || (status == 206 && r->job->len > 0)) {

@@ -35,6 +35,18 @@ grep -q 'x: upstream has a file here; the local directory stays' "$LAST_ERR" ||
     fail "the conflict does not say why"
 sed -i 's/^delete = no$/delete = yes/' "$T/bm.conf"
 
+echo "# children of a conflict are not tried: the conflict says why"
+rm "$T/up/x"; mkdir -p "$T/up/x/deeper"; echo 1 > "$T/up/x/in"; echo 2 > "$T/up/x/deeper/in2"
+rm -rf "$T/mirror/x"; echo local > "$T/mirror/x"
+sed -i 's/^delete = yes$/delete = no/' "$T/bm.conf"
+assert_exit 1 bm --json sync up
+assert_eq "$(jerrors | grep -c '^x')" 1 "errors for x and beneath it"
+assert_eq "$(jfield failed)" 1 "failed"
+grep -q 'x/in' "$LAST_ERR" && fail "a file beneath the conflict was tried"
+sed -i 's/^delete = no$/delete = yes/' "$T/bm.conf"
+assert_exit 0 bm --json sync up
+assert_trees_equal "$T/up" "$T/mirror"
+
 echo "# excluded paths are kept"
 assert_exit 0 bm sync --exclude '*.log' --exclude 'keep/' --max-delete 100% up
 [ -e "$T/mirror/logs/excl.log" ] || fail "an excluded file was deleted"
@@ -47,4 +59,21 @@ assert_exit 0 bm --json sync --exclude '*.log' --max-delete 100% up
 expect_counts 0 0 1 0
 [ -e "$T/mirror/logs/w.txt" ] && fail "a gone file was kept"
 [ -e "$T/mirror/logs/excl.log" ] || fail "the excluded file was deleted"
+echo "# a directory linked without a trailing '/' is never published as a file"
+stop_servers
+mkdir -p "$T/st/sub"
+echo b > "$T/st/sub/b.txt"
+printf '<html><body><ul><li><a href="sub">sub</a></li><li><a href="a.txt">a.txt</a></li></ul></body></html>\n' \
+    > "$T/st/index.html"
+printf '<html><body><ul><li><a href="b.txt">b.txt</a></li></ul></body></html>\n' \
+    > "$T/st/sub/index.html"
+echo a > "$T/st/a.txt"
+start_nginx_static "$T/st"
+write_conf "$NGINX_URL"
+sed -i "s|^dest = .*|dest = $T/mirror2|" "$T/bm.conf"
+rm -rf "$T/state"	# another upstream: a new manifest
+assert_exit 1 bm --json sync up
+[ -f "$T/mirror2/sub" ] && fail "the directory's index page was published as a file"
+cmp -s "$T/st/a.txt" "$T/mirror2/a.txt" || fail "a.txt not mirrored"
+grep -q "sub: fetch: a directory upstream" "$LAST_ERR" || fail "no reason given for sub"
 echo PASS
