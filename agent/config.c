@@ -1156,6 +1156,20 @@ check_file_dest(struct conf_load *ld)
 		    "directory cannot be a mirror's destination", m->dest);
 		goto out;
 	}
+	/* The state directory (manifests) must not share the tree either. */
+	if (ld->c->state_dir != NULL) {
+		if ((b = dest_canon(ld->c->state_dir)) == NULL)
+			goto nomem;
+		if ((r = dest_relation(a, b)) != 0) {
+			load_fail(ld, ld->lineno, BM_EINVAL, "dest %s of [%s] "
+			    "%s state_dir %s: the manifests must stay out of "
+			    "the mirror", m->dest, m->name, rel[r],
+			    ld->c->state_dir);
+			goto out;
+		}
+		free(b);
+		b = NULL;
+	}
 	for (i = 0; i < ld->c->nmirrors && ld->rc == 0; i++) {
 		if ((o = ld->c->mirrors[i]) == m || o->dest == NULL)
 			continue;

@@ -450,6 +450,13 @@ test_dests(struct ctx *t)
 {
 	struct config	*c = NULL;
 
+	fails(t, "[global]\nstate_dir = /srv/m/state\n[a]\nsource = "
+	    "http://h/\ndest = /srv/m\n", 5, "dest /srv/m of [a] contains "
+	    "state_dir /srv/m/state: the manifests must stay out of the "
+	    "mirror");
+	fails(t, "[global]\nstate_dir = /srv\n[a]\nsource = http://h/\n"
+	    "dest = /srv/m/\n", 5, "dest /srv/m/ of [a] is inside state_dir "
+	    "/srv: the manifests must stay out of the mirror");
 	fails(t, "[m]\nsource = http://h/\ndest = d\n", 3, "dest must be "
 	    "an absolute path (got 'd'; a relative path would resolve "
 	    "against the working directory)");
