@@ -54,6 +54,7 @@ usage(FILE *fp)
 "  plan NAME                      what a sync would do (same as sync --dry-run)\n"
 "  status [NAME]                  last runs and age of the last success\n"
 "  ls NAME [PATH]                 what the manifest holds\n"
+"  history NAME [--runs N | --run ID]  runs, or the files one run changed\n"
 "  check-config                   validate the config and exit (also: -n)\n"
 "sync and plan options (each overrides the config key of the same name):\n"
 "  --concurrency N  --max-connections N  --include GLOB  --exclude GLOB\n"
@@ -653,6 +654,123 @@ cmd_ls(struct cli *c, int argc, char **argv)
 	return status;
 }
 
+struct history_ctx {
+	json_t	*arr;		/* borrowed: --json output, NULL for text */
+	size_t	 n;		/* events shown */
+};
+
+static int
+history_event(void *arg, const struct event_row *e)
+{
+	struct history_ctx *x = arg;
+	char		 ts[32], *path = NULL, *why = NULL;
+	int		 rc = BM_ENOMEM;
+
+	fmt_time(e->time_ns, ts, sizeof(ts));
+	if (report_utf8_escape(e->path, &path) != 0 ||
+	    report_utf8_escape(e->reason ? e->reason : "", &why) != 0)
+		goto out;
+	if (x->arr != NULL)
+		(void)json_array_append_new(x->arr, json_pack(
+		    "{s:s,s:s,s:s,s:I,s:s}", "time", ts, "op", e->op, "path",
+		    path, "bytes", (json_int_t)e->bytes, "reason", why));
+	else
+		printf("%s %-12s %s%s%s\n", ts, e->op, path, why[0] ? ": " : "",
+		    why);
+	x->n++;
+	rc = 0;
+out:
+	free(path);
+	free(why);
+	return rc;
+}
+
+/* history NAME [--runs N | --run ID]: runs, or the events of one run. */
+static int
+cmd_history(struct cli *c, int argc, char **argv)
+{
+	char		 path[PATH_MAX], err[512], ts[32];
+	struct manifest	*m = NULL;
+	struct run_record *runs = NULL;
+	struct history_ctx x = { NULL, 0 };
+	uint64_t	 nruns = 20, run = 0;
+	size_t		 n = 0, i;
+	int		 status, rc;
+
+	if (argc == 4 && strcmp(argv[2], "--runs") == 0) {
+		if (parse_uint(argv[3], 1, 100000, &nruns) != 0) {
+			log_errx("history: --runs %s: expected 1 to 100000",
+			    argv[3]);
+			return 2;
+		}
+	} else if (argc == 4 && strcmp(argv[2], "--run") == 0) {
+		if (parse_uint(argv[3], 1, INT64_MAX, &run) != 0) {
+			log_errx("history: --run %s: not a run id", argv[3]);
+			return 2;
+		}
+	} else if (argc != 2) {
+		log_errx("usage: biomirror history NAME [--runs N | --run ID]");
+		return 2;
+	}
+	if ((status = load_config(c, false)) != 0 ||
+	    (status = resolve_state_dir(c)) != 0)
+		return status;
+	if (!known_mirror(c, argv[1])) {
+		log_errx("%s: no such mirror", argv[1]);
+		return 2;
+	}
+	if (state_manifest_path(c->state_dir, argv[1], path, sizeof(path)))
+		return 2;
+	if ((rc = manifest_open(path, false, &m, err, sizeof(err))) != 0) {
+		log_errx("%s", rc == BM_ENOENT ? "no manifest yet (never synced)"
+		    : err);
+		return 2;
+	}
+	if (c->json && (x.arr = json_array()) == NULL) {
+		status = 2;
+		goto out;
+	}
+	if (run > 0) {
+		if (manifest_events(m, (int64_t)run, history_event, &x) != 0) {
+			log_errx("%s: %s", path, manifest_errmsg(m));
+			status = 2;
+		} else if (x.n == 0 && x.arr == NULL)
+			printf("run %llu: no files fetched, touched, deleted or "
+			    "failed\n", (unsigned long long)run);
+	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0) {
+		log_errx("%s: %s", path, manifest_errmsg(m));
+		status = 2;
+	} else
+		for (i = 0; i < n; i++) {
+			if (x.arr != NULL) {
+				(void)json_array_append_new(x.arr,
+				    run_json(&runs[i]));
+				continue;
+			}
+			fmt_time(runs[i].start_ns, ts, sizeof(ts));
+			printf("%6lld %s %-8s listed %lld, fetched %lld, touched "
+			    "%lld, deleted %lld, failed %lld, %lld bytes%s%s\n",
+			    (long long)runs[i].id, ts, runs[i].status,
+			    (long long)runs[i].listed,
+			    (long long)runs[i].fetched,
+			    (long long)runs[i].touched,
+			    (long long)runs[i].deleted,
+			    (long long)runs[i].failed,
+			    (long long)runs[i].bytes,
+			    runs[i].error[0] ? "; " : "", runs[i].error);
+		}
+	if (x.arr != NULL) {
+		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
+		    JSON_ENSURE_ASCII | JSON_REAL_PRECISION(12));
+		fputc('\n', stdout);
+	}
+out:
+	json_decref(x.arr);
+	free(runs);
+	manifest_close(m);
+	return status;
+}
+
 static int
 cmd_check_config(struct cli *c)
 {
@@ -789,8 +907,10 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		status = cmd_ls(&c, argc, argv);
 	else if (strcmp(cmd, "check-config") == 0)
 		status = cmd_check_config(&c);
-	else if (strcmp(cmd, "resync") == 0 || strcmp(cmd, "history") == 0 ||
-	    strcmp(cmd, "verify") == 0 || strcmp(cmd, "serve") == 0) {
+	else if (strcmp(cmd, "history") == 0)
+		status = cmd_history(&c, argc, argv);
+	else if (strcmp(cmd, "resync") == 0 || strcmp(cmd, "verify") == 0 ||
+	    strcmp(cmd, "serve") == 0) {
 		log_errx("%s: not supported by this build yet", cmd);
 		status = 2;
 	} else if (strcmp(cmd, "help") == 0) {
