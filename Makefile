@@ -34,7 +34,8 @@ HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard tests/unit/*.h)
 # Debian packages the build, the tests and the demo need.
 DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
 	   libinih-dev libssl-dev libxml2-dev libjansson-dev sqlite3 curl \
-	   nginx-light apache2 python3 procps iproute2 openssl
+	   nginx-light apache2 python3 procps iproute2 openssl \
+	   systemd
 
 .PHONY: all deps check unit functional sanitize run install clean lint
 
