@@ -607,34 +607,52 @@ ls_row(void *arg, const struct file_row *row)
 	return 0;
 }
 
+/*
+ * Load the config (optional), resolve the state directory and open the
+ * manifest of mirror name (configured, or ad-hoc with a manifest) for
+ * reading; path (PATH_MAX bytes) gets the manifest's file name.  Logs
+ * the reason and returns 2 on any failure, else 0 with *ret open.
+ */
+static int
+open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
+    struct manifest **ret)
+{
+	char	 err[512];
+	int	 status, rc;
+
+	if ((status = load_config(c, false)) != 0 ||
+	    (status = resolve_state_dir(c)) != 0)
+		return status;
+	if (!known_mirror(c, name)) {
+		log_errx("%s: no such mirror", name);
+		return 2;
+	}
+	if (state_manifest_path(c->state_dir, name, path, PATH_MAX) != 0)
+		return 2;
+	if ((rc = manifest_open(path, false, ret, err, sizeof(err))) != 0) {
+		if (rc == BM_ENOENT)
+			log_errx("%s: no manifest yet (never synced)", name);
+		else
+			log_errx("%s", err);
+		return 2;
+	}
+	return 0;
+}
+
 static int
 cmd_ls(struct cli *c, int argc, char **argv)
 {
-	char		 path[PATH_MAX], err[512];
+	char		 path[PATH_MAX];
 	struct manifest	*m = NULL;
 	struct ls_ctx	 x = { NULL };
-	int		 status, rc;
+	int		 status;
 
 	if (argc < 2 || argc > 3) {
 		log_errx("usage: biomirror ls NAME [PATH]");
 		return 2;
 	}
-	if ((status = load_config(c, false)) != 0 ||
-	    (status = resolve_state_dir(c)) != 0)
+	if ((status = open_mirror(c, argv[1], path, &m)) != 0)
 		return status;
-	if (!known_mirror(c, argv[1])) {
-		log_errx("%s: no such mirror", argv[1]);
-		return 2;
-	}
-	if (state_manifest_path(c->state_dir, argv[1], path, sizeof(path)))
-		return 2;
-	if ((rc = manifest_open(path, false, &m, err, sizeof(err))) != 0) {
-		if (rc == BM_ENOENT)
-			log_errx("%s: no manifest yet (never synced)", argv[1]);
-		else
-			log_errx("%s", err);
-		return 2;
-	}
 	if (c->json && (x.arr = json_array()) == NULL) {
 		manifest_close(m);
 		return 2;
@@ -689,13 +707,13 @@ out:
 static int
 cmd_history(struct cli *c, int argc, char **argv)
 {
-	char		 path[PATH_MAX], err[512], ts[32];
+	char		 path[PATH_MAX], ts[32];
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL;
 	struct history_ctx x = { NULL, 0 };
 	uint64_t	 nruns = 20, run = 0;
 	size_t		 n = 0, i;
-	int		 status, rc;
+	int		 status;
 
 	if (argc == 4 && strcmp(argv[2], "--runs") == 0) {
 		if (parse_uint(argv[3], 1, 100000, &nruns) != 0) {
@@ -712,20 +730,8 @@ cmd_history(struct cli *c, int argc, char **argv)
 		log_errx("usage: biomirror history NAME [--runs N | --run ID]");
 		return 2;
 	}
-	if ((status = load_config(c, false)) != 0 ||
-	    (status = resolve_state_dir(c)) != 0)
+	if ((status = open_mirror(c, argv[1], path, &m)) != 0)
 		return status;
-	if (!known_mirror(c, argv[1])) {
-		log_errx("%s: no such mirror", argv[1]);
-		return 2;
-	}
-	if (state_manifest_path(c->state_dir, argv[1], path, sizeof(path)))
-		return 2;
-	if ((rc = manifest_open(path, false, &m, err, sizeof(err))) != 0) {
-		log_errx("%s", rc == BM_ENOENT ? "no manifest yet (never synced)"
-		    : err);
-		return 2;
-	}
 	if (c->json && (x.arr = json_array()) == NULL) {
 		status = 2;
 		goto out;
