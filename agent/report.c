@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "biomirror/clock.h"
 #include "biomirror/error.h"
 #include "biomirror/log.h"
 #include "biomirror/report.h"
@@ -284,15 +285,6 @@ struct progress {
 	bool		 drawn;		/* a line is on the screen */
 };
 
-static int64_t
-mono_ns(void)
-{
-	struct timespec	 ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 struct progress *
 progress_new(const char *name, int64_t total_files, uint64_t total_bytes,
     bool enabled)
@@ -311,7 +303,7 @@ progress_new(const char *name, int64_t total_files, uint64_t total_bytes,
 	}
 	p->total_files = total_files;
 	p->total_bytes = total_bytes;
-	p->start_ns = mono_ns();
+	p->start_ns = clock_mono_ns();
 	return p;
 }
 
@@ -324,7 +316,7 @@ progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
 
 	if (p == NULL || p->name == NULL)
 		return;
-	now = mono_ns();
+	now = clock_mono_ns();
 	if (p->drawn && now - p->last_ns < 500000000LL)
 		return;
 	p->last_ns = now;

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <sys/random.h>
 
+#include "biomirror/clock.h"
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
@@ -99,24 +100,6 @@ static bool	sfile_ranges(struct sfile *);
 static void	sfile_check_size(struct sfile *);
 static void	open_task(void *);
 
-static int64_t
-now_mono(void)
-{
-	struct timespec	 ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
-}
-
-static int64_t
-now_real(void)
-{
-	struct timespec	 ts;
-
-	(void)clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
-}
-
 /* Bytes a try wrote (they no longer count for progress if it failed). */
 static uint64_t
 try_bytes(const struct sfile_try *t)
@@ -191,7 +174,7 @@ rec_new(struct sched *sc, const struct action *a, enum commit_op op,
 	    (reason ? "out of memory" : NULL);
 	sc->nrecs++;
 	if (sc->batch_start == 0)
-		sc->batch_start = now_mono();
+		sc->batch_start = clock_mono_ns();
 	return r;
 }
 
@@ -327,7 +310,7 @@ sched_publish(struct sched *sc, struct sfile *f)
 	else if (f->act->list_prec != MTIME_UNKNOWN)
 		f->mtime = f->act->list_mtime;
 	else
-		f->mtime = now_real();
+		f->mtime = clock_real_ns();
 	it = &sc->items[sc->nitems];
 	sc->itemf[sc->nitems++] = f;
 	it->file = f->sf;
@@ -335,7 +318,7 @@ sched_publish(struct sched *sc, struct sfile *f)
 	it->mtime = f->mtime;
 	it->rc = 0;
 	if (sc->batch_start == 0)
-		sc->batch_start = now_mono();
+		sc->batch_start = clock_mono_ns();
 	sc->batch_bytes += res->bytes;
 }
 
@@ -351,7 +334,7 @@ sched_retry(struct sched *sc, struct sfile *f)
 	}
 	f->state = SF_WAITING;
 	/* After an ignored Range the one-stream try starts at once. */
-	f->not_before = now_mono() + (res->ignored_range ? 0 :
+	f->not_before = clock_mono_ns() + (res->ignored_range ? 0 :
 	    sched_backoff_ns(f->attempts, res->retry_after));
 	sc->waiting++;
 	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
@@ -781,7 +764,7 @@ batch_due(const struct sched *sc)
 	return sc->nitems + sc->nrecs + sc->o->concurrency + 2 >= sc->cap ||
 	    sc->nitems >= sc->o->batch_files ||
 	    sc->batch_bytes >= sc->o->batch_bytes ||
-	    now_mono() - sc->batch_start >= (int64_t)sc->o->batch_ms * 1000000;
+	    clock_mono_ns() - sc->batch_start >= (int64_t)sc->o->batch_ms * 1000000;
 }
 
 static void
@@ -820,7 +803,7 @@ sched_loop(struct sched *sc)
 			break;
 		while (sc->inflight < sc->o->concurrency &&
 		    sc->nitems + sc->nrecs + sc->inflight + 2 < sc->cap &&
-		    (f = sched_next(sc, now_mono())) != NULL)
+		    (f = sched_next(sc, clock_mono_ns())) != NULL)
 			if ((rc = sched_start(sc, f)) != 0)
 				return rc;
 		if (sc->inflight == 0 && sc->waiting == 0 &&

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "biomirror/clock.h"
 #include "biomirror/config.h"
 #include "biomirror/error.h"
 #include "biomirror/list_http.h"
@@ -111,15 +112,6 @@ page_done(void *ctx, struct xfer_job *job)
 	t->running = false;
 }
 
-static int64_t
-mono_now(void)
-{
-	struct timespec	 ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
-}
-
 static int
 page_submit(struct run *r, struct page_try *t)
 {
@@ -194,7 +186,7 @@ page_next(struct run *r, struct page_try *t)
 	if (res->cls == XFER_RETRY && t->attempts <= r->c->retries) {
 		log_info("%s: list: %s (retry %u of %u)", t->job.url,
 		    res->errmsg, t->attempts, r->c->retries);
-		t->not_before = mono_now() + sched_backoff_ns(t->attempts,
+		t->not_before = clock_mono_ns() + sched_backoff_ns(t->attempts,
 		    res->retry_after);
 		return 0;
 	}
@@ -251,7 +243,7 @@ fetch_pages(void *ctx, struct http_page *pages, size_t n)
 		}
 		if ((rc = xfer_poll(r->x, 100, page_done, NULL)) != 0)
 			goto out;
-		now = mono_now();
+		now = clock_mono_ns();
 		for (i = 0, left = 0; i < n; i++) {
 			if (!t[i].done && !t[i].running) {
 				if (t[i].not_before == 0)
@@ -647,15 +639,6 @@ run_status(struct run *r, int rc)
 	}
 }
 
-static int64_t
-now_ns(void)
-{
-	struct timespec	 ts;
-
-	(void)clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * NS + ts.tv_nsec;
-}
-
 static void
 run_record(struct run *r, int64_t start)
 {
@@ -666,7 +649,7 @@ run_record(struct run *r, int64_t start)
 	memset(&rec, 0, sizeof(rec));
 	rec.id = r->run;
 	rec.start_ns = start;
-	rec.end_ns = now_ns();
+	rec.end_ns = clock_real_ns();
 	(void)snprintf(rec.status, sizeof(rec.status), "%s", r->res->status);
 	rec.listed = r->res->listed;
 	rec.fetched = r->res->fetched;
@@ -693,7 +676,7 @@ run_body(struct run *r)
 	if ((rc = run_open(r)) != 0)
 		return rc;
 	if (!r->o->dry_run && (rc = manifest_run_begin(r->m, "sync",
-	    now_ns(), &r->run)) != 0) {
+	    clock_real_ns(), &r->run)) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 		    manifest_errmsg(r->m));
 		return BM_EDB;
@@ -745,7 +728,7 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 {
 	struct run	 r;
 	struct timespec	 t0, t1;
-	int64_t		 start = now_ns();
+	int64_t		 start = clock_real_ns();
 	long		 holder = 0;
 	size_t		 i;
 	int		 lockfd = -1, rc;

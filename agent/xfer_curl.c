@@ -19,6 +19,7 @@
 
 #include <curl/curl.h>
 
+#include "biomirror/clock.h"
 #include "biomirror/error.h"
 #include "biomirror/xfer.h"
 
@@ -53,19 +54,10 @@ struct xfer {
  * transfers as tokens come back.  The bucket holds at most 1/10 s of
  * bytes (at least 64 KiB), so bursts stay small.
  */
-static int64_t
-mono_ns(void)
-{
-	struct timespec	 ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void
 bucket_refill(struct xfer *x)
 {
-	int64_t	 now = mono_ns();
+	int64_t	 now = clock_mono_ns();
 	double	 cap = (double)x->opts.bwlimit / 10;
 
 	if (cap < 65536)
@@ -306,7 +298,7 @@ xfer_curl_new(const struct xfer_opts *o, struct xfer **ret)
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return BM_ENOMEM;
 	x->opts = *o;
-	x->refill_ns = mono_ns();
+	x->refill_ns = clock_mono_ns();
 	if ((x->multi = curl_multi_init()) == NULL) {
 		free(x);
 		return BM_ENOMEM;
