@@ -79,7 +79,8 @@ struct sched {
 	size_t		 nfiles;
 	size_t		 next;		/* next QUEUED index */
 	size_t		 inflight;	/* RUNNING files */
-	size_t		 waiting;	/* WAITING files */
+	size_t		 waiting;	/* WAITING files, listed in wait[] */
+	struct sfile	**wait;		/* owned: the WAITING files (nfiles slots) */
 	struct store_commit_item *items; /* owned: batch of files to publish */
 	struct sfile	**itemf;	/* owned: file of each item */
 	size_t		 nitems;
@@ -336,7 +337,7 @@ sched_retry(struct sched *sc, struct sfile *f)
 	/* After an ignored Range the one-stream try starts at once. */
 	f->not_before = clock_mono_ns() + (res->ignored_range ? 0 :
 	    sched_backoff_ns(f->attempts, res->retry_after));
-	sc->waiting++;
+	sc->wait[sc->waiting++] = f;
 	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
 	    try_bytes(f->t) : sc->bytes_seen;
 	if (res->ignored_range)
@@ -743,14 +744,13 @@ sched_next(struct sched *sc, int64_t now)
 {
 	size_t	 i;
 
-	if (sc->waiting > 0)
-		for (i = 0; i < sc->nfiles; i++) {
-			struct sfile *f = &sc->files[i];
-			if (f->state == SF_WAITING && f->not_before <= now) {
-				sc->waiting--;
-				return f;
-			}
+	for (i = 0; i < sc->waiting; i++) {
+		struct sfile *f = sc->wait[i];
+		if (f->not_before <= now) {
+			sc->wait[i] = sc->wait[--sc->waiting];
+			return f;
 		}
+	}
 	if (sc->next < sc->nfiles)
 		return &sc->files[sc->next++];
 	return NULL;
@@ -835,6 +835,7 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 				total += (uint64_t)acts[i].list_size;
 		}
 	if ((sc->files = calloc(nf ? nf : 1, sizeof(*sc->files))) == NULL ||
+	    (sc->wait = calloc(nf ? nf : 1, sizeof(*sc->wait))) == NULL ||
 	    (sc->items = calloc(sc->cap, sizeof(*sc->items))) == NULL ||
 	    (sc->itemf = calloc(sc->cap, sizeof(*sc->itemf))) == NULL ||
 	    (sc->recs = calloc(sc->cap, sizeof(*sc->recs))) == NULL ||
@@ -903,6 +904,7 @@ out:
 		for (i = 0; i < sc.nrecs; i++)
 			free(sc.reasons[i]);
 	free(sc.files);
+	free(sc.wait);
 	free(sc.items);
 	free(sc.itemf);
 	free(sc.recs);

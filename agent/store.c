@@ -69,10 +69,11 @@ struct store {
 	 * open directory and its relative path.  Used and changed only by
 	 * the loop thread; dropped by every call that changes the tree.
 	 */
-	int		 stat_dirfd;	/* owned, -1 if none */
+	int		 stat_dirfd;	/* owned; -1 none, STORE_STAT_MISSING: no such dir */
 	char		 stat_dir[PATH_MAX]; /* relative path of stat_dirfd */
 };
 
+#define STORE_STAT_MISSING	(-2)	/* stat_dir is known not to exist */
 #define STORE_WRITEBACK_BYTES	(8ULL * 1024 * 1024)	/* see store_file_write */
 
 struct store_file {
@@ -126,7 +127,8 @@ store_ns_to_timespec(int64_t ns, struct timespec *ts)
 static void
 store_stat_forget(struct store *s)
 {
-	store_close_fd(s->stat_dirfd);
+	if (s->stat_dirfd >= 0)
+		store_close_fd(s->stat_dirfd);
 	s->stat_dirfd = -1;
 	s->stat_dir[0] = '\0';
 }
@@ -482,11 +484,15 @@ store_stat(struct store *s, const char *path, struct local_stat *ret)
 		return rc;
 	if (s->stat_dirfd == -1 || strcmp(dir, s->stat_dir) != 0) {
 		store_stat_forget(s);
-		if ((rc = store_opendir(s, dir, false, &dirfd)) != 0)
+		rc = store_opendir(s, dir, false, &dirfd);
+		if (rc != 0 && rc != BM_ENOENT)
 			return rc;
-		s->stat_dirfd = dirfd;
+		/* A missing directory is remembered too (cold runs). */
+		s->stat_dirfd = rc == 0 ? dirfd : STORE_STAT_MISSING;
 		memcpy(s->stat_dir, dir, strlen(dir) + 1);
 	}
+	if (s->stat_dirfd == STORE_STAT_MISSING)
+		return BM_ENOENT;
 	dirfd = s->stat_dirfd;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
 		rc = (errno == ENOENT) ? BM_ENOENT : BM_EIO;
