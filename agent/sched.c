@@ -6,9 +6,13 @@
  * the last job of a try ends, the try's result is judged (sfile_result)
  * and the file ends in sched_finish(), which ignores files already DONE
  * or FAILED, so a late or double completion cannot commit a file twice.
- * Finished files collect in a batch; sched_flush() publishes the batch
- * through store_commit() (mtimes, one syncfs, renames, parent fsyncs) and
- * then records it with one manifest_commit() transaction.  A file is only
+ * Finished files collect in a batch; sched_flush() hands the batch to
+ * the committer thread, which publishes it through store_commit()
+ * (mtimes, one syncfs, renames, parent fsyncs) and then records it with
+ * one manifest_commit() transaction, while the loop goes on fetching into
+ * the next batch (at most one batch commits at a time; the loop waits
+ * only when the next batch is full).  The loop thread finishes each
+ * committed batch in commit_done() (counters, messages).  A file is only
  * ever in the manifest after its rename.  Per-file memory outside a try is
  * a few dozen bytes, so 100,000 planned files cost little.
  */
@@ -69,6 +73,26 @@ struct sfile {
 	int64_t		 mtime;		/* ns set on the committed file */
 };
 
+/*
+ * A batch handed to the committer thread: the arrays of struct sched's
+ * current batch, swapped in by sched_flush().  Owned by the committer
+ * from workq_push() until commit_done() on the loop thread.
+ */
+struct sbatch {
+	struct sched	*sc;		/* borrowed: back pointer */
+	struct store_commit_item *items; /* owned */
+	struct sfile	**itemf;	/* owned */
+	size_t		 nitems;
+	struct commit_rec *recs;	/* owned */
+	char		**reasons;	/* owned */
+	size_t		 nrecs;
+	struct commit_rec *all;		/* owned: 2 * cap records for the manifest */
+	bool		 busy;		/* pushed, not yet through commit_done */
+	int		 store_rc;	/* store_commit's result */
+	int		 db_rc;		/* manifest_commit's result */
+	char		 db_err[256];	/* manifest_errmsg when db_rc != 0 */
+};
+
 struct sched {
 	const struct sched_opts *o;	/* borrowed */
 	struct xfer	*x;		/* borrowed */
@@ -94,6 +118,8 @@ struct sched {
 	uint64_t	 bytes_seen;	/* body bytes written, for progress */
 	struct progress	*progress;	/* owned: the live line, may be a no-op */
 	struct workq	*wq;		/* owned: creates temp files off the loop */
+	struct workq	*cq;		/* owned: the committer thread */
+	struct sbatch	 cb;		/* the batch the committer has, if busy */
 };
 
 static int	sched_launch(struct sched *, struct sfile *);
@@ -179,23 +205,27 @@ rec_new(struct sched *sc, const struct action *a, enum commit_op op,
 	return r;
 }
 
-/* The record of a published (or not) batch item. */
-static void
-item_record(struct sched *sc, size_t i, struct commit_rec *r)
+/* Why item rc (non-zero) was not published. */
+static const char *
+item_reason(int rc)
 {
-	struct sfile	*f = sc->itemf[i];
-	struct xfer_result *res = &f->t->res;
+	return rc == BM_EUNSAFE ? "a directory or symlink is in the way" :
+	    bm_strerror(rc);
+}
 
-	f->sf = NULL;	/* store_commit freed it */
-	if (sc->items[i].rc != 0) {
+/*
+ * The manifest record of a published (or not) batch item.  Committer
+ * thread: reads the file's action and try, changes nothing.
+ */
+static void
+item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
+{
+	const struct sfile *f = b->itemf[i];
+	const struct xfer_result *res = &f->t->res;
+
+	if (b->items[i].rc != 0) {
 		rec_from_action(r, f->act, COMMIT_FAILED);
-		r->reason = sc->items[i].rc == BM_EUNSAFE ? "a directory or "
-		    "symlink is in the way" : bm_strerror(sc->items[i].rc);
-		f->state = SF_FAILED;
-		sc->res->failed++;
-		log_warnx("%s: commit: %s", f->act->path, r->reason);
-		(void)result_add_error(sc->res, f->act->path, "commit",
-		    r->reason);
+		r->reason = item_reason(b->items[i].rc);
 		return;
 	}
 	rec_from_action(r, f->act, COMMIT_FETCHED);
@@ -205,55 +235,116 @@ item_record(struct sched *sc, size_t i, struct commit_rec *r)
 	r->local_size = (int64_t)res->bytes;
 	r->local_mtime = f->mtime;
 	r->bytes = (int64_t)res->bytes;
-	sc->res->fetched++;
-	sc->res->bytes += res->bytes;
-	log_debug("%s: fetched %llu bytes", f->act->path,
-	    (unsigned long long)res->bytes);
 }
 
-static int
-sched_flush(struct sched *sc)
+/* Committer thread: publish batch b, then record it in the manifest. */
+static void
+commit_task(void *arg)
 {
-	struct commit_rec *all = NULL;
+	struct sbatch	*b = arg;
+	struct sched	*sc = b->sc;
 	size_t		 i, n = 0;
-	int		 rc = 0;
 
-	if (sc->nitems == 0 && sc->nrecs == 0)
-		return 0;
-	if (sc->nitems > 0 && (rc = store_commit(sc->s, sc->items,
-	    sc->nitems)) != 0) {
-		log_errx("%s: syncfs: %s", store_path(sc->s), bm_strerror(rc));
-		for (i = 0; i < sc->nitems; i++)
-			sc->items[i].rc = rc;
+	b->store_rc = 0;
+	if (b->nitems > 0 && (b->store_rc = store_commit(sc->s, b->items,
+	    b->nitems)) != 0)
+		for (i = 0; i < b->nitems; i++)
+			b->items[i].rc = b->store_rc;
+	for (i = 0; i < b->nitems; i++)
+		item_record(b, i, &b->all[n++]);
+	for (i = 0; i < b->nrecs; i++)
+		b->all[n++] = b->recs[i];
+	b->db_err[0] = '\0';
+	if ((b->db_rc = manifest_commit(sc->m, sc->o->run, b->all, n)) != 0)
+		(void)snprintf(b->db_err, sizeof(b->db_err), "%s",
+		    manifest_errmsg(sc->m));
+}
+
+/* Loop thread: a batch is through the committer; count and report it. */
+static void
+commit_done(void *ctx, void *arg)
+{
+	struct sched	*sc = ctx;
+	struct sbatch	*b = arg;
+	size_t		 i;
+
+	if (b->store_rc != 0)
+		log_errx("%s: syncfs: %s", store_path(sc->s),
+		    bm_strerror(b->store_rc));
+	for (i = 0; i < b->nitems; i++) {
+		struct sfile *f = b->itemf[i];
+		const struct xfer_result *res = &f->t->res;
+
+		f->sf = NULL;	/* store_commit freed it */
+		if (b->items[i].rc != 0) {
+			const char *why = item_reason(b->items[i].rc);
+
+			f->state = SF_FAILED;
+			sc->res->failed++;
+			log_warnx("%s: commit: %s", f->act->path, why);
+			(void)result_add_error(sc->res, f->act->path,
+			    "commit", why);
+		} else {
+			sc->res->fetched++;
+			sc->res->bytes += res->bytes;
+			log_debug("%s: fetched %llu bytes", f->act->path,
+			    (unsigned long long)res->bytes);
+		}
+		try_free(f->t);
+		f->t = NULL;
 	}
-	if ((all = calloc(sc->nitems + sc->nrecs, sizeof(*all))) == NULL) {
-		rc = BM_ENOMEM;
-		goto out;
+	for (i = 0; i < b->nrecs; i++) {
+		free(b->reasons[i]);
+		b->reasons[i] = NULL;
 	}
-	for (i = 0; i < sc->nitems; i++)
-		item_record(sc, i, &all[n++]);
-	for (i = 0; i < sc->nrecs; i++)
-		all[n++] = sc->recs[i];
-	if ((rc = manifest_commit(sc->m, sc->o->run, all, n)) != 0)
-		log_errx("manifest: commit: %s", manifest_errmsg(sc->m));
-out:
-	free(all);
-	for (i = 0; i < sc->nitems; i++) {
-		sc->itemf[i]->sf = NULL;
-		try_free(sc->itemf[i]->t);
-		sc->itemf[i]->t = NULL;
+	if (b->db_rc != 0) {
+		log_errx("manifest: commit: %s", b->db_err);
+		if (sc->fatal == 0)
+			sc->fatal = b->db_rc == BM_ENOMEM ? BM_ENOMEM : BM_EDB;
 	}
-	for (i = 0; i < sc->nrecs; i++) {
-		free(sc->reasons[i]);
-		sc->reasons[i] = NULL;
+	b->nitems = 0;
+	b->nrecs = 0;
+	b->busy = false;
+}
+
+/*
+ * Hand the current batch to the committer thread (after the batch it
+ * has, if any, is through), and with wait, also wait for it.  The next
+ * batch fills the committed batch's arrays.  Returns sc->fatal.
+ */
+static int
+sched_flush(struct sched *sc, bool wait)
+{
+	struct sbatch	*b = &sc->cb;
+	struct store_commit_item *items;
+	struct sfile	**itemf;
+	struct commit_rec *recs;
+	char		**reasons;
+
+	if (b->busy)
+		workq_wait(sc->cq, commit_done, sc);
+	if (sc->nitems + sc->nrecs > 0) {
+		items = b->items, itemf = b->itemf;
+		recs = b->recs, reasons = b->reasons;
+		b->items = sc->items, b->itemf = sc->itemf;
+		b->recs = sc->recs, b->reasons = sc->reasons;
+		b->nitems = sc->nitems, b->nrecs = sc->nrecs;
+		sc->items = items, sc->itemf = itemf;
+		sc->recs = recs, sc->reasons = reasons;
+		sc->nitems = 0;
+		sc->nrecs = 0;
+		sc->batch_bytes = 0;
+		sc->batch_start = 0;
+		b->busy = true;
+		if (workq_push(sc->cq, commit_task, b) != 0) {
+			/* No memory for the task node: commit right here. */
+			commit_task(b);
+			commit_done(sc, b);
+		}
 	}
-	sc->nitems = 0;
-	sc->nrecs = 0;
-	sc->batch_bytes = 0;
-	sc->batch_start = 0;
-	if (rc != 0 && sc->fatal == 0)
-		sc->fatal = rc == BM_ENOMEM ? BM_ENOMEM : BM_EDB;
-	return rc;
+	if (wait && b->busy)
+		workq_wait(sc->cq, commit_done, sc);
+	return sc->fatal;
 }
 
 static void
@@ -761,8 +852,12 @@ batch_due(const struct sched *sc)
 {
 	if (sc->nitems + sc->nrecs == 0)
 		return false;
-	return sc->nitems + sc->nrecs + sc->o->concurrency + 2 >= sc->cap ||
-	    sc->nitems >= sc->o->batch_files ||
+	if (sc->nitems + sc->nrecs + sc->o->concurrency + 2 >= sc->cap)
+		return true;
+	/* The committer is busy: keep filling this batch until it is full. */
+	if (sc->cb.busy)
+		return false;
+	return sc->nitems >= sc->o->batch_files ||
 	    sc->batch_bytes >= sc->o->batch_bytes ||
 	    clock_mono_ns() - sc->batch_start >= (int64_t)sc->o->batch_ms * 1000000;
 }
@@ -813,9 +908,10 @@ sched_loop(struct sched *sc)
 		if ((rc = xfer_poll(sc->x, 100, on_done, sc)) != 0)
 			return rc;
 		(void)workq_collect(sc->wq, open_done, sc);
+		(void)workq_collect(sc->cq, commit_done, sc);
 		progress_update(sc->progress, sc->res->fetched +
-		    (int64_t)sc->nitems, sc->bytes_seen);
-		if (batch_due(sc) && sched_flush(sc) != 0)
+		    (int64_t)(sc->nitems + sc->cb.nitems), sc->bytes_seen);
+		if (batch_due(sc) && sched_flush(sc, false) != 0)
 			break;
 	}
 	sched_abandon(sc);
@@ -840,11 +936,20 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	    (sc->itemf = calloc(sc->cap, sizeof(*sc->itemf))) == NULL ||
 	    (sc->recs = calloc(sc->cap, sizeof(*sc->recs))) == NULL ||
 	    (sc->reasons = calloc(sc->cap, sizeof(*sc->reasons))) == NULL ||
+	    (sc->cb.items = calloc(sc->cap, sizeof(*sc->cb.items))) == NULL ||
+	    (sc->cb.itemf = calloc(sc->cap, sizeof(*sc->cb.itemf))) == NULL ||
+	    (sc->cb.recs = calloc(sc->cap, sizeof(*sc->cb.recs))) == NULL ||
+	    (sc->cb.reasons = calloc(sc->cap, sizeof(*sc->cb.reasons))) ==
+	    NULL ||
+	    (sc->cb.all = calloc(2 * sc->cap, sizeof(*sc->cb.all))) == NULL ||
 	    (sc->progress = progress_new(sc->o->name ? sc->o->name : "",
 	    (int64_t)nf, total, sc->o->progress)) == NULL)
 		return BM_ENOMEM;
 	if (nf > 0 && workq_new(SCHED_OPENERS, wake_loop, sc->x,
 	    &sc->wq) != 0)
+		return BM_ENOMEM;
+	sc->cb.sc = sc;
+	if (workq_new(1, wake_loop, sc->x, &sc->cq) != 0)
 		return BM_ENOMEM;
 	for (i = 0; i < n; i++) {
 		if (acts[i].op != ACT_FETCH && acts[i].op != ACT_COND_FETCH)
@@ -879,11 +984,11 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 			continue;
 		sched_touch(&sc, &acts[i]);
 		if (sc.nrecs + 2 >= sc.cap)
-			(void)sched_flush(&sc);
+			(void)sched_flush(&sc, false);
 	}
 	if (sc.fatal == 0 && (rc = sched_loop(&sc)) != 0)
 		goto out;
-	(void)sched_flush(&sc);
+	(void)sched_flush(&sc, true);
 	rc = sc.fatal;
 	if (rc == BM_EINTR)
 		log_warnx("interrupted: in-flight files abandoned, finished "
@@ -892,6 +997,10 @@ out:
 	progress_free(sc.progress);
 	/* Every temp file a worker made is in its sfile once this returns. */
 	workq_free(sc.wq);
+	/* An error path may leave a batch with the committer: finish it. */
+	if (sc.cb.busy)
+		workq_wait(sc.cq, commit_done, &sc);
+	workq_free(sc.cq);
 	if (sc.files) {
 		for (i = 0; i < sc.nfiles; i++) {
 			if (sc.files[i].state == SF_RUNNING)
@@ -909,5 +1018,10 @@ out:
 	free(sc.itemf);
 	free(sc.recs);
 	free(sc.reasons);
+	free(sc.cb.items);
+	free(sc.cb.itemf);
+	free(sc.cb.recs);
+	free(sc.cb.reasons);
+	free(sc.cb.all);
 	return rc;
 }

@@ -551,8 +551,9 @@ run_open(struct run *r)
 
 /*
  * Files per batch commit: a finished file keeps two descriptors (its temp
- * file and its directory) until its batch is published, so the batch
- * stays well inside the open-file limit; at most 1024 files, as fewer
+ * file and its directory) until its batch is published, and two batches
+ * can be open at once (one filling, one with the committer), so a batch
+ * stays well inside a quarter of the open-file limit; at most 1024 files, as fewer
  * syncfs calls are what makes a run of many small files fast.
  */
 static size_t
@@ -562,7 +563,7 @@ batch_files(void)
 	rlim_t		 n = 1024;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		n = rl.rlim_cur > 256 ? (rl.rlim_cur - 256) / 3 : 16;
+		n = rl.rlim_cur > 256 ? (rl.rlim_cur - 256) / 5 : 16;
 	if (n > 1024)
 		n = 1024;
 	if (n < 16)

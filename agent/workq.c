@@ -23,6 +23,7 @@ struct workq_task {
 struct workq {
 	pthread_mutex_t	 lock;
 	pthread_cond_t	 cond;		/* signalled when a task is queued or on stop */
+	pthread_cond_t	 dcond;		/* signalled when a task finishes */
 	struct workq_task *qhead, *qtail; /* owned: queued tasks */
 	struct workq_task *dhead, *dtail; /* owned: finished tasks */
 	size_t		 pending;	/* pushed, not collected */
@@ -58,6 +59,7 @@ workq_main(void *arg)
 		else
 			q->dhead = t;
 		q->dtail = t;
+		(void)pthread_cond_signal(&q->dcond);
 		(void)pthread_mutex_unlock(&q->lock);
 		if (q->wake)
 			q->wake(q->wake_arg);
@@ -79,6 +81,12 @@ workq_new(unsigned nthreads, workq_wake_fn wake, void *wake_arg,
 		return BM_ENOMEM;
 	}
 	if (pthread_cond_init(&q->cond, NULL) != 0) {
+		(void)pthread_mutex_destroy(&q->lock);
+		free(q);
+		return BM_ENOMEM;
+	}
+	if (pthread_cond_init(&q->dcond, NULL) != 0) {
+		(void)pthread_cond_destroy(&q->cond);
 		(void)pthread_mutex_destroy(&q->lock);
 		free(q);
 		return BM_ENOMEM;
@@ -139,6 +147,18 @@ workq_collect(struct workq *q, workq_done_fn done, void *ctx)
 	return n;
 }
 
+void
+workq_wait(struct workq *q, workq_done_fn done, void *ctx)
+{
+	while (q->pending > 0) {
+		(void)pthread_mutex_lock(&q->lock);
+		while (q->dhead == NULL)
+			(void)pthread_cond_wait(&q->dcond, &q->lock);
+		(void)pthread_mutex_unlock(&q->lock);
+		(void)workq_collect(q, done, ctx);
+	}
+}
+
 size_t
 workq_pending(const struct workq *q)
 {
@@ -167,6 +187,7 @@ workq_free(struct workq *q)
 		next = t->next;
 		free(t);
 	}
+	(void)pthread_cond_destroy(&q->dcond);
 	(void)pthread_cond_destroy(&q->cond);
 	(void)pthread_mutex_destroy(&q->lock);
 	free(q);

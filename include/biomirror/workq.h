@@ -34,6 +34,12 @@ int	workq_new(unsigned nthreads, workq_wake_fn wake, void *wake_arg,
 int	workq_push(struct workq *q, workq_fn fn, void *arg);
 /* Hand every finished task to done(ctx, arg); returns how many. */
 size_t	workq_collect(struct workq *q, workq_done_fn done, void *ctx);
+/*
+ * Block until every pushed task has finished and been handed to
+ * done(ctx, arg) (loop thread only; tasks pushed by done are waited for
+ * too).
+ */
+void	workq_wait(struct workq *q, workq_done_fn done, void *ctx);
 /* Tasks pushed and not yet collected. */
 size_t	workq_pending(const struct workq *q);
 /*
