@@ -36,8 +36,17 @@ struct curl_rec {
 	struct curl_rec	*next, *prev;	/* list of records in flight */
 };
 
+/*
+ * Easy handles of finished transfers are kept (curl_easy_reset) for the
+ * next ones: a mirror of many small files would otherwise allocate and
+ * free a handle and its 256 KiB receive buffer per file.
+ */
+#define XFER_SPARE	64
+
 struct xfer {
 	CURLM		*multi;		/* owned */
+	CURL		*spare[XFER_SPARE]; /* owned: reset handles to reuse */
+	size_t		 nspare;
 	struct xfer_opts opts;		/* copy; strings borrowed */
 	struct curl_rec	*head;		/* owned: records in flight */
 	size_t		 active;	/* records in flight */
@@ -90,7 +99,11 @@ rec_free(struct xfer *x, struct curl_rec *r)
 		return;
 	if (r->easy) {
 		(void)curl_multi_remove_handle(x->multi, r->easy);
-		curl_easy_cleanup(r->easy);
+		if (x->nspare < XFER_SPARE) {
+			curl_easy_reset(r->easy);
+			x->spare[x->nspare++] = r->easy;
+		} else
+			curl_easy_cleanup(r->easy);
 	}
 	curl_slist_free_all(r->headers);
 	free(r);
@@ -390,7 +403,9 @@ xfer_submit(struct xfer *x, struct xfer_job *job)
 		return BM_ENOMEM;
 	r->job = job;
 	r->x = x;
-	if ((r->easy = curl_easy_init()) == NULL)
+	if (x->nspare > 0)
+		r->easy = x->spare[--x->nspare];
+	else if ((r->easy = curl_easy_init()) == NULL)
 		goto fail;
 	if ((rc = setup_easy(x, r)) != 0)
 		goto fail;
@@ -626,6 +641,8 @@ xfer_free(struct xfer *x)
 		next = r->next;
 		rec_free(x, r);
 	}
+	while (x->nspare > 0)
+		curl_easy_cleanup(x->spare[--x->nspare]);
 	curl_multi_cleanup(x->multi);
 	free(x);
 }
