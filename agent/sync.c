@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "biomirror/clock.h"
 #include "biomirror/config.h"
+#include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/list_http.h"
 #include "biomirror/listing.h"
@@ -34,6 +36,7 @@
 #define MAX_LISTING		(20 * 1000 * 1000)	/* entries per mirror */
 #define MAX_PAGE_BYTES		(64 * 1024 * 1024)	/* one index page */
 #define MAX_DEPTH		64			/* directory levels */
+#define MAX_SIDECAR_BYTES	(64 * 1024 * 1024)	/* one sidecar file */
 
 /* A listed directory and its mtime, set after its contents changed. */
 struct dir_mtime {
@@ -54,6 +57,8 @@ struct run {
 	struct filter	 filter;	/* include/exclude (strings borrowed) */
 	struct dir_mtime *dirs;		/* owned: listed directories, path order */
 	size_t		 ndirs;
+	char		**sidecars;	/* owned: listed sidecar files (verify != size) */
+	size_t		 nsidecars;
 	bool		 complete;	/* the listing is complete */
 	char		 err[512];	/* first fatal reason */
 };
@@ -451,6 +456,42 @@ run_dir_mtimes(struct run *r)
 		(void)store_set_mtime(r->s, r->dirs[i].path, r->dirs[i].mtime);
 }
 
+/* True when the last component of path is a sidecar checksum file. */
+static bool
+is_sidecar(const char *path)
+{
+	const char	*base = strrchr(path, '/');
+
+	return sidecar_name(base ? base + 1 : path, NULL);
+}
+
+/* Remember the listed sidecar files (verify = sidecar | checksum). */
+static int
+run_keep_sidecars(struct run *r)
+{
+	const struct entry *e;
+	size_t		 i, n = 0;
+
+	for (i = 0; i < listing_count(r->l); i++) {
+		e = listing_get(r->l, i);
+		if (e->type == ENTRY_FILE && is_sidecar(e->path))
+			n++;
+	}
+	if (n == 0)
+		return 0;
+	if ((r->sidecars = calloc(n, sizeof(*r->sidecars))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < listing_count(r->l); i++) {
+		e = listing_get(r->l, i);
+		if (e->type != ENTRY_FILE || !is_sidecar(e->path))
+			continue;
+		if ((r->sidecars[r->nsidecars] = strdup(e->path)) == NULL)
+			return BM_ENOMEM;
+		r->nsidecars++;
+	}
+	return 0;
+}
+
 /*
  * Keep what the rest of the run needs from the listing (directories with
  * a known mtime) and free the rest: on a 100,000-entry listing that is
@@ -468,6 +509,8 @@ run_drop_listing(struct run *r)
 			n++;
 	}
 	if (n > 0 && (r->dirs = calloc(n, sizeof(*r->dirs))) == NULL)
+		return BM_ENOMEM;
+	if (r->c->verify != VERIFY_SIZE && run_keep_sidecars(r) != 0)
 		return BM_ENOMEM;
 	for (i = 0; i < listing_count(r->l); i++) {
 		e = listing_get(r->l, i);
@@ -570,6 +613,145 @@ batch_files(void)
 	return (size_t)n;
 }
 
+/* A per-directory list ("MD5SUMS", "md5sum.txt", ...), not "X.md5". */
+static bool
+sidecar_is_list(const char *base)
+{
+	return strcmp(base, "MD5SUMS") == 0 ||
+	    strcmp(base, "SHA256SUMS") == 0 ||
+	    strcmp(base, "md5sum.txt") == 0 ||
+	    strcmp(base, "sha256sum.txt") == 0;
+}
+
+/* True when this run failed to fetch path (it is in the error list). */
+static bool
+run_failed_path(const struct run *r, const char *path)
+{
+	size_t	 i;
+
+	for (i = 0; i < r->res->nerrors; i++)
+		if (strcmp(r->res->errors[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+/* Read the local sidecar file path into *ret (malloc'd) of *ret_len bytes. */
+static int
+run_read_sidecar(struct run *r, const char *path, char **ret, size_t *ret_len)
+{
+	struct local_stat st;
+	char		*buf = NULL;
+	size_t		 len = 0;
+	ssize_t		 n;
+	int		 fd = -1, rc;
+
+	if ((rc = store_open_read(r->s, path, &fd, &st)) != 0)
+		return rc;
+	if (st.size > MAX_SIDECAR_BYTES) {
+		rc = BM_ELIMIT;
+		goto out;
+	}
+	if ((buf = malloc((size_t)st.size + 1)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	while (len < (size_t)st.size) {
+		n = pread(fd, buf + len, (size_t)st.size - len, (off_t)len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	*ret = buf;
+	*ret_len = len;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	(void)close(fd);
+	return rc;
+}
+
+/*
+ * The published digests: every listed sidecar file as it is on disk now
+ * (after the sidecar pass fetched the changed ones), per-file sidecars
+ * ("X.md5") before lists ("MD5SUMS"), so that the more specific one wins.
+ * A sidecar this run failed to fetch is left out (its old copy may not
+ * match new data; the failure is reported already).
+ */
+static int
+run_load_sums(struct run *r, struct sidecar_set **ret)
+{
+	struct sidecar_set *set;
+	char		*text;
+	size_t		 i, len, bad, pass;
+	const char	*p, *base;
+	int		 rc = 0;
+
+	if ((set = sidecar_set_new(MAX_LISTING)) == NULL)
+		return BM_ENOMEM;
+	for (pass = 0; pass < 2 && rc != BM_ENOMEM; pass++)
+		for (i = 0; i < r->nsidecars; i++) {
+			p = r->sidecars[i];
+			base = strrchr(p, '/');
+			base = base ? base + 1 : p;
+			/* Pass 0: "X.md5", "X.sha256"; pass 1: the lists. */
+			if (sidecar_is_list(base) != (pass == 1))
+				continue;
+			if (run_failed_path(r, p))
+				continue;
+			if ((rc = run_read_sidecar(r, p, &text, &len)) != 0) {
+				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
+				continue;
+			}
+			bad = 0;
+			rc = sidecar_set_add(set, p, text, len, NULL, &bad);
+			free(text);
+			if (rc != 0)
+				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
+			else if (bad > 0)
+				log_info("%s: sidecar: %zu lines ignored "
+				    "(malformed, or unsafe names)", p, bad);
+		}
+	if (rc == BM_ENOMEM) {
+		sidecar_set_free(set);
+		return rc;
+	}
+	log_debug("%s: %zu published digests", r->c->name,
+	    sidecar_set_count(set));
+	*ret = set;
+	return 0;
+}
+
+/*
+ * The fetches: in one pass with verify = size; else sidecar files first,
+ * then the data checked against what they say (and, with verify =
+ * checksum, every fetched file's SHA-256 recorded).
+ */
+static int
+run_transfers(struct run *r, struct sched_opts *so)
+{
+	struct sidecar_set *sums = NULL;
+	int		 rc;
+
+	if (r->c->verify == VERIFY_SIZE)
+		return sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts,
+		    r->res);
+	so->pass = SCHED_PASS_SIDECARS;
+	so->record_digest = r->c->verify == VERIFY_CHECKSUM;
+	if ((rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts,
+	    r->res)) != 0)
+		return rc;
+	if ((rc = run_load_sums(r, &sums)) != 0)
+		return rc;
+	so->pass = SCHED_PASS_DATA;
+	so->sums = sums;
+	rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts, r->res);
+	sidecar_set_free(sums);
+	return rc;
+}
+
 static int
 run_execute(struct run *r)
 {
@@ -597,7 +779,7 @@ run_execute(struct run *r)
 	so.batch_bytes = 256ULL * 1024 * 1024;
 	so.batch_ms = 5000;
 	so.stop = r->o->stop;
-	rc = sched_run(&so, r->x, r->s, r->m, r->p->acts, r->p->nacts, r->res);
+	rc = run_transfers(r, &so);
 	if (rc == BM_ENOSPC)
 		(void)snprintf(r->err, sizeof(r->err), "%s: no space left on "
 		    "device: stopped", r->c->dest);
@@ -782,6 +964,9 @@ done:
 	for (i = 0; i < r.ndirs; i++)
 		free(r.dirs[i].path);
 	free(r.dirs);
+	for (i = 0; i < r.nsidecars; i++)
+		free(r.sidecars[i]);
+	free(r.sidecars);
 	xfer_free(r.x);
 	store_close(r.s);
 	manifest_close(r.m);
