@@ -55,11 +55,14 @@ usage(FILE *fp)
 "  status [NAME]                  last runs and age of the last success\n"
 "  ls NAME [PATH]                 what the manifest holds\n"
 "  history NAME [--runs N | --run ID]  runs, or the files one run changed\n"
+"  resync NAME [--checksum] [--adopt]  full re-check and repair of a mirror\n"
+"  verify NAME [--repair]         re-hash local files against their digests\n"
 "  check-config                   validate the config and exit (also: -n)\n"
 "sync and plan options (each overrides the config key of the same name):\n"
 "  --concurrency N  --max-connections N  --include GLOB  --exclude GLOB\n"
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
-"  --stall-timeout S  --listing-timezone TZ  --transport tcp  --verify size\n"
+"  --stall-timeout S  --listing-timezone TZ  --transport tcp\n"
+"  --verify size|sidecar|checksum\n"
 "  --streams N  --min-split SIZE  --dry-run  --progress  --no-progress\n"
 "exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
 "manifest error, 3 listing failed or incomplete, 4 refused by a safety\n"
@@ -146,6 +149,8 @@ static const struct option sync_longopts[] = {
 	{ "stall-timeout",	required_argument, NULL, 'o' },
 	{ "verify",		required_argument, NULL, 'o' },
 	{ "listing-timezone",	required_argument, NULL, 'o' },
+	{ "checksum",		no_argument,	   NULL, 'C' },
+	{ "adopt",		no_argument,	   NULL, 'A' },
 	{ "help",		no_argument,	   NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
@@ -161,6 +166,9 @@ struct sync_args {
 	const char	*source, *dest;	/* borrowed: ad-hoc pair */
 	bool		 dry_run;
 	int		 progress;	/* 1 --progress, -1 --no-progress, 0 default */
+	bool		 checksum;	/* resync --checksum */
+	bool		 adopt;		/* resync --adopt */
+	const char	*command;	/* static: "sync", "plan" or "resync" */
 	struct override	*ov;		/* owned */
 	size_t		 nov;
 	char		**names;	/* borrowed: mirror names */
@@ -193,6 +201,12 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 			break;
 		case 'Q':
 			a->progress = -1;
+			break;
+		case 'C':
+			a->checksum = true;
+			break;
+		case 'A':
+			a->adopt = true;
 			break;
 		case 'D':
 		case 'o':
@@ -243,8 +257,9 @@ apply_overrides(struct mirror_conf *m, const struct sync_args *a)
 
 static int
 run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
-    size_t n, bool dry_run, bool progress)
+    size_t n, const struct sync_args *a, bool progress)
 {
+	bool		 dry_run = a->dry_run;
 	struct mirror_result **results;
 	struct sync_opts so;
 	size_t		 i;
@@ -262,6 +277,9 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		so.progress = progress;
 		so.plan_out = c->json ? NULL : stdout;
 		so.stop = c->stop;
+		so.command = a->command;
+		so.checksum = a->checksum;
+		so.adopt = a->adopt;
 		if (*c->stop)
 			break;
 		if (sync_mirror(&so, ms[i], &results[i]) != 0) {
@@ -284,8 +302,9 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 }
 
 static int
-cmd_sync(struct cli *c, int argc, char **argv, bool plan)
+cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 {
+	bool		 plan = strcmp(cmd, "plan") == 0;
 	struct sync_args a;
 	struct mirror_conf **ms = NULL, *adhoc = NULL;
 	const char	**keys = NULL;
@@ -300,6 +319,17 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 	}
 	if (plan)
 		a.dry_run = true;
+	a.command = cmd;
+	if ((a.checksum || a.adopt) && strcmp(cmd, "resync") != 0) {
+		log_errx("%s: --checksum and --adopt are options of resync",
+		    cmd);
+		goto out;
+	}
+	if (strcmp(cmd, "resync") == 0 && (a.nnames != 1 || a.source ||
+	    a.dry_run)) {
+		log_errx("usage: biomirror resync NAME [--checksum] [--adopt]");
+		goto out;
+	}
 	if ((a.source != NULL) != (a.dest != NULL)) {
 		log_errx("sync: --source and --dest go together");
 		goto out;
@@ -376,7 +406,7 @@ cmd_sync(struct cli *c, int argc, char **argv, bool plan)
 		}
 	}
 	/* The line shows on a terminal only; -q or --no-progress hide it. */
-	status = run_mirrors(c, ms, keys, n, a.dry_run, a.progress > 0 ||
+	status = run_mirrors(c, ms, keys, n, &a, a.progress > 0 ||
 	    (a.progress == 0 && c->verbosity >= 0));
 out:
 	mirror_conf_free(adhoc);
@@ -777,6 +807,83 @@ out:
 	return status;
 }
 
+/* Print verify's findings: one line per differing file, then a summary. */
+static void
+verify_text(const struct mirror_result *r)
+{
+	size_t	 i;
+	char	*p = NULL;
+
+	for (i = 0; i < r->nerrors; i++) {
+		if (report_utf8_escape(r->errors[i].path, &p) != 0)
+			continue;
+		printf("differs %s: %s\n", p, r->errors[i].reason);
+		free(p);
+		p = NULL;
+	}
+	printf("%s: verify %s: checked %lld files, %lld differ\n", r->mirror,
+	    r->status, (long long)r->listed, (long long)r->failed);
+}
+
+/*
+ * verify NAME [--repair]: re-hash the local files (sync_verify); with
+ * --repair, a resync --checksum then fetches the ones that differ again.
+ * Exit 0 when none differ (or all were repaired), else as DESIGN.md.
+ */
+static int
+cmd_verify(struct cli *c, int argc, char **argv)
+{
+	struct mirror_result *res = NULL;
+	struct mirror_conf *m;
+	struct sync_args a;
+	struct sync_opts so;
+	const char	*key;
+	char		 err[512];
+	bool		 repair = argc == 3 && strcmp(argv[2], "--repair") == 0;
+	int		 status;
+
+	if (argc != 2 && !repair) {
+		log_errx("usage: biomirror verify NAME [--repair]");
+		return 2;
+	}
+	if ((status = load_config(c, true)) != 0 ||
+	    (status = resolve_state_dir(c)) != 0)
+		return status;
+	if ((m = config_find(c->conf, argv[1])) == NULL) {
+		log_errx("%s: no such mirror in %s", argv[1], c->conf->path);
+		return 2;
+	}
+	err[0] = '\0';
+	if (mirror_conf_check(m, err, sizeof(err)) != 0) {
+		log_errx("%s: %s", m->name, err);
+		return 2;
+	}
+	memset(&so, 0, sizeof(so));
+	so.state_dir = c->state_dir;
+	so.key = m->name;
+	so.stop = c->stop;
+	if (sync_verify(&so, m, &res) != 0) {
+		result_free(res);
+		return 2;
+	}
+	if (c->json && !repair)
+		(void)report_json(&res, 1, stdout);
+	else if (!c->json)
+		verify_text(res);
+	status = res->exit_code;
+	if (repair && res->failed > 0 && status == 1) {
+		memset(&a, 0, sizeof(a));
+		a.command = "resync";
+		a.checksum = true;
+		key = m->name;
+		status = run_mirrors(c, &m, &key, 1, &a,
+		    c->verbosity >= 0);
+	} else if (repair && c->json)
+		(void)report_json(&res, 1, stdout);
+	result_free(res);
+	return status;
+}
+
 static int
 cmd_check_config(struct cli *c)
 {
@@ -898,15 +1005,16 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 	} else
 		cmd = argv[0];
 	argc = strip_global_flags(&c, argc, argv, strcmp(cmd, "sync") == 0 ||
-	    strcmp(cmd, "plan") == 0);
+	    strcmp(cmd, "plan") == 0 || strcmp(cmd, "resync") == 0);
 	if (strcmp(cmd, "check-config") == 0 && argc > 1) {
 		log_errx("check-config takes no arguments");
 		return 2;
 	}
-	if (strcmp(cmd, "sync") == 0)
-		status = cmd_sync(&c, argc, argv, false);
-	else if (strcmp(cmd, "plan") == 0)
-		status = cmd_sync(&c, argc, argv, true);
+	if (strcmp(cmd, "sync") == 0 || strcmp(cmd, "plan") == 0 ||
+	    strcmp(cmd, "resync") == 0)
+		status = cmd_sync(&c, argc, argv, cmd);
+	else if (strcmp(cmd, "verify") == 0)
+		status = cmd_verify(&c, argc, argv);
 	else if (strcmp(cmd, "status") == 0)
 		status = cmd_status(&c, argc, argv);
 	else if (strcmp(cmd, "ls") == 0)
@@ -915,8 +1023,7 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		status = cmd_check_config(&c);
 	else if (strcmp(cmd, "history") == 0)
 		status = cmd_history(&c, argc, argv);
-	else if (strcmp(cmd, "resync") == 0 || strcmp(cmd, "verify") == 0 ||
-	    strcmp(cmd, "serve") == 0) {
+	else if (strcmp(cmd, "serve") == 0) {
 		log_errx("%s: not supported by this build yet", cmd);
 		status = 2;
 	} else if (strcmp(cmd, "help") == 0) {

@@ -638,14 +638,16 @@ set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
 			return conf_bad(errbuf, errlen, key, v,
 			    "expected tcp, udt or auto");
 	} else if (k == MK_VERIFY) {
-		if (strcasecmp(v, "size") == 0) {
+		if (strcasecmp(v, "size") == 0)
 			m->verify = VERIFY_SIZE;
-			return 0;
-		}
-		if (strcasecmp(v, "sidecar") != 0 &&
-		    strcasecmp(v, "checksum") != 0)
+		else if (strcasecmp(v, "sidecar") == 0)
+			m->verify = VERIFY_SIDECAR;
+		else if (strcasecmp(v, "checksum") == 0)
+			m->verify = VERIFY_CHECKSUM;
+		else
 			return conf_bad(errbuf, errlen, key, v,
 			    "expected size, sidecar or checksum");
+		return 0;
 	} else {
 		if (strcasecmp(v, "file") == 0) {
 			m->publish = PUBLISH_FILE;

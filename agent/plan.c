@@ -24,6 +24,7 @@ struct plan_ctx {
 	const struct filter *filter;	/* borrowed, NULL for none */
 	char		**clear;	/* owned: paths whose type changed upstream */
 	size_t		 nclear;
+	const struct plan_opts *po;	/* borrowed, NULL for none */
 };
 
 const char *
@@ -37,6 +38,7 @@ action_name(enum action_op op)
 	case ACT_DELETE:	return "delete";
 	case ACT_KEEP:		return "keep";
 	case ACT_CONFLICT:	return "conflict";
+	case ACT_ADOPT:		return "adopt";
 	}
 	return "?";
 }
@@ -102,6 +104,9 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 		break;
 	case ACT_CONFLICT:
 		p->nconflict++;
+		break;
+	case ACT_ADOPT:
+		p->nadopt++;
 		break;
 	}
 	return 0;
@@ -271,6 +276,9 @@ plan_local(struct plan_ctx *c, const struct diff_row *row,
 	}
 	if (st.size != row->local_size)
 		return plan_add(c->p, row, ACT_FETCH, "local size differs");
+	if (c->po != NULL && c->po->check != NULL &&
+	    c->po->check(c->po->check_ctx, row))
+		return plan_add(c->p, row, ACT_FETCH, "local content differs");
 	if (st.mtime != row->local_mtime && same_op != ACT_COND_FETCH)
 		return plan_add(c->p, row, ACT_TOUCH, "local mtime drifted");
 	if (same_op == ACT_COND_FETCH) {
@@ -283,6 +291,46 @@ plan_local(struct plan_ctx *c, const struct diff_row *row,
 	}
 	c->p->unchanged++;
 	return 0;
+}
+
+/* ns of one unit of a listed mtime's precision (0: not comparable). */
+static int64_t
+prec_unit(enum mtime_prec prec)
+{
+	switch (prec) {
+	case MTIME_DAY:		return 86400LL * 1000000000;
+	case MTIME_MINUTE:	return 60LL * 1000000000;
+	case MTIME_SECOND:	return 1000000000LL;
+	case MTIME_NS:		return 1;
+	default:		return 0;
+	}
+}
+
+/*
+ * resync --adopt: a new row whose local file already has the listed
+ * exact size and the listed mtime (compared at the listing's precision)
+ * is recorded as it is.  Returns 1 when adopted, 0 when not (plan it as
+ * usual), <0 on error.
+ */
+static int
+plan_adopt(struct plan_ctx *c, const struct diff_row *row)
+{
+	struct local_stat st;
+	int64_t		 unit = prec_unit(row->list_prec), lt;
+	int		 rc;
+
+	if (c->s == NULL || !row->list_size_exact || row->list_size < 0 ||
+	    unit == 0 || store_stat(c->s, row->path, &st) != 0 ||
+	    st.type != 'f' || st.size != row->list_size)
+		return 0;
+	lt = st.mtime - (st.mtime % unit + unit) % unit;
+	if (lt != row->list_mtime - (row->list_mtime % unit + unit) % unit)
+		return 0;
+	if ((rc = plan_add(c->p, row, ACT_ADOPT, "local copy matches")) != 0)
+		return rc;
+	c->p->acts[c->p->nacts - 1].local_size = st.size;
+	c->p->acts[c->p->nacts - 1].local_mtime = st.mtime;
+	return 1;
 }
 
 static int
@@ -303,6 +351,9 @@ plan_row(void *arg, const struct diff_row *row)
 		return plan_dir(c, row);
 	if (row->type != ENTRY_FILE)
 		return 0;	/* XXX: symlinks come with the FTP lister */
+	if (row->kind == DIFF_NEW && c->po != NULL && c->po->adopt &&
+	    (rc = plan_adopt(c, row)) != 0)
+		return rc < 0 ? rc : 0;
 	switch (row->kind) {
 	case DIFF_NEW:
 	case DIFF_CHANGED:
@@ -336,6 +387,14 @@ int
 plan_build(struct manifest *m, struct store *s, bool do_delete,
     const struct filter *filter, struct plan **ret)
 {
+	return plan_build_opts(m, s, do_delete, filter, NULL, ret);
+}
+
+int
+plan_build_opts(struct manifest *m, struct store *s, bool do_delete,
+    const struct filter *filter, const struct plan_opts *po,
+    struct plan **ret)
+{
 	struct plan_ctx	 c;
 	struct plan	*p;
 	size_t		 i;
@@ -348,6 +407,7 @@ plan_build(struct manifest *m, struct store *s, bool do_delete,
 	c.s = s;
 	c.do_delete = do_delete;
 	c.filter = filter;
+	c.po = po;
 	if ((rc = manifest_file_count(m, &p->manifest_files)) != 0)
 		goto out;
 	if ((rc = manifest_diff(m, plan_row, &c)) != 0)

@@ -114,11 +114,14 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	}
 	rate = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e6 : 0;
 	fprintf(fp, "%s: %s: listed %lld, fetched %lld, touched %lld, "
-	    "deleted %lld, failed %lld, %s in %.1f s (%.1f MB/s)\n",
+	    "deleted %lld, failed %lld, %s in %.1f s (%.1f MB/s)",
 	    r->mirror, r->status,
 	    (long long)r->listed, (long long)r->fetched,
 	    (long long)r->touched, (long long)r->deleted,
 	    (long long)r->failed, hb, r->seconds, rate);
+	if (r->adopted > 0)
+		fprintf(fp, ", adopted %lld", (long long)r->adopted);
+	fputc('\n', fp);
 }
 
 /*
@@ -231,6 +234,12 @@ result_json(const struct mirror_result *r)
 	    json_integer((json_int_t)r->bytes)) ||
 	    json_object_set_new(o, "seconds",
 	    json_real((double)(int64_t)(r->seconds * 1000 + 0.5) / 1000))) {
+		json_decref(errs);
+		goto fail;
+	}
+	/* Only resync --adopt adopts: other runs keep DESIGN.md's keys. */
+	if (r->adopted > 0 && json_object_set_new(o, "adopted",
+	    json_integer(r->adopted)) != 0) {
 		json_decref(errs);
 		goto fail;
 	}

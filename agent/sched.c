@@ -15,14 +15,25 @@
  * committed batch in commit_done() (counters, messages).  A file is only
  * ever in the manifest after its rename.  Per-file memory outside a try is
  * a few dozen bytes, so 100,000 planned files cost little.
+ *
+ * Digests (verify = sidecar | checksum): a file to check or record gets a
+ * struct hasher for its try.  Worker threads (a pool of their own) pread
+ * the try's contiguous prefix back from the temp file and feed it to the
+ * EVP contexts in file order; the loop only pushes "hash up to here"
+ * tasks, so hashing never holds up a transfer.  A try that ends well
+ * waits in SF_HASHING until the digest covers every byte; then it is
+ * published, or, on a mismatch, discarded and retried.  A hasher whose
+ * try failed is detached and freed when its task comes back.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <sys/random.h>
 
 #include "biomirror/clock.h"
+#include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
@@ -41,12 +52,15 @@ enum sfile_state {
 	SF_QUEUED = 0,
 	SF_OPENING,		/* its temp file is being created by a worker */
 	SF_RUNNING,
+	SF_HASHING,		/* all bytes in: waiting for its digest */
 	SF_WAITING,
 	SF_DONE,
 	SF_FAILED,
 };
 
 #define SCHED_OPENERS	4	/* worker threads creating temp files */
+#define SCHED_HASHERS	2	/* worker threads computing digests */
+#define HASH_STEP	(8ULL * 1024 * 1024)	/* hash when the prefix grew this much */
 
 struct sched;
 
@@ -58,6 +72,21 @@ struct sfile_try {
 	uint64_t	 running;	/* bit i: jobs[i] is in flight */
 	bool		*cancelled;	/* owned: jobs[i] was cancelled by us */
 	struct xfer_result res;		/* the try's result (sfile_result) */
+	char		 checksum[DIGEST_TEXT_MAX]; /* "sha256:HEX" to record, "" if none */
+};
+
+/* The digest of one try (see the file comment). */
+struct hasher {
+	struct sfile	*f;		/* borrowed; NULL once the try is abandoned */
+	struct digest	*d;		/* owned */
+	int		 fd;		/* owned: readable dup of the temp file, -1 not yet */
+	struct sidecar_sum sum;		/* published digests to check (may be none) */
+	uint64_t	 hashed;	/* bytes fed (changed by the worker while busy) */
+	uint64_t	 target;	/* the task hashes up to this offset */
+	bool		 busy;		/* a task is queued or running */
+	bool		 final;		/* the try ended well: finish at its last byte */
+	int		 rc;		/* the last task's result */
+	struct hasher	*next;		/* sched's list of live hashers */
 };
 
 struct sfile {
@@ -70,6 +99,7 @@ struct sfile {
 	struct store_file *sf;		/* owned while running: the temp file */
 	int		 open_rc;	/* result of the worker's store_file_open */
 	struct sfile_try *t;		/* owned: the try in flight or in the batch */
+	struct hasher	*h;		/* owned by sched's list: the try's digest, NULL if none */
 	int64_t		 mtime;		/* ns set on the committed file */
 };
 
@@ -120,12 +150,22 @@ struct sched {
 	struct workq	*wq;		/* owned: creates temp files off the loop */
 	struct workq	*cq;		/* owned: the committer thread */
 	struct sbatch	 cb;		/* the batch the committer has, if busy */
+	struct workq	*hq;		/* owned: computes digests off the loop */
+	struct hasher	*hashers;	/* owned: list of hashers not yet freed */
+	size_t		 hashing;	/* SF_HASHING files */
 };
 
 static int	sched_launch(struct sched *, struct sfile *);
 static bool	sfile_ranges(struct sfile *);
 static void	sfile_check_size(struct sfile *);
 static void	open_task(void *);
+static int	hash_start(struct sched *, struct sfile *);
+static void	hash_finish(struct sched *, struct sfile *);
+static void	hash_abandon(struct sched *, struct sfile *);
+static void	hash_poll(struct sched *);
+static void	hash_free_all(struct sched *);
+static void	sched_publish(struct sched *, struct sfile *);
+static void	sched_retry(struct sched *, struct sfile *);
 
 /* Bytes a try wrote (they no longer count for progress if it failed). */
 static uint64_t
@@ -235,6 +275,7 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 	r->local_size = (int64_t)res->bytes;
 	r->local_mtime = f->mtime;
 	r->bytes = (int64_t)res->bytes;
+	r->checksum = f->t->checksum[0] ? f->t->checksum : NULL;
 }
 
 /* Committer thread: publish batch b, then record it in the manifest. */
@@ -454,6 +495,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 		return;
 	sc->inflight--;
 	if (res->cls != XFER_OK) {
+		hash_abandon(sc, f);
 		store_file_abort(f->sf);
 		f->sf = NULL;
 	}
@@ -466,10 +508,14 @@ sched_finish(struct sched *sc, struct sfile *f)
 				sc->fatal = BM_ENOSPC;
 			(void)snprintf(res->errmsg, sizeof(res->errmsg),
 			    "open temp file: %s", bm_strerror(res->rc));
+			hash_abandon(sc, f);
 			sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
 			return;
 		}
-		sched_publish(sc, f);
+		if (f->h != NULL)
+			hash_finish(sc, f);	/* publishes when it matches */
+		else
+			sched_publish(sc, f);
 		return;
 	case XFER_NOT_MODIFIED:
 		f->state = SF_DONE;
@@ -796,11 +842,12 @@ sched_launch(struct sched *sc, struct sfile *f)
 	unsigned	 i;
 	int		 rc;
 
-	if ((rc = sched_jobs(sc, f)) != 0)
+	if ((rc = sched_jobs(sc, f)) != 0 || (rc = hash_start(sc, f)) != 0)
 		return rc;
 	for (i = 0; i < f->t->njobs; i++) {
 		if ((rc = xfer_submit(sc->x, &f->t->jobs[i])) != 0) {
 			sfile_cancel(sc, f, "out of memory");
+			hash_abandon(sc, f);
 			store_file_abort(f->sf);
 			f->sf = NULL;
 			return rc;
@@ -869,8 +916,17 @@ sched_abandon(struct sched *sc)
 
 	for (i = 0; i < sc->nfiles; i++) {
 		struct sfile *f = &sc->files[i];
-		if (f->state == SF_RUNNING) {
+		if (f->state == SF_HASHING) {
+			hash_abandon(sc, f);
+			store_file_abort(f->sf);
+			f->sf = NULL;
+			try_free(f->t);
+			f->t = NULL;
+			f->state = SF_FAILED;
+			sc->hashing--;
+		} else if (f->state == SF_RUNNING) {
 			sfile_cancel(sc, f, "abandoned");
+			hash_abandon(sc, f);
 			store_file_abort(f->sf);
 			f->sf = NULL;
 			try_free(f->t);
@@ -897,18 +953,21 @@ sched_loop(struct sched *sc)
 		if (sc->fatal)
 			break;
 		while (sc->inflight < sc->o->concurrency &&
-		    sc->nitems + sc->nrecs + sc->inflight + 2 < sc->cap &&
+		    sc->hashing < sc->o->concurrency &&
+		    sc->nitems + sc->nrecs + sc->inflight + sc->hashing + 2 <
+		    sc->cap &&
 		    (f = sched_next(sc, clock_mono_ns())) != NULL)
 			if ((rc = sched_start(sc, f)) != 0)
 				return rc;
 		if (sc->inflight == 0 && sc->waiting == 0 &&
-		    sc->next >= sc->nfiles)
+		    sc->hashing == 0 && sc->next >= sc->nfiles)
 			break;
 		/* 100 ms bounds the delay of due retries. */
 		if ((rc = xfer_poll(sc->x, 100, on_done, sc)) != 0)
 			return rc;
 		(void)workq_collect(sc->wq, open_done, sc);
 		(void)workq_collect(sc->cq, commit_done, sc);
+		hash_poll(sc);
 		progress_update(sc->progress, sc->res->fetched +
 		    (int64_t)(sc->nitems + sc->cb.nitems), sc->bytes_seen);
 		if (batch_due(sc) && sched_flush(sc, false) != 0)
@@ -918,6 +977,255 @@ sched_loop(struct sched *sc)
 	return 0;
 }
 
+/* ---- digests (verify = sidecar | checksum) ---- */
+
+/* Is a (a planned action) part of this pass?  Sidecars go first. */
+static bool
+sched_wants(const struct sched_opts *o, const struct action *a)
+{
+	const char	*base;
+
+	if (o->pass == SCHED_PASS_ALL)
+		return true;
+	base = strrchr(a->path, '/');
+	base = base ? base + 1 : a->path;
+	return sidecar_name(base, NULL) == (o->pass == SCHED_PASS_SIDECARS);
+}
+
+/* Unlink h from sc's list and free it. */
+static void
+hash_free(struct sched *sc, struct hasher *h)
+{
+	struct hasher	**pp;
+
+	for (pp = &sc->hashers; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == h) {
+			*pp = h->next;
+			break;
+		}
+	if (h->fd != -1)
+		(void)close(h->fd);
+	digest_free(h->d);
+	free(h);
+}
+
+/* Free every hasher (the digest workers are stopped). */
+static void
+hash_free_all(struct sched *sc)
+{
+	while (sc->hashers != NULL) {
+		if (sc->hashers->f != NULL)
+			sc->hashers->f->h = NULL;
+		hash_free(sc, sc->hashers);
+	}
+}
+
+/*
+ * A new try of f: give it a hasher when it has a published digest to
+ * check or every file's digest is recorded.  0 or BM_ENOMEM.
+ */
+static int
+hash_start(struct sched *sc, struct sfile *f)
+{
+	struct hasher	*h;
+	unsigned	 algs = 0;
+	int		 i, rc;
+
+	if (sc->hq == NULL)
+		return 0;
+	if ((h = calloc(1, sizeof(*h))) == NULL)
+		return BM_ENOMEM;
+	h->fd = -1;
+	if (sc->o->sums != NULL && sidecar_set_find(sc->o->sums, f->act->path,
+	    &h->sum))
+		for (i = 0; i < DIGEST__N; i++)
+			if (h->sum.has[i])
+				algs |= DIGEST_BIT(i);
+	if (sc->o->record_digest)
+		algs |= DIGEST_BIT(DIGEST_SHA256);
+	if (algs == 0) {
+		free(h);
+		return 0;
+	}
+	if ((rc = digest_new(algs, &h->d)) != 0) {
+		free(h);
+		return rc;
+	}
+	h->f = f;
+	h->next = sc->hashers;
+	sc->hashers = h;
+	f->h = h;
+	return 0;
+}
+
+/* The try of f ended badly (or was given up): detach its hasher. */
+static void
+hash_abandon(struct sched *sc, struct sfile *f)
+{
+	struct hasher	*h = f->h;
+
+	if (h == NULL)
+		return;
+	f->h = NULL;
+	h->f = NULL;
+	if (!h->busy)
+		hash_free(sc, h);
+	/* else freed when its task comes back (hash_done) */
+}
+
+/* Bytes of f's try that are in the temp file from offset 0 on. */
+static uint64_t
+hash_prefix(const struct sfile *f)
+{
+	const struct sfile_try *t = f->t;
+	const struct xfer_job *j;
+	uint64_t	 end = 0;
+	unsigned	 i;
+
+	if (f->h->final)
+		return t->res.bytes;
+	if (t->njobs == 1 || t->jobs[0].res.full)
+		return t->jobs[0].res.bytes;
+	for (i = 0; i < t->njobs; i++) {
+		j = &t->jobs[i];
+		end = j->off + j->res.bytes;
+		if (j->res.bytes < j->len)
+			break;
+	}
+	return end;
+}
+
+/* Worker thread: feed [hashed, target) of the temp file to the digest. */
+static void
+hash_task(void *arg)
+{
+	struct hasher	*h = arg;
+	uint64_t	 n = 0;
+
+	h->rc = digest_fd(h->d, h->fd, h->hashed, h->target, &n);
+	h->hashed += n;
+}
+
+/* Push the next step of h when its prefix grew enough (or at the end). */
+static void
+hash_kick(struct sched *sc, struct hasher *h)
+{
+	struct sfile	*f = h->f;
+	uint64_t	 prefix;
+
+	if (h->busy || f == NULL || f->t == NULL || f->sf == NULL)
+		return;
+	if (h->fd == -1 && store_file_dup(f->sf, &h->fd) != 0) {
+		h->rc = BM_EIO;
+		return;
+	}
+	prefix = hash_prefix(f);
+	if (prefix <= h->hashed || (!h->final && prefix - h->hashed <
+	    HASH_STEP))
+		return;
+	h->target = prefix;
+	h->busy = true;
+	if (workq_push(sc->hq, hash_task, h) != 0) {
+		h->busy = false;
+		h->rc = BM_ENOMEM;
+	}
+}
+
+/*
+ * All bytes of f are hashed: compare with the published digests, keep
+ * the SHA-256 to record, then publish, or discard and retry on a
+ * mismatch (the old file stays as it is).
+ */
+static void
+hash_check(struct sched *sc, struct sfile *f)
+{
+	struct hasher	*h = f->h;
+	struct xfer_result *res = &f->t->res;
+	struct digest_value v;
+	char		 want[DIGEST_TEXT_MAX], got[DIGEST_TEXT_MAX];
+	int		 i, rc = h->rc;
+
+	sc->hashing--;
+	for (i = 0; rc == 0 && i < DIGEST__N; i++) {
+		if (!h->sum.has[i])
+			continue;
+		if ((rc = digest_final(h->d, (enum digest_alg)i, &v)) != 0)
+			break;
+		if (digest_equal(&v, &h->sum.v[i]))
+			continue;
+		(void)digest_to_text(&h->sum.v[i], want, sizeof(want));
+		(void)digest_to_text(&v, got, sizeof(got));
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "checksum "
+		    "mismatch: %.60s says %.75s, got %.75s", h->sum.from[i],
+		    want, got);
+		rc = BM_ECHECKSUM;
+	}
+	if (rc == 0 && sc->o->record_digest &&
+	    (rc = digest_final(h->d, DIGEST_SHA256, &v)) == 0)
+		(void)digest_to_text(&v, f->t->checksum, sizeof(f->t->checksum));
+	hash_abandon(sc, f);
+	if (rc == 0) {
+		sched_publish(sc, f);
+		return;
+	}
+	if (rc != BM_ECHECKSUM)
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "digest: %s",
+		    bm_strerror(rc));
+	store_file_abort(f->sf);
+	f->sf = NULL;
+	res->cls = XFER_CHANGED;
+	res->rc = rc;
+	res->retry_after = -1;
+	sched_retry(sc, f);
+}
+
+/* The try of f ended well: wait for its digest to cover every byte. */
+static void
+hash_finish(struct sched *sc, struct sfile *f)
+{
+	f->state = SF_HASHING;
+	sc->hashing++;
+	f->h->final = true;
+	hash_kick(sc, f->h);
+	if (!f->h->busy && (f->h->rc != 0 ||
+	    f->h->hashed == f->t->res.bytes))
+		hash_check(sc, f);
+}
+
+/* Loop thread: a digest step came back. */
+static void
+hash_done(void *ctx, void *arg)
+{
+	struct sched	*sc = ctx;
+	struct hasher	*h = arg;
+
+	h->busy = false;
+	if (h->f == NULL)
+		hash_free(sc, h);	/* its try was abandoned meanwhile */
+}
+
+/* Loop thread: collect digest steps, start the next ones, finish files. */
+static void
+hash_poll(struct sched *sc)
+{
+	struct hasher	*h, *next;
+	struct sfile	*f;
+
+	if (sc->hq == NULL)
+		return;
+	(void)workq_collect(sc->hq, hash_done, sc);
+	for (h = sc->hashers; h != NULL; h = next) {
+		next = h->next;
+		if ((f = h->f) == NULL || h->busy)
+			continue;
+		if (h->rc == 0)
+			hash_kick(sc, h);
+		if (f->state == SF_HASHING && !h->busy && (h->rc != 0 ||
+		    h->hashed == f->t->res.bytes))
+			hash_check(sc, f);	/* may free h */
+	}
+}
+
 static int
 sched_setup(struct sched *sc, struct action *acts, size_t n)
 {
@@ -925,7 +1233,8 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	uint64_t	 total = 0;
 
 	for (i = 0; i < n; i++)
-		if (acts[i].op == ACT_FETCH || acts[i].op == ACT_COND_FETCH) {
+		if ((acts[i].op == ACT_FETCH || acts[i].op == ACT_COND_FETCH) &&
+		    sched_wants(sc->o, &acts[i])) {
 			nf++;
 			if (acts[i].op == ACT_FETCH && acts[i].list_size > 0)
 				total += (uint64_t)acts[i].list_size;
@@ -951,8 +1260,12 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	sc->cb.sc = sc;
 	if (workq_new(1, wake_loop, sc->x, &sc->cq) != 0)
 		return BM_ENOMEM;
+	if (nf > 0 && (sc->o->sums != NULL || sc->o->record_digest) &&
+	    workq_new(SCHED_HASHERS, wake_loop, sc->x, &sc->hq) != 0)
+		return BM_ENOMEM;
 	for (i = 0; i < n; i++) {
-		if (acts[i].op != ACT_FETCH && acts[i].op != ACT_COND_FETCH)
+		if ((acts[i].op != ACT_FETCH && acts[i].op != ACT_COND_FETCH) ||
+		    !sched_wants(sc->o, &acts[i]))
 			continue;
 		sc->files[sc->nfiles].act = &acts[i];
 		sc->files[sc->nfiles].sc = sc;
@@ -980,7 +1293,7 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	if ((rc = sched_setup(&sc, acts, n)) != 0)
 		goto out;
 	for (i = 0; i < n && sc.fatal == 0; i++) {
-		if (acts[i].op != ACT_TOUCH)
+		if (acts[i].op != ACT_TOUCH || !sched_wants(o, &acts[i]))
 			continue;
 		sched_touch(&sc, &acts[i]);
 		if (sc.nrecs + 2 >= sc.cap)
@@ -1001,6 +1314,9 @@ out:
 	if (sc.cb.busy)
 		workq_wait(sc.cq, commit_done, &sc);
 	workq_free(sc.cq);
+	/* No digest task runs after this: their hashers can go. */
+	workq_free(sc.hq);
+	hash_free_all(&sc);
 	if (sc.files) {
 		for (i = 0; i < sc.nfiles; i++) {
 			if (sc.files[i].state == SF_RUNNING)

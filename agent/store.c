@@ -79,7 +79,7 @@ struct store {
 struct store_file {
 	struct store	*s;		/* borrowed: the store it belongs to */
 	int		 dirfd;		/* owned: parent dir until commit */
-	int		 fd;		/* owned: the temp file, O_WRONLY */
+	int		 fd;		/* owned: the temp file, O_RDWR (hashed back) */
 	dev_t		 dir_dev;	/* parent's st_dev, to group fsyncs */
 	ino_t		 dir_ino;	/* parent's st_ino, to group fsyncs */
 	uint64_t	 length;	/* highest offset written + 1, bytes */
@@ -562,7 +562,7 @@ store_file_free(struct store_file *f, bool unlink_tmp)
 static int
 store_tmpfile(struct store_file *f)
 {
-	const int	 flags = O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW |
+	const int	 flags = O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW |
 			    O_CLOEXEC;
 	int		 i, rc;
 
@@ -686,6 +686,73 @@ uint64_t
 store_file_length(const struct store_file *f)
 {
 	return f->length;
+}
+
+/*
+ * A new read-write descriptor of f's temp file (fcntl F_DUPFD_CLOEXEC)
+ * into *ret_fd, owned by the caller (close it), so that a digest worker
+ * can pread the bytes written so far whatever becomes of f meanwhile.
+ * Returns 0 or BM_EIO (errno kept).
+ * Sandbox: none beyond the open fd.
+ */
+int
+store_file_dup(const struct store_file *f, int *ret_fd)
+{
+	int	 fd;
+
+	if ((fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0)) == -1)
+		return BM_EIO;
+	*ret_fd = fd;
+	return 0;
+}
+
+/*
+ * Open the regular file at path (relative, checked, borrowed) for
+ * reading, never following symlinks (also in parent components):
+ * *ret_fd is O_RDONLY|O_CLOEXEC, owned by the caller; *ret (may be NULL)
+ * gets its stat.  For re-hashing published files and reading sidecar
+ * checksum files.  Returns 0, BM_ENOENT, BM_EUNSAFE (a symlink or not a
+ * regular file) or BM_EIO (errno kept).
+ * Sandbox: read files beneath the destination.
+ */
+int
+store_open_read(struct store *s, const char *path, int *ret_fd,
+    struct local_stat *ret)
+{
+	const char	*name;
+	struct stat	 st;
+	int		 dirfd = -1, fd = -1, rc;
+
+	if ((rc = store_parent(s, path, false, &dirfd, &name)) != 0)
+		goto out;
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC);
+	if (fd == -1) {
+		rc = errno == ENOENT ? BM_ENOENT : errno == ELOOP ?
+		    BM_EUNSAFE : BM_EIO;
+		goto out;
+	}
+	if (fstat(fd, &st) == -1) {
+		rc = BM_EIO;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = BM_EUNSAFE;
+		goto out;
+	}
+	if (ret != NULL) {
+		ret->type = 'f';
+		ret->size = (int64_t)st.st_size;
+		ret->mtime = (int64_t)st.st_mtim.tv_sec * 1000000000LL +
+		    st.st_mtim.tv_nsec;
+	}
+	*ret_fd = fd;
+	fd = -1;
+	rc = 0;
+out:
+	store_close_fd(fd);
+	store_close_fd(dirfd);
+	return rc;
 }
 
 /*

@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "biomirror/clock.h"
 #include "biomirror/config.h"
+#include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/list_http.h"
 #include "biomirror/listing.h"
@@ -34,6 +36,7 @@
 #define MAX_LISTING		(20 * 1000 * 1000)	/* entries per mirror */
 #define MAX_PAGE_BYTES		(64 * 1024 * 1024)	/* one index page */
 #define MAX_DEPTH		64			/* directory levels */
+#define MAX_SIDECAR_BYTES	(64 * 1024 * 1024)	/* one sidecar file */
 
 /* A listed directory and its mtime, set after its contents changed. */
 struct dir_mtime {
@@ -54,6 +57,9 @@ struct run {
 	struct filter	 filter;	/* include/exclude (strings borrowed) */
 	struct dir_mtime *dirs;		/* owned: listed directories, path order */
 	size_t		 ndirs;
+	char		**sidecars;	/* owned: listed sidecar files (verify != size) */
+	size_t		 nsidecars;
+	struct sidecar_set *sums;	/* owned: local sidecars' digests (--checksum), or NULL */
 	bool		 complete;	/* the listing is complete */
 	char		 err[512];	/* first fatal reason */
 };
@@ -451,6 +457,44 @@ run_dir_mtimes(struct run *r)
 		(void)store_set_mtime(r->s, r->dirs[i].path, r->dirs[i].mtime);
 }
 
+/* True when the last component of path is a sidecar checksum file. */
+static bool
+is_sidecar(const char *path)
+{
+	const char	*base = strrchr(path, '/');
+
+	return sidecar_name(base ? base + 1 : path, NULL);
+}
+
+/* Remember the listed sidecar files (verify = sidecar | checksum). */
+static int
+run_keep_sidecars(struct run *r)
+{
+	const struct entry *e;
+	size_t		 i, n = 0;
+
+	if (r->sidecars != NULL)
+		return 0;	/* kept already (resync --checksum) */
+	for (i = 0; i < listing_count(r->l); i++) {
+		e = listing_get(r->l, i);
+		if (e->type == ENTRY_FILE && is_sidecar(e->path))
+			n++;
+	}
+	if (n == 0)
+		return 0;
+	if ((r->sidecars = calloc(n, sizeof(*r->sidecars))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < listing_count(r->l); i++) {
+		e = listing_get(r->l, i);
+		if (e->type != ENTRY_FILE || !is_sidecar(e->path))
+			continue;
+		if ((r->sidecars[r->nsidecars] = strdup(e->path)) == NULL)
+			return BM_ENOMEM;
+		r->nsidecars++;
+	}
+	return 0;
+}
+
 /*
  * Keep what the rest of the run needs from the listing (directories with
  * a known mtime) and free the rest: on a 100,000-entry listing that is
@@ -468,6 +512,8 @@ run_drop_listing(struct run *r)
 			n++;
 	}
 	if (n > 0 && (r->dirs = calloc(n, sizeof(*r->dirs))) == NULL)
+		return BM_ENOMEM;
+	if (r->c->verify != VERIFY_SIZE && run_keep_sidecars(r) != 0)
 		return BM_ENOMEM;
 	for (i = 0; i < listing_count(r->l); i++) {
 		e = listing_get(r->l, i);
@@ -571,6 +617,183 @@ batch_files(void)
 	return (size_t)n;
 }
 
+/* resync --adopt: record the local files that match the listing. */
+static int
+run_adopts(struct run *r)
+{
+	struct commit_rec rec;
+	const struct action *a;
+	size_t		 i;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op != ACT_ADOPT)
+			continue;
+		memset(&rec, 0, sizeof(rec));
+		rec.path = a->path;
+		rec.op = COMMIT_ADOPTED;
+		rec.type = ENTRY_FILE;
+		rec.list_size = a->list_size;
+		rec.list_size_exact = a->list_size_exact;
+		rec.list_mtime = a->list_mtime;
+		rec.list_prec = a->list_prec;
+		rec.up_size = a->list_size;
+		rec.up_mtime = -1;
+		rec.local_size = a->local_size;
+		rec.local_mtime = a->local_mtime;
+		/* XXX: one transaction per file; adopting is a one-off. */
+		if (manifest_commit(r->m, r->run, &rec, 1) != 0) {
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+			return BM_EDB;
+		}
+		r->res->adopted++;
+	}
+	if (r->res->adopted > 0)
+		log_info("%s: adopted %lld local files without fetching them",
+		    r->c->name, (long long)r->res->adopted);
+	return 0;
+}
+
+/* A per-directory list ("MD5SUMS", "md5sum.txt", ...), not "X.md5". */
+static bool
+sidecar_is_list(const char *base)
+{
+	return strcmp(base, "MD5SUMS") == 0 ||
+	    strcmp(base, "SHA256SUMS") == 0 ||
+	    strcmp(base, "md5sum.txt") == 0 ||
+	    strcmp(base, "sha256sum.txt") == 0;
+}
+
+/* True when this run failed to fetch path (it is in the error list). */
+static bool
+run_failed_path(const struct run *r, const char *path)
+{
+	size_t	 i;
+
+	for (i = 0; i < r->res->nerrors; i++)
+		if (strcmp(r->res->errors[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+/* Read the local sidecar file path into *ret (malloc'd) of *ret_len bytes. */
+static int
+run_read_sidecar(struct run *r, const char *path, char **ret, size_t *ret_len)
+{
+	struct local_stat st;
+	char		*buf = NULL;
+	size_t		 len = 0;
+	ssize_t		 n;
+	int		 fd = -1, rc;
+
+	if ((rc = store_open_read(r->s, path, &fd, &st)) != 0)
+		return rc;
+	if (st.size > MAX_SIDECAR_BYTES) {
+		rc = BM_ELIMIT;
+		goto out;
+	}
+	if ((buf = malloc((size_t)st.size + 1)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	while (len < (size_t)st.size) {
+		n = pread(fd, buf + len, (size_t)st.size - len, (off_t)len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	*ret = buf;
+	*ret_len = len;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	(void)close(fd);
+	return rc;
+}
+
+/*
+ * The published digests: every listed sidecar file as it is on disk now
+ * (after the sidecar pass fetched the changed ones), per-file sidecars
+ * ("X.md5") before lists ("MD5SUMS"), so that the more specific one wins.
+ * A sidecar this run failed to fetch is left out (its old copy may not
+ * match new data; the failure is reported already).
+ */
+static int
+run_load_sums(struct run *r, struct sidecar_set **ret)
+{
+	struct sidecar_set *set;
+	char		*text;
+	size_t		 i, len, bad, pass;
+	const char	*p, *base;
+	int		 rc = 0;
+
+	if ((set = sidecar_set_new(MAX_LISTING)) == NULL)
+		return BM_ENOMEM;
+	for (pass = 0; pass < 2 && rc != BM_ENOMEM; pass++)
+		for (i = 0; i < r->nsidecars; i++) {
+			p = r->sidecars[i];
+			base = strrchr(p, '/');
+			base = base ? base + 1 : p;
+			/* Pass 0: "X.md5", "X.sha256"; pass 1: the lists. */
+			if (sidecar_is_list(base) != (pass == 1))
+				continue;
+			if (run_failed_path(r, p))
+				continue;
+			if ((rc = run_read_sidecar(r, p, &text, &len)) != 0) {
+				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
+				continue;
+			}
+			bad = 0;
+			rc = sidecar_set_add(set, p, text, len, NULL, &bad);
+			free(text);
+			if (rc != 0)
+				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
+			else if (bad > 0)
+				log_info("%s: sidecar: %zu lines ignored "
+				    "(malformed, or unsafe names)", p, bad);
+		}
+	if (rc == BM_ENOMEM) {
+		sidecar_set_free(set);
+		return rc;
+	}
+	log_debug("%s: %zu published digests", r->c->name,
+	    sidecar_set_count(set));
+	*ret = set;
+	return 0;
+}
+
+/*
+ * The fetches: in one pass with verify = size; else sidecar files first,
+ * then the data checked against what they say (and, with verify =
+ * checksum, every fetched file's SHA-256 recorded).
+ */
+static int
+run_transfers(struct run *r, struct sched_opts *so)
+{
+	struct sidecar_set *sums = NULL;
+	int		 rc;
+
+	if (r->c->verify == VERIFY_SIZE)
+		return sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts,
+		    r->res);
+	so->pass = SCHED_PASS_SIDECARS;
+	so->record_digest = r->c->verify == VERIFY_CHECKSUM;
+	if ((rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts,
+	    r->res)) != 0)
+		return rc;
+	if ((rc = run_load_sums(r, &sums)) != 0)
+		return rc;
+	so->pass = SCHED_PASS_DATA;
+	so->sums = sums;
+	rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts, r->res);
+	sidecar_set_free(sums);
+	return rc;
+}
+
 static int
 run_execute(struct run *r)
 {
@@ -583,7 +806,7 @@ run_execute(struct run *r)
 		    r->c->name, ntemps);
 	run_conflicts(r);
 	if ((rc = run_deletes(r, PHASE_CLEAR)) != 0 ||
-	    (rc = run_mkdirs(r)) != 0)
+	    (rc = run_mkdirs(r)) != 0 || (rc = run_adopts(r)) != 0)
 		return rc;
 	memset(&so, 0, sizeof(so));
 	so.source_url = r->c->source;
@@ -598,7 +821,7 @@ run_execute(struct run *r)
 	so.batch_bytes = 256ULL * 1024 * 1024;
 	so.batch_ms = 5000;
 	so.stop = r->o->stop;
-	rc = sched_run(&so, r->x, r->s, r->m, r->p->acts, r->p->nacts, r->res);
+	rc = run_transfers(r, &so);
 	if (rc == BM_ENOSPC)
 		(void)snprintf(r->err, sizeof(r->err), "%s: no space left on "
 		    "device: stopped", r->c->dest);
@@ -668,6 +891,90 @@ run_record(struct run *r, int64_t start)
 		    manifest_errmsg(r->m));
 }
 
+/*
+ * Hash the local file path and compare it with checksum (its recorded
+ * "ALG:HEX", may be NULL) and the published digests in r->sums.  Returns
+ * NULL when it matches or there is nothing to compare with, else why it
+ * differs (static text).
+ */
+static const char *
+run_local_differs(struct run *r, const char *path, const char *checksum)
+{
+	struct sidecar_sum sum;
+	struct digest_value rec, v;
+	struct digest	*d = NULL;
+	unsigned	 algs = 0;
+	bool		 have_rec;
+	const char	*why = "cannot be read";
+	int		 i, fd = -1;
+
+	memset(&sum, 0, sizeof(sum));
+	have_rec = checksum != NULL && digest_from_text(checksum, &rec) == 0;
+	if (r->sums != NULL)
+		(void)sidecar_set_find(r->sums, path, &sum);
+	if (have_rec)
+		algs |= DIGEST_BIT(rec.alg);
+	for (i = 0; i < DIGEST__N; i++)
+		if (sum.has[i])
+			algs |= DIGEST_BIT(i);
+	if (algs == 0)
+		return NULL;	/* nothing to compare with: size and mtime it is */
+	if (digest_new(algs, &d) != 0 ||
+	    store_open_read(r->s, path, &fd, NULL) != 0 ||
+	    digest_fd(d, fd, 0, UINT64_MAX, NULL) != 0)
+		goto out;
+	why = "differs from its recorded checksum";
+	if (have_rec && (digest_final(d, rec.alg, &v) != 0 ||
+	    !digest_equal(&v, &rec)))
+		goto out;
+	why = "differs from its sidecar checksum";
+	for (i = 0; i < DIGEST__N; i++)
+		if (sum.has[i] && (digest_final(d, (enum digest_alg)i,
+		    &v) != 0 || !digest_equal(&v, &sum.v[i])))
+			goto out;
+	why = NULL;
+out:
+	if (fd != -1)
+		(void)close(fd);
+	digest_free(d);
+	return why;
+}
+
+/*
+ * plan_check_fn of resync --checksum: true (fetch it again) when the
+ * local file of row differs from its recorded or published digest.
+ */
+static bool
+run_check_local(void *ctx, const struct diff_row *row)
+{
+	const char	*why;
+
+	if ((why = run_local_differs(ctx, row->path, row->checksum)) == NULL)
+		return false;
+	log_warnx("%s: local content %s: fetching it again", row->path, why);
+	return true;
+}
+
+/* The plan, with resync's options (--checksum, --adopt). */
+static int
+run_plan(struct run *r)
+{
+	struct plan_opts po;
+	int		 rc;
+
+	memset(&po, 0, sizeof(po));
+	po.adopt = r->o->adopt;
+	if (r->o->checksum && r->s != NULL) {
+		if ((rc = run_keep_sidecars(r)) != 0 ||
+		    (rc = run_load_sums(r, &r->sums)) != 0)
+			return rc;
+		po.check = run_check_local;
+		po.check_ctx = r;
+	}
+	return plan_build_opts(r->m, r->s, r->c->delete && r->complete,
+	    &r->filter, &po, &r->p);
+}
+
 static int
 run_body(struct run *r)
 {
@@ -676,7 +983,8 @@ run_body(struct run *r)
 
 	if ((rc = run_open(r)) != 0)
 		return rc;
-	if (!r->o->dry_run && (rc = manifest_run_begin(r->m, "sync",
+	if (!r->o->dry_run && (rc = manifest_run_begin(r->m,
+	    r->o->command ? r->o->command : "sync",
 	    clock_real_ns(), &r->run)) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 		    manifest_errmsg(r->m));
@@ -686,8 +994,7 @@ run_body(struct run *r)
 		return rc;
 	if (!r->complete && listing_count(r->l) == 0)
 		return 0;	/* exit 3: nothing listed, nothing done */
-	if ((rc = plan_build(r->m, r->s, r->c->delete && r->complete,
-	    &r->filter, &r->p)) != 0) {
+	if ((rc = run_plan(r)) != 0) {
 		if (rc == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
@@ -707,9 +1014,11 @@ run_body(struct run *r)
 		log_errx("%s: %s", r->c->name, r->err);
 		return rc;
 	}
+	/* resync reports what it found before repairing it. */
+	if (r->o->plan_out && (r->o->dry_run || (r->o->command &&
+	    strcmp(r->o->command, "resync") == 0)))
+		print_plan(r, r->o->plan_out);
 	if (r->o->dry_run) {
-		if (r->o->plan_out)
-			print_plan(r, r->o->plan_out);
 		r->res->fetched = r->p->nfetch;
 		r->res->touched = r->p->ntouch;
 		r->res->deleted = r->p->ndelete;
@@ -783,10 +1092,142 @@ done:
 	for (i = 0; i < r.ndirs; i++)
 		free(r.dirs[i].path);
 	free(r.dirs);
+	for (i = 0; i < r.nsidecars; i++)
+		free(r.sidecars[i]);
+	free(r.sidecars);
+	sidecar_set_free(r.sums);
 	xfer_free(r.x);
 	store_close(r.s);
 	manifest_close(r.m);
 	state_unlock(lockfd);
 	*ret = r.res;
 	return 0;
+}
+
+/* manifest_file_fn: collect the committed sidecar files. */
+static int
+verify_sidecars(void *ctx, const struct file_row *row)
+{
+	struct run	*r = ctx;
+	char		**v;
+
+	if (row->type != ENTRY_FILE || !is_sidecar(row->path))
+		return 0;
+	if ((v = reallocarray(r->sidecars, r->nsidecars + 1,
+	    sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	r->sidecars = v;
+	if ((v[r->nsidecars] = strdup(row->path)) == NULL)
+		return BM_ENOMEM;
+	r->nsidecars++;
+	return 0;
+}
+
+/* manifest_file_fn: check one committed file against the disk. */
+static int
+verify_file(void *ctx, const struct file_row *row)
+{
+	struct run	*r = ctx;
+	struct local_stat st;
+	const char	*why = NULL;
+	int		 fd = -1, rc;
+
+	if (row->type != ENTRY_FILE)
+		return 0;
+	if (*r->o->stop)
+		return BM_EINTR;
+	r->res->listed++;
+	if ((rc = store_open_read(r->s, row->path, &fd, &st)) != 0)
+		why = rc == BM_ENOENT ? "missing" : bm_strerror(rc);
+	else if (st.size != row->local_size)
+		why = "size differs from what was committed";
+	else
+		why = run_local_differs(r, row->path, row->checksum);
+	if (fd != -1)
+		(void)close(fd);
+	if (why == NULL)
+		return 0;
+	log_warnx("%s: verify: %s", row->path, why);
+	r->res->failed++;
+	return result_add_error(r->res, row->path, "verify", why);
+}
+
+/* verify's steps once the mirror is locked. */
+static int
+verify_body(struct run *r)
+{
+	char	 path[4096];
+	int	 rc;
+
+	if ((rc = state_manifest_path(r->o->state_dir, r->o->key, path,
+	    sizeof(path))) != 0)
+		return rc;
+	if ((rc = manifest_open(path, false, &r->m, r->err,
+	    sizeof(r->err))) != 0) {
+		if (rc == BM_ENOENT)
+			(void)snprintf(r->err, sizeof(r->err), "no manifest "
+			    "yet (never synced)");
+		return rc == BM_ENOMEM ? rc : BM_EDB;
+	}
+	if ((rc = store_open(r->c->dest, r->c->file_mode, r->c->dir_mode,
+	    &r->s)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "%s: %s", r->c->dest,
+		    rc == BM_EIO ? strerror(errno) : bm_strerror(rc));
+		return BM_EINVAL;
+	}
+	if ((rc = manifest_ls(r->m, "", verify_sidecars, r)) != 0 ||
+	    (rc = run_load_sums(r, &r->sums)) != 0 ||
+	    (rc = manifest_ls(r->m, "", verify_file, r)) != 0) {
+		if (rc == BM_EDB)
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+		return rc;
+	}
+	r->complete = true;
+	return 0;
+}
+
+int
+sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
+    struct mirror_result **ret)
+{
+	struct run	 r;
+	long		 holder = 0;
+	size_t		 i;
+	int		 lockfd = -1, rc;
+
+	memset(&r, 0, sizeof(r));
+	r.o = o;
+	r.c = c;
+	if ((r.res = result_new(c->name)) == NULL)
+		return BM_ENOMEM;
+	if ((rc = state_lock(o->state_dir, o->key, &lockfd, &holder)) != 0) {
+		if (rc == BM_ELOCKED) {
+			(void)snprintf(r.err, sizeof(r.err), "another run "
+			    "holds the lock (pid %ld)", holder);
+			r.res->status = "locked";
+			r.res->exit_code = 75;
+			(void)result_add_error(r.res, "", "lock", r.err);
+			*ret = r.res;
+			return 0;
+		}
+		(void)snprintf(r.err, sizeof(r.err), "%s/locks: %s",
+		    o->state_dir, strerror(errno));
+		rc = BM_EINVAL;
+	} else
+		rc = verify_body(&r);
+	run_status(&r, rc);
+	if (rc != 0 && r.err[0]) {
+		log_errx("%s: %s", c->name, r.err);
+		(void)result_add_error(r.res, "", "verify", r.err);
+	}
+	for (i = 0; i < r.nsidecars; i++)
+		free(r.sidecars[i]);
+	free(r.sidecars);
+	sidecar_set_free(r.sums);
+	store_close(r.s);
+	manifest_close(r.m);
+	state_unlock(lockfd);
+	*ret = r.res;
+	return rc == BM_ENOMEM ? rc : 0;
 }

@@ -17,9 +17,10 @@
  *	list_prec is MTIME_UNKNOWN) and its mtime_prec.  up_size,
  *	up_mtime and etag are what the last GET said, local_size and
  *	local_mtime what was committed on disk; NULL for unknown (read back
- *	as -1 / NULL).  target is the symlink target, checksum is
- *	reserved for recorded digests (NULL; cleared when content is
- *	refetched).  seen_run/fetched_run are run ids.
+ *	as -1 / NULL).  target is the symlink target, checksum the digest
+ *	of the committed content as "ALG:HEX" (verify = checksum records
+ *	"sha256:..."; NULL when not recorded; replaced whenever the content
+ *	is refetched).  seen_run/fetched_run are run ids.
  *   runs(id INTEGER PRIMARY KEY, command, start_ns, end_ns, status,
  *        listed, fetched, touched, deleted, failed, bytes, error)
  *	One row per run; status "running" until manifest_run_end().
@@ -38,10 +39,14 @@
  *
  * Commit ops (manifest_commit), each also appending one event:
  *   FETCHED	upsert every column from the record (-1/NULL stored as
- *		NULL), checksum cleared, seen_run = fetched_run = run.
+ *		NULL), checksum from the record ("ALG:HEX" or NULL: a
+ *		refetch never keeps the old digest), seen_run = fetched_run
+ *		= run.
  *   NOT_MODIFIED upsert type, list_*, target and seen_run; up_size,
  *		up_mtime, etag, local_size, local_mtime change only when the
  *		record gives a value (not -1 / not NULL).
+ *   ADOPTED	as NOT_MODIFIED (resync --adopt: a local file already
+ *		matching the listing is recorded without a fetch).
  *   TOUCHED	update local_mtime (and local_size when not -1) and
  *		seen_run of an existing row; list_* are left alone (use
  *		NOT_MODIFIED to record new listing values).  No row: no-op.
@@ -146,7 +151,7 @@ static const char manifest_staging_sql[] =
 #define FILE_COLS \
 	"path, type, list_size, list_size_exact, list_mtime, list_prec," \
 	" up_size, up_mtime, etag, local_size, local_mtime, seen_run," \
-	" fetched_run, target"
+	" fetched_run, target, checksum"
 #define RUN_COLS \
 	"id, command, start_ns, end_ns, status, listed, fetched, touched," \
 	" deleted, failed, bytes, error"
@@ -191,8 +196,8 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "SELECT s.path, s.type, s.size, s.size_exact, s.mtime, s.prec,"
 	    " s.target, f.path IS NOT NULL, f.type, f.list_size,"
 	    " f.list_size_exact, f.list_mtime, f.list_prec, f.target,"
-	    " f.up_size, f.up_mtime, f.etag, f.local_size, f.local_mtime"
-	    " FROM temp.staging AS s LEFT JOIN main.files AS f"
+	    " f.up_size, f.up_mtime, f.etag, f.local_size, f.local_mtime,"
+	    " f.checksum FROM temp.staging AS s LEFT JOIN main.files AS f"
 	    " ON f.path = s.path ORDER BY s.path",
 	[ST_GONE] =
 	    "SELECT " FILE_COLS " FROM main.files AS f WHERE NOT EXISTS"
@@ -207,7 +212,7 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "INSERT INTO main.files (path, type, list_size, list_size_exact,"
 	    " list_mtime, list_prec, up_size, up_mtime, etag, target,"
 	    " checksum, local_size, local_mtime, seen_run, fetched_run)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11,"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?15, ?11,"
 	    " ?12, ?13, ?14)"
 	    " ON CONFLICT (path) DO UPDATE SET type = excluded.type,"
 	    " list_size = excluded.list_size,"
@@ -215,7 +220,7 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    " list_mtime = excluded.list_mtime,"
 	    " list_prec = excluded.list_prec, up_size = excluded.up_size,"
 	    " up_mtime = excluded.up_mtime, etag = excluded.etag,"
-	    " target = excluded.target, checksum = NULL,"
+	    " target = excluded.target, checksum = excluded.checksum,"
 	    " local_size = excluded.local_size,"
 	    " local_mtime = excluded.local_mtime,"
 	    " seen_run = excluded.seen_run,"
@@ -909,6 +914,7 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx)
 		r.etag = col_str(st, 16, NULL);
 		r.local_size = col_opt(st, 17);
 		r.local_mtime = col_opt(st, 18);
+		r.checksum = col_str(st, 19, NULL);
 		r.kind = diff_kind_of(st, &r);
 		if ((rc = fn(ctx, &r)) != 0)
 			goto out;
@@ -939,6 +945,7 @@ file_from_row(sqlite3_stmt *st, struct file_row *f)
 	f->seen_run = col_opt(st, 11);
 	f->fetched_run = col_opt(st, 12);
 	f->target = col_str(st, 13, NULL);
+	f->checksum = col_str(st, 14, NULL);
 }
 
 /* Walk the committed rows that are not staged (DIFF_GONE). */
@@ -968,6 +975,7 @@ diff_gone(struct manifest *m, manifest_diff_fn fn, void *ctx)
 		r.etag = f.etag;
 		r.local_size = f.local_size;
 		r.local_mtime = f.local_mtime;
+		r.checksum = f.checksum;
 		if ((rc = fn(ctx, &r)) != 0)
 			goto out;
 	}
@@ -1055,6 +1063,7 @@ commit_op_name(enum commit_op op)
 	case COMMIT_DELETED:		return "deleted";
 	case COMMIT_FAILED:		return "failed";
 	case COMMIT_VANISHED:		return "vanished";
+	case COMMIT_ADOPTED:		return "adopted";
 	default:			return NULL;
 	}
 }
@@ -1071,10 +1080,13 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 	case COMMIT_SYMLINK:
 		st = m->st[ST_UPSERT];
 		bind_rec(st, c, run);
-		if (c->op == COMMIT_FETCHED)
+		if (c->op == COMMIT_FETCHED) {
 			(void)sqlite3_bind_int64(st, 14, run);
+			(void)bind_text(st, 15, c->checksum);
+		}
 		return st_run(m, st);
 	case COMMIT_NOT_MODIFIED:
+	case COMMIT_ADOPTED:
 		st = m->st[ST_NOT_MODIFIED];
 		bind_rec(st, c, run);
 		return st_run(m, st);

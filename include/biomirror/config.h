@@ -36,7 +36,7 @@ struct mirror_conf {
 	bool		 delete;	/* delete files gone upstream */
 	uint64_t	 max_delete;	/* count, or percent when max_delete_pct */
 	bool		 max_delete_pct; /* max_delete is a percentage 0..100 */
-	enum verify_mode verify;	/* only size in this build */
+	enum verify_mode verify;	/* size, sidecar or checksum */
 	enum publish_mode publish;	/* only file in this build */
 	uint64_t	 bwlimit;	/* bytes per second, 0 = unlimited */
 	unsigned	 retries;	/* per request (default 5) */

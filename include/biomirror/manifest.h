@@ -98,6 +98,7 @@ struct diff_row {
 	const char	*etag;		/* ETag from the last GET, NULL if none (borrowed) */
 	int64_t		 local_size;	/* committed local size, -1 if none */
 	int64_t		 local_mtime;	/* committed local mtime, ns, -1 if none */
+	const char	*checksum;	/* recorded "ALG:HEX" digest, NULL if none (borrowed) */
 };
 
 /* Called once per diff row; a non-zero return stops the walk and is returned. */
@@ -124,6 +125,7 @@ enum commit_op {
 	COMMIT_DELETED,		/* removed locally (row deleted) */
 	COMMIT_FAILED,		/* an error; row kept as it was, event recorded */
 	COMMIT_VANISHED,	/* listed but 404/410 on GET: reported, not deleted */
+	COMMIT_ADOPTED,		/* an existing local file matching the listing, recorded */
 };
 
 struct commit_rec {
@@ -141,6 +143,7 @@ struct commit_rec {
 	int64_t		 local_size;	/* committed local size, -1 if n/a */
 	int64_t		 local_mtime;	/* committed local mtime, ns, -1 if n/a */
 	int64_t		 bytes;		/* bytes transferred for this file */
+	const char	*checksum;	/* borrowed: FETCHED content's "ALG:HEX", NULL if none */
 	const char	*reason;	/* borrowed: failure reason, NULL if none */
 };
 
@@ -167,6 +170,7 @@ struct file_row {
 	int64_t		 local_size, local_mtime;
 	int64_t		 seen_run, fetched_run;
 	const char	*target;	/* borrowed: symlink target or NULL */
+	const char	*checksum;	/* borrowed: recorded "ALG:HEX" digest or NULL */
 };
 typedef int (*manifest_file_fn)(void *ctx, const struct file_row *row);
 /*

@@ -26,6 +26,7 @@ enum action_op {
 	ACT_DELETE,		/* gone upstream: delete (last, guarded) */
 	ACT_KEEP,		/* gone upstream, kept (delete = no or refused) */
 	ACT_CONFLICT,		/* upstream changed the type, delete = no: reported */
+	ACT_ADOPT,		/* resync --adopt: the local file matches, record it */
 };
 
 /* When an action runs; actions are sorted by phase first. */
@@ -62,6 +63,7 @@ struct plan {
 	int64_t		 listed;	/* entries in the listing (files + dirs) */
 	int64_t		 nfetch, ntouch, nmkdir, ndelete, nkeep; /* counts */
 	int64_t		 nconflict;	/* type changes left alone (delete = no) */
+	int64_t		 nadopt;	/* local files recorded without a fetch */
 	int64_t		 unchanged;	/* files needing nothing */
 	uint64_t	 fetch_bytes;	/* bytes to fetch, as far as known */
 	int64_t		 manifest_files; /* committed files before this run */
@@ -85,6 +87,32 @@ struct plan {
  */
 int	plan_build(struct manifest *m, struct store *s, bool do_delete,
 	    const struct filter *filter, struct plan **ret);
+struct diff_row;
+
+/*
+ * Re-check the content of a local file whose size and mtime match what
+ * was committed (resync --checksum, verify --repair): return true when
+ * it differs (it is then fetched again).  row is borrowed for the call.
+ */
+typedef bool (*plan_check_fn)(void *ctx, const struct diff_row *row);
+
+/* Options of plan_build_opts() (resync). */
+struct plan_opts {
+	bool		 adopt;		/* a file the manifest lacks whose local
+					   exact size and mtime (at the listing's
+					   precision) match the listing: ACT_ADOPT */
+	plan_check_fn	 check;		/* NULL: trust size and mtime */
+	void		*check_ctx;	/* borrowed: check's first argument */
+};
+
+/*
+ * plan_build() with options (po may be NULL: plan_build()).  Adopted
+ * files get ACT_ADOPT with local_size/local_mtime from the local file;
+ * files check() finds different get ACT_FETCH "local content differs".
+ */
+int	plan_build_opts(struct manifest *m, struct store *s, bool do_delete,
+	    const struct filter *filter, const struct plan_opts *po,
+	    struct plan **ret);
 /* Free a plan.  NULL is a no-op. */
 void	plan_free(struct plan *p);
 

@@ -26,6 +26,7 @@ struct mirror_result {
 	const char	*status;	/* static: ok, partial, failed, refused, locked */
 	int		 exit_code;	/* DESIGN.md exit status for this mirror */
 	int64_t		 listed, fetched, touched, deleted, failed;
+	int64_t		 adopted;	/* resync --adopt: recorded without a fetch */
 	uint64_t	 bytes;		/* bytes fetched */
 	double		 seconds;	/* wall time of the run */
 	bool		 dry_run;	/* a plan, nothing changed */

@@ -19,6 +19,14 @@ struct store;
 struct manifest;
 struct mirror_result;
 struct action;
+struct sidecar_set;
+
+/* Which planned actions one sched_run() carries out. */
+enum sched_pass {
+	SCHED_PASS_ALL = 0,	/* every action */
+	SCHED_PASS_SIDECARS,	/* only sidecar checksum files (sidecar_name) */
+	SCHED_PASS_DATA,	/* everything but sidecar checksum files */
+};
 
 struct sched_opts {
 	const char	*source_url;	/* borrowed: ends in '/'; paths are appended encoded */
@@ -33,6 +41,9 @@ struct sched_opts {
 	uint64_t	 batch_bytes;	/* ... or this many bytes ... */
 	unsigned	 batch_ms;	/* ... or this many milliseconds */
 	volatile sig_atomic_t *stop;	/* borrowed: set by SIGTERM/SIGINT */
+	enum sched_pass	 pass;		/* which actions (verify = sidecar: two passes) */
+	struct sidecar_set *sums;	/* borrowed: published digests to check, NULL for none */
+	bool		 record_digest;	/* record each fetched file's SHA-256 (verify = checksum) */
 };
 
 /*
@@ -40,7 +51,12 @@ struct sched_opts {
  * acts[0..n) (others are ignored): transfers through x (a file of known
  * exact size S in min(streams, S / min_split) ranges, written with
  * pwrite into one temp file; one stream when the server ignores Range),
- * writes through s,
+ * writes through s; a file with a digest in o->sums, or every file with
+ * o->record_digest, is hashed off the event-loop thread in file order as
+ * its contiguous prefix grows (pread back from the temp file) and is
+ * published only when every published digest matches (a mismatch
+ * discards the temp file, keeps the old file and retries like a changed
+ * upstream, failing the file after o->retries),
  * records through m, counts and per-file errors into res.  Returns 0
  * when every action was tried (failures are counted in res), BM_EDB when
  * the manifest could not record a batch, BM_ENOSPC when the destination

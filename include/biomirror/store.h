@@ -69,6 +69,18 @@ int	store_file_write(struct store_file *f, uint64_t off, const void *buf,
 	    size_t len);
 /* Highest offset written + 1 (bytes), i.e. the file's current length. */
 uint64_t store_file_length(const struct store_file *f);
+/*
+ * A duplicate descriptor of f's temp file, readable, owned by the caller
+ * (for hashing what was written, off the event-loop thread).  0 or BM_EIO.
+ */
+int	store_file_dup(const struct store_file *f, int *ret_fd);
+/*
+ * Open the regular file path for reading without following symlinks;
+ * *ret_fd is the caller's to close; *ret (may be NULL) gets its stat.
+ * Returns 0, BM_ENOENT, BM_EUNSAFE (symlink, not a regular file) or BM_EIO.
+ */
+int	store_open_read(struct store *s, const char *path, int *ret_fd,
+	    struct local_stat *ret);
 /* Discard the temp file (unlink) and free f.  NULL is a no-op. */
 void	store_file_abort(struct store_file *f);
 

@@ -21,6 +21,10 @@ struct sync_opts {
 	bool		 progress;	/* live progress line (only ever on a tty) */
 	FILE		*plan_out;	/* where a dry run prints its actions, NULL = none */
 	volatile sig_atomic_t *stop;	/* borrowed: set on SIGTERM/SIGINT */
+	const char	*command;	/* static: run record's command, NULL = "sync" */
+	bool		 checksum;	/* resync --checksum: re-hash local files
+					   against recorded and sidecar digests */
+	bool		 adopt;		/* resync --adopt: record matching local files */
 };
 
 /*
@@ -30,6 +34,19 @@ struct sync_opts {
  * BM_ENOMEM.
  */
 int	sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
+	    struct mirror_result **ret);
+
+/*
+ * verify NAME: re-hash every committed file of mirror c against its
+ * recorded digest and the sidecar files on disk, without listing
+ * upstream; each file that is missing, has another size than was
+ * committed, or whose digest differs is an error {path, "verify",
+ * reason} in *ret (failed counts them, listed counts files checked;
+ * exit code 1 when any differ, 2 without a manifest or on a manifest
+ * error, 75 when locked).  Returns 0 when a result was produced, or
+ * BM_ENOMEM.
+ */
+int	sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	    struct mirror_result **ret);
 
 #endif

@@ -199,7 +199,7 @@ tree_list() {
 }
 
 TREE_DESC_A="5,000 files of 1-32 KiB in 50 directories"
-TREE_DESC_B="$NB files of 256 MiB"
+TREE_DESC_B="$NB files of 256 MiB, each with an MD5 sidecar (NCBI's X.md5 form)"
 say "work dir $T ($FSTYPE, $(df -Ph "$T" | awk 'NR == 2 { print $4 }') free)"
 if has_tree A; then
 	say "generating tree A ($TREE_DESC_A)"
@@ -210,7 +210,9 @@ if has_tree B; then
 	say "generating tree B ($TREE_DESC_B)"
 	for i in $(seq 1 "$NB"); do
 		make_big_file "$SRC/B/big$i.bin" 256 "bench-$i"
-		touch -d "2021-01-0$i 03:04:05 UTC" "$SRC/B/big$i.bin"
+		(cd "$SRC/B" && md5sum "big$i.bin" > "big$i.bin.md5")
+		touch -d "2021-01-0$i 03:04:05 UTC" "$SRC/B/big$i.bin" \
+		    "$SRC/B/big$i.bin.md5"
 	done
 	tree_list "$SRC/B" > "$T/lists/B"
 fi
@@ -262,6 +264,9 @@ run_tool() {
 	case $tool in
 	biomirror)
 		CMDLINE=("$BM" --state-dir "$s" sync --source "$URL$tree/" --dest "$d") ;;
+	biomirror-sidecar)
+		# The same with every file checked against its MD5 sidecar.
+		CMDLINE=("$BM" --state-dir "$s" sync --verify sidecar --source "$URL$tree/" --dest "$d") ;;
 	rclone)
 		CMDLINE=(rclone --config /dev/null sync --http-url "$URL$tree/" :http: "$d" --transfers 8) ;;
 	lftp)
@@ -339,13 +344,13 @@ one_run() {
 	stats=$(log_stats "$before")
 	prep_flush_only
 	verify "$tree" "$d" "$tool"
-	[ "$tool" = biomirror ] && bm_check "$tree" "$d"
+	case $tool in biomirror*) bm_check "$tree" "$d" ;; esac
 	[ "$rc" = 0 ] || say "  $tool exited $rc (log: $log)"
 	# shellcheck disable=SC2086 # five numbers
 	set -- $stats
 	echo "$STAMP,$tree,$tool,$run,$phase,$el,$rss,$usr,$sys,$rc,$1,$2,$3,$4,$5,$FLUSH_S,$V_FILES,$V_BYTES,$V_COMPLETE,$V_MTIME" >> "$CSV"
 	say "  $tree $tool run $run $phase: ${el}s rss ${rss}KiB exit $rc, $1 requests ($2 GET, $3 HEAD, $4 304), flush ${FLUSH_S}s, $V_FILES files $V_BYTES bytes complete=$V_COMPLETE mtime-mismatch=$V_MTIME"
-	[ "$rc" = 0 ] || [ "$tool" != biomirror ] || BM_PROBLEMS="$BM_PROBLEMS; $tree run $run $phase: exit $rc"
+	[ "$rc" = 0 ] || [ "${tool%-sidecar}" != biomirror ] || BM_PROBLEMS="$BM_PROBLEMS; $tree run $run $phase: exit $rc"
 }
 
 # The flush after a run is timed separately (FLUSH_S): biomirror syncs
@@ -370,12 +375,14 @@ show_cmd() {	# ARG... -> one line, arguments with blanks in double quotes
 BM_PROBLEMS=""
 CMP_SAMPLE=0
 TOOLS="biomirror rclone lftp wget cp"
+# Tree B also measures verify = sidecar (issue 5: at most 15% slower).
+tools_of() { if [ "$1" = B ]; then echo "$TOOLS biomirror-sidecar"; else echo "$TOOLS"; fi; }
 
 bench_tree() {
 	local tree=$1 r tool d s
 	for r in $(seq 1 "$RUNS"); do
 		say "tree $tree round $r/$RUNS"
-		for tool in $TOOLS; do
+		for tool in $(tools_of "$tree"); do
 			d=$T/dest/$tool
 			s=$T/state/$tool
 			rm -rf -- "$d" "$s"
@@ -428,7 +435,7 @@ table_tree() {
 | tool | cold s | re-sync s | cold / biomirror | re-sync / biomirror | cold MB/s | cold + flush s | cold + flush / biomirror | peak RSS MiB (cold) | requests cold / re-sync | complete | mtimes kept |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|
 "
-	for tool in $TOOLS; do
+	for tool in $(tools_of "$tree"); do
 		c=$(field "$tree" "$tool" cold 6 | median_of)
 		r=$(field "$tree" "$tool" resync 6 | median_of)
 		rc=$(awk -v a="$c" -v b="$bmc" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
@@ -537,6 +544,10 @@ if has_tree B; then
 	best=$( { durable B rclone; durable B lftp; } | sort -g | head -1)
 	target "B cold + flush (data on disk): biomirror no slower than the faster of rclone and lftp ($best s)" \
 	    "$(ratio_ok "$best" "$(durable B biomirror)" 1)"
+	# Throughput with sidecars >= 85% of without: time ratio >= 0.85.
+	target "B cold: verify = sidecar (MD5) costs at most 15% of throughput against verify = size" \
+	    "$(ratio_ok "$(field B biomirror cold 6 | median_of)" \
+	    "$(field B biomirror-sidecar cold 6 | median_of)" 0.85)"
 fi
 RSS_TABLE=""
 if has_tree C; then

@@ -412,12 +412,20 @@ test_unsupported(struct ctx *t)
 	    "transport = auto is not supported by this build yet");
 	bad_value(t, "transport", "quic",
 	    "transport = quic: expected tcp, udt or auto");
-	bad_value(t, "verify", "sidecar",
-	    "verify = sidecar is not supported by this build yet");
-	bad_value(t, "verify", "checksum",
-	    "verify = checksum is not supported by this build yet");
 	bad_value(t, "verify", "md5",
 	    "verify = md5: expected size, sidecar or checksum");
+	{
+		struct mirror_conf *m = mirror_conf_new("v");
+		char err[256];
+
+		is_int(mirror_conf_set(m, "verify", "sidecar", err,
+		    sizeof(err)), 0, "verify = sidecar accepted");
+		is_int(m ? (int)m->verify : -1, VERIFY_SIDECAR, "verify sidecar");
+		is_int(mirror_conf_set(m, "verify", "Checksum", err,
+		    sizeof(err)), 0, "verify = checksum accepted");
+		is_int(m ? (int)m->verify : -1, VERIFY_CHECKSUM, "verify checksum");
+		mirror_conf_free(m);
+	}
 	bad_value(t, "publish", "set",
 	    "publish = set is not supported by this build yet");
 	bad_value(t, "publish", "tree",

@@ -326,6 +326,10 @@ execute(struct fx *fx, const struct plan *p)
 			rec.type = a->type;
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
+		case ACT_ADOPT:		/* only with plan_opts.adopt */
+			rec_of(&rec, a, COMMIT_ADOPTED);
+			MUST(manifest_commit(fx->m, run, &rec, 1));
+			break;
 		case ACT_KEEP:
 		case ACT_CONFLICT:	/* reported by the run, nothing done */
 			break;
