@@ -82,6 +82,15 @@ hook_run(const char *command, char *const *env, int *ret_status,
 	    (e = posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO,
 	    STDOUT_FILENO)) != 0)
 		goto fail;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+	/*
+	 * Our own descriptors are O_CLOEXEC; this also keeps from the hook
+	 * any descriptor our parent leaked to us (glibc 2.34+).
+	 */
+	if ((e = posix_spawn_file_actions_addclosefrom_np(&fa,
+	    STDERR_FILENO + 1)) != 0)
+		goto fail;
+#endif
 	(void)sigemptyset(&none);
 	(void)sigemptyset(&deflt);
 	(void)sigaddset(&deflt, SIGPIPE);

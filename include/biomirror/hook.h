@@ -5,7 +5,8 @@
  * the caller passes; stdin is /dev/null, stdout goes to the agent's
  * stderr (stdout carries --json), stderr is shared.  Every descriptor
  * of the agent is O_CLOEXEC (STYLE.md rule 37), so the hook inherits no
- * lock, manifest or socket.  Signals the agent ignores (SIGPIPE) are
+ * lock, manifest or socket, and descriptors above 2 that the agent itself
+ * inherited are closed for it too (glibc 2.34+).  Signals the agent ignores (SIGPIPE) are
  * reset to their defaults for it, and its signal mask is empty.
  */
 #ifndef BIOMIRROR_HOOK_H
