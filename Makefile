@@ -85,17 +85,21 @@ run: deps
 install: biomirror
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/biomirror/conf \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
-	    $(DESTDIR)/etc/biomirror
+	    $(DESTDIR)$(PREFIX)/share/doc/biomirror $(DESTDIR)/etc/biomirror
 	install -m 0755 biomirror $(DESTDIR)$(PREFIX)/bin/biomirror
 	install -m 0644 conf/biomirror.conf conf/ncbi-blast.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
 	test -e $(DESTDIR)/etc/biomirror/biomirror.conf || \
 	    install -m 0644 conf/biomirror.conf $(DESTDIR)/etc/biomirror/biomirror.conf
-	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d \
+	    $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
 	sed 's|@BINDIR@|$(PREFIX)/bin|' systemd/biomirror@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror@.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror@.service
 	install -m 0644 systemd/biomirror@.timer $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 0644 systemd/biomirror.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/biomirror.conf
+	install -m 0644 systemd/biomirror.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/biomirror.conf
 	for m in docs/*.1; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
 	for m in docs/*.5; do [ -e "$$m" ] && install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man5/ || true; done
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/biomirror/
 
 clean:
 	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS)

@@ -452,6 +452,36 @@ run_json(const struct run_record *r)
 	return o;
 }
 
+/*
+ * A run recorded as "running" whose process is gone (kill -9, a crash, a
+ * power cut: nothing recorded its end) is shown as "interrupted": only
+ * the newest run can still be going on, and only while a process holds
+ * the mirror's lock.  The next run of the mirror records the same in the
+ * manifest (manifest_run_begin()).  The live holder's PID is returned
+ * (0 if none or unknown).
+ */
+static long
+fix_running(struct cli *c, const char *name, struct run_record *runs,
+    size_t n)
+{
+	long	 holder = 0;
+	size_t	 i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(runs[i].status, "running") != 0)
+			continue;
+		if (i == 0 && state_lock_held(c->state_dir, name, &holder))
+			continue;
+		(void)snprintf(runs[i].status, sizeof(runs[i].status),
+		    "interrupted");
+		if (runs[i].error[0] == '\0')
+			(void)snprintf(runs[i].error, sizeof(runs[i].error),
+			    "the run ended without recording its end (killed, "
+			    "or the machine stopped)");
+	}
+	return holder;
+}
+
 static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
@@ -490,6 +520,7 @@ status_one(struct cli *c, const char *name, json_t *arr)
 	bool		 have_ok = false;
 	struct timespec	 now;
 	json_t		*o;
+	long		 holder = 0;
 	int		 rc, status = 0;
 
 	(void)clock_gettime(CLOCK_REALTIME, &now);
@@ -500,7 +531,8 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		if (manifest_runs(m, 1, &runs, &nruns) != 0) {
 			log_errx("%s: %s", path, manifest_errmsg(m));
 			status = 2;
-		}
+		} else
+			holder = fix_running(c, name, runs, nruns);
 		have_ok = manifest_last_success(m, &ok) == 0;
 	} else if (rc != BM_ENOENT) {
 		log_errx("%s", err);
@@ -510,15 +542,21 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		o = json_pack("{s:s,s:o,s:o}", "mirror", name,
 		    "last_run", nruns ? run_json(&runs[0]) : json_null(),
 		    "last_success", have_ok ? run_json(&ok) : json_null());
+		if (o != NULL && holder > 0)
+			(void)json_object_set_new(o, "pid",
+			    json_integer((json_int_t)holder));
 		if (o != NULL && have_ok)
 			(void)json_object_set_new(o, "last_success_age_seconds",
 			    json_integer((json_int_t)(((int64_t)now.tv_sec *
 			    NS + now.tv_nsec - ok.end_ns) / NS)));
 		if (o != NULL)
 			(void)json_array_append_new(arr, o);
-	} else if (status == 0)
+	} else if (status == 0) {
 		status_text(name, nruns ? &runs[0] : NULL, have_ok ? &ok : NULL,
 		    (int64_t)now.tv_sec * NS + now.tv_nsec);
+		if (holder > 0)
+			printf("%s: running now (pid %ld)\n", name, holder);
+	}
 	free(runs);
 	manifest_close(m);
 	return status;
@@ -776,7 +814,8 @@ cmd_history(struct cli *c, int argc, char **argv)
 	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0) {
 		log_errx("%s: %s", path, manifest_errmsg(m));
 		status = 2;
-	} else
+	} else {
+		(void)fix_running(c, argv[1], runs, n);
 		for (i = 0; i < n; i++) {
 			if (x.arr != NULL) {
 				(void)json_array_append_new(x.arr,
@@ -795,6 +834,7 @@ cmd_history(struct cli *c, int argc, char **argv)
 			    (long long)runs[i].bytes,
 			    runs[i].error[0] ? "; " : "", runs[i].error);
 		}
+	}
 	if (x.arr != NULL) {
 		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
 		    JSON_ENSURE_ASCII | JSON_REAL_PRECISION(12));

@@ -590,6 +590,28 @@ set_ca_file(const char *v, struct mirror_conf *m, char *errbuf,
 	return set_str("ca_file", v, &m->ca_file, errbuf, errlen);
 }
 
+/*
+ * metrics_file: an absolute path (a timer's working directory is not the
+ * admin's), not a directory name.  The file is written whole by
+ * agent/metrics.c, so its directory must exist when a run ends; that is
+ * checked then (a missing directory is a logged failure, not a config
+ * error, as under systemd it may be mounted later).
+ */
+static int
+set_metrics_file(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	size_t	 n = strlen(v);
+
+	if (v[0] != '/')
+		return conf_bad(errbuf, errlen, "metrics_file", v,
+		    "not an absolute path");
+	if (v[n - 1] == '/')
+		return conf_bad(errbuf, errlen, "metrics_file", v,
+		    "a directory, not a file name");
+	return set_str("metrics_file", v, &m->metrics_file, errbuf, errlen);
+}
+
 static int
 add_glob(const char *key, const char *v, char ***list, size_t *n,
     char *errbuf, size_t errlen)
@@ -738,14 +760,13 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		return set_ca_file(value, m, errbuf, errlen);
 	case MK_USER_AGENT:
 		return set_str(key, value, &m->user_agent, errbuf, errlen);
+	case MK_POST_SYNC:
+		/* Run through /bin/sh -c: any shell command line. */
+		return set_str(key, value, &m->post_sync, errbuf, errlen);
+	case MK_METRICS_FILE:
+		return set_metrics_file(value, m, errbuf, errlen);
 	default:
-		/*
-		 * XXX: post_sync and metrics_file: nothing runs the command
-		 * or writes the file yet, so refuse them (DESIGN.md "Config")
-		 * rather than store them and do nothing.
-		 */
-		return conf_fmt(errbuf, errlen,
-		    "%s is not supported by this build yet", key);
+		return conf_fmt(errbuf, errlen, "unknown key '%s'", key);
 	}
 }
 

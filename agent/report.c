@@ -29,6 +29,7 @@ result_new(const char *name)
 		return NULL;
 	}
 	r->status = "ok";
+	r->post_sync_status = -1;
 	return r;
 }
 
@@ -244,6 +245,9 @@ result_json(const struct mirror_result *r)
 		goto fail;
 	}
 	if (json_object_set_new(o, "errors", errs) != 0)
+		goto fail;
+	if (json_object_set_new(o, "post_sync", r->post_sync_status < 0 ?
+	    json_null() : json_integer(r->post_sync_status)) != 0)
 		goto fail;
 	for (i = 0; i < r->nerrors; i++) {
 		if ((e = json_object()) == NULL ||

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +21,12 @@
 #include "biomirror/config.h"
 #include "biomirror/digest.h"
 #include "biomirror/error.h"
+#include "biomirror/hook.h"
 #include "biomirror/list_http.h"
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
 #include "biomirror/manifest.h"
+#include "biomirror/metrics.h"
 #include "biomirror/plan.h"
 #include "biomirror/report.h"
 #include "biomirror/sched.h"
@@ -863,17 +866,21 @@ run_status(struct run *r, int rc)
 	}
 }
 
+/* Record the run's end (and fill *recp for run_after()). */
 static void
-run_record(struct run *r, int64_t start)
+run_record(struct run *r, int64_t start, struct run_record *recp)
 {
 	struct run_record rec;
 
+	memset(recp, 0, sizeof(*recp));
+	recp->start_ns = start;
+	recp->end_ns = clock_real_ns();
 	if (r->m == NULL || r->run == 0)
 		return;
 	memset(&rec, 0, sizeof(rec));
 	rec.id = r->run;
 	rec.start_ns = start;
-	rec.end_ns = clock_real_ns();
+	rec.end_ns = recp->end_ns;
 	(void)snprintf(rec.status, sizeof(rec.status), "%s", r->res->status);
 	rec.listed = r->res->listed;
 	rec.fetched = r->res->fetched;
@@ -889,6 +896,144 @@ run_record(struct run *r, int64_t start)
 	if (manifest_run_end(r->m, &rec) != 0)
 		log_warnx("%s: manifest: run end: %s", r->c->name,
 		    manifest_errmsg(r->m));
+	*recp = rec;
+}
+
+/* Format "NAME=VALUE" into a malloc'd string (NULL on ENOMEM). */
+static char *
+env_pair(const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static char *
+env_pair(const char *name, const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*v = NULL, *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&v, fmt, ap) == -1)
+		v = NULL;
+	va_end(ap);
+	if (v != NULL && asprintf(&s, "%s=%s", name, v) == -1)
+		s = NULL;
+	free(v);
+	return s;
+}
+
+#define HOOK_NENV	14
+
+/*
+ * post_sync: after a run that ended "ok" and changed something (files
+ * fetched, touched or deleted), run the hook with the run's figures in
+ * BIOMIRROR_* variables (the list is in biomirror.conf(5)).  It runs
+ * before the run lock is released, so no other run of this mirror changes
+ * the tree while it works.  A failing hook is logged, recorded as an error
+ * (op "post_sync") in the report and in the run's record, and does not
+ * change the exit status: the sync itself succeeded (README "post_sync").
+ */
+static void
+run_post_sync(struct run *r, struct run_record *rec)
+{
+	char		*env[HOOK_NENV + 1], cwd[PATH_MAX], why[300];
+	const struct mirror_result *res = r->res;
+	size_t		 i, n = 0;
+	int		 st = -1, rc;
+
+	if (r->c->post_sync == NULL || r->o->dry_run ||
+	    strcmp(res->status, "ok") != 0 || res->exit_code != 0 ||
+	    res->fetched + res->touched + res->deleted == 0)
+		return;
+	memset(env, 0, sizeof(env));
+	if (r->c->dest[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
+		cwd[0] = '\0';
+	env[n++] = env_pair("BIOMIRROR_MIRROR", "%s", r->c->name);
+	env[n++] = env_pair("BIOMIRROR_SOURCE", "%s", r->c->source);
+	env[n++] = env_pair("BIOMIRROR_DEST", "%s%s%s", cwd, cwd[0] ? "/" : "",
+	    r->c->dest);
+	env[n++] = env_pair("BIOMIRROR_STATE_DIR", "%s", r->o->state_dir);
+	env[n++] = env_pair("BIOMIRROR_RUN_ID", "%lld", (long long)r->run);
+	env[n++] = env_pair("BIOMIRROR_STATUS", "%s", res->status);
+	env[n++] = env_pair("BIOMIRROR_FILES_LISTED", "%lld",
+	    (long long)res->listed);
+	env[n++] = env_pair("BIOMIRROR_FILES_FETCHED", "%lld",
+	    (long long)res->fetched);
+	env[n++] = env_pair("BIOMIRROR_FILES_TOUCHED", "%lld",
+	    (long long)res->touched);
+	env[n++] = env_pair("BIOMIRROR_FILES_DELETED", "%lld",
+	    (long long)res->deleted);
+	env[n++] = env_pair("BIOMIRROR_BYTES_FETCHED", "%llu",
+	    (unsigned long long)res->bytes);
+	env[n++] = env_pair("BIOMIRROR_SECONDS", "%.3f", res->seconds);
+	env[n++] = env_pair("BIOMIRROR_START", "%lld",
+	    (long long)(rec->start_ns / NS));
+	env[n++] = env_pair("BIOMIRROR_END", "%lld",
+	    (long long)(rec->end_ns / NS));
+	for (i = 0; i < n; i++)
+		if (env[i] == NULL) {
+			log_errx("%s: post_sync: out of memory", r->c->name);
+			goto out;
+		}
+	log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
+	rc = hook_run(r->c->post_sync, env, &st, why, sizeof(why));
+	r->res->post_sync_status = st;
+	if (rc != 0) {
+		r->res->post_sync_status = 127;
+		log_errx("%s: post_sync: %s", r->c->name, why);
+	} else if (st != 0) {
+		(void)snprintf(why, sizeof(why), st > 128 ? "killed by signal "
+		    "%d" : "exited with status %d", st > 128 ? st - 128 : st);
+		log_errx("%s: post_sync: %s", r->c->name, why);
+	} else {
+		log_info("%s: post_sync: exited with status 0", r->c->name);
+		goto out;
+	}
+	(void)result_add_error(r->res, "", "post_sync", why);
+	if (r->m != NULL && rec->id != 0) {
+		(void)snprintf(rec->error, sizeof(rec->error), "post_sync: "
+		    "%.200s", why);
+		if (manifest_run_end(r->m, rec) != 0)
+			log_warnx("%s: manifest: run end: %s", r->c->name,
+			    manifest_errmsg(r->m));
+	}
+out:
+	for (i = 0; i < n; i++)
+		free(env[i]);
+}
+
+/* metrics_file: this run's gauges, after every run that was not a plan. */
+static void
+run_metrics(struct run *r, const struct run_record *rec)
+{
+	struct metrics_run mr;
+	struct run_record ok;
+	char		 why[PATH_MAX + 128];
+	int		 rc;
+
+	if (r->c->metrics_file == NULL || r->o->dry_run)
+		return;
+	memset(&mr, 0, sizeof(mr));
+	mr.mirror = r->c->name;
+	mr.end_ns = rec->end_ns;
+	mr.seconds = r->res->seconds;
+	mr.ok = strcmp(r->res->status, "ok") == 0;
+	mr.exit_code = r->res->exit_code;
+	mr.listed = r->res->listed;
+	mr.fetched = r->res->fetched;
+	mr.touched = r->res->touched;
+	mr.deleted = r->res->deleted;
+	mr.failed = r->res->failed;
+	mr.bytes = r->res->bytes;
+	mr.last_success_ns = -1;	/* unknown: keep the file's value */
+	if (r->m != NULL) {
+		if ((rc = manifest_last_success(r->m, &ok)) == 0)
+			mr.last_success_ns = ok.end_ns;
+		else if (rc == BM_ENOENT)
+			mr.last_success_ns = 0;
+	}
+	if ((rc = metrics_write(r->c->metrics_file, &mr, why,
+	    sizeof(why))) != 0)
+		log_errx("%s: metrics_file: %s", r->c->name, rc == BM_ENOMEM ?
+		    bm_strerror(rc) : why);
 }
 
 /*
@@ -1037,6 +1182,7 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
     struct mirror_result **ret)
 {
 	struct run	 r;
+	struct run_record rec;
 	struct timespec	 t0, t1;
 	int64_t		 start = clock_real_ns();
 	long		 holder = 0;
@@ -1086,7 +1232,7 @@ done:
 	r.res->seconds = (double)(t1.tv_sec - t0.tv_sec) +
 	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	r.res->run = r.run;
-	run_record(&r, start);
+	run_record(&r, start, &rec);
 	plan_free(r.p);
 	listing_free(r.l);
 	for (i = 0; i < r.ndirs; i++)
@@ -1098,6 +1244,9 @@ done:
 	sidecar_set_free(r.sums);
 	xfer_free(r.x);
 	store_close(r.s);
+	/* Connections and the tree closed; the manifest and lock still held. */
+	run_post_sync(&r, &rec);
+	run_metrics(&r, &rec);
 	manifest_close(r.m);
 	state_unlock(lockfd);
 	*ret = r.res;

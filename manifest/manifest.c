@@ -173,6 +173,7 @@ enum manifest_st {
 	ST_DELETE,
 	ST_EVENT,
 	ST_RUN_BEGIN,
+	ST_RUN_INTERRUPTED,
 	ST_RUN_END,
 	ST_RUNS,
 	ST_LAST_OK,
@@ -254,6 +255,11 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_RUN_BEGIN] =
 	    "INSERT INTO main.runs (command, start_ns, status)"
 	    " VALUES (?1, ?2, 'running')",
+	[ST_RUN_INTERRUPTED] =
+	    "UPDATE main.runs SET status = 'interrupted', error = CASE"
+	    " WHEN error = '' THEN 'the run ended without recording its end"
+	    " (killed, or the machine stopped)' ELSE error END"
+	    " WHERE status = 'running'",
 	[ST_RUN_END] =
 	    "UPDATE main.runs SET end_ns = ?2, status = ?3, listed = ?4,"
 	    " fetched = ?5, touched = ?6, deleted = ?7, failed = ?8,"
@@ -692,7 +698,9 @@ run_from_row(sqlite3_stmt *st, struct run_record *r)
 
 /*
  * Insert a run with status "running": command (borrowed, e.g. "sync"),
- * start_ns (ns since the epoch).  *ret_id gets the new run id.
+ * start_ns (ns since the epoch).  *ret_id gets the new run id.  The
+ * caller holds the mirror's run lock, so any run still "running" died
+ * without recording its end: it becomes "interrupted" first.
  * Returns 0 or BM_EDB.
  */
 int
@@ -702,6 +710,8 @@ manifest_run_begin(struct manifest *m, const char *command, int64_t start_ns,
 	sqlite3_stmt	*st = m->st[ST_RUN_BEGIN];
 	int		 rc;
 
+	if ((rc = st_run(m, m->st[ST_RUN_INTERRUPTED])) != 0)
+		return rc;
 	(void)bind_text(st, 1, command);
 	(void)sqlite3_bind_int64(st, 2, start_ns);
 	if ((rc = st_run(m, st)) != 0)

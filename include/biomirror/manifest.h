@@ -46,13 +46,18 @@ struct run_record {
 	char		 command[16];	/* "sync", "plan", "resync" */
 	int64_t		 start_ns;	/* wall clock, ns since epoch */
 	int64_t		 end_ns;	/* 0 while running */
-	char		 status[12];	/* ok, partial, failed, refused, locked, running */
+	char		 status[12];	/* ok, partial, failed, refused, locked,
+					 * running, interrupted (died unrecorded) */
 	int64_t		 listed, fetched, touched, deleted, failed;	/* counts */
 	int64_t		 bytes;		/* bytes fetched */
 	char		 error[256];	/* first error, "" if none */
 };
 
-/* Record the start of a run; *ret_id is the new run id. */
+/*
+ * Record the start of a run; *ret_id is the new run id.  The caller holds
+ * the run lock: runs still "running" (their process died) are marked
+ * "interrupted" first.
+ */
 int	manifest_run_begin(struct manifest *m, const char *command,
 	    int64_t start_ns, int64_t *ret_id);
 /* Record the end of run r->id with r's counts, status and end time. */

@@ -30,6 +30,8 @@ struct mirror_result {
 	uint64_t	 bytes;		/* bytes fetched */
 	double		 seconds;	/* wall time of the run */
 	bool		 dry_run;	/* a plan, nothing changed */
+	int		 post_sync_status; /* exit status of the post_sync hook
+					   * (128 + signal), -1 if it did not run */
 	struct report_error *errors;	/* owned */
 	size_t		 nerrors, cap;
 	size_t		 nerrors_dropped; /* past REPORT_MAX_ERRORS */
@@ -52,7 +54,8 @@ int	result_add_error(struct mirror_result *r, const char *path,
 void	report_summary(const struct mirror_result *r, FILE *fp);
 /*
  * Print the --json array of results[0..n) to fp, one object per mirror
- * run with the DESIGN.md fields.  Returns 0 or BM_ENOMEM.
+ * run with the DESIGN.md fields, plus "dry_run" and "post_sync" (the
+ * hook's exit status, null when it did not run).  Returns 0 or BM_ENOMEM.
  */
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
 /*

@@ -10,6 +10,7 @@
 #ifndef BIOMIRROR_STATE_H
 #define BIOMIRROR_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -39,6 +40,15 @@ int	state_adhoc_key(const char *dest, char *buf, size_t len);
  */
 int	state_lock(const char *dir, const char *name, int *ret_fd,
 	    long *ret_holder);
+/*
+ * Whether a run of mirror name holds its lock now: a shared flock with
+ * LOCK_NB on dir/locks/NAME.lock, released at once (state_lock() retries
+ * for ~100 ms, so this probe never makes a run exit 75).  A run that died
+ * (kill -9, a crash) holds no lock: its flock went with its process.
+ * When held, *ret_holder gets the PID the file names (0 if unknown).
+ * A missing or unreadable lock file counts as not held.
+ */
+bool	state_lock_held(const char *dir, const char *name, long *ret_holder);
 /* Release a lock taken by state_lock().  fd < 0 is a no-op. */
 void	state_unlock(int fd);
 /* Path of mirror name's manifest into buf.  0 or BM_ELIMIT. */

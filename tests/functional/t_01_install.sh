@@ -1,20 +1,47 @@
 #!/bin/bash
 # make install (PREFIX, DESTDIR) puts the binary, the example configs, the
-# man pages and the systemd units in place; the installed binary runs and
-# accepts the installed configs.
+# man pages, the docs, the systemd units and the sysusers.d and tmpfiles.d
+# files in place (exactly those files); the sysusers.d and tmpfiles.d files
+# work; the installed binary runs and accepts the installed configs.
 . "$(dirname "$0")/lib.sh"
 bm_setup
 d=$T/root
 make -s install DESTDIR="$d" PREFIX=/usr > "$T/install.log" 2>&1 ||
     { cat "$T/install.log"; fail "make install"; }
-for f in usr/bin/biomirror etc/biomirror/biomirror.conf \
-    usr/share/biomirror/conf/biomirror.conf \
-    usr/share/biomirror/conf/ncbi-blast.conf \
-    usr/share/man/man1/biomirror.1 usr/share/man/man5/biomirror.conf.5 \
-    usr/lib/systemd/system/biomirror@.service \
-    usr/lib/systemd/system/biomirror@.timer usr/lib/sysusers.d/biomirror.conf; do
-	[ -f "$d/$f" ] || fail "not installed: $f"
-done
+# Exactly these files, with these modes (man pages and docs as in docs/).
+{
+	echo "755 usr/bin/biomirror"
+	for f in etc/biomirror/biomirror.conf \
+	    usr/share/biomirror/conf/biomirror.conf \
+	    usr/share/biomirror/conf/ncbi-blast.conf \
+	    usr/lib/systemd/system/biomirror@.service \
+	    usr/lib/systemd/system/biomirror@.timer \
+	    usr/lib/sysusers.d/biomirror.conf usr/lib/tmpfiles.d/biomirror.conf \
+	    usr/share/doc/biomirror/README.md; do
+		echo "644 $f"
+	done
+	for m in docs/*.1; do echo "644 usr/share/man/man1/${m#docs/}"; done
+	for m in docs/*.5; do echo "644 usr/share/man/man5/${m#docs/}"; done
+	for m in docs/*.md; do echo "644 usr/share/doc/biomirror/${m#docs/}"; done
+} | LC_ALL=C sort > "$T/want.files"
+(cd "$d" && find . \( -type f -o -type l \) -printf '%m %P\n') | LC_ALL=C sort > "$T/got.files"
+diff -u "$T/want.files" "$T/got.files" || fail "installed files differ"
+grep -qx '644 usr/share/doc/biomirror/operations.md' "$T/got.files" ||
+    fail "docs/operations.md not installed"
+cmp -s systemd/biomirror.tmpfiles "$d/usr/lib/tmpfiles.d/biomirror.conf" ||
+    fail "tmpfiles.d file differs from systemd/biomirror.tmpfiles"
+# The sysusers.d and tmpfiles.d files work: the user is made, then the
+# directories, owned as they say (all inside DESTDIR).
+systemd-sysusers --root="$d" > "$T/sysusers.log" 2>&1 ||
+    { cat "$T/sysusers.log"; fail "systemd-sysusers --root"; }
+uid=$(awk -F: '$1 == "biomirror" { print $3 }' "$d/etc/passwd")
+[ -n "$uid" ] || fail "sysusers made no biomirror user"
+grep -q "^biomirror:x:$uid:.*:/var/lib/biomirror:" "$d/etc/passwd" ||
+    fail "biomirror user's home"
+systemd-tmpfiles --root="$d" --create > "$T/tmpfiles.log" 2>&1 ||
+    { cat "$T/tmpfiles.log"; fail "systemd-tmpfiles --root --create"; }
+assert_eq "$(stat -c '%u %a' "$d/var/lib/biomirror")" "$uid 755" "state directory"
+assert_eq "$(stat -c '%u %a' "$d/etc/biomirror")" "0 755" "config directory"
 [ -x "$d/usr/bin/biomirror" ] || fail "binary not executable"
 grep -q '^ExecStart=/usr/bin/biomirror sync %i$' \
     "$d/usr/lib/systemd/system/biomirror@.service" || fail "ExecStart not set"

@@ -445,11 +445,27 @@ test_unsupported(struct ctx *t)
 	fails(t, "[m]\nsource = https://\n", 2, "source = https://: no host");
 	fails(t, "[m]\nsource = http://h/x?y=1\n", 2, "source = "
 	    "http://h/x?y=1: a source URL takes no query or fragment");
-	/* Stored but never used would be silently ignored: refused. */
-	bad_value(t, "post_sync", "/usr/local/bin/reindex --all",
-	    "post_sync is not supported by this build yet");
-	bad_value(t, "metrics_file", "/var/lib/node_exporter/bm.prom",
-	    "metrics_file is not supported by this build yet");
+	{
+		struct config		*c = NULL;
+		struct mirror_conf	*m;
+
+		if ((m = good_value(t, "post_sync",
+		    "/usr/local/bin/reindex --all", &c)) != NULL)
+			is_str(m->post_sync, "/usr/local/bin/reindex --all",
+			    "post_sync stored");
+		config_free(c);
+		c = NULL;
+		if ((m = good_value(t, "metrics_file",
+		    "/var/lib/node_exporter/bm.prom", &c)) != NULL)
+			is_str(m->metrics_file, "/var/lib/node_exporter/bm.prom",
+			    "metrics_file stored");
+		config_free(c);
+	}
+	bad_value(t, "metrics_file", "bm.prom",
+	    "metrics_file = bm.prom: not an absolute path");
+	bad_value(t, "metrics_file", "/var/lib/node_exporter/",
+	    "metrics_file = /var/lib/node_exporter/: a directory, not a "
+	    "file name");
 }
 
 /* Destinations: absolute, not "/", not shared or nested between mirrors. */
@@ -710,16 +726,16 @@ test_set(void)
 	    BM_EINVAL, "--transport udt");
 	is_str(err, "transport = udt is not supported by this build yet",
 	    "udt reason");
-	is_int(mirror_conf_set(m, "post_sync", "/bin/true", err, sizeof(err)),
-	    BM_EINVAL, "post_sync");
-	is_str(err, "post_sync is not supported by this build yet",
-	    "post_sync reason");
+	is_int(mirror_conf_set(m, "post_sync", "reindex \"$BIOMIRROR_DEST\"",
+	    err, sizeof(err)), 0, "post_sync");
+	is_str(m->post_sync, "reindex \"$BIOMIRROR_DEST\"", "post_sync kept "
+	    "as written");
 	is_int(mirror_conf_set(m, "metrics_file", "/tmp/m.prom", err,
-	    sizeof(err)), BM_EINVAL, "metrics_file");
-	is_str(err, "metrics_file is not supported by this build yet",
-	    "metrics_file reason");
-	ok(m->post_sync == NULL && m->metrics_file == NULL,
-	    "nothing stored");
+	    sizeof(err)), 0, "metrics_file");
+	is_str(m->metrics_file, "/tmp/m.prom", "metrics_file stored");
+	is_int(mirror_conf_set(m, "metrics_file", "m.prom", err,
+	    sizeof(err)), BM_EINVAL, "relative metrics_file");
+	is_str(m->metrics_file, "/tmp/m.prom", "unchanged after a bad value");
 	/* Ad-hoc runs may use a relative dest, never the root. */
 	is_int(mirror_conf_set(m, "dest", "//", err, sizeof(err)), 0,
 	    "--dest //");

@@ -1,0 +1,144 @@
+/*
+ * The post_sync hook (see include/biomirror/hook.h), started with
+ * posix_spawn(3): no fork of a process that has threads and a large
+ * address space, and the child's descriptors and signal state are set in
+ * one place (the file actions and attributes below).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include "biomirror/error.h"
+#include "biomirror/hook.h"
+
+extern char **environ;
+
+/* environ without BIOMIRROR_* entries, then env; malloc'd array. */
+static int
+hook_env(char *const *env, char ***ret)
+{
+	char	**v;
+	size_t	 n = 0, i, j = 0;
+
+	for (i = 0; environ != NULL && environ[i] != NULL; i++)
+		n++;
+	for (i = 0; env != NULL && env[i] != NULL; i++)
+		n++;
+	if (n > HOOK_MAX_ENV)
+		return BM_ELIMIT;
+	if ((v = calloc(n + 1, sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; environ != NULL && environ[i] != NULL; i++)
+		if (strncmp(environ[i], "BIOMIRROR_", 10) != 0)
+			v[j++] = environ[i];
+	for (i = 0; env != NULL && env[i] != NULL; i++)
+		v[j++] = env[i];
+	v[j] = NULL;
+	*ret = v;
+	return 0;
+}
+
+int
+hook_run(const char *command, char *const *env, int *ret_status,
+    char *errbuf, size_t errlen)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t	 none, deflt;
+	char		 sh[] = "sh", dashc[] = "-c";
+	char		*argv[4], *cmd = NULL;
+	char		**envp = NULL;
+	const char	*op = "posix_spawn";
+	pid_t		 pid;
+	int		 st, e, rc;
+	int		 have_fa = 0, have_at = 0;
+
+	*ret_status = -1;
+	if ((rc = hook_env(env, &envp)) != 0) {
+		(void)snprintf(errbuf, errlen, "environment: %s",
+		    bm_strerror(rc));
+		return rc;
+	}
+	rc = BM_EIO;
+	op = "posix_spawn_file_actions_init";
+	if ((e = posix_spawn_file_actions_init(&fa)) != 0)
+		goto fail;
+	have_fa = 1;
+	op = "posix_spawnattr_init";
+	if ((e = posix_spawnattr_init(&at)) != 0)
+		goto fail;
+	have_at = 1;
+	/* stdin: nothing to read; stdout: away from --json, into the log. */
+	op = "posix_spawn_file_actions";
+	if ((e = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO,
+	    "/dev/null", O_RDONLY, 0)) != 0 ||
+	    (e = posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO,
+	    STDOUT_FILENO)) != 0)
+		goto fail;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+	/*
+	 * Our own descriptors are O_CLOEXEC; this also keeps from the hook
+	 * any descriptor our parent leaked to us (glibc 2.34+).
+	 */
+	if ((e = posix_spawn_file_actions_addclosefrom_np(&fa,
+	    STDERR_FILENO + 1)) != 0)
+		goto fail;
+#endif
+	(void)sigemptyset(&none);
+	(void)sigemptyset(&deflt);
+	(void)sigaddset(&deflt, SIGPIPE);
+	(void)sigaddset(&deflt, SIGTERM);
+	(void)sigaddset(&deflt, SIGINT);
+	(void)sigaddset(&deflt, SIGHUP);
+	op = "posix_spawnattr";
+	if ((e = posix_spawnattr_setsigmask(&at, &none)) != 0 ||
+	    (e = posix_spawnattr_setsigdefault(&at, &deflt)) != 0 ||
+	    (e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
+	    POSIX_SPAWN_SETSIGDEF)) != 0)
+		goto fail;
+	/* posix_spawn's argv is not const: give it copies. */
+	if ((cmd = strdup(command)) == NULL) {
+		rc = BM_ENOMEM;
+		(void)snprintf(errbuf, errlen, "%s", bm_strerror(rc));
+		goto out;
+	}
+	argv[0] = sh;
+	argv[1] = dashc;
+	argv[2] = cmd;
+	argv[3] = NULL;
+	op = "posix_spawn /bin/sh";
+	(void)fflush(stdout);
+	(void)fflush(stderr);
+	if ((e = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, envp)) != 0)
+		goto fail;
+	op = "waitpid";
+	while (waitpid(pid, &st, 0) == -1) {
+		if (errno != EINTR) {
+			e = errno;
+			goto fail;
+		}
+	}
+	if (WIFEXITED(st))
+		*ret_status = WEXITSTATUS(st);
+	else if (WIFSIGNALED(st))
+		*ret_status = 128 + WTERMSIG(st);
+	rc = 0;
+	goto out;
+fail:
+	(void)snprintf(errbuf, errlen, "%s: %s", op, strerror(e));
+out:
+	if (have_fa)
+		(void)posix_spawn_file_actions_destroy(&fa);
+	if (have_at)
+		(void)posix_spawnattr_destroy(&at);
+	free(envp);
+	free(cmd);
+	return rc;
+}

@@ -1,0 +1,64 @@
+/*
+ * Metrics: the metrics_file key.  After each run (not a dry run, not a
+ * run that found the lock taken) the mirror's gauges are written to a
+ * file in the Prometheus text exposition format (version 0.0.4,
+ * https://prometheus.io/docs/instrumenting/exposition_formats/), which
+ * node_exporter's textfile collector serves.  Every sample carries the
+ * label mirror="NAME".
+ *
+ * Several mirrors may share one file, and their runs may overlap: a run
+ * rewrites the file under an flock(2) on PATH.lock, keeping every other
+ * mirror's samples as the file held them and replacing its own.  The new
+ * content is written to a temp file in the same directory, fsync'd and
+ * renamed over PATH, so a reader sees the old file or the new one, never
+ * a mix (the textfile collector reads only *.prom: neither the temp file
+ * ".NAME.XXXXXX" nor the lock file is picked up).
+ */
+#ifndef BIOMIRROR_METRICS_H
+#define BIOMIRROR_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define METRICS_MAX_FILE	(16 * 1024 * 1024)	/* bytes of an old file read */
+
+/* What one run of one mirror tells the metrics. */
+struct metrics_run {
+	const char	*mirror;	/* borrowed: mirror name (label value) */
+	int64_t		 end_ns;	/* wall clock at the run's end, ns since the epoch */
+	double		 seconds;	/* duration of the run */
+	int		 ok;		/* 1 when the run's status is "ok" */
+	int		 exit_code;	/* DESIGN.md exit status of this mirror's run */
+	int64_t		 listed, fetched, touched, deleted, failed;	/* file counts */
+	uint64_t	 bytes;		/* bytes fetched */
+	int64_t		 last_success_ns; /* end of the newest ok run (this one
+					   * included), 0 if none, -1 unknown:
+					   * keep the value the file holds */
+};
+
+/*
+ * Make the new content of a metrics file: old[0..oldlen) is the file as
+ * it was (NULL/0 for none; borrowed), r the run to record.  Samples of
+ * other mirrors in old are kept as they were; the lines of r->mirror are
+ * replaced (its last_success sample kept when r->last_success_ns is -1);
+ * lines this module does not write are dropped.  Each family gets its
+ * "# HELP" and "# TYPE ... gauge" line before its samples, which are
+ * sorted by mirror.  *ret is malloc'd (NUL-terminated, *retlen bytes
+ * without the NUL).  Returns 0 or BM_ENOMEM.
+ */
+int	metrics_merge(const char *old, size_t oldlen,
+	    const struct metrics_run *r, char **ret, size_t *retlen);
+
+/*
+ * Record run r in the metrics file at path (absolute; borrowed): lock
+ * PATH.lock (blocking flock; held only while the file is rewritten),
+ * read the file, metrics_merge(), write a temp file beside it (mode
+ * 0644), fsync it, rename it over path, fsync the directory.  Returns 0;
+ * BM_EIO with "PATH: operation: strerror" in errbuf (errlen bytes);
+ * BM_ELIMIT when the old file is larger than METRICS_MAX_FILE; BM_ENOMEM.
+ * Needs write access to path's directory.
+ */
+int	metrics_write(const char *path, const struct metrics_run *r,
+	    char *errbuf, size_t errlen);
+
+#endif
