@@ -675,9 +675,11 @@ set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
 			m->publish = PUBLISH_FILE;
 			return 0;
 		}
-		if (strcasecmp(v, "set") != 0)
-			return conf_bad(errbuf, errlen, key, v,
-			    "expected file or set");
+		if (strcasecmp(v, "set") == 0) {
+			m->publish = PUBLISH_SET;
+			return 0;
+		}
+		return conf_bad(errbuf, errlen, key, v, "expected file or set");
 	}
 	return conf_fmt(errbuf, errlen,
 	    "%s = %s is not supported by this build yet", key, v);
@@ -1148,6 +1150,37 @@ dest_relation(const char *a, const char *b)
 }
 
 /*
+ * dest_relation(), also counting a inside (or the same as) b's snapshot
+ * directory b.biomirror (publish = set keeps it beside b, so the name is
+ * reserved for every mirror), or b inside a.biomirror: 4, or 5 for a
+ * state directory b inside a.biomirror.
+ */
+static int
+dest_relation_set(const char *a, const char *b)
+{
+	char	*ma = NULL, *mb = NULL;
+	int	 r;
+
+	if ((r = dest_relation(a, b)) != 0)
+		return r;
+	if (asprintf(&ma, "%s.biomirror", a) < 0) {
+		ma = NULL;
+		return 0;	/* out of memory: the run's check remains */
+	}
+	if (asprintf(&mb, "%s.biomirror", b) < 0)
+		mb = NULL;
+	if (mb != NULL && (r = dest_relation(a, mb)) != 0 && r != 3)
+		r = 4;
+	else if ((r = dest_relation(b, ma)) != 0 && r != 3)
+		r = 5;
+	else
+		r = 0;
+	free(ma);
+	free(mb);
+	return r;
+}
+
+/*
  * The dest just read from the file, on the current line: it must be
  * absolute (a relative one would resolve against the working directory,
  * which is / under systemd), not the root, and neither the same as nor
@@ -1159,7 +1192,9 @@ static void
 check_file_dest(struct conf_load *ld)
 {
 	static const char *const rel[] = {
-		"", "is the same directory as", "is inside", "contains"
+		"", "is the same directory as", "is inside", "contains",
+		"is inside the snapshot directory (NAME.biomirror) of",
+		"has its snapshot directory (NAME.biomirror) around"
 	};
 	struct mirror_conf	*m = ld->cur, *o;
 	char			*a = NULL, *b = NULL;
@@ -1183,7 +1218,7 @@ check_file_dest(struct conf_load *ld)
 	if (ld->c->state_dir != NULL) {
 		if ((b = dest_canon(ld->c->state_dir)) == NULL)
 			goto nomem;
-		if ((r = dest_relation(a, b)) != 0) {
+		if ((r = dest_relation_set(a, b)) != 0) {
 			load_fail(ld, ld->lineno, BM_EINVAL, "dest %s of [%s] "
 			    "%s state_dir %s: the manifests must stay out of "
 			    "the mirror", m->dest, m->name, rel[r],
@@ -1198,7 +1233,7 @@ check_file_dest(struct conf_load *ld)
 			continue;
 		if ((b = dest_canon(o->dest)) == NULL)
 			goto nomem;
-		if ((r = dest_relation(a, b)) != 0)
+		if ((r = dest_relation_set(a, b)) != 0)
 			load_fail(ld, ld->lineno, BM_EINVAL, "dest %s of [%s] "
 			    "%s dest %s of [%s] (section on line %u): mirrors "
 			    "must not share or nest destinations", m->dest,

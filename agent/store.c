@@ -71,6 +71,8 @@ struct store {
 	 */
 	int		 stat_dirfd;	/* owned; -1 none, STORE_STAT_MISSING: no such dir */
 	char		 stat_dir[PATH_MAX]; /* relative path of stat_dirfd */
+	uint64_t	 changes;	/* entries created, replaced, removed or re-timed */
+	struct store_set *set;		/* owned: publish = set state, NULL otherwise */
 };
 
 #define STORE_STAT_MISSING	(-2)	/* stat_dir is known not to exist */
@@ -87,6 +89,8 @@ struct store_file {
 	char		*name;		/* owned: final name inside dirfd */
 	char		 tmpname[STORE_TMP_NAMELEN + 1]; /* in dirfd */
 };
+
+static void	store_set_free(struct store_set *);
 
 /* close(2) that keeps errno for the caller's report (rule 26). */
 static void
@@ -224,8 +228,10 @@ store_step(struct store *s, int dirfd, const char *name, bool create,
 
 	fd = openat(dirfd, name, flags);
 	if (fd == -1 && errno == ENOENT && create) {
-		if (mkdirat(dirfd, name, s->dir_mode) == 0)
+		if (mkdirat(dirfd, name, s->dir_mode) == 0) {
 			made = true;
+			s->changes++;
+		}
 		else if (errno != EEXIST) {
 			rc = store_errno_rc(errno);
 			goto out;
@@ -451,6 +457,7 @@ store_close(struct store *s)
 		return;
 	store_stat_forget(s);
 	store_close_fd(s->fd);
+	store_set_free(s->set);
 	free(s->path);
 	free(s);
 }
@@ -895,6 +902,9 @@ store_commit(struct store *s, struct store_commit_item *items, size_t n)
 	for (i = 0; i < n; i++)
 		if (items[i].rc == 0)
 			items[i].rc = store_commit_rename(items[i].file);
+	for (i = 0; i < n; i++)
+		if (items[i].rc == 0)
+			s->changes++;
 	store_commit_sync_parents(items, n);
 	rc = 0;
 out:
@@ -906,16 +916,121 @@ out:
 	return rc;
 }
 
+/* Copy the whole of fd in to fd out (copy_file_range, else read/write). */
+static int
+store_copy_data(int in, int out)
+{
+	char	 buf[65536];
+	ssize_t	 n, w, off;
+	bool	 plain = false;
+
+	for (;;) {
+		if (!plain) {
+			n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+			if (n == -1 && (errno == EXDEV || errno == EINVAL ||
+			    errno == ENOSYS || errno == EOPNOTSUPP)) {
+				plain = true;
+				continue;
+			}
+		} else
+			n = read(in, buf, sizeof(buf));
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1)
+			return store_errno_rc(errno);
+		if (n == 0)
+			return 0;
+		for (off = 0; plain && off < n; off += w) {
+			if ((w = write(out, buf + off, (size_t)(n - off))) == -1) {
+				if (errno == EINTR) {
+					w = 0;
+					continue;
+				}
+				return store_errno_rc(errno);
+			}
+		}
+	}
+}
+
+/*
+ * Give the regular file name in dirfd (whose lstat is *st) a new inode
+ * with the same content and mode and the times ts, renamed over it: the
+ * other hard links (a published snapshot) keep the old inode untouched.
+ * The copy is made durable by the syncfs before publication.
+ */
+static int
+store_unshare(int dirfd, const char *name, const struct stat *st,
+    const struct timespec ts[2])
+{
+	char		 tmp[STORE_TMP_NAMELEN + 1] = "";
+	struct stat	 ist;
+	int		 in = -1, out = -1, i, rc = BM_EIO;
+
+	in = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in == -1) {
+		rc = (errno == ENOENT) ? BM_ENOENT : BM_EIO;
+		goto out;
+	}
+	if (fstat(in, &ist) == -1)
+		goto out;
+	if (ist.st_ino != st->st_ino || ist.st_dev != st->st_dev) {
+		errno = EAGAIN;	/* replaced meanwhile: not ours to copy */
+		goto out;
+	}
+	for (i = 0; i < STORE_TMP_TRIES && out == -1; i++) {
+		if ((rc = store_tmpname(tmp)) != 0)
+			goto out;
+		out = openat(dirfd, tmp, O_CREAT | O_EXCL | O_WRONLY |
+		    O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (out == -1 && errno != EEXIST) {
+			tmp[0] = '\0';
+			rc = store_errno_rc(errno);
+			goto out;
+		}
+	}
+	if (out == -1) {
+		tmp[0] = '\0';
+		rc = BM_EIO;
+		goto out;
+	}
+	if ((rc = store_copy_data(in, out)) != 0)
+		goto out;
+	rc = BM_EIO;
+	if (fchmod(out, st->st_mode & 07777) == -1 || futimens(out, ts) == -1)
+		goto out;
+	if (renameat(dirfd, tmp, dirfd, name) == -1) {
+		rc = store_errno_rc(errno);
+		goto out;
+	}
+	tmp[0] = '\0';
+	rc = 0;
+out:
+	if (tmp[0] != '\0') {
+		i = errno;
+		(void)unlinkat(dirfd, tmp, 0);
+		errno = i;
+	}
+	store_close_fd(in);
+	store_close_fd(out);
+	return rc;
+}
+
 /*
  * Set the mtime (ns since the epoch) of the file, directory or symlink at
  * path (relative, checked, borrowed; never followed); atime is set too.
- * Returns 0, BM_ENOENT, BM_EUNSAFE, BM_EINVAL (NULL) or BM_EIO.
+ * Nothing is written when the mtime is already that.  In a set store
+ * (store_open_set) a regular file with more than one hard link may share
+ * its inode with a published snapshot: it gets its own copy with the new
+ * times instead (copy-on-touch), so the published snapshot never changes.
+ * Returns 0, BM_ENOENT, BM_EUNSAFE, BM_EINVAL (NULL), BM_ENOSPC (the copy)
+ * or BM_EIO.
  * Sandbox: write attributes beneath the destination.
  */
 int
 store_set_mtime(struct store *s, const char *path, int64_t mtime)
 {
 	struct timespec	 ts[2];
+	struct stat	 st;
 	const char	*name;
 	int		 dirfd = -1, rc;
 
@@ -923,10 +1038,23 @@ store_set_mtime(struct store *s, const char *path, int64_t mtime)
 		goto out;
 	store_ns_to_timespec(mtime, &ts[0]);
 	ts[1] = ts[0];
-	if (utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) == -1) {
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
 		rc = (errno == ENOENT) ? BM_ENOENT : BM_EIO;
 		goto out;
 	}
+	if (st.st_mtim.tv_sec == ts[0].tv_sec &&
+	    st.st_mtim.tv_nsec == ts[0].tv_nsec) {
+		rc = 0;
+		goto out;
+	}
+	if (s->set != NULL && S_ISREG(st.st_mode) && st.st_nlink > 1) {
+		if ((rc = store_unshare(dirfd, name, &st, ts)) != 0)
+			goto out;
+	} else if (utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) == -1) {
+		rc = (errno == ENOENT) ? BM_ENOENT : BM_EIO;
+		goto out;
+	}
+	s->changes++;
 	rc = 0;
 out:
 	store_close_fd(dirfd);
@@ -1023,6 +1151,7 @@ store_symlink(struct store *s, const char *path, const char *target)
 		goto out;
 	}
 	tmp[0] = '\0';
+	s->changes++;
 	rc = 0;
 out:
 	if (tmp[0] != '\0') {
@@ -1052,12 +1181,14 @@ store_delete(struct store *s, const char *path)
 	if ((rc = store_parent(s, path, false, &dirfd, &name)) != 0)
 		goto out;
 	if (unlinkat(dirfd, name, 0) == 0) {
+		s->changes++;
 		rc = 0;
 		goto out;
 	}
 	err = errno;
 	if (err == EISDIR || err == EPERM) {
 		if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0) {
+			s->changes++;
 			rc = 0;
 			goto out;
 		}
@@ -1183,4 +1314,916 @@ store_free_space(struct store *s, uint64_t *ret)
 		return BM_EIO;
 	*ret = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
 	return 0;
+}
+
+/*
+ * publish = set (DESIGN.md "publish"; docs/biomirror.conf.5).
+ *
+ * Layout beside the destination DEST (a path of the administrator's):
+ *
+ *   DEST                      symlink "NAME.biomirror/snapshots/ID"
+ *   DEST.biomirror/snapshots/ID   one complete version of the tree
+ *
+ * ID is a decimal number: the conversion of an existing directory makes
+ * the first, every later one is named by the run that built it (or one
+ * more than the highest present, should run ids have restarted).  The
+ * snapshot DEST points at is published; a higher one is the working
+ * snapshot of a run that has not been published (reused by the next run:
+ * the manifest already records its files); lower ones are older versions,
+ * of which the one replaced last is kept until the next publication.
+ *
+ * A run writes into its working snapshot only (the store's root fd), which
+ * starts as hard links to every entry of the published one
+ * (store_set_begin): a file whose content changes is renamed over its
+ * link, one whose mtime alone changes gets its own copy
+ * (store_set_mtime), so no inode of a published snapshot is ever changed.
+ * Publication is syncfs, a new symlink renamed over DEST (rename(2) is
+ * atomic: a reader resolving DEST once sees one snapshot), fsync of DEST's
+ * parent.  Every step leaves a state that store_open_set() recognises and
+ * completes or undoes (store_set_recover); names made while a step is in
+ * flight start with STORE_TMP_PREFIX and are removed.
+ */
+#define SET_SUFFIX	".biomirror"
+#define SET_SNAPS	"snapshots"
+#define SET_CONVERT	"convert"	/* in DEST.biomirror, during conversion */
+#define SET_MAX_SNAPS	1024		/* snapshot entries scanned */
+#define SET_ID_DIGITS	18
+
+struct store_set {
+	int		 pfd;		/* owned: the directory holding DEST */
+	int		 mfd;		/* owned: DEST.biomirror, -1 none (read-only) */
+	int		 sfd;		/* owned: DEST.biomirror/snapshots, -1 none */
+	char		*name;		/* owned: last component of DEST */
+	int64_t		 run;		/* names a new snapshot; 0: read-only */
+	int64_t		 published;	/* the snapshot DEST points at, -1 none */
+	int64_t		 previous;	/* published before this run's publication, -1 */
+	int64_t		 working;	/* the root when it is not published, -1 */
+	int64_t		 maxid;		/* highest snapshot id present, -1 none */
+	bool		 reused;	/* working is an earlier run's snapshot */
+};
+
+static void
+store_set_free(struct store_set *set)
+{
+	if (set == NULL)
+		return;
+	store_close_fd(set->pfd);
+	store_close_fd(set->mfd);
+	store_close_fd(set->sfd);
+	free(set->name);
+	free(set);
+}
+
+/* A snapshot name: 1..SET_ID_DIGITS decimal digits, no leading zero. */
+static int64_t
+set_parse_id(const char *s)
+{
+	int64_t	 v = 0;
+	size_t	 i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		if (s[i] < '0' || s[i] > '9' || i >= SET_ID_DIGITS)
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	if (i == 0 || (s[0] == '0' && i > 1))
+		return -1;
+	return v;
+}
+
+/* The target text of DEST's symlink for snapshot id. */
+static int
+set_target(const struct store_set *set, int64_t id, char *buf, size_t len)
+{
+	int	 n;
+
+	n = snprintf(buf, len, "%s" SET_SUFFIX "/" SET_SNAPS "/%lld",
+	    set->name, (long long)id);
+	return (n < 0 || (size_t)n >= len) ? BM_EINVAL : 0;
+}
+
+/*
+ * The snapshot id the symlink name in set->pfd points at: -1 when it is
+ * not a symlink of ours (its target is not NAME.biomirror/snapshots/ID).
+ */
+static int64_t
+set_link_id(const struct store_set *set, const char *name)
+{
+	char	 buf[PATH_MAX], want[PATH_MAX];
+	ssize_t	 n;
+	size_t	 plen;
+
+	n = readlinkat(set->pfd, name, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (set_target(set, 0, want, sizeof(want)) != 0)
+		return -1;
+	plen = strlen(want) - 1;	/* without the "0" */
+	if ((size_t)n <= plen || strncmp(buf, want, plen) != 0)
+		return -1;
+	return set_parse_id(buf + plen);
+}
+
+static int	store_rmtree(int dirfd, const char *name, int depth);
+
+/* Remove every entry of the open directory fd (owned: closed here). */
+static int
+store_rmtree_fd(int fd, int depth)
+{
+	struct dirent	*de;
+	struct stat	 st;
+	DIR		*d;
+	int		 r, rc = 0;
+
+	if ((d = fdopendir(fd)) == NULL) {
+		store_close_fd(fd);
+		return BM_EIO;
+	}
+	for (;;) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL) {
+			if (errno != 0)
+				rc = BM_EIO;
+			break;
+		}
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (de->d_type == DT_UNKNOWN &&
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			de->d_type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+		if (de->d_type == DT_DIR)
+			r = store_rmtree(dirfd(d), de->d_name, depth + 1);
+		else if (unlinkat(dirfd(d), de->d_name, 0) == -1 &&
+		    errno != ENOENT)
+			r = BM_EIO;
+		else
+			r = 0;
+		if (r != 0 && rc == 0)
+			rc = r;
+	}
+	r = errno;
+	(void)closedir(d);
+	errno = r;
+	return rc;
+}
+
+/*
+ * Remove the directory name in dirfd with everything beneath it, never
+ * following a symlink (a symlink or file there is just unlinked); gone
+ * already is fine.  Returns 0, BM_ELIMIT (deeper than STORE_MAX_DEPTH) or
+ * BM_EIO (errno kept).
+ */
+static int
+store_rmtree(int dirfd, const char *name, int depth)
+{
+	int	 fd, rc;
+
+	if (depth >= STORE_MAX_DEPTH)
+		return BM_ELIMIT;
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+	if (fd == -1) {
+		if (errno == ENOENT)
+			return 0;
+		if (errno != ELOOP && errno != ENOTDIR)
+			return BM_EIO;
+		if (unlinkat(dirfd, name, 0) == -1 && errno != ENOENT)
+			return BM_EIO;
+		return 0;
+	}
+	if ((rc = store_rmtree_fd(fd, depth)) != 0)
+		return rc;
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) == -1 && errno != ENOENT)
+		return BM_EIO;
+	return 0;
+}
+
+/* Give the directory fd the mode and times of *st (a source directory). */
+static int
+store_copy_dir_attrs(int fd, const struct stat *st)
+{
+	struct timespec	 ts[2];
+
+	ts[0] = st->st_atim;
+	ts[1] = st->st_mtim;
+	if (fchmod(fd, st->st_mode & 07777) == -1 || futimens(fd, ts) == -1)
+		return BM_EIO;
+	return 0;
+}
+
+static int	store_link_tree(int src, int dst, int depth);
+
+/* store_link_tree for the subdirectory name of src, *st its lstat. */
+static int
+store_link_subdir(int src, int dst, const char *name, const struct stat *st,
+    int depth)
+{
+	const int	 flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			    O_CLOEXEC;
+	int		 sd = -1, dd = -1, rc;
+
+	if (depth >= STORE_MAX_DEPTH)
+		return BM_ELIMIT;
+	if (mkdirat(dst, name, 0700) == -1 && errno != EEXIST)
+		return store_errno_rc(errno);
+	if ((sd = openat(src, name, flags)) == -1 ||
+	    (dd = openat(dst, name, flags)) == -1) {
+		rc = BM_EIO;
+		goto out;
+	}
+	if ((rc = store_link_tree(sd, dd, depth + 1)) != 0)
+		goto out;
+	/* Last: linking into dd changed its mtime. */
+	rc = store_copy_dir_attrs(dd, st);
+out:
+	store_close_fd(sd);
+	store_close_fd(dd);
+	return rc;
+}
+
+/*
+ * Make the directory dst (empty) a copy of src made of hard links: every
+ * directory is created (same mode and times), every other entry (files,
+ * symlinks) is linked, never followed.  Temp files of the store are left
+ * out.  Returns 0, BM_ELIMIT, BM_ENOSPC or BM_EIO (errno kept: EMLINK
+ * when a file has too many links).
+ */
+static int
+store_link_tree(int src, int dst, int depth)
+{
+	struct dirent	*de;
+	struct stat	 st;
+	DIR		*d;
+	int		 fd, err, rc = 0;
+
+	/* A fresh open file description: readdir must not move src's. */
+	if ((fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return BM_EIO;
+	if ((d = fdopendir(fd)) == NULL) {
+		store_close_fd(fd);
+		return BM_EIO;
+	}
+	while (rc == 0) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL) {
+			if (errno != 0)
+				rc = BM_EIO;
+			break;
+		}
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0 ||
+		    strncmp(de->d_name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) == 0)
+			continue;
+		if (fstatat(src, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
+			rc = (errno == ENOENT) ? 0 : BM_EIO;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode))
+			rc = store_link_subdir(src, dst, de->d_name, &st, depth);
+		else if (linkat(src, de->d_name, dst, de->d_name, 0) == -1 &&
+		    errno != EEXIST)
+			rc = store_errno_rc(errno);
+	}
+	err = errno;
+	(void)closedir(d);
+	errno = err;
+	return rc;
+}
+
+/*
+ * Complete or undo a conversion of a real directory DEST that was
+ * interrupted (store_set_convert), from what is on disk:
+ * - DEST.biomirror/convert is a directory: the first exchange happened
+ *   (DEST is our symlink to snapshots/ID, which is a symlink to
+ *   ../convert): do the second (snapshots/ID becomes the directory).
+ * - convert is a symlink and DEST is missing: the fallback without
+ *   RENAME_EXCHANGE moved DEST into snapshots/ID: put the symlink in place.
+ * - convert is a symlink otherwise: remove it (before the first exchange
+ *   it was not yet used; after the second it is left over).  A symlink
+ *   left as snapshots/ID is removed by the snapshot scan.
+ */
+static int
+store_set_recover(struct store_set *set)
+{
+	char		 idname[32];
+	struct stat	 st, dst;
+	int64_t		 id;
+
+	if (fstatat(set->mfd, SET_CONVERT, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return errno == ENOENT ? 0 : BM_EIO;
+	if (S_ISDIR(st.st_mode)) {
+		if ((id = set_link_id(set, set->name)) < 0) {
+			errno = EEXIST;
+			return BM_EUNSAFE;
+		}
+		(void)snprintf(idname, sizeof(idname), "%lld", (long long)id);
+		if (fstatat(set->sfd, idname, &dst, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (!S_ISLNK(dst.st_mode)) {
+				errno = EEXIST;
+				return BM_EUNSAFE;
+			}
+			if (renameat2(set->mfd, SET_CONVERT, set->sfd, idname,
+			    RENAME_EXCHANGE) == -1)
+				return BM_EIO;
+		} else if (errno != ENOENT || renameat(set->mfd, SET_CONVERT,
+		    set->sfd, idname) == -1)
+			return BM_EIO;
+	} else if (S_ISLNK(st.st_mode) &&
+	    fstatat(set->pfd, set->name, &dst, AT_SYMLINK_NOFOLLOW) == -1 &&
+	    errno == ENOENT) {
+		if (renameat(set->mfd, SET_CONVERT, set->pfd, set->name) == -1)
+			return BM_EIO;
+	}
+	if (unlinkat(set->mfd, SET_CONVERT, 0) == -1 && errno != ENOENT)
+		return BM_EIO;
+	(void)fsync(set->sfd);
+	(void)fsync(set->mfd);
+	(void)fsync(set->pfd);
+	return 0;
+}
+
+/*
+ * Turn the real directory DEST into snapshot id without copying and
+ * without a moment in which DEST does not resolve:
+ *   snapshots/ID -> ../convert and DEST.biomirror/convert -> NAME.biomirror/
+ *   snapshots/ID are made; DEST and convert are exchanged (RENAME_EXCHANGE:
+ *   DEST is now our symlink, reaching the directory through
+ *   snapshots/ID -> ../convert); then convert and snapshots/ID are
+ *   exchanged (snapshots/ID is the directory) and convert is removed.
+ * Where the file system cannot exchange (EINVAL), DEST is renamed into
+ * snapshots/ID and the symlink renamed into its place: DEST is missing
+ * for that moment.  EXDEV: DEST is a mount point.
+ */
+static int
+store_set_convert(struct store_set *set, int64_t id)
+{
+	char	 idname[32], target[PATH_MAX];
+	int	 rc;
+
+	(void)snprintf(idname, sizeof(idname), "%lld", (long long)id);
+	if ((rc = set_target(set, id, target, sizeof(target))) != 0)
+		return rc;
+	if (symlinkat("../" SET_CONVERT, set->sfd, idname) == -1 ||
+	    symlinkat(target, set->mfd, SET_CONVERT) == -1) {
+		rc = store_errno_rc(errno);
+		goto undo;
+	}
+	if (renameat2(set->pfd, set->name, set->mfd, SET_CONVERT,
+	    RENAME_EXCHANGE) == 0) {
+		if (renameat2(set->mfd, SET_CONVERT, set->sfd, idname,
+		    RENAME_EXCHANGE) == -1)
+			return BM_EIO;	/* store_set_recover finishes it */
+		(void)unlinkat(set->mfd, SET_CONVERT, 0);
+	} else if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) {
+		if (unlinkat(set->sfd, idname, 0) == -1 ||
+		    renameat(set->pfd, set->name, set->sfd, idname) == -1) {
+			rc = BM_EIO;
+			goto undo;
+		}
+		if (renameat(set->mfd, SET_CONVERT, set->pfd, set->name) == -1)
+			return BM_EIO;	/* store_set_recover finishes it */
+	} else {
+		rc = BM_EIO;
+		goto undo;
+	}
+	(void)fsync(set->sfd);
+	(void)fsync(set->mfd);
+	(void)fsync(set->pfd);
+	return 0;
+undo:
+	rc = errno;
+	(void)unlinkat(set->mfd, SET_CONVERT, 0);
+	(void)unlinkat(set->sfd, idname, 0);
+	errno = rc;
+	return BM_EIO;
+}
+
+/*
+ * Read the snapshot directory: ids of the snapshot directories into
+ * ids[] (*ret_n of them, at most SET_MAX_SNAPS).  Unless read-only,
+ * entries made by an interrupted step are removed: names starting with
+ * STORE_TMP_PREFIX (a snapshot being built), numeric names that are not
+ * directories (a conversion's placeholder).
+ */
+static int
+store_set_scan(struct store_set *set, int64_t *ids, size_t *ret_n)
+{
+	struct dirent	*de;
+	struct stat	 st;
+	DIR		*d;
+	int64_t		 id;
+	size_t		 n = 0;
+	int		 fd, err, rc = 0;
+
+	*ret_n = 0;
+	if (set->sfd == -1)
+		return 0;
+	if ((fd = openat(set->sfd, ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) == -1)
+		return BM_EIO;
+	if ((d = fdopendir(fd)) == NULL) {
+		store_close_fd(fd);
+		return BM_EIO;
+	}
+	while (rc == 0) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL) {
+			if (errno != 0)
+				rc = BM_EIO;
+			break;
+		}
+		if (strncmp(de->d_name, STORE_TMP_PREFIX,
+		    STORE_PREFIX_LEN) == 0) {
+			if (set->run > 0)
+				rc = store_rmtree(set->sfd, de->d_name, 0);
+			continue;
+		}
+		if ((id = set_parse_id(de->d_name)) < 0)
+			continue;
+		if (fstatat(set->sfd, de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) == -1)
+			continue;
+		if (!S_ISDIR(st.st_mode)) {
+			if (set->run > 0 && unlinkat(set->sfd, de->d_name,
+			    0) == -1)
+				rc = BM_EIO;
+			continue;
+		}
+		if (n == SET_MAX_SNAPS) {
+			rc = BM_ELIMIT;
+			break;
+		}
+		ids[n++] = id;
+	}
+	err = errno;
+	(void)closedir(d);
+	errno = err;
+	*ret_n = n;
+	return rc;
+}
+
+/* Open snapshot id (a directory in set->sfd) into *ret. */
+static int
+store_set_opensnap(struct store_set *set, int64_t id, int *ret)
+{
+	char	 idname[32];
+
+	(void)snprintf(idname, sizeof(idname), "%lld", (long long)id);
+	*ret = openat(set->sfd, idname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+	if (*ret == -1)
+		return errno == ENOENT ? BM_ENOENT : BM_EIO;
+	return 0;
+}
+
+/* Id for a new snapshot: this run's, or above every present one. */
+static int64_t
+store_set_newid(const struct store_set *set)
+{
+	return set->run > set->maxid ? set->run : set->maxid + 1;
+}
+
+/* "PATH" + msg into errbuf (may be NULL). */
+static void
+set_err(char *errbuf, size_t errlen, const char *msg, const char *path)
+{
+	if (errbuf != NULL && errlen > 0)
+		(void)snprintf(errbuf, errlen, "%s%s", path, msg);
+}
+
+/*
+ * Find or make the directories beside DEST and decide the store's root
+ * (store_open_set); s->path is DEST, set->name its last component.
+ */
+static int
+store_set_setup(struct store *s, struct store_set *set, char *errbuf,
+    size_t errlen)
+{
+	const int	 dflags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			    O_CLOEXEC;
+	char		 meta[NAME_MAX + 1], idname[32];
+	int64_t		*ids = NULL, partial = -1;
+	struct stat	 st;
+	size_t		 i, n = 0;
+	bool		 ro = set->run <= 0;
+	int		 rc;
+
+	if ((size_t)snprintf(meta, sizeof(meta), "%s" SET_SUFFIX,
+	    set->name) >= sizeof(meta)) {
+		errno = ENAMETOOLONG;
+		return BM_EIO;
+	}
+	if (!ro && mkdirat(set->pfd, meta, 0755) == -1 && errno != EEXIST)
+		return store_errno_rc(errno);
+	if ((set->mfd = openat(set->pfd, meta, dflags)) == -1 &&
+	    !(ro && errno == ENOENT)) {
+		rc = errno;
+		set_err(errbuf, errlen, SET_SUFFIX ": not a directory "
+		    "(publish = set keeps its snapshots there)", s->path);
+		errno = rc;
+		return (rc == ELOOP || rc == ENOTDIR) ? BM_EUNSAFE : BM_EIO;
+	}
+	if (set->mfd != -1) {
+		if (!ro && mkdirat(set->mfd, SET_SNAPS, 0755) == -1 &&
+		    errno != EEXIST)
+			return store_errno_rc(errno);
+		set->sfd = openat(set->mfd, SET_SNAPS, dflags);
+		if (set->sfd == -1 && !(ro && errno == ENOENT))
+			return (errno == ELOOP || errno == ENOTDIR) ?
+			    BM_EUNSAFE : BM_EIO;
+	}
+	if (!ro && (rc = store_set_recover(set)) != 0) {
+		set_err(errbuf, errlen, ": cannot finish an interrupted "
+		    "conversion to publish = set", s->path);
+		return rc;
+	}
+	if ((ids = calloc(SET_MAX_SNAPS, sizeof(*ids))) == NULL)
+		return BM_ENOMEM;
+	if ((rc = store_set_scan(set, ids, &n)) != 0)
+		goto out;
+	for (i = 0; i < n; i++)
+		if (ids[i] > set->maxid)
+			set->maxid = ids[i];
+	if (fstatat(set->pfd, set->name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
+		if (errno != ENOENT) {
+			rc = BM_EIO;
+			goto out;
+		}
+	} else if (S_ISDIR(st.st_mode)) {
+		if (ro) {
+			/* Not converted yet: a dry run reads it as it is. */
+			s->fd = openat(set->pfd, set->name, dflags);
+			rc = s->fd == -1 ? BM_EIO : 0;
+			goto out;
+		}
+		set->published = set->maxid + 1;
+		if ((rc = store_set_convert(set, set->published)) != 0) {
+			set_err(errbuf, errlen, errno == EXDEV ? ": is a "
+			    "mount point: publish = set needs it to be a "
+			    "directory on the file system of its parent "
+			    "(set dest to a directory inside it)" :
+			    ": cannot convert it into the first snapshot",
+			    s->path);
+			goto out;
+		}
+		set->maxid = set->published;
+	} else if (!S_ISLNK(st.st_mode) ||
+	    (set->published = set_link_id(set, set->name)) < 0) {
+		set_err(errbuf, errlen, ": not a directory nor a symlink made "
+		    "by publish = set (NAME.biomirror/snapshots/ID): not "
+		    "touched", s->path);
+		errno = EEXIST;
+		rc = BM_EUNSAFE;
+		goto out;
+	}
+	/* The highest snapshot above the published one is unpublished work. */
+	for (i = 0; i < n; i++)
+		if (ids[i] > set->published && ids[i] > partial)
+			partial = ids[i];
+	for (i = 0; !ro && i < n; i++) {
+		if (ids[i] <= set->published || ids[i] == partial)
+			continue;
+		(void)snprintf(idname, sizeof(idname), "%lld",
+		    (long long)ids[i]);
+		if ((rc = store_rmtree(set->sfd, idname, 0)) != 0)
+			goto out;
+	}
+	if (partial >= 0) {
+		set->working = partial;
+		set->reused = true;
+		rc = store_set_opensnap(set, partial, &s->fd);
+	} else if (set->published >= 0) {
+		rc = store_set_opensnap(set, set->published, &s->fd);
+		if (rc == BM_ENOENT) {
+			set_err(errbuf, errlen, ": points at a snapshot that "
+			    "is missing", s->path);
+			errno = ENOENT;
+			rc = BM_EIO;
+		}
+	} else if (!ro) {
+		/* Nothing published yet: the first snapshot starts empty. */
+		set->working = store_set_newid(set);
+		set->maxid = set->working;
+		(void)snprintf(idname, sizeof(idname), "%lld",
+		    (long long)set->working);
+		if (mkdirat(set->sfd, idname, s->dir_mode) == -1) {
+			rc = store_errno_rc(errno);
+			goto out;
+		}
+		if ((rc = store_set_opensnap(set, set->working, &s->fd)) == 0 &&
+		    fchmod(s->fd, s->dir_mode) == -1)
+			rc = BM_EIO;
+	}
+out:
+	free(ids);
+	return rc;
+}
+
+/*
+ * Open the destination dest (borrowed, copied) for publish = set.  run > 0
+ * (the manifest's run id, naming a new snapshot) prepares a run: creates
+ * DEST.biomirror/snapshots beside DEST (and DEST's parent directories),
+ * completes or undoes an interrupted step of an earlier run, turns an
+ * existing real directory DEST into the first snapshot (renamed, not
+ * copied, DEST resolving all along where the file system can exchange
+ * names), and removes unfinished or stale snapshots.  The root is then
+ * the unpublished snapshot of an earlier run that did not publish (its
+ * files are in the manifest: the run continues it), or the published
+ * snapshot (read it, and call store_set_begin() before writing), or,
+ * when nothing is published yet, a new empty snapshot.
+ * run == 0 opens read-only (plan, --dry-run): nothing is created, moved or
+ * removed; the root is the unpublished snapshot, the published one, or a
+ * real directory DEST; *ret is NULL when none exists.
+ * *ret is owned by the caller (store_close).  Returns 0, BM_EINVAL (NULL,
+ * dest without a last component), BM_EUNSAFE (DEST or DEST.biomirror is
+ * something we did not make; reason in errbuf), BM_ELIMIT (more than 1024
+ * snapshots), BM_ENOSPC, BM_ENOMEM or BM_EIO (errno kept; a reason in
+ * errbuf (may be NULL) where errno alone would not say it).
+ * Sandbox: read-write in DEST's parent (DEST, DEST.biomirror and beneath).
+ */
+int
+store_open_set(const char *dest, mode_t file_mode, mode_t dir_mode,
+    int64_t run, struct store **ret, char *errbuf, size_t errlen)
+{
+	struct store	*s = NULL;
+	struct store_set *set;
+	char		*slash, *parent = NULL;
+	size_t		 len;
+	bool		 made;
+	int		 rc;
+
+	*ret = NULL;
+	if (errbuf != NULL && errlen > 0)
+		errbuf[0] = '\0';
+	if (dest == NULL || dest[0] == '\0')
+		return BM_EINVAL;
+	rc = BM_ENOMEM;
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return BM_ENOMEM;
+	s->fd = -1;
+	s->stat_dirfd = -1;
+	s->file_mode = file_mode;
+	s->dir_mode = dir_mode;
+	if ((s->path = strdup(dest)) == NULL ||
+	    (set = calloc(1, sizeof(*set))) == NULL)
+		goto out;
+	s->set = set;
+	set->pfd = set->mfd = set->sfd = -1;
+	set->published = set->previous = set->working = set->maxid = -1;
+	set->run = run;
+	for (len = strlen(s->path); len > 1 && s->path[len - 1] == '/'; len--)
+		s->path[len - 1] = '\0';
+	slash = strrchr(s->path, '/');
+	if ((set->name = strdup(slash ? slash + 1 : s->path)) == NULL)
+		goto out;
+	if (slash == s->path)
+		parent = strdup("/");
+	else if (slash != NULL)
+		parent = strndup(s->path, (size_t)(slash - s->path));
+	else
+		parent = strdup(".");
+	if (parent == NULL)
+		goto out;
+	if (set->name[0] == '\0' || strcmp(set->name, ".") == 0 ||
+	    strcmp(set->name, "..") == 0) {
+		rc = BM_EINVAL;
+		goto out;
+	}
+	if (run > 0 && (rc = store_mkdir_p(parent, dir_mode, &made)) != 0)
+		goto out;
+	if ((set->pfd = open(parent, O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) == -1) {
+		rc = (run <= 0 && errno == ENOENT) ? 0 : BM_EIO;
+		goto out;
+	}
+	if ((rc = store_set_setup(s, set, errbuf, errlen)) != 0)
+		goto out;
+	if (s->fd == -1)
+		goto out;	/* read-only, nothing there yet */
+	if (run > 0 && faccessat(s->fd, ".", W_OK | X_OK, AT_EACCESS) == -1) {
+		rc = BM_EIO;
+		goto out;
+	}
+	*ret = s;
+	s = NULL;
+	rc = 0;
+out:
+	free(parent);
+	store_close(s);
+	return rc;
+}
+
+/*
+ * Make the root a working snapshot that can be written: unless it is one
+ * already (an earlier run's, or the first), link every entry of the
+ * published snapshot into a new directory (built under a temp name,
+ * synced, then renamed to its id, so that a crash leaves no half-linked
+ * snapshot under a snapshot name) and make it the root.  Call after
+ * planning (the plan read the published snapshot, which the new one
+ * equals) and only when there is something to do.  Returns 0, BM_EINVAL
+ * (not a set store, or read-only), BM_ELIMIT, BM_ENOSPC or BM_EIO (errno
+ * kept).
+ * Sandbox: create directories and hard links beneath DEST.biomirror.
+ */
+int
+store_set_begin(struct store *s)
+{
+	struct store_set *set = s->set;
+	char		 tmp[STORE_TMP_NAMELEN + 1] = "", idname[32];
+	struct stat	 st;
+	int64_t		 id;
+	int		 fd = -1, err, rc;
+
+	if (set == NULL || set->run <= 0)
+		return BM_EINVAL;
+	if (set->working >= 0)
+		return 0;
+	store_stat_forget(s);
+	id = store_set_newid(set);
+	(void)snprintf(idname, sizeof(idname), "%lld", (long long)id);
+	if ((rc = store_tmpname(tmp)) != 0)
+		return rc;
+	if (mkdirat(set->sfd, tmp, 0700) == -1) {
+		tmp[0] = '\0';
+		rc = store_errno_rc(errno);
+		goto out;
+	}
+	if ((fd = openat(set->sfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) == -1) {
+		rc = BM_EIO;
+		goto out;
+	}
+	if ((rc = store_link_tree(s->fd, fd, 0)) != 0)
+		goto out;
+	rc = BM_EIO;
+	if (fstat(s->fd, &st) == -1 || store_copy_dir_attrs(fd, &st) != 0 ||
+	    syncfs(fd) == -1)
+		goto out;
+	if (renameat(set->sfd, tmp, set->sfd, idname) == -1) {
+		rc = store_errno_rc(errno);
+		goto out;
+	}
+	tmp[0] = '\0';
+	(void)fsync(set->sfd);
+	store_close_fd(s->fd);
+	s->fd = fd;
+	fd = -1;
+	set->working = id;
+	set->maxid = id;
+	s->changes = 0;
+	rc = 0;
+out:
+	err = errno;
+	store_close_fd(fd);
+	if (tmp[0] != '\0')
+		(void)store_rmtree(set->sfd, tmp, 0);
+	errno = err;
+	return rc;
+}
+
+/*
+ * True when the root is a working snapshot that differs from the
+ * published one: this run changed something in it, or it is an earlier
+ * run's unpublished snapshot (whose files the manifest records).
+ */
+bool
+store_set_pending(const struct store *s)
+{
+	return s->set != NULL && s->set->working >= 0 &&
+	    (s->set->reused || s->changes > 0);
+}
+
+/*
+ * Publish the working snapshot: syncfs (every file, link and directory
+ * of it is durable first), a symlink NAME.biomirror/snapshots/ID made
+ * under a temp name in DEST.biomirror and renamed over DEST (atomic: a
+ * reader resolving DEST sees the old snapshot or the new one), fsync of
+ * DEST's parent.  *ret_id (may be NULL) gets the new snapshot's id.  The
+ * snapshot published before stays (store_set_prune).  Returns 0,
+ * BM_EINVAL (no working snapshot), BM_EUNSAFE (something other than our
+ * symlink appeared at DEST; nothing published) or BM_EIO (errno kept).
+ * Sandbox: create and rename a symlink in DEST's parent.
+ */
+int
+store_set_publish(struct store *s, int64_t *ret_id)
+{
+	struct store_set *set = s->set;
+	char		 tmp[STORE_TMP_NAMELEN + 1] = "", target[PATH_MAX];
+	struct stat	 st;
+	int		 err, rc;
+
+	if (set == NULL || set->run <= 0 || set->working < 0)
+		return BM_EINVAL;
+	if ((rc = set_target(set, set->working, target, sizeof(target))) != 0)
+		return rc;
+	if (syncfs(s->fd) == -1)
+		return BM_EIO;
+	if (fstatat(set->pfd, set->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    (!S_ISLNK(st.st_mode) || set_link_id(set, set->name) < 0)) {
+		errno = EEXIST;
+		return BM_EUNSAFE;
+	}
+	if ((rc = store_tmplink(set->mfd, target, tmp)) != 0)
+		return rc;
+	if (renameat(set->mfd, tmp, set->pfd, set->name) == -1) {
+		err = errno;
+		(void)unlinkat(set->mfd, tmp, 0);
+		errno = err;
+		return (err == EISDIR || err == ENOTEMPTY) ? BM_EUNSAFE :
+		    store_errno_rc(err);
+	}
+	if (fsync(set->pfd) == -1)
+		return BM_EIO;
+	set->previous = set->published;
+	set->published = set->working;
+	set->working = -1;
+	set->reused = false;
+	if (ret_id != NULL)
+		*ret_id = set->published;
+	return 0;
+}
+
+/*
+ * After a publication: remove every snapshot but the published one and
+ * the one it replaced (a reader may still be working in that one).
+ * *ret_n (may be NULL) counts the snapshots removed.  Returns 0,
+ * BM_EINVAL (not a set store), BM_ELIMIT or BM_EIO (errno kept).
+ * Sandbox: remove directories beneath DEST.biomirror.
+ */
+int
+store_set_prune(struct store *s, size_t *ret_n)
+{
+	struct store_set *set = s->set;
+	char		 idname[32];
+	int64_t		*ids;
+	size_t		 i, n = 0, gone = 0;
+	int		 r, rc;
+
+	if (ret_n != NULL)
+		*ret_n = 0;
+	if (set == NULL || set->run <= 0)
+		return BM_EINVAL;
+	if ((ids = calloc(SET_MAX_SNAPS, sizeof(*ids))) == NULL)
+		return BM_ENOMEM;
+	rc = store_set_scan(set, ids, &n);
+	for (i = 0; i < n; i++) {
+		if (ids[i] == set->published || ids[i] == set->previous ||
+		    ids[i] == set->working)
+			continue;
+		(void)snprintf(idname, sizeof(idname), "%lld",
+		    (long long)ids[i]);
+		if ((r = store_rmtree(set->sfd, idname, 0)) == 0)
+			gone++;
+		else if (rc == 0)
+			rc = r;
+	}
+	(void)fsync(set->sfd);
+	free(ids);
+	if (ret_n != NULL)
+		*ret_n = gone;
+	return rc;
+}
+
+/*
+ * Give up this run's working snapshot (nothing changed, or nothing worth
+ * keeping after a failure): removed when this run made it; one that an
+ * earlier run made is kept for the next run.  The root is unusable
+ * afterwards (store_close only).  Returns 0, BM_EINVAL (not a set store)
+ * or BM_EIO (errno kept).
+ * Sandbox: remove directories beneath DEST.biomirror.
+ */
+int
+store_set_discard(struct store *s)
+{
+	struct store_set *set = s->set;
+	char		 idname[32];
+	int		 rc;
+
+	if (set == NULL || set->run <= 0)
+		return BM_EINVAL;
+	if (set->working < 0 || set->reused)
+		return 0;
+	store_stat_forget(s);
+	(void)snprintf(idname, sizeof(idname), "%lld", (long long)set->working);
+	rc = store_rmtree(set->sfd, idname, 0);
+	(void)fsync(set->sfd);
+	set->working = -1;
+	return rc;
+}
+
+/* Snapshot state of a set store (see struct store_set_info). */
+void
+store_set_get_info(const struct store *s, struct store_set_info *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->published = ret->previous = ret->working = -1;
+	if (s == NULL || s->set == NULL)
+		return;
+	ret->published = s->set->published;
+	ret->previous = s->set->previous;
+	ret->working = s->set->working;
+	ret->reused = s->set->reused;
+	ret->changes = s->changes;
 }

@@ -542,6 +542,114 @@ path_within(const char *a, const char *b)
 }
 
 /*
+ * publish = set: neither DEST nor DEST.biomirror beside it (the
+ * snapshots) may overlap the state directory; checked before
+ * store_open_set() moves anything, after resolving symlinks.
+ */
+static int
+run_set_check_overlap(struct run *r)
+{
+	char	 st[PATH_MAX], path[PATH_MAX], rp[PATH_MAX];
+	size_t	 len = strlen(r->c->dest);
+	int	 i;
+
+	if (realpath(r->o->state_dir, st) == NULL)
+		return 0;
+	while (len > 1 && r->c->dest[len - 1] == '/')
+		len--;
+	for (i = 0; i < 2; i++) {
+		if ((size_t)snprintf(path, sizeof(path), "%.*s%s", (int)len,
+		    r->c->dest, i ? ".biomirror" : "") >= sizeof(path) ||
+		    realpath(path, rp) == NULL)
+			continue;
+		if (path_within(st, rp) || path_within(rp, st)) {
+			(void)snprintf(r->err, sizeof(r->err), "the state "
+			    "directory %.200s and the %s %.200s overlap", st,
+			    i ? "snapshot directory" : "destination", rp);
+			return BM_EINVAL;
+		}
+	}
+	return 0;
+}
+
+/*
+ * publish = set: open the destination (store_open_set), once the run id
+ * that names a new snapshot is known; read-only in a dry run.
+ */
+static int
+run_set_open(struct run *r)
+{
+	char	 why[256];
+	int	 rc;
+
+	if ((rc = run_set_check_overlap(r)) != 0)
+		return rc;
+	rc = store_open_set(r->c->dest, r->c->file_mode, r->c->dir_mode,
+	    r->o->dry_run ? 0 : r->run, &r->s, why, sizeof(why));
+	if (rc != 0) {
+		if (why[0] != '\0')
+			(void)snprintf(r->err, sizeof(r->err), "%s", why);
+		else
+			(void)snprintf(r->err, sizeof(r->err), "%s: %s",
+			    r->c->dest, rc == BM_EIO ? strerror(errno) :
+			    bm_strerror(rc));
+		/* An unusable destination is a config error: exit 2. */
+		return rc == BM_ENOMEM ? rc : BM_EINVAL;
+	}
+	return 0;
+}
+
+/* True when the plan changes anything (or reports a conflict). */
+static bool
+plan_has_work(const struct plan *p)
+{
+	return p->nfetch + p->ntouch + p->nmkdir + p->ndelete +
+	    p->nconflict > 0;
+}
+
+/*
+ * publish = set, after the transfers: publish the working snapshot when
+ * the run is complete and error-free and something differs from the
+ * published snapshot; else keep it for the next run (it holds what the
+ * manifest recorded) or drop it when it holds nothing new.
+ */
+static int
+run_set_finish(struct run *r, int rc)
+{
+	int64_t		 id = 0;
+	size_t		 n = 0;
+	int		 prc;
+
+	if (rc != 0 || !r->complete || r->res->failed > 0 || *r->o->stop) {
+		if (store_set_pending(r->s))
+			log_warnx("%s: snapshot not published (the run did "
+			    "not complete): %s still shows the previous one; "
+			    "the next run continues this one", r->c->name,
+			    r->c->dest);
+		return rc;
+	}
+	if (!store_set_pending(r->s)) {
+		(void)store_set_discard(r->s);
+		log_info("%s: no change: nothing to publish", r->c->name);
+		return 0;
+	}
+	if ((prc = store_set_publish(r->s, &id)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "%s: publish: %s",
+		    r->c->dest, prc == BM_EUNSAFE ? "something other than "
+		    "its snapshot symlink is in the way: not replaced" :
+		    prc == BM_EIO ? strerror(errno) : bm_strerror(prc));
+		return BM_EIO;
+	}
+	log_info("%s: published snapshot %lld", r->c->name, (long long)id);
+	if ((prc = store_set_prune(r->s, &n)) != 0)
+		log_warnx("%s: removing old snapshots: %s", r->c->dest,
+		    prc == BM_EIO ? strerror(errno) : bm_strerror(prc));
+	else if (n > 0)
+		log_info("%s: removed %zu old snapshots", r->c->name, n);
+	return 0;
+}
+
+/*
  * The state directory and the destination must not overlap: upstream
  * could otherwise overwrite the manifest, and a delete could remove it.
  * Compared after resolving symlinks (realpath), so aliases are caught.
@@ -576,7 +684,9 @@ run_open(struct run *r)
 	if ((rc = manifest_open(path, true, &r->m, r->err,
 	    sizeof(r->err))) != 0)
 		return rc == BM_ENOMEM ? rc : BM_EDB;
-	if (!r->o->dry_run || stat(r->c->dest, &st) == 0) {
+	if (r->c->publish == PUBLISH_SET)
+		;	/* run_set_open, once the run id is known */
+	else if (!r->o->dry_run || stat(r->c->dest, &st) == 0) {
 		if ((rc = store_open(r->c->dest, r->c->file_mode,
 		    r->c->dir_mode, &r->s)) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "%s: %s",
@@ -1135,6 +1245,8 @@ run_body(struct run *r)
 		    manifest_errmsg(r->m));
 		return BM_EDB;
 	}
+	if (r->c->publish == PUBLISH_SET && (rc = run_set_open(r)) != 0)
+		return rc;
 	if ((rc = run_list(r)) != 0)
 		return rc;
 	if (!r->complete && listing_count(r->l) == 0)
@@ -1170,7 +1282,20 @@ run_body(struct run *r)
 		r->res->bytes = r->p->fetch_bytes;
 		return 0;
 	}
-	if ((rc = run_execute(r)) != 0)
+	if (r->c->publish != PUBLISH_SET)
+		rc = run_execute(r);
+	else if (plan_has_work(r->p) || store_set_pending(r->s)) {
+		/* The working snapshot: links to the published one. */
+		if ((rc = store_set_begin(r->s)) != 0)
+			(void)snprintf(r->err, sizeof(r->err), "%s: new "
+			    "snapshot: %s", r->c->dest, rc == BM_EIO ?
+			    strerror(errno) : bm_strerror(rc));
+		else
+			rc = run_execute(r);
+		rc = run_set_finish(r, rc);
+	} else
+		log_info("%s: no change: nothing to publish", r->c->name);
+	if (rc != 0)
 		return rc;
 	if (manifest_mark_seen(r->m, r->run) != 0)
 		log_warnx("%s: manifest: %s", r->c->name, manifest_errmsg(r->m));
@@ -1243,6 +1368,10 @@ done:
 	free(r.sidecars);
 	sidecar_set_free(r.sums);
 	xfer_free(r.x);
+	/* publish = set: a working snapshot holding nothing new goes. */
+	if (r.s != NULL && !o->dry_run && c->publish == PUBLISH_SET &&
+	    !store_set_pending(r.s))
+		(void)store_set_discard(r.s);
 	store_close(r.s);
 	/* Connections and the tree closed; the manifest and lock still held. */
 	run_post_sync(&r, &rec);

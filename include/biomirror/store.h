@@ -123,6 +123,29 @@ int	store_delete(struct store *s, const char *path);
 int	store_clean_temps(struct store *s, size_t *ret_n);
 /* Free bytes available to us on the destination file system (fstatvfs). */
 int	store_free_space(struct store *s, uint64_t *ret);
+/*
+ * publish = set: DEST is a symlink to DEST.biomirror/snapshots/ID, a run
+ * builds a new snapshot there (hard links to the published one, its own
+ * copy of every file it changes) and publishes it by renaming a new
+ * symlink over DEST.  The functions below are described in store.c.
+ */
+struct store_set_info {
+	int64_t		 published;	/* snapshot id DEST points at, -1 none */
+	int64_t		 previous;	/* id replaced by store_set_publish, -1 */
+	int64_t		 working;	/* the root's id when unpublished, -1 */
+	bool		 reused;	/* working was left by an earlier run */
+	uint64_t	 changes;	/* entries this run changed in the root */
+};
+
+int	store_open_set(const char *dest, mode_t file_mode, mode_t dir_mode,
+	    int64_t run, struct store **ret, char *errbuf, size_t errlen);
+int	store_set_begin(struct store *s);
+bool	store_set_pending(const struct store *s);
+int	store_set_publish(struct store *s, int64_t *ret_id);
+int	store_set_prune(struct store *s, size_t *ret_n);
+int	store_set_discard(struct store *s);
+void	store_set_get_info(const struct store *s, struct store_set_info *ret);
+
 /* Path of the destination as opened (borrowed). */
 const char *store_path(const struct store *s);
 

@@ -404,6 +404,20 @@ test_long_lines(struct ctx *t)
 }
 
 static void
+test_publish(struct ctx *t)
+{
+	struct config		*c = NULL;
+	struct mirror_conf	*m;
+
+	if ((m = good_value(t, "publish", "set", &c)) != NULL)
+		is_int(m->publish, PUBLISH_SET, "publish = set");
+	config_free(c);
+	if ((m = good_value(t, "publish", "File", &c)) != NULL)
+		is_int(m->publish, PUBLISH_FILE, "publish = File");
+	config_free(c);
+}
+
+static void
 test_unsupported(struct ctx *t)
 {
 	bad_value(t, "transport", "udt",
@@ -426,8 +440,6 @@ test_unsupported(struct ctx *t)
 		is_int(m ? (int)m->verify : -1, VERIFY_CHECKSUM, "verify checksum");
 		mirror_conf_free(m);
 	}
-	bad_value(t, "publish", "set",
-	    "publish = set is not supported by this build yet");
 	bad_value(t, "publish", "tree",
 	    "publish = tree: expected file or set");
 	fails(t, "[m]\nsource = ftp://ftp.example.org/pub/\n", 2,
@@ -511,6 +523,25 @@ test_dests(struct ctx *t)
 	    "[b]\ndest = //srv/m/\nsource = http://h/\n", 8,
 	    "dest //srv/m/ of [b] contains dest /srv/m/a/b of [a] (section "
 	    "on line 1): mirrors must not share or nest destinations");
+	/* NAME.biomirror beside a dest holds publish = set snapshots. */
+	fails(t, HEAD "[b]\nsource = http://h/\ndest = /srv/m.biomirror\n", 6,
+	    "dest /srv/m.biomirror of [b] is inside the snapshot directory "
+	    "(NAME.biomirror) of dest /srv/m of [m] (section on line 1): "
+	    "mirrors must not share or nest destinations");
+	fails(t, HEAD "[b]\nsource = http://h/\ndest = /srv/m.biomirror/x\n",
+	    6, "dest /srv/m.biomirror/x of [b] is inside the snapshot "
+	    "directory (NAME.biomirror) of dest /srv/m of [m] (section on "
+	    "line 1): mirrors must not share or nest destinations");
+	fails(t, "[a]\nsource = http://h/\ndest = /srv/m.biomirror/s\n"
+	    "[b]\nsource = http://h/\ndest = /srv/m\n", 6,
+	    "dest /srv/m of [b] has its snapshot directory (NAME.biomirror) "
+	    "around dest /srv/m.biomirror/s of [a] (section on line 1): "
+	    "mirrors must not share or nest destinations");
+	fails(t, "[global]\nstate_dir = /srv/m.biomirror/state\n[a]\nsource "
+	    "= http://h/\ndest = /srv/m\n", 5, "dest /srv/m of [a] has its "
+	    "snapshot directory (NAME.biomirror) around state_dir "
+	    "/srv/m.biomirror/state: the manifests must stay out of the "
+	    "mirror");
 	/* A shared prefix that is not a '/' boundary is fine. */
 	is_int(load(t, HEAD "[b]\nsource = http://h/\ndest = /srv/mm\n"
 	    "[c]\nsource = http://h/\ndest = /srv/m.old\n", &c), 0,
@@ -822,6 +853,7 @@ main(void)
 
 	test_defaults(&t);
 	test_every_key(&t);
+	test_publish(&t);
 	test_global(&t);
 	test_structure(&t);
 	test_long_lines(&t);

@@ -7,6 +7,9 @@
  * twice: once with whatever parent resolution the kernel offers (openat2
  * where present), once under a seccomp filter that makes openat2 fail
  * with ENOSYS, so that the O_NOFOLLOW walk is exercised too.
+ * publish = set: conversion of a real DEST (and each state an interrupted
+ * conversion leaves), working snapshots of hard links, copy-on-touch,
+ * publish, prune, reuse and discard of unpublished snapshots.
  * ENOSPC is not tested here (needs a full file system; the functional
  * tests cover disk full).
  */
@@ -656,6 +659,354 @@ test_free_space(struct ctx *c, const char *tag)
 	    "%s: free space matches statvfs", tag);
 }
 
+/* --- publish = set ------------------------------------------------ */
+
+static void
+mklink(const char *target, const char *path)
+{
+	if (symlink(target, path) != 0)
+		printf("# symlink %s failed\n", path);
+}
+
+static ino_t
+ino_of(const char *path)
+{
+	struct stat	 st;
+
+	return lstat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+static int64_t
+mtime_of(const char *path)
+{
+	struct stat	 st;
+
+	if (lstat(path, &st) != 0)
+		return -1;
+	return (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+static void
+set_mtime_path(const char *path, int64_t ns)
+{
+	struct timespec	 ts[2];
+
+	ts[0].tv_sec = (time_t)(ns / 1000000000LL);
+	ts[0].tv_nsec = (long)(ns % 1000000000LL);
+	ts[1] = ts[0];
+	if (utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) != 0)
+		printf("# utimensat %s failed\n", path);
+}
+
+static bool
+link_is(const char *path, const char *want)
+{
+	char	 buf[PATH_MAX];
+	ssize_t	 n;
+
+	if ((n = readlink(path, buf, sizeof(buf) - 1)) < 0)
+		return false;
+	buf[n] = '\0';
+	if (strcmp(buf, want) != 0)
+		printf("# %s -> %s, want %s\n", path, buf, want);
+	return strcmp(buf, want) == 0;
+}
+
+/* Conversion, working snapshot, copy-on-touch, publish, prune. */
+static void
+test_set_cycle(const char *base, const char *tag)
+{
+	struct store		*s = NULL;
+	struct store_set_info	 info;
+	struct store_file	*f;
+	struct store_commit_item it;
+	char			 dest[512], p[PATH_MAX], q[PATH_MAX];
+	char			 buf[64], err[256];
+	ino_t			 dino, aino, bino;
+	int			 rc;
+
+	snprintf(dest, sizeof(dest), "%s/set/db", base);
+	snprintf(p, sizeof(p), "%s/set", base);
+	mkdir(p, 0755);
+	mkdir(dest, 0755);
+	snprintf(p, sizeof(p), "%s/a", dest);
+	put_file(p, "A1");
+	snprintf(p, sizeof(p), "%s/d", dest);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/d/b", dest);
+	put_file(p, "B1");
+	set_mtime_path(p, MTIME1);
+	dino = ino_of(dest);
+
+	/* Read-only: a real DEST is read as it is, nothing is made. */
+	rc = store_open_set(dest, 0644, 0755, 0, &s, err, sizeof(err));
+	ok(rc == 0 && s != NULL, "%s: read-only open of a real DEST", tag);
+	ok(s != NULL && store_stat(s, "a", &(struct local_stat){0}) == 0,
+	    "%s: read-only root is DEST", tag);
+	store_close(s);
+	s = NULL;
+	snprintf(p, sizeof(p), "%s.biomirror", dest);
+	ok(!exists(p), "%s: read-only open made nothing", tag);
+
+	rc = store_open_set(dest, 0644, 0755, 5, &s, err, sizeof(err));
+	if (!ok(rc == 0 && s != NULL, "%s: open_set converts", tag)) {
+		printf("#   rc %d: %s\n", rc, err);
+		return;
+	}
+	ok(link_is(dest, "db.biomirror/snapshots/0"), "%s: DEST -> 0", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/0", dest);
+	is_int(ino_of(p), dino, "%s: snapshot 0 is the old directory", tag);
+	snprintf(p, sizeof(p), "%s.biomirror", dest);
+	is_int(count_entries(p), 1, "%s: only snapshots/ beside", tag);
+	store_set_get_info(s, &info);
+	ok(info.published == 0 && info.working == -1 && !info.reused,
+	    "%s: info after conversion", tag);
+	ok(!store_set_pending(s), "%s: nothing pending", tag);
+
+	is_int(store_set_begin(s), 0, "%s: begin", tag);
+	store_set_get_info(s, &info);
+	is_int(info.working, 5, "%s: working snapshot 5 (the run)", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/0/a", dest);
+	snprintf(q, sizeof(q), "%s.biomirror/snapshots/5/a", dest);
+	aino = ino_of(p);
+	is_int(ino_of(q), aino, "%s: a is a hard link", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/0/d/b", dest);
+	snprintf(q, sizeof(q), "%s.biomirror/snapshots/5/d/b", dest);
+	bino = ino_of(p);
+	is_int(ino_of(q), bino, "%s: d/b is a hard link", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots", dest);
+	is_int(count_entries(p), 2, "%s: no temp dir left", tag);
+	ok(!store_set_pending(s), "%s: nothing pending after begin", tag);
+	ok(link_is(dest, "db.biomirror/snapshots/0"), "%s: DEST unchanged", tag);
+
+	/* New content replaces the link; the published file is untouched. */
+	f = NULL;
+	if (store_file_open(s, "a", 2, &f) == 0 &&
+	    store_file_write(f, 0, "A2", 2) == 0) {
+		it.file = f;
+		it.size = 2;
+		it.mtime = MTIME2;
+		it.rc = 99;
+		ok(store_commit(s, &it, 1) == 0 && it.rc == 0,
+		    "%s: commit a", tag);
+	} else {
+		ok(0, "%s: store_file_open a", tag);
+		store_file_abort(f);
+	}
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/0/a", dest);
+	get_file(p, buf, sizeof(buf));
+	is_str(buf, "A1", "%s: published a unchanged", tag);
+	is_int(ino_of(p), aino, "%s: published a same inode", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/5/a", dest);
+	get_file(p, buf, sizeof(buf));
+	is_str(buf, "A2", "%s: working a is new", tag);
+
+	/* A touch of a shared file makes a copy. */
+	is_int(store_set_mtime(s, "d/b", MTIME2), 0, "%s: touch d/b", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/0/d/b", dest);
+	snprintf(q, sizeof(q), "%s.biomirror/snapshots/5/d/b", dest);
+	is_int(mtime_of(p), MTIME1, "%s: published d/b mtime kept", tag);
+	is_int(ino_of(p), bino, "%s: published d/b inode kept", tag);
+	ok(ino_of(q) != bino, "%s: working d/b has its own inode", tag);
+	is_int(mtime_of(q), MTIME2, "%s: working d/b new mtime", tag);
+	get_file(q, buf, sizeof(buf));
+	is_str(buf, "B1", "%s: working d/b content copied", tag);
+	store_set_get_info(s, &info);
+	rc = (int)info.changes;
+	is_int(store_set_mtime(s, "d/b", MTIME2), 0, "%s: same mtime", tag);
+	store_set_get_info(s, &info);
+	is_int((int)info.changes, rc, "%s: same mtime is no change", tag);
+	ok(store_set_pending(s), "%s: pending", tag);
+
+	is_int(store_set_publish(s, NULL), 0, "%s: publish", tag);
+	ok(link_is(dest, "db.biomirror/snapshots/5"), "%s: DEST -> 5", tag);
+	snprintf(p, sizeof(p), "%s/a", dest);
+	get_file(p, buf, sizeof(buf));
+	is_str(buf, "A2", "%s: DEST shows the new a", tag);
+	store_set_get_info(s, &info);
+	ok(info.published == 5 && info.previous == 0 && info.working == -1,
+	    "%s: info after publish", tag);
+	is_int(store_set_prune(s, NULL), 0, "%s: prune", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/0", dest);
+	ok(exists(p), "%s: previous snapshot kept", tag);
+	store_close(s);
+	s = NULL;
+
+	/* Next run: a stale temp dir and an old snapshot go; prune keeps 5, 9. */
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/.biomirror-tmp.0badf00d",
+	    dest);
+	mkdir(p, 0700);
+	snprintf(q, sizeof(q), "%s.biomirror/snapshots/.biomirror-tmp.0badf00d/x",
+	    dest);
+	put_file(q, "x");
+	rc = store_open_set(dest, 0644, 0755, 9, &s, err, sizeof(err));
+	ok(rc == 0 && s != NULL, "%s: reopen", tag);
+	ok(!exists(p), "%s: stale temp snapshot removed", tag);
+	if (s == NULL)
+		return;
+	is_int(store_set_begin(s), 0, "%s: begin 9", tag);
+	is_int(store_delete(s, "a"), 0, "%s: delete a by omission", tag);
+	is_int(store_set_publish(s, NULL), 0, "%s: publish 9", tag);
+	is_int(store_set_prune(s, NULL), 0, "%s: prune after 9", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots", dest);
+	is_int(count_entries(p), 2, "%s: two snapshots left", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/0", dest);
+	ok(!exists(p), "%s: snapshot 0 pruned", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/5/a", dest);
+	ok(exists(p), "%s: a still in the previous snapshot", tag);
+	snprintf(p, sizeof(p), "%s/a", dest);
+	ok(!exists(p), "%s: a gone from DEST", tag);
+	store_close(s);
+}
+
+/* Unpublished work is reused; an empty first snapshot is discarded. */
+static void
+test_set_partial(const char *base, const char *tag)
+{
+	struct store		*s = NULL;
+	struct store_set_info	 info;
+	char			 dest[512], p[PATH_MAX], err[256];
+	int			 rc;
+
+	/* Fresh: nothing at DEST. */
+	snprintf(dest, sizeof(dest), "%s/fresh/db", base);
+	rc = store_open_set(dest, 0644, 0755, 0, &s, err, sizeof(err));
+	ok(rc == 0 && s == NULL, "%s: read-only fresh: no store", tag);
+	snprintf(p, sizeof(p), "%s/fresh", base);
+	ok(!exists(p), "%s: read-only made nothing", tag);
+	rc = store_open_set(dest, 0644, 0750, 3, &s, err, sizeof(err));
+	ok(rc == 0 && s != NULL, "%s: fresh open", tag);
+	if (s == NULL)
+		return;
+	store_set_get_info(s, &info);
+	ok(info.published == -1 && info.working == 3 && !info.reused,
+	    "%s: fresh working snapshot 3", tag);
+	ok(!exists(dest), "%s: DEST not made before publication", tag);
+	ok(!store_set_pending(s), "%s: empty is not pending", tag);
+	is_int(store_set_discard(s), 0, "%s: discard", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/3", dest);
+	ok(!exists(p), "%s: discarded snapshot removed", tag);
+	store_close(s);
+
+	/* A run that wrote and failed: its snapshot is reused. */
+	s = NULL;
+	rc = store_open_set(dest, 0644, 0755, 4, &s, err, sizeof(err));
+	ok(rc == 0 && s != NULL, "%s: fresh open 4", tag);
+	if (s == NULL)
+		return;
+	is_int(store_mkdirs(s, "sub"), 0, "%s: mkdir in 4", tag);
+	ok(store_set_pending(s), "%s: 4 pending", tag);
+	is_int(store_set_discard(s), 0, "%s: discard keeps nothing...", tag);
+	store_close(s);
+	s = NULL;
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/4", dest);
+	ok(!exists(p), "%s: ...when asked (sync only asks when empty)", tag);
+
+	rc = store_open_set(dest, 0644, 0755, 5, &s, err, sizeof(err));
+	if (s == NULL)
+		return;
+	is_int(store_mkdirs(s, "sub"), 0, "%s: mkdir in 5", tag);
+	store_close(s);
+	s = NULL;
+	rc = store_open_set(dest, 0644, 0755, 6, &s, err, sizeof(err));
+	ok(rc == 0 && s != NULL, "%s: open 6", tag);
+	if (s == NULL)
+		return;
+	store_set_get_info(s, &info);
+	ok(info.working == 5 && info.reused, "%s: 5 is reused", tag);
+	ok(store_set_pending(s), "%s: reused is pending", tag);
+	is_int(store_set_begin(s), 0, "%s: begin on reused is a no-op", tag);
+	is_int(store_set_discard(s), 0, "%s: discard keeps reused", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/5/sub", dest);
+	ok(exists(p), "%s: reused snapshot kept", tag);
+	store_close(s);
+	s = NULL;
+	rc = store_open_set(dest, 0644, 0755, 7, &s, err, sizeof(err));
+	if (s == NULL)
+		return;
+	is_int(store_set_publish(s, NULL), 0, "%s: publish reused", tag);
+	ok(link_is(dest, "db.biomirror/snapshots/5"), "%s: DEST -> 5", tag);
+	store_close(s);
+}
+
+/* Each state an interrupted conversion can leave is completed. */
+static void
+test_set_recover(const char *base, const char *tag)
+{
+	struct store	*s = NULL;
+	char		 dest[512], m[600], p[PATH_MAX], q[PATH_MAX];
+	char		 buf[64], err[256];
+	int		 step, rc;
+
+	for (step = 0; step < 4; step++) {
+		snprintf(dest, sizeof(dest), "%s/rec%d/db", base, step);
+		snprintf(m, sizeof(m), "%s.biomirror", dest);
+		snprintf(p, sizeof(p), "%s/rec%d", base, step);
+		mkdir(p, 0755);
+		mkdir(dest, 0755);
+		snprintf(p, sizeof(p), "%s/f", dest);
+		put_file(p, "F");
+		mkdir(m, 0755);
+		snprintf(p, sizeof(p), "%s/snapshots", m);
+		mkdir(p, 0755);
+		snprintf(p, sizeof(p), "%s/snapshots/0", m);
+		snprintf(q, sizeof(q), "%s/convert", m);
+		switch (step) {
+		case 0:	/* placeholders made, nothing exchanged */
+			mklink("../convert", p);
+			mklink("db.biomirror/snapshots/0", q);
+			break;
+		case 1:	/* first exchange done */
+			mklink("../convert", p);
+			(void)rename(dest, q);
+			mklink("db.biomirror/snapshots/0", dest);
+			break;
+		case 2:	/* both exchanges done, convert left */
+			(void)rename(dest, p);
+			mklink("db.biomirror/snapshots/0", dest);
+			mklink("../convert", q);
+			break;
+		case 3:	/* fallback: DEST moved, symlink not yet in place */
+			(void)rename(dest, p);
+			mklink("db.biomirror/snapshots/0", q);
+			break;
+		}
+		s = NULL;
+		rc = store_open_set(dest, 0644, 0755, 1, &s, err, sizeof(err));
+		if (!ok(rc == 0 && s != NULL, "%s: recover step %d", tag,
+		    step))
+			printf("#   rc %d: %s\n", rc, err);
+		store_close(s);
+		ok(link_is(dest, "db.biomirror/snapshots/0"),
+		    "%s: step %d: DEST -> 0", tag, step);
+		snprintf(p, sizeof(p), "%s/snapshots/0/f", m);
+		get_file(p, buf, sizeof(buf));
+		is_str(buf, "F", "%s: step %d: content in snapshot 0", tag, step);
+		snprintf(p, sizeof(p), "%s/convert", m);
+		ok(!exists(p), "%s: step %d: convert gone", tag, step);
+		is_int(count_entries(m), 1, "%s: step %d: only snapshots/",
+		    tag, step);
+	}
+
+	/* A symlink DEST that is not ours is refused and left alone. */
+	snprintf(dest, sizeof(dest), "%s/rec0/other", base);
+	mklink("elsewhere", dest);
+	s = NULL;
+	rc = store_open_set(dest, 0644, 0755, 1, &s, err, sizeof(err));
+	is_int(rc, BM_EUNSAFE, "%s: foreign symlink refused", tag);
+	ok(s == NULL && strstr(err, "not a directory nor a symlink made by "
+	    "publish = set") != NULL, "%s: says why: %s", tag, err);
+	ok(link_is(dest, "elsewhere"), "%s: foreign symlink kept", tag);
+}
+
+static void
+test_set(struct ctx *c, const char *tag)
+{
+	test_set_cycle(c->base, tag);
+	test_set_partial(c->base, tag);
+	test_set_recover(c->base, tag);
+}
+
 static void
 run_suite(const char *tag)
 {
@@ -687,6 +1038,7 @@ run_suite(const char *tag)
 	test_delete_mtime(&c, tag);
 	test_symlink(&c, tag);
 	test_free_space(&c, tag);
+	test_set(&c, tag);
 	store_close(c.s);
 	store_close(NULL);
 	if (tap_failed != 0)
