@@ -510,10 +510,31 @@ status_text(const char *name, const struct run_record *last,
 		    (long long)((now - ok->end_ns) / NS), (long long)ok->id);
 }
 
+/*
+ * With publish = set: the snapshot DEST points at (readlink(2) of the
+ * configured dest, copied into buf of len bytes), or NULL when the mirror
+ * is not in set mode or DEST is not (yet) a symlink.
+ */
+static const char *
+published_snapshot(struct cli *c, const char *name, char *buf, size_t len)
+{
+	const struct mirror_conf *m;
+	ssize_t		 n;
+
+	if (c->conf == NULL || (m = config_find(c->conf, name)) == NULL ||
+	    m->publish != PUBLISH_SET || len == 0)
+		return NULL;
+	if ((n = readlink(m->dest, buf, len - 1)) <= 0)
+		return NULL;
+	buf[n] = '\0';
+	return buf;
+}
+
 static int
 status_one(struct cli *c, const char *name, json_t *arr)
 {
-	char		 path[PATH_MAX], err[512];
+	char		 path[PATH_MAX], err[512], snap[PATH_MAX];
+	const char	*published;
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL, ok;
 	size_t		 nruns = 0;
@@ -538,6 +559,7 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		log_errx("%s", err);
 		status = 2;
 	}
+	published = published_snapshot(c, name, snap, sizeof(snap));
 	if (arr != NULL) {
 		o = json_pack("{s:s,s:o,s:o}", "mirror", name,
 		    "last_run", nruns ? run_json(&runs[0]) : json_null(),
@@ -545,6 +567,9 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		if (o != NULL && holder > 0)
 			(void)json_object_set_new(o, "pid",
 			    json_integer((json_int_t)holder));
+		if (o != NULL && published != NULL)
+			(void)json_object_set_new(o, "published",
+			    json_string(published));
 		if (o != NULL && have_ok)
 			(void)json_object_set_new(o, "last_success_age_seconds",
 			    json_integer((json_int_t)(((int64_t)now.tv_sec *
@@ -556,6 +581,8 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		    (int64_t)now.tv_sec * NS + now.tv_nsec);
 		if (holder > 0)
 			printf("%s: running now (pid %ld)\n", name, holder);
+		if (published != NULL)
+			printf("%s: published snapshot %s\n", name, published);
 	}
 	free(runs);
 	manifest_close(m);
