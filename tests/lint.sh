@@ -9,4 +9,13 @@ if [ -n "$bad" ]; then
 	echo "$bad" >&2
 	exit 1
 fi
+# The man pages render without a warning (groff -man -ww -z).
+for page in docs/biomirror.1 docs/biomirror.conf.5; do
+	out=$(groff -man -ww -z "$page" 2>&1) || out="$out (groff failed)"
+	if [ -n "$out" ]; then
+		echo "lint: $page: groff warnings:" >&2
+		echo "$out" >&2
+		exit 1
+	fi
+done
 echo "lint: ok"
