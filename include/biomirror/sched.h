@@ -19,6 +19,7 @@ struct store;
 struct manifest;
 struct mirror_result;
 struct action;
+struct resume_set;
 
 struct sched_opts {
 	const char	*source_url;	/* borrowed: ends in '/'; paths are appended encoded */
@@ -33,6 +34,8 @@ struct sched_opts {
 	uint64_t	 batch_bytes;	/* ... or this many bytes ... */
 	unsigned	 batch_ms;	/* ... or this many milliseconds */
 	volatile sig_atomic_t *stop;	/* borrowed: set by SIGTERM/SIGINT */
+	const struct resume_set *resume; /* borrowed: ranges kept by earlier
+					   runs (resume_prepare), NULL if none */
 };
 
 /*
