@@ -35,6 +35,8 @@
 #define SCHED_MAX_STREAMS	64	/* the config's upper bound for streams */
 #define RESUME_EVERY_NS		(250 * 1000000LL) /* record ranges this often */
 #define RESUME_MIN_NEW		(256 * 1024)	/* ... when this much is new */
+#define RESUME_SOON_BYTES	(16ULL << 20)	/* this much new in all files ... */
+#define RESUME_SOON_NS		(50 * 1000000LL) /* ... is recorded this soon */
 
 enum sfile_state {
 	SF_QUEUED = 0,
@@ -99,6 +101,7 @@ struct sched {
 	struct progress	*progress;	/* owned: the live line, may be a no-op */
 	struct workq	*wq;		/* owned: creates temp files off the loop */
 	int64_t		 resume_last;	/* monotonic ns of the last range record */
+	uint64_t	 resume_new;	/* bytes of resumable files since then */
 };
 
 static int	sched_launch(struct sched *, struct sfile *);
@@ -267,8 +270,9 @@ resume_jobs(struct sched *sc, struct sfile *f)
 
 /*
  * Record the ranges of files in flight that grew by RESUME_MIN_NEW (any
- * growth when final) and drop the rows of files that started over, at
- * most every RESUME_EVERY_NS unless final: fdatasync each temp file
+ * growth when final) and drop the rows of files that started over, every
+ * RESUME_EVERY_NS, or after RESUME_SOON_NS when RESUME_SOON_BYTES came
+ * in meanwhile, or when final: fdatasync each temp file
  * first, then one manifest transaction.  A failure is logged; the run
  * goes on (the next run then continues from older ranges or restarts).
  */
@@ -283,9 +287,12 @@ resume_tick(struct sched *sc, bool final)
 	int64_t		 now = clock_mono_ns();
 	int		 rc;
 
-	if (!final && now - sc->resume_last < RESUME_EVERY_NS)
+	if (!final && now - sc->resume_last < RESUME_EVERY_NS &&
+	    (sc->resume_new < RESUME_SOON_BYTES ||
+	    now - sc->resume_last < RESUME_SOON_NS))
 		return;
 	sc->resume_last = now;
+	sc->resume_new = 0;
 	for (i = 0; i < sc->nfiles; i++)
 		if (sc->files[i].rf != NULL && resume_file_due(sc->files[i].rf,
 		    final ? 0 : RESUME_MIN_NEW))
@@ -336,8 +343,10 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 		return rc;
 	if ((rc = store_file_write(f->sf, off, buf, len)) == 0) {
 		f->sc->bytes_seen += len;
-		if (f->rf != NULL)
+		if (f->rf != NULL) {
+			f->sc->resume_new += len;
 			rc = resume_file_add(f->rf, off, len);
+		}
 	}
 	return rc;
 }
