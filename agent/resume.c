@@ -260,7 +260,8 @@ resume_prepare(struct manifest *m, struct store *s,
 		goto out;
 	if ((rc = manifest_partials(m, prepare_row, rs)) != 0)
 		goto out;
-	qsort(rs->rows, rs->n, sizeof(*rs->rows), row_cmp);
+	if (rs->n > 1)
+		qsort(rs->rows, rs->n, sizeof(*rs->rows), row_cmp);
 	if (rs->ndrops > 0 && (rc = manifest_partials_put(m, 0, rs->drops,
 	    rs->ndrops)) != 0)
 		goto out;

@@ -44,7 +44,10 @@ struct sched_opts {
  * exact size S in min(streams, S / min_split) ranges, written with
  * pwrite into one temp file; one stream when the server ignores Range),
  * writes through s,
- * records through m, counts and per-file errors into res.  Returns 0
+ * records through m, counts and per-file errors into res.  Large files
+ * of exact size keep their finished ranges (agent/resume.c): a retry
+ * fetches only what is missing, the ranges are recorded in the manifest
+ * as they arrive, and files o->resume kept from an earlier run continue.  Returns 0
  * when every action was tried (failures are counted in res), BM_EDB when
  * the manifest could not record a batch, BM_ENOSPC when the destination
  * filled up (in-flight files abandoned, finished ones committed), or
