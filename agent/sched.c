@@ -35,8 +35,8 @@
 #define SCHED_MAX_STREAMS	64	/* the config's upper bound for streams */
 #define RESUME_EVERY_NS		(250 * 1000000LL) /* record ranges this often */
 #define RESUME_MIN_NEW		(256 * 1024)	/* ... when this much is new */
-#define RESUME_SOON_BYTES	(16ULL << 20)	/* this much new in all files ... */
-#define RESUME_SOON_NS		(50 * 1000000LL) /* ... is recorded this soon */
+#define RESUME_SOON_BYTES	(64ULL << 20)	/* this much new in all files ... */
+#define RESUME_SOON_NS		(100 * 1000000LL) /* ... is recorded this soon */
 
 enum sfile_state {
 	SF_QUEUED = 0,
