@@ -40,6 +40,7 @@
 #include "biomirror/manifest.h"
 #include "biomirror/plan.h"
 #include "biomirror/report.h"
+#include "biomirror/resume.h"
 #include "biomirror/sched.h"
 #include "biomirror/store.h"
 #include "biomirror/workq.h"
@@ -47,6 +48,10 @@
 
 #define NS			1000000000LL
 #define SCHED_MAX_STREAMS	64	/* the config's upper bound for streams */
+#define RESUME_EVERY_NS		(250 * 1000000LL) /* record ranges this often */
+#define RESUME_MIN_NEW		(256 * 1024)	/* ... when this much is new */
+#define RESUME_SOON_BYTES	(64ULL << 20)	/* this much new in all files ... */
+#define RESUME_SOON_NS		(100 * 1000000LL) /* ... is recorded this soon */
 
 enum sfile_state {
 	SF_QUEUED = 0,
@@ -101,6 +106,7 @@ struct sfile {
 	struct sfile_try *t;		/* owned: the try in flight or in the batch */
 	struct hasher	*h;		/* owned by sched's list: the try's digest, NULL if none */
 	int64_t		 mtime;		/* ns set on the committed file */
+	struct resume_file *rf;		/* owned: ranges held, NULL: not resumable */
 };
 
 /*
@@ -153,6 +159,8 @@ struct sched {
 	struct workq	*hq;		/* owned: computes digests off the loop */
 	struct hasher	*hashers;	/* owned: list of hashers not yet freed */
 	size_t		 hashing;	/* SF_HASHING files */
+	int64_t		 resume_last;	/* monotonic ns of the last range record */
+	uint64_t	 resume_new;	/* bytes of resumable files since then */
 };
 
 static int	sched_launch(struct sched *, struct sfile *);
@@ -166,6 +174,8 @@ static void	hash_poll(struct sched *);
 static void	hash_free_all(struct sched *);
 static void	sched_publish(struct sched *, struct sfile *);
 static void	sched_retry(struct sched *, struct sfile *);
+static int	sink_store(void *, uint64_t, const void *, size_t);
+static void	commit_done(void *, void *);
 
 /* Bytes a try wrote (they no longer count for progress if it failed). */
 static uint64_t
@@ -190,18 +200,234 @@ try_free(struct sfile_try *t)
 	free(t);
 }
 
+/*
+ * ---- Resume: ranges held across tries and runs (agent/resume.c) ----
+ * A large file of exact size keeps the ranges it has written.  A try that
+ * fails transiently keeps its temp file, and the next try asks only for
+ * what is missing, with If-Range; a change upstream starts it over.
+ * Every RESUME_EVERY_NS the ranges of files in flight are recorded in
+ * the manifest, each after an fdatasync of its temp file, so that a
+ * killed run is continued by the next one (resume_prepare in sync.c).
+ */
+
+/* Discard f's temp file and the ranges it held (its row is dropped). */
+static void
+resume_forget(struct sfile *f)
+{
+	store_file_abort(f->sf);
+	f->sf = NULL;
+	if (f->rf != NULL)
+		resume_file_reset(f->rf);
+}
+
+/*
+ * A try that did not succeed: keep the temp file for the next try when
+ * the failure is transient and the bytes held can be continued, else
+ * start over.
+ */
+static void
+resume_end_try(struct sfile *f)
+{
+	const struct xfer_result *res = &f->t->res;
+
+	if (res->cls == XFER_RETRY && !res->ignored_range && f->rf != NULL &&
+	    f->sf != NULL && resume_file_usable(f->rf))
+		return;
+	resume_forget(f);
+}
+
+/*
+ * The run is over for f's temp file: kept when its ranges are recorded
+ * (unless the disk is full: then it is removed to give the space back),
+ * else removed.
+ */
+static void
+resume_close(struct sched *sc, struct sfile *f)
+{
+	if (f->sf == NULL)
+		return;
+	if (f->rf != NULL && resume_file_in_manifest(f->rf) &&
+	    sc->fatal != BM_ENOSPC) {
+		store_file_keep(f->sf);
+		f->sf = NULL;
+		return;
+	}
+	resume_forget(f);
+}
+
+/* Worker thread: reopen the temp file an earlier run kept for f. */
+static void
+resume_reopen(struct sfile *f)
+{
+	const struct action *a = f->act;
+	struct store_file *sf = NULL;
+	int		 rc;
+
+	rc = store_file_resume(f->sc->s, a->path, resume_file_tmpname(f->rf),
+	    a->list_size, &sf);
+	if (resume_file_reopened(f->rf, rc == 0,
+	    rc == 0 ? store_file_length(sf) : 0)) {
+		f->sf = sf;
+		return;
+	}
+	store_file_abort(sf);	/* shorter than recorded: of no use */
+}
+
+/*
+ * The jobs of a try that continues f: one per missing range, large ones
+ * split so that about min(streams, missing / min_split) ranges run, at
+ * most SCHED_MAX_STREAMS; each with If-Range.  Returns 0 or BM_ENOMEM.
+ */
+static int
+resume_jobs(struct sched *sc, struct sfile *f)
+{
+	struct sfile_try *t = f->t;
+	struct xfer_job	*j;
+	uint64_t	 gaps[2 * SCHED_MAX_STREAMS], missing = 0, want, chunk;
+	uint64_t	 total = 0, off, len, i;
+	size_t		 ngaps, g;
+
+	ngaps = resume_file_gaps(f->rf, gaps, SCHED_MAX_STREAMS);
+	if (ngaps > SCHED_MAX_STREAMS) {	/* refetch the rest whole */
+		ngaps = SCHED_MAX_STREAMS;
+		gaps[2 * ngaps - 1] = (uint64_t)f->act->list_size;
+	} else if (ngaps == 0) {		/* all held: one byte confirms */
+		gaps[0] = (uint64_t)f->act->list_size - 1;
+		gaps[1] = (uint64_t)f->act->list_size;
+		ngaps = 1;
+	}
+	for (g = 0; g < ngaps; g++)
+		missing += gaps[2 * g + 1] - gaps[2 * g];
+	want = sc->o->min_split ? missing / sc->o->min_split : 1;
+	if (want > sc->o->streams)
+		want = sc->o->streams;
+	if (want < ngaps)
+		want = ngaps;
+	chunk = (missing + want - 1) / want;
+	for (g = 0; g < ngaps; g++)
+		total += (gaps[2 * g + 1] - gaps[2 * g] + chunk - 1) / chunk;
+	if (total > SCHED_MAX_STREAMS)
+		chunk = UINT64_MAX, total = ngaps;	/* one job per gap */
+	if ((t->jobs = calloc(total, sizeof(*t->jobs))) == NULL ||
+	    (t->cancelled = calloc(total, sizeof(*t->cancelled))) == NULL)
+		return BM_ENOMEM;
+	for (g = 0; g < ngaps; g++) {
+		for (off = gaps[2 * g]; off < gaps[2 * g + 1]; off += len) {
+			len = gaps[2 * g + 1] - off;
+			if (len > chunk)
+				len = chunk;
+			j = &t->jobs[t->njobs++];
+			j->url = t->url;
+			j->off = off;
+			j->len = len;
+			j->expect_size = -1;
+			j->if_modified_since = -1;
+			j->if_range = resume_file_if_range(f->rf);
+			j->sink = sink_store;
+			j->sink_arg = j;
+			j->owner = f;
+		}
+	}
+	i = resume_file_covered(f->rf);
+	log_info("%s: continuing with %llu of %lld bytes held: %u range(s)",
+	    f->act->path, (unsigned long long)i, (long long)f->act->list_size,
+	    t->njobs);
+	return 0;
+}
+
+/*
+ * Record the ranges of files in flight that grew by RESUME_MIN_NEW (any
+ * growth when final) and drop the rows of files that started over, every
+ * RESUME_EVERY_NS, or after RESUME_SOON_NS when RESUME_SOON_BYTES came
+ * in meanwhile (both counted from nine times the last record's duration
+ * after it), or when final: fdatasync each temp file
+ * first, then one manifest transaction.  A failure is logged; the run
+ * goes on (the next run then continues from older ranges or restarts).
+ */
+static void
+resume_tick(struct sched *sc, bool final)
+{
+	struct partial_rec *recs = NULL;
+	struct sfile	**who = NULL;
+	struct sfile	*f;
+	const char	*tmp;
+	size_t		 i, n = 0, due = 0;
+	int64_t		 now = clock_mono_ns();
+	int		 rc;
+
+	if (!final && now - sc->resume_last < RESUME_EVERY_NS &&
+	    (sc->resume_new < RESUME_SOON_BYTES ||
+	    now - sc->resume_last < RESUME_SOON_NS))
+		return;
+	sc->resume_last = now;
+	sc->resume_new = 0;
+	for (i = 0; i < sc->nfiles; i++)
+		if (sc->files[i].rf != NULL && resume_file_due(sc->files[i].rf,
+		    final ? 0 : RESUME_MIN_NEW))
+			due++;
+	if (due == 0)
+		return;
+	/*
+	 * The manifest is the committer thread's while it has a batch, and
+	 * files of that batch are settled by commit_done: wait for both.
+	 */
+	if (sc->cb.busy)
+		workq_wait(sc->cq, commit_done, sc);
+	if ((recs = calloc(due, sizeof(*recs))) == NULL ||
+	    (who = calloc(due, sizeof(*who))) == NULL)
+		goto out;
+	for (i = 0; i < sc->nfiles && n < due; i++) {
+		f = &sc->files[i];
+		if (f->rf == NULL || !resume_file_due(f->rf,
+		    final ? 0 : RESUME_MIN_NEW))
+			continue;
+		tmp = NULL;
+		if ((f->state == SF_RUNNING || f->state == SF_WAITING) &&
+		    f->sf != NULL && store_file_sync(f->sf) == 0)
+			tmp = store_file_tmpname(f->sf);
+		if (resume_file_record(f->rf, tmp, &recs[n]))
+			who[n++] = f;
+	}
+	rc = n > 0 ? manifest_partials_put(sc->m, sc->o->run, recs, n) : 0;
+	if (rc != 0)
+		log_warnx("manifest: record finished ranges: %s",
+		    manifest_errmsg(sc->m));
+	for (i = 0; i < n; i++)
+		resume_file_recorded(who[i]->rf, rc == 0);
+out:
+	free(recs);
+	free(who);
+	/*
+	 * The fdatasyncs above block the loop (for long when the disk is
+	 * behind the network): wait nine times as long before the next
+	 * record, so that recording never takes more than a tenth of it.
+	 */
+	sc->resume_last = now + 9 * (clock_mono_ns() - now);
+}
+
 static int
 sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 {
-	struct sfile	*f = arg;
+	struct xfer_job	*j = arg;
+	struct sfile	*f = j->owner;
 	int		 rc;
 
 	/* A conditional GET opens its temp file with the first byte. */
 	if (f->sf == NULL && (rc = store_file_open(f->sc->s, f->act->path,
 	    -1, &f->sf)) != 0)
 		return rc;
-	if ((rc = store_file_write(f->sf, off, buf, len)) == 0)
+	/* The first byte of a response: same upstream version as held? */
+	if (f->rf != NULL && j->res.bytes == 0 && (rc = resume_file_check(
+	    f->rf, j->res.etag, j->res.mtime, j->res.full ? -1 : j->res.total,
+	    j->res.errmsg, sizeof(j->res.errmsg))) != 0)
+		return rc;
+	if ((rc = store_file_write(f->sf, off, buf, len)) == 0) {
 		f->sc->bytes_seen += len;
+		if (f->rf != NULL) {
+			f->sc->resume_new += len;
+			rc = resume_file_add(f->rf, off, len);
+		}
+	}
 	return rc;
 }
 
@@ -392,6 +618,7 @@ static void
 sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
     const char *reason)
 {
+	resume_forget(f);
 	f->state = SF_FAILED;
 	(void)rec_new(sc, f->act, op, reason);
 	if (op == COMMIT_VANISHED) {
@@ -470,8 +697,9 @@ sched_retry(struct sched *sc, struct sfile *f)
 	f->not_before = clock_mono_ns() + (res->ignored_range ? 0 :
 	    sched_backoff_ns(f->attempts, res->retry_after));
 	sc->wait[sc->waiting++] = f;
-	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
-	    try_bytes(f->t) : sc->bytes_seen;
+	if (f->sf == NULL)	/* nothing kept */
+		sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
+		    try_bytes(f->t) : sc->bytes_seen;
 	if (res->ignored_range)
 		log_info("%s: fetch: %s: trying one stream", f->act->path,
 		    res->errmsg);
@@ -496,8 +724,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 	sc->inflight--;
 	if (res->cls != XFER_OK) {
 		hash_abandon(sc, f);
-		store_file_abort(f->sf);
-		f->sf = NULL;
+		resume_end_try(f);
 	}
 	switch (res->cls) {
 	case XFER_OK:
@@ -558,7 +785,8 @@ sfile_result(struct sfile *f)
 	unsigned	 i;
 
 	*res = *r0;
-	if (t->njobs > 1 && !(r0->cls == XFER_OK && r0->full) &&
+	/* A try in ranges (also one range that continues a file). */
+	if (t->jobs[0].len > 0 && !(r0->cls == XFER_OK && r0->full) &&
 	    !sfile_ranges(f))
 		return;
 	if (t->njobs > 1 && r0->full) {
@@ -577,6 +805,9 @@ sfile_result(struct sfile *f)
 		}
 		res->size = (int64_t)r0->bytes;
 	}
+	/* Earlier tries or runs may hold part of the bytes. */
+	if (f->rf != NULL && res->cls == XFER_OK)
+		res->bytes = resume_file_covered(f->rf);
 	sfile_check_size(f);
 }
 
@@ -687,8 +918,14 @@ on_done(void *ctx, struct xfer_job *job)
 	struct sfile_try *t = f->t;
 
 	t->running &= ~(1ULL << (job - t->jobs));
-	/* A failed range makes the others pointless: stop them now. */
-	if (job->res.cls != XFER_OK && !job->res.ignored_range)
+	/*
+	 * A failed range makes the others pointless: stop them now; unless
+	 * it is a transient failure and what the others fetch is kept (the
+	 * next try asks only for what is missing).
+	 */
+	if (job->res.cls != XFER_OK && !job->res.ignored_range &&
+	    !(job->res.cls == XFER_RETRY && f->rf != NULL &&
+	    resume_file_usable(f->rf)))
 		sfile_cancel(sc, f, "cancelled: another range failed");
 	if (t->running != 0)
 		return;
@@ -712,6 +949,8 @@ sched_jobs(struct sched *sc, struct sfile *f)
 	uint64_t	 size = 0, chunk = 0, n = 1, off;
 	unsigned	 i;
 
+	if (f->rf != NULL && resume_file_usable(f->rf))
+		return resume_jobs(sc, f);
 	if (!f->single && a->op == ACT_FETCH && a->list_size_exact &&
 	    a->list_size > 0 && sc->o->streams > 1 && sc->o->min_split > 0) {
 		size = (uint64_t)a->list_size;
@@ -734,7 +973,7 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->expect_size = -1;
 		j->if_modified_since = -1;
 		j->sink = sink_store;
-		j->sink_arg = f;
+		j->sink_arg = j;
 		j->owner = f;
 		if (n > 1) {
 			j->off = off;
@@ -793,7 +1032,8 @@ sched_start(struct sched *sc, struct sfile *f)
 	 * files are created by the worker pool: file creation is the
 	 * slowest step of a run of many small files, and it blocks.
 	 */
-	if (a->op == ACT_COND_FETCH)
+	/* A temp file kept from the last try goes on at once. */
+	if (a->op == ACT_COND_FETCH || f->sf != NULL)
 		return sched_launch(sc, f);
 	f->state = SF_OPENING;
 	return workq_push(sc->wq, open_task, f);
@@ -813,6 +1053,12 @@ open_task(void *arg)
 	struct sfile	*f = arg;
 	const struct action *a = f->act;
 
+	if (f->rf != NULL && resume_file_tmpname(f->rf) != NULL)
+		resume_reopen(f);
+	if (f->sf != NULL) {
+		f->open_rc = 0;
+		return;
+	}
 	f->open_rc = store_file_open(f->sc->s, a->path, a->list_size_exact ?
 	    a->list_size : -1, &f->sf);
 }
@@ -927,8 +1173,7 @@ sched_abandon(struct sched *sc)
 		} else if (f->state == SF_RUNNING) {
 			sfile_cancel(sc, f, "abandoned");
 			hash_abandon(sc, f);
-			store_file_abort(f->sf);
-			f->sf = NULL;
+			resume_close(sc, f);
 			try_free(f->t);
 			f->t = NULL;
 			f->state = SF_FAILED;
@@ -968,11 +1213,15 @@ sched_loop(struct sched *sc)
 		(void)workq_collect(sc->wq, open_done, sc);
 		(void)workq_collect(sc->cq, commit_done, sc);
 		hash_poll(sc);
+		resume_tick(sc, false);
 		progress_update(sc->progress, sc->res->fetched +
 		    (int64_t)(sc->nitems + sc->cb.nitems), sc->bytes_seen);
 		if (batch_due(sc) && sched_flush(sc, false) != 0)
 			break;
 	}
+	/* The last ranges of files in flight, before they are abandoned. */
+	if (sc->fatal != BM_ENOSPC)
+		resume_tick(sc, true);
 	sched_abandon(sc);
 	return 0;
 }
@@ -1171,8 +1420,8 @@ hash_check(struct sched *sc, struct sfile *f)
 	if (rc != BM_ECHECKSUM)
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "digest: %s",
 		    bm_strerror(rc));
-	store_file_abort(f->sf);
-	f->sf = NULL;
+	/* Wrong bytes: none of them may be continued by a later try. */
+	resume_forget(f);
 	res->cls = XFER_CHANGED;
 	res->rc = rc;
 	res->retry_after = -1;
@@ -1226,6 +1475,25 @@ hash_poll(struct sched *sc)
 	}
 }
 
+/*
+ * A large file of exact size keeps its ranges (resume), starting from
+ * those an earlier run recorded, if any.  Returns 0 or BM_ENOMEM.
+ */
+static int
+resume_setup(struct sched *sc, struct sfile *f)
+{
+	const struct action *a = f->act;
+
+	if (a->op != ACT_FETCH || !a->list_size_exact ||
+	    a->list_size < RESUME_MIN_SIZE)
+		return 0;
+	if ((f->rf = resume_file_new(sc->o->resume, a->path, a->list_size,
+	    a->list_mtime)) == NULL)
+		return BM_ENOMEM;
+	sc->bytes_seen += resume_file_covered(f->rf);
+	return 0;
+}
+
 static int
 sched_setup(struct sched *sc, struct action *acts, size_t n)
 {
@@ -1269,6 +1537,8 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 			continue;
 		sc->files[sc->nfiles].act = &acts[i];
 		sc->files[sc->nfiles].sc = sc;
+		if (resume_setup(sc, &sc->files[sc->nfiles]) != 0)
+			return BM_ENOMEM;
 		sc->nfiles++;
 	}
 	return 0;
@@ -1321,9 +1591,12 @@ out:
 		for (i = 0; i < sc.nfiles; i++) {
 			if (sc.files[i].state == SF_RUNNING)
 				sfile_cancel(&sc, &sc.files[i], "abandoned");
-			store_file_abort(sc.files[i].sf);
+			resume_close(&sc, &sc.files[i]);
 			try_free(sc.files[i].t);
 		}
+		resume_tick(&sc, true);	/* rows of files started over */
+		for (i = 0; i < sc.nfiles; i++)
+			resume_file_free(sc.files[i].rf);
 	}
 	if (sc.reasons)
 		for (i = 0; i < sc.nrecs; i++)

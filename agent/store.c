@@ -773,6 +773,116 @@ store_file_abort(struct store_file *f)
 	store_file_free(f, true);
 }
 
+/* True when name is one of our temp names: prefix and 8 hex digits. */
+static bool
+store_is_tmpname(const char *name)
+{
+	size_t	 i;
+
+	if (strlen(name) != STORE_TMP_NAMELEN ||
+	    strncmp(name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) != 0)
+		return false;
+	for (i = STORE_PREFIX_LEN; i < STORE_TMP_NAMELEN; i++)
+		if (strchr("0123456789abcdef", name[i]) == NULL)
+			return false;
+	return true;
+}
+
+/*
+ * Reopen the temp file tmpname (borrowed; a name store_file_tmpname()
+ * gave, checked) beside path (relative, checked, borrowed) to continue
+ * writing it: a regular file we can write, not a symlink, at most size
+ * bytes long.  *ret is owned by the caller as from store_file_open().
+ * Returns 0, BM_ENOENT (gone), BM_EUNSAFE (bad path or name, not a
+ * regular file), BM_ECHECKSUM (longer than size), BM_ENOMEM or BM_EIO.
+ * Sandbox: write regular files beneath the destination.
+ */
+int
+store_file_resume(struct store *s, const char *path, const char *tmpname,
+    int64_t size, struct store_file **ret)
+{
+	struct store_file	*f = NULL;
+	struct stat		 st, dst;
+	const char		*name;
+	int			 dirfd = -1, rc;
+
+	if (tmpname == NULL || !store_is_tmpname(tmpname))
+		return BM_EUNSAFE;
+	if ((rc = store_parent(s, path, false, &dirfd, &name)) != 0)
+		goto out;
+	if ((f = calloc(1, sizeof(*f))) == NULL ||
+	    (f->name = strdup(name)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	f->s = s;
+	f->dirfd = dirfd;
+	dirfd = -1;
+	f->fd = openat(f->dirfd, tmpname, O_WRONLY | O_NOFOLLOW | O_CLOEXEC |
+	    O_NONBLOCK);
+	if (f->fd == -1) {
+		rc = errno == ENOENT ? BM_ENOENT : errno == ELOOP ?
+		    BM_EUNSAFE : BM_EIO;
+		goto out;
+	}
+	if (fstat(f->fd, &st) == -1 || fstat(f->dirfd, &dst) == -1) {
+		rc = BM_EIO;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = BM_EUNSAFE;
+		goto out;
+	}
+	if (size < 0 || st.st_size > size) {
+		rc = BM_ECHECKSUM;
+		goto out;
+	}
+	f->dir_dev = dst.st_dev;
+	f->dir_ino = dst.st_ino;
+	f->length = (uint64_t)st.st_size;
+	memcpy(f->tmpname, tmpname, STORE_TMP_NAMELEN + 1);
+	*ret = f;
+	f = NULL;
+	rc = 0;
+out:
+	store_close_fd(dirfd);
+	store_file_free(f, false);	/* never unlink what we did not make */
+	return rc;
+}
+
+/* The temp file's name in its directory (borrowed, valid while f lives). */
+const char *
+store_file_tmpname(const struct store_file *f)
+{
+	return f->tmpname;
+}
+
+/*
+ * Make the bytes written to f so far durable (fdatasync), so that the
+ * ranges they fill may be recorded for resume.  Returns 0, BM_ENOSPC or
+ * BM_EIO (errno kept).
+ * Sandbox: an open fd only.
+ */
+int
+store_file_sync(struct store_file *f)
+{
+	while (fdatasync(f->fd) == -1) {
+		if (errno != EINTR)
+			return store_errno_rc(errno);
+	}
+	return 0;
+}
+
+/*
+ * Close f and free it, leaving the temp file on disk for a later run
+ * (its ranges are recorded).  NULL is a no-op.  Keeps errno.
+ */
+void
+store_file_keep(struct store_file *f)
+{
+	store_file_free(f, false);
+}
+
 /* Commit step 1 for one item: byte count, mtime, mode. */
 static int
 store_commit_prepare(struct store *s, struct store_commit_item *it)
@@ -1205,36 +1315,84 @@ out:
 	return rc;
 }
 
-static int	store_clean_dir(int fd, int depth, size_t *n);
+/* What store_clean_temps_except walks with. */
+struct store_clean {
+	const char *const *keep;	/* borrowed: sorted relative paths to keep */
+	size_t		 nkeep;
+	size_t		 n;		/* temp files removed */
+	char		 rel[PATH_MAX];	/* relative path of the directory walked */
+};
+
+static int	store_clean_dir(struct store_clean *, int fd, int depth);
+
+static int
+store_keep_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, *(const char *const *)elem);
+}
+
+/* True when temp file name in the directory being walked is to be kept. */
+static bool
+store_clean_keeps(const struct store_clean *c, const char *name)
+{
+	char	 path[PATH_MAX];
+
+	if (c->nkeep == 0)
+		return false;
+	if ((size_t)snprintf(path, sizeof(path), "%s%s%s", c->rel,
+	    c->rel[0] ? "/" : "", name) >= sizeof(path))
+		return false;
+	return bsearch(path, c->keep, c->nkeep, sizeof(*c->keep),
+	    store_keep_cmp) != NULL;
+}
+
+/* Descend into directory name of dfd with c->rel extended by it. */
+static int
+store_clean_subdir(struct store_clean *c, int dfd, const char *name,
+    int depth)
+{
+	size_t	 len = strlen(c->rel);
+	int	 fd, rc;
+
+	if (depth >= STORE_MAX_DEPTH)
+		return BM_ELIMIT;
+	if ((size_t)snprintf(c->rel + len, sizeof(c->rel) - len, "%s%s",
+	    len ? "/" : "", name) >= sizeof(c->rel) - len) {
+		c->rel[len] = '\0';
+		return BM_ELIMIT;
+	}
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd == -1)	/* gone or swapped for a link: skip it */
+		rc = (errno == ENOENT || errno == ELOOP ||
+		    errno == ENOTDIR) ? 0 : BM_EIO;
+	else
+		rc = store_clean_dir(c, fd, depth + 1);
+	c->rel[len] = '\0';
+	return rc;
+}
 
 /* store_clean_temps for one directory entry of dfd. */
 static int
-store_clean_entry(int dfd, const struct dirent *de, int depth, size_t *n)
+store_clean_entry(struct store_clean *c, int dfd, const struct dirent *de,
+    int depth)
 {
 	struct stat	 st;
 	unsigned char	 type = de->d_type;
-	int		 fd;
 
 	if (type == DT_UNKNOWN) {
 		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
 			return (errno == ENOENT) ? 0 : BM_EIO;
 		type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
 	}
-	if (type == DT_DIR) {
-		if (depth >= STORE_MAX_DEPTH)
-			return BM_ELIMIT;
-		fd = openat(dfd, de->d_name,
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd == -1)	/* gone or swapped for a link: skip it */
-			return (errno == ENOENT || errno == ELOOP ||
-			    errno == ENOTDIR) ? 0 : BM_EIO;
-		return store_clean_dir(fd, depth + 1, n);
-	}
+	if (type == DT_DIR)
+		return store_clean_subdir(c, dfd, de->d_name, depth);
 	if (strncmp(de->d_name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) != 0)
+		return 0;
+	if (type == DT_REG && store_clean_keeps(c, de->d_name))
 		return 0;
 	if (unlinkat(dfd, de->d_name, 0) == -1)
 		return (errno == ENOENT) ? 0 : BM_EIO;
-	(*n)++;
+	c->n++;
 	return 0;
 }
 
@@ -1243,7 +1401,7 @@ store_clean_entry(int dfd, const struct dirent *de, int depth, size_t *n)
  * Keeps going after an error and returns the first one.
  */
 static int
-store_clean_dir(int fd, int depth, size_t *n)
+store_clean_dir(struct store_clean *c, int fd, int depth)
 {
 	struct dirent	*de;
 	DIR		*d;
@@ -1263,7 +1421,7 @@ store_clean_dir(int fd, int depth, size_t *n)
 		if (strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0)
 			continue;
-		r = store_clean_entry(dirfd(d), de, depth, n);
+		r = store_clean_entry(c, dirfd(d), de, depth);
 		if (r != 0 && rc == 0)
 			rc = r;
 	}
@@ -1285,18 +1443,38 @@ store_clean_dir(int fd, int depth, size_t *n)
 int
 store_clean_temps(struct store *s, size_t *ret_n)
 {
-	size_t	 n = 0;
-	int	 fd, rc;
+	return store_clean_temps_except(s, NULL, 0, ret_n);
+}
+
+/*
+ * store_clean_temps(), except that the regular temp files whose relative
+ * paths ("dir/.biomirror-tmp.XXXXXXXX") are among keep[0..nkeep) (sorted
+ * by strcmp, borrowed) are left alone: their finished ranges are
+ * recorded for resume.  Same returns.
+ */
+int
+store_clean_temps_except(struct store *s, const char *const *keep,
+    size_t nkeep, size_t *ret_n)
+{
+	struct store_clean *c;
+	int		 fd, rc;
 
 	store_stat_forget(s);
 
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return BM_ENOMEM;
+	c->keep = keep;
+	c->nkeep = nkeep;
 	/* A fresh open file description: readdir must not move s->fd's. */
 	fd = openat(s->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd == -1)
+	if (fd == -1) {
+		free(c);
 		return BM_EIO;
-	rc = store_clean_dir(fd, 0, &n);
+	}
+	rc = store_clean_dir(c, fd, 0);
 	if (ret_n != NULL)
-		*ret_n = n;
+		*ret_n = c->n;
+	free(c);
 	return rc;
 }
 

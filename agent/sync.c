@@ -29,6 +29,7 @@
 #include "biomirror/metrics.h"
 #include "biomirror/plan.h"
 #include "biomirror/report.h"
+#include "biomirror/resume.h"
 #include "biomirror/sched.h"
 #include "biomirror/state.h"
 #include "biomirror/store.h"
@@ -907,20 +908,47 @@ run_transfers(struct run *r, struct sched_opts *so)
 	return rc;
 }
 
+/*
+ * Temp files of earlier runs: those whose ranges are recorded and whose
+ * file is fetched again unchanged are kept to be continued (*ret), all
+ * others are removed.
+ */
+static int
+run_resume_prepare(struct run *r, struct resume_set **ret)
+{
+	size_t		 kept = 0, ntemps = 0;
+	int		 rc;
+
+	if ((rc = resume_prepare(r->m, r->s, r->p->acts, r->p->nacts, ret,
+	    &kept, &ntemps)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    rc == BM_ENOMEM ? bm_strerror(rc) : manifest_errmsg(r->m));
+		return rc == BM_ENOMEM ? rc : BM_EDB;
+	}
+	if (ntemps > 0)
+		log_info("%s: removed %zu temp files of an earlier run",
+		    r->c->name, ntemps);
+	if (kept > 0)
+		log_info("%s: %zu partly fetched files of an earlier run to "
+		    "continue", r->c->name, kept);
+	return 0;
+}
+
 static int
 run_execute(struct run *r)
 {
 	struct sched_opts so;
-	size_t		 ntemps = 0;
+	struct resume_set *rs = NULL;
 	int		 rc;
 
-	if (store_clean_temps(r->s, &ntemps) == 0 && ntemps > 0)
-		log_info("%s: removed %zu temp files of an earlier run",
-		    r->c->name, ntemps);
+	if ((rc = run_resume_prepare(r, &rs)) != 0)
+		return rc;
 	run_conflicts(r);
 	if ((rc = run_deletes(r, PHASE_CLEAR)) != 0 ||
-	    (rc = run_mkdirs(r)) != 0 || (rc = run_adopts(r)) != 0)
+	    (rc = run_mkdirs(r)) != 0 || (rc = run_adopts(r)) != 0) {
+		resume_set_free(rs);
 		return rc;
+	}
 	memset(&so, 0, sizeof(so));
 	so.source_url = r->c->source;
 	so.name = r->c->name;
@@ -934,7 +962,9 @@ run_execute(struct run *r)
 	so.batch_bytes = 256ULL * 1024 * 1024;
 	so.batch_ms = 5000;
 	so.stop = r->o->stop;
+	so.resume = rs;
 	rc = run_transfers(r, &so);
+	resume_set_free(rs);
 	if (rc == BM_ENOSPC)
 		(void)snprintf(r->err, sizeof(r->err), "%s: no space left on "
 		    "device: stopped", r->c->dest);

@@ -151,6 +151,7 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 	if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
 		/* A new response (after a redirect or 100): forget the last. */
 		res->etag[0] = '\0';
+		res->mtime = -1;
 		res->content_type[0] = '\0';
 		res->retry_after = -1;
 		res->range_start = res->range_end = res->total = -1;
@@ -176,6 +177,15 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 	}
 	if (header_is(buf, n, "ETag", &off))
 		header_value(buf + off, n - off, res->etag, sizeof(res->etag));
+	else if (header_is(buf, n, "Last-Modified", &off)) {
+		/* Known before the body, for the sink (resume validators). */
+		char	 lm[64];
+		time_t	 t;
+
+		header_value(buf + off, n - off, lm, sizeof(lm));
+		if ((t = curl_getdate(lm, NULL)) >= 0)
+			res->mtime = (int64_t)t;
+	}
 	else if (header_is(buf, n, "Content-Type", &off))
 		header_value(buf + off, n - off, res->content_type,
 		    sizeof(res->content_type));
@@ -227,6 +237,13 @@ check_status(struct curl_rec *r, long status)
 			return BM_EPROTO;
 		}
 		return 0;
+	}
+	if (status == 200 && j->if_range != NULL) {
+		/* RFC 9110 section 13.1.5: the validator no longer matches. */
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "upstream "
+		    "changed since the bytes held were fetched (If-Range "
+		    "answered 200): starting over");
+		return BM_ECHANGED;
 	}
 	if (status == 200) {
 		if (j->off == 0 && j->accept_full) {
@@ -385,6 +402,15 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 		r->headers = l;
 		(void)curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
 	}
+	if (j->if_range && j->if_range[0] && j->len > 0) {
+		if ((size_t)snprintf(hdr, sizeof(hdr), "If-Range: %s",
+		    j->if_range) >= sizeof(hdr))
+			return BM_ELIMIT;
+		if ((l = curl_slist_append(r->headers, hdr)) == NULL)
+			return BM_ENOMEM;
+		r->headers = l;
+		(void)curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+	}
 	return 0;
 }
 
@@ -456,13 +482,15 @@ classify(struct curl_rec *r, CURLcode cc)
 	(void)curl_easy_getinfo(r->easy, CURLINFO_EFFECTIVE_URL, &eff);
 	res->status = status;
 	res->size = cl;
-	res->mtime = ft;
+	if (ft >= 0)
+		res->mtime = ft;
 	if (eff)
 		(void)snprintf(res->effective_url, sizeof(res->effective_url),
 		    "%s", eff);
 	if (r->sink_rc != 0) {
 		res->rc = r->sink_rc;
-		res->cls = XFER_PERMANENT;
+		res->cls = r->sink_rc == BM_ECHANGED ? XFER_CHANGED :
+		    XFER_PERMANENT;
 		if (res->errmsg[0] == '\0')
 			(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s",
 			    r->sink_rc == BM_ELIMIT ?

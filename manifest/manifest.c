@@ -4,8 +4,8 @@
  * failures are BM_E* codes plus "PATH: reason" text in the caller's buffer
  * (manifest_open) or in manifest_errmsg().
  *
- * Schema (version 1; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
- * user_version 1; WAL, synchronous=NORMAL, busy timeout 5 s):
+ * Schema (version 2; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
+ * user_version 2; WAL, synchronous=NORMAL, busy timeout 5 s):
  *
  *   files(path BLOB PRIMARY KEY, type, list_size, list_size_exact,
  *         list_mtime, list_prec, up_size, up_mtime, etag, target, checksum,
@@ -27,6 +27,17 @@
  *   events(run, seq, time_ns, path BLOB, op, reason, bytes), index on
  *        (run, seq)
  *	One row per committed outcome; seq counts from 1 within a run.
+ *   partials(path BLOB PRIMARY KEY, tmpname, size, list_mtime, up_mtime,
+ *        etag, ranges, run) WITHOUT ROWID (since version 2)
+ *	One row per temp file being fetched whose finished byte ranges are
+ *	durable on disk, so that the next run can continue it (resume).
+ *	tmpname is the temp file's name in the target's directory, size
+ *	the exact listed size, list_mtime the listed mtime (ns) when it was
+ *	started, up_mtime (ns) and etag the upstream validators of the
+ *	bytes held (NULL unknown), ranges the finished byte ranges as text
+ *	"START-END START-END ..." (END exclusive, sorted, disjoint), run
+ *	the run that wrote the row.  FETCHED, NOT_MODIFIED, DELETED and
+ *	VANISHED commits remove the row of their path.
  *   temp.staging(path BLOB PRIMARY KEY, type, size, size_exact, mtime,
  *        prec, target BLOB) WITHOUT ROWID
  *	Per connection (TEMP): the listing of the current run, loaded by
@@ -54,6 +65,8 @@
  *   DELETED	delete the row.
  *   FAILED, VANISHED the row is left exactly as it was, so the next run
  *		sees the same difference and retries.
+ * FETCHED, NOT_MODIFIED, DELETED and VANISHED also delete the path's
+ * partials row (its temp file was published or is of no use).
  *
  * Migrations: manifest_migrations[v] turns schema version v into v + 1
  * and sets user_version itself; open applies the missing steps in one
@@ -132,6 +145,18 @@ static const char *const manifest_migrations[] = {
 	"CREATE INDEX events_run ON events(run, seq);"
 	"PRAGMA application_id = 1112361298;"	/* 0x424d4952 */
 	"PRAGMA user_version = 1;",
+	/* 1 -> 2: finished ranges of temp files, for resume across runs */
+	"CREATE TABLE partials ("
+	" path BLOB PRIMARY KEY NOT NULL,"
+	" tmpname TEXT NOT NULL,"
+	" size INTEGER NOT NULL,"
+	" list_mtime INTEGER NOT NULL,"
+	" up_mtime INTEGER,"
+	" etag TEXT,"
+	" ranges TEXT NOT NULL,"
+	" run INTEGER"
+	") WITHOUT ROWID;"
+	"PRAGMA user_version = 2;",
 };
 #define MANIFEST_VERSION \
 	((int)(sizeof(manifest_migrations) / sizeof(manifest_migrations[0])))
@@ -180,6 +205,9 @@ enum manifest_st {
 	ST_LS_ALL,
 	ST_LS_PREFIX,
 	ST_EVENTS,
+	ST_PARTIAL_PUT,
+	ST_PARTIAL_DEL,
+	ST_PARTIALS,
 	ST__MAX
 };
 
@@ -276,6 +304,14 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_EVENTS] =
 	    "SELECT run, path, op, reason, bytes, time_ns FROM main.events"
 	    " WHERE run = ?1 ORDER BY seq",
+	[ST_PARTIAL_PUT] =
+	    "INSERT OR REPLACE INTO main.partials (path, tmpname, size,"
+	    " list_mtime, up_mtime, etag, ranges, run)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_PARTIAL_DEL] = "DELETE FROM main.partials WHERE path = ?1",
+	[ST_PARTIALS] =
+	    "SELECT path, tmpname, size, list_mtime, up_mtime, etag, ranges"
+	    " FROM main.partials ORDER BY path",
 };
 
 struct manifest {
@@ -1078,12 +1114,27 @@ commit_op_name(enum commit_op op)
 	}
 }
 
+/* Drop the partials row of path, if any. */
+static int
+partial_del(struct manifest *m, const char *path)
+{
+	sqlite3_stmt	*st = m->st[ST_PARTIAL_DEL];
+
+	(void)bind_path(st, 1, path);
+	return st_run(m, st);
+}
+
 /* Apply one record's row change (see the file comment). */
 static int
 commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 {
 	sqlite3_stmt	*st;
+	int		 rc;
 
+	if ((c->op == COMMIT_FETCHED || c->op == COMMIT_NOT_MODIFIED ||
+	    c->op == COMMIT_DELETED || c->op == COMMIT_VANISHED) &&
+	    (rc = partial_del(m, c->path)) != 0)
+		return rc;
 	switch (c->op) {
 	case COMMIT_FETCHED:
 	case COMMIT_MKDIR:
@@ -1255,6 +1306,166 @@ manifest_events(struct manifest *m, int64_t run, manifest_event_fn fn,
 		ev.bytes = sqlite3_column_int64(st, 4);
 		ev.time_ns = sqlite3_column_int64(st, 5);
 		if ((rc = fn(ctx, &ev)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}
+
+/*
+ * Encode n ranges (pairs) as "START-END START-END ..." into a new
+ * malloc'd string.  Returns NULL on out-of-memory.
+ */
+static char *
+ranges_encode(const uint64_t *r, size_t n)
+{
+	char	*s, *p;
+	size_t	 i, cap = n * 42 + 1;
+	int	 w;
+
+	if ((s = malloc(cap)) == NULL)
+		return NULL;
+	p = s;
+	*p = '\0';
+	for (i = 0; i < n; i++) {
+		w = snprintf(p, cap - (size_t)(p - s), "%s%llu-%llu",
+		    i ? " " : "", (unsigned long long)r[2 * i],
+		    (unsigned long long)r[2 * i + 1]);
+		if (w < 0 || (size_t)w >= cap - (size_t)(p - s)) {
+			free(s);
+			return NULL;
+		}
+		p += w;
+	}
+	return s;
+}
+
+/*
+ * Decode a ranges column (hostile: the file may have been edited) into
+ * out (MANIFEST_MAX_RANGES pairs).  Ranges must be non-empty, sorted,
+ * disjoint and end at most at size.  Returns the number of pairs, or 0
+ * when the text is not valid.
+ */
+static size_t
+ranges_decode(const char *s, int64_t size, uint64_t *out)
+{
+	unsigned long long a, b;
+	uint64_t	 last = 0;
+	size_t		 n = 0;
+	char		*end;
+
+	if (s == NULL || size <= 0)
+		return 0;
+	while (*s != '\0') {
+		if (n == MANIFEST_MAX_RANGES || *s < '0' || *s > '9')
+			return 0;
+		errno = 0;
+		a = strtoull(s, &end, 10);
+		if (errno != 0 || *end != '-' || end[1] < '0' || end[1] > '9')
+			return 0;
+		b = strtoull(end + 1, &end, 10);
+		if (errno != 0 || (*end != ' ' && *end != '\0'))
+			return 0;
+		if (a >= b || b > (uint64_t)size || (n > 0 && a < last))
+			return 0;
+		out[2 * n] = a;
+		out[2 * n + 1] = b;
+		last = b;
+		n++;
+		s = *end == ' ' ? end + 1 : end;
+	}
+	return n;
+}
+
+/*
+ * Record (or drop) the finished ranges of temp files, n records (recs
+ * borrowed) of run in one IMMEDIATE transaction: a record with a
+ * tmpname replaces the row of its path, one with tmpname NULL deletes
+ * it.  The caller must have made the ranges' bytes durable first
+ * (fdatasync): a recorded range is a promise that they are on disk.
+ * Returns 0, BM_EINVAL (NULL path, more than MANIFEST_MAX_RANGES ranges),
+ * BM_ENOMEM or BM_EDB (then nothing is recorded).
+ */
+int
+manifest_partials_put(struct manifest *m, int64_t run,
+    const struct partial_rec *recs, size_t n)
+{
+	sqlite3_stmt	*st = m->st[ST_PARTIAL_PUT];
+	char		*text = NULL;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < n; i++)
+		if (recs[i].path == NULL ||
+		    recs[i].nranges > MANIFEST_MAX_RANGES) {
+			(void)snprintf(m->err, sizeof(m->err),
+			    "%s: partial record %zu: invalid", m->path, i);
+			return BM_EINVAL;
+		}
+	if ((rc = tx_begin(m, true)) != 0)
+		return rc;
+	for (i = 0; i < n; i++) {
+		if (recs[i].tmpname == NULL) {
+			if ((rc = partial_del(m, recs[i].path)) != 0)
+				goto out;
+			continue;
+		}
+		if ((text = ranges_encode(recs[i].ranges,
+		    recs[i].nranges)) == NULL) {
+			rc = BM_ENOMEM;
+			goto out;
+		}
+		(void)bind_path(st, 1, recs[i].path);
+		(void)bind_text(st, 2, recs[i].tmpname);
+		(void)sqlite3_bind_int64(st, 3, recs[i].size);
+		(void)sqlite3_bind_int64(st, 4, recs[i].list_mtime);
+		(void)bind_opt(st, 5, recs[i].up_mtime);
+		(void)bind_text(st, 6, recs[i].etag);
+		(void)bind_text(st, 7, text);
+		(void)sqlite3_bind_int64(st, 8, run);
+		rc = st_run(m, st);
+		free(text);
+		text = NULL;
+		if (rc != 0)
+			goto out;
+	}
+	rc = tx_commit(m);
+out:
+	if (rc != 0)
+		tx_rollback(m);
+	return rc;
+}
+
+/*
+ * Walk the partials rows in path order.  Row strings and ranges are
+ * borrowed until fn returns; a row whose ranges do not decode (see
+ * ranges_decode) comes with nranges 0.  Returns 0, fn's non-zero value
+ * or BM_EDB.
+ */
+int
+manifest_partials(struct manifest *m, manifest_partial_fn fn, void *ctx)
+{
+	sqlite3_stmt		*st = m->st[ST_PARTIALS];
+	struct partial_rec	 p;
+	uint64_t		 r[2 * MANIFEST_MAX_RANGES];
+	int			 rc = 0, src;
+
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&p, 0, sizeof(p));
+		p.path = col_str(st, 0, NULL);
+		p.tmpname = col_str(st, 1, NULL);
+		p.size = sqlite3_column_int64(st, 2);
+		p.list_mtime = sqlite3_column_int64(st, 3);
+		p.up_mtime = col_opt(st, 4);
+		p.etag = col_str(st, 5, NULL);
+		p.nranges = ranges_decode(col_str(st, 6, NULL), p.size, r);
+		p.ranges = r;
+		if (p.path == NULL || p.tmpname == NULL)
+			continue;
+		if ((rc = fn(ctx, &p)) != 0)
 			goto out;
 	}
 	if (src != SQLITE_DONE)

@@ -198,4 +198,37 @@ typedef int (*manifest_event_fn)(void *ctx, const struct event_row *row);
 int	manifest_events(struct manifest *m, int64_t run,
 	    manifest_event_fn fn, void *ctx);
 
+/* ---- partial files (resume across runs) ---- */
+
+#define MANIFEST_MAX_RANGES	128	/* finished ranges per partial file */
+
+/* A temp file being fetched and the byte ranges of it already durable. */
+struct partial_rec {
+	const char	*path;		/* borrowed: relative path of the target */
+	const char	*tmpname;	/* borrowed: temp file name beside it; NULL: drop */
+	int64_t		 size;		/* exact listed size, bytes */
+	int64_t		 list_mtime;	/* listed mtime when started, ns */
+	int64_t		 up_mtime;	/* Last-Modified of the bytes held, ns, -1 unknown */
+	const char	*etag;		/* borrowed: ETag of the bytes held, NULL if none */
+	const uint64_t	*ranges;	/* borrowed: nranges pairs [start, end) */
+	size_t		 nranges;	/* 0..MANIFEST_MAX_RANGES */
+};
+
+/*
+ * Record or drop (tmpname NULL) n partial rows of run in one
+ * transaction; the ranges' bytes must already be durable (fdatasync).
+ * FETCHED, NOT_MODIFIED, DELETED and VANISHED commits drop the row of
+ * their path.  Returns 0, BM_EINVAL, BM_ENOMEM or BM_EDB.
+ */
+int	manifest_partials_put(struct manifest *m, int64_t run,
+	    const struct partial_rec *recs, size_t n);
+typedef int (*manifest_partial_fn)(void *ctx, const struct partial_rec *row);
+/*
+ * Walk the partial rows in path order (strings and ranges borrowed until
+ * fn returns; undecodable ranges give nranges 0).  Returns 0, fn's value
+ * or BM_EDB.
+ */
+int	manifest_partials(struct manifest *m, manifest_partial_fn fn,
+	    void *ctx);
+
 #endif

@@ -27,6 +27,8 @@ enum sched_pass {
 	SCHED_PASS_SIDECARS,	/* only sidecar checksum files (sidecar_name) */
 	SCHED_PASS_DATA,	/* everything but sidecar checksum files */
 };
+struct resume_set;
+
 
 struct sched_opts {
 	const char	*source_url;	/* borrowed: ends in '/'; paths are appended encoded */
@@ -44,6 +46,8 @@ struct sched_opts {
 	enum sched_pass	 pass;		/* which actions (verify = sidecar: two passes) */
 	struct sidecar_set *sums;	/* borrowed: published digests to check, NULL for none */
 	bool		 record_digest;	/* record each fetched file's SHA-256 (verify = checksum) */
+	const struct resume_set *resume; /* borrowed: ranges kept by earlier
+					   runs (resume_prepare), NULL if none */
 };
 
 /*
@@ -57,7 +61,11 @@ struct sched_opts {
  * published only when every published digest matches (a mismatch
  * discards the temp file, keeps the old file and retries like a changed
  * upstream, failing the file after o->retries),
- * records through m, counts and per-file errors into res.  Returns 0
+ * records through m, counts and per-file errors into res.  Large files
+ * of exact size keep their finished ranges (agent/resume.c): a retry
+ * fetches only what is missing, the ranges are recorded in the manifest
+ * as they arrive, and files o->resume kept from an earlier run continue.
+ * Returns 0
  * when every action was tried (failures are counted in res), BM_EDB when
  * the manifest could not record a batch, BM_ENOSPC when the destination
  * filled up (in-flight files abandoned, finished ones committed), or

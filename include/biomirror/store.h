@@ -83,6 +83,20 @@ int	store_open_read(struct store *s, const char *path, int *ret_fd,
 	    struct local_stat *ret);
 /* Discard the temp file (unlink) and free f.  NULL is a no-op. */
 void	store_file_abort(struct store_file *f);
+/*
+ * Reopen the temp file tmpname beside path, kept by an earlier run, to
+ * continue it (resume): a regular file of at most size bytes.  Returns 0,
+ * BM_ENOENT, BM_EUNSAFE, BM_ECHECKSUM (longer than size), BM_ENOMEM or
+ * BM_EIO.
+ */
+int	store_file_resume(struct store *s, const char *path,
+	    const char *tmpname, int64_t size, struct store_file **ret);
+/* The temp file's name inside its directory (borrowed). */
+const char *store_file_tmpname(const struct store_file *f);
+/* fdatasync the temp file: 0, BM_ENOSPC or BM_EIO. */
+int	store_file_sync(struct store_file *f);
+/* Close and free f, leaving its temp file for a later run.  NULL no-op. */
+void	store_file_keep(struct store_file *f);
 
 /* One file ready to publish. */
 struct store_commit_item {
@@ -121,6 +135,13 @@ int	store_delete(struct store *s, const char *path);
  * STORE_TMP_PREFIX) anywhere in the tree; *ret_n counts them (may be NULL).
  */
 int	store_clean_temps(struct store *s, size_t *ret_n);
+/*
+ * The same, except regular temp files whose relative paths are in keep
+ * (nkeep strings sorted by strcmp, borrowed): their ranges are recorded
+ * for resume.  Returns 0, BM_ELIMIT, BM_ENOMEM or BM_EIO.
+ */
+int	store_clean_temps_except(struct store *s, const char *const *keep,
+	    size_t nkeep, size_t *ret_n);
 /* Free bytes available to us on the destination file system (fstatvfs). */
 int	store_free_space(struct store *s, uint64_t *ret);
 /*

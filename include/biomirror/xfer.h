@@ -30,11 +30,16 @@ enum xfer_class {
  * res.ignored_range: the scheduler then fetches the file in one stream).  A 200
  * (the server ignored Range) is never written at a range's offset: with
  * accept_full and off 0 it is taken as the whole file (res.full), else the
- * job ends with res.ignored_range set (BM_EPROTO, XFER_PERMANENT).
+ * job ends with res.ignored_range set (BM_EPROTO, XFER_PERMANENT).  With
+ * if_range set, a 200 means the validator no longer matches (RFC 9110
+ * section 13.1.5): the job ends XFER_CHANGED (BM_ECHANGED), nothing
+ * written.  ETag and Last-Modified (res.etag, res.mtime) are filled in
+ * before the first byte reaches the sink.
  *
  * Sink: receives len bytes that belong at byte offset off of the file.
  * Returns 0 or a BM_E* code, which aborts the job (the job's rc is then
- * that code and its class XFER_PERMANENT).
+ * that code and its class XFER_PERMANENT, or XFER_CHANGED for
+ * BM_ECHANGED).
  */
 typedef int (*xfer_sink_fn)(void *arg, uint64_t off, const void *buf,
     size_t len);
@@ -68,6 +73,9 @@ struct xfer_job {
 	int64_t		 expect_size;	/* exact size expected, -1 unknown; more is refused */
 	uint64_t	 max_size;	/* hard cap on body bytes (rule 31), 0 = none */
 	const char	*if_none_match;	/* borrowed ETag for If-None-Match, NULL if none */
+	const char	*if_range;	/* borrowed strong ETag or HTTP-date for
+					   If-Range on a ranged job, NULL if none:
+					   a 200 then means upstream changed */
 	int64_t		 if_modified_since; /* seconds, -1 for none */
 	bool		 no_redirect;	/* report 3xx (res.location), do not follow */
 	xfer_sink_fn	 sink;		/* where body bytes go */

@@ -1,7 +1,8 @@
 #!/bin/bash
 # A concurrent second run exits 75 and names the holder's PID; kill -9
 # during a large transfer leaves no partial file under a final name, and
-# the next run removes the temp file and completes.
+# the next run continues the temp file from its recorded ranges (or
+# removes it when none were recorded yet) and completes.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -41,9 +42,19 @@ cmp -s "$T/mirror/big/big.bin" "$T/old-big.bin" ||
 find "$T/mirror/big" -name '.biomirror-tmp.*' | grep -q . ||
     fail "expected the killed run's temp file"
 
-echo "# the next run cleans up and completes"
+echo "# the next run continues (or cleans up) and completes"
+recorded=$(manifest_sql "$T/state" up "select count(*) from partials")
 assert_exit 0 bm sync up
-grep -q 'removed 1 temp file' "$T/last.err" || fail "temp file not reported as removed"
+if [ "$recorded" = 1 ]; then
+	grep -q '1 partly fetched files of an earlier run to continue' "$T/last.err" ||
+	    fail "the recorded temp file was not continued"
+	grep -q 'big/big.bin: continuing with [0-9]* of 209715200 bytes held' "$T/last.err" ||
+	    fail "no 'continuing' message for big.bin"
+else
+	grep -q 'removed 1 temp file' "$T/last.err" || fail "temp file not reported as removed"
+fi
+assert_eq "$(manifest_sql "$T/state" up "select count(*) from partials")" 0 \
+    "partial rows after the run"
 assert_trees_equal "$T/up" "$T/mirror"
 no_temps "$T/mirror"
 echo PASS

@@ -1,8 +1,8 @@
 #!/bin/bash
 # SIGTERM during a large transfer: exit 1 (status partial), the small files
 # that finished are committed (manifest and disk), nothing partial under a
-# final name, no temp file left (or the next run removes it), and the next
-# run completes.  Then the same while a new version of the big file is
+# final name, the big file's temp file kept with its finished ranges
+# recorded, and the next run continues it and completes.  Then the same while a new version of the big file is
 # being fetched: the old complete copy stays under the final name.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
@@ -86,13 +86,17 @@ assert_eq "$others" "s.txt small/a.txt small/b.txt small/c.bin small/sub/d.txt s
 temps=$(find "$T/mirror" -name '.biomirror-tmp.*' | wc -l)
 echo "# temp files left by the interrupted run: $temps"
 
-echo "# the next run completes (and removes any temp file)"
+# SIGTERM records the last finished ranges: the temp file is kept for
+# the next run, which continues it.
+assert_eq "$temps" 1 "temp files kept for resume"
+assert_eq "$(manifest_sql "$T/state" up \
+    "select cast(path as text) from partials")" big/big.bin "partial rows"
+
+echo "# the next run continues the kept temp file and completes"
 assert_exit 0 bm --json sync up
 expect_counts 1 0 0 0
-if [ "$temps" -gt 0 ]; then
-	grep -q "removed $temps temp file" "$LAST_ERR" ||
-	    fail "the left temp files were not reported removed"
-fi
+grep -q "1 partly fetched files of an earlier run to continue" "$LAST_ERR" ||
+    fail "the kept temp file was not continued"
 assert_trees_equal "$T/up" "$T/mirror"
 no_temps "$T/mirror"
 
@@ -115,12 +119,11 @@ assert_eq "$(manifest_sql "$T/state" up \
     "select local_mtime / 1000000000 from files where cast(path as text) = 'big/big.bin'")" \
     "$(stat -c %Y "$T/old-big.bin")" "manifest still records the old big.bin"
 temps=$(find "$T/mirror" -name '.biomirror-tmp.*' | wc -l)
+assert_eq "$temps" 1 "temp files kept for resume"
 assert_exit 0 bm --json sync up
 expect_counts 1 0 0 0
-if [ "$temps" -gt 0 ]; then
-	grep -q "removed $temps temp file" "$LAST_ERR" ||
-	    fail "the left temp files were not reported removed"
-fi
+grep -q "1 partly fetched files of an earlier run to continue" "$LAST_ERR" ||
+    fail "the kept temp file was not continued"
 assert_trees_equal "$T/up" "$T/mirror"
 no_temps "$T/mirror"
 echo PASS

@@ -20,6 +20,28 @@ Last-Modified, ETag and keep-alive, and injects one fault chosen by --mode:
   html-200      for the first GET of each file answer 200 with an HTML
                 error page (text/html) instead of the file
 
+Faults per path (any mode; repeatable): --fault PATH=KIND[,key=value...]
+with KIND one of
+
+  truncate      close the connection after at= body bytes
+  long          send extra= bytes (default 100) past Content-Length
+  reset         send at= body bytes, then reset the connection (RST)
+  stall         send at= body bytes, then stop for for= seconds
+  ignore-range  answer a Range request with 200 and the whole file
+  wrong-range   answer a Range request with a Content-Range one byte later
+  html-200      answer 200 with an HTML error page
+  status        answer code= (e.g. 500, 429, 410) with Retry-After:
+                retry-after= seconds when given
+  change        from GET number after= + 1 of PATH on, serve the bytes of
+                the file with= (a path on disk: other content and mtime)
+
+and times=K (apply K times only, counting the requests it matches;
+default: always; for change: how many GETs see the new content) and
+range=A (apply only to requests whose Range starts at byte A).  Requests
+honour If-Range (RFC 9110 section 13.1.5): a validator that no longer
+matches gets 200 and the whole file.  Per-path GETs and body bytes sent
+are in the stats (gets, sent).
+
 It counts connections: the most open at once and the total, written as
 JSON to --stats after every change, with per-path GET counts.
 """
@@ -29,7 +51,9 @@ import hashlib
 import html
 import json
 import os
+import socket
 import socketserver
+import struct
 import sys
 import threading
 import time
@@ -38,7 +62,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
 STATE = {"open": 0, "max_concurrent": 0, "total": 0, "gets": {},
-         "ranges": 0, "requests": 0}
+         "ranges": 0, "requests": 0, "sent": {}, "if_range": 0}
+FAULTS = {}     # path -> list of dicts (kind, params)
 ARGS = None
 
 
@@ -133,21 +158,68 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_plain(200, nginx_index(rel, path), "text/html")
         if not os.path.isfile(path):
             return self.send_plain(404, b"not found\n")
-        self.send_file(path, n)
+        self.send_file(path, n, rel)
 
-    def send_file(self, path, n):
+    def fault_for(self, rel, n, rng_start):
+        """The path fault that applies to GET number n of rel, or None."""
+        for f in FAULTS.get(rel, []):
+            if f["kind"] == "change":
+                continue
+            if "range" in f and rng_start != int(f["range"]):
+                continue
+            with LOCK:
+                if "times" in f and f.get("applied", 0) >= int(f["times"]):
+                    continue
+                f["applied"] = f.get("applied", 0) + 1
+            return f
+        return None
+
+    def changed_path(self, rel, n, path):
+        for f in FAULTS.get(rel, []):
+            if f["kind"] != "change":
+                continue
+            after = int(f.get("after", 1))
+            if n > after and ("times" not in f or n <= after + int(f["times"])):
+                return f["with"]
+        return path
+
+    def count_sent(self, rel, nbytes):
+        with LOCK:
+            STATE["sent"][rel] = STATE["sent"].get(rel, 0) + nbytes
+            save_stats()
+
+    def send_file(self, path, n, rel="/"):
+        path = self.changed_path(rel, n, path)
         st = os.stat(path)
         size = st.st_size
         lm = email.utils.formatdate(st.st_mtime, usegmt=True)
         etag = '"%x-%x"' % (int(st.st_mtime), size)
         mode = ARGS.mode
         first = n == 1
+        rng = self.headers.get("Range")
+        rng_start = None
+        if rng and rng.startswith("bytes="):
+            rng_start = int(rng[6:].partition("-")[0])
+        fault = self.fault_for(rel, n, rng_start)
+        kind = fault["kind"] if fault else None
         if mode == "retry-after" and n <= ARGS.fail:
             return self.send_plain(503, b"busy\n",
                                    extra={"Retry-After": str(ARGS.retry_after)})
-        if mode == "html-200" and first:
+        if kind == "status":
+            extra = {}
+            if "retry-after" in fault:
+                extra["Retry-After"] = fault["retry-after"]
+            return self.send_plain(int(fault["code"]), b"<html>error</html>\n",
+                                   "text/html", extra)
+        if (mode == "html-200" and first) or kind == "html-200":
             return self.send_plain(200, b"<html><body>Error: try later"
                                    b"</body></html>\n", "text/html")
+        ifr = self.headers.get("If-Range")
+        if ifr and rng:
+            with LOCK:
+                STATE["if_range"] += 1
+            if ifr != etag and ifr != lm:
+                rng = None      # the validator no longer matches: 200
         inm = self.headers.get("If-None-Match")
         if inm and inm == etag:
             self.send_response(304)
@@ -155,8 +227,8 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         start, end, code = 0, size - 1, 200
-        rng = self.headers.get("Range")
-        if rng and mode != "ignore-range" and rng.startswith("bytes="):
+        if (rng and mode != "ignore-range" and kind != "ignore-range" and
+                rng.startswith("bytes=")):
             a, _, b = rng[6:].partition("-")
             start = int(a)
             end = min(int(b), size - 1) if b else size - 1
@@ -168,8 +240,13 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("ETag", etag)
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(length))
+        if kind == "long":
+            length_sent = length + int(fault.get("extra", 100))
+        else:
+            length_sent = length
         if code == 206:
-            s = start + 1 if mode == "wrong-range" else start
+            s = start + 1 if (mode == "wrong-range" or
+                              kind == "wrong-range") else start
             self.send_header("Content-Range", "bytes %d-%d/%d" %
                              (s, s + length - 1, size))
         self.end_headers()
@@ -178,6 +255,25 @@ class Handler(BaseHTTPRequestHandler):
         with open(path, "rb") as f:
             f.seek(start)
             data = f.read(length)
+        if kind in ("truncate", "reset", "stall"):
+            at = int(fault.get("at", length // 2))
+            self.wfile.write(data[:at])
+            self.wfile.flush()
+            self.count_sent(rel, min(at, len(data)))
+            if kind == "stall":
+                time.sleep(float(fault.get("for", 30)))
+            if kind == "reset":
+                # SO_LINGER 0 and a close of the fd itself: an RST, no FIN.
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER,
+                    struct.pack("ii", 1, 0))
+                os.close(self.connection.detach())
+            self.close_connection = True
+            return
+        if kind == "long":
+            data += b"X" * (length_sent - length)
+            self.close_connection = True
+        self.count_sent(rel, len(data))
         if mode in ("stall", "short-body") and first:
             self.wfile.write(data[:length // 2])
             self.wfile.flush()
@@ -210,10 +306,21 @@ def main():
     p.add_argument("--redirect", action="append", default=[],
                    metavar="PATH=LOCATION",
                    help="answer GET PATH with 302 Location: LOCATION")
+    p.add_argument("--fault", action="append", default=[],
+                   metavar="PATH=KIND[,key=value...]",
+                   help="a fault for one path (see the top of this file)")
     p.add_argument("--stats")
     p.add_argument("--log", action="store_true")
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
+    for spec in ARGS.fault:
+        path, _, rest = spec.partition("=")
+        parts = rest.split(",")
+        f = {"kind": parts[0]}
+        for kv in parts[1:]:
+            k, _, v = kv.partition("=")
+            f[k] = v
+        FAULTS.setdefault(path, []).append(f)
     save_stats()
     srv = Server(("127.0.0.1", ARGS.port), Handler)
     srv.serve_forever()

@@ -972,6 +972,130 @@ test_bulk(const char *dir)
 	manifest_close(m);
 }
 
+
+/* partials rows (resume): migration 1 -> 2, put, walk, drop, commit. */
+struct prow_list {
+	char		 path[8][64];
+	char		 tmp[8][64];
+	char		 etag[8][64];
+	int64_t		 up_mtime[8];
+	size_t		 nranges[8];
+	uint64_t	 r0[8][2];
+	size_t		 n;
+};
+
+static int
+prow_cb(void *ctx, const struct partial_rec *p)
+{
+	struct prow_list *pl = ctx;
+
+	if (pl->n == 8)
+		return 7;
+	(void)snprintf(pl->path[pl->n], 64, "%s", p->path);
+	(void)snprintf(pl->tmp[pl->n], 64, "%s", p->tmpname);
+	(void)snprintf(pl->etag[pl->n], 64, "%s", p->etag ? p->etag : "");
+	pl->up_mtime[pl->n] = p->up_mtime;
+	pl->nranges[pl->n] = p->nranges;
+	if (p->nranges > 0) {
+		pl->r0[pl->n][0] = p->ranges[0];
+		pl->r0[pl->n][1] = p->ranges[2 * p->nranges - 1];
+	}
+	pl->n++;
+	return 0;
+}
+
+static void
+test_partials(const char *dir)
+{
+	char			 p[512], err[600];
+	struct manifest		*m = NULL;
+	struct partial_rec	 pr[2];
+	struct commit_rec	 c;
+	struct prow_list	 pl;
+	const uint64_t		 r1[] = { 0, 100, 200, 300 }, r2[] = { 5, 10 };
+	sqlite3			*db;
+	int64_t			 run = 0;
+
+	join(p, sizeof(p), dir, "partials.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open v2");
+	manifest_close(m);
+	m = NULL;
+	/* Make it look like a schema 1 manifest: open migrates it. */
+	db = raw_open(p);
+	raw_exec(db, "DROP TABLE partials; PRAGMA user_version = 1;");
+	(void)sqlite3_close(db);
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "schema 1 is migrated: %s", err);
+	memset(pr, 0, sizeof(pr));
+	pr[0].path = "a/big.bin";
+	pr[0].tmpname = ".biomirror-tmp.0011aabb";
+	pr[0].size = 1000;
+	pr[0].list_mtime = 5 * NS;
+	pr[0].up_mtime = 7 * NS;
+	pr[0].etag = "\"e1\"";
+	pr[0].ranges = r1;
+	pr[0].nranges = 2;
+	pr[1] = pr[0];
+	pr[1].path = "b.bin";
+	pr[1].etag = NULL;
+	pr[1].up_mtime = -1;
+	pr[1].ranges = r2;
+	pr[1].nranges = 1;
+	(void)manifest_run_begin(m, "sync", 1, &run);
+	is_int(manifest_partials_put(m, run, pr, 2), 0, "put two rows");
+	memset(&pl, 0, sizeof(pl));
+	is_int(manifest_partials(m, prow_cb, &pl), 0, "walk");
+	is_int(pl.n, 2, "two rows");
+	is_str(pl.path[0], "a/big.bin", "path order");
+	is_str(pl.tmp[0], ".biomirror-tmp.0011aabb", "tmpname");
+	is_str(pl.etag[0], "\"e1\"", "etag");
+	is_int(pl.up_mtime[0], 7 * NS, "up_mtime");
+	is_int(pl.nranges[0], 2, "ranges decoded");
+	is_int(pl.r0[0][0], 0, "first start");
+	is_int(pl.r0[0][1], 300, "last end");
+	is_int(pl.up_mtime[1], -1, "NULL up_mtime reads -1");
+	is_str(pl.etag[1], "", "NULL etag");
+
+	/* Hostile ranges text decodes to nothing. */
+	db = raw_open(p);
+	raw_exec(db, "UPDATE partials SET ranges = '300-200' WHERE "
+	    "CAST(path AS TEXT) = 'b.bin'");
+	(void)sqlite3_close(db);
+	memset(&pl, 0, sizeof(pl));
+	(void)manifest_partials(m, prow_cb, &pl);
+	is_int(pl.nranges[1], 0, "backwards range refused");
+	db = raw_open(p);
+	raw_exec(db, "UPDATE partials SET ranges = '0-10 5-20' WHERE "
+	    "CAST(path AS TEXT) = 'b.bin'");
+	(void)sqlite3_close(db);
+	memset(&pl, 0, sizeof(pl));
+	(void)manifest_partials(m, prow_cb, &pl);
+	is_int(pl.nranges[1], 0, "overlapping ranges refused");
+	db = raw_open(p);
+	raw_exec(db, "UPDATE partials SET ranges = '0-1001' WHERE "
+	    "CAST(path AS TEXT) = 'b.bin'");
+	(void)sqlite3_close(db);
+	memset(&pl, 0, sizeof(pl));
+	(void)manifest_partials(m, prow_cb, &pl);
+	is_int(pl.nranges[1], 0, "range past the size refused");
+
+	/* Drop by a NULL tmpname; a FETCHED commit drops its path's row. */
+	pr[1].tmpname = NULL;
+	is_int(manifest_partials_put(m, run, &pr[1], 1), 0, "drop b.bin");
+	memset(&c, 0, sizeof(c));
+	c.path = "a/big.bin";
+	c.op = COMMIT_FETCHED;
+	c.type = ENTRY_FILE;
+	c.list_size = 1000;
+	c.list_size_exact = true;
+	c.up_size = c.up_mtime = c.local_size = c.local_mtime = -1;
+	is_int(manifest_commit(m, run, &c, 1), 0, "commit a/big.bin");
+	memset(&pl, 0, sizeof(pl));
+	(void)manifest_partials(m, prow_cb, &pl);
+	is_int(pl.n, 0, "no rows left");
+	manifest_close(m);
+}
+
 int
 main(void)
 {
@@ -990,6 +1114,7 @@ main(void)
 	test_runs(dir);
 	test_bulk(dir);
 	test_locked(dir);
+	test_partials(dir);
 	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
 	    sizeof(cmd))
 		if (system(cmd) != 0)
