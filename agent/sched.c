@@ -1584,6 +1584,7 @@ out:
 	if (sc.cb.busy)
 		workq_wait(sc.cq, commit_done, &sc);
 	workq_free(sc.cq);
+	sc.cq = NULL;
 	/* No digest task runs after this: their hashers can go. */
 	workq_free(sc.hq);
 	hash_free_all(&sc);
