@@ -44,6 +44,7 @@ struct ftp_line {
 	int32_t		 nsec;
 	enum mtime_prec	 prec;
 	bool		 utc;		/* MLSD: the time is UTC */
+	bool		 cdir;		/* MLSD: the listed directory itself */
 };
 
 /* Result of judging one line. */
@@ -410,8 +411,9 @@ mlsd_type(const char *v, size_t n, struct ftp_line *fl)
 		fl->type = ENTRY_FILE;
 	else if (n == 3 && strncasecmp(v, "dir", 3) == 0)
 		fl->type = ENTRY_DIR;
-	else if ((n == 4 && strncasecmp(v, "cdir", 4) == 0) ||
-	    (n == 4 && strncasecmp(v, "pdir", 4) == 0))
+	else if (n == 4 && strncasecmp(v, "cdir", 4) == 0)
+		fl->cdir = true;
+	else if (n == 4 && strncasecmp(v, "pdir", 4) == 0)
 		return LINE_QUIET;
 	else if (n >= 14 && strncasecmp(v, "OS.unix=slink:", 14) == 0) {
 		fl->type = ENTRY_SYMLINK;
@@ -494,6 +496,8 @@ parse_mlsd(const char *line, size_t len, struct ftp_line *fl)
 			fl->uniquelen = (size_t)(end - eq - 1);
 		}
 	}
+	if (fl->cdir)
+		return LINE_QUIET;
 	if (fl->type != ENTRY_FILE) {
 		fl->size = fl->size_min = fl->size_max = -1;
 		fl->size_exact = false;
@@ -594,9 +598,14 @@ nomem:
 	return BM_ENOMEM;
 }
 
-int
-list_ftp_parse(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
-    const char *prefix, struct listing *out, size_t *ret_skipped)
+/*
+ * list_ftp_parse(), and the unique= of the MLSD cdir line (the directory
+ * listed) into *ret_cdir (malloc'd, NULL if none; may be NULL).
+ */
+static int
+parse_reply(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
+    const char *prefix, struct listing *out, size_t *ret_skipped,
+    char **ret_cdir)
 {
 	const char	*p = (const char *)body, *end = p + len, *nl;
 	struct ftp_line	 fl;
@@ -610,14 +619,20 @@ list_ftp_parse(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
 		if (n > 0 && p[n - 1] == '\r')
 			n--;
 		switch (parse_line(p, n, mlsd, now_wall, &fl)) {
+		case LINE_QUIET:
+			if (fl.cdir && fl.unique != NULL && ret_cdir != NULL &&
+			    *ret_cdir == NULL && (*ret_cdir = dup_n(fl.unique,
+			    fl.uniquelen)) == NULL) {
+				rc = BM_ENOMEM;
+				goto out;
+			}
+			break;
 		case LINE_ENTRY:
 			if ((rc = add_entry(&fl, prefix, out, &skipped)) != 0)
 				goto out;
 			break;
 		case LINE_BAD:
 			skipped++;
-			break;
-		case LINE_QUIET:
 			break;
 		}
 		p = nl + 1;
@@ -626,6 +641,14 @@ out:
 	if (ret_skipped != NULL)
 		*ret_skipped = skipped;
 	return rc;
+}
+
+int
+list_ftp_parse(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
+    const char *prefix, struct listing *out, size_t *ret_skipped)
+{
+	return parse_reply(body, len, mlsd, now_wall, prefix, out,
+	    ret_skipped, NULL);
 }
 
 bool
@@ -655,6 +678,7 @@ list_ftp_feat_mlst(const uint8_t *body, size_t len)
 /* A directory waiting to be listed. */
 struct ftp_dir {
 	char		*prefix;	/* owned: relative path, "" for the root */
+	char		*unique;	/* owned: unique= its parent listed, NULL */
 	unsigned	 depth;		/* levels below the root */
 };
 
@@ -716,7 +740,8 @@ crawl_uniq_new(struct ftp_crawl *c, const char *u, bool *ret_new)
 
 /* Queue a directory (prefix is copied). */
 static int
-crawl_push(struct ftp_crawl *c, const char *prefix, unsigned depth)
+crawl_push(struct ftp_crawl *c, const char *prefix, const char *unique,
+    unsigned depth)
 {
 	struct ftp_dir	*nv;
 
@@ -727,8 +752,14 @@ crawl_push(struct ftp_crawl *c, const char *prefix, unsigned depth)
 			return BM_ENOMEM;
 		c->dirs = nv;
 	}
+	c->dirs[c->ndirs].unique = NULL;
 	if ((c->dirs[c->ndirs].prefix = strdup(prefix)) == NULL)
 		return BM_ENOMEM;
+	if (unique != NULL &&
+	    (c->dirs[c->ndirs].unique = strdup(unique)) == NULL) {
+		free(c->dirs[c->ndirs].prefix);
+		return BM_ENOMEM;
+	}
 	c->dirs[c->ndirs++].depth = depth;
 	return 0;
 }
@@ -761,7 +792,8 @@ crawl_take(struct ftp_crawl *c, struct entry *e, unsigned depth)
 		}
 		if (depth + 1 > c->opts->max_depth)
 			c->depth_hit = true;
-		else if ((rc = crawl_push(c, e->path, depth + 1)) != 0)
+		else if ((rc = crawl_push(c, e->path, e->unique,
+		    depth + 1)) != 0)
 			return rc;
 	} else if (f != NULL && !filter_file(f, e->path))
 		return 0;
@@ -772,20 +804,37 @@ crawl_take(struct ftp_crawl *c, struct entry *e, unsigned depth)
 	return 0;
 }
 
-/* Parse one directory's reply and take its entries. */
+/*
+ * Parse one directory's reply and take its entries.  With MLSD, the
+ * reply's cdir line must carry the unique= its parent listed for it:
+ * else the server listed another directory (one that mangles names in
+ * commands may fall back to its parent), and nothing of it is taken.
+ */
 static int
 crawl_reply(struct ftp_crawl *c, const struct ftp_dir *d,
-    const struct http_page *pg)
+    const struct http_page *pg, const char *url)
 {
 	struct listing	*tmp;
+	char		*cdir = NULL;
 	size_t		 i, skipped = 0;
 	int		 rc;
 
 	if ((tmp = listing_new(SIZE_MAX)) == NULL)
 		return BM_ENOMEM;
-	rc = list_ftp_parse(pg->body, pg->len, c->mlsd, c->opts->now_wall,
-	    d->prefix, tmp, &skipped);
+	rc = parse_reply(pg->body, pg->len, c->mlsd, c->opts->now_wall,
+	    d->prefix, tmp, &skipped, &cdir);
 	c->skipped += skipped;
+	if (rc == 0 && d->unique != NULL && cdir != NULL &&
+	    strcmp(d->unique, cdir) != 0) {
+		if (c->fail == 0)
+			c->fail = BM_EPROTO;
+		crawl_err(c, url, "the server listed another directory "
+		    "(MLSD cdir unique= differs from the one listed for it)");
+		listing_free(tmp);
+		free(cdir);
+		return 0;
+	}
+	free(cdir);
 	for (i = 0; rc == 0 && i < listing_count(tmp); i++)
 		rc = crawl_take(c, listing_get_mut(tmp, i), d->depth);
 	listing_free(tmp);
@@ -830,7 +879,8 @@ crawl_batch(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx,
 			    bm_strerror(pg[i].rc));
 			continue;
 		}
-		if ((rc = crawl_reply(c, &c->dirs[first + i], &pg[i])) != 0)
+		if ((rc = crawl_reply(c, &c->dirs[first + i], &pg[i],
+		    urls[i])) != 0)
 			goto out;
 	}
 	rc = 0;
@@ -897,7 +947,7 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 	}
 	if ((rc = crawl_feat(&c, fetch, ctx)) != 0)
 		goto out;
-	if ((rc = crawl_push(&c, "", 0)) != 0)
+	if ((rc = crawl_push(&c, "", NULL, 0)) != 0)
 		goto out;
 	batch = opts->batch > 0 ? opts->batch : 1;
 	for (next = 0; next < c.ndirs; next += n) {
@@ -920,8 +970,10 @@ out:
 		*opts->ret_loops = c.loops;
 	if (opts->ret_skipped != NULL)
 		*opts->ret_skipped = c.skipped;
-	for (i = 0; i < c.ndirs; i++)
+	for (i = 0; i < c.ndirs; i++) {
 		free(c.dirs[i].prefix);
+		free(c.dirs[i].unique);
+	}
 	free(c.dirs);
 	for (i = 0; i < c.nuniq; i++)
 		free(c.uniq[i]);

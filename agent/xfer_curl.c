@@ -356,8 +356,19 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 	    (long)CURLFTPMETHOD_SINGLECWD);
 	(void)curl_easy_setopt(e, CURLOPT_SERVER_RESPONSE_TIMEOUT,
 	    (long)x->opts.stall_timeout);
-	if (j->ftp_command == NULL)
+	if (j->ftp_command == NULL) {
+		/*
+		 * TYPE I before the data connection is set up, not only after
+		 * EPSV where libcurl sends it: GridFTP fixes a data
+		 * connection's type when it opens it, and sends a file in
+		 * ASCII (LF as CRLF) after a listing on the same connection.
+		 */
+		if ((l = curl_slist_append(r->headers, "TYPE I")) == NULL)
+			return BM_ENOMEM;
+		r->headers = l;
+		(void)curl_easy_setopt(e, CURLOPT_QUOTE, r->headers);
 		return 0;
+	}
 	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 0L);
 	if (strcmp(j->ftp_command, "FEAT") == 0) {
 		if ((l = curl_slist_append(r->headers, "FEAT")) == NULL)

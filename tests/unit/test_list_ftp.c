@@ -508,10 +508,16 @@ fake_fetch(void *ctx, struct http_page *pages, size_t n)
 			body = "type=dir;unique=U1;modify=20240101000000; a\r\n"
 			    "type=dir;unique=U1;modify=20240101000000; alias\r\n"
 			    "type=dir;unique=U2; bad\r\n"
+			    "type=dir;unique=U3; w\r\n"
 			    "type=file;size=3;modify=20240101000000; x.txt\r\n"
 			    "type=file;size=3; skip.tmp\r\n";
 		else if (strcmp(pages[i].url, "ftp://h/%2Fpub/a/") == 0)
-			body = "type=file;size=9;modify=20240101000000; y\r\n";
+			body = "type=cdir;unique=U1; .\r\n"
+			    "type=file;size=9;modify=20240101000000; y\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/%2Fpub/w/") == 0)
+			/* a server that listed the root instead */
+			body = "type=cdir;unique=U0; .\r\n"
+			    "type=file;size=9;modify=20240101000000; z\r\n";
 		else {
 			pages[i].rc = BM_ENOENT;
 			(void)snprintf(pages[i].errmsg,
@@ -551,16 +557,33 @@ test_crawl(void)
 	    sizeof(err));
 	is_int(rc, BM_ENOENT, "crawl: a failed directory makes it incomplete");
 	is_str(err, "ftp://h/%2Fpub/bad/: 550 nope", "crawl: failure named");
+	is_int(f.calls, 5, "crawl: FEAT + 4 directories listed");
 	ok(mlsd, "crawl: MLSD chosen from FEAT");
 	is_str(f.cmds[0], "FEAT", "crawl: FEAT first");
 	is_str(f.cmds[1], "MLSD", "crawl: then MLSD");
 	is_int(loops, 1, "crawl: the alias with the same unique= not entered");
 	is_int(listing_sort(l), 0, "crawl: sorted");
 	ok(find(l, "a") && find(l, "a/y") && find(l, "x.txt") &&
-	    find(l, "bad") && !find(l, "alias") && !find(l, "skip.tmp"),
-	    "crawl: entries a, a/y, bad, x.txt; no alias, no excluded file");
-	is_int(listing_count(l), 4, "crawl: 4 entries");
-	is_int(f.calls, 4, "crawl: FEAT + 3 directories listed");
+	    find(l, "bad") && find(l, "w") && !find(l, "w/z") &&
+	    !find(l, "alias") && !find(l, "skip.tmp"),
+	    "crawl: a, a/y, bad, w, x.txt; nothing from the wrong directory "
+	    "listed for w, no alias, no excluded file");
+	is_int(listing_count(l), 5, "crawl: 5 entries");
+	memset(&f, 0, sizeof(f));
+	listing_free(l);
+	l = listing_new(100);
+	o.filter = NULL;
+	o.batch = 1;
+	(void)list_ftp_crawl("ftp://h/%2Fpub/", &o, fake_fetch, &f, l, err,
+	    sizeof(err));
+	ok(find(l, "w") && !find(l, "w/z"), "crawl: cdir check, one at a "
+	    "time");
+	memset(&f, 0, sizeof(f));
+	listing_free(l);
+	l = listing_new(100);
+	(void)list_ftp_crawl("ftp://h/%2Fpub/w/", &o, fake_fetch, &f, l, err,
+	    sizeof(err));
+	ok(find(l, "z") != NULL, "crawl: the root's cdir is not checked");
 	listing_free(l);
 }
 
