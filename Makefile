@@ -87,7 +87,7 @@ install: biomirror
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 	    $(DESTDIR)/etc/biomirror
 	install -m 0755 biomirror $(DESTDIR)$(PREFIX)/bin/biomirror
-	install -m 0644 conf/biomirror.conf conf/ncbi-blast.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
+	install -m 0644 conf/biomirror.conf conf/ncbi-blast.conf conf/ftp-example.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
 	test -e $(DESTDIR)/etc/biomirror/biomirror.conf || \
 	    install -m 0644 conf/biomirror.conf $(DESTDIR)/etc/biomirror/biomirror.conf
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d
