@@ -462,9 +462,9 @@ mlsd_time(const char *v, size_t n, struct ftp_line *fl)
 static enum line_kind
 parse_mlsd(const char *line, size_t len, struct ftp_line *fl)
 {
-	const char	*sep = NULL, *p, *e, *eq, *end;
+	const char	*sep = NULL, *p, *e, *eq, *end, *slink = NULL;
 	enum line_kind	 k = LINE_ENTRY;
-	size_t		 i;
+	size_t		 i, slinklen = 0;
 
 	for (i = 0; i + 1 < len; i++)
 		if (line[i] == ';' && line[i + 1] == ' ') {
@@ -494,7 +494,17 @@ parse_mlsd(const char *line, size_t len, struct ftp_line *fl)
 		} else if (eq - p == 6 && strncasecmp(p, "unique", 6) == 0) {
 			fl->unique = eq + 1;
 			fl->uniquelen = (size_t)(end - eq - 1);
+		} else if (eq - p == 10 && strncasecmp(p, "UNIX.slink", 10) == 0 &&
+		    end > eq + 1) {
+			/* GridFTP: type= is the target's, this is the link */
+			slink = eq + 1;
+			slinklen = (size_t)(end - eq - 1);
 		}
+	}
+	if (slink != NULL && !fl->cdir) {
+		fl->type = ENTRY_SYMLINK;
+		fl->target = slink;
+		fl->targetlen = slinklen;
 	}
 	if (fl->cdir)
 		return LINE_QUIET;

@@ -436,6 +436,56 @@ run_mkdirs(struct run *r)
 	return 0;
 }
 
+/*
+ * Upstream symlinks (FTP): recreated when the target stays inside the
+ * mirror; one pointing outside (or with an unknown target) is recorded
+ * in the manifest and not created.  The link gets the listed mtime.
+ */
+static int
+run_symlinks(struct run *r)
+{
+	struct commit_rec rec;
+	const struct action *a;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op != ACT_SYMLINK)
+			continue;
+		memset(&rec, 0, sizeof(rec));
+		rec.path = a->path;
+		rec.type = ENTRY_SYMLINK;
+		rec.target = a->target;
+		rec.list_size = -1;
+		rec.list_mtime = a->list_mtime;
+		rec.list_prec = a->list_prec;
+		rec.up_size = rec.up_mtime = -1;
+		rec.local_size = rec.local_mtime = -1;
+		rec.op = COMMIT_SYMLINK;
+		if (a->target == NULL || !store_link_inside(a->path,
+		    a->target))
+			log_info("%s -> %s: symlink target outside the mirror: "
+			    "recorded, not created", a->path, a->target ?
+			    a->target : "(unknown)");
+		else if ((rc = store_symlink(r->s, a->path, a->target)) != 0) {
+			rec.op = COMMIT_FAILED;
+			rec.reason = rc == BM_EIO ? strerror(errno) :
+			    rc == BM_EUNSAFE ? "a directory is in the way" :
+			    bm_strerror(rc);
+			log_warnx("%s: symlink: %s", a->path, rec.reason);
+			(void)result_add_error(r->res, a->path, "symlink",
+			    rec.reason);
+			r->res->failed++;
+		} else if (a->list_prec != MTIME_UNKNOWN &&
+		    store_set_mtime(r->s, a->path, a->list_mtime) == 0)
+			rec.local_mtime = a->list_mtime;
+		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+			return BM_EDB;
+	}
+	return 0;
+}
+
 /* Type changes left alone (delete = no) are failures that say why. */
 static void
 run_conflicts(struct run *r)
@@ -679,7 +729,7 @@ run_execute(struct run *r)
 		    r->c->name, ntemps);
 	run_conflicts(r);
 	if ((rc = run_deletes(r, PHASE_CLEAR)) != 0 ||
-	    (rc = run_mkdirs(r)) != 0)
+	    (rc = run_mkdirs(r)) != 0 || (rc = run_symlinks(r)) != 0)
 		return rc;
 	memset(&so, 0, sizeof(so));
 	so.source_url = r->source;

@@ -35,7 +35,8 @@
  *		(name_is_safe()); may be NULL
  * MLSD: facts are case-insensitive; "size" is exact, "modify" is UTC to
  * the second or finer, "type" file/dir/OS.unix=slink:TARGET/
- * OS.unix=symlink, "unique" is kept in entry->unique; the name is
+ * OS.unix=symlink (GridFTP: any type with a UNIX.slink=TARGET fact is a
+ * symlink), "unique" is kept in entry->unique; the name is
  * everything after the first "; ".  A record without a type fact is a
  * file.  LIST Unix: "Mon DD HH:MM" has MTIME_MINUTE precision with an
  * inferred year, "Mon DD YYYY" MTIME_DAY; human sizes ("1.1k") are

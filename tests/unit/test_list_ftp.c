@@ -335,7 +335,7 @@ test_exotic(void)
 static void
 test_mlsd(void)
 {
-	const char	*fx;
+	const char	*fx, *body;
 	struct listing	*l;
 	const struct entry *e;
 	size_t		 sk;
@@ -387,6 +387,18 @@ test_mlsd(void)
 	check(l, fx, " leading-space.txt", 'f', 12, NULL, 0, NULL);
 	check(l, fx, "semi;colon;name.txt", 'f', 5, NULL, 0, NULL);
 	check(l, fx, "caf\xc3\xa9-utf8.txt", 'f', 7, NULL, 0, NULL);
+	listing_free(l);
+
+	/* GridFTP gives a symlink its target's type plus UNIX.slink. */
+	l = listing_new(10);
+	fx = "gridftp slink";
+	body = "Type=file;Size=3;Modify=20240101000000;"
+	    "UNIX.slink=/srv/up/a.txt;Unique=1-2; ln\r\n"
+	    "Type=dir;UNIX.slink=sub;Unique=1-3; dl\r\n";
+	is_int(list_ftp_parse((const uint8_t *)body, strlen(body), true, 0,
+	    "", l, NULL), 0, "%s: parsed", fx);
+	check(l, fx, "ln", 'l', -1, NULL, 0, "/srv/up/a.txt");
+	check(l, fx, "dl", 'l', -1, NULL, 0, "sub");
 	listing_free(l);
 }
 
