@@ -357,7 +357,8 @@ sys.exit(0 if s.recv(64).startswith(b"220") else 1)' "$1" 2>/dev/null && return 
 # start_vsftpd ROOT: vsftpd (its own config file, listen=YES,
 # background=NO) serving ROOT to anonymous users (ftp_username=ftp,
 # read-only, passive ports in a free range, times in UTC, every command
-# logged).  Exports VSFTPD_PORT, VSFTPD_URL (ftp://127.0.0.1:PORT/),
+# logged; BM_VSFTPD_EXTRA adds config lines, e.g. for TLS).  Exports
+# VSFTPD_PORT, VSFTPD_URL (ftp://127.0.0.1:PORT/),
 # VSFTPD_DIR, VSFTPD_LOG (the protocol log: 'FTP command: ... "RETR x"').
 start_vsftpd() {
 	local root=$1 port dir pid lo hi
@@ -396,6 +397,7 @@ max_per_ip=64
 secure_chroot_dir=$dir/empty
 use_localtime=NO
 hide_ids=YES
+${BM_VSFTPD_EXTRA:-}
 CONF
 	vsftpd "$dir/vsftpd.conf" > "$dir/server.log" 2>&1 &
 	pid=$!
