@@ -35,7 +35,7 @@ HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard tests/unit/*.h)
 DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
 	   libinih-dev libssl-dev libxml2-dev libjansson-dev sqlite3 curl \
 	   nginx-light apache2 python3 procps iproute2 openssl \
-	   systemd groff-base
+	   systemd groff-base vsftpd globus-gridftp-server-progs python3-pyftpdlib
 
 .PHONY: all deps check unit functional sanitize run install clean lint
 
@@ -87,7 +87,7 @@ install: biomirror
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 	    $(DESTDIR)$(PREFIX)/share/doc/biomirror $(DESTDIR)/etc/biomirror
 	install -m 0755 biomirror $(DESTDIR)$(PREFIX)/bin/biomirror
-	install -m 0644 conf/biomirror.conf conf/ncbi-blast.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
+	install -m 0644 conf/biomirror.conf conf/ncbi-blast.conf conf/ftp-example.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
 	test -e $(DESTDIR)/etc/biomirror/biomirror.conf || \
 	    install -m 0644 conf/biomirror.conf $(DESTDIR)/etc/biomirror/biomirror.conf
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d \

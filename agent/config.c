@@ -49,7 +49,8 @@ enum mkey {
 	MK_DELETE, MK_MAX_DELETE, MK_VERIFY, MK_PUBLISH, MK_BWLIMIT,
 	MK_RETRIES, MK_TIMEOUT, MK_STALL_TIMEOUT, MK_LISTING_TZ, MK_FTP_TZ,
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
-	MK_METRICS_FILE, MK_COUNT
+	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
+	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -58,7 +59,8 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"delete", "max_delete", "verify", "publish", "bwlimit",
 	"retries", "timeout", "stall_timeout", "listing_timezone",
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
-	"post_sync", "metrics_file"
+	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
+	"ftp_active", "follow_symlinks"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -267,6 +269,8 @@ mirror_conf_free(struct mirror_conf *m)
 	free(m->user_agent);
 	free(m->post_sync);
 	free(m->metrics_file);
+	free(m->user);
+	free(m->password_file);
 	free(m);
 }
 
@@ -478,7 +482,7 @@ set_tz(const char *key, const char *v, struct tzspec *dst, char *errbuf,
 static int
 check_source(const char *v, char *errbuf, size_t errlen)
 {
-	static const char *const later[] = { "ftp", "ftps", "udt" };
+	static const char *const later[] = { "udt" };
 	CURLU		*u = NULL;
 	CURLUcode	 uc;
 	char		*part = NULL;
@@ -488,7 +492,7 @@ check_source(const char *v, char *errbuf, size_t errlen)
 
 	if ((sep = strstr(v, "://")) == NULL) {
 		rc = conf_bad(errbuf, errlen, "source", v, "not a URL "
-		    "(expected http://HOST/PATH or https://HOST/PATH)");
+		    "(expected http://, https://, ftp:// or ftps://HOST/PATH)");
 		goto out;
 	}
 	slen = (size_t)(sep - v);
@@ -500,9 +504,11 @@ check_source(const char *v, char *errbuf, size_t errlen)
 			goto out;
 		}
 	if (!((slen == 4 && strncasecmp(v, "http", 4) == 0) ||
-	    (slen == 5 && strncasecmp(v, "https", 5) == 0))) {
-		rc = conf_bad(errbuf, errlen, "source", v,
-		    "unsupported scheme (use http:// or https://)");
+	    (slen == 5 && strncasecmp(v, "https", 5) == 0) ||
+	    (slen == 3 && strncasecmp(v, "ftp", 3) == 0) ||
+	    (slen == 4 && strncasecmp(v, "ftps", 4) == 0))) {
+		rc = conf_bad(errbuf, errlen, "source", v, "unsupported "
+		    "scheme (use http://, https://, ftp:// or ftps://)");
 		goto out;
 	}
 	if ((u = curl_url()) == NULL) {
@@ -610,6 +616,69 @@ set_metrics_file(const char *v, struct mirror_conf *m, char *errbuf,
 		return conf_bad(errbuf, errlen, "metrics_file", v,
 		    "a directory, not a file name");
 	return set_str("metrics_file", v, &m->metrics_file, errbuf, errlen);
+}
+
+/* ftp_tls = require | try | no */
+static int
+set_ftp_tls(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	if (strcasecmp(v, "require") == 0)
+		m->ftp_tls = FTP_TLS_REQUIRE;
+	else if (strcasecmp(v, "try") == 0)
+		m->ftp_tls = FTP_TLS_TRY;
+	else if (strcasecmp(v, "no") == 0)
+		m->ftp_tls = FTP_TLS_NO;
+	else
+		return conf_bad(errbuf, errlen, "ftp_tls", v,
+		    "expected require, try or no");
+	return 0;
+}
+
+/*
+ * password_file must be a regular file that others cannot read (the
+ * password itself never goes into the config); it is read at run time.
+ */
+static int
+set_password_file(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	struct stat	 st;
+	int		 err;
+
+	if (has_ctrl(v))
+		return conf_bad(errbuf, errlen, "password_file", v,
+		    "control characters are not allowed");
+	if (stat(v, &st) == -1) {
+		err = errno;
+		return conf_bad(errbuf, errlen, "password_file", v, "%s",
+		    strerror(err));
+	}
+	if (!S_ISREG(st.st_mode))
+		return conf_bad(errbuf, errlen, "password_file", v,
+		    "not a regular file");
+	if (st.st_mode & S_IROTH)
+		return conf_bad(errbuf, errlen, "password_file", v,
+		    "readable by everyone (chmod o-r it)");
+	return set_str("password_file", v, &m->password_file, errbuf,
+	    errlen);
+}
+
+/* follow_symlinks = yes | no */
+static int
+set_follow(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	bool	 b;
+	int	 rc;
+
+	if ((rc = set_bool("follow_symlinks", v, &b, errbuf, errlen)) != 0)
+		return rc;
+	if (b)
+		return conf_fmt(errbuf, errlen, "follow_symlinks = %s is not "
+		    "supported by this build yet", v);
+	m->follow_symlinks = false;
+	return 0;
 }
 
 static int
@@ -752,6 +821,16 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		return set_tz(key, value, &m->listing_tz, errbuf, errlen);
 	case MK_FTP_TZ:
 		return set_tz(key, value, &m->ftp_tz, errbuf, errlen);
+	case MK_FTP_TLS:
+		return set_ftp_tls(value, m, errbuf, errlen);
+	case MK_USER:
+		return set_str(key, value, &m->user, errbuf, errlen);
+	case MK_PASSWORD_FILE:
+		return set_password_file(value, m, errbuf, errlen);
+	case MK_FTP_ACTIVE:
+		return set_bool(key, value, &m->ftp_active, errbuf, errlen);
+	case MK_FOLLOW_SYMLINKS:
+		return set_follow(value, m, errbuf, errlen);
 	case MK_FILE_MODE:
 		return set_mode(key, value, 0400, 06000, &m->file_mode,
 		    errbuf, errlen);
@@ -808,6 +887,40 @@ dest_canon(const char *dest)
 	return out;
 }
 
+bool
+mirror_is_ftp(const struct mirror_conf *m)
+{
+	return m->source != NULL && (strncasecmp(m->source, "ftp://", 6) == 0 ||
+	    strncasecmp(m->source, "ftps://", 7) == 0);
+}
+
+/* FTP-only keys with an HTTP source, and ftps:// with ftp_tls = no. */
+static int
+check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
+{
+	const char	*key = NULL;
+
+	if (!mirror_is_ftp(m)) {
+		if (m->ftp_tls != FTP_TLS_DEFAULT)
+			key = "ftp_tls";
+		else if (m->user != NULL)
+			key = "user";
+		else if (m->password_file != NULL)
+			key = "password_file";
+		else if (m->ftp_active)
+			key = "ftp_active";
+		if (key != NULL)
+			return conf_fmt(errbuf, errlen, "%s applies only to "
+			    "ftp:// and ftps:// sources", key);
+		return 0;
+	}
+	if (strncasecmp(m->source, "ftps://", 7) == 0 &&
+	    m->ftp_tls != FTP_TLS_DEFAULT && m->ftp_tls != FTP_TLS_REQUIRE)
+		return conf_fmt(errbuf, errlen, "an ftps:// source requires "
+		    "TLS: ftp_tls must be require (or unset)");
+	return 0;
+}
+
 /*
  * Check a finished mirror (after the last mirror_conf_set()): source and
  * dest present, dest not the root directory, source an http or https URL
@@ -840,7 +953,9 @@ mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen)
 		return BM_ENOMEM;
 	rc = set_source(src, m, errbuf, errlen);
 	free(src);
-	return rc;
+	if (rc != 0)
+		return rc;
+	return check_ftp_keys(m, errbuf, errlen);
 }
 
 /* The name of a mirror section: [A-Za-z0-9][A-Za-z0-9._-]*, 1..64 bytes. */

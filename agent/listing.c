@@ -55,6 +55,7 @@ entry_clear(struct entry *e)
 	free(e->href);
 	free(e->size_display);
 	free(e->target);
+	free(e->unique);
 	memset(e, 0, sizeof(*e));
 }
 

@@ -39,6 +39,7 @@ action_name(enum action_op op)
 	case ACT_KEEP:		return "keep";
 	case ACT_CONFLICT:	return "conflict";
 	case ACT_ADOPT:		return "adopt";
+	case ACT_SYMLINK:	return "symlink";
 	}
 	return "?";
 }
@@ -107,6 +108,8 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 		break;
 	case ACT_ADOPT:
 		p->nadopt++;
+		break;
+	case ACT_SYMLINK:
 		break;
 	}
 	return 0;
@@ -207,6 +210,8 @@ plan_skip(struct plan *p, struct action *a)
 		break;
 	case ACT_DELETE:
 		p->ndelete--;
+		break;
+	case ACT_SYMLINK:
 		break;
 	default:
 		return;
@@ -333,6 +338,36 @@ plan_adopt(struct plan_ctx *c, const struct diff_row *row)
 	return 1;
 }
 
+/*
+ * An upstream symlink (FTP): recreated when new or changed, or when the
+ * local one is missing; an unchanged one that is there needs nothing.
+ * Whether its target stays inside the mirror is the executor's call
+ * (store_link_inside()): one outside is recorded, not created.
+ */
+static int
+plan_link(struct plan_ctx *c, const struct diff_row *row)
+{
+	struct local_stat st;
+	struct action	*a;
+	int		 rc;
+	bool		 there;
+
+	there = c->s != NULL && store_stat(c->s, row->path, &st) == 0 &&
+	    st.type == 'l';
+	if ((row->kind == DIFF_SAME || row->kind == DIFF_UNKNOWN) && there) {
+		c->p->unchanged++;
+		return 0;
+	}
+	if ((rc = plan_add(c->p, row, ACT_SYMLINK, row->kind == DIFF_NEW ?
+	    "new" : row->kind == DIFF_CHANGED ? "changed" : "local missing"))
+	    != 0)
+		return rc;
+	a = &c->p->acts[c->p->nacts - 1];
+	if (row->target != NULL && (a->target = strdup(row->target)) == NULL)
+		return BM_ENOMEM;
+	return 0;
+}
+
 static int
 plan_row(void *arg, const struct diff_row *row)
 {
@@ -349,8 +384,10 @@ plan_row(void *arg, const struct diff_row *row)
 	c->p->listed++;
 	if (row->type == ENTRY_DIR)
 		return plan_dir(c, row);
+	if (row->type == ENTRY_SYMLINK)
+		return plan_link(c, row);
 	if (row->type != ENTRY_FILE)
-		return 0;	/* XXX: symlinks come with the FTP lister */
+		return 0;
 	if (row->kind == DIFF_NEW && c->po != NULL && c->po->adopt &&
 	    (rc = plan_adopt(c, row)) != 0)
 		return rc < 0 ? rc : 0;
@@ -447,6 +484,7 @@ plan_free(struct plan *p)
 	for (i = 0; i < p->nacts; i++) {
 		free(p->acts[i].path);
 		free(p->acts[i].etag);
+		free(p->acts[i].target);
 	}
 	free(p->acts);
 	free(p);

@@ -1204,6 +1204,13 @@ store_link_is_safe(const char *path, const char *target)
 	return true;
 }
 
+bool
+store_link_inside(const char *path, const char *target)
+{
+	return path != NULL && target != NULL &&
+	    store_link_is_safe(path, target);
+}
+
 /* Create a symlink to target under a fresh temp name in dirfd. */
 static int
 store_tmplink(int dirfd, const char *target, char tmp[STORE_TMP_NAMELEN + 1])

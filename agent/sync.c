@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/resource.h>
@@ -22,6 +23,7 @@
 #include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/hook.h"
+#include "biomirror/list_ftp.h"
 #include "biomirror/list_http.h"
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
@@ -65,6 +67,10 @@ struct run {
 	size_t		 nsidecars;
 	struct sidecar_set *sums;	/* owned: local sidecars' digests (--checksum), or NULL */
 	bool		 complete;	/* the listing is complete */
+	char		*source;	/* owned: source URL as libcurl takes it
+					   (ftps:// becomes ftp:// + AUTH TLS) */
+	char		*password;	/* owned: FTP password (password_file),
+					   NULL if none; wiped when freed */
 	char		 err[512];	/* first fatal reason */
 };
 
@@ -104,6 +110,7 @@ struct page_try {
 	struct xfer_job	 job;		/* the transport job */
 	struct page_buf	 buf;		/* the body */
 	char		*url;		/* owned: URL of the current try */
+	const char	*command;	/* borrowed: FTP command, NULL for HTTP */
 	unsigned	 attempts;	/* tries made */
 	unsigned	 hops;		/* redirects followed */
 	bool		 running;	/* job submitted, not finished */
@@ -133,6 +140,7 @@ page_submit(struct run *r, struct page_try *t)
 	t->job.max_size = MAX_PAGE_BYTES;
 	t->job.if_modified_since = -1;
 	t->job.no_redirect = true;
+	t->job.ftp_command = t->command;
 	t->job.sink = sink_page;
 	t->job.sink_arg = &t->buf;
 	t->job.owner = t;
@@ -242,10 +250,12 @@ fetch_pages(void *ctx, struct http_page *pages, size_t n)
 
 	if ((t = calloc(n, sizeof(*t))) == NULL)
 		return BM_ENOMEM;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		t[i].command = pages[i].command;
 		if ((t[i].url = strdup(pages[i].url)) == NULL ||
 		    (rc = page_submit(r, &t[i])) != 0)
 			goto out;
+	}
 	for (;;) {
 		if (*r->o->stop) {
 			rc = BM_EINTR;
@@ -286,6 +296,42 @@ out:
 	return rc;
 }
 
+/*
+ * The server's clock as wall time (seconds read as if UTC) in the
+ * ftp_timezone, for the year of LIST dates that show none.
+ */
+static int64_t
+ftp_now_wall(const struct tzspec *tz)
+{
+	int64_t	 now = clock_real_ns() / NS, utc;
+
+	if (tzspec_to_utc(tz, now, &utc) != 0)
+		return now;
+	return now + (now - utc);
+}
+
+/* The FTP crawl: the same fetch callback, FEAT then MLSD or LIST. */
+static int
+run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
+{
+	struct ftp_crawl_opts fo;
+	bool		 mlsd = false;
+	int		 rc;
+
+	memset(&fo, 0, sizeof(fo));
+	fo.filter = &r->filter;
+	fo.max_depth = MAX_DEPTH;
+	fo.batch = r->c->max_connections ? r->c->max_connections : 4;
+	fo.now_wall = ftp_now_wall(&r->c->ftp_tz);
+	fo.ret_mlsd = &mlsd;
+	fo.ret_loops = ret_loops;
+	fo.ret_skipped = ret_skipped;
+	rc = list_ftp_crawl(r->source, &fo, fetch_pages, r, r->l, r->err,
+	    sizeof(r->err));
+	log_debug("%s: list: %s", r->c->name, mlsd ? "MLSD" : "LIST");
+	return rc;
+}
+
 static int
 run_list(struct run *r)
 {
@@ -306,8 +352,11 @@ run_list(struct run *r)
 		return BM_ENOMEM;
 	co.ret_skipped = &skipped;
 	co.ret_loops = &loops;
-	rc = list_http_crawl(r->c->source, &co, fetch_pages, r, r->l, r->err,
-	    sizeof(r->err));
+	if (mirror_is_ftp(r->c))
+		rc = run_list_ftp(r, &skipped, &loops);
+	else
+		rc = list_http_crawl(r->c->source, &co, fetch_pages, r, r->l,
+		    r->err, sizeof(r->err));
 	r->complete = rc == 0;
 	if (skipped > 0)
 		log_info("%s: list: %zu links skipped (unsafe names, or "
@@ -322,7 +371,8 @@ run_list(struct run *r)
 		log_errx("%s: list: %s", r->c->name, r->err);
 		(void)result_add_error(r->res, "", "list", r->err);
 	}
-	if ((rc = listing_resolve_times(r->l, &r->c->listing_tz)) != 0)
+	if ((rc = listing_resolve_times(r->l, mirror_is_ftp(r->c) ?
+	    &r->c->ftp_tz : &r->c->listing_tz)) != 0)
 		return rc;
 	if ((rc = listing_sort(r->l)) != 0)
 		return rc;
@@ -391,6 +441,56 @@ run_mkdirs(struct run *r)
 		} else
 			rec.op = COMMIT_MKDIR;
 		if ((rc = manifest_commit(r->m, r->run, &rec, 1)) != 0)
+			return BM_EDB;
+	}
+	return 0;
+}
+
+/*
+ * Upstream symlinks (FTP): recreated when the target stays inside the
+ * mirror; one pointing outside (or with an unknown target) is recorded
+ * in the manifest and not created.  The link gets the listed mtime.
+ */
+static int
+run_symlinks(struct run *r)
+{
+	struct commit_rec rec;
+	const struct action *a;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op != ACT_SYMLINK)
+			continue;
+		memset(&rec, 0, sizeof(rec));
+		rec.path = a->path;
+		rec.type = ENTRY_SYMLINK;
+		rec.target = a->target;
+		rec.list_size = -1;
+		rec.list_mtime = a->list_mtime;
+		rec.list_prec = a->list_prec;
+		rec.up_size = rec.up_mtime = -1;
+		rec.local_size = rec.local_mtime = -1;
+		rec.op = COMMIT_SYMLINK;
+		if (a->target == NULL || !store_link_inside(a->path,
+		    a->target))
+			log_info("%s -> %s: symlink target outside the mirror: "
+			    "recorded, not created", a->path, a->target ?
+			    a->target : "(unknown)");
+		else if ((rc = store_symlink(r->s, a->path, a->target)) != 0) {
+			rec.op = COMMIT_FAILED;
+			rec.reason = rc == BM_EIO ? strerror(errno) :
+			    rc == BM_EUNSAFE ? "a directory is in the way" :
+			    bm_strerror(rc);
+			log_warnx("%s: symlink: %s", a->path, rec.reason);
+			(void)result_add_error(r->res, a->path, "symlink",
+			    rec.reason);
+			r->res->failed++;
+		} else if (a->list_prec != MTIME_UNKNOWN &&
+		    store_set_mtime(r->s, a->path, a->list_mtime) == 0)
+			rec.local_mtime = a->list_mtime;
+		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -671,6 +771,44 @@ run_check_overlap(struct run *r)
 	return 0;
 }
 
+/*
+ * The source URL libcurl is given (an ftps:// source is explicit TLS on
+ * the FTP port: ftp:// with AUTH TLS required; libcurl's ftps:// would be
+ * implicit TLS), and the FTP password from password_file (its first line).
+ */
+static int
+run_ftp_source(struct run *r)
+{
+	FILE	*fp;
+	char	 line[512];
+	size_t	 n;
+	int	 err;
+
+	if (strncasecmp(r->c->source, "ftps://", 7) == 0) {
+		if (asprintf(&r->source, "ftp://%s", r->c->source + 7) == -1) {
+			r->source = NULL;
+			return BM_ENOMEM;
+		}
+	} else if ((r->source = strdup(r->c->source)) == NULL)
+		return BM_ENOMEM;
+	if (r->c->password_file == NULL)
+		return 0;
+	if ((fp = fopen(r->c->password_file, "re")) == NULL) {
+		err = errno;
+		(void)snprintf(r->err, sizeof(r->err), "password_file %s: %s",
+		    r->c->password_file, strerror(err));
+		return BM_EINVAL;
+	}
+	if (fgets(line, sizeof(line), fp) == NULL)
+		line[0] = '\0';
+	(void)fclose(fp);
+	n = strcspn(line, "\r\n");
+	line[n] = '\0';
+	r->password = strdup(line);
+	explicit_bzero(line, sizeof(line));
+	return r->password == NULL ? BM_ENOMEM : 0;
+}
+
 static int
 run_open(struct run *r)
 {
@@ -699,8 +837,17 @@ run_open(struct run *r)
 	}
 	if (r->s != NULL && (rc = run_check_overlap(r)) != 0)
 		return rc;
+	if ((rc = run_ftp_source(r)) != 0)
+		return rc;
 	memset(&xo, 0, sizeof(xo));
-	xo.max_connections = r->c->max_connections ? r->c->max_connections : 8;
+	xo.max_connections = r->c->max_connections ? r->c->max_connections :
+	    mirror_is_ftp(r->c) ? 4 : 8;
+	xo.ftp_tls = r->c->ftp_tls == FTP_TLS_REQUIRE ||
+	    strncasecmp(r->c->source, "ftps://", 7) == 0 ? XFER_TLS_REQUIRE :
+	    r->c->ftp_tls == FTP_TLS_TRY ? XFER_TLS_TRY : XFER_TLS_NONE;
+	xo.ftp_active = r->c->ftp_active;
+	xo.user = r->c->user;
+	xo.password = r->password;
 	xo.connect_timeout = r->c->timeout;
 	xo.stall_timeout = r->c->stall_timeout;
 	xo.user_agent = r->c->user_agent ? r->c->user_agent : r->o->user_agent;
@@ -945,12 +1092,13 @@ run_execute(struct run *r)
 		return rc;
 	run_conflicts(r);
 	if ((rc = run_deletes(r, PHASE_CLEAR)) != 0 ||
-	    (rc = run_mkdirs(r)) != 0 || (rc = run_adopts(r)) != 0) {
+	    (rc = run_mkdirs(r)) != 0 || (rc = run_adopts(r)) != 0 ||
+	    (rc = run_symlinks(r)) != 0) {
 		resume_set_free(rs);
 		return rc;
 	}
 	memset(&so, 0, sizeof(so));
-	so.source_url = r->c->source;
+	so.source_url = r->source;
 	so.name = r->c->name;
 	so.concurrency = r->c->concurrency;
 	so.streams = r->c->streams;
@@ -1402,6 +1550,10 @@ done:
 	if (r.s != NULL && !o->dry_run && c->publish == PUBLISH_SET &&
 	    !store_set_pending(r.s))
 		(void)store_set_discard(r.s);
+	free(r.source);
+	if (r.password != NULL)
+		explicit_bzero(r.password, strlen(r.password));
+	free(r.password);
 	store_close(r.s);
 	/* Connections and the tree closed; the manifest and lock still held. */
 	run_post_sync(&r, &rec);

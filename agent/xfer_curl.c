@@ -33,6 +33,7 @@ struct curl_rec {
 	long		 status;	/* status line seen last (redirects reset) */
 	bool		 refused;	/* body not for the sink (error status) */
 	bool		 paused;	/* paused by the rate limit */
+	bool		 ftp;		/* an ftp:// job */
 	struct curl_rec	*next, *prev;	/* list of records in flight */
 };
 
@@ -148,6 +149,17 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 	char		*end;
 	long		 v;
 
+	if (r->ftp) {
+		/* FTP server replies: kept only for FEAT (sink), in order. */
+		if (r->job->ftp_command == NULL ||
+		    strcmp(r->job->ftp_command, "FEAT") != 0)
+			return n;
+		if (res->bytes + n > 65536 || r->job->sink(r->job->sink_arg,
+		    res->bytes, buf, n) != 0)
+			return 0;
+		res->bytes += n;
+		return n;
+	}
 	if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
 		/* A new response (after a redirect or 100): forget the last. */
 		res->etag[0] = '\0';
@@ -278,6 +290,8 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 	long		 status = 0;
 	int		 rc;
 
+	if (r->status == 0 && r->ftp)
+		r->status = 150;	/* REST was accepted, or this is no range */
 	if (r->status == 0) {
 		(void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE,
 		    &status);
@@ -343,6 +357,61 @@ xfer_curl_new(const struct xfer_opts *o, struct xfer **ret)
 	return 0;
 }
 
+/*
+ * FTP options: explicit TLS (AUTH TLS, RFC 4217) per ftp_tls, login,
+ * passive (EPSV, then PASV) unless ftp_active, one CWD to the file's
+ * directory (libcurl keeps RFC 1738's reading: relative to the login
+ * directory, %2F makes it absolute), MDTM for the exact mtime.  A
+ * directory job sends its ftp_command instead of RETR; FEAT goes as a
+ * quote command on a control connection without any transfer.
+ */
+static int
+setup_ftp(struct xfer *x, struct curl_rec *r)
+{
+	struct xfer_job	*j = r->job;
+	CURL		*e = r->easy;
+	struct curl_slist *l;
+
+	(void)curl_easy_setopt(e, CURLOPT_USE_SSL, (long)(x->opts.ftp_tls ==
+	    XFER_TLS_REQUIRE ? CURLUSESSL_ALL : x->opts.ftp_tls ==
+	    XFER_TLS_TRY ? CURLUSESSL_TRY : CURLUSESSL_NONE));
+	(void)curl_easy_setopt(e, CURLOPT_FTPSSLAUTH, (long)CURLFTPAUTH_TLS);
+	if (x->opts.user != NULL)
+		(void)curl_easy_setopt(e, CURLOPT_USERNAME, x->opts.user);
+	if (x->opts.password != NULL)
+		(void)curl_easy_setopt(e, CURLOPT_PASSWORD, x->opts.password);
+	if (x->opts.ftp_active)
+		(void)curl_easy_setopt(e, CURLOPT_FTPPORT, "-");
+	(void)curl_easy_setopt(e, CURLOPT_FTP_FILEMETHOD,
+	    (long)CURLFTPMETHOD_SINGLECWD);
+	(void)curl_easy_setopt(e, CURLOPT_SERVER_RESPONSE_TIMEOUT,
+	    (long)x->opts.stall_timeout);
+	if (j->ftp_command == NULL) {
+		/*
+		 * TYPE I before the data connection is set up, not only after
+		 * EPSV where libcurl sends it: GridFTP fixes a data
+		 * connection's type when it opens it, and sends a file in
+		 * ASCII (LF as CRLF) after a listing on the same connection.
+		 */
+		if ((l = curl_slist_append(r->headers, "TYPE I")) == NULL)
+			return BM_ENOMEM;
+		r->headers = l;
+		(void)curl_easy_setopt(e, CURLOPT_QUOTE, r->headers);
+		return 0;
+	}
+	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 0L);
+	if (strcmp(j->ftp_command, "FEAT") == 0) {
+		if ((l = curl_slist_append(r->headers, "FEAT")) == NULL)
+			return BM_ENOMEM;
+		r->headers = l;
+		(void)curl_easy_setopt(e, CURLOPT_QUOTE, r->headers);
+		(void)curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+		return 0;
+	}
+	(void)curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, j->ftp_command);
+	return 0;
+}
+
 static int
 setup_easy(struct xfer *x, struct curl_rec *r)
 {
@@ -350,12 +419,14 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	CURL		*e = r->easy;
 	char		 range[64], hdr[320];
 	struct curl_slist *l;
+	int		 rc;
 
 	(void)curl_easy_setopt(e, CURLOPT_URL, j->url);
 	(void)curl_easy_setopt(e, CURLOPT_PRIVATE, r);
 	(void)curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
 	(void)curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	(void)curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	(void)curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, r->ftp ? "ftp" :
+	    "http,https");
 	(void)curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	(void)curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION,
 	    j->no_redirect ? 0L : 1L);
@@ -381,6 +452,8 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	(void)curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
 	(void)curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
 	(void)curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+	if (r->ftp && (rc = setup_ftp(x, r)) != 0)
+		return rc;
 	if (j->len > 0) {
 		(void)snprintf(range, sizeof(range), "%llu-%llu",
 		    (unsigned long long)j->off,
@@ -429,6 +502,7 @@ xfer_submit(struct xfer *x, struct xfer_job *job)
 		return BM_ENOMEM;
 	r->job = job;
 	r->x = x;
+	r->ftp = strncasecmp(job->url, "ftp://", 6) == 0;
 	if (x->nspare > 0)
 		r->easy = x->spare[--x->nspare];
 	else if ((r->easy = curl_easy_init()) == NULL)
@@ -463,6 +537,67 @@ url_became_dir(const char *url, const char *eff)
 	    strncmp(eff, url, n) == 0 && strcmp(eff + n, "/") == 0;
 }
 
+/*
+ * An FTP job's result.  550 (no such file) is gone; a refused REST or a
+ * REST past the end is an ignored range (the scheduler goes to one
+ * stream); 421 and 530 (too many connections or users: servers use both
+ * for their limits) and broken connections are retried with backoff; a
+ * body of another length than SIZE said, or a range cut short, is
+ * retried, never published.
+ */
+static void
+classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
+{
+	struct xfer_job	*j = r->job;
+	struct xfer_result *res = &j->res;
+
+	res->total = -1;
+	if (j->len > 0 || j->ftp_command != NULL)
+		res->size = -1;
+	if (cc != CURLE_OK) {
+		res->rc = BM_ENET;
+		res->cls = XFER_RETRY;
+		switch (cc) {
+		case CURLE_REMOTE_FILE_NOT_FOUND:
+			res->rc = BM_ENOENT;
+			res->cls = XFER_GONE;
+			break;
+		case CURLE_FTP_COULDNT_USE_REST:
+		case CURLE_BAD_DOWNLOAD_RESUME:
+			res->rc = BM_EPROTO;
+			res->cls = XFER_PERMANENT;
+			res->ignored_range = j->len > 0;
+			break;
+		case CURLE_FILESIZE_EXCEEDED:
+			res->rc = BM_ELIMIT;
+			res->cls = XFER_PERMANENT;
+			break;
+		case CURLE_UNSUPPORTED_PROTOCOL:
+		case CURLE_URL_MALFORMAT:
+		case CURLE_USE_SSL_FAILED:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_REMOTE_ACCESS_DENIED:
+			res->cls = XFER_PERMANENT;
+			break;
+		default:
+			break;	/* 421, 530, 425/426, resets: retried */
+		}
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s",
+		    r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
+		return;
+	}
+	if ((j->len > 0 && res->bytes != j->len) || (j->len == 0 &&
+	    j->ftp_command == NULL && cl >= 0 && (uint64_t)cl != res->bytes)) {
+		res->rc = BM_ECHECKSUM;
+		res->cls = XFER_RETRY;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg),
+		    "got %llu bytes, expected %lld", (unsigned long long)
+		    res->bytes, j->len > 0 ? (long long)j->len : (long long)cl);
+		return;
+	}
+	res->cls = XFER_OK;
+}
+
 /* Map a finished transfer to its result (rc, class, metadata). */
 static void
 classify(struct curl_rec *r, CURLcode cc)
@@ -487,6 +622,10 @@ classify(struct curl_rec *r, CURLcode cc)
 	if (eff)
 		(void)snprintf(res->effective_url, sizeof(res->effective_url),
 		    "%s", eff);
+	if (r->ftp && r->sink_rc == 0) {
+		classify_ftp(r, cc, cl);
+		return;
+	}
 	if (r->sink_rc != 0) {
 		res->rc = r->sink_rc;
 		res->cls = r->sink_rc == BM_ECHANGED ? XFER_CHANGED :

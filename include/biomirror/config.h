@@ -18,6 +18,8 @@
 enum transport_kind { TRANSPORT_TCP = 0, TRANSPORT_UDT, TRANSPORT_AUTO };
 enum verify_mode { VERIFY_SIZE = 0, VERIFY_SIDECAR, VERIFY_CHECKSUM };
 enum publish_mode { PUBLISH_FILE = 0, PUBLISH_SET };
+/* ftp_tls: explicit TLS (AUTH TLS, RFC 4217) on FTP control and data. */
+enum ftp_tls { FTP_TLS_DEFAULT = 0, FTP_TLS_NO, FTP_TLS_TRY, FTP_TLS_REQUIRE };
 
 /* One mirror (a config section, or an ad-hoc --source/--dest pair). */
 struct mirror_conf {
@@ -50,6 +52,13 @@ struct mirror_conf {
 	char		*user_agent;	/* owned, NULL = global or default */
 	char		*post_sync;	/* owned, NULL if none */
 	char		*metrics_file;	/* owned, NULL if none */
+	enum ftp_tls	 ftp_tls;	/* ftp_tls; DEFAULT: no for ftp://,
+					   require for ftps:// */
+	char		*user;		/* owned: FTP login, NULL = anonymous */
+	char		*password_file;	/* owned: file holding the FTP password
+					   (not world-readable), NULL if none */
+	bool		 ftp_active;	/* ftp_active: PORT/EPRT, not passive */
+	bool		 follow_symlinks; /* fetch symlink targets (FTP) */
 	unsigned	 line;		/* line of the section header, 0 ad-hoc */
 };
 
@@ -91,11 +100,13 @@ int	mirror_conf_set(struct mirror_conf *m, const char *key,
 	    const char *value, char *errbuf, size_t errlen);
 /*
  * Check a finished mirror: source and dest present, source scheme
- * supported (http, https in this build), source normalised to end in '/',
- * dest not the root directory.
+ * supported (http, https, ftp, ftps), source normalised to end in '/',
+ * dest not the root directory, FTP-only keys only with an FTP source.
  * Returns 0 or BM_EINVAL with a reason in errbuf.
  */
 int	mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen);
+/* True when the mirror's source is ftp:// or ftps://. */
+bool	mirror_is_ftp(const struct mirror_conf *m);
 /* The mirror named name, or NULL (borrowed). */
 struct mirror_conf *config_find(const struct config *c, const char *name);
 

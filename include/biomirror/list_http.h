@@ -61,6 +61,8 @@ int	list_http_parse(const uint8_t *body, size_t len,
 /* One page to fetch, filled in by the fetch callback. */
 struct http_page {
 	const char	*url;		/* borrowed: absolute URL to GET */
+	const char	*command;	/* borrowed: FTP "FEAT", "MLSD" or "LIST";
+					   NULL for HTTP */
 	int		 rc;		/* 0, or BM_E* when the fetch failed */
 	long		 status;	/* HTTP status, 0 if none */
 	uint8_t		*body;		/* owned (malloc): body bytes, NULL if none */

@@ -27,6 +27,7 @@ enum action_op {
 	ACT_KEEP,		/* gone upstream, kept (delete = no or refused) */
 	ACT_CONFLICT,		/* upstream changed the type, delete = no: reported */
 	ACT_ADOPT,		/* resync --adopt: the local file matches, record it */
+	ACT_SYMLINK,		/* recreate an upstream symlink (target inside) */
 };
 
 /* When an action runs; actions are sorted by phase first. */
@@ -54,6 +55,7 @@ struct action {
 	char		*etag;		/* owned: recorded ETag, NULL if none */
 	int64_t		 local_size;	/* recorded local size, -1 if none */
 	int64_t		 local_mtime;	/* recorded local mtime ns, -1 if none */
+	char		*target;	/* owned: ACT_SYMLINK target, NULL unknown */
 };
 
 struct plan {

@@ -126,6 +126,11 @@ int	store_set_mtime(struct store *s, const char *path, int64_t mtime);
  */
 int	store_symlink(struct store *s, const char *path, const char *target);
 /*
+ * True when a symlink at path (relative) pointing at target stays inside
+ * the destination, judged lexically as store_symlink() judges it.
+ */
+bool	store_link_inside(const char *path, const char *target);
+/*
  * Remove the file or symlink at path (unlinkat, never following); a
  * directory is removed only when empty.  BM_ENOENT if already gone.
  */

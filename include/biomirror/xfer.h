@@ -4,7 +4,17 @@
  * job's end with the response metadata (size, mtime, ETag) or an error
  * class.  The scheduler above does not know which protocol carries a job.
  * Only transports touch sockets.  This build has one transport: libcurl's
- * multi interface over HTTP/HTTPS (agent/xfer_curl.c).
+ * multi interface over HTTP/HTTPS and FTP/FTPS (agent/xfer_curl.c).
+ *
+ * FTP (an ftp:// URL; ftps:// sources are given as ftp:// with ftp_tls
+ * set, i.e. explicit AUTH TLS, RFC 4217): a file job is SIZE + MDTM +
+ * RETR, a ranged one REST + RETR of len bytes (RFC 3659 section 5);
+ * res.status is the last FTP reply code, res.mtime the MDTM time,
+ * res.size the SIZE reply (whole-file jobs), res.total -1.  A server that
+ * refuses REST ends a ranged job with res.ignored_range set, as a 200 to
+ * a Range does.  A directory URL with ftp_command "MLSD" or "LIST"
+ * delivers the listing; "FEAT" delivers the server's reply lines (the
+ * FEAT reply among them) to the sink, without a data connection.
  */
 #ifndef BIOMIRROR_XFER_H
 #define BIOMIRROR_XFER_H
@@ -78,6 +88,8 @@ struct xfer_job {
 					   a 200 then means upstream changed */
 	int64_t		 if_modified_since; /* seconds, -1 for none */
 	bool		 no_redirect;	/* report 3xx (res.location), do not follow */
+	const char	*ftp_command;	/* borrowed: FTP "FEAT", "MLSD" or "LIST"
+					   for a directory URL; NULL for a file */
 	xfer_sink_fn	 sink;		/* where body bytes go */
 	void		*sink_arg;	/* borrowed: the sink's state */
 	void		*owner;		/* borrowed: the scheduler's record */
@@ -91,7 +103,14 @@ struct xfer_opts {
 	const char	*user_agent;	/* borrowed */
 	const char	*ca_file;	/* borrowed, NULL = system trust */
 	uint64_t	 bwlimit;	/* bytes per second for all jobs together, 0 = none */
+	int		 ftp_tls;	/* XFER_TLS_NONE, _TRY or _REQUIRE (FTP) */
+	bool		 ftp_active;	/* FTP: active mode (PORT/EPRT) */
+	const char	*user;		/* borrowed: FTP login, NULL = anonymous */
+	const char	*password;	/* borrowed: FTP password, NULL if none */
 };
+#define XFER_TLS_NONE		0
+#define XFER_TLS_TRY		1
+#define XFER_TLS_REQUIRE	2
 
 struct xfer;
 

@@ -1,6 +1,8 @@
 #!/bin/bash
 # tests/bench/local.sh: on-demand loopback benchmark of biomirror against
-# rclone (http backend), lftp mirror, wget -m and a local cp -a (the floor).
+# rclone (http backend), lftp mirror, wget -m and a local cp -a (the floor),
+# and over FTP against lftp mirror, wget -m (vsftpd) and globus-url-copy
+# (globus-gridftp-server).
 # Never part of `make check`.  Run from anywhere, as root (it may apt-get
 # install the tools it needs and drops the page cache between runs):
 #
@@ -12,6 +14,12 @@
 #	A  5,000 files of 1-32 KiB in 50 directories
 #	B  8 files of 256 MiB (AES-CTR keystream; 2 files with --quick)
 #	C  100,000 zero-byte files in 100 directories (biomirror peak RSS only)
+#	FA, FB  trees A and B over FTP: biomirror vs lftp mirror --parallel=8
+#	   and wget -m against vsftpd (LIST), and biomirror vs globus-url-copy
+#	   -r -sync -cc 8 -p 4 against globus-gridftp-server (MLSD; vsftpd
+#	   refuses globus-url-copy's MODE E).  Each tool at 8 connections
+#	   (wget has one).  globus-url-copy does not keep mtimes; wget and lftp
+#	   take them from LIST (minute or day precision).
 #
 # For A and B, every round times each tool's cold sync (fresh, empty
 # destination and, for biomirror, a fresh state dir) and then a no-change
@@ -28,7 +36,8 @@ usage() {
 usage: tests/bench/local.sh [options]
   --runs N            rounds per tree (default 3); the table shows medians
   --quick             smoke test: tree B with 2 files, 1 run, docs untouched
-  --trees LIST        which parts to run, comma-separated: A,B,C (default A,B,C)
+  --trees LIST        which parts to run, comma-separated: A,B,C,FA,FB
+                      (default A,B,C,FA,FB)
   --workdir DIR       where the trees and destinations go (default /var/tmp;
                       must be on a real disk, not tmpfs)
   --no-drop-caches    do not drop the page cache between runs
@@ -39,7 +48,7 @@ usage: tests/bench/local.sh [options]
 EOF
 }
 
-RUNS=3 QUICK=0 TREES=A,B,C WORKDIR=/var/tmp DROP=1 INSTALL=1 DOC="" KEEP=0
+RUNS=3 QUICK=0 TREES=A,B,C,FA,FB WORKDIR=/var/tmp DROP=1 INSTALL=1 DOC="" KEEP=0
 RUNS_SET=0
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -69,6 +78,11 @@ if [ "$QUICK" = 1 ]; then
 fi
 [ -n "$DOC" ] || DOC=1
 has_tree() { case ",$TREES," in *",$1,"*) return 0 ;; esac; return 1; }
+# The FTP trees are trees A and B served over FTP.
+case ",$TREES," in *,FA,*) case ",$TREES," in *,A,*) ;; *) TREES="$TREES,A" SKIP_HTTP_A=1 ;; esac ;; esac
+case ",$TREES," in *,FB,*) case ",$TREES," in *,B,*) ;; *) TREES="$TREES,B" SKIP_HTTP_B=1 ;; esac ;; esac
+has_ftp() { has_tree FA || has_tree FB; }
+src_of() { echo "${1#F}"; }
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 2
 cd "$ROOT" || exit 2
@@ -88,6 +102,11 @@ command -v rsync >/dev/null || need="$need rsync"
 command -v openssl >/dev/null || need="$need openssl"
 command -v python3 >/dev/null || need="$need python3"
 command -v curl >/dev/null || need="$need curl"
+if has_ftp; then
+	command -v vsftpd >/dev/null || need="$need vsftpd"
+	command -v globus-gridftp-server >/dev/null || need="$need globus-gridftp-server-progs"
+	command -v globus-url-copy >/dev/null || need="$need globus-gass-copy-progs"
+fi
 if [ -n "$need" ]; then
 	[ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ] ||
 	    fail "missing:$need (install them, or run as root without --no-install)"
@@ -223,6 +242,14 @@ fi
 start_nginx "$SRC" > "$T/logs/nginx-start.log" || fail "start_nginx"
 URL=$NGINX_URL
 say "nginx on $URL"
+if has_ftp; then
+	start_vsftpd "$SRC" > "$T/logs/vsftpd-start.log" || fail "start_vsftpd"
+	start_gridftp "$SRC" > "$T/logs/gridftp-start.log" || fail "start_gridftp"
+	say "vsftpd on $VSFTPD_URL, gridftp on $GRIDFTP_URL"
+	for t in A B; do
+		[ -f "$T/lists/$t" ] && cp "$T/lists/$t" "$T/lists/F$t"
+	done
+fi
 
 # ---------------------------------------------------------------- helpers
 DROP_NOTE="page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before every timed run, then the source tree and the tools' binaries and libraries re-read, so the server side is warm and the destination side is cold"
@@ -235,7 +262,8 @@ fi
 warm_bins() {
 	local b
 	for b in "$BM" "$(command -v rclone)" "$(command -v lftp)" \
-	    "$(command -v wget)" "$(command -v rsync)" /bin/cp /usr/bin/time; do
+	    "$(command -v wget)" "$(command -v rsync)" /bin/cp /usr/bin/time \
+	    $(command -v globus-url-copy); do
 		# shellcheck disable=SC2046 # one word per library path
 		cat "$b" $(ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 }') \
 		    > /dev/null 2>&1
@@ -252,7 +280,7 @@ prep() {
 	FLUSH_S=$(echo "$t0 $t1" | awk '{ printf "%.3f", $2 - $1 }')
 	if [ "$DROP" = 1 ]; then
 		echo 3 > /proc/sys/vm/drop_caches
-		find "$SRC/$1" -type f -exec cat {} + > /dev/null
+		find "$SRC/$(src_of "$1")" -type f -exec cat {} + > /dev/null
 		warm_bins
 	fi
 }
@@ -260,7 +288,26 @@ prep() {
 # cmd_TOOL TREE DEST STATE PHASE: the command line of one run (printed into
 # CMDLINE, then run).
 run_tool() {
-	local tool=$1 tree=$2 d=$3 s=$4 phase=$5
+	local tool=$1 tree=$2 d=$3 s=$4 phase=$5 src
+	case $tree in
+	F*)
+		src=$(src_of "$tree")
+		case $tool in
+		biomirror)
+			CMDLINE=("$BM" --state-dir "$s" sync --max-connections 8 \
+			    --concurrency 8 --source "$VSFTPD_URL$src/" --dest "$d") ;;
+		lftp)
+			CMDLINE=(lftp -c "set ftp:use-mlsd yes; mirror --parallel=8 $VSFTPD_URL$src/ $d") ;;
+		wget)
+			CMDLINE=(wget -m -np -nH --cut-dirs=1 -nv --no-remove-listing -P "$d" "$VSFTPD_URL$src/") ;;
+		biomirror-gridftp)
+			CMDLINE=("$BM" --state-dir "$s" sync --max-connections 8 \
+			    --concurrency 8 --source "$GRIDFTP_URL$src/" --dest "$d") ;;
+		globus-url-copy)
+			CMDLINE=(globus-url-copy -r -sync -cc 8 -p 4 "$GRIDFTP_URL$src/" "file://$d/") ;;
+		esac
+		return ;;
+	esac
 	case $tool in
 	biomirror)
 		CMDLINE=("$BM" --state-dir "$s" sync --source "$URL$tree/" --dest "$d") ;;
@@ -298,7 +345,9 @@ verify() {
 	local tree=$1 d=$2 tool=$3 got=$T/lists/got
 	tree_list "$d" > "$got"
 	if [ "$tool" = wget ]; then
-		awk -F'\t' '$1 != "index.html" && $1 !~ /\/index\.html$/' "$got" > "$got.f"
+		# index.html of HTTP crawls, .listing of FTP ones
+		awk -F'\t' '$1 != "index.html" && $1 !~ /\/index\.html$/ &&
+		    $1 != ".listing" && $1 !~ /\/\.listing$/' "$got" > "$got.f"
 		mv "$got.f" "$got"
 	fi
 	V_FILES=$(wc -l < "$got")
@@ -319,7 +368,7 @@ bm_check() {
 	[ "$V_COMPLETE" = yes ] || { BM_PROBLEMS="$BM_PROBLEMS; $tree: incomplete result"; return; }
 	[ "$V_MTIME" = 0 ] || BM_PROBLEMS="$BM_PROBLEMS; $tree: $V_MTIME mtimes differ"
 	while IFS= read -r f; do
-		cmp -s "$SRC/$tree/$f" "$d/$f" ||
+		cmp -s "$SRC/$(src_of "$tree")/$f" "$d/$f" ||
 		    BM_PROBLEMS="$BM_PROBLEMS; $tree: content differs: $f"
 		n=$((n + 1))
 	done < <(cut -f1 "$T/lists/$tree" | awk 'NR % 250 == 1 || NR == 2')
@@ -342,6 +391,7 @@ one_run() {
 	# Wall time from date(1) (ms resolution; time(1) has 10 ms).
 	el=$(echo "$t0 $t1" | awk '{ printf "%.3f", $2 - $1 }')
 	stats=$(log_stats "$before")
+	case $tree in F*) stats="0 0 0 0 0" ;; esac	# no nginx log for FTP
 	prep_flush_only
 	verify "$tree" "$d" "$tool"
 	case $tool in biomirror*) bm_check "$tree" "$d" ;; esac
@@ -350,7 +400,9 @@ one_run() {
 	set -- $stats
 	echo "$STAMP,$tree,$tool,$run,$phase,$el,$rss,$usr,$sys,$rc,$1,$2,$3,$4,$5,$FLUSH_S,$V_FILES,$V_BYTES,$V_COMPLETE,$V_MTIME" >> "$CSV"
 	say "  $tree $tool run $run $phase: ${el}s rss ${rss}KiB exit $rc, $1 requests ($2 GET, $3 HEAD, $4 304), flush ${FLUSH_S}s, $V_FILES files $V_BYTES bytes complete=$V_COMPLETE mtime-mismatch=$V_MTIME"
-	[ "$rc" = 0 ] || [ "${tool%-sidecar}" != biomirror ] || BM_PROBLEMS="$BM_PROBLEMS; $tree run $run $phase: exit $rc"
+	case $tool in
+	biomirror*) [ "$rc" = 0 ] || BM_PROBLEMS="$BM_PROBLEMS; $tree run $run $phase: $tool exit $rc" ;;
+	esac
 }
 
 # The flush after a run is timed separately (FLUSH_S): biomirror syncs
@@ -376,7 +428,14 @@ BM_PROBLEMS=""
 CMP_SAMPLE=0
 TOOLS="biomirror rclone lftp wget cp"
 # Tree B also measures verify = sidecar (issue 5: at most 15% slower).
-tools_of() { if [ "$1" = B ]; then echo "$TOOLS biomirror-sidecar"; else echo "$TOOLS"; fi; }
+FTP_TOOLS="biomirror lftp wget biomirror-gridftp globus-url-copy"
+tools_of() {
+	case $1 in
+	F*) echo "$FTP_TOOLS" ;;
+	B) echo "$TOOLS biomirror-sidecar" ;;
+	*) echo "$TOOLS" ;;
+	esac
+}
 
 bench_tree() {
 	local tree=$1 r tool d s
@@ -472,13 +531,21 @@ ratio_ok() {	# A B MIN -> "met (x2.31)" or "NOT met (x1.20)"
 
 # ---------------------------------------------------------------- run
 T_START=$(date +%s)
-if has_tree A; then
+if has_tree A && [ -z "${SKIP_HTTP_A:-}" ]; then
 	say "== tree A: $TREE_DESC_A"
 	bench_tree A
 fi
-if has_tree B; then
+if has_tree B && [ -z "${SKIP_HTTP_B:-}" ]; then
 	say "== tree B: $TREE_DESC_B"
 	bench_tree B
+fi
+if has_tree FA; then
+	say "== tree FA: $TREE_DESC_A over FTP"
+	bench_tree FA
+fi
+if has_tree FB; then
+	say "== tree FB: $TREE_DESC_B over FTP"
+	bench_tree FB
 fi
 
 RSS_LINES=""
@@ -522,9 +589,35 @@ T_END=$(date +%s)
 # ---------------------------------------------------------------- report
 echo
 echo "== results ($(( (T_END - T_START) / 60 )) min), raw runs: $CSV"
-has_tree A && table_tree A "$TREE_DESC_A"
-has_tree B && table_tree B "$TREE_DESC_B"
-if has_tree A; then
+has_tree A && [ -z "${SKIP_HTTP_A:-}" ] && table_tree A "$TREE_DESC_A"
+has_tree B && [ -z "${SKIP_HTTP_B:-}" ] && table_tree B "$TREE_DESC_B"
+has_tree FA && table_tree FA "$TREE_DESC_A over FTP (vsftpd; gridftp for the last two rows)"
+has_tree FB && table_tree FB "$TREE_DESC_B over FTP (vsftpd; gridftp for the last two rows)"
+if has_tree FA; then
+	for tool in lftp wget; do
+		for phase in cold resync; do
+			target "FA $phase: biomirror faster than $tool (vsftpd)" \
+			    "$(ratio_ok "$(field FA "$tool" "$phase" 6 | median_of)" \
+			    "$(field FA biomirror "$phase" 6 | median_of)" 1)"
+		done
+	done
+	for phase in cold resync; do
+		target "FA $phase: biomirror faster than globus-url-copy (gridftp)" \
+		    "$(ratio_ok "$(field FA globus-url-copy "$phase" 6 | median_of)" \
+		    "$(field FA biomirror-gridftp "$phase" 6 | median_of)" 1)"
+	done
+fi
+if has_tree FB; then
+	for phase in cold resync; do
+		best=$( { field FB lftp "$phase" 6 | median_of; field FB wget "$phase" 6 | median_of; } | sort -g | head -1)
+		target "FB $phase: biomirror no slower than the faster of lftp and wget ($best s, vsftpd)" \
+		    "$(ratio_ok "$best" "$(field FB biomirror "$phase" 6 | median_of)" 1)"
+		target "FB $phase: biomirror no slower than globus-url-copy (gridftp)" \
+		    "$(ratio_ok "$(field FB globus-url-copy "$phase" 6 | median_of)" \
+		    "$(field FB biomirror-gridftp "$phase" 6 | median_of)" 1)"
+	done
+fi
+if has_tree A && [ -z "${SKIP_HTTP_A:-}" ]; then
 	for tool in rclone lftp; do
 		for phase in cold resync; do
 			target "A $phase: biomirror at least 2x faster than $tool" \
@@ -535,7 +628,7 @@ if has_tree A; then
 		    "$(ratio_ok "$(durable A "$tool")" "$(durable A biomirror)" 2)"
 	done
 fi
-if has_tree B; then
+if has_tree B && [ -z "${SKIP_HTTP_B:-}" ]; then
 	for phase in cold resync; do
 		best=$( { field B rclone "$phase" 6 | median_of; field B lftp "$phase" 6 | median_of; } | sort -g | head -1)
 		target "B $phase: biomirror no slower than the faster of rclone and lftp ($best s)" \

@@ -14,12 +14,14 @@
 # default config), with every file (config, pid, logs, temp dirs) under $T.
 # The EXIT/INT/TERM trap stops them and removes $T (kept when BM_KEEP=1).
 #
-# Functions: bm_setup, free_port, start_nginx, start_nginx_static,
-# start_apache, stop_servers, bm_leftovers, make_tree, make_big_file, fail,
+# Functions: bm_setup, free_port, free_port_range, start_nginx,
+# start_nginx_static, start_apache, start_vsftpd, start_gridftp,
+# start_ftpfault, ftpfault_stat, stop_servers, bm_leftovers, make_tree, make_big_file, fail,
 # assert_eq, assert_trees_equal, assert_exit, manifest_db, manifest_sql,
 # nginx_gets.
 # Variables: T, BM, NGINX_PORT, NGINX_URL, NGINX_DIR, NGINX_ACCESS_LOG,
-# APACHE_PORT, APACHE_URL, APACHE_DIR, APACHE_ACCESS_LOG, LAST_RC,
+# APACHE_PORT, APACHE_URL, APACHE_DIR, APACHE_ACCESS_LOG, VSFTPD_URL,
+# VSFTPD_LOG, GRIDFTP_URL, GRIDFTP_LOG, FTPFAULT_URL, LAST_RC,
 # LAST_OUT, LAST_ERR.
 
 set -u
@@ -312,6 +314,164 @@ start_faultserver() {
 	FAULT_URL=http://127.0.0.1:$port/
 	export FAULT_PORT FAULT_URL FAULT_STATS
 	echo "# faultserver ($mode) pid $pid on $FAULT_URL serving $root"
+}
+
+# free_port_range N: print "LO HI", N consecutive TCP ports on 127.0.0.1
+# that are free now (FTP passive data ports).
+free_port_range() {
+	python3 - "$1" <<'PY' || fail "free_port_range"
+import random, socket, sys
+n = int(sys.argv[1])
+for _ in range(200):
+    lo = random.randrange(20000, 60000 - n)
+    socks = []
+    try:
+        for p in range(lo, lo + n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", p))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(lo, lo + n - 1)
+    sys.exit(0)
+sys.exit(1)
+PY
+}
+
+# wait_ftp PORT: wait (at most ~5 s) until 127.0.0.1:PORT sends an FTP
+# greeting (220).
+wait_ftp() {
+	for _ in $(seq 1 50); do
+		python3 -c 'import socket,sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)
+s.settimeout(1)
+sys.exit(0 if s.recv(64).startswith(b"220") else 1)' "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# start_vsftpd ROOT: vsftpd (its own config file, listen=YES,
+# background=NO) serving ROOT to anonymous users (ftp_username=ftp,
+# read-only, passive ports in a free range, times in UTC, every command
+# logged; BM_VSFTPD_EXTRA adds config lines, e.g. for TLS).  Exports
+# VSFTPD_PORT, VSFTPD_URL (ftp://127.0.0.1:PORT/),
+# VSFTPD_DIR, VSFTPD_LOG (the protocol log: 'FTP command: ... "RETR x"').
+start_vsftpd() {
+	local root=$1 port dir pid lo hi
+	command -v vsftpd >/dev/null || fail "vsftpd is not installed (make deps)"
+	check_readable "$root"
+	port=$(free_port)
+	read -r lo hi <<< "$(free_port_range 100)"
+	dir=$T/vsftpd/$port
+	mkdir -p "$dir/empty" || fail "mkdir $dir"
+	cat > "$dir/vsftpd.conf" <<CONF
+listen=YES
+listen_ipv6=NO
+listen_address=127.0.0.1
+listen_port=$port
+background=NO
+anonymous_enable=YES
+local_enable=NO
+write_enable=NO
+ftp_username=ftp
+anon_root=$root
+no_anon_password=YES
+pasv_enable=YES
+pasv_min_port=$lo
+pasv_max_port=$hi
+pasv_address=127.0.0.1
+port_enable=YES
+connect_from_port_20=NO
+seccomp_sandbox=NO
+xferlog_enable=YES
+xferlog_std_format=NO
+log_ftp_protocol=YES
+vsftpd_log_file=$dir/vsftpd.log
+dual_log_enable=NO
+max_clients=64
+max_per_ip=64
+secure_chroot_dir=$dir/empty
+use_localtime=NO
+hide_ids=YES
+${BM_VSFTPD_EXTRA:-}
+CONF
+	vsftpd "$dir/vsftpd.conf" > "$dir/server.log" 2>&1 &
+	pid=$!
+	BM_SERVERS="$BM_SERVERS vsftpd:$pid:$dir"
+	wait_ftp "$port" || { cat "$dir/server.log" >&2; fail "vsftpd did not start"; }
+	VSFTPD_PORT=$port
+	VSFTPD_URL=ftp://127.0.0.1:$port/
+	VSFTPD_DIR=$dir
+	VSFTPD_LOG=$dir/vsftpd.log
+	export VSFTPD_PORT VSFTPD_URL VSFTPD_DIR VSFTPD_LOG
+	echo "# vsftpd pid $pid on $VSFTPD_URL serving $root"
+}
+
+# start_gridftp ROOT: globus-gridftp-server in anonymous mode (-aa
+# -anonymous-user nobody), loopback control and data interfaces, paths
+# restricted to ROOT, data ports in a free range (GLOBUS_TCP_PORT_RANGE;
+# 1000 of them: it binds without SO_REUSEADDR, so each passive data
+# connection keeps its port in TIME_WAIT for a minute),
+# every command logged.  It offers MLSD.  Exports GRIDFTP_PORT,
+# GRIDFTP_URL (ftp://127.0.0.1:PORT/%2FROOT/: RFC 1738 absolute path),
+# GRIDFTP_LOG ('[CLIENT]: RETR /path' lines).
+start_gridftp() {
+	local root=$1 port dir pid lo hi
+	command -v globus-gridftp-server >/dev/null ||
+	    fail "globus-gridftp-server is not installed (make deps)"
+	[ "$(id -u)" = 0 ] && { runuser -u nobody -- test -r "$root" -a -x "$root" ||
+	    fail "nobody cannot read $root"; }
+	port=$(free_port)
+	read -r lo hi <<< "$(free_port_range 1000)"
+	dir=$T/gridftp/$port
+	mkdir -p "$dir" || fail "mkdir $dir"
+	GLOBUS_TCP_PORT_RANGE=$lo,$hi globus-gridftp-server -aa \
+	    -anonymous-user nobody -p "$port" -control-interface 127.0.0.1 \
+	    -data-interface 127.0.0.1 -restrict-paths "$root" \
+	    -log-level all -logfile "$dir/gridftp.log" \
+	    > "$dir/server.log" 2>&1 &
+	pid=$!
+	BM_SERVERS="$BM_SERVERS gridftp:$pid:$dir"
+	wait_ftp "$port" || { cat "$dir/server.log" >&2; fail "gridftp did not start"; }
+	GRIDFTP_PORT=$port
+	GRIDFTP_URL=ftp://127.0.0.1:$port/%2F${root#/}/
+	GRIDFTP_LOG=$dir/gridftp.log
+	export GRIDFTP_PORT GRIDFTP_URL GRIDFTP_LOG
+	echo "# gridftp pid $pid on $GRIDFTP_URL"
+}
+
+# start_ftpfault ROOT MODE [OPTION...]: our own fault-injecting FTP server
+# (tests/tools/ftpfaultserver.py, Debian's pyftpdlib) on ROOT.  Exports
+# FTPFAULT_URL, FTPFAULT_STATS (JSON: retrs per path, rests,
+# max_concurrent, busy).
+start_ftpfault() {
+	local root=$1 mode=$2 port dir pid lo hi
+	shift 2
+	port=$(free_port)
+	read -r lo hi <<< "$(free_port_range 20)"
+	dir=$T/ftpfault/$port
+	mkdir -p "$dir" || fail "mkdir $dir"
+	FTPFAULT_STATS=$dir/stats.json
+	/usr/bin/python3 "$BM_TOOLS/ftpfaultserver.py" --root "$root" \
+	    --port "$port" --mode "$mode" --stats "$FTPFAULT_STATS" \
+	    --pasv "$lo-$hi" "$@" > "$dir/server.log" 2>&1 &
+	pid=$!
+	BM_SERVERS="$BM_SERVERS ftpfault:$pid:$dir"
+	wait_ftp "$port" || { cat "$dir/server.log" >&2; fail "ftpfaultserver did not start"; }
+	FTPFAULT_URL=ftp://127.0.0.1:$port/
+	export FTPFAULT_URL FTPFAULT_STATS
+	echo "# ftpfaultserver ($mode) pid $pid on $FTPFAULT_URL serving $root"
+}
+
+# ftpfault_stat EXPR: a value from the FTP fault server's statistics
+# (a Python expression over the dict s, e.g. 's["rests"]').
+ftpfault_stat() {
+	python3 -c 'import json,sys; s = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
+	    "$FTPFAULT_STATS" "$1"
 }
 
 # fault_stat KEY: a value from the fault server's statistics.

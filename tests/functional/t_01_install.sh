@@ -14,6 +14,7 @@ make -s install DESTDIR="$d" PREFIX=/usr > "$T/install.log" 2>&1 ||
 	for f in etc/biomirror/biomirror.conf \
 	    usr/share/biomirror/conf/biomirror.conf \
 	    usr/share/biomirror/conf/ncbi-blast.conf \
+	    usr/share/biomirror/conf/ftp-example.conf \
 	    usr/lib/systemd/system/biomirror@.service \
 	    usr/lib/systemd/system/biomirror@.timer \
 	    usr/lib/sysusers.d/biomirror.conf usr/lib/tmpfiles.d/biomirror.conf \
@@ -47,7 +48,7 @@ grep -q '^ExecStart=/usr/bin/biomirror sync %i$' \
     "$d/usr/lib/systemd/system/biomirror@.service" || fail "ExecStart not set"
 assert_exit 0 "$d/usr/bin/biomirror" --version
 grep -q '^biomirror [0-9]' "$T/last.out" || fail "--version output"
-for c in biomirror.conf ncbi-blast.conf; do
+for c in biomirror.conf ncbi-blast.conf ftp-example.conf; do
 	assert_exit 0 "$d/usr/bin/biomirror" -c "$d/usr/share/biomirror/conf/$c" -n
 done
 # A second install keeps an existing /etc config.

@@ -442,16 +442,12 @@ test_unsupported(struct ctx *t)
 	}
 	bad_value(t, "publish", "tree",
 	    "publish = tree: expected file or set");
-	fails(t, "[m]\nsource = ftp://ftp.example.org/pub/\n", 2,
-	    "source scheme ftp:// is not supported by this build yet");
-	fails(t, "[m]\nsource = FTPS://h/\n", 2,
-	    "source scheme ftps:// is not supported by this build yet");
 	fails(t, "[m]\nsource = udt://h:9000/\n", 2,
 	    "source scheme udt:// is not supported by this build yet");
 	fails(t, "[m]\nsource = gopher://h/\n", 2, "source = gopher://h/: "
-	    "unsupported scheme (use http:// or https://)");
+	    "unsupported scheme (use http://, https://, ftp:// or ftps://)");
 	fails(t, "[m]\nsource = /srv/data\n", 2, "source = /srv/data: not a "
-	    "URL (expected http://HOST/PATH or https://HOST/PATH)");
+	    "URL (expected http://, https://, ftp:// or ftps://HOST/PATH)");
 	fails(t, "[m]\nsource = http:///x/\n", 2,
 	    "source = http:///x/: no host");
 	fails(t, "[m]\nsource = https://\n", 2, "source = https://: no host");
@@ -548,6 +544,79 @@ test_dests(struct ctx *t)
 	    "/srv/m, /srv/mm and /srv/m.old are distinct");
 	ok(c != NULL && c->nmirrors == 3, "three mirrors");
 	config_free(c);
+}
+
+/* FTP and FTPS sources and their keys (issue 4). */
+static void
+test_ftp(struct ctx *t)
+{
+	struct config	*c = NULL;
+	struct mirror_conf *m;
+	char		 text[1024], pw[160], msg[512];
+	int		 rc;
+
+	rc = load(t, "[m]\nsource = ftp://ftp.example.org/pub\n"
+	    "dest = /srv/m\n", &c);
+	is_int(rc, 0, "ftp:// source accepted");
+	if (c != NULL) {
+		m = c->mirrors[0];
+		is_str(m->source, "ftp://ftp.example.org/pub/", "ftp source "
+		    "normalised");
+		ok(mirror_is_ftp(m), "ftp source is FTP");
+		is_int(m->ftp_tls, FTP_TLS_DEFAULT, "ftp_tls default");
+		ok(m->user == NULL && m->password_file == NULL,
+		    "anonymous by default");
+		ok(!m->ftp_active, "passive by default");
+		is_int(m->max_connections, 0, "max_connections by scheme");
+	}
+	config_free(c);
+	c = NULL;
+	rc = load(t, "[m]\nsource = ftps://h/%2Fdata/\ndest = /srv/m\n"
+	    "ftp_tls = require\nuser = mirror\nftp_active = yes\n"
+	    "ftp_timezone = Europe/Berlin\nfollow_symlinks = no\n", &c);
+	is_int(rc, 0, "ftps:// with keys accepted");
+	if (c != NULL) {
+		m = c->mirrors[0];
+		is_str(m->source, "ftps://h/%2Fdata/", "%%2F kept (RFC 1738)");
+		is_int(m->ftp_tls, FTP_TLS_REQUIRE, "ftp_tls require");
+		is_str(m->user, "mirror", "user");
+		ok(m->ftp_active, "ftp_active yes");
+		is_int(m->ftp_tz.kind, TZ_NAMED, "ftp_timezone named");
+	}
+	config_free(c);
+	c = NULL;
+	bad_value(t, "ftp_tls", "maybe",
+	    "ftp_tls = maybe: expected require, try or no");
+	fails(t, HEAD "ftp_tls = try\n", 1,
+	    "ftp_tls applies only to ftp:// and ftps:// sources in section [m]");
+	fails(t, HEAD "user = bob\n", 1,
+	    "user applies only to ftp:// and ftps:// sources in section [m]");
+	fails(t, "[m]\nsource = ftps://h/\ndest = /srv/m\nftp_tls = no\n",
+	    1, "an ftps:// source requires TLS: ftp_tls must be require "
+	    "(or unset) in section [m]");
+	(void)snprintf(text, sizeof(text), "[m]\nsource = ftp://h/\n"
+	    "dest = /srv/m\nfollow_symlinks = yes\n");
+	fails(t, text, 4,
+	    "follow_symlinks = yes is not supported by this build yet");
+	/* password_file: exists, regular, not world-readable. */
+	(void)snprintf(pw, sizeof(pw), "%s/pw", t->dir);
+	write_file(pw, "s3cret\n");
+	(void)chmod(pw, 0644);
+	(void)snprintf(text, sizeof(text), "[m]\nsource = ftp://h/\n"
+	    "dest = /srv/m\npassword_file = %s\n", pw);
+	(void)snprintf(msg, sizeof(msg), "password_file = %s: readable by "
+	    "everyone (chmod o-r it)", pw);
+	fails(t, text, 4, msg);
+	(void)chmod(pw, 0640);
+	rc = load(t, text, &c);
+	is_int(rc, 0, "password_file 0640 accepted");
+	if (c != NULL)
+		is_str(c->mirrors[0]->password_file, pw, "password_file set");
+	config_free(c);
+	(void)unlink(pw);
+	(void)snprintf(msg, sizeof(msg), "password_file = %s: No such file "
+	    "or directory", pw);
+	fails(t, text, 4, msg);
 }
 
 /* ca_file must name a readable regular file. */
@@ -860,6 +929,7 @@ main(void)
 	test_unsupported(&t);
 	test_dests(&t);
 	test_ca_file(&t);
+	test_ftp(&t);
 	test_values(&t);
 	test_sizes();
 	test_set();

@@ -332,6 +332,7 @@ execute(struct fx *fx, const struct plan *p)
 			break;
 		case ACT_KEEP:
 		case ACT_CONFLICT:	/* reported by the run, nothing done */
+		case ACT_SYMLINK:	/* none in these specs */
 			break;
 		}
 	}

@@ -1,0 +1,992 @@
+/*
+ * The FTP lister (see include/biomirror/list_ftp.h).  Parsers work on
+ * bytes, line by line, splitting only on LF (a CR before it is dropped):
+ * names are whatever bytes the server sent, so no decoding step can cut
+ * or change them.  Every line is judged on its own; a line the parsers
+ * do not understand is counted and skipped, never fatal.  Formats:
+ * MLSD per RFC 3659 section 7; LIST in the Unix "ls -l" layout (the
+ * date columns "Mon DD HH:MM" / "Mon DD YYYY" anchor the parse, so
+ * owner/group/link-count columns may be missing or odd) and the
+ * DOS/IIS layout.  The crawl asks FEAT once (RFC 2389) and uses MLSD
+ * when MLST is advertised, LIST otherwise.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <stdint.h>
+
+#include "biomirror/error.h"
+#include "biomirror/list_ftp.h"
+#include "biomirror/listing.h"
+
+#define DAY_SECONDS	86400
+#define MAX_LINE	8192		/* longer lines are skipped (rule 31) */
+#define MAX_TOKENS	16
+
+/* A parsed line before it becomes an entry. */
+struct ftp_line {
+	const char	*name;		/* borrowed: name bytes */
+	size_t		 namelen;
+	const char	*target;	/* borrowed: symlink target, NULL if none */
+	size_t		 targetlen;
+	const char	*unique;	/* borrowed: MLSD unique, NULL if none */
+	size_t		 uniquelen;
+	const char	*sizetext;	/* borrowed: size column as listed */
+	size_t		 sizetextlen;
+	enum entry_type	 type;
+	int64_t		 size, size_min, size_max;
+	bool		 size_exact;
+	int64_t		 wall;		/* listed time, seconds as if UTC */
+	int32_t		 nsec;
+	enum mtime_prec	 prec;
+	bool		 utc;		/* MLSD: the time is UTC */
+	bool		 cdir;		/* MLSD: the listed directory itself */
+};
+
+/* Result of judging one line. */
+enum line_kind {
+	LINE_ENTRY,		/* an entry */
+	LINE_QUIET,		/* always skipped: blank, "total", ".", "..", cdir */
+	LINE_BAD,		/* not understood (counted) */
+};
+
+static const char *const months[12] = {
+	"jan", "feb", "mar", "apr", "may", "jun",
+	"jul", "aug", "sep", "oct", "nov", "dec",
+};
+
+/* Unsigned decimal of exactly n digits (n > 0), -1 if not. */
+static int64_t
+num_n(const char *p, size_t n)
+{
+	int64_t	 v = 0;
+	size_t	 i;
+
+	if (n == 0 || n > 18)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)p[i]))
+			return -1;
+		v = v * 10 + (p[i] - '0');
+	}
+	return v;
+}
+
+/*
+ * Seconds (as if UTC) of a calendar time, or -1 when the date does not
+ * exist (Feb 30, Feb 29 of a common year).
+ */
+static int64_t
+wall_time(int year, int mon, int day, int hour, int min, int sec)
+{
+	struct tm	 tm;
+	time_t		 t;
+
+	if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour < 0 ||
+	    hour > 23 || min < 0 || min > 59 || sec < 0 || sec > 60)
+		return -1;
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = year - 1900;
+	tm.tm_mon = mon - 1;
+	tm.tm_mday = day;
+	tm.tm_hour = hour;
+	tm.tm_min = min;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	if (tm.tm_mday != day || tm.tm_mon != mon - 1)
+		return -1;
+	return (int64_t)t;
+}
+
+/*
+ * The year of a date listed without one: the most recent year that puts
+ * it no more than one day after now_wall (FileZilla's rule, which is how
+ * ls(1) chooses between "HH:MM" and "YYYY": within six months of now).
+ */
+static int64_t
+infer_year(int mon, int day, int hour, int min, int64_t now_wall)
+{
+	struct tm	 tm;
+	time_t		 now = (time_t)now_wall;
+	int64_t		 t;
+	int		 y;
+
+	if (gmtime_r(&now, &tm) == NULL)
+		return -1;
+	for (y = tm.tm_year + 1900 + 1; y > tm.tm_year + 1900 - 8; y--) {
+		t = wall_time(y, mon, day, hour, min, 0);
+		if (t >= 0 && t <= now_wall + DAY_SECONDS)
+			return t;
+	}
+	return -1;
+}
+
+/* Month 1..12 of a three-letter English abbreviation, 0 if none. */
+static int
+month_of(const char *p, size_t n)
+{
+	int	 i;
+
+	if (n != 3)
+		return 0;
+	for (i = 0; i < 12; i++)
+		if (strncasecmp(p, months[i], 3) == 0)
+			return i + 1;
+	return 0;
+}
+
+/*
+ * A size column: exact digits, or a human size "10.3k" (inexact: the
+ * range a truncating formatter stands for, powers of 1024).  Overflow
+ * leaves the size unknown.  Returns false when it is no size at all.
+ */
+static bool
+parse_size(const char *p, size_t n, struct ftp_line *fl)
+{
+	const char	*units = "kmgtp";
+	const char	*u;
+	double		 v, step = 1, mult = 1;
+	size_t		 i, dot = n;
+	int64_t		 x;
+
+	fl->sizetext = p;
+	fl->sizetextlen = n;
+	if (n > 0 && num_n(p, n) >= 0) {
+		fl->size = fl->size_min = fl->size_max = num_n(p, n);
+		fl->size_exact = true;
+		return true;
+	}
+	if (n > 0 && n <= 25 && strspn(p, "0123456789") == n) {
+		fl->size = fl->size_min = fl->size_max = -1;	/* overflow */
+		return true;
+	}
+	if (n < 2 || (u = strchr(units, tolower((unsigned char)p[n - 1]))) ==
+	    NULL || *u == '\0')
+		return false;
+	for (i = 0; i < n - 1; i++)
+		if (p[i] == '.' && dot == n)
+			dot = i;
+		else if (!isdigit((unsigned char)p[i]))
+			return false;
+	if (dot == 0 || dot == n - 2)
+		return false;
+	for (i = 0; i <= (size_t)(u - units); i++)
+		mult *= 1024;
+	for (i = dot + 1; i < n - 1; i++)
+		step /= 10;
+	if ((x = num_n(p, dot < n - 1 ? dot : n - 1)) < 0)
+		return false;
+	v = (double)x;
+	for (i = dot + 1, x = 0; i < n - 1; i++)
+		x = x * 10 + (p[i] - '0');
+	v += (double)x * step;
+	fl->size_min = (int64_t)(v * mult + 0.999999);
+	fl->size_max = (int64_t)((v + step) * mult + 0.999999) - 1;
+	fl->size = (fl->size_min + fl->size_max) / 2;
+	fl->size_exact = false;
+	return true;
+}
+
+/* Split line into whitespace tokens; returns the count (at most max). */
+static size_t
+tokens(const char *line, size_t len, const char **tok, size_t *tlen,
+    size_t max)
+{
+	size_t	 i = 0, n = 0, s;
+
+	while (n < max) {
+		while (i < len && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		if (i >= len)
+			break;
+		s = i;
+		while (i < len && line[i] != ' ' && line[i] != '\t')
+			i++;
+		tok[n] = line + s;
+		tlen[n++] = i - s;
+	}
+	return n;
+}
+
+/* "HH:MM" (H one or two digits): fills hour and minute. */
+static bool
+parse_hhmm(const char *p, size_t n, int *hour, int *min)
+{
+	const char	*c = memchr(p, ':', n);
+	int64_t		 h, m;
+
+	if (c == NULL || (h = num_n(p, (size_t)(c - p))) < 0 || c - p > 2 ||
+	    (m = num_n(c + 1, n - (size_t)(c - p) - 1)) < 0 ||
+	    n - (size_t)(c - p) - 1 != 2 || h > 23 || m > 59)
+		return false;
+	*hour = (int)h;
+	*min = (int)m;
+	return true;
+}
+
+/* The file type of a Unix mode string, 0 when it is none. */
+static int
+unix_mode_type(const char *p, size_t n)
+{
+	size_t	 i;
+
+	if (n < 10 || n > 11 || strchr("-dlbcps", p[0]) == NULL)
+		return 0;
+	for (i = 1; i < 10; i++)
+		if (strchr("rwxsStTlL-", p[i]) == NULL)
+			return 0;
+	if (n == 11 && strchr("+@.", p[10]) == NULL)
+		return 0;
+	return p[0];
+}
+
+/* The name (and symlink target) that follows the date columns. */
+static enum line_kind
+unix_name(const char *rest, size_t n, int mode, struct ftp_line *fl)
+{
+	const char	*arrow = NULL;
+	size_t		 i;
+
+	if (n < 2 || rest[0] != ' ')
+		return LINE_BAD;
+	rest++;
+	n--;
+	if (mode == 'l') {
+		for (i = 0; i + 4 <= n; i++)
+			if (memcmp(rest + i, " -> ", 4) == 0) {
+				arrow = rest + i;
+				break;
+			}
+		if (arrow != NULL) {
+			fl->target = arrow + 4;
+			fl->targetlen = n - (size_t)(arrow - rest) - 4;
+			n = (size_t)(arrow - rest);
+		}
+	}
+	fl->name = rest;
+	fl->namelen = n;
+	if (mode == '-')
+		fl->type = ENTRY_FILE;
+	else if (mode == 'd')
+		fl->type = ENTRY_DIR;
+	else if (mode == 'l') {
+		fl->type = ENTRY_SYMLINK;
+		fl->size = fl->size_min = fl->size_max = -1;
+		fl->size_exact = false;
+	} else
+		return LINE_QUIET;	/* devices, pipes, sockets: not mirrored */
+	return n == 0 ? LINE_BAD : LINE_ENTRY;
+}
+
+/* One Unix "ls -l" line, anchored on "Mon DD HH:MM|YYYY". */
+static enum line_kind
+parse_unix(const char *line, size_t len, int64_t now_wall,
+    struct ftp_line *fl)
+{
+	const char	*tok[MAX_TOKENS];
+	size_t		 tlen[MAX_TOKENS], nt, m;
+	int64_t		 day, year;
+	int		 mode, mon, hour, min;
+
+	if ((nt = tokens(line, len, tok, tlen, MAX_TOKENS)) < 5)
+		return LINE_BAD;
+	if ((mode = unix_mode_type(tok[0], tlen[0])) == 0)
+		return LINE_BAD;
+	for (m = 2; m + 2 < nt; m++) {
+		if ((mon = month_of(tok[m], tlen[m])) == 0)
+			continue;
+		if ((day = num_n(tok[m + 1], tlen[m + 1])) < 1 || day > 31 ||
+		    tlen[m + 1] > 2)
+			continue;
+		if (!parse_size(tok[m - 1], tlen[m - 1], fl))
+			continue;
+		if (parse_hhmm(tok[m + 2], tlen[m + 2], &hour, &min)) {
+			fl->wall = infer_year(mon, (int)day, hour, min,
+			    now_wall);
+			fl->prec = MTIME_MINUTE;
+		} else if (tlen[m + 2] == 4 &&
+		    (year = num_n(tok[m + 2], 4)) >= 1900) {
+			fl->wall = wall_time((int)year, mon, (int)day, 0, 0,
+			    0);
+			fl->prec = MTIME_DAY;
+		} else
+			return LINE_BAD;	/* "209": never guessed */
+		if (fl->wall < 0)
+			return LINE_BAD;
+		return unix_name(tok[m + 2] + tlen[m + 2],
+		    len - (size_t)(tok[m + 2] + tlen[m + 2] - line), mode, fl);
+	}
+	return LINE_BAD;
+}
+
+/* A DOS size with thousands separators ("9,730"): exact. */
+static bool
+dos_size(const char *p, size_t n, struct ftp_line *fl)
+{
+	int64_t	 v = 0;
+	size_t	 i, digits = 0;
+
+	for (i = 0; i < n; i++) {
+		if (p[i] == ',' && i > 0 && (n - i - 1) % 4 == 3)
+			continue;
+		if (!isdigit((unsigned char)p[i]) || ++digits > 18)
+			return false;
+		v = v * 10 + (p[i] - '0');
+	}
+	if (digits == 0)
+		return false;
+	fl->size = fl->size_min = fl->size_max = v;
+	fl->size_exact = true;
+	fl->sizetext = p;
+	fl->sizetextlen = n;
+	return true;
+}
+
+/* One DOS/IIS line: "MM-DD-YY[YY]  HH:MM[AM|PM]  <DIR>|size name". */
+static enum line_kind
+parse_dos(const char *line, size_t len, struct ftp_line *fl)
+{
+	const char	*tok[4];
+	size_t		 tlen[4], n, ampm = 0;
+	int64_t		 mo, d, y;
+	int		 hour, min;
+	const char	*name;
+
+	if (tokens(line, len, tok, tlen, 4) < 4 || (tlen[0] != 8 &&
+	    tlen[0] != 10))
+		return LINE_BAD;
+	if (tlen[0] == 10 && tok[0][4] == '-' && tok[0][7] == '-') {
+		/* ISO "YYYY-MM-DD" (IIS with a long-year setting) */
+		y = num_n(tok[0], 4);
+		mo = num_n(tok[0] + 5, 2);
+		d = num_n(tok[0] + 8, 2);
+	} else if (tok[0][2] == '-' && tok[0][5] == '-') {
+		mo = num_n(tok[0], 2);
+		d = num_n(tok[0] + 3, 2);
+		y = num_n(tok[0] + 6, tlen[0] - 6);
+		if (tlen[0] == 8 && y >= 0)
+			y += y < 70 ? 2000 : 1900;
+	} else
+		return LINE_BAD;
+	if (y < 0 || mo < 0 || d < 0)
+		return LINE_BAD;
+	n = tlen[1];
+	if (n > 2 && (strncasecmp(tok[1] + n - 2, "AM", 2) == 0 ||
+	    strncasecmp(tok[1] + n - 2, "PM", 2) == 0))
+		ampm = 2;
+	if (!parse_hhmm(tok[1], n - ampm, &hour, &min))
+		return LINE_BAD;
+	if (ampm) {
+		if (hour < 1 || hour > 12)
+			return LINE_BAD;
+		hour %= 12;
+		if (toupper((unsigned char)tok[1][n - 2]) == 'P')
+			hour += 12;
+	}
+	if ((fl->wall = wall_time((int)y, (int)mo, (int)d, hour, min, 0)) < 0)
+		return LINE_BAD;
+	fl->prec = MTIME_MINUTE;
+	if (tlen[2] == 5 && memcmp(tok[2], "<DIR>", 5) == 0)
+		fl->type = ENTRY_DIR;
+	else if (parse_size(tok[2], tlen[2], fl) ||
+	    dos_size(tok[2], tlen[2], fl))
+		fl->type = ENTRY_FILE;
+	else
+		return LINE_BAD;
+	name = tok[3];
+	fl->name = name;
+	fl->namelen = len - (size_t)(name - line);
+	return LINE_ENTRY;
+}
+
+/* The MLSD type fact's value (RFC 3659 7.5.1, errata 1500). */
+static enum line_kind
+mlsd_type(const char *v, size_t n, struct ftp_line *fl)
+{
+	if (n == 4 && strncasecmp(v, "file", 4) == 0)
+		fl->type = ENTRY_FILE;
+	else if (n == 3 && strncasecmp(v, "dir", 3) == 0)
+		fl->type = ENTRY_DIR;
+	else if (n == 4 && strncasecmp(v, "cdir", 4) == 0)
+		fl->cdir = true;
+	else if (n == 4 && strncasecmp(v, "pdir", 4) == 0)
+		return LINE_QUIET;
+	else if (n >= 14 && strncasecmp(v, "OS.unix=slink:", 14) == 0) {
+		fl->type = ENTRY_SYMLINK;
+		if (n > 14) {
+			fl->target = v + 14;
+			fl->targetlen = n - 14;
+		}
+	} else if ((n == 15 && strncasecmp(v, "OS.unix=symlink", 15) == 0) ||
+	    (n == 13 && strncasecmp(v, "OS.unix=slink", 13) == 0))
+		fl->type = ENTRY_SYMLINK;
+	else if (n > 16 && strncasecmp(v, "OS.unix=symlink:", 16) == 0) {
+		fl->type = ENTRY_SYMLINK;
+		fl->target = v + 16;
+		fl->targetlen = n - 16;
+	} else
+		return LINE_QUIET;	/* devices and other OS types */
+	return LINE_ENTRY;
+}
+
+/* modify=YYYYMMDDHHMMSS[.sss] (RFC 3659 section 2.3), UTC. */
+static bool
+mlsd_time(const char *v, size_t n, struct ftp_line *fl)
+{
+	int64_t	 f;
+	size_t	 i;
+	int32_t	 ns = 0, scale = 100000000;
+
+	if (n < 14 || num_n(v, 14) < 0 || (n > 14 && (v[14] != '.' ||
+	    n == 15 || n > 24 || num_n(v + 15, n - 15) < 0)))
+		return false;
+	fl->wall = wall_time((int)num_n(v, 4), (int)num_n(v + 4, 2),
+	    (int)num_n(v + 6, 2), (int)num_n(v + 8, 2), (int)num_n(v + 10, 2),
+	    (int)num_n(v + 12, 2));
+	if (fl->wall < 0)
+		return false;
+	for (i = 15; i < n; i++, scale /= 10)
+		ns += (v[i] - '0') * scale;
+	f = n > 14 ? MTIME_NS : MTIME_SECOND;
+	fl->prec = (enum mtime_prec)f;
+	fl->nsec = ns;
+	fl->utc = true;
+	return true;
+}
+
+/* One MLSD line: "fact=value;...; name" (RFC 3659 section 7.2). */
+static enum line_kind
+parse_mlsd(const char *line, size_t len, struct ftp_line *fl)
+{
+	const char	*sep = NULL, *p, *e, *eq, *end, *slink = NULL;
+	enum line_kind	 k = LINE_ENTRY;
+	size_t		 i, slinklen = 0;
+
+	for (i = 0; i + 1 < len; i++)
+		if (line[i] == ';' && line[i + 1] == ' ') {
+			sep = line + i;
+			break;
+		}
+	if (sep == NULL)
+		return LINE_BAD;
+	fl->type = ENTRY_FILE;
+	for (p = line; p < sep; p = e + 1) {
+		if ((e = memchr(p, ';', (size_t)(sep - p))) == NULL)
+			e = sep;
+		if ((eq = memchr(p, '=', (size_t)(e - p))) == NULL)
+			return LINE_BAD;
+		end = e;
+		if (eq - p == 4 && strncasecmp(p, "type", 4) == 0) {
+			if ((k = mlsd_type(eq + 1, (size_t)(end - eq - 1),
+			    fl)) != LINE_ENTRY)
+				return k;
+		} else if (eq - p == 4 && strncasecmp(p, "size", 4) == 0) {
+			if (!parse_size(eq + 1, (size_t)(end - eq - 1), fl) ||
+			    !fl->size_exact)
+				fl->size = fl->size_min = fl->size_max = -1;
+		} else if (eq - p == 6 && strncasecmp(p, "modify", 6) == 0) {
+			if (!mlsd_time(eq + 1, (size_t)(end - eq - 1), fl))
+				fl->prec = MTIME_UNKNOWN;
+		} else if (eq - p == 6 && strncasecmp(p, "unique", 6) == 0) {
+			fl->unique = eq + 1;
+			fl->uniquelen = (size_t)(end - eq - 1);
+		} else if (eq - p == 10 && strncasecmp(p, "UNIX.slink", 10) == 0 &&
+		    end > eq + 1) {
+			/* GridFTP: type= is the target's, this is the link */
+			slink = eq + 1;
+			slinklen = (size_t)(end - eq - 1);
+		}
+	}
+	if (slink != NULL && !fl->cdir) {
+		fl->type = ENTRY_SYMLINK;
+		fl->target = slink;
+		fl->targetlen = slinklen;
+	}
+	if (fl->cdir)
+		return LINE_QUIET;
+	if (fl->type != ENTRY_FILE) {
+		fl->size = fl->size_min = fl->size_max = -1;
+		fl->size_exact = false;
+	}
+	fl->sizetext = NULL;
+	fl->name = sep + 2;
+	fl->namelen = len - (size_t)(sep + 2 - line);
+	return fl->namelen == 0 ? LINE_BAD : LINE_ENTRY;
+}
+
+/* Judge one line (no line end) in the given dialect. */
+static enum line_kind
+parse_line(const char *line, size_t len, bool mlsd, int64_t now_wall,
+    struct ftp_line *fl)
+{
+	size_t	 i;
+
+	memset(fl, 0, sizeof(*fl));
+	fl->size = fl->size_min = fl->size_max = -1;
+	for (i = 0; i < len && (line[i] == ' ' || line[i] == '\t'); i++)
+		;
+	if (i == len)
+		return LINE_QUIET;
+	if (len > MAX_LINE)
+		return LINE_BAD;
+	if (mlsd)
+		return parse_mlsd(line, len, fl);
+	if (len > 6 && strncmp(line, "total ", 6) == 0)
+		return LINE_QUIET;
+	if (isdigit((unsigned char)line[0]))
+		return parse_dos(line, len, fl);
+	return parse_unix(line, len, now_wall, fl);
+}
+
+/* Copy n bytes of p into a fresh NUL-terminated string, NULL on ENOMEM. */
+static char *
+dup_n(const char *p, size_t n)
+{
+	char	*s;
+
+	if ((s = malloc(n + 1)) == NULL)
+		return NULL;
+	memcpy(s, p, n);
+	s[n] = '\0';
+	return s;
+}
+
+/* Append the entry of a parsed line; an unsafe name counts as skipped. */
+static int
+add_entry(const struct ftp_line *fl, const char *prefix, struct listing *out,
+    size_t *skipped)
+{
+	struct entry	*e;
+	size_t		 plen = strlen(prefix);
+	int		 rc;
+
+	if ((fl->namelen == 1 && fl->name[0] == '.') ||
+	    (fl->namelen == 2 && memcmp(fl->name, "..", 2) == 0))
+		return 0;
+	if (!name_is_safe(fl->name, fl->namelen) ||
+	    memchr(fl->name, '\0', fl->namelen) != NULL) {
+		(*skipped)++;
+		return 0;
+	}
+	if ((rc = listing_append(out, &e)) != 0)
+		return rc;
+	if ((e->path = malloc(plen + 1 + fl->namelen + 1)) == NULL)
+		goto nomem;
+	if (plen > 0) {
+		memcpy(e->path, prefix, plen);
+		e->path[plen++] = '/';
+	}
+	memcpy(e->path + plen, fl->name, fl->namelen);
+	e->path[plen + fl->namelen] = '\0';
+	if ((e->href = dup_n(fl->name, fl->namelen)) == NULL)
+		goto nomem;
+	e->type = fl->type;
+	e->size = fl->size;
+	e->size_exact = fl->size_exact;
+	e->size_min = fl->size_min;
+	e->size_max = fl->size_max;
+	if (fl->sizetext != NULL && fl->type == ENTRY_FILE &&
+	    (e->size_display = dup_n(fl->sizetext, fl->sizetextlen)) == NULL)
+		goto nomem;
+	e->mtime_prec = fl->prec;
+	e->mtime_wall = fl->wall;
+	e->mtime_nsec = fl->nsec;
+	e->zone_stated = fl->utc;
+	if (fl->target != NULL && fl->targetlen > 0 &&
+	    (e->target = dup_n(fl->target, fl->targetlen)) == NULL)
+		goto nomem;
+	if (fl->unique != NULL && fl->uniquelen > 0 &&
+	    (e->unique = dup_n(fl->unique, fl->uniquelen)) == NULL)
+		goto nomem;
+	return 0;
+nomem:
+	listing_pop(out);
+	return BM_ENOMEM;
+}
+
+/*
+ * list_ftp_parse(), and the unique= of the MLSD cdir line (the directory
+ * listed) into *ret_cdir (malloc'd, NULL if none; may be NULL).
+ */
+static int
+parse_reply(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
+    const char *prefix, struct listing *out, size_t *ret_skipped,
+    char **ret_cdir)
+{
+	const char	*p = (const char *)body, *end = p + len, *nl;
+	struct ftp_line	 fl;
+	size_t		 skipped = 0, n;
+	int		 rc = 0;
+
+	while (p < end) {
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			nl = end;
+		n = (size_t)(nl - p);
+		if (n > 0 && p[n - 1] == '\r')
+			n--;
+		switch (parse_line(p, n, mlsd, now_wall, &fl)) {
+		case LINE_QUIET:
+			if (fl.cdir && fl.unique != NULL && ret_cdir != NULL &&
+			    *ret_cdir == NULL && (*ret_cdir = dup_n(fl.unique,
+			    fl.uniquelen)) == NULL) {
+				rc = BM_ENOMEM;
+				goto out;
+			}
+			break;
+		case LINE_ENTRY:
+			if ((rc = add_entry(&fl, prefix, out, &skipped)) != 0)
+				goto out;
+			break;
+		case LINE_BAD:
+			skipped++;
+			break;
+		}
+		p = nl + 1;
+	}
+out:
+	if (ret_skipped != NULL)
+		*ret_skipped = skipped;
+	return rc;
+}
+
+int
+list_ftp_parse(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
+    const char *prefix, struct listing *out, size_t *ret_skipped)
+{
+	return parse_reply(body, len, mlsd, now_wall, prefix, out,
+	    ret_skipped, NULL);
+}
+
+bool
+list_ftp_feat_mlst(const uint8_t *body, size_t len)
+{
+	const char	*p = (const char *)body, *end = p + len, *nl;
+	bool		 in = false;
+	size_t		 n;
+
+	for (; p < end; p = nl + 1) {
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			nl = end;
+		n = (size_t)(nl - p);
+		if (n >= 4 && memcmp(p, "211", 3) == 0) {
+			in = p[3] == '-';
+			continue;
+		}
+		/* Feature lines start with one space (RFC 2389 3.2). */
+		if (in && n >= 5 && p[0] == ' ' &&
+		    strncasecmp(p + 1, "MLST", 4) == 0 &&
+		    (n == 5 || p[5] == ' ' || p[5] == '\r'))
+			return true;
+	}
+	return false;
+}
+
+/* A directory waiting to be listed. */
+struct ftp_dir {
+	char		*prefix;	/* owned: relative path, "" for the root */
+	char		*unique;	/* owned: unique= its parent listed, NULL */
+	unsigned	 depth;		/* levels below the root */
+};
+
+struct ftp_crawl {
+	const char	*source;	/* borrowed: source URL, ends in '/' */
+	const struct ftp_crawl_opts *opts; /* borrowed */
+	struct listing	*out;		/* borrowed */
+	struct ftp_dir	*dirs;		/* owned: queue, listed in order */
+	size_t		 ndirs, capdirs;
+	char		**uniq;		/* owned: sorted unique= of listed dirs */
+	size_t		 nuniq, capuniq;
+	bool		 mlsd;		/* MLSD, else LIST */
+	size_t		 skipped, loops;
+	bool		 depth_hit;	/* a directory lay past max_depth */
+	int		 fail;		/* first failed reply's code */
+	char		*errbuf;	/* borrowed */
+	size_t		 errlen;
+};
+
+/*
+ * Remember a directory's unique= fact; false when it was seen before (a
+ * symlink or alias to a directory already listed: not listed again, so
+ * a server-side loop ends).
+ */
+static int
+crawl_uniq_new(struct ftp_crawl *c, const char *u, bool *ret_new)
+{
+	char	**nv, *s;
+	size_t	 lo = 0, hi = c->nuniq, mid;
+	int	 cmp;
+
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if ((cmp = strcmp(u, c->uniq[mid])) == 0) {
+			*ret_new = false;
+			return 0;
+		}
+		if (cmp < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (c->nuniq == c->capuniq) {
+		c->capuniq = c->capuniq ? c->capuniq * 2 : 64;
+		if ((nv = reallocarray(c->uniq, c->capuniq,
+		    sizeof(*nv))) == NULL)
+			return BM_ENOMEM;
+		c->uniq = nv;
+	}
+	if ((s = strdup(u)) == NULL)
+		return BM_ENOMEM;
+	memmove(c->uniq + lo + 1, c->uniq + lo,
+	    (c->nuniq - lo) * sizeof(*c->uniq));
+	c->uniq[lo] = s;
+	c->nuniq++;
+	*ret_new = true;
+	return 0;
+}
+
+/* Queue a directory (prefix is copied). */
+static int
+crawl_push(struct ftp_crawl *c, const char *prefix, const char *unique,
+    unsigned depth)
+{
+	struct ftp_dir	*nv;
+
+	if (c->ndirs == c->capdirs) {
+		c->capdirs = c->capdirs ? c->capdirs * 2 : 64;
+		if ((nv = reallocarray(c->dirs, c->capdirs,
+		    sizeof(*nv))) == NULL)
+			return BM_ENOMEM;
+		c->dirs = nv;
+	}
+	c->dirs[c->ndirs].unique = NULL;
+	if ((c->dirs[c->ndirs].prefix = strdup(prefix)) == NULL)
+		return BM_ENOMEM;
+	if (unique != NULL &&
+	    (c->dirs[c->ndirs].unique = strdup(unique)) == NULL) {
+		free(c->dirs[c->ndirs].prefix);
+		return BM_ENOMEM;
+	}
+	c->dirs[c->ndirs++].depth = depth;
+	return 0;
+}
+
+static void
+crawl_err(struct ftp_crawl *c, const char *url, const char *why)
+{
+	if (c->errbuf != NULL && c->errlen > 0 && c->errbuf[0] == '\0')
+		(void)snprintf(c->errbuf, c->errlen, "%s: %s", url, why);
+}
+
+/* Move one parsed entry into the output, queueing directories. */
+static int
+crawl_take(struct ftp_crawl *c, struct entry *e, unsigned depth)
+{
+	const struct filter *f = c->opts->filter;
+	struct entry	*dst;
+	bool		 fresh = true;
+	int		 rc;
+
+	if (e->type == ENTRY_DIR) {
+		if (f != NULL && !filter_dir(f, e->path))
+			return 0;
+		if (e->unique != NULL &&
+		    (rc = crawl_uniq_new(c, e->unique, &fresh)) != 0)
+			return rc;
+		if (!fresh) {
+			c->loops++;
+			return 0;
+		}
+		if (depth + 1 > c->opts->max_depth)
+			c->depth_hit = true;
+		else if ((rc = crawl_push(c, e->path, e->unique,
+		    depth + 1)) != 0)
+			return rc;
+	} else if (f != NULL && !filter_file(f, e->path))
+		return 0;
+	if ((rc = listing_append(c->out, &dst)) != 0)
+		return rc;
+	*dst = *e;
+	memset(e, 0, sizeof(*e));
+	return 0;
+}
+
+/*
+ * Parse one directory's reply and take its entries.  With MLSD, the
+ * reply's cdir line must carry the unique= its parent listed for it:
+ * else the server listed another directory (one that mangles names in
+ * commands may fall back to its parent), and nothing of it is taken.
+ */
+static int
+crawl_reply(struct ftp_crawl *c, const struct ftp_dir *d,
+    const struct http_page *pg, const char *url)
+{
+	struct listing	*tmp;
+	char		*cdir = NULL;
+	size_t		 i, skipped = 0;
+	int		 rc;
+
+	if ((tmp = listing_new(SIZE_MAX)) == NULL)
+		return BM_ENOMEM;
+	rc = parse_reply(pg->body, pg->len, c->mlsd, c->opts->now_wall,
+	    d->prefix, tmp, &skipped, &cdir);
+	c->skipped += skipped;
+	if (rc == 0 && d->unique != NULL && cdir != NULL &&
+	    strcmp(d->unique, cdir) != 0) {
+		if (c->fail == 0)
+			c->fail = BM_EPROTO;
+		crawl_err(c, url, "the server listed another directory "
+		    "(MLSD cdir unique= differs from the one listed for it)");
+		listing_free(tmp);
+		free(cdir);
+		return 0;
+	}
+	free(cdir);
+	for (i = 0; rc == 0 && i < listing_count(tmp); i++)
+		rc = crawl_take(c, listing_get_mut(tmp, i), d->depth);
+	listing_free(tmp);
+	return rc;
+}
+
+/* List dirs [first, first + n) with one fetch call. */
+static int
+crawl_batch(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx,
+    size_t first, size_t n)
+{
+	struct http_page *pg;
+	char		**urls, *enc;
+	size_t		 i, slen = strlen(c->source);
+	int		 rc = BM_ENOMEM;
+
+	pg = calloc(n, sizeof(*pg));
+	urls = calloc(n, sizeof(*urls));
+	if (pg == NULL || urls == NULL)
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (path_encode(c->dirs[first + i].prefix,
+		    strlen(c->dirs[first + i].prefix), &enc) != 0)
+			goto out;
+		if ((urls[i] = malloc(slen + strlen(enc) + 2)) == NULL) {
+			free(enc);
+			goto out;
+		}
+		(void)snprintf(urls[i], slen + strlen(enc) + 2, "%s%s%s",
+		    c->source, enc, enc[0] ? "/" : "");
+		free(enc);
+		pg[i].url = urls[i];
+		pg[i].command = c->mlsd ? "MLSD" : "LIST";
+	}
+	if ((rc = fetch(ctx, pg, n)) != 0)
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (pg[i].rc != 0) {
+			if (c->fail == 0)
+				c->fail = pg[i].rc;
+			crawl_err(c, urls[i], pg[i].errmsg[0] ? pg[i].errmsg :
+			    bm_strerror(pg[i].rc));
+			continue;
+		}
+		if ((rc = crawl_reply(c, &c->dirs[first + i], &pg[i],
+		    urls[i])) != 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	for (i = 0; pg != NULL && i < n; i++) {
+		free(pg[i].body);
+		free(pg[i].content_type);
+		free(pg[i].effective_url);
+	}
+	for (i = 0; urls != NULL && i < n; i++)
+		free(urls[i]);
+	free(urls);
+	free(pg);
+	return rc;
+}
+
+/* Ask FEAT once: MLSD when the server advertises MLST. */
+static int
+crawl_feat(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx)
+{
+	struct http_page pg;
+	int		 rc;
+
+	memset(&pg, 0, sizeof(pg));
+	pg.url = c->source;
+	pg.command = "FEAT";
+	if ((rc = fetch(ctx, &pg, 1)) != 0)
+		goto out;
+	if (pg.rc != 0) {
+		crawl_err(c, c->source, pg.errmsg[0] ? pg.errmsg :
+		    bm_strerror(pg.rc));
+		rc = pg.rc;
+		goto out;
+	}
+	c->mlsd = list_ftp_feat_mlst(pg.body, pg.len);
+out:
+	free(pg.body);
+	free(pg.content_type);
+	free(pg.effective_url);
+	return rc;
+}
+
+int
+list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
+    http_fetch_fn fetch, void *ctx, struct listing *out, char *errbuf,
+    size_t errlen)
+{
+	struct ftp_crawl c;
+	size_t		 next, n, batch, i;
+	int		 rc;
+
+	memset(&c, 0, sizeof(c));
+	c.source = source_url;
+	c.opts = opts;
+	c.out = out;
+	c.errbuf = errbuf;
+	c.errlen = errlen;
+	if (errbuf != NULL && errlen > 0)
+		errbuf[0] = '\0';
+	if (source_url[0] == '\0' ||
+	    source_url[strlen(source_url) - 1] != '/') {
+		crawl_err(&c, source_url, "source URL must end in '/'");
+		return BM_EINVAL;
+	}
+	if ((rc = crawl_feat(&c, fetch, ctx)) != 0)
+		goto out;
+	if ((rc = crawl_push(&c, "", NULL, 0)) != 0)
+		goto out;
+	batch = opts->batch > 0 ? opts->batch : 1;
+	for (next = 0; next < c.ndirs; next += n) {
+		n = c.ndirs - next < batch ? c.ndirs - next : batch;
+		if ((rc = crawl_batch(&c, fetch, ctx, next, n)) != 0)
+			goto out;
+	}
+	if (c.fail != 0)
+		rc = c.fail;
+	else if (c.depth_hit) {
+		crawl_err(&c, source_url,
+		    "directories below max_depth not listed");
+		rc = BM_ELIMIT;
+	} else
+		rc = 0;
+out:
+	if (opts->ret_mlsd != NULL)
+		*opts->ret_mlsd = c.mlsd;
+	if (opts->ret_loops != NULL)
+		*opts->ret_loops = c.loops;
+	if (opts->ret_skipped != NULL)
+		*opts->ret_skipped = c.skipped;
+	for (i = 0; i < c.ndirs; i++) {
+		free(c.dirs[i].prefix);
+		free(c.dirs[i].unique);
+	}
+	free(c.dirs);
+	for (i = 0; i < c.nuniq; i++)
+		free(c.uniq[i]);
+	free(c.uniq);
+	return rc;
+}

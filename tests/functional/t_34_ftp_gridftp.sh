@@ -1,0 +1,22 @@
+#!/bin/bash
+# FTP sync against real gridftp, listed with MLSD (globus-gridftp-server, anonymous): see ftp_suite.sh.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+SERVER=gridftp
+. "$(dirname "$0")/ftp_suite.sh"
+
+# This server drops non-ASCII bytes from command arguments, so "MLSD" of
+# "日本語/" lists the parent: the cdir unique= of the reply differs from the
+# one the parent gave, and that directory is reported, never filled with
+# the parent's entries (the listing is incomplete: exit 3, nothing deleted).
+echo "# a directory the server cannot enter is reported, not misfilled"
+mkdir -p "$T/up/日本語"
+printf 'x\n' > "$T/up/日本語/x.txt"
+assert_exit 3 bm --json sync up
+grep -qF '/%E6%97%A5%E6%9C%AC%E8%AA%9E/: the server listed another directory' \
+    "$T/last.err" ||
+    fail "the misdirected listing was not reported"
+[ -z "$(ls -A "$T/mirror/日本語")" ] || fail "日本語/ got entries: $(ls "$T/mirror/日本語")"
+assert_eq "$(jfield deleted)" 0 "deleted after an incomplete listing"
+echo "PASS"

@@ -1,0 +1,74 @@
+#!/bin/bash
+# FTP faults from our own server (tests/tools/ftpfaultserver.py, Debian's
+# pyftpdlib, MLSD): a data connection dropped mid-way (426), or cut short
+# under a "226 complete" reply, gives a retried, identical file, never a
+# truncated one; a server that refuses REST still yields an identical big
+# file (one stream); 421 "too many connections" at login is retried;
+# without max_connections at most 4 control connections are open at once.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+mkdir -p "$T/up/sub"
+make_big_file "$T/up/sub/three.bin" 3 three
+make_big_file "$T/up/big.bin" 40 big
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+	printf 'file %s\n' "$i" > "$T/up/sub/f$i.txt"
+	touch -d "2023-01-0$((i % 9 + 1)) 10:00:0$((i % 10)) UTC" "$T/up/sub/f$i.txt"
+done
+
+for mode in drop short; do
+	echo "# $mode: the first RETR of each file is cut in half"
+	rm -rf "$T/mirror" "$T/state"
+	start_ftpfault "$T/up" "$mode"
+	write_conf "$FTPFAULT_URL"
+	printf 'streams = 1\n' >> "$T/bm.conf"
+	assert_exit 0 bm --json sync up
+	expect_counts 14 0 0 0
+	assert_trees_equal "$T/up" "$T/mirror"
+	no_temps "$T/mirror"
+	assert_eq "$(ftpfault_stat 's["retrs"]["sub/three.bin"]')" 2 "RETRs of three.bin"
+	assert_eq "$(ftpfault_stat 's["retrs"]["big.bin"]')" 2 "RETRs of big.bin"
+	grep -q 'sub/three.bin.*retry 1 of 5' "$T/last.err" ||
+	    fail "$mode: the retry of three.bin was not logged"
+	stop_servers
+done
+
+echo "# norest: ranges fall back to one stream"
+rm -rf "$T/mirror" "$T/state"
+start_ftpfault "$T/up" norest
+write_conf "$FTPFAULT_URL"
+printf 'streams = 4\nmin_split = 8M\n' >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+expect_counts 14 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+no_temps "$T/mirror"
+assert_eq "$(ftpfault_stat 's["rests"]')" 0 "REST accepted"
+[ "$(ftpfault_stat 's["retrs"]["big.bin"]')" -ge 2 ] ||
+    fail "big.bin: no ranged try before the single stream"
+stop_servers
+
+echo "# busy: the first 2 logins get 421; at most 4 connections by default"
+rm -rf "$T/mirror" "$T/state"
+start_ftpfault "$T/up" busy --busy 2
+write_conf "$FTPFAULT_URL"
+# One stream per file: a ranged RETR ends by closing its connection, and
+# the server may count that one and its successor as open at once.
+printf 'streams = 1\n' >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+expect_counts 14 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+assert_eq "$(ftpfault_stat 's["busy"]')" 2 "421 replies sent"
+mc=$(ftpfault_stat 's["max_concurrent"]')
+[ "$mc" -ge 1 ] && [ "$mc" -le 4 ] || fail "max concurrent control connections $mc, want 1..4"
+
+echo "# the same with max_connections = 2"
+rm -rf "$T/mirror" "$T/state"
+stop_servers
+start_ftpfault "$T/up" normal
+write_conf "$FTPFAULT_URL"
+printf 'max_connections = 2\nstreams = 1\n' >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+assert_trees_equal "$T/up" "$T/mirror"
+mc=$(ftpfault_stat 's["max_concurrent"]')
+[ "$mc" -ge 1 ] && [ "$mc" -le 2 ] || fail "max concurrent control connections $mc, want 1..2"
+echo "PASS"

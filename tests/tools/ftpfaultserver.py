@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""A small FTP server of our own for faults vsftpd will not produce on
+demand (tests only, loopback only).  It is Debian's pyftpdlib (package
+python3-pyftpdlib: anonymous, read-only, FEAT with MLST, MLSD, SIZE,
+MDTM, REST) with one fault chosen by --mode:
+
+  normal      behave
+  drop        for the first RETR of each file close the data connection
+              after half of the bytes it would send (reply 426)
+  short       for the first RETR of each file send half of the bytes and
+              then reply 226 as if the transfer were complete (a lying
+              server)
+  norest      refuse REST (502): ranged transfers must fall back to one
+              stream
+  busy        answer the first --busy N logins with 421 (too many
+              connections) before USER
+
+Statistics (JSON, rewritten after every change, --stats): retrs per path,
+rests (REST commands accepted), max_concurrent and total control
+connections, busy (421s sent).
+"""
+import argparse
+import json
+import logging
+import os
+import threading
+
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import DTPHandler, FTPHandler
+from pyftpdlib.servers import FTPServer
+
+LOCK = threading.Lock()
+STATE = {"retrs": {}, "rests": 0, "open": 0, "max_concurrent": 0,
+         "total": 0, "busy": 0}
+ARGS = None
+
+
+def save():
+    tmp = ARGS.stats + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(STATE, f)
+    os.replace(tmp, ARGS.stats)
+
+
+class FaultDTP(DTPHandler):
+    """Sends at most cmd_channel.fault_limit bytes when a fault is armed."""
+
+    def send(self, data):
+        limit = getattr(self.cmd_channel, "fault_limit", None)
+        if limit is not None and self.tot_bytes_sent + len(data) > limit:
+            data = data[:max(0, limit - self.tot_bytes_sent)]
+            if data:
+                return DTPHandler.send(self, data)
+            self.cmd_channel.fault_limit = None
+            if ARGS.mode == "drop":
+                self._resp = ("426 Connection closed; transfer aborted.",
+                              logging.info)
+            else:
+                self._resp = ("226 Transfer complete.", logging.info)
+            self.close()
+            return 0
+        return DTPHandler.send(self, data)
+
+
+class FaultFTP(FTPHandler):
+    dtp_handler = FaultDTP
+    use_sendfile = False
+
+    def on_connect(self):
+        with LOCK:
+            STATE["open"] += 1
+            STATE["total"] += 1
+            STATE["max_concurrent"] = max(STATE["max_concurrent"],
+                                          STATE["open"])
+            save()
+
+    def on_disconnect(self):
+        with LOCK:
+            STATE["open"] -= 1
+            save()
+
+    def handle(self):
+        with LOCK:
+            busy = ARGS.mode == "busy" and STATE["busy"] < ARGS.busy
+            if busy:
+                STATE["busy"] += 1
+                save()
+        if busy:
+            self.respond("421 Too many connections, try later.")
+            self.close_when_done()
+            return
+        FTPHandler.handle(self)
+
+    def ftp_REST(self, line):
+        if ARGS.mode == "norest":
+            self.respond("502 REST not implemented.")
+            return
+        with LOCK:
+            STATE["rests"] += 1
+            save()
+        return FTPHandler.ftp_REST(self, line)
+
+    def ftp_RETR(self, file):
+        rel = os.path.relpath(file, ARGS.root)
+        with LOCK:
+            n = STATE["retrs"].get(rel, 0)
+            STATE["retrs"][rel] = n + 1
+            save()
+        self.fault_limit = None
+        if ARGS.mode in ("drop", "short") and n == 0:
+            size = os.path.getsize(file) - (self._restart_position or 0)
+            self.fault_limit = size // 2
+        return FTPHandler.ftp_RETR(self, file)
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--root", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--mode", default="normal",
+                   choices=["normal", "drop", "short", "norest", "busy"])
+    p.add_argument("--busy", type=int, default=2)
+    p.add_argument("--stats", required=True)
+    p.add_argument("--pasv", default="")
+    ARGS = p.parse_args()
+    ARGS.root = os.path.realpath(ARGS.root)
+    auth = DummyAuthorizer()
+    auth.add_anonymous(ARGS.root)
+    FaultFTP.authorizer = auth
+    FaultFTP.permit_foreign_addresses = False
+    if ARGS.pasv:
+        lo, hi = ARGS.pasv.split("-")
+        FaultFTP.passive_ports = range(int(lo), int(hi) + 1)
+    logging.basicConfig(level=logging.INFO)
+    save()
+    server = FTPServer(("127.0.0.1", ARGS.port), FaultFTP)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

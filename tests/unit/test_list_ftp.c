@@ -1,0 +1,617 @@
+/*
+ * Unit tests for agent/list_ftp.c.  Every FTP fixture in tests/fixtures
+ * (copied from the shared listings, LISTINGS.md samples 23-31) is parsed
+ * and its entries compared with LISTINGS.md and the *.expected.tsv
+ * sidecars (read at run time; run from the repo root).  Then LIST year
+ * inference around New Year and Feb 29, a server that lists local time
+ * in a non-UTC zone (ftp_timezone), FEAT replies, and list_ftp_crawl()
+ * against a fake fetch callback (FEAT, MLSD, a unique= loop, a failed
+ * directory).
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "biomirror/error.h"
+#include "biomirror/list_ftp.h"
+#include "biomirror/listing.h"
+
+#include "tap.h"
+
+#define FIX	"tests/fixtures/"
+
+static char *
+slurp(const char *path, size_t *ret_len)
+{
+	FILE	*f;
+	char	*buf = NULL;
+	long	 n;
+
+	if ((f = fopen(path, "rbe")) == NULL)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+	    fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
+	    fread(buf, 1, (size_t)n, f) == (size_t)n) {
+		buf[n] = '\0';
+		*ret_len = (size_t)n;
+	} else {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+/* Seconds of "YYYY-MM-DD[ HH:MM[:SS]]" read as UTC. */
+static int64_t
+ts(const char *s)
+{
+	struct tm	 tm;
+	int		 y, mo, d, h = 0, mi = 0, se = 0;
+
+	if (sscanf(s, "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &se) < 3)
+		return -2;
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = se;
+	return (int64_t)timegm(&tm);
+}
+
+/* Parse a fixture file into a fresh listing (sorted when sort). */
+static struct listing *
+parse_fix(const char *name, bool mlsd, const char *now, size_t *ret_skipped)
+{
+	struct listing	*l = listing_new(100000);
+	char		 path[256];
+	char		*body;
+	size_t		 len;
+	int		 rc;
+
+	(void)snprintf(path, sizeof(path), FIX "%s", name);
+	if ((body = slurp(path, &len)) == NULL) {
+		ok(0, "%s: readable", path);
+		return l;
+	}
+	rc = list_ftp_parse((const uint8_t *)body, len, mlsd, ts(now), "",
+	    l, ret_skipped);
+	is_int(rc, 0, "%s: parsed", name);
+	free(body);
+	return l;
+}
+
+static const struct entry *
+find(const struct listing *l, const char *path)
+{
+	size_t	 i;
+
+	for (i = 0; i < listing_count(l); i++)
+		if (strcmp(listing_get(l, i)->path, path) == 0)
+			return listing_get(l, i);
+	return NULL;
+}
+
+/* One expected entry: type, exact size (-1: not exact), time, prec. */
+static void
+check(const struct listing *l, const char *fx, const char *name, char type,
+    long long size, const char *mtime, enum mtime_prec prec,
+    const char *target)
+{
+	const struct entry *e = find(l, name);
+
+	if (!ok(e != NULL, "%s: '%s' listed", fx, name))
+		return;
+	is_int(e->type, type, "%s: %s type", fx, name);
+	if (size >= 0) {
+		is_int(e->size, size, "%s: %s size", fx, name);
+		ok(e->size_exact, "%s: %s size exact", fx, name);
+	}
+	if (mtime != NULL) {
+		is_int(e->mtime_wall, ts(mtime), "%s: %s mtime %s", fx, name,
+		    mtime);
+		is_int(e->mtime_prec, prec, "%s: %s precision", fx, name);
+	}
+	if (type == 'l')
+		is_str(e->target, target, "%s: %s target", fx, name);
+}
+
+static void
+test_classic(void)
+{
+	const char	*fx = "ftp-list-unix-curl-classic.txt";
+	struct listing	*l;
+	size_t		 sk = 9;
+
+	/* now 2000-03-01: "May 29" and "Oct 30" are in 1999. */
+	l = parse_fix(fx, false, "2000-03-01 12:00", &sk);
+	is_int(listing_count(l), 8, "%s: 8 entries (total, ., .. skipped)",
+	    fx);
+	is_int(sk, 0, "%s: nothing counted as bad", fx);
+	check(l, fx, "curl-releases", 'd', -1, "1996-05-02", MTIME_DAY, NULL);
+	check(l, fx, "README", 'f', 35, "1996-07-16", MTIME_DAY, NULL);
+	check(l, fx, "bin", 'l', -1, "1999-12-09", MTIME_DAY, "usr/bin");
+	check(l, fx, "dev", 'd', -1, "1997-10-01", MTIME_DAY, NULL);
+	check(l, fx, "download.html", 'd', -1, "1999-05-29 16:04",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "etc", 'd', -1, "1995-11-30", MTIME_DAY, NULL);
+	check(l, fx, "pub", 'd', -1, "1999-10-30 14:33", MTIME_MINUTE, NULL);
+	check(l, fx, "usr", 'd', -1, "1997-10-01", MTIME_DAY, NULL);
+	ok(!find(l, "bin")->zone_stated, "%s: LIST zone not stated", fx);
+	listing_free(l);
+}
+
+static void
+test_wildcard(void)
+{
+	const char	*fx = "ftp-list-unix-curl-wildcard.txt";
+	struct listing	*l;
+	size_t		 sk;
+
+	l = parse_fix(fx, false, "2010-04-28 00:00", &sk);
+	is_int(listing_count(l), 12, "%s: 12 entries", fx);
+	is_int(sk, 0, "%s: no bad lines", fx);
+	check(l, fx, "chmod1", 'f', 38, "2010-01-11 10:00", MTIME_MINUTE,
+	    NULL);
+	check(l, fx, "chmod2", 'f', 38, "2010-02-01 08:00", MTIME_MINUTE,
+	    NULL);
+	check(l, fx, "chmod3", 'f', 38, NULL, 0, NULL);
+	check(l, fx, "chmod4", 'd', -1, "2009-05-04 04:31", MTIME_MINUTE,
+	    NULL);
+	check(l, fx, "chmod5", 'd', -1, NULL, 0, NULL);
+	check(l, fx, "empty_file.dat", 'f', 0, "2010-04-27 11:01",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "file.txt", 'f', 35, NULL, 0, NULL);
+	check(l, fx, "someothertext.txt", 'f', 47, NULL, 0, NULL);
+	check(l, fx, "link", 'l', -1, "2010-01-06 04:42", MTIME_MINUTE,
+	    "file.txt");
+	check(l, fx, "link_absolute", 'l', -1, NULL, 0, "/data/ftp/file.txt");
+	check(l, fx, ".NeXT", 'd', -1, "2010-01-23 02:05", MTIME_MINUTE, NULL);
+	check(l, fx, "weirddir.txt", 'd', -1, NULL, 0, NULL);
+	listing_free(l);
+}
+
+static void
+test_dos(void)
+{
+	const char	*fx = "ftp-list-dos-curl-wildcard.txt";
+	struct listing	*l;
+	size_t		 sk;
+
+	l = parse_fix(fx, false, "2026-01-01 00:00", &sk);
+	is_int(listing_count(l), 10, "%s: 10 entries", fx);
+	is_int(sk, 0, "%s: no bad lines", fx);
+	check(l, fx, "chmod1", 'f', 38, "2010-01-11 10:00", MTIME_MINUTE,
+	    NULL);
+	check(l, fx, "chmod4", 'd', -1, "2010-05-04 04:31", MTIME_MINUTE,
+	    NULL);
+	check(l, fx, "chmod5", 'd', -1, NULL, 0, NULL);
+	check(l, fx, "empty_file.dat", 'f', 0, "2010-04-27 11:01",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "file.txt", 'f', 35, NULL, 0, NULL);
+	check(l, fx, "someothertext.txt", 'f', 47, NULL, 0, NULL);
+	check(l, fx, ".NeXT", 'd', -1, "2005-01-23 02:05", MTIME_MINUTE, NULL);
+	check(l, fx, "weirddir.txt", 'd', -1, NULL, 0, NULL);
+	listing_free(l);
+}
+
+static void
+test_humansize(void)
+{
+	const char	*fx = "ftp-list-unix-humansize-lftp41.txt";
+	const struct entry *e;
+	struct listing	*l;
+	size_t		 sk;
+
+	l = parse_fix(fx, false, "2012-06-01 00:00", &sk);
+	is_int(listing_count(l), 6, "%s: 6 entries", fx);
+	check(l, fx, "conf_global.dist.php", 'f', 527, "2012-05-09 23:20",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "constants.php", 'f', 42, NULL, 0, NULL);
+	check(l, fx, "cache", 'd', -1, NULL, 0, NULL);
+	if ((e = find(l, "conf_global.php")) != NULL) {
+		ok(!e->size_exact, "%s: 1.1k is not exact", fx);
+		is_int(e->size_min, 1127, "%s: 1.1k min", fx);
+		is_int(e->size_max, 1228, "%s: 1.1k max", fx);
+		is_str(e->size_display, "1.1k", "%s: 1.1k shown", fx);
+	} else
+		ok(0, "%s: conf_global.php listed", fx);
+	if ((e = find(l, "dav.php")) != NULL)
+		ok(!e->size_exact && e->size_min == 10548 &&
+		    e->size_max == 10649, "%s: 10.3k is 10548-10649", fx);
+	else
+		ok(0, "%s: dav.php listed", fx);
+	listing_free(l);
+}
+
+/* ftp-list-unix-mixed-jlaffaye.expected.tsv, rule A, now 2017-03-10 23:00. */
+static void
+test_jlaffaye(void)
+{
+	const char	*fx = "ftp-list-unix-mixed-jlaffaye.txt";
+	struct listing	*l;
+	char		*tsv, *line, *save = NULL, *f[8], *p;
+	size_t		 sk = 0, len, nf, rows = 0;
+	const struct entry *e;
+	char		 name[128];
+
+	l = parse_fix(fx, false, "2017-03-10 23:00", &sk);
+	is_int(listing_count(l), 19, "%s: 19 entries", fx);
+	/* NetWare, "209", type 'Z', garbage; "total 1" and blank are quiet. */
+	is_int(sk, 4, "%s: 4 lines rejected, none fatal", fx);
+	if ((tsv = slurp(FIX "ftp-list-unix-mixed-jlaffaye.expected.tsv",
+	    &len)) == NULL) {
+		ok(0, "expected.tsv readable");
+		listing_free(l);
+		return;
+	}
+	for (line = strtok_r(tsv, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] == '#')
+			continue;
+		for (nf = 0, p = line; nf < 8; nf++) {
+			f[nf] = p;
+			if ((p = strchr(p, '\t')) == NULL) {
+				nf++;
+				break;
+			}
+			*p++ = '\0';
+		}
+		if (nf < 6 || strcmp(f[1], "(reject)") == 0)
+			continue;
+		rows++;
+		(void)snprintf(name, sizeof(name), "%s", f[1]);
+		if (name[0] == '\'') {
+			memmove(name, name + 1, strlen(name));
+			name[strlen(name) - 1] = '\0';
+		}
+		if (!ok((e = find(l, name)) != NULL, "%s: '%s' listed", fx,
+		    name))
+			continue;
+		is_int(e->type, f[3][0], "%s: %s type", fx, name);
+		if (f[3][0] == 'f' && strlen(f[2]) < 19)
+			is_int(e->size, strtoll(f[2], NULL, 10),
+			    "%s: %s size", fx, name);
+		else if (f[3][0] == 'f')
+			ok(e->size == -1 && !e->size_exact,
+			    "%s: %s 2^64-1 is unknown, no overflow", fx, name);
+		is_int(e->mtime_wall, ts(f[4]), "%s: %s mtime %s (rule A)",
+		    fx, name, f[4]);
+		is_int(e->mtime_prec, strlen(f[4]) > 10 ? MTIME_MINUTE :
+		    MTIME_DAY, "%s: %s precision", fx, name);
+	}
+	is_int(rows, 19, "%s: every expected row checked", fx);
+	e = find(l, "R-3.4.0.pkg");
+	is_str(e ? e->target : NULL, "el-capitan/base/R-3.4.0.pkg",
+	    "%s: symlink target", fx);
+	free(tsv);
+	listing_free(l);
+}
+
+/* The Unix and DOS entries of the FileZilla dialect zoo; the rest skip. */
+static void
+test_exotic(void)
+{
+	const char	*fx = "ftp-list-exotic-filezilla.txt";
+	struct listing	*l;
+	size_t		 sk = 0;
+	const struct entry *e;
+
+	l = parse_fix(fx, false, "2026-06-01 00:00", &sk);
+	ok(listing_count(l) > 0 && sk > 0, "%s: some parsed, rest skipped "
+	    "(%zu, %zu)", fx, listing_count(l), sk);
+	check(l, fx, "01-unix-std dir", 'd', -1, "1994-04-08", MTIME_DAY,
+	    NULL);
+	check(l, fx, "03-unix-nogroup dir", 'd', -1, "1994-04-08", MTIME_DAY,
+	    NULL);
+	check(l, fx, "04-unix-std link", 'l', -1, "2026-01-25 00:17",
+	    MTIME_MINUTE, "usr/bin");
+	check(l, fx, "11-netpresenz file", 'f', 1392298, "1995-11-22",
+	    MTIME_DAY, NULL);
+	check(l, fx, "12-netpresenz dir", 'd', -1, "1996-05-10", MTIME_DAY,
+	    NULL);
+	check(l, fx, "13-unix-domain file", 'f', 531, "2026-01-29 03:26",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "16-dos-dateambiguous dir", 'd', -1, "2000-04-27 12:09",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "17-dos-dateambiguous file", 'f', 589,
+	    "2000-04-06 15:47", MTIME_MINUTE, NULL);
+	check(l, fx, "18-dos-longyear dir", 'd', -1, "2002-09-02 18:48",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "19-dos-longyear file", 'f', 9730, "2002-09-02 19:06",
+	    MTIME_MINUTE, NULL);
+	if ((e = find(l, "08-unix-namedsize file")) != NULL)
+		ok(!e->size_exact && e->size_min <= 34304 &&
+		    e->size_max >= 34304, "%s: 33.5k inexact", fx);
+	else
+		ok(0, "%s: 08-unix-namedsize file listed", fx);
+	listing_free(l);
+}
+
+static void
+test_mlsd(void)
+{
+	const char	*fx, *body;
+	struct listing	*l;
+	const struct entry *e;
+	size_t		 sk;
+
+	fx = "ftp-mlsd-proftpd-jlaffaye.txt";
+	l = parse_fix(fx, true, "2026-01-01", &sk);
+	is_int(listing_sort(l), 0, "%s: sorted", fx);
+	is_int(listing_count(l), 3, "%s: cdir/pdir skipped, duplicate once",
+	    fx);
+	is_int(sk, 0, "%s: nothing bad", fx);
+	check(l, fx, "movies", 'd', -1, "2015-08-06 23:58:17", MTIME_SECOND,
+	    NULL);
+	check(l, fx, "_upload", 'd', -1, "2015-08-14 17:29:49", MTIME_SECOND,
+	    NULL);
+	check(l, fx, "welcome.msg", 'f', 951, "2015-08-13 17:52:50",
+	    MTIME_SECOND, NULL);
+	e = find(l, "movies");
+	ok(e && e->zone_stated && e->zone_offset == 0, "%s: MLSD is UTC", fx);
+	is_str(e ? e->unique : NULL, "1B20F360U4", "%s: unique kept", fx);
+	listing_free(l);
+
+	fx = "ftp-mlsd-malformed-php.txt";
+	l = parse_fix(fx, true, "2026-01-01", &sk);
+	is_int(listing_count(l), 2, "%s: 2 entries", fx);
+	is_int(sk, 3, "%s: 3 broken lines skipped, not fatal", fx);
+	check(l, fx, "foobar", 'f', 4729, "2017-01-26 12:12:25", MTIME_SECOND,
+	    NULL);
+	e = find(l, "path;name");
+	ok(e && e->type == ENTRY_FILE && e->size == -1 &&
+	    e->mtime_prec == MTIME_UNKNOWN, "%s: 'path;name' without facts "
+	    "we know", fx);
+	listing_free(l);
+
+	fx = "ftp-mlsd-edge-synthetic.txt";
+	l = parse_fix(fx, true, "2026-01-01", &sk);
+	is_int(listing_count(l), 8, "%s: 8 entries", fx);
+	check(l, fx, "leap-day-fraction.bin", 'f', 1048576,
+	    "2024-02-29 23:59:59", MTIME_NS, NULL);
+	e = find(l, "leap-day-fraction.bin");
+	is_int(e ? e->mtime_nsec : -1, 123000000, "%s: .123 s", fx);
+	check(l, fx, "epoch-zero.dat", 'f', 0, "1970-01-01 00:00:00",
+	    MTIME_SECOND, NULL);
+	check(l, fx, "current", 'l', -1, "2024-01-01 12:00:00", MTIME_SECOND,
+	    "/pub/data/release-42");
+	check(l, fx, "latest", 'l', -1, NULL, 0, NULL);
+	e = find(l, "latest");
+	is_str(e ? e->unique : NULL, "801U1FE8E6", "%s: latest unique", fx);
+	check(l, fx, "sub dir with spaces", 'd', -1, NULL, 0, NULL);
+	check(l, fx, " leading-space.txt", 'f', 12, NULL, 0, NULL);
+	check(l, fx, "semi;colon;name.txt", 'f', 5, NULL, 0, NULL);
+	check(l, fx, "caf\xc3\xa9-utf8.txt", 'f', 7, NULL, 0, NULL);
+	listing_free(l);
+
+	/* GridFTP gives a symlink its target's type plus UNIX.slink. */
+	l = listing_new(10);
+	fx = "gridftp slink";
+	body = "Type=file;Size=3;Modify=20240101000000;"
+	    "UNIX.slink=/srv/up/a.txt;Unique=1-2; ln\r\n"
+	    "Type=dir;UNIX.slink=sub;Unique=1-3; dl\r\n";
+	is_int(list_ftp_parse((const uint8_t *)body, strlen(body), true, 0,
+	    "", l, NULL), 0, "%s: parsed", fx);
+	check(l, fx, "ln", 'l', -1, NULL, 0, "/srv/up/a.txt");
+	check(l, fx, "dl", 'l', -1, NULL, 0, "sub");
+	listing_free(l);
+}
+
+/* Parse one LIST line with now and return its wall time (-1: none). */
+static int64_t
+one_line(const char *line, const char *now)
+{
+	struct listing	*l = listing_new(10);
+	int64_t		 t = -1;
+
+	if (list_ftp_parse((const uint8_t *)line, strlen(line), false,
+	    ts(now), "", l, NULL) == 0 && listing_count(l) == 1)
+		t = listing_get(l, 0)->mtime_wall;
+	listing_free(l);
+	return t;
+}
+
+static void
+test_years(void)
+{
+	const char *f = "-rw-r--r-- 1 ftp ftp 1 ";
+
+	char	 b[128];
+
+#define YEAR(date, now, want) do {					\
+	(void)snprintf(b, sizeof(b), "%s%s x\r\n", f, date);		\
+	is_int(one_line(b, now), ts(want), "'%s' at %s is %s", date, now, \
+	    want);							\
+} while (0)
+	/* New Year: up to one day ahead is this coming year. */
+	YEAR("Jan  1 00:10", "2024-12-31 23:30", "2025-01-01 00:10");
+	YEAR("Dec 31 23:50", "2025-01-01 00:30", "2024-12-31 23:50");
+	YEAR("Jan  2 12:00", "2024-12-31 23:30", "2024-01-02 12:00");
+	YEAR("Jan  1 23:00", "2024-12-31 23:30", "2025-01-01 23:00");
+	YEAR("Mar 10 12:00", "2024-03-10 11:00", "2024-03-10 12:00");
+	YEAR("Mar 12 12:00", "2024-03-10 11:00", "2023-03-12 12:00");
+	/* Feb 29 only exists in leap years. */
+	YEAR("Feb 29 10:00", "2025-03-01 00:00", "2024-02-29 10:00");
+	YEAR("Feb 29 10:00", "2027-01-01 00:00", "2024-02-29 10:00");
+#undef YEAR
+	is_int(one_line("-rw-r--r-- 1 ftp ftp 1 Feb 30 10:00 x\n",
+	    "2025-01-01"), -1, "Feb 30 is no date: skipped");
+}
+
+/* A server listing local time: ftp_timezone resolves it; MLSD is UTC. */
+static void
+test_zone(void)
+{
+	const char	*list = "-rw-r--r-- 1 ftp ftp 5 Jul 10 14:00 a\r\n"
+	    "-rw-r--r-- 1 ftp ftp 5 Jan 10  2024 b\r\n";
+	const char	*mlsd = "type=file;size=5;modify=20240710120000; c\r\n";
+	struct listing	*l = listing_new(10);
+	struct tzspec	 tz;
+	const struct entry *e;
+
+	is_int(list_ftp_parse((const uint8_t *)list, strlen(list), false,
+	    ts("2024-08-01"), "d", l, NULL), 0, "zone: LIST parsed");
+	is_int(list_ftp_parse((const uint8_t *)mlsd, strlen(mlsd), true,
+	    ts("2024-08-01"), "d", l, NULL), 0, "zone: MLSD parsed");
+	is_int(tzspec_parse("Europe/Berlin", &tz), 0, "Europe/Berlin");
+	is_int(listing_resolve_times(l, &tz), 0, "times resolved");
+	e = find(l, "d/a");
+	is_int(e ? e->mtime / 1000000000 : 0, ts("2024-07-10 12:00"),
+	    "14:00 CEST is 12:00 UTC");
+	e = find(l, "d/b");
+	is_int(e ? e->mtime / 1000000000 : 0, ts("2024-01-09 23:00"),
+	    "Jan 10 2024 00:00 CET is Jan 9 23:00 UTC");
+	e = find(l, "d/c");
+	is_int(e ? e->mtime / 1000000000 : 0, ts("2024-07-10 12:00"),
+	    "MLSD modify= stays UTC");
+	listing_free(l);
+}
+
+static void
+test_feat(void)
+{
+	const char *grid = "220 GridFTP Server ready.\r\n"
+	    "211-Extensions supported\r\n SIZE\r\n MDTM\r\n"
+	    " MLST Type*;Size*;Modify*;Perm*;Charset;UNIX.mode*;Unique*;\r\n"
+	    " REST STREAM\r\n211 End.\r\n";
+	const char *vs = "220 (vsFTPd 3.0.3)\r\n211-Features:\r\n EPRT\r\n"
+	    " EPSV\r\n MDTM\r\n PASV\r\n REST STREAM\r\n SIZE\r\n TVFS\r\n"
+	    "211 End\r\n";
+	const char *fake = "220 we MLST nothing\r\n 211 MLST\r\n";
+
+	ok(list_ftp_feat_mlst((const uint8_t *)grid, strlen(grid)),
+	    "FEAT with MLST: MLSD");
+	ok(!list_ftp_feat_mlst((const uint8_t *)vs, strlen(vs)),
+	    "vsftpd FEAT: LIST");
+	ok(!list_ftp_feat_mlst((const uint8_t *)fake, strlen(fake)),
+	    "MLST outside the 211 block does not count");
+}
+
+/* The fake server of the crawl test. */
+struct fake {
+	unsigned	 calls;
+	char		 cmds[16][8];	/* commands seen */
+	char		 urls[16][128];
+};
+
+static int
+fake_fetch(void *ctx, struct http_page *pages, size_t n)
+{
+	struct fake	*f = ctx;
+	const char	*body;
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		if (f->calls < 16) {
+			(void)snprintf(f->cmds[f->calls], 8, "%s",
+			    pages[i].command);
+			(void)snprintf(f->urls[f->calls], 128, "%s",
+			    pages[i].url);
+		}
+		f->calls++;
+		if (strcmp(pages[i].command, "FEAT") == 0)
+			body = "211-Features\r\n MLST type*;size*;\r\n211 E\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/%2Fpub/") == 0)
+			body = "type=dir;unique=U1;modify=20240101000000; a\r\n"
+			    "type=dir;unique=U1;modify=20240101000000; alias\r\n"
+			    "type=dir;unique=U2; bad\r\n"
+			    "type=dir;unique=U3; w\r\n"
+			    "type=file;size=3;modify=20240101000000; x.txt\r\n"
+			    "type=file;size=3; skip.tmp\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/%2Fpub/a/") == 0)
+			body = "type=cdir;unique=U1; .\r\n"
+			    "type=file;size=9;modify=20240101000000; y\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/%2Fpub/w/") == 0)
+			/* a server that listed the root instead */
+			body = "type=cdir;unique=U0; .\r\n"
+			    "type=file;size=9;modify=20240101000000; z\r\n";
+		else {
+			pages[i].rc = BM_ENOENT;
+			(void)snprintf(pages[i].errmsg,
+			    sizeof(pages[i].errmsg), "550 nope");
+			continue;
+		}
+		pages[i].len = strlen(body);
+		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+			return BM_ENOMEM;
+		memcpy(pages[i].body, body, pages[i].len);
+	}
+	return 0;
+}
+
+static void
+test_crawl(void)
+{
+	const char *const excl[] = { "*.tmp" };
+	struct filter	 flt = { NULL, 0, excl, 1 };
+	struct ftp_crawl_opts o;
+	struct fake	 f;
+	struct listing	*l = listing_new(100);
+	size_t		 loops = 0, skipped = 0;
+	bool		 mlsd = false;
+	char		 err[256];
+	int		 rc;
+
+	memset(&f, 0, sizeof(f));
+	memset(&o, 0, sizeof(o));
+	o.filter = &flt;
+	o.max_depth = 8;
+	o.batch = 4;
+	o.ret_mlsd = &mlsd;
+	o.ret_loops = &loops;
+	o.ret_skipped = &skipped;
+	rc = list_ftp_crawl("ftp://h/%2Fpub/", &o, fake_fetch, &f, l, err,
+	    sizeof(err));
+	is_int(rc, BM_ENOENT, "crawl: a failed directory makes it incomplete");
+	is_str(err, "ftp://h/%2Fpub/bad/: 550 nope", "crawl: failure named");
+	is_int(f.calls, 5, "crawl: FEAT + 4 directories listed");
+	ok(mlsd, "crawl: MLSD chosen from FEAT");
+	is_str(f.cmds[0], "FEAT", "crawl: FEAT first");
+	is_str(f.cmds[1], "MLSD", "crawl: then MLSD");
+	is_int(loops, 1, "crawl: the alias with the same unique= not entered");
+	is_int(listing_sort(l), 0, "crawl: sorted");
+	ok(find(l, "a") && find(l, "a/y") && find(l, "x.txt") &&
+	    find(l, "bad") && find(l, "w") && !find(l, "w/z") &&
+	    !find(l, "alias") && !find(l, "skip.tmp"),
+	    "crawl: a, a/y, bad, w, x.txt; nothing from the wrong directory "
+	    "listed for w, no alias, no excluded file");
+	is_int(listing_count(l), 5, "crawl: 5 entries");
+	memset(&f, 0, sizeof(f));
+	listing_free(l);
+	l = listing_new(100);
+	o.filter = NULL;
+	o.batch = 1;
+	(void)list_ftp_crawl("ftp://h/%2Fpub/", &o, fake_fetch, &f, l, err,
+	    sizeof(err));
+	ok(find(l, "w") && !find(l, "w/z"), "crawl: cdir check, one at a "
+	    "time");
+	memset(&f, 0, sizeof(f));
+	listing_free(l);
+	l = listing_new(100);
+	(void)list_ftp_crawl("ftp://h/%2Fpub/w/", &o, fake_fetch, &f, l, err,
+	    sizeof(err));
+	ok(find(l, "z") != NULL, "crawl: the root's cdir is not checked");
+	listing_free(l);
+}
+
+int
+main(void)
+{
+	test_classic();
+	test_wildcard();
+	test_dos();
+	test_humansize();
+	test_jlaffaye();
+	test_exotic();
+	test_mlsd();
+	test_years();
+	test_zone();
+	test_feat();
+	test_crawl();
+	return done_testing();
+}
