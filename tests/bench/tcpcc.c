@@ -16,7 +16,15 @@
  * (the kernel keeps a setsockopt choice in tcp_ca_openreq_child), so
  * nothing else needs hooking.  The name is read once, at load, because
  * servers such as nginx clear the environment of their workers.  A
- * failure is reported once on stderr and the socket is left as it is.
+ * failure leaves the socket as it is and is appended once per process to
+ * the file named by BM_TCP_CC_LOG, if set: never to stderr, which a
+ * server may have pointed at a client's socket (vsftpd does).  Without
+ * CAP_NET_ADMIN the kernel only accepts the algorithms listed in
+ * net.ipv4.tcp_allowed_congestion_control, so sockets that a server
+ * creates after dropping privileges (vsftpd's PASV listener, an anonymous
+ * GridFTP session) may keep the default; wan.sh also sets the algorithm
+ * on the server namespace's route (ip route ... congctl), which covers
+ * those, and records what `ss -ti` shows for every cell.
  * Unset or empty BM_TCP_CC: the library does nothing.
  *
  * Build: cc -O2 -shared -fPIC -o tcpcc.so tcpcc.c -ldl
@@ -28,11 +36,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char tcpcc_name[32];		/* algorithm, "" = do nothing */
+static char tcpcc_log[256];		/* BM_TCP_CC_LOG, "" = none */
 static int tcpcc_warned;		/* a failure was reported */
 static int (*real_socket)(int, int, int);
 static int (*real_listen)(int, int);
@@ -46,6 +57,9 @@ tcpcc_init(void)
 
 	if (s != NULL && strlen(s) < sizeof(tcpcc_name))
 		snprintf(tcpcc_name, sizeof(tcpcc_name), "%s", s);
+	s = getenv("BM_TCP_CC_LOG");
+	if (s != NULL && strlen(s) < sizeof(tcpcc_log))
+		snprintf(tcpcc_log, sizeof(tcpcc_log), "%s", s);
 	real_socket = (int (*)(int, int, int))dlsym(RTLD_NEXT, "socket");
 	real_listen = (int (*)(int, int))dlsym(RTLD_NEXT, "listen");
 }
@@ -53,15 +67,24 @@ tcpcc_init(void)
 static void
 tcpcc_apply(int fd)
 {
-	int saved = errno;
+	int saved = errno, lfd, n;
+	char msg[160];
 
 	if (tcpcc_name[0] == '\0')
 		return;
 	if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, tcpcc_name,
 	    (socklen_t)strlen(tcpcc_name)) == -1 && !tcpcc_warned) {
 		tcpcc_warned = 1;
-		fprintf(stderr, "tcpcc: TCP_CONGESTION %s: %s\n", tcpcc_name,
-		    strerror(errno));
+		n = snprintf(msg, sizeof(msg), "tcpcc: pid %ld uid %ld: "
+		    "TCP_CONGESTION %s: %s\n", (long)getpid(), (long)getuid(),
+		    tcpcc_name, strerror(errno));
+		if (tcpcc_log[0] != '\0' && n > 0 &&
+		    (lfd = open(tcpcc_log, O_WRONLY | O_APPEND | O_CREAT |
+		    O_CLOEXEC, 0666)) != -1) {
+			if (write(lfd, msg, (size_t)n) < 0)
+				tcpcc_warned = 1;
+			close(lfd);
+		}
 	}
 	errno = saved;
 }

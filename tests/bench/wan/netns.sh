@@ -16,6 +16,8 @@
 #	                         Gilbert-Elliott bursts instead of LOSS_PCT
 #	                         (wanlink backend only); queue bound
 #	                         WAN_LIMIT bytes (default one BDP)
+#	wan_set_cc CC            sender congestion control on the server
+#	                         namespace's route (ip route ... congctl CC)
 #	wan_unlink               remove the link (namespaces stay)
 #	wan_fini                 end every process left in the namespaces,
 #	                         delete them (idempotent; call from a trap)
@@ -33,7 +35,7 @@ WAN_CIP=10.77.0.1
 WAN_SIP=10.77.0.2
 WAN_MTU=${WAN_MTU:-1500}
 WAN_LOSS_DIR=${WAN_LOSS_DIR:-ba}
-WAN_BACKEND=""
+WAN_BACKEND=${WAN_BACKEND:-}
 WAN_PID=""
 WAN_LOG=${WAN_LOG:-/dev/null}
 WAN_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -88,6 +90,18 @@ wan_addr() {
 	    txqueuelen 1000 up
 }
 
+# wan_set_cc CC: congestion control of every TCP connection of the server
+# namespace over the link, through the route's congctl attribute (it
+# overrides the per-socket choice, and needs no privilege in the server
+# process); kept across wan_link.  Empty CC: the kernel default.
+wan_set_cc() {
+	WAN_CC=$1
+	[ -n "$WAN_CC" ] || return 0
+	in_s ip link show "$WAN_DEV" >/dev/null 2>&1 || return 0
+	in_s ip route replace 10.77.0.0/24 dev "$WAN_DEV" proto kernel \
+	    scope link src "$WAN_SIP" congctl "$WAN_CC"
+}
+
 wan_link() {
 	local rtt=$1 rate=$2 loss=$3 ge=${4:-} one i
 	wan_unlink
@@ -115,7 +129,8 @@ wan_link() {
 		kill -0 "$WAN_PID" 2>/dev/null ||
 		    { WAN_PID=""; echo "netns.sh: wanlink failed" >&2; return 1; }
 	fi
-	wan_addr "$WAN_C" "$WAN_CIP" && wan_addr "$WAN_S" "$WAN_SIP"
+	wan_addr "$WAN_C" "$WAN_CIP" && wan_addr "$WAN_S" "$WAN_SIP" &&
+	    wan_set_cc "${WAN_CC:-}"
 }
 
 # wan_link_netem ONEWAY_MS RATE_MBIT LOSS_PCT: a veth pair created inside

@@ -15,6 +15,8 @@
 #  4. Congestion control: a server started with tests/bench/tcpcc.so and
 #     BM_TCP_CC=cubic (then bbr) shows that algorithm in `ss -ti` on the
 #     accepted connection.
+#     The same with the algorithm set on the server namespace's route
+#     (congctl) and an unprivileged server.
 #  5. Loss: ping -c N -i 0.002 loses LOSS% within 3 binomial standard
 #     deviations; then Gilbert-Elliott bursts: measured loss and mean burst
 #     length within 25% of the set values, over 2 x N pings (wanlink
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--rate) RATE=${2:?}; shift ;;
 	--loss) LOSS=${2:?}; shift ;;
 	--pings) NPING=${2:?}; shift ;;
-	-h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,24p' "$0"; exit 0 ;;
 	*) echo "selfcheck.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -121,6 +123,24 @@ for cc in cubic bbr; do
 	ok=$(echo "$seen" | awk -v cc="$cc" '{ for (i = 2; i <= NF; i += 2) if ($i == cc) y++; else n++ } END { print (y > 0 && n == 0) ? 1 : 0 }')
 	verdict "$ok" "BM_TCP_CC=$cc: ss -ti on the server shows:${seen:- nothing}"
 done
+
+# 4b. The route's congctl, for servers that drop privileges: an iperf3
+# running as nobody (TCP_CONGESTION cubic would be refused to it).
+wan_set_cc cubic
+setpriv --reuid=nobody --regid=nogroup --clear-groups \
+    ip netns exec "$WAN_S" iperf3 -s -1 -B "$WAN_SIP" >"$TMPD/iperf.log" 2>&1 &
+IPERF_PID=$!
+sleep 0.5
+in_c iperf3 -c "$WAN_SIP" -R -t 3 >/dev/null 2>&1 &
+cpid=$!
+sleep 1.5
+seen=$(in_s ss -tin state established "( sport = :5201 )" 2>/dev/null |
+    grep -oE '\b(cubic|bbr|reno)\b' | sort | uniq -c | tr -s ' \n' ' ')
+wait "$cpid"
+wait "$IPERF_PID"
+ok=$(echo "$seen" | awk '{ for (i = 2; i <= NF; i += 2) if ($i == "cubic") y++; else n++ } END { print (y > 0 && n == 0) ? 1 : 0 }')
+verdict "$ok" "route congctl cubic, server as nobody: ss -ti shows:${seen:- nothing}"
+WAN_CC=""
 
 # 5. Loss
 wan_link 2 "$RATE" "$LOSS" || exit 1
