@@ -18,8 +18,8 @@
 #     The same with the algorithm set on the server namespace's route
 #     (congctl) and an unprivileged server.
 #  5. Loss: ping -c N -i 0.002 loses LOSS% within 3 binomial standard
-#     deviations; then Gilbert-Elliott bursts: measured loss and mean burst
-#     length within 25% of the set values, over 2 x N pings (wanlink
+#     deviations; then Gilbert-Elliott bursts over 2 x N pings: loss within
+#     40% of the set 3.85% and mean burst length 3-5 (set 4) (wanlink
 #     backend only).
 # Exit status 0 when every check passed.
 
@@ -127,8 +127,8 @@ done
 # 4b. The route's congctl, for servers that drop privileges: an iperf3
 # running as nobody (TCP_CONGESTION cubic would be refused to it).
 wan_set_cc cubic
-setpriv --reuid=nobody --regid=nogroup --clear-groups \
-    ip netns exec "$WAN_S" iperf3 -s -1 -B "$WAN_SIP" >"$TMPD/iperf.log" 2>&1 &
+ip netns exec "$WAN_S" \
+    setpriv --reuid=nobody --regid=nogroup --clear-groups iperf3 -s -1 -B "$WAN_SIP" >"$TMPD/iperf.log" 2>&1 &
 IPERF_PID=$!
 sleep 0.5
 in_c iperf3 -c "$WAN_SIP" -R -t 3 >/dev/null 2>&1 &
@@ -158,12 +158,15 @@ read -r lost runs <<<"$(ping_loss "$NPING")"
 ok=$(awk -v l="$lost" -v n="$NPING" -v p="$LOSS" 'BEGIN { p /= 100; sd = sqrt(n * p * (1 - p)); d = l - n * p; if (d < 0) d = -d; print (d <= 3 * sd) ? 1 : 0 }')
 verdict "$ok" "Bernoulli loss set ${LOSS}%: ${lost}/${NPING} pings lost ($(awk -v l="$lost" -v n="$NPING" 'BEGIN { printf "%.3f", 100 * l / n }')%, limit 3 sd)"
 if [ "$WAN_BACKEND" = wanlink ]; then
-	# P(good->bad) 0.5%, P(bad->good) 25%: mean loss 1.96%, bursts of 4.
-	wan_link 2 "$RATE" 0 0.5,25 || exit 1
+	# P(good->bad) 1%, P(bad->good) 25%: mean loss 3.85%, bursts of 4.
+	# About 100 bursts in 2 x N pings: the loss rate varies by some
+	# 14% (1 sd) between seeds, hence the wide bounds; the model itself
+	# is checked closely by tests/unit/test_wanlink.c.
+	wan_link 2 "$RATE" 0 1,25 || exit 1
 	NPING=$((NPING * 2))
 	read -r lost runs <<<"$(ping_loss "$NPING")"
-	ok=$(awk -v l="$lost" -v r="$runs" -v n="$NPING" 'BEGIN { m = 0.5 / 25.5; b = (r > 0) ? l / r : 0; print (r > 0 && l / n >= 0.75 * m && l / n <= 1.25 * m && b >= 3 && b <= 5) ? 1 : 0 }')
-	verdict "$ok" "Gilbert-Elliott 0.5%/25%: ${lost}/${NPING} lost ($(awk -v l="$lost" -v n="$NPING" 'BEGIN { printf "%.2f", 100 * l / n }')%, set 1.96%), ${runs} bursts, mean $(awk -v l="$lost" -v r="$runs" 'BEGIN { printf "%.2f", r ? l / r : 0 }') (set 4)"
+	ok=$(awk -v l="$lost" -v r="$runs" -v n="$NPING" 'BEGIN { m = 1 / 26; b = (r > 0) ? l / r : 0; print (r > 0 && l / n >= 0.6 * m && l / n <= 1.4 * m && b >= 3 && b <= 5) ? 1 : 0 }')
+	verdict "$ok" "Gilbert-Elliott 1%/25%: ${lost}/${NPING} lost ($(awk -v l="$lost" -v n="$NPING" 'BEGIN { printf "%.2f", 100 * l / n }')%, set 3.85%), ${runs} bursts, mean $(awk -v l="$lost" -v r="$runs" 'BEGIN { printf "%.2f", r ? l / r : 0 }') (set 4)"
 fi
 wan_unlink
 grep -h '^wanlink' "$WAN_LOG" | tail -n 4 | sed 's/^/# /'
