@@ -311,12 +311,12 @@ tool_cmd() {
 		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
 		    --source "$url" --dest "$dest" --streams 1 ;;
 	curl)
-		while read -r f; do
+		[ -e "$T/run/list-$ds" ] && while read -r f; do
 			printf 'url = "%s%s"\noutput = "%s/%s"\n' "$url" "$f" "$dest" "$f"
 		done < "$T/run/list-$ds" > "$dest.curlrc"
 		printf '%s\n' curl -sS --fail --create-dirs -K "$dest.curlrc" ;;
 	aria2c)
-		while read -r f; do
+		[ -e "$T/run/list-$ds" ] && while read -r f; do
 			printf '%s%s\n  out=%s\n' "$url" "$f" "$f"
 		done < "$T/run/list-$ds" > "$dest.aria2"
 		printf '%s\n' aria2c -x 8 -s 8 -j 8 -q --file-allocation=none \
@@ -355,6 +355,14 @@ sender_cc() {
 	    tr -d ' \t' | sort -u | paste -sd+ -
 }
 
+# disk_bytes DIR: bytes on disk under DIR, temp files included (allocated
+# blocks, so that ranges written into sparse files count only what
+# arrived; at most each file's apparent size).
+disk_bytes() {
+	find "$1" -type f -printf '%b %s\n' |
+	    awk '{ a = $1 * 512; if (a > $2) a = $2; s += a } END { printf "%d", s }'
+}
+
 # run_cell TOOL DATASET: sets CELL_STATUS (ok, cap, error, incomplete),
 # CELL_S (seconds), CELL_BYTES (bytes on disk), CELL_FILES, CELL_CC (the
 # sender's congestion control seen by ss 1 s into the cell).
@@ -379,6 +387,10 @@ run_cell() {
 			CELL_CC=${CELL_CC:--}
 		fi
 		if awk -v a="$t0" -v b="$t1" -v c="$CAP" 'BEGIN { exit !(b - a >= c) }'; then
+			# Count before the kill: a tool may remove its
+			# partial files when it is stopped (biomirror does).
+			CELL_BYTES=$(disk_bytes "$dest")
+			CELL_FILES=$(find "$dest" -type f | wc -l)
 			kill -TERM -- "-$CELL_PID" 2>/dev/null
 			killed=1
 			sleep 1
@@ -392,11 +404,10 @@ run_cell() {
 	[ "$killed" = 1 ] || t1=$(date +%s.%N)
 	CELL_PID=""
 	CELL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
-	# Bytes on disk (allocated blocks: tools that write ranges into sparse
-	# files count only what arrived), capped at the apparent size.
-	CELL_BYTES=$(find "$dest" -type f -printf '%b %s\n' |
-	    awk '{ a = $1 * 512; if (a > $2) a = $2; s += a } END { printf "%d", s }')
-	CELL_FILES=$(find "$dest" -type f | wc -l)
+	if [ "$killed" = 0 ]; then
+		CELL_BYTES=$(disk_bytes "$dest")
+		CELL_FILES=$(find "$dest" -type f | wc -l)
+	fi
 	if [ "$killed" = 1 ]; then
 		CELL_STATUS=cap
 	elif [ "$rc" != 0 ]; then
