@@ -170,5 +170,9 @@ if [ "$WAN_BACKEND" = wanlink ]; then
 fi
 wan_unlink
 grep -h '^wanlink' "$WAN_LOG" | tail -n 4 | sed 's/^/# /'
+if grep -qv '^wanlink' "$WAN_LOG"; then
+	echo "# wanlink said:"
+	grep -v '^wanlink' "$WAN_LOG" | head -n 20 | sed 's/^/#   /'
+fi
 echo "selfcheck: $npass passed, $nfail failed"
 [ "$nfail" -eq 0 ]

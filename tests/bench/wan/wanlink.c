@@ -291,6 +291,14 @@ ring_init(struct wl_ring *r, size_t nslots, size_t slot)
 	return r->buf && r->len && r->due ? 0 : -1;
 }
 
+static void
+ring_free(struct wl_ring *r)
+{
+	free(r->buf);
+	free(r->len);
+	free(r->due);
+}
+
 /*
  * Read up to WL_BATCH packets from fd into ring r through model w.
  */
@@ -427,5 +435,9 @@ main(int argc, char *argv[])
 	run(fd, w, r);
 	dump("a->b", &w[0], &r[0]);
 	dump("b->a", &w[1], &r[1]);
+	for (i = 0; i < 2; i++) {
+		ring_free(&r[i]);
+		close(fd[i]);
+	}
 	return 0;
 }
