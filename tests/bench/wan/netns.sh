@@ -138,8 +138,10 @@ wan_link() {
 # the server end, i.e. the data direction, unless WAN_LOSS_DIR=both).
 wan_link_netem() {
 	local one=$1 rate=$2 loss=$3 lim q end l
-	ip link add "$WAN_DEV" netns "$WAN_C" type veth \
-	    peer name "$WAN_DEV" netns "$WAN_S" || return 1
+	# gso_max_segs 1: one frame per packet, as wanlink and a real path
+	# see them (netem would otherwise drop whole GSO super-packets).
+	ip link add "$WAN_DEV" netns "$WAN_C" gso_max_segs 1 type veth \
+	    peer name "$WAN_DEV" netns "$WAN_S" gso_max_segs 1 || return 1
 	lim=${WAN_LIMIT:-}
 	if [ -z "$lim" ]; then
 		lim=$(awk -v r="$rate" -v o="$one" \
