@@ -197,7 +197,7 @@ gen_dataset() {
 		    (cd "$d" && split -b 102400 -a 4 -d --additional-suffix=.bin - f)
 		for i in $(seq -w 0 19); do
 			mkdir "$d/d$i"
-			mv "$d"/f${i}??.bin "$d/d$i/"
+			mv "$d"/f"$i"??.bin "$d/d$i/"
 		done ;;
 	esac
 	find "$d" -type f -exec touch -d '2024-01-02 03:04:05 UTC' {} +

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/bench/wan/netns.sh: an emulated wide-area link between two network
 # namespaces, for the WAN benchmark (tests/bench/wan.sh) and its self-check
 # (tests/bench/wan/selfcheck.sh).  Sourced, not run.  Needs root.
@@ -103,7 +104,7 @@ wan_set_cc() {
 }
 
 wan_link() {
-	local rtt=$1 rate=$2 loss=$3 ge=${4:-} one i
+	local rtt=$1 rate=$2 loss=$3 ge=${4:-} one
 	wan_unlink
 	one=$(awk -v r="$rtt" 'BEGIN { printf "%.3f", r / 2 }')
 	if [ "$WAN_BACKEND" = netem ]; then
@@ -120,7 +121,7 @@ wan_link() {
 		[ -n "${WAN_LIMIT:-}" ] && args+=(--limit "$WAN_LIMIT")
 		"$WAN_BIN/wanlink" "${args[@]}" >>"$WAN_LOG" 2>&1 &
 		WAN_PID=$!
-		for i in $(seq 100); do
+		for _ in $(seq 100); do
 			in_c ip link show "$WAN_DEV" >/dev/null 2>&1 &&
 			    in_s ip link show "$WAN_DEV" >/dev/null 2>&1 && break
 			kill -0 "$WAN_PID" 2>/dev/null || break
@@ -177,16 +178,17 @@ wan_unlink() {
 
 # wan_kill_ns NS: end the processes this run started in namespace NS.
 wan_kill_ns() {
-	local pids i
-	for i in 1 2 3 4 5 6 7 8 9 10; do
+	local pids
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
 		pids=$(ip netns pids "$1" 2>/dev/null)
 		[ -z "$pids" ] && return 0
 		# shellcheck disable=SC2086
 		kill -TERM $pids 2>/dev/null
 		sleep 0.2
 	done
+	pids=$(ip netns pids "$1" 2>/dev/null)
 	# shellcheck disable=SC2086
-	kill -KILL $(ip netns pids "$1" 2>/dev/null) 2>/dev/null
+	[ -n "$pids" ] && kill -KILL $pids 2>/dev/null
 	return 0
 }
 
