@@ -1,0 +1,528 @@
+#!/bin/bash
+# tests/bench/wan.sh: on-demand benchmark of biomirror against the usual
+# long-distance transfer tools through an emulated wide-area link
+# (tests/bench/wan/netns.sh: two network namespaces joined by netem or by
+# the wanlink TUN forwarder).  Never part of `make check`.  Run as root on
+# an otherwise idle machine:
+#
+#	tests/bench/wan.sh --deps          # install the Debian packages, exit
+#	tests/bench/wan.sh --quick         # RTT 10,100,270 ms, 0.1% loss, cubic
+#	tests/bench/wan.sh                 # the full matrix (many hours)
+#	tests/bench/wan.sh --rtt 100 --loss 0.1 --cc cubic --datasets 1g \
+#	    --tools biomirror,curl,aria2c
+#
+# Servers run in the server namespace (10.77.0.2): nginx (HTTP: biomirror,
+# curl, aria2c, rclone), vsftpd (FTP: lftp), globus-gridftp-server
+# (globus-url-copy) and an rsync daemon, each started with tests/bench/
+# tcpcc.so so that their TCP sockets use the profile's congestion control
+# (they are the senders).  The clients run in the client namespace
+# (10.77.0.1).  Each cell is one tool fetching one dataset into an empty
+# directory; it ends when the tool exits or after --cap seconds (60), when
+# the tool is killed and the bytes on disk are counted.  Throughput is
+# bytes / seconds in MB/s (10^6 bytes), the ratio is against `curl`, one
+# TCP connection, in the same profile and dataset.
+#
+# Output: a table per (congestion control, loss, dataset) on stdout, every
+# cell in tests/bench/out/wan-STAMP.csv and one PNG per table
+# (tests/bench/out/wan-STAMP-*.png, gnuplot: MB/s against RTT per tool).
+# See tests/bench/README.md and docs/performance.md.
+
+set -u
+export LC_ALL=C
+
+usage() {
+	cat <<'EOF'
+usage: tests/bench/wan.sh [options]
+  --quick            RTT 10,100,270 ms x loss 0.1% x cubic, dataset 1g,
+                     cap 25 s per cell: about 12 minutes
+  --rtt LIST         RTTs in ms (default 10,25,40,65,100,200,270)
+  --loss LIST        loss in percent, server->client (default 0,0.1,1)
+  --cc LIST          sender congestion control (default cubic,bbr)
+  --datasets LIST    1g (1 x 1 GiB), 50x20m (50 x 20 MiB),
+                     2000x100k (2,000 x 100 KiB) (default all three)
+  --tools LIST       biomirror,biomirror-1s,curl,aria2c,lftp,rclone,
+                     globus-url-copy,rsync (default all); curl is always
+                     run too, for the ratio column
+  --rate MBIT        bottleneck in Mbit/s (default 500)
+  --cap SECONDS      per-cell time limit (default 60)
+  --dir DIR          datasets and destinations (default /tmp; about 2.2 GB
+                     plus the largest dataset)
+  --backend B        netem or wanlink (default: netem if the kernel has it)
+  --deps             install the Debian packages this needs, then exit
+  --no-install       never apt-get install missing tools
+  --keep             keep the work directory at exit
+EOF
+}
+
+RTTS=10,25,40,65,100,200,270 LOSSES=0,0.1,1 CCS=cubic,bbr
+DATASETS=1g,50x20m,2000x100k
+ALL_TOOLS=biomirror,biomirror-1s,curl,aria2c,lftp,rclone,globus-url-copy,rsync
+TOOLS=$ALL_TOOLS RATE=500 CAP=60 DIR=/tmp INSTALL=1 KEEP=0 DEPS_ONLY=0
+QUICK=0 CAP_SET=0 DS_SET=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--rtt) RTTS=${2:?--rtt LIST}; shift ;;
+	--loss) LOSSES=${2:?--loss LIST}; shift ;;
+	--cc) CCS=${2:?--cc LIST}; shift ;;
+	--datasets) DATASETS=${2:?--datasets LIST}; DS_SET=1; shift ;;
+	--tools) TOOLS=${2:?--tools LIST}; shift ;;
+	--rate) RATE=${2:?--rate MBIT}; shift ;;
+	--cap) CAP=${2:?--cap SECONDS}; CAP_SET=1; shift ;;
+	--dir) DIR=${2:?--dir DIR}; shift ;;
+	--backend) WAN_BACKEND=${2:?--backend B}; shift ;;
+	--deps) DEPS_ONLY=1 ;;
+	--no-install) INSTALL=0 ;;
+	--keep) KEEP=1 ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "wan.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+if [ "$QUICK" = 1 ]; then
+	RTTS=10,100,270 LOSSES=0.1 CCS=cubic
+	[ "$DS_SET" = 1 ] || DATASETS=1g
+	[ "$CAP_SET" = 1 ] || CAP=25
+fi
+case $CAP in ''|*[!0-9]*|0) echo "wan.sh: --cap needs seconds" >&2; exit 2 ;; esac
+case $RATE in ''|*[!0-9.]*) echo "wan.sh: --rate needs Mbit/s" >&2; exit 2 ;; esac
+for t in ${TOOLS//,/ }; do
+	case ",$ALL_TOOLS," in *",$t,"*) ;; *) echo "wan.sh: unknown tool $t" >&2; exit 2 ;; esac
+done
+case ",$TOOLS," in *,curl,*) ;; *) TOOLS=curl,$TOOLS ;; esac
+for d in ${DATASETS//,/ }; do
+	case $d in 1g|50x20m|2000x100k) ;; *) echo "wan.sh: unknown dataset $d" >&2; exit 2 ;; esac
+done
+for c in ${CCS//,/ }; do
+	grep -qw "$c" /proc/sys/net/ipv4/tcp_available_congestion_control ||
+	    { echo "wan.sh: congestion control $c not available here" >&2; exit 2; }
+done
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd) || exit 2
+cd "$ROOT" || exit 2
+say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+fail() { echo "wan.sh: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || fail "run as root (namespaces, TUN, servers)"
+
+# ---------------------------------------------------------------- deps
+# command:package of everything the suite runs.
+DEPS="ip:iproute2 ping:iputils-ping iperf3:iperf3 cc:build-essential
+    nginx:nginx-light vsftpd:vsftpd rsync:rsync curl:curl aria2c:aria2
+    lftp:lftp rclone:rclone gnuplot:gnuplot-nox openssl:openssl
+    globus-url-copy:globus-gass-copy-progs
+    globus-gridftp-server:globus-gridftp-server-progs"
+need=""
+for d in $DEPS; do
+	PATH=$PATH:/usr/sbin command -v "${d%%:*}" >/dev/null || need="$need ${d#*:}"
+done
+if [ "$DEPS_ONLY" = 1 ] && [ -z "$need" ]; then
+	echo "wan.sh: all packages present"
+	exit 0
+fi
+if [ -n "$need" ]; then
+	[ "$INSTALL" = 1 ] || fail "missing:$need"
+	say "installing:$need"
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null ||
+	    { apt-get update -q >/dev/null &&
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need >/dev/null; } ||
+	    fail "apt-get install$need"
+	[ "$DEPS_ONLY" = 1 ] && exit 0
+fi
+[ -x ./biomirror ] || { say "building ./biomirror"; make >/dev/null || fail "make"; }
+
+# ---------------------------------------------------------------- work dir
+umask 022
+mkdir -p "$DIR" || fail "mkdir $DIR"
+T=$(mktemp -d "$DIR/bmwan.XXXXXX") || fail "mktemp in $DIR"
+chmod 0755 "$T"
+DATA=$T/data
+mkdir -p "$DATA" "$T/logs" "$T/run" "$T/dest" "$T/plot"
+OUTDIR=$ROOT/tests/bench/out
+mkdir -p "$OUTDIR"
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+CSV=$OUTDIR/wan-$STAMP.csv
+WAN_BIN=$T/bin
+WAN_LOG=$T/logs/wanlink.log
+BM_INFO="$(./biomirror --version 2>&1 | head -n 1), sha256 $(sha256sum < ./biomirror | cut -c1-12)"
+cp ./biomirror "$T/biomirror" || fail "cp biomirror"
+BM=$T/biomirror
+unset http_proxy https_proxy ftp_proxy all_proxy \
+    HTTP_PROXY HTTPS_PROXY FTP_PROXY ALL_PROXY
+export no_proxy='*' NO_PROXY='*'
+
+# shellcheck source=tests/bench/wan/netns.sh
+. "$ROOT/tests/bench/wan/netns.sh"
+
+bench_cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	[ -n "${CELL_PID:-}" ] && kill -KILL -- "-$CELL_PID" 2>/dev/null
+	wan_fini
+	if [ "$KEEP" = 1 ]; then
+		echo "# kept $T" >&2
+	elif [ -d "$T" ]; then
+		rm -rf -- "$T"
+	fi
+	exit "$rc"
+}
+trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- datasets
+# keystream N_BYTES SEED: deterministic incompressible bytes on stdout.
+keystream() {
+	openssl enc -aes-128-ctr -nosalt -pass "pass:bmwan-$2" -pbkdf2 \
+	    < /dev/zero 2>/dev/null | head -c "$1"
+}
+ds_dir() { echo "$DATA/$1"; }
+ds_desc() {
+	case $1 in
+	1g) echo "1 x 1 GiB" ;;
+	50x20m) echo "50 x 20 MiB" ;;
+	2000x100k) echo "2,000 x 100 KiB in 20 directories" ;;
+	esac
+}
+gen_dataset() {
+	local d i
+	d=$(ds_dir "$1")
+	mkdir -p "$d"
+	case $1 in
+	1g) keystream 1073741824 1g > "$d/file.bin" ;;
+	50x20m) keystream $((50 * 20971520)) 20m |
+	    (cd "$d" && split -b 20971520 -a 2 -d --additional-suffix=.bin - f) ;;
+	2000x100k)
+		keystream $((2000 * 102400)) 100k |
+		    (cd "$d" && split -b 102400 -a 4 -d --additional-suffix=.bin - f)
+		for i in $(seq -w 0 19); do
+			mkdir "$d/d$i"
+			mv "$d"/f"$i"??.bin "$d/d$i/"
+		done ;;
+	esac
+	find "$d" -type f -exec touch -d '2024-01-02 03:04:05 UTC' {} +
+	chmod -R a+rX "$d"
+	(cd "$d" && find . -type f -printf '%P\n' | sort) > "$T/run/list-$1"
+	DS_BYTES[$1]=$(find "$d" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+	DS_FILES[$1]=$(wc -l < "$T/run/list-$1")
+}
+declare -A DS_BYTES DS_FILES
+avail_kb=$(df -Pk "$T" | awk 'NR == 2 { print $4 }')
+[ "$avail_kb" -ge $((5 * 1024 * 1024)) ] || fail "$T: need 5 GiB free"
+for ds in ${DATASETS//,/ }; do
+	say "generating dataset $ds ($(ds_desc "$ds"))"
+	gen_dataset "$ds"
+done
+
+# ---------------------------------------------------------------- servers
+SIP=10.77.0.2
+start_servers() {	# start_servers CC
+	local cc=$1 s=$T/srv
+	rm -rf "$s"; mkdir -p "$s/nginx/tmp" "$s/empty"
+	cat > "$s/nginx/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 2;
+user www-data;
+pid $s/nginx/nginx.pid;
+error_log $s/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log off;
+    client_body_temp_path $s/nginx/tmp/body;
+    proxy_temp_path $s/nginx/tmp/proxy;
+    fastcgi_temp_path $s/nginx/tmp/fastcgi;
+    uwsgi_temp_path $s/nginx/tmp/uwsgi;
+    scgi_temp_path $s/nginx/tmp/scgi;
+    sendfile on;
+    keepalive_timeout 65;
+    keepalive_requests 100000;
+    server {
+        listen 80;
+        location / { root $DATA; autoindex on; autoindex_exact_size on; }
+    }
+}
+EOF
+	cat > "$s/vsftpd.conf" <<EOF
+listen=YES
+listen_ipv6=NO
+background=NO
+anonymous_enable=YES
+local_enable=NO
+write_enable=NO
+no_anon_password=YES
+anon_root=$DATA
+ftp_username=ftp
+secure_chroot_dir=$s/empty
+pasv_enable=YES
+pasv_min_port=40000
+pasv_max_port=40999
+max_clients=500
+max_per_ip=500
+seccomp_sandbox=NO
+xferlog_enable=NO
+use_sendfile=YES
+EOF
+	cat > "$s/rsyncd.conf" <<EOF
+use chroot = no
+uid = nobody
+gid = nogroup
+max connections = 100
+pid file = $s/rsyncd.pid
+[data]
+    path = $DATA
+    read only = yes
+EOF
+	export BM_TCP_CC=$cc LD_PRELOAD=$WAN_BIN/tcpcc.so \
+	    BM_TCP_CC_LOG=$T/logs/tcpcc.log
+	in_s /usr/sbin/nginx -p "$s/nginx" -e "$s/nginx/error.log" \
+	    -c "$s/nginx/nginx.conf" > "$T/logs/nginx.log" 2>&1 &
+	in_s /usr/sbin/vsftpd "$s/vsftpd.conf" > "$T/logs/vsftpd.log" 2>&1 &
+	in_s rsync --daemon --no-detach --config="$s/rsyncd.conf" \
+	    > "$T/logs/rsyncd.log" 2>&1 &
+	in_s globus-gridftp-server -p 2811 -aa -anonymous-user nobody \
+	    -anonymous-group nogroup -home-dir / -d error \
+	    -l "$T/logs/gridftp.log" > "$T/logs/gridftp.out" 2>&1 &
+	unset BM_TCP_CC LD_PRELOAD BM_TCP_CC_LOG
+	local port up
+	for port in 80 21 873 2811; do
+		up=0
+		for _ in $(seq 100); do
+			in_s ss -ltnH "sport = :$port" | grep -q . && { up=1; break; }
+			sleep 0.1
+		done
+		[ "$up" = 1 ] || fail "no server on port $port (logs in $T/logs; --keep)"
+	done
+}
+stop_servers() { wan_kill_ns "$WAN_S"; }
+
+# ---------------------------------------------------------------- tools
+# tool_cmd TOOL DATASET DEST: the client command, one word per line.
+tool_cmd() {
+	local tool=$1 ds=$2 dest=$3 f
+	local url=http://$SIP/$ds/
+	case $tool in
+	biomirror)
+		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
+		    --source "$url" --dest "$dest" ;;
+	biomirror-1s)
+		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
+		    --source "$url" --dest "$dest" --streams 1 ;;
+	curl)
+		[ -e "$T/run/list-$ds" ] && while read -r f; do
+			printf 'url = "%s%s"\noutput = "%s/%s"\n' "$url" "$f" "$dest" "$f"
+		done < "$T/run/list-$ds" > "$dest.curlrc"
+		printf '%s\n' curl -sS --fail --create-dirs -K "$dest.curlrc" ;;
+	aria2c)
+		[ -e "$T/run/list-$ds" ] && while read -r f; do
+			printf '%s%s\n  out=%s\n' "$url" "$f" "$f"
+		done < "$T/run/list-$ds" > "$dest.aria2"
+		printf '%s\n' aria2c -x 8 -s 8 -j 8 -q --file-allocation=none \
+		    --allow-overwrite=true --auto-file-renaming=false \
+		    -d "$dest" -i "$dest.aria2" ;;
+	lftp)
+		printf '%s\n' lftp -c "set net:max-retries 2; set xfer:clobber on; mirror --parallel=8 --use-pget-n=8 ftp://$SIP/$ds $dest" ;;
+	rclone)
+		printf '%s\n' rclone --config /dev/null copy --http-url "$url" \
+		    :http: "$dest" --transfers 8 --multi-thread-streams 8 ;;
+	globus-url-copy)
+		printf '%s\n' globus-url-copy -r -cd -p 8 -cc 4 -fast \
+		    "ftp://$SIP:2811$DATA/$ds/" "file://$dest/" ;;
+	rsync)
+		printf '%s\n' rsync -a "rsync://$SIP/data/$ds/" "$dest/" ;;
+	esac
+}
+tool_version() {
+	case $1 in
+	biomirror*) echo "$BM_INFO" ;;
+	curl) curl --version | head -n 1 | cut -d' ' -f1-2 ;;
+	aria2c) aria2c --version | head -n 1 ;;
+	lftp) lftp --version | head -n 1 | sed 's/ | Version / /; s/ |.*//' ;;
+	rclone) rclone version 2>/dev/null | head -n 1 ;;
+	globus-url-copy) globus-url-copy -version 2>&1 | head -n 1 ;;
+	rsync) rsync --version | head -n 1 | cut -d' ' -f1-4 ;;
+	esac
+}
+
+# ---------------------------------------------------------------- one cell
+# sender_cc: the congestion control algorithms that `ss -ti` shows on the
+# server's established connections, e.g. "cubic" or "bbr+cubic".
+sender_cc() {
+	in_s ss -tinH state established 2>/dev/null |
+	    grep -oE '(^|[[:space:]])(cubic|bbr|reno|htcp|vegas|westwood|dctcp)([[:space:]]|$)' |
+	    tr -d ' \t' | sort -u | paste -sd+ -
+}
+
+# disk_bytes DIR: bytes on disk under DIR, temp files included (allocated
+# blocks, so that ranges written into sparse files count only what
+# arrived; at most each file's apparent size).
+disk_bytes() {
+	find "$1" -type f -printf '%b %s\n' |
+	    awk '{ a = $1 * 512; if (a > $2) a = $2; s += a } END { printf "%d", s }'
+}
+
+# run_cell TOOL DATASET: sets CELL_STATUS (ok, cap, error, incomplete),
+# CELL_S (seconds), CELL_BYTES (bytes on disk), CELL_FILES, CELL_CC (the
+# sender's congestion control seen by ss 1 s into the cell).
+run_cell() {
+	local tool=$1 ds=$2 dest=$T/dest/$1 t0 t1 rc=0 killed=0 log
+	local -a cmd
+	rm -rf -- "$dest" "$dest.state" "$dest".*
+	mkdir -p "$dest"
+	mapfile -t cmd < <(tool_cmd "$tool" "$ds" "$dest")
+	log=$T/logs/cell-$tool.log
+	printf '%q ' "${cmd[@]}" > "$log"; echo >> "$log"
+	sync
+	t0=$(date +%s.%N)
+	setsid ip netns exec "$WAN_C" "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
+	CELL_PID=$!
+	CELL_CC=""
+	while kill -0 "$CELL_PID" 2>/dev/null; do
+		t1=$(date +%s.%N)
+		if [ -z "$CELL_CC" ] &&
+		    awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a >= 1) }'; then
+			CELL_CC=$(sender_cc)
+			CELL_CC=${CELL_CC:--}
+		fi
+		if awk -v a="$t0" -v b="$t1" -v c="$CAP" 'BEGIN { exit !(b - a >= c) }'; then
+			# Count before the kill: a tool may remove its
+			# partial files when it is stopped (biomirror does).
+			CELL_BYTES=$(disk_bytes "$dest")
+			CELL_FILES=$(find "$dest" -type f | wc -l)
+			kill -TERM -- "-$CELL_PID" 2>/dev/null
+			killed=1
+			sleep 1
+			kill -KILL -- "-$CELL_PID" 2>/dev/null
+			break
+		fi
+		sleep 0.1
+	done
+	wait "$CELL_PID"
+	rc=$?
+	[ "$killed" = 1 ] || t1=$(date +%s.%N)
+	CELL_PID=""
+	CELL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	if [ "$killed" = 0 ]; then
+		CELL_BYTES=$(disk_bytes "$dest")
+		CELL_FILES=$(find "$dest" -type f | wc -l)
+	fi
+	if [ "$killed" = 1 ]; then
+		CELL_STATUS=cap
+	elif [ "$rc" != 0 ]; then
+		CELL_STATUS=error
+	elif [ "$CELL_FILES" != "${DS_FILES[$ds]}" ] ||
+	    [ "$(find "$dest" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d", s }')" != "${DS_BYTES[$ds]}" ]; then
+		CELL_STATUS=incomplete
+	else
+		CELL_STATUS=ok
+	fi
+	echo "# exit $rc status $CELL_STATUS ${CELL_S}s $CELL_BYTES bytes $CELL_FILES files" >> "$log"
+	cat "$log" >> "$T/logs/cells.log"
+	rm -rf -- "$dest" "$dest.state" "$dest".*
+}
+
+# ---------------------------------------------------------------- main
+wan_init
+say "link: $(wan_describe), bottleneck $RATE Mbit/s, queue one BDP"
+echo "date,backend,rate_mbit,rtt_ms,loss_pct,cc,dataset,tool,status,seconds,bytes,files,mb_s,ratio_vs_curl,sender_cc_seen" > "$CSV"
+TOOL_LIST=${TOOLS//,/ }
+ncell=0 SERVERS_CC=""
+for cc in ${CCS//,/ }; do
+	for loss in ${LOSSES//,/ }; do
+		for rtt in ${RTTS//,/ }; do
+			WAN_CC=$cc
+			wan_link "$rtt" "$RATE" "$loss" || fail "wan_link $rtt $RATE $loss"
+			if [ "$cc" != "$SERVERS_CC" ]; then
+				stop_servers
+				start_servers "$cc"
+				SERVERS_CC=$cc
+			fi
+			in_c ping -q -c 3 -i 0.2 "$SIP" > "$T/logs/ping.log" 2>&1 ||
+			    fail "no path to $SIP (rtt $rtt loss $loss)"
+			for ds in ${DATASETS//,/ }; do
+				base=""
+				for tool in $TOOL_LIST; do
+					run_cell "$tool" "$ds"
+					ncell=$((ncell + 1))
+					mbs=$(awk -v b="$CELL_BYTES" -v s="$CELL_S" 'BEGIN { printf "%.2f", (s > 0) ? b / s / 1e6 : 0 }')
+					[ "$tool" = curl ] && base=$mbs
+					ratio=$(awk -v m="$mbs" -v b="${base:-0}" 'BEGIN { if (b > 0) printf "%.2f", m / b; else printf "" }')
+					echo "$STAMP,$WAN_BACKEND,$RATE,$rtt,$loss,$cc,$ds,$tool,$CELL_STATUS,$CELL_S,$CELL_BYTES,$CELL_FILES,$mbs,$ratio,${CELL_CC:-}" >> "$CSV"
+					say "cc $cc loss $loss% rtt $rtt ms $ds $tool: $CELL_STATUS ${CELL_S}s $mbs MB/s${ratio:+ (${ratio}x curl)} [ss: ${CELL_CC:-}]"
+				done
+			done
+		done
+	done
+done
+stop_servers
+wan_unlink
+
+# ---------------------------------------------------------------- report
+echo
+echo "## WAN benchmark $STAMP"
+echo
+echo "- link: $(wan_describe); bottleneck $RATE Mbit/s each way, queue one BDP (tail drop), loss in the server->client direction"
+echo "- machine: $(nproc) CPUs, kernel $(uname -r); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- sender congestion control: tests/bench/tcpcc.so (TCP_CONGESTION per socket) in every server, and congctl on the server namespace's route; the CSV column sender_cc_seen is what ss -ti showed 1 s into each cell"
+if [ -s "$T/logs/tcpcc.log" ]; then
+	echo "- tcpcc.so refusals (the route's congctl applies there): $(sort -u -t: -k3 "$T/logs/tcpcc.log" | sed 's/^tcpcc: pid [0-9]* //' | sort -u | paste -sd';' -)"
+fi
+echo "- each cell: one tool, empty destination, until done or $CAP s (then killed, bytes on disk counted); MB/s = 10^6 bytes/s; (Nx) = ratio to curl, one TCP connection"
+for t in $TOOL_LIST; do echo "- $t: $(tool_version "$t")"; done
+for t in $TOOL_LIST; do echo "    $t: $(tool_cmd "$t" DATASET /DEST | tr '\n' ' ')"; done | sed "s|$T|\$W|g"
+for cc in ${CCS//,/ }; do
+	for loss in ${LOSSES//,/ }; do
+		for ds in ${DATASETS//,/ }; do
+			echo
+			echo "### sender $cc, loss $loss%, $(ds_desc "$ds"), $RATE Mbit/s"
+			echo
+			awk -F, -v cc="$cc" -v loss="$loss" -v ds="$ds" -v tools="$TOOL_LIST" -v dat="$T/plot/$cc-$loss-$ds.dat" '
+			    NR > 1 && $6 == cc && $5 == loss && $7 == ds {
+				k = $4 SUBSEP $8; v[k] = $13; r[k] = $14; st[k] = $9
+				if (!($4 in seen)) { seen[$4] = 1; rtts[++n] = $4 }
+			    }
+			    END {
+				nt = split(tools, t, " ")
+				h = "| RTT ms |"; s = "|---:|"
+				for (j = 1; j <= nt; j++) { h = h " " t[j] " |"; s = s "---:|" }
+				print h; print s
+				printf "RTT" > dat
+				for (j = 1; j <= nt; j++) printf " %s", t[j] > dat
+				printf "\n" > dat
+				for (i = 1; i <= n; i++) {
+					line = "| " rtts[i] " |"; printf "%s", rtts[i] > dat
+					for (j = 1; j <= nt; j++) {
+						k = rtts[i] SUBSEP t[j]
+						c = v[k]
+						if (t[j] != "curl" && r[k] != "") c = c " (" r[k] "x)"
+						if (st[k] != "ok") c = c " " st[k]
+						line = line " " c " |"
+						printf " %s", (v[k] == "" ? "NaN" : v[k]) > dat
+					}
+					print line; printf "\n" > dat
+				}
+			    }' "$CSV"
+			if command -v gnuplot >/dev/null; then
+				png=$OUTDIR/wan-$STAMP-$cc-$loss-$ds.png
+				gnuplot > "$T/logs/gnuplot.log" 2>&1 <<EOF || echo "(gnuplot failed: $(head -c 300 "$T/logs/gnuplot.log"))"
+set terminal png size 900,560
+set output "$png"
+set title "sender $cc, loss $loss%, $(ds_desc "$ds"), bottleneck $RATE Mbit/s ($WAN_BACKEND)"
+set xlabel "RTT (ms)"
+set ylabel "MB/s"
+set key outside right
+set grid
+set yrange [0:*]
+set datafile missing "NaN"
+plot for [i=2:$(( $(wc -w <<<"$TOOL_LIST") + 1 ))] "$T/plot/$cc-$loss-$ds.dat" using 1:i with linespoints title columnhead(i)
+EOF
+				[ -s "$png" ] && echo && echo "plot: ${png#"$ROOT"/}"
+			fi
+		done
+	done
+done
+echo
+echo "csv: ${CSV#"$ROOT"/} ($ncell cells)"
+echo "Figures measured on a loaded machine (other work on the same cores) are not valid."
