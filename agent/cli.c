@@ -20,6 +20,7 @@
 #include "biomirror/cli.h"
 #include "biomirror/config.h"
 #include "biomirror/error.h"
+#include "biomirror/listing.h"
 #include "biomirror/log.h"
 #include "biomirror/manifest.h"
 #include "biomirror/report.h"
@@ -55,9 +56,11 @@ usage(FILE *fp)
 "  status [NAME]                  last runs and age of the last success\n"
 "  ls NAME [PATH]                 what the manifest holds\n"
 "  history NAME [--runs N | --run ID]  runs, or the files one run changed\n"
-"  resync NAME [--checksum] [--adopt]  full re-check and repair of a mirror\n"
+"  resync NAME [--checksum] [--adopt] [--dry-run]\n"
+"                                 full re-check and repair of a mirror\n"
 "  verify NAME [--repair]         re-hash local files against their digests\n"
-"  check-config                   validate the config and exit (also: -n)\n"
+"  check-config                   validate the config and exit (also: -n;\n"
+"                                 --json: {config, ok, mirrors or error})\n"
 "sync and plan options (each overrides the config key of the same name):\n"
 "  --concurrency N  --max-connections N  --include GLOB  --exclude GLOB\n"
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
@@ -325,9 +328,9 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 		    cmd);
 		goto out;
 	}
-	if (strcmp(cmd, "resync") == 0 && (a.nnames != 1 || a.source ||
-	    a.dry_run)) {
-		log_errx("usage: biomirror resync NAME [--checksum] [--adopt]");
+	if (strcmp(cmd, "resync") == 0 && (a.nnames != 1 || a.source)) {
+		log_errx("usage: biomirror resync NAME [--checksum] [--adopt] "
+		    "[--dry-run]");
 		goto out;
 	}
 	if ((a.source != NULL) != (a.dest != NULL)) {
@@ -737,14 +740,30 @@ open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
 static int
 cmd_ls(struct cli *c, int argc, char **argv)
 {
-	char		 path[PATH_MAX];
+	char		 path[PATH_MAX], prefix[PATH_MAX] = "";
 	struct manifest	*m = NULL;
 	struct ls_ctx	 x = { NULL };
+	size_t		 n;
 	int		 status;
 
 	if (argc < 2 || argc > 3) {
 		log_errx("usage: biomirror ls NAME [PATH]");
 		return 2;
+	}
+	if (argc == 3) {
+		/* A mirror path: relative, no ".." (STYLE.md rule 35). */
+		(void)snprintf(prefix, sizeof(prefix), "%s", argv[2]);
+		for (n = strlen(prefix); n > 0 && prefix[n - 1] == '/'; n--)
+			prefix[n - 1] = '\0';
+		if (strcmp(prefix, ".") == 0)
+			prefix[0] = '\0';
+		if (strlen(argv[2]) >= sizeof(prefix) || (prefix[0] != '\0' &&
+		    !path_is_safe(prefix, strlen(prefix))) ||
+		    (argv[2][0] == '/')) {
+			log_errx("ls: %s: not a relative path inside the "
+			    "mirror", argv[2]);
+			return 2;
+		}
 	}
 	if ((status = open_mirror(c, argv[1], path, &m)) != 0)
 		return status;
@@ -753,7 +772,7 @@ cmd_ls(struct cli *c, int argc, char **argv)
 		return 2;
 	}
 	status = 0;
-	if (manifest_ls(m, argc == 3 ? argv[2] : "", ls_row, &x) != 0) {
+	if (manifest_ls(m, prefix, ls_row, &x) != 0) {
 		log_errx("%s: %s", path, manifest_errmsg(m));
 		status = 2;
 	}
@@ -832,6 +851,18 @@ cmd_history(struct cli *c, int argc, char **argv)
 		goto out;
 	}
 	if (run > 0) {
+		/* Runs are never deleted: ids 1 to the newest all exist. */
+		if (manifest_runs(m, 1, &runs, &n) != 0) {
+			log_errx("%s: %s", path, manifest_errmsg(m));
+			status = 2;
+			goto out;
+		}
+		if (n == 0 || (uint64_t)runs[0].id < run) {
+			log_errx("%s: run %llu: no such run", argv[1],
+			    (unsigned long long)run);
+			status = 2;
+			goto out;
+		}
 		if (manifest_events(m, (int64_t)run, history_event, &x) != 0) {
 			log_errx("%s: %s", path, manifest_errmsg(m));
 			status = 2;
@@ -888,8 +919,15 @@ verify_text(const struct mirror_result *r)
 		free(p);
 		p = NULL;
 	}
-	printf("%s: verify %s: checked %lld files, %lld differ\n", r->mirror,
-	    r->status, (long long)r->listed, (long long)r->failed);
+	/* Say how many were hashed: size and mtime alone prove no content. */
+	printf("%s: verify %s: checked %lld file%s against digests, ",
+	    r->mirror, r->status, (long long)r->digest_checked,
+	    r->digest_checked == 1 ? "" : "s");
+	if (r->size_only > 0)
+		printf("%lld file%s no recorded digest or sidecar (size "
+		    "and mtime only), ", (long long)r->size_only,
+		    r->size_only == 1 ? " has" : "s have");
+	printf("%lld differ\n", (long long)r->failed);
 }
 
 /*
@@ -956,12 +994,34 @@ cmd_check_config(struct cli *c)
 {
 	int	 status;
 
-	if ((status = load_config(c, true)) != 0)
-		return status;
-	printf("%s: configuration OK (%zu mirror%s)\n", c->conf->path ?
-	    c->conf->path : DEFAULT_CONFIG, c->conf->nmirrors,
-	    c->conf->nmirrors == 1 ? "" : "s");
-	return 0;
+	char		 err[1024];
+	const char	*path = c->config_path ? c->config_path : DEFAULT_CONFIG;
+	json_t		*o;
+	int		 rc;
+
+	if (!c->json) {
+		if ((status = load_config(c, true)) != 0)
+			return status;
+		printf("%s: configuration OK (%zu mirror%s)\n", path,
+		    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" : "s");
+		return 0;
+	}
+	/* --json: {"config", "ok", "mirrors"} or {"config", "ok", "error"}. */
+	err[0] = '\0';
+	if ((rc = config_load(path, &c->conf, err, sizeof(err))) != 0 &&
+	    (rc == BM_ENOENT || err[0] == '\0'))
+		(void)snprintf(err, sizeof(err), "%s", rc == BM_ENOENT ?
+		    "cannot open config file" : bm_strerror(rc));
+	status = rc != 0 ? 2 : 0;
+	o = rc != 0 ? json_pack("{s:s,s:b,s:s}", "config", path, "ok", 0,
+	    "error", err) : json_pack("{s:s,s:b,s:I}", "config", path, "ok",
+	    1, "mirrors", (json_int_t)c->conf->nmirrors);
+	if (o == NULL)
+		return 2;
+	(void)json_dumpf(o, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+	fputc('\n', stdout);
+	json_decref(o);
+	return status;
 }
 
 /*

@@ -4,7 +4,9 @@
  * and digests are compared with CRYPTO_memcmp (STYLE.md rule 40).  A
  * sidecar_set is an array of (path, digest, order added) entries, sorted
  * by path on the first lookup after an add; for each path and algorithm
- * the entry added first wins.  Sidecar text is hostile input: every line
+ * the entry added first wins, except that a sidecar stating two different
+ * digests of one algorithm for one path makes that path a conflict (a
+ * mismatch for the callers, never a pass on either digest).  Sidecar text is hostile input: every line
  * is length-checked, hex is decoded digit by digit, and names go through
  * path_is_safe() before they are joined to the sidecar's directory.
  */
@@ -520,18 +522,26 @@ ent_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-bool
-sidecar_set_find(struct sidecar_set *s, const char *path,
-    struct sidecar_sum *ret)
+/* Sort by (path, order added) when an add came since the last sort. */
+static void
+set_sort(struct sidecar_set *s)
 {
-	size_t	 lo = 0, hi = s->n, mid;
-	bool	 found = false;
-
 	if (!s->sorted) {
 		if (s->n > 1)
 			qsort(s->e, s->n, sizeof(*s->e), ent_cmp);
 		s->sorted = true;
 	}
+}
+
+bool
+sidecar_set_find(struct sidecar_set *s, const char *path,
+    struct sidecar_sum *ret)
+{
+	size_t		 lo = 0, hi = s->n, mid;
+	enum digest_alg	 alg;
+	bool		 found = false;
+
+	set_sort(s);
 	/* The first entry of path: entries of one path are in added order. */
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
@@ -542,12 +552,41 @@ sidecar_set_find(struct sidecar_set *s, const char *path,
 	}
 	memset(ret, 0, sizeof(*ret));
 	for (; lo < s->n && strcmp(s->e[lo].path, path) == 0; lo++) {
-		if (ret->has[s->e[lo].v.alg])
-			continue;	/* the first added wins */
-		ret->has[s->e[lo].v.alg] = true;
-		ret->v[s->e[lo].v.alg] = s->e[lo].v;
-		ret->from[s->e[lo].v.alg] = s->e[lo].from;
+		alg = s->e[lo].v.alg;
+		if (ret->has[alg]) {
+			/* The first added wins, unless its own sidecar
+			 * states another digest for the path too. */
+			if (s->e[lo].from == ret->from[alg] &&
+			    !digest_equal(&s->e[lo].v, &ret->v[alg]))
+				ret->conflict[alg] = true;
+			continue;
+		}
+		ret->has[alg] = true;
+		ret->v[alg] = s->e[lo].v;
+		ret->from[alg] = s->e[lo].from;
 		found = true;
 	}
 	return found;
+}
+
+int
+sidecar_set_conflicts(struct sidecar_set *s, sidecar_conflict_fn fn,
+    void *ctx)
+{
+	struct sidecar_sum sum;
+	size_t		 i;
+	int		 a, rc;
+
+	set_sort(s);
+	for (i = 0; i < s->n; i++) {
+		/* sorted by the find: one call per distinct path */
+		if (i > 0 && strcmp(s->e[i].path, s->e[i - 1].path) == 0)
+			continue;
+		(void)sidecar_set_find(s, s->e[i].path, &sum);
+		for (a = 0; a < DIGEST__N; a++)
+			if (sum.conflict[a] &&
+			    (rc = fn(ctx, sum.from[a], s->e[i].path)) != 0)
+				return rc;
+	}
+	return 0;
 }

@@ -313,8 +313,9 @@ prec_unit(enum mtime_prec prec)
 
 /*
  * resync --adopt: a new row whose local file already has the listed
- * exact size and the listed mtime (compared at the listing's precision)
- * is recorded as it is.  Returns 1 when adopted, 0 when not (plan it as
+ * exact size and the listed mtime (compared at the listing's precision),
+ * and, with a check function (--checksum), content that matches its
+ * published digests, is recorded as it is.  Returns 1 when adopted, 0 when not (plan it as
  * usual), <0 on error.
  */
 static int
@@ -330,6 +331,9 @@ plan_adopt(struct plan_ctx *c, const struct diff_row *row)
 		return 0;
 	lt = st.mtime - (st.mtime % unit + unit) % unit;
 	if (lt != row->list_mtime - (row->list_mtime % unit + unit) % unit)
+		return 0;
+	/* resync --checksum --adopt: the content must match too. */
+	if (c->po->check != NULL && c->po->check(c->po->check_ctx, row))
 		return 0;
 	if ((rc = plan_add(c->p, row, ACT_ADOPT, "local copy matches")) != 0)
 		return rc;

@@ -244,6 +244,13 @@ result_json(const struct mirror_result *r)
 		json_decref(errs);
 		goto fail;
 	}
+	if (r->verify && (json_object_set_new(o, "digest_checked",
+	    json_integer(r->digest_checked)) != 0 ||
+	    json_object_set_new(o, "size_only",
+	    json_integer(r->size_only)) != 0)) {
+		json_decref(errs);
+		goto fail;
+	}
 	if (json_object_set_new(o, "errors", errs) != 0)
 		goto fail;
 	if (json_object_set_new(o, "post_sync", r->post_sync_status < 0 ?

@@ -1398,6 +1398,15 @@ hash_check(struct sched *sc, struct sfile *f)
 	for (i = 0; rc == 0 && i < DIGEST__N; i++) {
 		if (!h->sum.has[i])
 			continue;
+		if (h->sum.conflict[i]) {
+			/* Two digests for one file: neither can vouch. */
+			(void)snprintf(res->errmsg, sizeof(res->errmsg),
+			    "checksum mismatch: %.60s gives conflicting %s "
+			    "digests", h->sum.from[i],
+			    digest_alg_name((enum digest_alg)i));
+			rc = BM_ECHECKSUM;
+			break;
+		}
 		if ((rc = digest_final(h->d, (enum digest_alg)i, &v)) != 0)
 			break;
 		if (digest_equal(&v, &h->sum.v[i]))

@@ -66,6 +66,9 @@ struct run {
 	char		**sidecars;	/* owned: listed sidecar files (verify != size) */
 	size_t		 nsidecars;
 	struct sidecar_set *sums;	/* owned: local sidecars' digests (--checksum), or NULL */
+	char		**noted;	/* owned: "sidecar\npath" keys already
+					   warned about this run (run_note_once) */
+	size_t		 nnoted;
 	bool		 complete;	/* the listing is complete */
 	char		*source;	/* owned: source URL as libcurl takes it
 					   (ftps:// becomes ftp:// + AUTH TLS) */
@@ -878,19 +881,36 @@ batch_files(void)
 	return (size_t)n;
 }
 
-/* resync --adopt: record the local files that match the listing. */
+static const char *run_local_differs(struct run *, const char *,
+	    const char *, bool *, char *);
+
+/*
+ * resync --adopt: record the local files that match the listing (with
+ * verify = checksum, with their SHA-256).
+ */
 static int
 run_adopts(struct run *r)
 {
 	struct commit_rec rec;
 	const struct action *a;
+	const char	*why;
+	char		 sha[DIGEST_TEXT_MAX];
 	size_t		 i;
 
 	for (i = 0; i < r->p->nacts; i++) {
 		a = &r->p->acts[i];
 		if (a->op != ACT_ADOPT)
 			continue;
+		/* verify = checksum: record the adopted content's SHA-256. */
+		sha[0] = '\0';
+		if (r->c->verify == VERIFY_CHECKSUM && (why =
+		    run_local_differs(r, a->path, NULL, NULL, sha)) != NULL) {
+			log_warnx("%s: local content %s: not adopted",
+			    a->path, why);
+			continue;
+		}
 		memset(&rec, 0, sizeof(rec));
+		rec.checksum = sha[0] ? sha : NULL;
 		rec.path = a->path;
 		rec.op = COMMIT_ADOPTED;
 		rec.type = ENTRY_FILE;
@@ -977,6 +997,57 @@ out:
 }
 
 /*
+ * True the first time this run asks about (sidecar, path): the sidecar
+ * files are read up to three times a run (resync --checksum's plan, the
+ * data pass, verify --repair), and each finding is logged once.  On
+ * out-of-memory it answers true (a repeated line beats a lost one).
+ */
+static bool
+run_note_once(struct run *r, const char *sidecar, const char *path)
+{
+	char	**v, *key;
+	size_t	 i;
+
+	if (asprintf(&key, "%s\n%s", sidecar, path) < 0)
+		return true;
+	for (i = 0; i < r->nnoted; i++)
+		if (strcmp(r->noted[i], key) == 0) {
+			free(key);
+			return false;
+		}
+	if ((v = reallocarray(r->noted, r->nnoted + 1, sizeof(*v))) == NULL) {
+		free(key);
+		return true;
+	}
+	r->noted = v;
+	r->noted[r->nnoted++] = key;
+	return true;
+}
+
+/* sidecar_conflict_fn: warn (once a run) of a path given two digests. */
+static int
+run_note_conflict(void *ctx, const char *sidecar, const char *path)
+{
+	if (run_note_once(ctx, sidecar, path))
+		log_warnx("%s: sidecar: conflicting digests for %s: treated "
+		    "as a mismatch", sidecar, path);
+	return 0;
+}
+
+/* Free what run_note_once() kept. */
+static void
+run_notes_free(struct run *r)
+{
+	size_t	 i;
+
+	for (i = 0; i < r->nnoted; i++)
+		free(r->noted[i]);
+	free(r->noted);
+	r->noted = NULL;
+	r->nnoted = 0;
+}
+
+/*
  * The published digests: every listed sidecar file as it is on disk now
  * (after the sidecar pass fetched the changed ones), per-file sidecars
  * ("X.md5") before lists ("MD5SUMS"), so that the more specific one wins.
@@ -1013,10 +1084,12 @@ run_load_sums(struct run *r, struct sidecar_set **ret)
 			free(text);
 			if (rc != 0)
 				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
-			else if (bad > 0)
+			else if (bad > 0 && run_note_once(r, p, ""))
 				log_info("%s: sidecar: %zu lines ignored "
 				    "(malformed, or unsafe names)", p, bad);
 		}
+	if (rc != BM_ENOMEM)
+		rc = sidecar_set_conflicts(set, run_note_conflict, r);
 	if (rc == BM_ENOMEM) {
 		sidecar_set_free(set);
 		return rc;
@@ -1328,10 +1401,14 @@ run_metrics(struct run *r, const struct run_record *rec)
  * Hash the local file path and compare it with checksum (its recorded
  * "ALG:HEX", may be NULL) and the published digests in r->sums.  Returns
  * NULL when it matches or there is nothing to compare with, else why it
- * differs (static text).
+ * differs (static text).  *ret_compared (may be NULL) is set to whether
+ * any digest was there to compare with.  When ret_sha (DIGEST_TEXT_MAX
+ * bytes, may be NULL) is given, the file's "sha256:HEX" is written there
+ * on a match (hashed even with nothing to compare), else "".
  */
 static const char *
-run_local_differs(struct run *r, const char *path, const char *checksum)
+run_local_differs(struct run *r, const char *path, const char *checksum,
+    bool *ret_compared, char *ret_sha)
 {
 	struct sidecar_sum sum;
 	struct digest_value rec, v;
@@ -1342,6 +1419,8 @@ run_local_differs(struct run *r, const char *path, const char *checksum)
 	int		 i, fd = -1;
 
 	memset(&sum, 0, sizeof(sum));
+	if (ret_sha != NULL)
+		ret_sha[0] = '\0';
 	have_rec = checksum != NULL && digest_from_text(checksum, &rec) == 0;
 	if (r->sums != NULL)
 		(void)sidecar_set_find(r->sums, path, &sum);
@@ -1350,6 +1429,13 @@ run_local_differs(struct run *r, const char *path, const char *checksum)
 	for (i = 0; i < DIGEST__N; i++)
 		if (sum.has[i])
 			algs |= DIGEST_BIT(i);
+	if (ret_compared != NULL)
+		*ret_compared = algs != 0;
+	for (i = 0; i < DIGEST__N; i++)
+		if (sum.conflict[i])
+			return "has conflicting digests in its sidecar";
+	if (ret_sha != NULL)
+		algs |= DIGEST_BIT(DIGEST_SHA256);
 	if (algs == 0)
 		return NULL;	/* nothing to compare with: size and mtime it is */
 	if (digest_new(algs, &d) != 0 ||
@@ -1365,6 +1451,10 @@ run_local_differs(struct run *r, const char *path, const char *checksum)
 		if (sum.has[i] && (digest_final(d, (enum digest_alg)i,
 		    &v) != 0 || !digest_equal(&v, &sum.v[i])))
 			goto out;
+	why = "cannot be hashed";
+	if (ret_sha != NULL && (digest_final(d, DIGEST_SHA256, &v) != 0 ||
+	    digest_to_text(&v, ret_sha, DIGEST_TEXT_MAX) != 0))
+		goto out;
 	why = NULL;
 out:
 	if (fd != -1)
@@ -1382,7 +1472,8 @@ run_check_local(void *ctx, const struct diff_row *row)
 {
 	const char	*why;
 
-	if ((why = run_local_differs(ctx, row->path, row->checksum)) == NULL)
+	if ((why = run_local_differs(ctx, row->path, row->checksum, NULL,
+	    NULL)) == NULL)
 		return false;
 	log_warnx("%s: local content %s: fetching it again", row->path, why);
 	return true;
@@ -1545,6 +1636,7 @@ done:
 		free(r.sidecars[i]);
 	free(r.sidecars);
 	sidecar_set_free(r.sums);
+	run_notes_free(&r);
 	xfer_free(r.x);
 	/* publish = set: a working snapshot holding nothing new goes. */
 	if (r.s != NULL && !o->dry_run && c->publish == PUBLISH_SET &&
@@ -1590,6 +1682,7 @@ verify_file(void *ctx, const struct file_row *row)
 	struct run	*r = ctx;
 	struct local_stat st;
 	const char	*why = NULL;
+	bool		 compared = false;
 	int		 fd = -1, rc;
 
 	if (row->type != ENTRY_FILE)
@@ -1601,10 +1694,17 @@ verify_file(void *ctx, const struct file_row *row)
 		why = rc == BM_ENOENT ? "missing" : bm_strerror(rc);
 	else if (st.size != row->local_size)
 		why = "size differs from what was committed";
-	else
-		why = run_local_differs(r, row->path, row->checksum);
+	else if ((why = run_local_differs(r, row->path, row->checksum,
+	    &compared, NULL)) == NULL && !compared &&
+	    row->local_mtime >= 0 && st.mtime != row->local_mtime)
+		/* Nothing to hash against: size and mtime are the check. */
+		why = "mtime differs from what was committed";
 	if (fd != -1)
 		(void)close(fd);
+	if (compared)
+		r->res->digest_checked++;
+	else if (rc == 0)
+		r->res->size_only++;
 	if (why == NULL)
 		return 0;
 	log_warnx("%s: verify: %s", row->path, why);
@@ -1661,6 +1761,7 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	r.c = c;
 	if ((r.res = result_new(c->name)) == NULL)
 		return BM_ENOMEM;
+	r.res->verify = true;
 	if ((rc = state_lock(o->state_dir, o->key, &lockfd, &holder)) != 0) {
 		if (rc == BM_ELOCKED) {
 			(void)snprintf(r.err, sizeof(r.err), "another run "
@@ -1685,6 +1786,7 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 		free(r.sidecars[i]);
 	free(r.sidecars);
 	sidecar_set_free(r.sums);
+	run_notes_free(&r);
 	store_close(r.s);
 	manifest_close(r.m);
 	state_unlock(lockfd);

@@ -56,6 +56,8 @@
  *   NOT_MODIFIED upsert type, list_*, target and seen_run; up_size,
  *		up_mtime, etag, local_size, local_mtime change only when the
  *		record gives a value (not -1 / not NULL).
+ *   NOT_MODIFIED and ADOPTED also set checksum when the record gives
+ *		one (else the recorded digest stays).
  *   ADOPTED	as NOT_MODIFIED (resync --adopt: a local file already
  *		matching the listing is recorded without a fetch).
  *   TOUCHED	update local_mtime (and local_size when not -1) and
@@ -257,8 +259,9 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_NOT_MODIFIED] =
 	    "INSERT INTO main.files (path, type, list_size, list_size_exact,"
 	    " list_mtime, list_prec, up_size, up_mtime, etag, target,"
-	    " local_size, local_mtime, seen_run)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+	    " local_size, local_mtime, seen_run, checksum)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+	    " ?14)"
 	    " ON CONFLICT (path) DO UPDATE SET type = excluded.type,"
 	    " list_size = excluded.list_size,"
 	    " list_size_exact = excluded.list_size_exact,"
@@ -270,7 +273,8 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    " target = excluded.target,"
 	    " local_size = coalesce(excluded.local_size, local_size),"
 	    " local_mtime = coalesce(excluded.local_mtime, local_mtime),"
-	    " seen_run = excluded.seen_run",
+	    " seen_run = excluded.seen_run,"
+	    " checksum = coalesce(excluded.checksum, checksum)",
 	[ST_TOUCHED] =
 	    "UPDATE main.files SET local_mtime = coalesce(?2, local_mtime),"
 	    " local_size = coalesce(?3, local_size), seen_run = ?4"
@@ -1150,6 +1154,7 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 	case COMMIT_ADOPTED:
 		st = m->st[ST_NOT_MODIFIED];
 		bind_rec(st, c, run);
+		(void)bind_text(st, 14, c->checksum);
 		return st_run(m, st);
 	case COMMIT_TOUCHED:
 		st = m->st[ST_TOUCHED];

@@ -107,6 +107,9 @@ struct sidecar_sum {
 	bool		 has[DIGEST__N];	/* v[alg] is known */
 	struct digest_value v[DIGEST__N];
 	const char	*from[DIGEST__N];	/* borrowed: sidecar that said so */
+	bool		 conflict[DIGEST__N];	/* from[alg] also states another
+						   digest for the path: treat
+						   it as a mismatch */
 };
 
 struct sidecar_set;
@@ -123,7 +126,10 @@ void	sidecar_set_free(struct sidecar_set *s);
  * are skipped and counted in *ret_bad (may be NULL); *ret_n (may be
  * NULL) gets the entries added.  When two sidecars state a digest of the
  * same algorithm for one path, the one added first wins: add the
- * per-file sidecars before the lists.  Returns 0, BM_EINVAL (path is not
+ * per-file sidecars before the lists.  When the winning sidecar itself
+ * states two different digests of one algorithm for the path (duplicate
+ * lines), sidecar_set_find() flags it in conflict[alg]: callers must
+ * treat the path as not matching, whatever its content.  Returns 0, BM_EINVAL (path is not
  * a sidecar name), BM_ELIMIT (past max entries) or BM_ENOMEM.
  */
 int	sidecar_set_add(struct sidecar_set *s, const char *path,
@@ -134,6 +140,16 @@ int	sidecar_set_add(struct sidecar_set *s, const char *path,
  */
 bool	sidecar_set_find(struct sidecar_set *s, const char *path,
 	    struct sidecar_sum *ret);
+/*
+ * Call fn(ctx, sidecar, path) (both borrowed for the call) once for each
+ * path and algorithm that sidecar_set_find() would flag as a conflict,
+ * in path order.  Stops at and returns fn's first nonzero value, else 0.
+ * Not thread-safe (sorts the set).
+ */
+typedef int (*sidecar_conflict_fn)(void *ctx, const char *sidecar,
+	    const char *path);
+int	sidecar_set_conflicts(struct sidecar_set *s, sidecar_conflict_fn fn,
+	    void *ctx);
 /* Entries in the set. */
 size_t	sidecar_set_count(const struct sidecar_set *s);
 

@@ -148,7 +148,8 @@ struct commit_rec {
 	int64_t		 local_size;	/* committed local size, -1 if n/a */
 	int64_t		 local_mtime;	/* committed local mtime, ns, -1 if n/a */
 	int64_t		 bytes;		/* bytes transferred for this file */
-	const char	*checksum;	/* borrowed: FETCHED content's "ALG:HEX", NULL if none */
+	const char	*checksum;	/* borrowed: FETCHED (or ADOPTED, NOT_MODIFIED:
+					   kept when NULL) content's "ALG:HEX", NULL if none */
 	const char	*reason;	/* borrowed: failure reason, NULL if none */
 };
 

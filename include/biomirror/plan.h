@@ -102,7 +102,8 @@ typedef bool (*plan_check_fn)(void *ctx, const struct diff_row *row);
 struct plan_opts {
 	bool		 adopt;		/* a file the manifest lacks whose local
 					   exact size and mtime (at the listing's
-					   precision) match the listing: ACT_ADOPT */
+					   precision) match the listing, and which
+					   check (if set) finds the same: ACT_ADOPT */
 	plan_check_fn	 check;		/* NULL: trust size and mtime */
 	void		*check_ctx;	/* borrowed: check's first argument */
 };

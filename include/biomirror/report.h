@@ -27,6 +27,11 @@ struct mirror_result {
 	int		 exit_code;	/* DESIGN.md exit status for this mirror */
 	int64_t		 listed, fetched, touched, deleted, failed;
 	int64_t		 adopted;	/* resync --adopt: recorded without a fetch */
+	bool		 verify;	/* a verify run: the two counts below apply */
+	int64_t		 digest_checked; /* verify: files hashed against a
+					   recorded or sidecar digest */
+	int64_t		 size_only;	/* verify: files with no digest to
+					   compare: size and mtime checked only */
 	uint64_t	 bytes;		/* bytes fetched */
 	double		 seconds;	/* wall time of the run */
 	bool		 dry_run;	/* a plan, nothing changed */
@@ -55,7 +60,8 @@ void	report_summary(const struct mirror_result *r, FILE *fp);
 /*
  * Print the --json array of results[0..n) to fp, one object per mirror
  * run with the DESIGN.md fields, plus "dry_run" and "post_sync" (the
- * hook's exit status, null when it did not run).  Returns 0 or BM_ENOMEM.
+ * hook's exit status, null when it did not run); a verify result also
+ * has "digest_checked" and "size_only" (see struct mirror_result).  Returns 0 or BM_ENOMEM.
  */
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
 /*

@@ -41,7 +41,9 @@ int	sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
  * recorded digest and the sidecar files on disk, without listing
  * upstream; each file that is missing, has another size than was
  * committed, or whose digest differs is an error {path, "verify",
- * reason} in *ret (failed counts them, listed counts files checked;
+ * reason} in *ret (failed counts them, listed counts files checked,
+ * digest_checked those hashed against a digest, size_only those with no
+ * digest, whose size and mtime are compared instead;
  * exit code 1 when any differ, 2 without a manifest or on a manifest
  * error, 75 when locked).  Returns 0 when a result was produced, or
  * BM_ENOMEM.

@@ -36,8 +36,10 @@ assert_exit 0 bm --json history up
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [x["run"] for x in r]==[2,1], r' \
     "$LAST_OUT" || fail "history --json runs"
 
-assert_exit 0 bm history up --run 99
-grep -q 'no files' "$LAST_OUT" || fail "an unknown run says so"
+# An unknown run is a bad argument (exit 2), named in the error.
+assert_exit 2 bm history up --run 99
+assert_eq "$(cat "$LAST_ERR")" "biomirror: up: run 99: no such run" "an unknown run says so"
+assert_eq "$(cat "$LAST_OUT")" "" "nothing printed for an unknown run"
 assert_exit 2 bm history up --runs 0
 assert_exit 2 bm history nosuch
 assert_exit 2 bm history

@@ -25,7 +25,7 @@ expect_counts 5 0 0 0
 
 echo "# verify: all good"
 assert_exit 0 bm verify up
-assert_eq "$(cat "$T/last.out")" "up: verify ok: checked 5 files, 0 differ" "verify output"
+assert_eq "$(cat "$T/last.out")" "up: verify ok: checked 5 files against digests, 0 differ" "verify output"
 
 echo "# verify: a corrupted file (same size and mtime) is found"
 printf 'XXXX' | dd of="$T/mirror/doc/c.txt" bs=1 seek=10 conv=notrunc status=none
@@ -35,7 +35,7 @@ touch -d '2022-05-06 07:08:09 UTC' "$T/mirror/db/a.gz"
 assert_exit 1 bm verify up
 assert_eq "$(cat "$T/last.out")" "differs db/a.gz: differs from its recorded checksum
 differs doc/c.txt: differs from its recorded checksum
-up: verify partial: checked 5 files, 2 differ" "verify output"
+up: verify partial: checked 5 files against digests, 2 differ" "verify output"
 assert_exit 1 bm --json verify up
 assert_eq "$(jerrors)" "$(printf 'db/a.gz verify\ndoc/c.txt verify')" "json errors"
 assert_eq "$(jfield failed)" 2 "json failed"

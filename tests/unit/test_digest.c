@@ -294,6 +294,47 @@ test_set(void)
 	sidecar_set_free(NULL);
 }
 
+static int
+count_conflict(void *ctx, const char *sidecar, const char *path)
+{
+	char	*out = ctx;
+	size_t	 n = strlen(out);
+
+	(void)snprintf(out + n, 256 - n, "%s:%s;", sidecar, path);
+	return 0;
+}
+
+/* Duplicate lines: same digest is fine, two digests are a conflict. */
+static void
+test_conflict(void)
+{
+	struct sidecar_set *s = sidecar_set_new(100);
+	struct sidecar_sum sum;
+	char		 seen[256] = "";
+	const char	 list[] =
+	    MD5_ABC "  a.gz\n" MD5_EMPTY "  a.gz\n"
+	    MD5_ABC "  b.gz\n" MD5_ABC "  b.gz\n";
+	const char	 own[] = MD5_EMPTY "  c.gz\n";
+	const char	 other[] = MD5_ABC "  c.gz\n";
+
+	is_int(sidecar_set_add(s, "c.gz.md5", own, strlen(own), NULL, NULL),
+	    0, "per-file sidecar");
+	is_int(sidecar_set_add(s, "MD5SUMS", list, strlen(list), NULL, NULL),
+	    0, "list with duplicates");
+	is_int(sidecar_set_add(s, "md5sum.txt", other, strlen(other), NULL,
+	    NULL), 0, "second list");
+	ok(sidecar_set_find(s, "a.gz", &sum) && sum.conflict[DIGEST_MD5],
+	    "two digests for a.gz: conflict");
+	ok(sidecar_set_find(s, "b.gz", &sum) && !sum.conflict[DIGEST_MD5],
+	    "the same digest twice: no conflict");
+	ok(sidecar_set_find(s, "c.gz", &sum) && !sum.conflict[DIGEST_MD5] &&
+	    strcmp(sum.from[DIGEST_MD5], "c.gz.md5") == 0,
+	    "another sidecar disagreeing: the first added wins");
+	is_int(sidecar_set_conflicts(s, count_conflict, seen), 0, "walk");
+	is_str(seen, "MD5SUMS:a.gz;", "one conflict reported");
+	sidecar_set_free(s);
+}
+
 int
 main(void)
 {
@@ -302,5 +343,6 @@ main(void)
 	test_lines();
 	test_names();
 	test_set();
+	test_conflict();
 	return done_testing();
 }
