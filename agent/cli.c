@@ -516,12 +516,16 @@ status_text(const char *name, const struct run_record *last,
 /*
  * With publish = set: the snapshot DEST points at (readlink(2) of the
  * configured dest, copied into buf of len bytes), or NULL when the mirror
- * is not in set mode or DEST is not (yet) a symlink.
+ * is not in set mode or DEST is not (yet) a symlink.  *ret_dest gets the
+ * dest (borrowed from the config) and *ret_missing whether the symlink
+ * dangles (its snapshot is gone), both only when a snapshot is returned.
  */
 static const char *
-published_snapshot(struct cli *c, const char *name, char *buf, size_t len)
+published_snapshot(struct cli *c, const char *name, char *buf, size_t len,
+    const char **ret_dest, bool *ret_missing)
 {
 	const struct mirror_conf *m;
+	struct stat	 st;
 	ssize_t		 n;
 
 	if (c->conf == NULL || (m = config_find(c->conf, name)) == NULL ||
@@ -530,6 +534,8 @@ published_snapshot(struct cli *c, const char *name, char *buf, size_t len)
 	if ((n = readlink(m->dest, buf, len - 1)) <= 0)
 		return NULL;
 	buf[n] = '\0';
+	*ret_dest = m->dest;
+	*ret_missing = stat(m->dest, &st) == -1 || !S_ISDIR(st.st_mode);
 	return buf;
 }
 
@@ -537,11 +543,11 @@ static int
 status_one(struct cli *c, const char *name, json_t *arr)
 {
 	char		 path[PATH_MAX], err[512], snap[PATH_MAX];
-	const char	*published;
+	const char	*published, *dest = NULL;
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL, ok;
 	size_t		 nruns = 0;
-	bool		 have_ok = false;
+	bool		 have_ok = false, published_missing = false;
 	struct timespec	 now;
 	json_t		*o;
 	long		 holder = 0;
@@ -562,7 +568,8 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		log_errx("%s", err);
 		status = 2;
 	}
-	published = published_snapshot(c, name, snap, sizeof(snap));
+	published = published_snapshot(c, name, snap, sizeof(snap), &dest,
+	    &published_missing);
 	if (arr != NULL) {
 		o = json_pack("{s:s,s:o,s:o}", "mirror", name,
 		    "last_run", nruns ? run_json(&runs[0]) : json_null(),
@@ -573,6 +580,9 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		if (o != NULL && published != NULL)
 			(void)json_object_set_new(o, "published",
 			    json_string(published));
+		if (o != NULL && published != NULL)
+			(void)json_object_set_new(o, "published_missing",
+			    json_boolean(published_missing));
 		if (o != NULL && have_ok)
 			(void)json_object_set_new(o, "last_success_age_seconds",
 			    json_integer((json_int_t)(((int64_t)now.tv_sec *
@@ -584,8 +594,11 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		    (int64_t)now.tv_sec * NS + now.tv_nsec);
 		if (holder > 0)
 			printf("%s: running now (pid %ld)\n", name, holder);
-		if (published != NULL)
+		if (published != NULL && !published_missing)
 			printf("%s: published snapshot %s\n", name, published);
+		else if (published != NULL)
+			printf("%s: published snapshot %s is missing (%s "
+			    "points at nothing)\n", name, published, dest);
 	}
 	free(runs);
 	manifest_close(m);

@@ -887,6 +887,22 @@ dest_canon(const char *dest)
 	return out;
 }
 
+/* True when dest has a ".." component. */
+static bool
+dest_has_dotdot(const char *dest)
+{
+	const char	*p, *e;
+
+	for (p = dest; *p != '\0'; p = e) {
+		while (*p == '/')
+			p++;
+		e = p + strcspn(p, "/");
+		if (e - p == 2 && p[0] == '.' && p[1] == '.')
+			return true;
+	}
+	return false;
+}
+
 bool
 mirror_is_ftp(const struct mirror_conf *m)
 {
@@ -1322,6 +1338,13 @@ check_file_dest(struct conf_load *ld)
 		    "the working directory)", m->dest);
 		return;
 	}
+	if (dest_has_dotdot(m->dest)) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "dest = %s: '..' "
+		    "components are not allowed (write the directory without "
+		    "them: they resolve differently across symlinks)",
+		    m->dest);
+		return;
+	}
 	if ((a = dest_canon(m->dest)) == NULL)
 		goto nomem;
 	if (strcmp(a, "/") == 0) {
@@ -1329,6 +1352,7 @@ check_file_dest(struct conf_load *ld)
 		    "directory cannot be a mirror's destination", m->dest);
 		goto out;
 	}
+
 	/* The state directory (manifests) must not share the tree either. */
 	if (ld->c->state_dir != NULL) {
 		if ((b = dest_canon(ld->c->state_dir)) == NULL)
@@ -1355,6 +1379,12 @@ check_file_dest(struct conf_load *ld)
 			    m->name, rel[r], o->dest, o->name, o->line);
 		free(b);
 		b = NULL;
+	}
+	if (ld->rc == 0) {
+		/* Used canonical from now on: "/srv/db/." is "/srv/db". */
+		free(m->dest);
+		m->dest = a;
+		a = NULL;
 	}
 	goto out;
 nomem:

@@ -1513,9 +1513,17 @@ store_free_space(struct store *s, uint64_t *ret)
  * the first, every later one is named by the run that built it (or one
  * more than the highest present, should run ids have restarted).  The
  * snapshot DEST points at is published; a higher one is the working
- * snapshot of a run that has not been published (reused by the next run:
- * the manifest already records its files); lower ones are older versions,
- * of which the one replaced last is kept until the next publication.
+ * snapshot of a run that has not been published, named by the last run
+ * that worked on it (renamed to each run's id as that run continues it);
+ * lower ones are older versions, of which the one replaced last is kept
+ * until the next publication.  An unpublished snapshot is continued only
+ * by the run right after the one that left it (its id is the preceding
+ * run's id, store_open_set's cont): only then does the manifest still
+ * describe it.  Any other run in between (publish = file writing into the
+ * published snapshot, a run refused before it opened the snapshots) may
+ * have recorded deletes and fetches the unpublished snapshot lacks, so a
+ * later set run discards it and starts again from the published one
+ * (whose files that differ from the manifest the plan fetches again).
  *
  * A run writes into its working snapshot only (the store's root fd), which
  * starts as hard links to every entry of the published one
@@ -1544,6 +1552,8 @@ struct store_set {
 	int64_t		 previous;	/* published before this run's publication, -1 */
 	int64_t		 working;	/* the root when it is not published, -1 */
 	int64_t		 maxid;		/* highest snapshot id present, -1 none */
+	int64_t		 cont;		/* the only unpublished id to continue */
+	int64_t		 discarded;	/* stale unpublished id dropped, -1 */
 	bool		 reused;	/* working is an earlier run's snapshot */
 };
 
@@ -1979,6 +1989,139 @@ set_err(char *errbuf, size_t errlen, const char *msg, const char *path)
 }
 
 /*
+ * Before anything is made beside DEST: refuse what publish = set cannot
+ * use, so that a refused run leaves no DEST.biomirror/snapshots behind.
+ * DEST must be missing, a directory on its parent's file system or our
+ * symlink; DEST.biomirror missing or a directory on that file system too
+ * (rename(2) cannot cross file systems: EXDEV; a mount point cannot be
+ * renamed: EBUSY).  meta is DEST.biomirror's name.
+ */
+static int
+store_set_preflight(struct store *s, struct store_set *set, const char *meta,
+    char *errbuf, size_t errlen)
+{
+	struct stat	 pst, st;
+
+	if (fstat(set->pfd, &pst) == -1)
+		return BM_EIO;
+	if (fstatat(set->pfd, set->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode) && st.st_dev != pst.st_dev) {
+			set_err(errbuf, errlen, ": is a mount point: "
+			    "publish = set needs it to be a directory on the "
+			    "file system of its parent, to rename it into the "
+			    "first snapshot (set dest to a directory inside "
+			    "it)", s->path);
+			errno = EXDEV;
+			return BM_EUNSAFE;
+		}
+		if (!S_ISDIR(st.st_mode) && (!S_ISLNK(st.st_mode) ||
+		    set_link_id(set, set->name) < 0)) {
+			set_err(errbuf, errlen, ": not a directory nor a "
+			    "symlink made by publish = set "
+			    "(NAME.biomirror/snapshots/ID): not touched",
+			    s->path);
+			errno = EEXIST;
+			return BM_EUNSAFE;
+		}
+	} else if (errno != ENOENT)
+		return BM_EIO;
+	if (fstatat(set->pfd, meta, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			set_err(errbuf, errlen, SET_SUFFIX ": not a directory "
+			    "(publish = set keeps its snapshots there)",
+			    s->path);
+			errno = ENOTDIR;
+			return BM_EUNSAFE;
+		}
+		if (st.st_dev != pst.st_dev) {
+			set_err(errbuf, errlen, SET_SUFFIX ": is a mount "
+			    "point: publish = set needs it on the file "
+			    "system of the destination's parent (snapshots "
+			    "are renamed into place and published by "
+			    "renaming a symlink over the destination)",
+			    s->path);
+			errno = EXDEV;
+			return BM_EUNSAFE;
+		}
+	} else if (errno != ENOENT)
+		return BM_EIO;
+	return 0;
+}
+
+/*
+ * Pick the root among the snapshots ids[n] (read by store_set_scan) once
+ * set->published is known: the unpublished snapshot above it when the
+ * preceding run left it (set->cont), renamed to this run's id; else the
+ * published one; else, when nothing is published, a new empty snapshot.
+ * Unless read-only, every other unpublished snapshot is removed.
+ */
+static int
+store_set_root(struct store *s, struct store_set *set, const int64_t *ids,
+    size_t n, char *errbuf, size_t errlen)
+{
+	char		 idname[32], newname[32];
+	int64_t		 partial = -1;
+	size_t		 i;
+	bool		 ro = set->run <= 0;
+	int		 rc;
+
+	/* The highest snapshot above the published one is unpublished work. */
+	for (i = 0; i < n; i++)
+		if (ids[i] > set->published && ids[i] > partial)
+			partial = ids[i];
+	if (partial >= 0 && partial != set->cont) {
+		set->discarded = partial;	/* not the manifest's any more */
+		partial = -1;
+	}
+	for (i = 0; !ro && i < n; i++) {
+		if (ids[i] <= set->published || ids[i] == partial)
+			continue;
+		(void)snprintf(idname, sizeof(idname), "%lld",
+		    (long long)ids[i]);
+		if ((rc = store_rmtree(set->sfd, idname, 0)) != 0)
+			return rc;
+	}
+	if (partial >= 0 && !ro && set->run > partial) {
+		/* Named by this run now: the next run may continue it. */
+		(void)snprintf(idname, sizeof(idname), "%lld",
+		    (long long)partial);
+		(void)snprintf(newname, sizeof(newname), "%lld",
+		    (long long)set->run);
+		if (renameat(set->sfd, idname, set->sfd, newname) == -1)
+			return store_errno_rc(errno);
+		(void)fsync(set->sfd);
+		partial = set->maxid = set->run;
+	}
+	if (partial >= 0) {
+		set->working = partial;
+		set->reused = true;
+		return store_set_opensnap(set, partial, &s->fd);
+	}
+	if (set->published >= 0) {
+		rc = store_set_opensnap(set, set->published, &s->fd);
+		if (rc == BM_ENOENT) {
+			set_err(errbuf, errlen, ": points at a snapshot that "
+			    "is missing", s->path);
+			errno = ENOENT;
+			rc = BM_EIO;
+		}
+		return rc;
+	}
+	if (ro)
+		return 0;
+	/* Nothing published yet: the first snapshot starts empty. */
+	set->working = store_set_newid(set);
+	set->maxid = set->working;
+	(void)snprintf(idname, sizeof(idname), "%lld", (long long)set->working);
+	if (mkdirat(set->sfd, idname, s->dir_mode) == -1)
+		return store_errno_rc(errno);
+	if ((rc = store_set_opensnap(set, set->working, &s->fd)) == 0 &&
+	    fchmod(s->fd, s->dir_mode) == -1)
+		rc = BM_EIO;
+	return rc;
+}
+
+/*
  * Find or make the directories beside DEST and decide the store's root
  * (store_open_set); s->path is DEST, set->name its last component.
  */
@@ -1988,8 +2131,8 @@ store_set_setup(struct store *s, struct store_set *set, char *errbuf,
 {
 	const int	 dflags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 			    O_CLOEXEC;
-	char		 meta[NAME_MAX + 1], idname[32];
-	int64_t		*ids = NULL, partial = -1;
+	char		 meta[NAME_MAX + 1], why[160];
+	int64_t		*ids = NULL;
 	struct stat	 st;
 	size_t		 i, n = 0;
 	bool		 ro = set->run <= 0;
@@ -2000,6 +2143,8 @@ store_set_setup(struct store *s, struct store_set *set, char *errbuf,
 		errno = ENAMETOOLONG;
 		return BM_EIO;
 	}
+	if ((rc = store_set_preflight(s, set, meta, errbuf, errlen)) != 0)
+		return rc;
 	if (!ro && mkdirat(set->pfd, meta, 0755) == -1 && errno != EEXIST)
 		return store_errno_rc(errno);
 	if ((set->mfd = openat(set->pfd, meta, dflags)) == -1 &&
@@ -2031,6 +2176,14 @@ store_set_setup(struct store *s, struct store_set *set, char *errbuf,
 	for (i = 0; i < n; i++)
 		if (ids[i] > set->maxid)
 			set->maxid = ids[i];
+	/*
+	 * An empty directory DEST beside snapshots is none of ours (an
+	 * older verify made one on a mirror with nothing published): it is
+	 * no first snapshot, so it goes, as if DEST were missing.  rmdir(2) fails on anything
+	 * not empty, which is converted as before.
+	 */
+	if (!ro && n > 0 && unlinkat(set->pfd, set->name, AT_REMOVEDIR) == 0)
+		(void)fsync(set->pfd);
 	if (fstatat(set->pfd, set->name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
 		if (errno != ENOENT) {
 			rc = BM_EIO;
@@ -2045,12 +2198,10 @@ store_set_setup(struct store *s, struct store_set *set, char *errbuf,
 		}
 		set->published = set->maxid + 1;
 		if ((rc = store_set_convert(set, set->published)) != 0) {
-			set_err(errbuf, errlen, errno == EXDEV ? ": is a "
-			    "mount point: publish = set needs it to be a "
-			    "directory on the file system of its parent "
-			    "(set dest to a directory inside it)" :
-			    ": cannot convert it into the first snapshot",
-			    s->path);
+			(void)snprintf(why, sizeof(why), ": cannot convert it "
+			    "into the first snapshot: rename: %s",
+			    strerror(errno));
+			set_err(errbuf, errlen, why, s->path);
 			goto out;
 		}
 		set->maxid = set->published;
@@ -2063,44 +2214,7 @@ store_set_setup(struct store *s, struct store_set *set, char *errbuf,
 		rc = BM_EUNSAFE;
 		goto out;
 	}
-	/* The highest snapshot above the published one is unpublished work. */
-	for (i = 0; i < n; i++)
-		if (ids[i] > set->published && ids[i] > partial)
-			partial = ids[i];
-	for (i = 0; !ro && i < n; i++) {
-		if (ids[i] <= set->published || ids[i] == partial)
-			continue;
-		(void)snprintf(idname, sizeof(idname), "%lld",
-		    (long long)ids[i]);
-		if ((rc = store_rmtree(set->sfd, idname, 0)) != 0)
-			goto out;
-	}
-	if (partial >= 0) {
-		set->working = partial;
-		set->reused = true;
-		rc = store_set_opensnap(set, partial, &s->fd);
-	} else if (set->published >= 0) {
-		rc = store_set_opensnap(set, set->published, &s->fd);
-		if (rc == BM_ENOENT) {
-			set_err(errbuf, errlen, ": points at a snapshot that "
-			    "is missing", s->path);
-			errno = ENOENT;
-			rc = BM_EIO;
-		}
-	} else if (!ro) {
-		/* Nothing published yet: the first snapshot starts empty. */
-		set->working = store_set_newid(set);
-		set->maxid = set->working;
-		(void)snprintf(idname, sizeof(idname), "%lld",
-		    (long long)set->working);
-		if (mkdirat(set->sfd, idname, s->dir_mode) == -1) {
-			rc = store_errno_rc(errno);
-			goto out;
-		}
-		if ((rc = store_set_opensnap(set, set->working, &s->fd)) == 0 &&
-		    fchmod(s->fd, s->dir_mode) == -1)
-			rc = BM_EIO;
-	}
+	rc = store_set_root(s, set, ids, n, errbuf, errlen);
 out:
 	free(ids);
 	return rc;
@@ -2113,14 +2227,19 @@ out:
  * completes or undoes an interrupted step of an earlier run, turns an
  * existing real directory DEST into the first snapshot (renamed, not
  * copied, DEST resolving all along where the file system can exchange
- * names), and removes unfinished or stale snapshots.  The root is then
- * the unpublished snapshot of an earlier run that did not publish (its
- * files are in the manifest: the run continues it), or the published
- * snapshot (read it, and call store_set_begin() before writing), or,
- * when nothing is published yet, a new empty snapshot.
- * run == 0 opens read-only (plan, --dry-run): nothing is created, moved or
- * removed; the root is the unpublished snapshot, the published one, or a
- * real directory DEST; *ret is NULL when none exists.
+ * names), and removes unfinished or stale snapshots.  cont is the id of
+ * the mirror's preceding run (manifest runs table; -1 none): the
+ * unpublished snapshot of that run (its files are in the manifest) is
+ * the root, renamed to run (the run continues it); one of any other run
+ * is stale and removed (see "publish = set" above).  Else the root is
+ * the published snapshot (read it, and call store_set_begin() before
+ * writing), or, when nothing is published yet, a new empty snapshot.
+ * run == 0 opens read-only (plan, --dry-run, verify; cont is then the
+ * newest run): nothing is created, moved or removed; the root is the
+ * unpublished snapshot of run cont, the published one, or a real
+ * directory DEST; *ret is NULL when none exists (DEST is never made).
+ * Refused before anything is made: DEST or DEST.biomirror a mount point
+ * or something publish = set did not make.
  * *ret is owned by the caller (store_close).  Returns 0, BM_EINVAL (NULL,
  * dest without a last component), BM_EUNSAFE (DEST or DEST.biomirror is
  * something we did not make; reason in errbuf), BM_ELIMIT (more than 1024
@@ -2130,7 +2249,8 @@ out:
  */
 int
 store_open_set(const char *dest, mode_t file_mode, mode_t dir_mode,
-    int64_t run, struct store **ret, char *errbuf, size_t errlen)
+    int64_t run, int64_t cont, struct store **ret, char *errbuf,
+    size_t errlen)
 {
 	struct store	*s = NULL;
 	struct store_set *set;
@@ -2157,7 +2277,9 @@ store_open_set(const char *dest, mode_t file_mode, mode_t dir_mode,
 	s->set = set;
 	set->pfd = set->mfd = set->sfd = -1;
 	set->published = set->previous = set->working = set->maxid = -1;
+	set->discarded = -1;
 	set->run = run;
+	set->cont = cont;
 	for (len = strlen(s->path); len > 1 && s->path[len - 1] == '/'; len--)
 		s->path[len - 1] = '\0';
 	slash = strrchr(s->path, '/');
@@ -2403,12 +2525,13 @@ void
 store_set_get_info(const struct store *s, struct store_set_info *ret)
 {
 	memset(ret, 0, sizeof(*ret));
-	ret->published = ret->previous = ret->working = -1;
+	ret->published = ret->previous = ret->working = ret->discarded = -1;
 	if (s == NULL || s->set == NULL)
 		return;
 	ret->published = s->set->published;
 	ret->previous = s->set->previous;
 	ret->working = s->set->working;
 	ret->reused = s->set->reused;
+	ret->discarded = s->set->discarded;
 	ret->changes = s->changes;
 }

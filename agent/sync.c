@@ -677,19 +677,58 @@ run_set_check_overlap(struct run *r)
 }
 
 /*
+ * The id of the newest run of this mirror other than self (0: none, as
+ * in a dry run) into *ret, -1 when there is none: an unpublished snapshot
+ * is continued only when that run left it (store_open_set).
+ */
+static int
+run_set_prev(struct manifest *m, int64_t self, int64_t *ret)
+{
+	struct run_record *runs = NULL;
+	size_t		 i, n = 0;
+	int		 rc;
+
+	*ret = -1;
+	if ((rc = manifest_runs(m, 2, &runs, &n)) != 0)
+		return rc;
+	for (i = 0; i < n; i++)
+		if (runs[i].id != self) {
+			*ret = runs[i].id;
+			break;
+		}
+	free(runs);
+	return 0;
+}
+
+/*
  * publish = set: open the destination (store_open_set), once the run id
  * that names a new snapshot is known; read-only in a dry run.
  */
 static int
 run_set_open(struct run *r)
 {
+	struct store_set_info info;
 	char	 why[256];
+	int64_t	 prev;
 	int	 rc;
 
 	if ((rc = run_set_check_overlap(r)) != 0)
 		return rc;
+	if ((rc = run_set_prev(r->m, r->o->dry_run ? 0 : r->run,
+	    &prev)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		return rc == BM_ENOMEM ? rc : BM_EDB;
+	}
 	rc = store_open_set(r->c->dest, r->c->file_mode, r->c->dir_mode,
-	    r->o->dry_run ? 0 : r->run, &r->s, why, sizeof(why));
+	    r->o->dry_run ? 0 : r->run, prev, &r->s, why, sizeof(why));
+	store_set_get_info(r->s, &info);
+	if (rc == 0 && info.discarded >= 0)
+		log_warnx("%s: unpublished snapshot %lld %s: the run before "
+		    "this one (%lld) did not leave it, so the manifest no "
+		    "longer describes it; starting again from the published "
+		    "one", r->c->name, (long long)info.discarded,
+		    r->o->dry_run ? "ignored" : "discarded", (long long)prev);
 	if (rc != 0) {
 		if (why[0] != '\0')
 			(void)snprintf(r->err, sizeof(r->err), "%s", why);
@@ -1690,7 +1729,9 @@ verify_file(void *ctx, const struct file_row *row)
 	if (*r->o->stop)
 		return BM_EINTR;
 	r->res->listed++;
-	if ((rc = store_open_read(r->s, row->path, &fd, &st)) != 0)
+	if (r->s == NULL)
+		why = "missing";	/* no tree at all: nothing was made */
+	else if ((rc = store_open_read(r->s, row->path, &fd, &st)) != 0)
 		why = rc == BM_ENOENT ? "missing" : bm_strerror(rc);
 	else if (st.size != row->local_size)
 		why = "size differs from what was committed";
@@ -1712,6 +1753,64 @@ verify_file(void *ctx, const struct file_row *row)
 	return result_add_error(r->res, row->path, "verify", why);
 }
 
+/*
+ * The tree verify checks, never made (verify changes nothing): with
+ * publish = set the one the manifest describes, read-only
+ * (store_open_set): the unpublished snapshot the newest run left, else
+ * the published one; with publish = file DEST itself.  r->s stays NULL
+ * when there is no tree yet (every file is then missing).
+ */
+static int
+verify_open_tree(struct run *r)
+{
+	struct store_set_info info;
+	struct stat	 st;
+	char		 why[256] = "";
+	int64_t		 newest;
+	int		 rc;
+
+	if (r->c->publish == PUBLISH_SET) {
+		if ((rc = run_set_prev(r->m, 0, &newest)) != 0) {
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+			return rc == BM_ENOMEM ? rc : BM_EDB;
+		}
+		rc = store_open_set(r->c->dest, r->c->file_mode,
+		    r->c->dir_mode, 0, newest, &r->s, why, sizeof(why));
+	} else if (stat(r->c->dest, &st) == -1 && errno == ENOENT)
+		rc = 0;
+	else
+		rc = store_open(r->c->dest, r->c->file_mode, r->c->dir_mode,
+		    &r->s);
+	if (rc != 0) {
+		if (why[0] != '\0')
+			(void)snprintf(r->err, sizeof(r->err), "%s", why);
+		else
+			(void)snprintf(r->err, sizeof(r->err), "%s: %s",
+			    r->c->dest, rc == BM_EIO ? strerror(errno) :
+			    bm_strerror(rc));
+		return rc == BM_ENOMEM ? rc : BM_EINVAL;
+	}
+	store_set_get_info(r->s, &info);
+	if (r->s == NULL)
+		log_info("%s: verify: %s does not exist (nothing published "
+		    "yet)", r->c->name, r->c->dest);
+	else if (r->c->publish != PUBLISH_SET)
+		;
+	else if (info.working >= 0)
+		log_info("%s: verify: checking unpublished snapshot %lld, "
+		    "which the manifest describes (%s still shows %s)",
+		    r->c->name, (long long)info.working, r->c->dest,
+		    info.published >= 0 ? "the published one" : "nothing");
+	else if (info.published >= 0)
+		log_info("%s: verify: checking published snapshot %lld",
+		    r->c->name, (long long)info.published);
+	else
+		log_info("%s: verify: checking %s (not converted to "
+		    "snapshots yet)", r->c->name, r->c->dest);
+	return 0;
+}
+
 /* verify's steps once the mirror is locked. */
 static int
 verify_body(struct run *r)
@@ -1729,14 +1828,11 @@ verify_body(struct run *r)
 			    "yet (never synced)");
 		return rc == BM_ENOMEM ? rc : BM_EDB;
 	}
-	if ((rc = store_open(r->c->dest, r->c->file_mode, r->c->dir_mode,
-	    &r->s)) != 0) {
-		(void)snprintf(r->err, sizeof(r->err), "%s: %s", r->c->dest,
-		    rc == BM_EIO ? strerror(errno) : bm_strerror(rc));
-		return BM_EINVAL;
-	}
-	if ((rc = manifest_ls(r->m, "", verify_sidecars, r)) != 0 ||
-	    (rc = run_load_sums(r, &r->sums)) != 0 ||
+	if ((rc = verify_open_tree(r)) != 0)
+		return rc;
+	if ((r->s != NULL &&
+	    ((rc = manifest_ls(r->m, "", verify_sidecars, r)) != 0 ||
+	    (rc = run_load_sums(r, &r->sums)) != 0)) ||
 	    (rc = manifest_ls(r->m, "", verify_file, r)) != 0) {
 		if (rc == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",

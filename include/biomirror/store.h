@@ -160,11 +160,14 @@ struct store_set_info {
 	int64_t		 previous;	/* id replaced by store_set_publish, -1 */
 	int64_t		 working;	/* the root's id when unpublished, -1 */
 	bool		 reused;	/* working was left by an earlier run */
+	int64_t		 discarded;	/* stale unpublished snapshot dropped
+					 * (not left by the preceding run), -1 */
 	uint64_t	 changes;	/* entries this run changed in the root */
 };
 
 int	store_open_set(const char *dest, mode_t file_mode, mode_t dir_mode,
-	    int64_t run, struct store **ret, char *errbuf, size_t errlen);
+	    int64_t run, int64_t cont, struct store **ret, char *errbuf,
+	    size_t errlen);
 int	store_set_begin(struct store *s);
 bool	store_set_pending(const struct store *s);
 int	store_set_publish(struct store *s, int64_t *ret_id);

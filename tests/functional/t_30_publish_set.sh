@@ -10,7 +10,8 @@
 # - the old snapshot's files (inodes, bytes, mtimes) are never changed,
 #   also by a touch-only (mtime) change, which gets its own copy;
 # - a failed run (one volume 403) leaves the previous snapshot published
-#   and unchanged; the next run continues its unpublished snapshot;
+#   and unchanged; the next run continues its unpublished snapshot
+#   (renamed to that run's id);
 # - the snapshot replaced last is kept until the next publication;
 # - plan (dry run) and a run without changes make no snapshot; a listing
 #   failure publishes nothing; a fresh DEST gets its first snapshot.
@@ -173,6 +174,9 @@ echo "# the next run continues the unpublished snapshot and publishes it"
 chmod 644 "$T/up/nr.05"
 assert_exit 0 bm --json sync up
 expect_counts 1 0 0 0
+# Continued, the snapshot is renamed to the id of the run that continued
+# it: only the run right after that one may continue it again.
+run3=$(jfield run)
 assert_eq "$(published)" "mirror.biomirror/snapshots/$run3" "DEST target"
 assert_eq "$(snaps)" "$run2 $run3 " "older snapshot removed, previous kept"
 assert_trees_equal "$T/up" "$D/"

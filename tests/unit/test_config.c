@@ -503,6 +503,28 @@ test_dests(struct ctx *t)
 	fails(t, "[m]\nsource = http://h/\ndest = /./\n", 3,
 	    "dest = /./: the root directory cannot be a mirror's "
 	    "destination");
+	/* ".." is refused; repeated '/' and "." components are dropped. */
+	fails(t, "[m]\nsource = http://h/\npublish = set\ndest = /x/y/..\n",
+	    4, "dest = /x/y/..: '..' components are not allowed (write the "
+	    "directory without them: they resolve differently across "
+	    "symlinks)");
+	fails(t, "[m]\nsource = http://h/\ndest = /x/../y\n", 3,
+	    "dest = /x/../y: '..' components are not allowed (write the "
+	    "directory without them: they resolve differently across "
+	    "symlinks)");
+	c = NULL;
+	is_int(load(t, "[m]\nsource = http://h/\npublish = set\n"
+	    "dest = /x/sub//y//.\n", &c), 0, "dest with '//' and '.' loads");
+	if (c != NULL)
+		is_str(c->mirrors[0]->dest, "/x/sub/y", "dest made canonical");
+	config_free(c);
+	c = NULL;
+	is_int(load(t, "[m]\nsource = http://h/\ndest = /x/..y/.z/\n", &c),
+	    0, "names merely starting with dots load");
+	if (c != NULL)
+		is_str(c->mirrors[0]->dest, "/x/..y/.z", "dotted names kept");
+	config_free(c);
+	c = NULL;
 	fails(t, HEAD "[b]\nsource = http://h/\ndest = /srv/m/\n", 6,
 	    "dest /srv/m/ of [b] is the same directory as dest /srv/m of [m] "
 	    "(section on line 1): mirrors must not share or nest "

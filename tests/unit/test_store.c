@@ -739,7 +739,7 @@ test_set_cycle(const char *base, const char *tag)
 	dino = ino_of(dest);
 
 	/* Read-only: a real DEST is read as it is, nothing is made. */
-	rc = store_open_set(dest, 0644, 0755, 0, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0755, 0, -1, &s, err, sizeof(err));
 	ok(rc == 0 && s != NULL, "%s: read-only open of a real DEST", tag);
 	ok(s != NULL && store_stat(s, "a", &(struct local_stat){0}) == 0,
 	    "%s: read-only root is DEST", tag);
@@ -748,7 +748,7 @@ test_set_cycle(const char *base, const char *tag)
 	snprintf(p, sizeof(p), "%s.biomirror", dest);
 	ok(!exists(p), "%s: read-only open made nothing", tag);
 
-	rc = store_open_set(dest, 0644, 0755, 5, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0755, 5, 4, &s, err, sizeof(err));
 	if (!ok(rc == 0 && s != NULL, "%s: open_set converts", tag)) {
 		printf("#   rc %d: %s\n", rc, err);
 		return;
@@ -839,7 +839,7 @@ test_set_cycle(const char *base, const char *tag)
 	snprintf(q, sizeof(q), "%s.biomirror/snapshots/.biomirror-tmp.0badf00d/x",
 	    dest);
 	put_file(q, "x");
-	rc = store_open_set(dest, 0644, 0755, 9, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0755, 9, 8, &s, err, sizeof(err));
 	ok(rc == 0 && s != NULL, "%s: reopen", tag);
 	ok(!exists(p), "%s: stale temp snapshot removed", tag);
 	if (s == NULL)
@@ -870,11 +870,11 @@ test_set_partial(const char *base, const char *tag)
 
 	/* Fresh: nothing at DEST. */
 	snprintf(dest, sizeof(dest), "%s/fresh/db", base);
-	rc = store_open_set(dest, 0644, 0755, 0, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0755, 0, -1, &s, err, sizeof(err));
 	ok(rc == 0 && s == NULL, "%s: read-only fresh: no store", tag);
 	snprintf(p, sizeof(p), "%s/fresh", base);
 	ok(!exists(p), "%s: read-only made nothing", tag);
-	rc = store_open_set(dest, 0644, 0750, 3, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0750, 3, 2, &s, err, sizeof(err));
 	ok(rc == 0 && s != NULL, "%s: fresh open", tag);
 	if (s == NULL)
 		return;
@@ -890,7 +890,7 @@ test_set_partial(const char *base, const char *tag)
 
 	/* A run that wrote and failed: its snapshot is reused. */
 	s = NULL;
-	rc = store_open_set(dest, 0644, 0755, 4, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0755, 4, 3, &s, err, sizeof(err));
 	ok(rc == 0 && s != NULL, "%s: fresh open 4", tag);
 	if (s == NULL)
 		return;
@@ -902,30 +902,72 @@ test_set_partial(const char *base, const char *tag)
 	snprintf(p, sizeof(p), "%s.biomirror/snapshots/4", dest);
 	ok(!exists(p), "%s: ...when asked (sync only asks when empty)", tag);
 
-	rc = store_open_set(dest, 0644, 0755, 5, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0755, 5, 4, &s, err, sizeof(err));
 	if (s == NULL)
 		return;
 	is_int(store_mkdirs(s, "sub"), 0, "%s: mkdir in 5", tag);
 	store_close(s);
 	s = NULL;
-	rc = store_open_set(dest, 0644, 0755, 6, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0755, 6, 5, &s, err, sizeof(err));
 	ok(rc == 0 && s != NULL, "%s: open 6", tag);
 	if (s == NULL)
 		return;
 	store_set_get_info(s, &info);
-	ok(info.working == 5 && info.reused, "%s: 5 is reused", tag);
+	ok(info.working == 6 && info.reused && info.discarded == -1,
+	    "%s: 5 is reused, renamed 6", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/5", dest);
+	ok(!exists(p), "%s: 5 renamed away", tag);
 	ok(store_set_pending(s), "%s: reused is pending", tag);
 	is_int(store_set_begin(s), 0, "%s: begin on reused is a no-op", tag);
 	is_int(store_set_discard(s), 0, "%s: discard keeps reused", tag);
-	snprintf(p, sizeof(p), "%s.biomirror/snapshots/5/sub", dest);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/6/sub", dest);
 	ok(exists(p), "%s: reused snapshot kept", tag);
 	store_close(s);
 	s = NULL;
-	rc = store_open_set(dest, 0644, 0755, 7, &s, err, sizeof(err));
+	/* Read-only with the newest run 6: the unpublished 6 is the root. */
+	rc = store_open_set(dest, 0644, 0755, 0, 6, &s, err, sizeof(err));
+	store_set_get_info(s, &info);
+	ok(rc == 0 && s != NULL && info.working == 6 &&
+	    store_stat(s, "sub", &(struct local_stat){0}) == 0,
+	    "%s: read-only root is the unpublished 6", tag);
+	store_close(s);
+	s = NULL;
+	rc = store_open_set(dest, 0644, 0755, 7, 6, &s, err, sizeof(err));
 	if (s == NULL)
 		return;
 	is_int(store_set_publish(s, NULL), 0, "%s: publish reused", tag);
-	ok(link_is(dest, "db.biomirror/snapshots/5"), "%s: DEST -> 5", tag);
+	ok(link_is(dest, "db.biomirror/snapshots/7"), "%s: DEST -> 7", tag);
+	store_close(s);
+
+	/*
+	 * Run 8 leaves an unpublished snapshot; run 9 is not a set run
+	 * (publish = file): run 10 must not continue 8.
+	 */
+	s = NULL;
+	rc = store_open_set(dest, 0644, 0755, 8, 7, &s, err, sizeof(err));
+	if (s == NULL)
+		return;
+	is_int(store_set_begin(s), 0, "%s: begin 8", tag);
+	is_int(store_mkdirs(s, "stale"), 0, "%s: mkdir in 8", tag);
+	store_close(s);
+	s = NULL;
+	rc = store_open_set(dest, 0644, 0755, 0, 9, &s, err, sizeof(err));
+	store_set_get_info(s, &info);
+	ok(rc == 0 && s != NULL && info.working == -1 &&
+	    info.published == 7 && info.discarded == 8 &&
+	    store_stat(s, "stale", &(struct local_stat){0}) == BM_ENOENT,
+	    "%s: read-only ignores 8 left before run 9", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/8/stale", dest);
+	ok(exists(p), "%s: read-only removed nothing", tag);
+	store_close(s);
+	s = NULL;
+	rc = store_open_set(dest, 0644, 0755, 10, 9, &s, err, sizeof(err));
+	store_set_get_info(s, &info);
+	ok(rc == 0 && s != NULL && info.working == -1 &&
+	    info.published == 7 && info.discarded == 8 && !info.reused,
+	    "%s: 8 discarded, root is the published 7", tag);
+	snprintf(p, sizeof(p), "%s.biomirror/snapshots/8", dest);
+	ok(!exists(p), "%s: stale 8 removed", tag);
 	store_close(s);
 }
 
@@ -972,7 +1014,7 @@ test_set_recover(const char *base, const char *tag)
 			break;
 		}
 		s = NULL;
-		rc = store_open_set(dest, 0644, 0755, 1, &s, err, sizeof(err));
+		rc = store_open_set(dest, 0644, 0755, 1, 0, &s, err, sizeof(err));
 		if (!ok(rc == 0 && s != NULL, "%s: recover step %d", tag,
 		    step))
 			printf("#   rc %d: %s\n", rc, err);
@@ -992,7 +1034,7 @@ test_set_recover(const char *base, const char *tag)
 	snprintf(dest, sizeof(dest), "%s/rec0/other", base);
 	mklink("elsewhere", dest);
 	s = NULL;
-	rc = store_open_set(dest, 0644, 0755, 1, &s, err, sizeof(err));
+	rc = store_open_set(dest, 0644, 0755, 1, 0, &s, err, sizeof(err));
 	is_int(rc, BM_EUNSAFE, "%s: foreign symlink refused", tag);
 	ok(s == NULL && strstr(err, "not a directory nor a symlink made by "
 	    "publish = set") != NULL, "%s: says why: %s", tag, err);
