@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1124,7 +1125,27 @@ run_execute(struct run *r)
 	return 0;
 }
 
-/* The status word and exit code from how the run went. */
+/* The name of the signal a stop flag holds (main.c stores its number). */
+static const char *
+stop_signal_name(int sig)
+{
+	switch (sig) {
+	case SIGTERM:
+		return "SIGTERM";
+	case SIGINT:
+		return "SIGINT";
+	case SIGHUP:
+		return "SIGHUP";
+	default:
+		return "a signal";
+	}
+}
+
+/*
+ * The status word and exit code from how the run went (README "Exit
+ * status"): a run stopped by a signal is "interrupted", exit 1, with the
+ * signal named in r->err (the run record's error and a reported error).
+ */
 static void
 run_status(struct run *r, int rc)
 {
@@ -1137,8 +1158,12 @@ run_status(struct run *r, int rc)
 		res->status = "failed";
 		res->exit_code = 2;
 	} else if (rc == BM_EINTR) {
-		res->status = "partial";
+		/* What was committed stays; the reason goes in the record. */
+		res->status = "interrupted";
 		res->exit_code = 1;
+		if (r->err[0] == '\0')
+			(void)snprintf(r->err, sizeof(r->err), "stopped by %s",
+			    stop_signal_name(*r->o->stop));
 	} else if (rc != 0) {
 		res->status = "failed";
 		res->exit_code = 1;
@@ -1218,11 +1243,14 @@ env_pair(const char *name, const char *fmt, ...)
  * the tree while it works.  A failing hook is logged, recorded as an error
  * (op "post_sync") in the report and in the run's record, and does not
  * change the exit status: the sync itself succeeded (README "post_sync").
+ * A stop (SIGTERM) while it runs is forwarded to it (hook_run()); the run
+ * stays "ok", the hook's end is such an error, and the exit status is 1,
+ * as for any interrupted run.
  */
 static void
 run_post_sync(struct run *r, struct run_record *rec)
 {
-	char		*env[HOOK_NENV + 1], cwd[PATH_MAX], why[300];
+	char		*env[HOOK_NENV + 1], cwd[PATH_MAX], why[300], sent[100];
 	const struct mirror_result *res = r->res;
 	size_t		 i, n = 0;
 	int		 st = -1, rc;
@@ -1261,10 +1289,33 @@ run_post_sync(struct run *r, struct run_record *rec)
 			log_errx("%s: post_sync: out of memory", r->c->name);
 			goto out;
 		}
-	log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
-	rc = hook_run(r->c->post_sync, env, &st, why, sizeof(why));
+	if (*r->o->stop) {
+		/* Asked to stop before it began: not started at all. */
+		rc = BM_EINTR;
+		(void)snprintf(why, sizeof(why), "not run: stopped by %s",
+		    stop_signal_name(*r->o->stop));
+		log_errx("%s: post_sync: %s", r->c->name, why);
+	} else {
+		log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
+		rc = hook_run(r->c->post_sync, env, r->o->stop, &st, why,
+		    sizeof(why));
+	}
 	r->res->post_sync_status = st;
-	if (rc != 0) {
+	if (rc == BM_EINTR) {
+		/*
+		 * The mirror is complete (the run stays "ok"), but the agent
+		 * was interrupted: exit 1 (README "Exit status").
+		 */
+		if (st >= 0) {
+			(void)snprintf(sent, sizeof(sent), "%.99s", why);
+			(void)snprintf(why, sizeof(why), "stopped by %s: %s; "
+			    "it %s %d", stop_signal_name(*r->o->stop), sent,
+			    st > 128 ? "was killed by signal" :
+			    "exited with status", st > 128 ? st - 128 : st);
+			log_errx("%s: post_sync: %s", r->c->name, why);
+		}
+		r->res->exit_code = 1;
+	} else if (rc != 0) {
 		r->res->post_sync_status = 127;
 		log_errx("%s: post_sync: %s", r->c->name, why);
 	} else if (st != 0) {
