@@ -280,6 +280,7 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		so.command = a->command;
 		so.checksum = a->checksum;
 		so.adopt = a->adopt;
+		so.conf = c->conf;
 		if (*c->stop)
 			break;
 		if (sync_mirror(&so, ms[i], &results[i]) != 0) {

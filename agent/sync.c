@@ -1339,18 +1339,31 @@ out:
 		free(env[i]);
 }
 
-/* metrics_file: this run's gauges, after every run that was not a plan. */
+/*
+ * metrics_file: this run's gauges, after every run that was not a plan.
+ * Samples of mirrors no longer in the config are dropped from the file.
+ */
 static void
 run_metrics(struct run *r, const struct run_record *rec)
 {
 	struct metrics_run mr;
 	struct run_record ok;
+	const struct config *conf = r->o->conf;
+	const char	**names = NULL;
 	char		 why[PATH_MAX + 128];
+	size_t		 i;
 	int		 rc;
 
 	if (r->c->metrics_file == NULL || r->o->dry_run)
 		return;
 	memset(&mr, 0, sizeof(mr));
+	if (conf != NULL && conf->nmirrors > 0 &&
+	    (names = calloc(conf->nmirrors, sizeof(*names))) != NULL) {
+		for (i = 0; i < conf->nmirrors; i++)
+			names[i] = conf->mirrors[i]->name;
+		mr.mirrors = names;
+		mr.nmirrors = conf->nmirrors;
+	}	/* else (no config, ENOMEM): keep every mirror's samples */
 	mr.mirror = r->c->name;
 	mr.end_ns = rec->end_ns;
 	mr.seconds = r->res->seconds;
@@ -1373,6 +1386,7 @@ run_metrics(struct run *r, const struct run_record *rec)
 	    sizeof(why))) != 0)
 		log_errx("%s: metrics_file: %s", r->c->name, rc == BM_ENOMEM ?
 		    bm_strerror(rc) : why);
+	free(names);
 }
 
 /*

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+struct config;
 struct mirror_conf;
 struct mirror_result;
 
@@ -27,6 +28,9 @@ struct sync_opts {
 	bool		 checksum;	/* resync --checksum: re-hash local files
 					   against recorded and sidecar digests */
 	bool		 adopt;		/* resync --adopt: record matching local files */
+	const struct config *conf;	/* borrowed: the whole config (its
+					   mirror names for metrics_file),
+					   NULL if unknown */
 };
 
 /*
