@@ -1236,30 +1236,17 @@ env_pair(const char *name, const char *fmt, ...)
 #define HOOK_NENV	14
 
 /*
- * post_sync: after a run that ended "ok" and changed something (files
- * fetched, touched or deleted), run the hook with the run's figures in
- * BIOMIRROR_* variables (the list is in biomirror.conf(5)).  It runs
- * before the run lock is released, so no other run of this mirror changes
- * the tree while it works.  A failing hook is logged, recorded as an error
- * (op "post_sync") in the report and in the run's record, and does not
- * change the exit status: the sync itself succeeded (README "post_sync").
- * A stop (SIGTERM) while it runs is forwarded to it (hook_run()); the run
- * stays "ok", the hook's end is such an error, and the exit status is 1,
- * as for any interrupted run.
+ * The hook's BIOMIRROR_* variables (biomirror.conf(5)) into env (room for
+ * HOOK_NENV + 1, zeroed); returns how many were set, NULL ones included
+ * (out of memory).
  */
-static void
-run_post_sync(struct run *r, struct run_record *rec)
+static size_t
+post_sync_env(const struct run *r, const struct run_record *rec, char **env)
 {
-	char		*env[HOOK_NENV + 1], cwd[PATH_MAX], why[300], sent[100];
 	const struct mirror_result *res = r->res;
-	size_t		 i, n = 0;
-	int		 st = -1, rc;
+	char		 cwd[PATH_MAX];
+	size_t		 n = 0;
 
-	if (r->c->post_sync == NULL || r->o->dry_run ||
-	    strcmp(res->status, "ok") != 0 || res->exit_code != 0 ||
-	    res->fetched + res->touched + res->deleted == 0)
-		return;
-	memset(env, 0, sizeof(env));
 	if (r->c->dest[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
 		cwd[0] = '\0';
 	env[n++] = env_pair("BIOMIRROR_MIRROR", "%s", r->c->name);
@@ -1284,6 +1271,35 @@ run_post_sync(struct run *r, struct run_record *rec)
 	    (long long)(rec->start_ns / NS));
 	env[n++] = env_pair("BIOMIRROR_END", "%lld",
 	    (long long)(rec->end_ns / NS));
+	return n;
+}
+
+/*
+ * post_sync: after a run that ended "ok" and changed something (files
+ * fetched, touched or deleted), run the hook with the run's figures in
+ * BIOMIRROR_* variables (the list is in biomirror.conf(5)).  It runs
+ * before the run lock is released, so no other run of this mirror changes
+ * the tree while it works.  A failing hook is logged, recorded as an error
+ * (op "post_sync") in the report and in the run's record, and does not
+ * change the exit status: the sync itself succeeded (README "post_sync").
+ * A stop (SIGTERM) while it runs is forwarded to it (hook_run()); the run
+ * stays "ok", the hook's end is such an error, and the exit status is 1,
+ * as for any interrupted run.
+ */
+static void
+run_post_sync(struct run *r, struct run_record *rec)
+{
+	char		*env[HOOK_NENV + 1], why[300], sent[100];
+	const struct mirror_result *res = r->res;
+	size_t		 i, n = 0;
+	int		 st = -1, rc;
+
+	if (r->c->post_sync == NULL || r->o->dry_run ||
+	    strcmp(res->status, "ok") != 0 || res->exit_code != 0 ||
+	    res->fetched + res->touched + res->deleted == 0)
+		return;
+	memset(env, 0, sizeof(env));
+	n = post_sync_env(r, rec, env);
 	for (i = 0; i < n; i++)
 		if (env[i] == NULL) {
 			log_errx("%s: post_sync: out of memory", r->c->name);
