@@ -283,6 +283,7 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		so.command = a->command;
 		so.checksum = a->checksum;
 		so.adopt = a->adopt;
+		so.conf = c->conf;
 		if (*c->stop)
 			break;
 		if (sync_mirror(&so, ms[i], &results[i]) != 0) {
@@ -568,6 +569,12 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		log_errx("%s", err);
 		status = 2;
 	}
+	/*
+	 * The lock is held past the run's recorded end (the post_sync hook,
+	 * the metrics file) and before its begin: running all the same.
+	 */
+	if (holder == 0)
+		(void)state_lock_held(c->state_dir, name, &holder);
 	published = published_snapshot(c, name, snap, sizeof(snap), &dest,
 	    &published_missing);
 	if (arr != NULL) {
@@ -592,7 +599,12 @@ status_one(struct cli *c, const char *name, json_t *arr)
 	} else if (status == 0) {
 		status_text(name, nruns ? &runs[0] : NULL, have_ok ? &ok : NULL,
 		    (int64_t)now.tv_sec * NS + now.tv_nsec);
-		if (holder > 0)
+		if (holder > 0 && nruns > 0 &&
+		    strcmp(runs[0].status, "running") != 0)
+			printf("%s: running now (pid %ld): run %lld has ended, "
+			    "its post_sync hook or a new run is going on\n",
+			    name, holder, (long long)runs[0].id);
+		else if (holder > 0)
 			printf("%s: running now (pid %ld)\n", name, holder);
 		if (published != NULL && !published_missing)
 			printf("%s: published snapshot %s\n", name, published);
@@ -894,7 +906,8 @@ cmd_history(struct cli *c, int argc, char **argv)
 				continue;
 			}
 			fmt_time(runs[i].start_ns, ts, sizeof(ts));
-			printf("%6lld %s %-8s listed %lld, fetched %lld, touched "
+			/* Width of the longest status word, "interrupted". */
+			printf("%6lld %s %-11s listed %lld, fetched %lld, touched "
 			    "%lld, deleted %lld, failed %lld, %lld bytes%s%s\n",
 			    (long long)runs[i].id, ts, runs[i].status,
 			    (long long)runs[i].listed,

@@ -77,6 +77,8 @@ struct conf_load {
 	const char	*buf;		/* borrowed: file contents */
 	size_t		 len;		/* bytes in buf */
 	size_t		 pos;		/* offset of the next line in buf */
+	const char	*line;		/* borrowed: that line in buf, no line end */
+	size_t		 line_len;	/* its bytes */
 	unsigned	 lineno;	/* line last handed to inih, 1-based */
 	bool		 prev_name;	/* inih's prev_name: a key line seen in this section */
 	char		 prev_key[CONF_NAME_MAX + 1]; /* that key, for messages */
@@ -598,16 +600,17 @@ set_ca_file(const char *v, struct mirror_conf *m, char *errbuf,
 
 /*
  * metrics_file: an absolute path (a timer's working directory is not the
- * admin's), not a directory name.  The file is written whole by
- * agent/metrics.c, so its directory must exist when a run ends; that is
- * checked then (a missing directory is a logged failure, not a config
- * error, as under systemd it may be mounted later).
+ * admin's), not a directory name nor an existing directory.  The file is
+ * written whole by agent/metrics.c, so its directory must exist when a run
+ * ends; that is checked then (a missing directory is a logged failure,
+ * not a config error, as under systemd it may be mounted later).
  */
 static int
 set_metrics_file(const char *v, struct mirror_conf *m, char *errbuf,
     size_t errlen)
 {
-	size_t	 n = strlen(v);
+	struct stat	 st;
+	size_t		 n = strlen(v);
 
 	if (v[0] != '/')
 		return conf_bad(errbuf, errlen, "metrics_file", v,
@@ -615,6 +618,9 @@ set_metrics_file(const char *v, struct mirror_conf *m, char *errbuf,
 	if (v[n - 1] == '/')
 		return conf_bad(errbuf, errlen, "metrics_file", v,
 		    "a directory, not a file name");
+	if (stat(v, &st) == 0 && S_ISDIR(st.st_mode))
+		return conf_bad(errbuf, errlen, "metrics_file", v,
+		    "an existing directory, not a file name");
 	return set_str("metrics_file", v, &m->metrics_file, errbuf, errlen);
 }
 
@@ -1210,6 +1216,8 @@ conf_reader(char *str, int num, void *stream)
 	}
 	memcpy(str, p, n);
 	str[n] = '\0';
+	ld->line = p;
+	ld->line_len = body;
 	classify_line(ld, str);
 	return ld->rc == 0 ? str : NULL;
 }
@@ -1394,6 +1402,29 @@ out:
 	free(b);
 }
 
+/*
+ * post_sync on the current line: inih ends a value at an inline comment
+ * (a ';' after whitespace), so "echo a ; echo b" would silently become
+ * "echo a".  A shell command line is full of such text: refuse any line
+ * where inih found one, rather than guess which part was meant.
+ */
+static void
+check_post_sync_line(struct conf_load *ld, const char *value)
+{
+	const char	*s = ld->line, *e = ld->line + ld->line_len, *c;
+
+	s = find_chars_or_comment(s, e, "=:");
+	if (s == e)
+		return;
+	c = find_chars_or_comment(s + 1, e, NULL);
+	if (c == e)
+		return;
+	load_fail(ld, ld->lineno, BM_EINVAL, "post_sync: ' %c' starts a "
+	    "comment in this file, so the command would be cut to '%s': put "
+	    "the command in a script and name the script here (a comment "
+	    "goes on a line of its own)", *c, value);
+}
+
 static int
 conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 {
@@ -1420,7 +1451,71 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 	}
 	if (k == MK_DEST)
 		check_file_dest(ld);
+	else if (k == MK_POST_SYNC)
+		check_post_sync_line(ld, value);
+	else if (k == MK_METRICS_FILE)
+		ld->cur->metrics_line = ld->lineno;
 	return ld->rc == 0;
+}
+
+/*
+ * Every metrics_file of the file, once all sections are read: not inside
+ * (or the same as) any mirror's dest or its snapshot directory
+ * DEST.biomirror, where a sync would delete it or a snapshot leave it
+ * behind, and not inside the state directory, which is biomirror's own
+ * (manifests, locks).  Paths are compared after dest_canon(), as dests
+ * are.  The error names the metrics_file line.
+ */
+static void
+check_metrics_files(struct conf_load *ld)
+{
+	const struct mirror_conf *m, *o;
+	char		*a = NULL, *b = NULL;
+	size_t		 i, j;
+	int		 r;
+
+	for (i = 0; i < ld->c->nmirrors && ld->rc == 0; i++) {
+		m = ld->c->mirrors[i];
+		if (m->metrics_file == NULL)
+			continue;
+		if ((a = dest_canon(m->metrics_file)) == NULL)
+			goto nomem;
+		for (j = 0; j < ld->c->nmirrors && ld->rc == 0; j++) {
+			o = ld->c->mirrors[j];
+			if (o->dest == NULL || (b = dest_canon(o->dest)) == NULL)
+				continue;
+			r = dest_relation_set(a, b);
+			if (r == 1 || r == 2 || r == 4)
+				load_fail(ld, m->metrics_line, BM_EINVAL,
+				    "metrics_file %s of [%s] is inside dest %s "
+				    "of [%s]%s: a sync would delete it or "
+				    "leave it behind", m->metrics_file,
+				    m->name, o->dest, o->name, r == 4 ?
+				    " (its snapshot directory)" : "");
+			free(b);
+			b = NULL;
+		}
+		if (ld->rc == 0 && ld->c->state_dir != NULL) {
+			if ((b = dest_canon(ld->c->state_dir)) == NULL)
+				goto nomem;
+			r = dest_relation(a, b);
+			if (r == 1 || r == 2)
+				load_fail(ld, m->metrics_line, BM_EINVAL,
+				    "metrics_file %s of [%s] is inside "
+				    "state_dir %s: the state directory holds "
+				    "only biomirror's manifests and locks",
+				    m->metrics_file, m->name,
+				    ld->c->state_dir);
+			free(b);
+			b = NULL;
+		}
+		free(a);
+		a = NULL;
+	}
+	return;
+nomem:
+	free(a);
+	load_fail(ld, ld->lineno, BM_ENOMEM, "out of memory");
 }
 
 /* inih's handler: one key line, in the section conf_reader() saw. */
@@ -1506,7 +1601,9 @@ out:
  * BM_EIO on a read error; BM_ENOMEM.  A file without mirrors is valid.
  * Beyond mirror_conf_check(), a file's mirrors must have absolute dest
  * paths that are not "/" and neither equal nor nest inside one another
- * (check_file_dest()).
+ * (check_file_dest()); a metrics_file must lie outside every dest (and
+ * DEST.biomirror) and the state directory (check_metrics_files()), and a
+ * post_sync line must hold no inline comment (check_post_sync_line()).
  * Lines are limited to INI_MAX_LINE - 3 bytes (197 with Debian's inih),
  * not counting the line end.  Follows DESIGN.md "Config" and
  * docs/biomirror.conf.5.
@@ -1542,6 +1639,8 @@ config_load(const char *path, struct config **ret, char *errbuf,
 	else if (irc > 0)
 		load_fail(&ld, (unsigned)irc, BM_EINVAL, "syntax error");
 	close_section(&ld);
+	if (ld.rc == 0)
+		check_metrics_files(&ld);
 	if ((rc = ld.rc) != 0)
 		goto out;
 	*ret = c;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -45,9 +46,69 @@ hook_env(char *const *env, char ***ret)
 	return 0;
 }
 
+/* Sleep ms milliseconds (less when a signal comes). */
+static void
+hook_nap(long ms)
+{
+	struct timespec	 ts;
+
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = ms % 1000 * 1000000L;
+	(void)nanosleep(&ts, NULL);	/* EINTR: the caller looks again */
+}
+
+/*
+ * Wait for child pid (the leader of its own process group) into *st.
+ * The agent's handlers use SA_RESTART, so a blocking waitpid(2) would
+ * not see a stop: poll every HOOK_POLL_MS instead.  Once *stop is set,
+ * SIGTERM goes to the whole group, and SIGKILL after HOOK_GRACE_MS if
+ * the child or anything else of its group is still there; *ret_stopped
+ * is 0, 1 (SIGTERM) or 2 (also SIGKILL).  Returns 0 or an errno value of
+ * waitpid(2).
+ */
+static int
+hook_wait(pid_t pid, volatile sig_atomic_t *stop, int *st, int *ret_stopped)
+{
+	long	 waited = 0;
+	pid_t	 w;
+
+	*ret_stopped = 0;
+	for (;;) {
+		if ((w = waitpid(pid, st, WNOHANG)) == pid)
+			break;
+		if (w == -1 && errno != EINTR)
+			return errno;
+		if (stop != NULL && *stop && *ret_stopped == 0) {
+			(void)kill(-pid, SIGTERM);
+			*ret_stopped = 1;
+		} else if (*ret_stopped == 1 && waited >= HOOK_GRACE_MS) {
+			(void)kill(-pid, SIGKILL);
+			*ret_stopped = 2;
+		}
+		hook_nap(HOOK_POLL_MS);
+		if (*ret_stopped == 1)
+			waited += HOOK_POLL_MS;
+	}
+	/*
+	 * Stopped: what the leader started may outlive it (a shell that died
+	 * of the SIGTERM while its command ignores it).  Give the rest of
+	 * the group the same grace, then SIGKILL it.
+	 */
+	while (*ret_stopped == 1 && kill(-pid, 0) == 0) {
+		if (waited >= HOOK_GRACE_MS) {
+			(void)kill(-pid, SIGKILL);
+			*ret_stopped = 2;
+			break;
+		}
+		hook_nap(HOOK_POLL_MS);
+		waited += HOOK_POLL_MS;
+	}
+	return 0;
+}
+
 int
-hook_run(const char *command, char *const *env, int *ret_status,
-    char *errbuf, size_t errlen)
+hook_run(const char *command, char *const *env, volatile sig_atomic_t *stop,
+    int *ret_status, char *errbuf, size_t errlen)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -57,7 +118,7 @@ hook_run(const char *command, char *const *env, int *ret_status,
 	char		**envp = NULL;
 	const char	*op = "posix_spawn";
 	pid_t		 pid;
-	int		 st, e, rc;
+	int		 st, e, rc, stopped = 0;
 	int		 have_fa = 0, have_at = 0;
 
 	*ret_status = -1;
@@ -97,11 +158,16 @@ hook_run(const char *command, char *const *env, int *ret_status,
 	(void)sigaddset(&deflt, SIGTERM);
 	(void)sigaddset(&deflt, SIGINT);
 	(void)sigaddset(&deflt, SIGHUP);
+	/*
+	 * Its own process group (pgid = its pid), so that a stop reaches
+	 * the shell and everything it started (hook_wait()).
+	 */
 	op = "posix_spawnattr";
 	if ((e = posix_spawnattr_setsigmask(&at, &none)) != 0 ||
 	    (e = posix_spawnattr_setsigdefault(&at, &deflt)) != 0 ||
+	    (e = posix_spawnattr_setpgroup(&at, 0)) != 0 ||
 	    (e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
-	    POSIX_SPAWN_SETSIGDEF)) != 0)
+	    POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP)) != 0)
 		goto fail;
 	/* posix_spawn's argv is not const: give it copies. */
 	if ((cmd = strdup(command)) == NULL) {
@@ -119,17 +185,17 @@ hook_run(const char *command, char *const *env, int *ret_status,
 	if ((e = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, envp)) != 0)
 		goto fail;
 	op = "waitpid";
-	while (waitpid(pid, &st, 0) == -1) {
-		if (errno != EINTR) {
-			e = errno;
-			goto fail;
-		}
-	}
+	if ((e = hook_wait(pid, stop, &st, &stopped)) != 0)
+		goto fail;
 	if (WIFEXITED(st))
 		*ret_status = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))
 		*ret_status = 128 + WTERMSIG(st);
-	rc = 0;
+	rc = stopped ? BM_EINTR : 0;
+	if (stopped)
+		(void)snprintf(errbuf, errlen, "%s", stopped == 2 ?
+		    "SIGTERM sent to the hook, SIGKILL " HOOK_GRACE_TEXT
+		    " later" : "SIGTERM sent to the hook");
 	goto out;
 fail:
 	(void)snprintf(errbuf, errlen, "%s: %s", op, strerror(e));

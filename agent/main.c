@@ -15,11 +15,11 @@
 
 static volatile sig_atomic_t stop_flag;
 
+/* The flag holds the signal's number, so that the run can name it. */
 static void
 on_signal(int sig)
 {
-	(void)sig;
-	stop_flag = 1;
+	stop_flag = sig;
 }
 
 int

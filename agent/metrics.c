@@ -184,10 +184,50 @@ parse_line(const char *line, size_t len, const char **mirror, size_t *mlen)
 	return (int)f;
 }
 
-/* Keep the old file's samples except those this run replaces. */
+/*
+ * Whether line (len bytes) belongs to one of our families: a sample of it
+ * ("NAME{", "NAME " or "NAME\t") or its "# HELP NAME" / "# TYPE NAME".
+ */
+static bool
+ours(const char *line, size_t len)
+{
+	size_t	 f, n, skip = 0;
+
+	if (len > 7 && (memcmp(line, "# HELP ", 7) == 0 ||
+	    memcmp(line, "# TYPE ", 7) == 0))
+		skip = 7;
+	for (f = 0; f < MF_COUNT; f++) {
+		n = strlen(fams[f].name);
+		if (len - skip > n && memcmp(line + skip, fams[f].name,
+		    n) == 0 && (line[skip + n] == ' ' ||
+		    line[skip + n] == '\t' || (skip == 0 &&
+		    line[skip + n] == '{')))
+			return true;
+	}
+	return false;
+}
+
+/* Whether the escaped label value v (n bytes) is one of names. */
+static bool
+in_names(char *const *names, size_t nnames, const char *v, size_t n)
+{
+	size_t	 i;
+
+	for (i = 0; i < nnames; i++)
+		if (strlen(names[i]) == n && memcmp(names[i], v, n) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Sort the old file's lines: those of other programs go to fp as they
+ * were; our samples go to s, except those this run replaces and those of
+ * mirrors not in names (escaped label values; names NULL: keep all);
+ * our HELP/TYPE lines and broken samples of our families are dropped.
+ */
 static int
-keep_old(struct samples *s, const char *old, size_t oldlen,
-    const char *mine, bool keep_success)
+keep_old(struct samples *s, FILE *fp, const char *old, size_t oldlen,
+    const char *mine, bool keep_success, char *const *names, size_t nnames)
 {
 	const char	*p = old, *end = old + oldlen, *nl, *mv;
 	size_t		 len, mlen;
@@ -197,7 +237,13 @@ keep_old(struct samples *s, const char *old, size_t oldlen,
 	while (p < end) {
 		nl = memchr(p, '\n', (size_t)(end - p));
 		len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (!ours(p, len)) {
+			(void)fprintf(fp, "%.*s\n", (int)len, p);
+			p += len + 1;
+			continue;
+		}
 		if ((f = parse_line(p, len, &mv, &mlen)) >= 0 &&
+		    (names == NULL || in_names(names, nnames, mv, mlen)) &&
 		    (strlen(mine) != mlen || memcmp(mine, mv, mlen) != 0 ||
 		    (f == MF_LAST_SUCCESS && keep_success))) {
 			if ((m = strndup(mv, mlen)) == NULL)
@@ -257,7 +303,7 @@ metrics_merge(const char *old, size_t oldlen, const struct metrics_run *r,
 {
 	struct samples	 s = { NULL, 0, 0 };
 	char		 v[MF_COUNT][64];
-	char		*mine = NULL, *buf = NULL;
+	char		*mine = NULL, *buf = NULL, **names = NULL;
 	size_t		 len = 0, i;
 	FILE		*fp = NULL;
 	int		 f, rc = BM_ENOMEM;
@@ -265,8 +311,17 @@ metrics_merge(const char *old, size_t oldlen, const struct metrics_run *r,
 	*ret = NULL;
 	if ((mine = label_escape(r->mirror)) == NULL)
 		goto out;
-	if (old != NULL && (rc = keep_old(&s, old, oldlen, mine,
-	    r->last_success_ns < 0)) != 0)
+	if (r->mirrors != NULL) {
+		if ((names = calloc(r->nmirrors + 1, sizeof(*names))) == NULL)
+			goto out;
+		for (i = 0; i < r->nmirrors; i++)
+			if ((names[i] = label_escape(r->mirrors[i])) == NULL)
+				goto out;
+	}
+	if ((fp = open_memstream(&buf, &len)) == NULL)
+		goto out;
+	if (old != NULL && (rc = keep_old(&s, fp, old, oldlen, mine,
+	    r->last_success_ns < 0, names, r->nmirrors)) != 0)
 		goto out;
 	fmt_ts(r->end_ns, v[MF_LAST_RUN], sizeof(v[0]));
 	if (r->last_success_ns > 0)
@@ -296,8 +351,6 @@ metrics_merge(const char *old, size_t oldlen, const struct metrics_run *r,
 	if (s.n > 1)
 		qsort(s.v, s.n, sizeof(*s.v), cmp_sample);
 	rc = BM_ENOMEM;
-	if ((fp = open_memstream(&buf, &len)) == NULL)
-		goto out;
 	for (i = 0, f = -1; i < s.n; i++) {
 		/* Two equal lines (a hand-edited file) would be invalid. */
 		if (i > 0 && s.v[i].fam == s.v[i - 1].fam &&
@@ -326,6 +379,9 @@ out:
 		(void)fclose(fp);
 	free(buf);
 	free(mine);
+	for (i = 0; names != NULL && names[i] != NULL; i++)
+		free(names[i]);
+	free(names);
 	samples_free(&s);
 	return rc;
 }

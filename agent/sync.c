@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -1236,7 +1237,27 @@ run_execute(struct run *r)
 	return 0;
 }
 
-/* The status word and exit code from how the run went. */
+/* The name of the signal a stop flag holds (main.c stores its number). */
+static const char *
+stop_signal_name(int sig)
+{
+	switch (sig) {
+	case SIGTERM:
+		return "SIGTERM";
+	case SIGINT:
+		return "SIGINT";
+	case SIGHUP:
+		return "SIGHUP";
+	default:
+		return "a signal";
+	}
+}
+
+/*
+ * The status word and exit code from how the run went (README "Exit
+ * status"): a run stopped by a signal is "interrupted", exit 1, with the
+ * signal named in r->err (the run record's error and a reported error).
+ */
 static void
 run_status(struct run *r, int rc)
 {
@@ -1249,8 +1270,12 @@ run_status(struct run *r, int rc)
 		res->status = "failed";
 		res->exit_code = 2;
 	} else if (rc == BM_EINTR) {
-		res->status = "partial";
+		/* What was committed stays; the reason goes in the record. */
+		res->status = "interrupted";
 		res->exit_code = 1;
+		if (r->err[0] == '\0')
+			(void)snprintf(r->err, sizeof(r->err), "stopped by %s",
+			    stop_signal_name(*r->o->stop));
 	} else if (rc != 0) {
 		res->status = "failed";
 		res->exit_code = 1;
@@ -1323,27 +1348,17 @@ env_pair(const char *name, const char *fmt, ...)
 #define HOOK_NENV	14
 
 /*
- * post_sync: after a run that ended "ok" and changed something (files
- * fetched, touched or deleted), run the hook with the run's figures in
- * BIOMIRROR_* variables (the list is in biomirror.conf(5)).  It runs
- * before the run lock is released, so no other run of this mirror changes
- * the tree while it works.  A failing hook is logged, recorded as an error
- * (op "post_sync") in the report and in the run's record, and does not
- * change the exit status: the sync itself succeeded (README "post_sync").
+ * The hook's BIOMIRROR_* variables (biomirror.conf(5)) into env (room for
+ * HOOK_NENV + 1, zeroed); returns how many were set, NULL ones included
+ * (out of memory).
  */
-static void
-run_post_sync(struct run *r, struct run_record *rec)
+static size_t
+post_sync_env(const struct run *r, const struct run_record *rec, char **env)
 {
-	char		*env[HOOK_NENV + 1], cwd[PATH_MAX], why[300];
 	const struct mirror_result *res = r->res;
-	size_t		 i, n = 0;
-	int		 st = -1, rc;
+	char		 cwd[PATH_MAX];
+	size_t		 n = 0;
 
-	if (r->c->post_sync == NULL || r->o->dry_run ||
-	    strcmp(res->status, "ok") != 0 || res->exit_code != 0 ||
-	    res->fetched + res->touched + res->deleted == 0)
-		return;
-	memset(env, 0, sizeof(env));
 	if (r->c->dest[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
 		cwd[0] = '\0';
 	env[n++] = env_pair("BIOMIRROR_MIRROR", "%s", r->c->name);
@@ -1368,15 +1383,67 @@ run_post_sync(struct run *r, struct run_record *rec)
 	    (long long)(rec->start_ns / NS));
 	env[n++] = env_pair("BIOMIRROR_END", "%lld",
 	    (long long)(rec->end_ns / NS));
+	return n;
+}
+
+/*
+ * post_sync: after a run that ended "ok" and changed something (files
+ * fetched, touched or deleted), run the hook with the run's figures in
+ * BIOMIRROR_* variables (the list is in biomirror.conf(5)).  It runs
+ * before the run lock is released, so no other run of this mirror changes
+ * the tree while it works.  A failing hook is logged, recorded as an error
+ * (op "post_sync") in the report and in the run's record, and does not
+ * change the exit status: the sync itself succeeded (README "post_sync").
+ * A stop (SIGTERM) while it runs is forwarded to it (hook_run()); the run
+ * stays "ok", the hook's end is such an error, and the exit status is 1,
+ * as for any interrupted run.
+ */
+static void
+run_post_sync(struct run *r, struct run_record *rec)
+{
+	char		*env[HOOK_NENV + 1], why[300], sent[100];
+	const struct mirror_result *res = r->res;
+	size_t		 i, n = 0;
+	int		 st = -1, rc;
+
+	if (r->c->post_sync == NULL || r->o->dry_run ||
+	    strcmp(res->status, "ok") != 0 || res->exit_code != 0 ||
+	    res->fetched + res->touched + res->deleted == 0)
+		return;
+	memset(env, 0, sizeof(env));
+	n = post_sync_env(r, rec, env);
 	for (i = 0; i < n; i++)
 		if (env[i] == NULL) {
 			log_errx("%s: post_sync: out of memory", r->c->name);
 			goto out;
 		}
-	log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
-	rc = hook_run(r->c->post_sync, env, &st, why, sizeof(why));
+	if (*r->o->stop) {
+		/* Asked to stop before it began: not started at all. */
+		rc = BM_EINTR;
+		(void)snprintf(why, sizeof(why), "not run: stopped by %s",
+		    stop_signal_name(*r->o->stop));
+		log_errx("%s: post_sync: %s", r->c->name, why);
+	} else {
+		log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
+		rc = hook_run(r->c->post_sync, env, r->o->stop, &st, why,
+		    sizeof(why));
+	}
 	r->res->post_sync_status = st;
-	if (rc != 0) {
+	if (rc == BM_EINTR) {
+		/*
+		 * The mirror is complete (the run stays "ok"), but the agent
+		 * was interrupted: exit 1 (README "Exit status").
+		 */
+		if (st >= 0) {
+			(void)snprintf(sent, sizeof(sent), "%.99s", why);
+			(void)snprintf(why, sizeof(why), "stopped by %s: %s; "
+			    "it %s %d", stop_signal_name(*r->o->stop), sent,
+			    st > 128 ? "was killed by signal" :
+			    "exited with status", st > 128 ? st - 128 : st);
+			log_errx("%s: post_sync: %s", r->c->name, why);
+		}
+		r->res->exit_code = 1;
+	} else if (rc != 0) {
 		r->res->post_sync_status = 127;
 		log_errx("%s: post_sync: %s", r->c->name, why);
 	} else if (st != 0) {
@@ -1400,18 +1467,31 @@ out:
 		free(env[i]);
 }
 
-/* metrics_file: this run's gauges, after every run that was not a plan. */
+/*
+ * metrics_file: this run's gauges, after every run that was not a plan.
+ * Samples of mirrors no longer in the config are dropped from the file.
+ */
 static void
 run_metrics(struct run *r, const struct run_record *rec)
 {
 	struct metrics_run mr;
 	struct run_record ok;
+	const struct config *conf = r->o->conf;
+	const char	**names = NULL;
 	char		 why[PATH_MAX + 128];
+	size_t		 i;
 	int		 rc;
 
 	if (r->c->metrics_file == NULL || r->o->dry_run)
 		return;
 	memset(&mr, 0, sizeof(mr));
+	if (conf != NULL && conf->nmirrors > 0 &&
+	    (names = calloc(conf->nmirrors, sizeof(*names))) != NULL) {
+		for (i = 0; i < conf->nmirrors; i++)
+			names[i] = conf->mirrors[i]->name;
+		mr.mirrors = names;
+		mr.nmirrors = conf->nmirrors;
+	}	/* else (no config, ENOMEM): keep every mirror's samples */
 	mr.mirror = r->c->name;
 	mr.end_ns = rec->end_ns;
 	mr.seconds = r->res->seconds;
@@ -1434,6 +1514,7 @@ run_metrics(struct run *r, const struct run_record *rec)
 	    sizeof(why))) != 0)
 		log_errx("%s: metrics_file: %s", r->c->name, rc == BM_ENOMEM ?
 		    bm_strerror(rc) : why);
+	free(names);
 }
 
 /*
@@ -1722,7 +1803,7 @@ verify_file(void *ctx, const struct file_row *row)
 	struct local_stat st;
 	const char	*why = NULL;
 	bool		 compared = false;
-	int		 fd = -1, rc;
+	int		 fd = -1, rc = BM_ENOENT;
 
 	if (row->type != ENTRY_FILE)
 		return 0;

@@ -8,8 +8,8 @@
 #include <signal.h>
 
 /*
- * Parse argv and run the command.  stop is the flag set by the SIGTERM
- * and SIGINT handlers.  Returns the process exit status (0, 1, 2, 3, 4
+ * Parse argv and run the command.  stop is the flag the SIGTERM, SIGINT
+ * and SIGHUP handlers set to the signal's number (0 while none came).  Returns the process exit status (0, 1, 2, 3, 4
  * or 75, DESIGN.md "Exit status").
  */
 int	cli_main(int argc, char **argv, volatile sig_atomic_t *stop);

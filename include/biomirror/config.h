@@ -60,6 +60,7 @@ struct mirror_conf {
 	bool		 ftp_active;	/* ftp_active: PORT/EPRT, not passive */
 	bool		 follow_symlinks; /* fetch symlink targets (FTP) */
 	unsigned	 line;		/* line of the section header, 0 ad-hoc */
+	unsigned	 metrics_line;	/* line of metrics_file, 0 if not from a file */
 };
 
 struct config {

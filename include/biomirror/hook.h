@@ -7,25 +7,36 @@
  * of the agent is O_CLOEXEC (STYLE.md rule 37), so the hook inherits no
  * lock, manifest or socket, and descriptors above 2 that the agent itself
  * inherited are closed for it too (glibc 2.34+).  Signals the agent ignores (SIGPIPE) are
- * reset to their defaults for it, and its signal mask is empty.
+ * reset to their defaults for it, and its signal mask is empty.  It runs
+ * in a process group of its own, which gets SIGTERM (then SIGKILL) when
+ * the agent is asked to stop while it runs.
  */
 #ifndef BIOMIRROR_HOOK_H
 #define BIOMIRROR_HOOK_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #define HOOK_MAX_ENV	4096	/* environment entries passed on */
+#define HOOK_POLL_MS	50	/* how often the wait looks at the stop flag */
+#define HOOK_GRACE_MS	10000	/* from SIGTERM to SIGKILL of a stopped hook */
+#define HOOK_GRACE_TEXT	"10 s"	/* HOOK_GRACE_MS, for messages */
 
 /*
- * Run command (borrowed) with /bin/sh -c and wait for it.  env is a
- * NULL-terminated array of "NAME=VALUE" strings (borrowed) added to the
- * environment.  *ret_status gets the command's exit status, or 128 + the
- * signal number that ended it (as the shell reports it).  Returns 0 when
- * the command ran (whatever its status); BM_EIO with "operation: reason"
- * in errbuf when it could not be started or waited for; BM_ELIMIT past
- * HOOK_MAX_ENV entries; BM_ENOMEM.
+ * Run command (borrowed) with /bin/sh -c, in a process group of its own,
+ * and wait for it.  env is a NULL-terminated array of "NAME=VALUE"
+ * strings (borrowed) added to the environment.  stop (borrowed, may be
+ * NULL) is the agent's signal flag: once it is set, SIGTERM goes to the
+ * hook's process group and, if the hook is still there HOOK_GRACE_MS
+ * later, SIGKILL.  *ret_status gets the command's exit status, or 128 +
+ * the signal number that ended it (as the shell reports it).  Returns 0
+ * when the command ran to its end (whatever its status); BM_EINTR when it
+ * was stopped that way (what was done in errbuf; *ret_status set);
+ * BM_EIO with "operation: reason" in errbuf when it could not be started
+ * or waited for; BM_ELIMIT past HOOK_MAX_ENV entries; BM_ENOMEM.
  */
-int	hook_run(const char *command, char *const *env, int *ret_status,
-	    char *errbuf, size_t errlen);
+int	hook_run(const char *command, char *const *env,
+	    volatile sig_atomic_t *stop, int *ret_status, char *errbuf,
+	    size_t errlen);
 
 #endif

@@ -34,17 +34,25 @@ struct metrics_run {
 	int64_t		 last_success_ns; /* end of the newest ok run (this one
 					   * included), 0 if none, -1 unknown:
 					   * keep the value the file holds */
+	const char *const *mirrors;	/* borrowed: names of the mirrors in
+					   the config (their samples are
+					   kept), NULL = keep every mirror's */
+	size_t		 nmirrors;	/* entries in mirrors */
 };
 
 /*
  * Make the new content of a metrics file: old[0..oldlen) is the file as
- * it was (NULL/0 for none; borrowed), r the run to record.  Samples of
- * other mirrors in old are kept as they were; the lines of r->mirror are
- * replaced (its last_success sample kept when r->last_success_ns is -1);
- * lines this module does not write are dropped.  Each family gets its
- * "# HELP" and "# TYPE ... gauge" line before its samples, which are
- * sorted by mirror.  *ret is malloc'd (NUL-terminated, *retlen bytes
- * without the NUL).  Returns 0 or BM_ENOMEM.
+ * it was (NULL/0 for none; borrowed), r the run to record.  Lines that
+ * are not of our families (other programs' metrics, comments, blank
+ * lines) are kept as they were, in their order, first.  Samples of other
+ * mirrors in old are kept as they were when the mirror is in r->mirrors
+ * (or r->mirrors is NULL), else dropped (a mirror removed from the
+ * config); the lines of r->mirror are replaced (its last_success sample
+ * kept when r->last_success_ns is -1); our "# HELP"/"# TYPE" lines and
+ * samples of our families this module cannot parse are dropped.  Each
+ * family gets its "# HELP" and "# TYPE ... gauge" line before its
+ * samples, which are sorted by mirror.  *ret is malloc'd (NUL-terminated,
+ * *retlen bytes without the NUL).  Returns 0 or BM_ENOMEM.
  */
 int	metrics_merge(const char *old, size_t oldlen,
 	    const struct metrics_run *r, char **ret, size_t *retlen);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+struct config;
 struct mirror_conf;
 struct mirror_result;
 
@@ -20,11 +21,16 @@ struct sync_opts {
 	bool		 dry_run;	/* plan only: change nothing */
 	bool		 progress;	/* live progress line (only ever on a tty) */
 	FILE		*plan_out;	/* where a dry run prints its actions, NULL = none */
-	volatile sig_atomic_t *stop;	/* borrowed: set on SIGTERM/SIGINT */
+	volatile sig_atomic_t *stop;	/* borrowed: 0, or the number of the
+					   signal (SIGTERM, SIGINT, SIGHUP)
+					   that asked the run to stop */
 	const char	*command;	/* static: run record's command, NULL = "sync" */
 	bool		 checksum;	/* resync --checksum: re-hash local files
 					   against recorded and sidecar digests */
 	bool		 adopt;		/* resync --adopt: record matching local files */
+	const struct config *conf;	/* borrowed: the whole config (its
+					   mirror names for metrics_file),
+					   NULL if unknown */
 };
 
 /*

@@ -1,5 +1,6 @@
 #!/bin/bash
-# SIGTERM during a large transfer: exit 1 (status partial), the small files
+# SIGTERM during a large transfer: exit 1 (status interrupted, the reason
+# "stopped by SIGTERM" in --json, the run record and history), the small files
 # that finished are committed (manifest and disk), nothing partial under a
 # final name, the big file's temp file kept with its finished ranges
 # recorded, and the next run continues it and completes.  Then the same while a new version of the big file is
@@ -61,9 +62,17 @@ slow_run_and_term cold
 assert_eq "$RC" 1 "exit status after SIGTERM"
 [ "$TERM_SECS" -le 5 ] || fail "took $TERM_SECS s to stop after SIGTERM"
 json_ok "$T/last.out"
-assert_eq "$(jfield status)" partial "status"
+assert_eq "$(jfield status)" interrupted "status"
 assert_eq "$(jfield fetched)" "$nsmall" "fetched (the small files)"
 assert_eq "$(jfield deleted)" 0 "deleted"
+assert_eq "$(jfield failed)" 0 "failed"
+python3 - "$T/last.out" <<'PY' || fail "the interruption is not a reported error"
+import json, sys
+assert json.load(open(sys.argv[1]))[0]["errors"] == [
+    {"path": "", "op": "run", "reason": "stopped by SIGTERM"}], "errors"
+PY
+grep -q '^biomirror: up: stopped by SIGTERM$' "$T/cold.err" ||
+    fail "the interruption is not logged"
 grep -q 'interrupted' "$T/cold.err" || fail "no 'interrupted' message"
 [ -e "$T/mirror/big/big.bin" ] && fail "partial big.bin under its final name"
 for f in $smalls; do
@@ -75,8 +84,8 @@ assert_eq "$(manifest_sql "$T/state" up \
     "s.txt small/a.txt small/b.txt small/c.bin small/sub/d.txt small/sub/e.bin" \
     "files in the manifest"
 run=$(jfield run)
-assert_eq "$(manifest_sql "$T/state" up "select status from runs where id = $run")" \
-    partial "run record"
+assert_eq "$(manifest_sql "$T/state" up "select status || '|' || error from runs where id = $run")" \
+    "interrupted|stopped by SIGTERM" "run record"
 # Only finished files are under final names: every regular file in the
 # mirror is a small one or a temp file.
 others=$(cd "$T/mirror" && find . -type f ! -name '.biomirror-tmp.*' -printf '%P\n' |
@@ -108,7 +117,7 @@ printf 'also new\n' > "$T/up/s.txt"
 touch -d '2023-03-04 05:06:08 UTC' "$T/up/s.txt"
 slow_run_and_term update
 assert_eq "$RC" 1 "exit status after SIGTERM"
-assert_eq "$(jfield status)" partial "status"
+assert_eq "$(jfield status)" interrupted "status"
 assert_eq "$(jfield fetched)" 1 "fetched (s.txt)"
 cmp -s "$T/old-big.bin" "$T/mirror/big/big.bin" ||
     fail "the final name does not hold the old complete big.bin"
@@ -126,4 +135,23 @@ grep -q "1 partly fetched files of an earlier run to continue" "$LAST_ERR" ||
     fail "the kept temp file was not continued"
 assert_trees_equal "$T/up" "$T/mirror"
 no_temps "$T/mirror"
+
+echo "# history: the status column fits the longest word, interrupted"
+assert_exit 0 bm history up
+assert_eq "$(awk '{ print $3 }' "$LAST_OUT" | tr '\n' ' ')" \
+    "ok interrupted ok interrupted " "history statuses"
+grep -q '^ *[0-9]* [-0-9T:Z]* interrupted listed [0-9]*, ' "$LAST_OUT" ||
+    fail "history: interrupted run line"
+grep -q '^ *[0-9]* [-0-9T:Z]* ok          listed [0-9]*, ' "$LAST_OUT" ||
+    fail "history: ok run line"
+assert_eq "$(awk '{ print index($0, " listed ") }' "$LAST_OUT" | sort -u | wc -l)" 1 \
+    "history: 'listed' in the same column on every line"
+grep -q '; stopped by SIGTERM$' "$LAST_OUT" || fail "history: the reason"
+assert_exit 0 bm --json history up
+python3 - "$LAST_OUT" <<'PY' || fail "history --json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [x["status"] for x in r] == ["ok", "interrupted", "ok", "interrupted"], r
+assert r[1]["error"] == "stopped by SIGTERM", r[1]
+PY
 echo PASS

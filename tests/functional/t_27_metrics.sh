@@ -2,7 +2,10 @@
 # metrics_file: after each run (ok or failed, not a plan) the mirror's
 # gauges are in the file, in valid Prometheus text format (checked line by
 # line by tests/tools/promparse.py, and by promtool when installed); mirrors
-# sharing the file keep each other's samples, also when they run at once.
+# sharing the file keep each other's samples, also when they run at once;
+# other programs' lines in the file are kept, samples of mirrors removed
+# from the config are dropped; check-config refuses a directory, a path in
+# a dest (or its snapshot directory) or in the state directory.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -119,6 +122,58 @@ echo four > "$T/up/e.txt"
 assert_exit 0 bm sync a
 grep -q "^biomirror: a: metrics_file: $T/gone/bm.prom: open lock file: No such file or directory" \
     "$LAST_ERR" || fail "missing metrics directory not logged"
+
+echo "# a shared file: other programs' lines are kept, first and in order"
+conf "$NGINX_URL"
+{
+	printf '# written by the backup job\n'
+	printf '# HELP backup_last_success_seconds Last backup.\n'
+	printf '# TYPE backup_last_success_seconds gauge\n'
+	printf 'backup_last_success_seconds{host="x"} 1.7e+09\n'
+	cat "$M"
+} > "$T/shared.prom"
+mv "$T/shared.prom" "$M"
+assert_exit 0 bm sync b
+assert_eq "$(head -4 "$M")" "# written by the backup job
+# HELP backup_last_success_seconds Last backup.
+# TYPE backup_last_success_seconds gauge
+backup_last_success_seconds{host=\"x\"} 1.7e+09" "foreign lines kept"
+python3 "$PARSE" "$M" > /dev/null || fail "shared metrics file is not valid"
+assert_eq "$(grep -c '^biomirror_' "$M")" 66 "66 samples for six mirrors"
+assert_eq "$(grep -c '^# HELP biomirror_' "$M")" 11 "one HELP per family"
+
+echo "# mirrors removed from the config: their samples go at the next write"
+{
+	printf '[global]\nstate_dir = %s/state\n' "$T"
+	printf '[b]\nsource = %s\ndest = %s/mb\nmetrics_file = %s\n' "$NGINX_URL" "$T" "$M"
+	printf '[c1]\nsource = %s\ndest = %s/mc1\nmetrics_file = %s\n' "$NGINX_URL" "$T" "$M"
+} > "$T/bm.conf"
+assert_exit 0 bm sync b
+assert_eq "$(grep '^biomirror_last_run_success{' "$M" | tr '\n' ' ')" \
+    'biomirror_last_run_success{mirror="b"} 1 biomirror_last_run_success{mirror="c1"} 1 ' \
+    "only configured mirrors' samples"
+assert_eq "$(grep -c '^biomirror_' "$M")" 22 "22 samples for two mirrors"
+grep -q '^backup_last_success_seconds{host="x"} 1.7e+09$' "$M" ||
+    fail "foreign sample lost"
+python3 "$PARSE" "$M" > /dev/null || fail "metrics file is not valid"
+
+echo "# check-config refuses a directory, a path in a dest or in state_dir"
+mkdir -p "$T/mb"
+for bad in "$T/metrics:an existing directory, not a file name" \
+    "$T/mb/bm.prom:is inside dest $T/mb of [b]: a sync would delete it or leave it behind" \
+    "$T/mb.biomirror/bm.prom:is inside dest $T/mb of [b] (its snapshot directory): a sync would delete it or leave it behind" \
+    "$T/state/bm.prom:is inside state_dir $T/state: the state directory holds only biomirror's manifests and locks"; do
+	path=${bad%%:*}
+	why=${bad#*:}
+	printf '[global]\nstate_dir = %s/state\n[b]\nsource = %s\ndest = %s/mb\nmetrics_file = %s\n' \
+	    "$T" "$NGINX_URL" "$T" "$path" > "$T/bad.conf"
+	assert_exit 2 "$BM" -c "$T/bad.conf" check-config
+	case $why in
+	an\ *) want="biomirror: $T/bad.conf:6: metrics_file = $path: $why" ;;
+	*) want="biomirror: $T/bad.conf:6: metrics_file $path of [b] $why" ;;
+	esac
+	assert_eq "$(cat "$LAST_ERR")" "$want" "check-config message"
+done
 
 if command -v promtool > /dev/null 2>&1; then
 	promtool check metrics < "$M" || fail "promtool check metrics"

@@ -2,7 +2,8 @@
 # post_sync: runs after an ok run that changed something, with the
 # BIOMIRROR_* environment, stdin /dev/null, stdout kept out of --json and
 # no inherited descriptor (no lock); not after a no-change, dry or failed
-# run; a failing hook is logged and reported, the exit status stays 0.
+# run; a failing hook is logged and reported, the exit status stays 0;
+# a post_sync line that inih would cut at ' ;' is a config error.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -148,4 +149,14 @@ assert_exit 0 bm --json sync up
 assert_eq "$(jfield post_sync)" 127 "missing hook: 127"
 grep -q '^biomirror: up: post_sync: exited with status 127$' "$LAST_ERR" ||
     fail "missing hook not logged"
+
+echo "# ' ;' in post_sync would start an inih comment: a config error"
+sed -i 's|^post_sync = .*|post_sync = echo first ; echo second|' "$T/bm.conf"
+line=$(grep -n '^post_sync' "$T/bm.conf" | cut -d: -f1)
+assert_exit 2 bm check-config
+assert_eq "$(cat "$LAST_ERR")" "biomirror: $T/bm.conf:$line: post_sync: ' ;' starts a comment in this file, so the command would be cut to 'echo first': put the command in a script and name the script here (a comment goes on a line of its own)" \
+    "check-config message"
+n=$(hooks)
+assert_exit 2 bm sync up
+assert_eq "$(hooks)" "$n" "a hook ran from a refused config"
 echo PASS

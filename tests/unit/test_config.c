@@ -929,6 +929,62 @@ test_examples(void)
 	}
 }
 
+/*
+ * post_sync: a line where inih sees an inline comment is refused (the
+ * command would be cut short); metrics_file: not an existing directory,
+ * not inside a dest (or its snapshot directory), not in the state dir.
+ */
+static void
+test_hook_metrics_paths(struct ctx *t)
+{
+	struct config		*c = NULL;
+	struct mirror_conf	*m;
+	char			 text[1024], msg[512];
+
+	bad_value(t, "post_sync", "echo first ; echo second",
+	    "post_sync: ' ;' starts a comment in this file, so the command "
+	    "would be cut to 'echo first': put the command in a script and "
+	    "name the script here (a comment goes on a line of its own)");
+	bad_value(t, "post_sync", "/usr/local/bin/reindex ; the indexer",
+	    "post_sync: ' ;' starts a comment in this file, so the command "
+	    "would be cut to '/usr/local/bin/reindex': put the command in a "
+	    "script and name the script here (a comment goes on a line of "
+	    "its own)");
+	/* ';' not after whitespace is no comment for inih: kept whole. */
+	if ((m = good_value(t, "post_sync", "echo first; echo second",
+	    &c)) != NULL)
+		is_str(m->post_sync, "echo first; echo second",
+		    "post_sync with ';' glued to a word kept whole");
+	config_free(c);
+	c = NULL;
+
+	snprintf(msg, sizeof(msg), "metrics_file = %s: an existing "
+	    "directory, not a file name", t->dir);
+	bad_value(t, "metrics_file", t->dir, msg);
+	fails(t, HEAD "metrics_file = /srv/m/metrics/bm.prom\n", 4,
+	    "metrics_file /srv/m/metrics/bm.prom of [m] is inside dest "
+	    "/srv/m of [m]: a sync would delete it or leave it behind");
+	fails(t, HEAD "metrics_file = /srv/m.biomirror/bm.prom\n", 4,
+	    "metrics_file /srv/m.biomirror/bm.prom of [m] is inside dest "
+	    "/srv/m of [m] (its snapshot directory): a sync would delete it "
+	    "or leave it behind");
+	/* Another mirror's dest, even one defined later in the file. */
+	fails(t, HEAD "metrics_file = /srv/n//bm.prom\n"
+	    "[n]\nsource = https://h.example/y/\ndest = /srv/n\n", 4,
+	    "metrics_file /srv/n//bm.prom of [m] is inside dest /srv/n of "
+	    "[n]: a sync would delete it or leave it behind");
+	fails(t, "[global]\nstate_dir = /var/lib/bm\n" HEAD
+	    "metrics_file = /var/lib/bm/metrics.prom\n", 6,
+	    "metrics_file /var/lib/bm/metrics.prom of [m] is inside "
+	    "state_dir /var/lib/bm: the state directory holds only "
+	    "biomirror's manifests and locks");
+	/* Beside them is fine: /srv/m2 is not inside /srv/m. */
+	snprintf(text, sizeof(text), "[global]\nstate_dir = /var/lib/bm\n"
+	    HEAD "metrics_file = /srv/m2/bm.prom\n");
+	is_int(load(t, text, &c), 0, "metrics_file beside dest and state_dir");
+	config_free(c);
+}
+
 int
 main(void)
 {
@@ -956,6 +1012,7 @@ main(void)
 	test_sizes();
 	test_set();
 	test_files(&t);
+	test_hook_metrics_paths(&t);
 	test_examples();
 
 	(void)unlink(t.path);

@@ -1,7 +1,8 @@
 /*
  * Unit tests for agent/metrics.c: the merge keeps other mirrors' samples
  * and replaces ours, keeps our last-success sample when it is unknown,
- * escapes label values, drops lines it did not write; metrics_write()
+ * escapes label values, keeps other programs' lines, drops samples of
+ * mirrors no longer configured; metrics_write()
  * from several processes at once (the PATH.lock flock) loses no mirror.
  */
 #include <stdio.h>
@@ -94,27 +95,70 @@ test_merge(void)
 	free(ab);
 	free(ab2);
 
-	/* Lines we did not write, and broken ones, are dropped. */
+	/*
+	 * Lines of other programs are kept, first and in order; broken
+	 * samples of our families and our old HELP/TYPE lines are dropped.
+	 */
 	{
 		static const char old[] =
-		    "# HELP other_metric x\nother_metric 1\n"
+		    "# a comment of the admin's\n"
+		    "# HELP other_metric x\n# TYPE other_metric gauge\n"
+		    "other_metric{job=\"n\"} 1\n"
+		    "\n"
+		    "# HELP biomirror_last_run_success old help\n"
+		    "# TYPE biomirror_last_run_success gauge\n"
 		    "biomirror_last_run_success{mirror=\"z\"} 1\n"
 		    "biomirror_last_run_success{mirror=\"y\"} one\n"
 		    "biomirror_last_run_success{mirror=\"w\\q\"} 1\n"
 		    "biomirror_last_run_success{mirror=\"v\"}\n"
+		    "biomirror_last_run_success 5\n"
+		    "biomirror_last_run_successor 5\n"
 		    "biomirror_last_run_success{mirror=\"u\"} 1";
+		static const char head[] = "# a comment of the admin's\n"
+		    "# HELP other_metric x\n# TYPE other_metric gauge\n"
+		    "other_metric{job=\"n\"} 1\n\n"
+		    "biomirror_last_run_successor 5\n# HELP biomirror_";
 		r = run_of("q\"\\\nq", 1);
 		is_int(metrics_merge(old, sizeof(old) - 1, &r, &x, &xlen), 0,
-		    "merge into a foreign file");
-		ok(strstr(x, "other_metric") == NULL, "foreign metric dropped");
+		    "merge into a shared file");
+		ok(strncmp(x, head, sizeof(head) - 1) == 0,
+		    "foreign lines kept first, in order");
 		ok(strstr(x, "{mirror=\"z\"} 1\n") != NULL, "good line kept");
 		ok(strstr(x, "{mirror=\"u\"} 1\n") != NULL,
 		    "a last line without newline kept");
 		ok(strstr(x, "\"y\"") == NULL && strstr(x, "\"v\"") == NULL &&
-		    strstr(x, "w\\q") == NULL, "broken lines dropped");
+		    strstr(x, "w\\q") == NULL && strstr(x, "success 5") ==
+		    NULL, "broken lines of our families dropped");
+		ok(strstr(x, "old help") == NULL, "our old HELP line dropped");
+		is_int(count(x, "# HELP "), 12, "one HELP per family, and "
+		    "other_metric's");
 		ok(strstr(x, "{mirror=\"q\\\"\\\\\\nq\"}") != NULL,
 		    "label value escaped (quote, backslash, newline)");
 		free(x);
+	}
+
+	/* Samples of mirrors no longer in the config are dropped. */
+	{
+		static const char *const names[] = { "a", "c" };
+		char	*abc = NULL;
+		size_t	 abclen;
+
+		r = run_of("b", 1);
+		is_int(metrics_merge(NULL, 0, &r, &a, &alen), 0, "b");
+		r = run_of("gone", 1);
+		is_int(metrics_merge(a, alen, &r, &ab, &ablen), 0, "gone");
+		r = run_of("a", 1);
+		r.mirrors = names;
+		r.nmirrors = 2;
+		is_int(metrics_merge(ab, ablen, &r, &abc, &abclen), 0,
+		    "a, with the config's names");
+		is_int(count(abc, "{mirror=\"a\"}"), 11, "a written");
+		is_int(count(abc, "{mirror=\"b\"}"), 0, "b (not configured) "
+		    "dropped");
+		is_int(count(abc, "{mirror=\"gone\"}"), 0, "gone dropped");
+		free(a);
+		free(ab);
+		free(abc);
 	}
 }
 
