@@ -680,10 +680,7 @@ set_follow(const char *v, struct mirror_conf *m, char *errbuf,
 
 	if ((rc = set_bool("follow_symlinks", v, &b, errbuf, errlen)) != 0)
 		return rc;
-	if (b)
-		return conf_fmt(errbuf, errlen, "follow_symlinks = %s is not "
-		    "supported by this build yet", v);
-	m->follow_symlinks = false;
+	m->follow_symlinks = b;
 	return 0;
 }
 
@@ -931,6 +928,8 @@ check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
 			key = "password_file";
 		else if (m->ftp_active)
 			key = "ftp_active";
+		else if (m->follow_symlinks)
+			key = "follow_symlinks";
 		if (key != NULL)
 			return conf_fmt(errbuf, errlen, "%s applies only to "
 			    "ftp:// and ftps:// sources", key);

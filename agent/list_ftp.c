@@ -26,6 +26,7 @@
 #define DAY_SECONDS	86400
 #define MAX_LINE	8192		/* longer lines are skipped (rule 31) */
 #define MAX_TOKENS	16
+#define MAX_LINKS	(1 << 22)	/* symlinks kept to follow (rule 31) */
 
 /* A parsed line before it becomes an entry. */
 struct ftp_line {
@@ -688,8 +689,20 @@ list_ftp_feat_mlst(const uint8_t *body, size_t len)
 /* A directory waiting to be listed. */
 struct ftp_dir {
 	char		*prefix;	/* owned: relative path, "" for the root */
-	char		*unique;	/* owned: unique= its parent listed, NULL */
+	char		*real;		/* owned: its real path upstream ("" for
+					   the root): a followed link's target */
+	char		*unique;	/* owned: unique= its parent listed (or
+					   its own cdir line), NULL */
+	size_t		 parent;	/* index of the parent, SIZE_MAX: root */
 	unsigned	 depth;		/* levels below the root */
+	bool		 via_link;	/* inside a followed directory link */
+};
+
+/* One path of the real tree (follow_symlinks), for link resolution. */
+struct ftp_real {
+	const char	*path;		/* borrowed: the entry's path */
+	size_t		 idx;		/* index in out, or in links if link */
+	bool		 link;		/* a symlink (in links), else in out */
 };
 
 struct ftp_crawl {
@@ -700,8 +713,15 @@ struct ftp_crawl {
 	size_t		 ndirs, capdirs;
 	char		**uniq;		/* owned: sorted unique= of listed dirs */
 	size_t		 nuniq, capuniq;
+	struct listing	*links;		/* owned: symlinks to follow, NULL
+					   unless opts->follow */
+	size_t		*linkdir;	/* owned: dirs index of each link */
+	size_t		 caplinkdir;
+	struct ftp_real	*reals;		/* owned: sorted real tree, built once
+					   the real tree is listed */
+	size_t		 nreals;
 	bool		 mlsd;		/* MLSD, else LIST */
-	size_t		 skipped, loops;
+	size_t		 skipped, loops, dangling;
 	bool		 depth_hit;	/* a directory lay past max_depth */
 	int		 fail;		/* first failed reply's code */
 	char		*errbuf;	/* borrowed */
@@ -748,12 +768,12 @@ crawl_uniq_new(struct ftp_crawl *c, const char *u, bool *ret_new)
 	return 0;
 }
 
-/* Queue a directory (prefix is copied). */
+/* Queue a directory (the strings are copied). */
 static int
-crawl_push(struct ftp_crawl *c, const char *prefix, const char *unique,
-    unsigned depth)
+crawl_push(struct ftp_crawl *c, const char *prefix, const char *real,
+    const char *unique, size_t parent, unsigned depth, bool via_link)
 {
-	struct ftp_dir	*nv;
+	struct ftp_dir	*nv, *d;
 
 	if (c->ndirs == c->capdirs) {
 		c->capdirs = c->capdirs ? c->capdirs * 2 : 64;
@@ -762,16 +782,35 @@ crawl_push(struct ftp_crawl *c, const char *prefix, const char *unique,
 			return BM_ENOMEM;
 		c->dirs = nv;
 	}
-	c->dirs[c->ndirs].unique = NULL;
-	if ((c->dirs[c->ndirs].prefix = strdup(prefix)) == NULL)
-		return BM_ENOMEM;
-	if (unique != NULL &&
-	    (c->dirs[c->ndirs].unique = strdup(unique)) == NULL) {
-		free(c->dirs[c->ndirs].prefix);
+	d = &c->dirs[c->ndirs];
+	memset(d, 0, sizeof(*d));
+	if ((d->prefix = strdup(prefix)) == NULL ||
+	    (d->real = strdup(real)) == NULL ||
+	    (unique != NULL && (d->unique = strdup(unique)) == NULL)) {
+		free(d->prefix);
+		free(d->real);
 		return BM_ENOMEM;
 	}
-	c->dirs[c->ndirs++].depth = depth;
+	d->parent = parent;
+	d->depth = depth;
+	d->via_link = via_link;
+	c->ndirs++;
 	return 0;
+}
+
+/* dir + "/" + the last component of path, malloc'd ("" dir: no '/'). */
+static char *
+real_child(const char *dir, const char *path)
+{
+	const char	*name = strrchr(path, '/');
+	char		*s;
+
+	name = name != NULL ? name + 1 : path;
+	if (dir[0] == '\0')
+		return strdup(name);
+	if (asprintf(&s, "%s/%s", dir, name) == -1)
+		return NULL;
+	return s;
 }
 
 static void
@@ -781,19 +820,47 @@ crawl_err(struct ftp_crawl *c, const char *url, const char *why)
 		(void)snprintf(c->errbuf, c->errlen, "%s: %s", url, why);
 }
 
-/* Move one parsed entry into the output, queueing directories. */
+/* Keep a symlink for follow_symlinks, listed in dirs[di]. */
 static int
-crawl_take(struct ftp_crawl *c, struct entry *e, unsigned depth)
+crawl_link_add(struct ftp_crawl *c, struct entry *e, size_t di)
+{
+	struct entry	*dst;
+	size_t		*nv, n = listing_count(c->links);
+	int		 rc;
+
+	if (n == c->caplinkdir) {
+		c->caplinkdir = c->caplinkdir ? c->caplinkdir * 2 : 64;
+		if ((nv = reallocarray(c->linkdir, c->caplinkdir,
+		    sizeof(*nv))) == NULL)
+			return BM_ENOMEM;
+		c->linkdir = nv;
+	}
+	if ((rc = listing_append(c->links, &dst)) != 0)
+		return rc;
+	*dst = *e;
+	memset(e, 0, sizeof(*e));
+	c->linkdir[n] = di;
+	return 0;
+}
+
+/* Move one parsed entry of dirs[di] into the output, queueing directories. */
+static int
+crawl_take(struct ftp_crawl *c, struct entry *e, size_t di)
 {
 	const struct filter *f = c->opts->filter;
 	struct entry	*dst;
+	char		*real;
+	unsigned	 depth = c->dirs[di].depth;
 	bool		 fresh = true;
 	int		 rc;
 
+	if (e->type == ENTRY_SYMLINK && c->links != NULL)
+		return crawl_link_add(c, e, di);
 	if (e->type == ENTRY_DIR) {
 		if (f != NULL && !filter_dir(f, e->path))
 			return 0;
-		if (e->unique != NULL &&
+		/* Inside a followed link the unique= repeat by design. */
+		if (e->unique != NULL && !c->dirs[di].via_link &&
 		    (rc = crawl_uniq_new(c, e->unique, &fresh)) != 0)
 			return rc;
 		if (!fresh) {
@@ -802,9 +869,16 @@ crawl_take(struct ftp_crawl *c, struct entry *e, unsigned depth)
 		}
 		if (depth + 1 > c->opts->max_depth)
 			c->depth_hit = true;
-		else if ((rc = crawl_push(c, e->path, e->unique,
-		    depth + 1)) != 0)
-			return rc;
+		else {
+			if ((real = real_child(c->dirs[di].real,
+			    e->path)) == NULL)
+				return BM_ENOMEM;
+			rc = crawl_push(c, e->path, real, e->unique, di,
+			    depth + 1, c->dirs[di].via_link);
+			free(real);
+			if (rc != 0)
+				return rc;
+		}
 	} else if (f != NULL && !filter_file(f, e->path))
 		return 0;
 	if ((rc = listing_append(c->out, &dst)) != 0)
@@ -821,9 +895,10 @@ crawl_take(struct ftp_crawl *c, struct entry *e, unsigned depth)
  * commands may fall back to its parent), and nothing of it is taken.
  */
 static int
-crawl_reply(struct ftp_crawl *c, const struct ftp_dir *d,
-    const struct http_page *pg, const char *url)
+crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
+    const char *url)
 {
+	const struct ftp_dir *d = &c->dirs[di];	/* until crawl_take() */
 	struct listing	*tmp;
 	char		*cdir = NULL;
 	size_t		 i, skipped = 0;
@@ -844,9 +919,12 @@ crawl_reply(struct ftp_crawl *c, const struct ftp_dir *d,
 		free(cdir);
 		return 0;
 	}
-	free(cdir);
+	if (d->unique == NULL && cdir != NULL)
+		c->dirs[di].unique = cdir;	/* for the loop check */
+	else
+		free(cdir);
 	for (i = 0; rc == 0 && i < listing_count(tmp); i++)
-		rc = crawl_take(c, listing_get_mut(tmp, i), d->depth);
+		rc = crawl_take(c, listing_get_mut(tmp, i), di);
 	listing_free(tmp);
 	return rc;
 }
@@ -889,8 +967,7 @@ crawl_batch(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx,
 			    bm_strerror(pg[i].rc));
 			continue;
 		}
-		if ((rc = crawl_reply(c, &c->dirs[first + i], &pg[i],
-		    urls[i])) != 0)
+		if ((rc = crawl_reply(c, first + i, &pg[i], urls[i])) != 0)
 			goto out;
 	}
 	rc = 0;
@@ -933,13 +1010,298 @@ out:
 	return rc;
 }
 
+#define MAX_LINK_HOPS	40	/* links resolved per target (Linux's limit) */
+
+/* What a followed link's target is. */
+enum link_kind {
+	LINK_FILE,		/* a listed file */
+	LINK_DIR,		/* a listed directory (or the root) */
+	LINK_OUTSIDE,		/* outside the source tree */
+	LINK_MISSING,		/* inside, but not listed */
+};
+
+static int
+real_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ftp_real *)a)->path,
+	    ((const struct ftp_real *)b)->path);
+}
+
+/*
+ * Index the real tree: everything listed so far (no link has been
+ * followed yet, so every path is a real one) and the links found in it.
+ */
+static int
+reals_build(struct ftp_crawl *c)
+{
+	size_t	 no = listing_count(c->out), nl = listing_count(c->links), i;
+
+	if ((c->reals = calloc(no + nl + 1, sizeof(*c->reals))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < no; i++) {
+		c->reals[c->nreals].path = listing_get(c->out, i)->path;
+		c->reals[c->nreals++].idx = i;
+	}
+	for (i = 0; i < nl; i++) {
+		c->reals[c->nreals].path = listing_get(c->links, i)->path;
+		c->reals[c->nreals].link = true;
+		c->reals[c->nreals++].idx = i;
+	}
+	qsort(c->reals, c->nreals, sizeof(*c->reals), real_cmp);
+	return 0;
+}
+
+static const struct ftp_real *
+reals_find(const struct ftp_crawl *c, const char *path)
+{
+	struct ftp_real	 key;
+
+	memset(&key, 0, sizeof(key));
+	key.path = path;
+	return bsearch(&key, c->reals, c->nreals, sizeof(*c->reals),
+	    real_cmp);
+}
+
+/*
+ * Step cur (a real path, malloc'd, "" for the root) through one
+ * component of n bytes; *kind and *r tell what cur now is.  A link met on
+ * the way is replaced by its target: *rest becomes target + "/" + *rest.
+ */
+static int
+link_step(const struct ftp_crawl *c, char **cur, const char *comp, size_t n,
+    char **rest, unsigned *hops, enum link_kind *kind,
+    const struct ftp_real **r)
+{
+	const struct entry *l;
+	char		*s, *slash;
+
+	if (*kind == LINK_FILE) {	/* "file/x": ENOTDIR */
+		*kind = LINK_MISSING;
+		return 0;
+	}
+	if (n == 2 && memcmp(comp, "..", 2) == 0) {
+		if ((*cur)[0] == '\0') {
+			*kind = LINK_OUTSIDE;
+			return 0;
+		}
+		if ((slash = strrchr(*cur, '/')) != NULL)
+			*slash = '\0';
+		else
+			(*cur)[0] = '\0';
+		*kind = LINK_DIR;
+		*r = (*cur)[0] ? reals_find(c, *cur) : NULL;
+		return 0;
+	}
+	if (asprintf(&s, "%s%s%.*s", *cur, (*cur)[0] ? "/" : "", (int)n,
+	    comp) == -1)
+		return BM_ENOMEM;
+	free(*cur);
+	*cur = s;
+	if ((*r = reals_find(c, *cur)) == NULL) {
+		*kind = LINK_MISSING;
+		return 0;
+	}
+	if (!(*r)->link) {
+		*kind = listing_get(c->out, (*r)->idx)->type == ENTRY_DIR ?
+		    LINK_DIR : LINK_FILE;
+		return 0;
+	}
+	l = listing_get(c->links, (*r)->idx);
+	if (++*hops > MAX_LINK_HOPS || l->target == NULL) {
+		*kind = LINK_MISSING;
+		return 0;
+	}
+	if (l->target[0] == '/') {
+		*kind = LINK_OUTSIDE;
+		return 0;
+	}
+	if (asprintf(&s, "%s/%s", l->target, *rest) == -1)
+		return BM_ENOMEM;
+	free(*rest);
+	*rest = s;
+	if ((slash = strrchr(*cur, '/')) != NULL)	/* the link's dir */
+		*slash = '\0';
+	else
+		(*cur)[0] = '\0';
+	*kind = LINK_DIR;
+	return 0;
+}
+
+/*
+ * Resolve a link's target against the real path of its directory,
+ * lexically, the way the server's file system would (each component in
+ * turn, links met on the way replaced by their targets).  On success
+ * *ret_kind is set, and for LINK_FILE/LINK_DIR *ret_real (malloc'd) is
+ * the real path and *ret_idx the target's index in out (SIZE_MAX for the
+ * root).  Returns 0 or BM_ENOMEM.
+ */
+static int
+link_resolve(const struct ftp_crawl *c, const char *dir, const char *target,
+    enum link_kind *ret_kind, char **ret_real, size_t *ret_idx)
+{
+	const struct ftp_real *r = NULL;
+	enum link_kind	 kind = LINK_DIR;
+	char		*cur = NULL, *rest = NULL, *comp, *p, *s;
+	unsigned	 hops = 0;
+	size_t		 n;
+	int		 rc = BM_ENOMEM;
+
+	if (target == NULL || target[0] == '/') {
+		*ret_kind = LINK_OUTSIDE;
+		return 0;
+	}
+	if ((cur = strdup(dir)) == NULL || (rest = strdup(target)) == NULL)
+		goto out;
+	while (kind == LINK_DIR || kind == LINK_FILE) {
+		for (p = rest; *p == '/'; p++)
+			;
+		if (*p == '\0')
+			break;
+		n = strcspn(p, "/");
+		if ((comp = strndup(p, n)) == NULL)
+			goto out;
+		if ((s = strdup(p + n)) == NULL) {	/* what follows */
+			free(comp);
+			goto out;
+		}
+		free(rest);
+		rest = s;
+		if (n == 1 && comp[0] == '.') {
+			free(comp);
+			continue;
+		}
+		rc = link_step(c, &cur, comp, n, &rest, &hops, &kind, &r);
+		free(comp);
+		if (rc != 0)
+			goto out;
+		rc = BM_ENOMEM;
+	}
+	*ret_kind = kind;
+	if (kind == LINK_FILE || kind == LINK_DIR) {
+		*ret_idx = r != NULL && !r->link ? r->idx : SIZE_MAX;
+		*ret_real = cur;
+		cur = NULL;
+	}
+	rc = 0;
+out:
+	free(cur);
+	free(rest);
+	return rc;
+}
+/*
+ * Append the entry that stands for a followed link at its own path: type
+ * as given, with the listed size and time of out[idx] (nothing known when
+ * idx is SIZE_MAX).
+ */
+static int
+link_entry(struct ftp_crawl *c, const struct entry *l, enum entry_type type,
+    size_t idx)
+{
+	const struct entry *t;
+	struct entry	*dst;
+	int		 rc;
+
+	if ((rc = listing_append(c->out, &dst)) != 0)
+		return rc;
+	dst->type = type;
+	if ((dst->path = strdup(l->path)) == NULL ||
+	    (l->href != NULL && (dst->href = strdup(l->href)) == NULL))
+		goto nomem;
+	if (idx == SIZE_MAX)
+		return 0;
+	t = listing_get(c->out, idx);
+	dst->size = t->size;
+	dst->size_exact = t->size_exact;
+	dst->size_min = t->size_min;
+	dst->size_max = t->size_max;
+	dst->mtime_wall = t->mtime_wall;
+	dst->mtime_nsec = t->mtime_nsec;
+	dst->mtime_prec = t->mtime_prec;
+	dst->zone_stated = t->zone_stated;
+	dst->zone_offset = t->zone_offset;
+	if (t->size_display != NULL &&
+	    (dst->size_display = strdup(t->size_display)) == NULL)
+		goto nomem;
+	return 0;
+nomem:
+	listing_pop(c->out);
+	return BM_ENOMEM;
+}
+
+/*
+ * follow_symlinks: links[li] becomes a file or a directory to list at
+ * its own path, or is dropped as a loop or a dangling link.
+ */
+static int
+link_follow(struct ftp_crawl *c, size_t li)
+{
+	const struct filter *f = c->opts->filter;
+	const struct entry *l = listing_get(c->links, li);
+	const struct ftp_dir *d;
+	enum link_kind	 kind;
+	size_t		 di = c->linkdir[li], k, idx = SIZE_MAX;
+	char		*real = NULL;
+	int		 rc;
+
+	if ((rc = link_resolve(c, c->dirs[di].real, l->target, &kind, &real,
+	    &idx)) != 0)
+		return rc;
+	switch (kind) {
+	case LINK_MISSING:
+		c->dangling++;
+		break;
+	case LINK_OUTSIDE:
+	case LINK_FILE:
+		if (f == NULL || filter_file(f, l->path))
+			rc = link_entry(c, l, ENTRY_FILE, idx);
+		break;
+	case LINK_DIR:
+		if (f != NULL && !filter_dir(f, l->path))
+			break;
+		/* A target that is the link's own directory or an ancestor. */
+		for (k = di; k != SIZE_MAX; k = d->parent) {
+			d = &c->dirs[k];
+			if (strcmp(d->real, real) == 0 || (l->unique != NULL &&
+			    d->unique != NULL && strcmp(l->unique,
+			    d->unique) == 0))
+				break;
+		}
+		if (k != SIZE_MAX)
+			c->loops++;
+		else if (c->dirs[di].depth + 1 > c->opts->max_depth)
+			c->depth_hit = true;
+		else if ((rc = link_entry(c, l, ENTRY_DIR, idx)) == 0)
+			rc = crawl_push(c, l->path, real, NULL, di,
+			    c->dirs[di].depth + 1, true);
+		break;
+	}
+	free(real);
+	return rc;
+}
+
+/* List the queued directories from *next on, in batches. */
+static int
+crawl_dirs(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx,
+    size_t *next)
+{
+	size_t	 n, batch = c->opts->batch > 0 ? c->opts->batch : 1;
+	int	 rc;
+
+	for (; *next < c->ndirs; *next += n) {
+		n = c->ndirs - *next < batch ? c->ndirs - *next : batch;
+		if ((rc = crawl_batch(c, fetch, ctx, *next, n)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 int
 list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
     http_fetch_fn fetch, void *ctx, struct listing *out, char *errbuf,
     size_t errlen)
 {
 	struct ftp_crawl c;
-	size_t		 next, n, batch, i;
+	size_t		 next, nextlink, i;
 	int		 rc;
 
 	memset(&c, 0, sizeof(c));
@@ -957,13 +1319,23 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 	}
 	if ((rc = crawl_feat(&c, fetch, ctx)) != 0)
 		goto out;
-	if ((rc = crawl_push(&c, "", NULL, 0)) != 0)
+	if (opts->follow && (c.links = listing_new(MAX_LINKS)) == NULL) {
+		rc = BM_ENOMEM;
 		goto out;
-	batch = opts->batch > 0 ? opts->batch : 1;
-	for (next = 0; next < c.ndirs; next += n) {
-		n = c.ndirs - next < batch ? c.ndirs - next : batch;
-		if ((rc = crawl_batch(&c, fetch, ctx, next, n)) != 0)
+	}
+	if ((rc = crawl_push(&c, "", "", NULL, SIZE_MAX, 0, false)) != 0)
+		goto out;
+	/* The real tree first, then the links, then what they lead to. */
+	for (next = 0, nextlink = 0;;) {
+		if ((rc = crawl_dirs(&c, fetch, ctx, &next)) != 0)
 			goto out;
+		if (c.links == NULL || nextlink == listing_count(c.links))
+			break;
+		if (c.reals == NULL && (rc = reals_build(&c)) != 0)
+			goto out;
+		for (; nextlink < listing_count(c.links); nextlink++)
+			if ((rc = link_follow(&c, nextlink)) != 0)
+				goto out;
 	}
 	if (c.fail != 0)
 		rc = c.fail;
@@ -980,8 +1352,14 @@ out:
 		*opts->ret_loops = c.loops;
 	if (opts->ret_skipped != NULL)
 		*opts->ret_skipped = c.skipped;
+	if (opts->ret_dangling != NULL)
+		*opts->ret_dangling = c.dangling;
+	listing_free(c.links);
+	free(c.linkdir);
+	free(c.reals);
 	for (i = 0; i < c.ndirs; i++) {
 		free(c.dirs[i].prefix);
+		free(c.dirs[i].real);
 		free(c.dirs[i].unique);
 	}
 	free(c.dirs);

@@ -320,6 +320,7 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 {
 	struct ftp_crawl_opts fo;
 	bool		 mlsd = false;
+	size_t		 dangling = 0;
 	int		 rc;
 
 	memset(&fo, 0, sizeof(fo));
@@ -330,9 +331,15 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	fo.ret_mlsd = &mlsd;
 	fo.ret_loops = ret_loops;
 	fo.ret_skipped = ret_skipped;
+	fo.follow = r->c->follow_symlinks;
+	fo.ret_dangling = &dangling;
 	rc = list_ftp_crawl(r->source, &fo, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
 	log_debug("%s: list: %s", r->c->name, mlsd ? "MLSD" : "LIST");
+	if (dangling > 0)
+		log_warnx("%s: list: %zu symlinks not followed: their target "
+		    "is not in the listing (dangling, or excluded)",
+		    r->c->name, dangling);
 	return rc;
 }
 

@@ -543,17 +543,28 @@ url_became_dir(const char *url, const char *eff)
  * stream); 421 and 530 (too many connections or users: servers use both
  * for their limits) and broken connections are retried with backoff; a
  * body of another length than SIZE said, or a range cut short, is
- * retried, never published.
+ * retried, never published.  A conditional RETR whose MDTM is not newer
+ * (libcurl skips the RETR: CURLINFO_CONDITION_UNMET) is not modified,
+ * like HTTP 304: never an empty file.
  */
 static void
 classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 {
 	struct xfer_job	*j = r->job;
 	struct xfer_result *res = &j->res;
+	long		 unmet = 0;
 
 	res->total = -1;
 	if (j->len > 0 || j->ftp_command != NULL)
 		res->size = -1;
+	if (cc == CURLE_OK && j->if_modified_since >= 0 &&
+	    curl_easy_getinfo(r->easy, CURLINFO_CONDITION_UNMET,
+	    &unmet) == CURLE_OK && unmet) {
+		res->rc = 0;
+		res->cls = XFER_NOT_MODIFIED;
+		res->size = -1;
+		return;
+	}
 	if (cc != CURLE_OK) {
 		res->rc = BM_ENET;
 		res->cls = XFER_RETRY;

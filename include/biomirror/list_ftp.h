@@ -69,6 +69,9 @@ struct ftp_crawl_opts {
 					   entered because MLSD gave them the
 					   unique= of one already listed */
 	size_t		*ret_skipped;	/* borrowed, may be NULL: lines skipped */
+	bool		 follow;	/* follow_symlinks: fetch link targets */
+	size_t		*ret_dangling;	/* borrowed, may be NULL: followed links
+					   whose target is not in the listing */
 };
 
 /*
@@ -78,7 +81,21 @@ struct ftp_crawl_opts {
  * batches of opts->batch replies, never past max_depth.  Directory URLs
  * are source_url + path_encode(path) + "/" (RFC 1738: relative to the
  * login directory unless the source starts with %2F).  Symlinks are
- * listed as ENTRY_SYMLINK, never descended.  Directories filtered out by
+ * listed as ENTRY_SYMLINK, never descended, unless opts->follow: then
+ * each link's target is resolved lexically (RFC 3986-style "." and ".."
+ * removal, POSIX path resolution of every component through the links
+ * listed on the way) against the link's real directory, once the real
+ * tree is listed.  A link to a listed file becomes an ENTRY_FILE at the
+ * link's path with the target's listed size and time (fetched with RETR
+ * of the link's path, exact through SIZE/MDTM like any listed file); a
+ * link to a listed directory is listed as a directory at the link's path,
+ * unless its real path (or its MLSD unique=) is the one of the link's own
+ * directory or an ancestor's: that is a loop, counted in *ret_loops and
+ * not entered.  A target that leaves the source tree (absolute, or ".."
+ * past the root) is an ENTRY_FILE of unknown size and time at the link's
+ * path (what the server serves under that name); a target inside the
+ * tree that is not listed (dangling, excluded, or a link chain over 40
+ * hops) is counted in *ret_dangling and dropped.  Directories filtered out by
  * opts->filter are not listed; files not taken are not appended.
  * Returns 0 when the listing is complete, the first failed reply's
  * BM_E* code (the listing is then incomplete), BM_ELIMIT when a

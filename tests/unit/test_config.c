@@ -616,10 +616,15 @@ test_ftp(struct ctx *t)
 	fails(t, "[m]\nsource = ftps://h/\ndest = /srv/m\nftp_tls = no\n",
 	    1, "an ftps:// source requires TLS: ftp_tls must be require "
 	    "(or unset) in section [m]");
-	(void)snprintf(text, sizeof(text), "[m]\nsource = ftp://h/\n"
-	    "dest = /srv/m\nfollow_symlinks = yes\n");
-	fails(t, text, 4,
-	    "follow_symlinks = yes is not supported by this build yet");
+	rc = load(t, "[m]\nsource = ftp://h/\ndest = /srv/m\n"
+	    "follow_symlinks = yes\n", &c);
+	is_int(rc, 0, "follow_symlinks = yes accepted");
+	if (c != NULL)
+		ok(c->mirrors[0]->follow_symlinks, "follow_symlinks = yes set");
+	config_free(c);
+	c = NULL;
+	fails(t, HEAD "follow_symlinks = yes\n", 1, "follow_symlinks "
+	    "applies only to ftp:// and ftps:// sources in section [m]");
 	/* password_file: exists, regular, not world-readable. */
 	(void)snprintf(pw, sizeof(pw), "%s/pw", t->dir);
 	write_file(pw, "s3cret\n");

@@ -599,6 +599,99 @@ test_crawl(void)
 	listing_free(l);
 }
 
+/* A LIST server with symlinks, for follow_symlinks. */
+static int
+link_fetch(void *ctx, struct http_page *pages, size_t n)
+{
+	unsigned	*calls = ctx;
+	const char	*body;
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		(*calls)++;
+		if (strcmp(pages[i].command, "FEAT") == 0)
+			body = "211-Features:\r\n SIZE\r\n211 End\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/") == 0)
+			body = "-rw-r--r-- 1 0 0 5 Jan 02 2020 a.txt\r\n"
+			    "drwxr-xr-x 2 0 0 4096 Jan 02 2020 sub\r\n"
+			    "lrwxrwxrwx 1 0 0 5 Jan 02 2020 flink -> a.txt\r\n"
+			    "lrwxrwxrwx 1 0 0 3 Jan 02 2020 dlink -> sub\r\n"
+			    "lrwxrwxrwx 1 0 0 4 Jan 02 2020 out -> ../x\r\n"
+			    "lrwxrwxrwx 1 0 0 4 Jan 02 2020 abs -> /etc/x\r\n"
+			    "lrwxrwxrwx 1 0 0 7 Jan 02 2020 dang -> nothere\r\n"
+			    "lrwxrwxrwx 1 0 0 5 Jan 02 2020 chain -> ./flink\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/sub/") == 0 ||
+		    strcmp(pages[i].url, "ftp://h/dlink/") == 0)
+			body = "-rw-r--r-- 1 0 0 7 Jan 03 2020 b.txt\r\n"
+			    "lrwxrwxrwx 1 0 0 2 Jan 02 2020 loop -> ..\r\n"
+			    "lrwxrwxrwx 1 0 0 6 Jan 02 2020 up -> ../sub/\r\n"
+			    "lrwxrwxrwx 1 0 0 8 Jan 02 2020 f -> ../a.txt\r\n";
+		else {
+			pages[i].rc = BM_ENOENT;
+			continue;
+		}
+		pages[i].len = strlen(body);
+		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+			return BM_ENOMEM;
+		memcpy(pages[i].body, body, pages[i].len);
+	}
+	return 0;
+}
+
+static void
+test_follow(void)
+{
+	struct ftp_crawl_opts o;
+	const struct entry *e;
+	struct listing	*l = listing_new(100);
+	size_t		 loops = 0, dangling = 0;
+	unsigned	 calls = 0;
+	char		 err[256];
+	int		 rc;
+
+	memset(&o, 0, sizeof(o));
+	o.max_depth = 8;
+	o.batch = 2;
+	o.follow = true;
+	o.ret_loops = &loops;
+	o.ret_dangling = &dangling;
+	rc = list_ftp_crawl("ftp://h/", &o, link_fetch, &calls, l, err,
+	    sizeof(err));
+	is_int(rc, 0, "follow: complete");
+	is_int(calls, 4, "follow: FEAT, the root, sub, dlink listed");
+	is_int(loops, 4, "follow: sub/loop, sub/up, dlink/loop, dlink/up "
+	    "are loops");
+	is_int(dangling, 1, "follow: dang is dangling");
+	is_int(listing_sort(l), 0, "follow: sorted");
+	is_int(listing_count(l), 11, "follow: 11 entries");
+	ok((e = find(l, "flink")) != NULL && e->type == ENTRY_FILE &&
+	    e->size == 5 && e->mtime_prec == MTIME_DAY,
+	    "follow: flink is a file with a.txt's size and date");
+	ok((e = find(l, "chain")) != NULL && e->type == ENTRY_FILE &&
+	    e->size == 5, "follow: a link to a link to a file");
+	ok((e = find(l, "dlink")) != NULL && e->type == ENTRY_DIR,
+	    "follow: dlink is a directory");
+	ok((e = find(l, "dlink/b.txt")) != NULL && e->size == 7 &&
+	    find(l, "dlink/f") != NULL && find(l, "sub/f") != NULL &&
+	    find(l, "sub/b.txt") != NULL,
+	    "follow: dlink listed as sub; f in both is a file");
+	ok(!find(l, "dang") && !find(l, "sub/loop") && !find(l, "dlink/up"),
+	    "follow: loops and dangling links dropped");
+	ok((e = find(l, "out")) != NULL && e->type == ENTRY_FILE &&
+	    e->size == -1 && e->mtime_prec == MTIME_UNKNOWN &&
+	    (e = find(l, "abs")) != NULL && e->type == ENTRY_FILE,
+	    "follow: targets outside the tree are files of unknown size");
+	listing_free(l);
+	l = listing_new(100);
+	o.follow = false;
+	calls = 0;
+	rc = list_ftp_crawl("ftp://h/", &o, link_fetch, &calls, l, err,
+	    sizeof(err));
+	ok(rc == 0 && calls == 3 && (e = find(l, "dlink")) != NULL &&
+	    e->type == ENTRY_SYMLINK, "no follow: links stay links");
+	listing_free(l);
+}
+
 int
 main(void)
 {
@@ -613,5 +706,6 @@ main(void)
 	test_zone();
 	test_feat();
 	test_crawl();
+	test_follow();
 	return done_testing();
 }

@@ -1,0 +1,60 @@
+#!/bin/bash
+# user + password_file against real vsftpd with a local account made by
+# this test (useradd + chpasswd; chrooted to the test tree through
+# local_root; anonymous login off; removed again by the cleanup trap):
+# the tree is mirrored as that user; a wrong password fails the listing
+# with the server's refusal (exit 3, nothing fetched) after retries = 0.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+FTPU=bmftp$$
+useradd -M -d "$T/up" -s /bin/sh "$FTPU" || fail "useradd $FTPU"
+trap 'rc=$?; userdel -f "$FTPU" > /dev/null 2>&1; (exit $rc); bm_cleanup' EXIT
+PW=pw-$RANDOM-$RANDOM-$$
+echo "$FTPU:$PW" | chpasswd || fail "chpasswd"
+
+mkdir -p "$T/up/sub dir"
+printf 'hello\n' > "$T/up/a.txt"
+head -c 100000 /dev/urandom > "$T/up/sub dir/b.bin"
+BM_VSFTPD_EXTRA="anonymous_enable=NO
+local_enable=YES
+chroot_local_user=YES
+allow_writeable_chroot=YES
+local_root=$T/up
+pam_service_name=vsftpd"
+start_vsftpd "$T/up"
+unset BM_VSFTPD_EXTRA
+
+echo "# anonymous is refused by this server"
+write_conf "$VSFTPD_URL"
+printf 'retries = 0\n' >> "$T/bm.conf"
+assert_exit 3 bm --json sync up
+
+echo "# user + password_file"
+printf '%s\n' "$PW" > "$T/pw"
+chmod 0600 "$T/pw"
+write_conf "$VSFTPD_URL"
+printf 'user = %s\npassword_file = %s\nretries = 0\n' "$FTPU" "$T/pw" >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+expect_counts 2 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+grep -q "\[$FTPU\] OK LOGIN" "$VSFTPD_LOG" || fail "no login as $FTPU in the server log"
+grep -q -- "$PW" "$T/last.err" "$T/last.out" "$T/bm.conf" && fail "password printed or in the config"
+
+echo "# a world-readable password_file is refused (exit 2)"
+chmod 0644 "$T/pw"
+assert_exit 2 bm --json sync up
+grep -q "password_file.*readable by everyone" "$T/last.err" || fail "world-readable message"
+chmod 0600 "$T/pw"
+
+echo "# wrong password: the listing fails, nothing is fetched or deleted"
+printf 'wrong-%s\n' "$PW" > "$T/pw"
+printf 'changed\n' > "$T/up/a.txt"
+assert_exit 3 bm --json sync up
+expect_counts 0 0 0 0
+grep -q "up: list: ${VSFTPD_URL}: Access denied: 530" "$T/last.err" ||
+    fail "login failure message"
+assert_eq "$(grep -c 'retry' "$T/last.err")" 0 "retries with retries = 0"
+assert_eq "$(cat "$T/mirror/a.txt")" hello "a.txt untouched"
+[ -f "$T/mirror/sub dir/b.bin" ] || fail "sub dir/b.bin deleted"
+echo "PASS"
