@@ -56,6 +56,7 @@
 enum sfile_state {
 	SF_QUEUED = 0,
 	SF_OPENING,		/* its temp file is being created by a worker */
+	SF_WRITING,		/* a worker writes its body (in memory) to a temp file */
 	SF_RUNNING,
 	SF_HASHING,		/* all bytes in: waiting for its digest */
 	SF_WAITING,
@@ -64,6 +65,14 @@ enum sfile_state {
 };
 
 #define SCHED_OPENERS	4	/* worker threads creating temp files */
+/*
+ * A file of at most this many bytes (exact listed size, one stream) is
+ * received into memory and written to its temp file by a worker when
+ * its body is complete: the event loop then neither waits for the temp
+ * file before the request nor writes to the page cache, the two costs
+ * that bound a run of many small files.
+ */
+#define SCHED_MEM_MAX	(256 * 1024)
 #define SCHED_HASHERS	2	/* worker threads computing digests */
 #define HASH_STEP	(8ULL * 1024 * 1024)	/* hash when the prefix grew this much */
 
@@ -104,6 +113,9 @@ struct sfile {
 	struct store_file *sf;		/* owned while running: the temp file */
 	int		 open_rc;	/* result of the worker's store_file_open */
 	struct sfile_try *t;		/* owned: the try in flight or in the batch */
+	uint8_t		*mem;		/* owned: body of an in-memory try, or NULL */
+	size_t		 mem_len;	/* bytes of mem received */
+	bool		 in_mem;	/* this try is received into mem */
 	struct hasher	*h;		/* owned by sched's list: the try's digest, NULL if none */
 	int64_t		 mtime;		/* ns set on the committed file */
 	struct resume_file *rf;		/* owned: ranges held, NULL: not resumable */
@@ -159,6 +171,7 @@ struct sched {
 	struct workq	*hq;		/* owned: computes digests off the loop */
 	struct hasher	*hashers;	/* owned: list of hashers not yet freed */
 	size_t		 hashing;	/* SF_HASHING files */
+	size_t		 writing;	/* SF_WRITING files */
 	int64_t		 resume_last;	/* monotonic ns of the last range record */
 	uint64_t	 resume_new;	/* bytes of resumable files since then */
 };
@@ -167,6 +180,9 @@ static int	sched_launch(struct sched *, struct sfile *);
 static bool	sfile_ranges(struct sfile *);
 static void	sfile_check_size(struct sfile *);
 static void	open_task(void *);
+static void	write_task(void *);
+static void	mem_drop(struct sfile *);
+static void	sched_publish(struct sched *, struct sfile *);
 static int	hash_start(struct sched *, struct sfile *);
 static void	hash_finish(struct sched *, struct sfile *);
 static void	hash_abandon(struct sched *, struct sfile *);
@@ -405,6 +421,16 @@ out:
 	sc->resume_last = now + 9 * (clock_mono_ns() - now);
 }
 
+/* Forget f's in-memory body (a try that ended or moved to a file). */
+static void
+mem_drop(struct sfile *f)
+{
+	free(f->mem);
+	f->mem = NULL;
+	f->mem_len = 0;
+	f->in_mem = false;
+}
+
 static int
 sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -412,6 +438,21 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	struct sfile	*f = j->owner;
 	int		 rc;
 
+	if (f->in_mem) {
+		if (off <= SCHED_MEM_MAX && len <= SCHED_MEM_MAX - off) {
+			memcpy(f->mem + off, buf, len);
+			if (off + len > f->mem_len)
+				f->mem_len = (size_t)(off + len);
+			f->sc->bytes_seen += len;
+			return 0;
+		}
+		/* More than the listing said: go on in a temp file. */
+		if ((rc = store_file_open(f->sc->s, f->act->path, -1,
+		    &f->sf)) != 0 || (f->mem_len > 0 && (rc =
+		    store_file_write(f->sf, 0, f->mem, f->mem_len)) != 0))
+			return rc;
+		mem_drop(f);
+	}
 	/* A conditional GET opens its temp file with the first byte. */
 	if (f->sf == NULL && (rc = store_file_open(f->sc->s, f->act->path,
 	    -1, &f->sf)) != 0)
@@ -725,9 +766,23 @@ sched_finish(struct sched *sc, struct sfile *f)
 	if (res->cls != XFER_OK) {
 		hash_abandon(sc, f);
 		resume_end_try(f);
+		mem_drop(f);
 	}
 	switch (res->cls) {
 	case XFER_OK:
+		if (f->in_mem) {
+			/* A worker writes the body; write_done goes on. */
+			f->state = SF_WRITING;
+			sc->writing++;
+			if (workq_push(sc->wq, write_task, f) != 0) {
+				sc->writing--;
+				mem_drop(f);
+				hash_abandon(sc, f);
+				sched_fail(sc, f, COMMIT_FAILED,
+				    "out of memory");
+			}
+			return;
+		}
 		/* An empty body never reached sink_store(): open it now. */
 		if (f->sf == NULL && (res->rc = store_file_open(sc->s,
 		    f->act->path, -1, &f->sf)) != 0) {
@@ -1035,6 +1090,17 @@ sched_start(struct sched *sc, struct sfile *f)
 	/* A temp file kept from the last try goes on at once. */
 	if (a->op == ACT_COND_FETCH || f->sf != NULL)
 		return sched_launch(sc, f);
+	/* A small file in one stream: received into memory. */
+	if (a->op == ACT_FETCH && a->list_size_exact && a->list_size >= 0 &&
+	    a->list_size <= SCHED_MEM_MAX && f->rf == NULL &&
+	    (f->single || sc->o->streams < 2 || sc->o->min_split == 0 ||
+	    (uint64_t)a->list_size / sc->o->min_split < 2) &&
+	    (f->mem = malloc(SCHED_MEM_MAX)) != NULL) {
+		f->in_mem = true;
+		f->mem_len = 0;
+		f->state = SF_RUNNING;
+		return sched_launch(sc, f);
+	}
 	f->state = SF_OPENING;
 	return workq_push(sc->wq, open_task, f);
 }
@@ -1063,6 +1129,46 @@ open_task(void *arg)
 	    a->list_size : -1, &f->sf);
 }
 
+/* Worker thread: write f's in-memory body to a new temp file. */
+static void
+write_task(void *arg)
+{
+	struct sfile	*f = arg;
+	const struct action *a = f->act;
+	int		 rc;
+
+	rc = store_file_open(f->sc->s, a->path, (int64_t)f->mem_len, &f->sf);
+	if (rc == 0 && f->mem_len > 0 &&
+	    (rc = store_file_write(f->sf, 0, f->mem, f->mem_len)) != 0) {
+		store_file_abort(f->sf);
+		f->sf = NULL;
+	}
+	f->open_rc = rc;
+}
+
+/* Loop thread: f's body is in its temp file (or not): publish it. */
+static void
+write_done(struct sched *sc, struct sfile *f)
+{
+	struct xfer_result *res = &f->t->res;
+
+	sc->writing--;
+	mem_drop(f);
+	if (f->open_rc != 0) {
+		if (f->open_rc == BM_ENOSPC)
+			sc->fatal = BM_ENOSPC;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg),
+		    "write temp file: %s", bm_strerror(f->open_rc));
+		hash_abandon(sc, f);
+		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
+		return;
+	}
+	if (f->h != NULL)
+		hash_finish(sc, f);	/* publishes when it matches */
+	else
+		sched_publish(sc, f);
+}
+
 /* Loop thread: a temp file is ready (or not): start the transfer. */
 static void
 open_done(void *ctx, void *arg)
@@ -1071,6 +1177,10 @@ open_done(void *ctx, void *arg)
 	struct sfile	*f = arg;
 	int		 rc;
 
+	if (f->state == SF_WRITING) {
+		write_done(sc, f);
+		return;
+	}
 	if (f->state != SF_OPENING)
 		return;	/* abandoned meanwhile: sched_run aborts the file */
 	if (f->open_rc != 0) {
@@ -1182,6 +1292,10 @@ sched_abandon(struct sched *sc)
 			/* The worker may still create it: aborted at the end. */
 			f->state = SF_FAILED;
 			sc->inflight--;
+		} else if (f->state == SF_WRITING) {
+			/* Likewise: its temp file is aborted at the end. */
+			f->state = SF_FAILED;
+			sc->writing--;
 		}
 	}
 }
@@ -1199,13 +1313,15 @@ sched_loop(struct sched *sc)
 			break;
 		while (sc->inflight < sc->o->concurrency &&
 		    sc->hashing < sc->o->concurrency &&
-		    sc->nitems + sc->nrecs + sc->inflight + sc->hashing + 2 <
-		    sc->cap &&
+		    sc->writing < 4 * sc->o->concurrency &&
+		    sc->nitems + sc->nrecs + sc->inflight + sc->hashing +
+		    sc->writing + 2 < sc->cap &&
 		    (f = sched_next(sc, clock_mono_ns())) != NULL)
 			if ((rc = sched_start(sc, f)) != 0)
 				return rc;
 		if (sc->inflight == 0 && sc->waiting == 0 &&
-		    sc->hashing == 0 && sc->next >= sc->nfiles)
+		    sc->hashing == 0 && sc->writing == 0 &&
+		    sc->next >= sc->nfiles)
 			break;
 		/* 100 ms bounds the delay of due retries. */
 		if ((rc = xfer_poll(sc->x, 100, on_done, sc)) != 0)
@@ -1602,6 +1718,7 @@ out:
 			if (sc.files[i].state == SF_RUNNING)
 				sfile_cancel(&sc, &sc.files[i], "abandoned");
 			resume_close(&sc, &sc.files[i]);
+			mem_drop(&sc.files[i]);
 			try_free(sc.files[i].t);
 		}
 		resume_tick(&sc, true);	/* rows of files started over */
