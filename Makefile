@@ -35,7 +35,7 @@ HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard tests/unit/*.h)
 DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
 	   libinih-dev libssl-dev libxml2-dev libjansson-dev sqlite3 curl \
 	   nginx-light apache2 python3 procps iproute2 openssl \
-	   systemd groff-base vsftpd globus-gridftp-server-progs python3-pyftpdlib
+	   systemd groff-base rsync vsftpd globus-gridftp-server-progs python3-pyftpdlib
 
 .PHONY: all deps check unit functional sanitize run install clean lint
 

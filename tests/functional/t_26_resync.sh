@@ -3,8 +3,8 @@
 # files: a corrupted file (same size, same mtime) is reported (exit 1,
 # text and --json), verify --repair fetches it again (exit 0, identical).
 # resync NAME finds local drift (a file grown, a file deleted, an mtime
-# changed, a stale temp file) and repairs it.  resync --adopt over a
-# `cp -a` copy of the tree with no manifest fetches no file (nginx access
+# changed, a stale temp file) and repairs it.  resync --adopt over an
+# `rsync -a` copy of the tree with no manifest fetches no file (nginx access
 # log) and records every file; the next sync fetches nothing.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
@@ -81,8 +81,9 @@ assert_exit 2 bm resync
 assert_exit 2 bm verify
 assert_exit 2 bm verify nosuch
 
-echo "# resync --adopt over a cp -a copy without a manifest"
-cp -a "$U" "$T/copy"
+echo "# resync --adopt over an rsync -a copy without a manifest"
+rsync -a "$U/" "$T/copy/" || fail "rsync -a"
+
 cat >> "$T/bm.conf" <<CONF
 
 [cp]
