@@ -251,6 +251,7 @@ tune_plan(struct tune *t, int64_t size)
 		in.streams = clampu(t->o.streams, 1, TUNE_MAX_STREAMS);
 		tune_size(&in, &out);
 		t->streams = out.streams;
+		t->streams_settled = out.streams_settled;
 	}
 }
 
