@@ -62,11 +62,11 @@ usage(FILE *fp)
 "  check-config                   validate the config and exit (also: -n;\n"
 "                                 --json: {config, ok, mirrors or error})\n"
 "sync and plan options (each overrides the config key of the same name):\n"
-"  --concurrency N  --max-connections N  --include GLOB  --exclude GLOB\n"
+"  --concurrency N|auto  --max-connections N  --include GLOB  --exclude GLOB\n"
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
 "  --stall-timeout S  --listing-timezone TZ  --transport tcp\n"
 "  --verify size|sidecar|checksum\n"
-"  --streams N  --min-split SIZE  --dry-run  --progress  --no-progress\n"
+"  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
 "exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
 "manifest error, 3 listing failed or incomplete, 4 refused by a safety\n"
 "guard, 75 another run holds the lock.\n");

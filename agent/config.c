@@ -349,6 +349,29 @@ set_uint(const char *key, const char *v, unsigned min, unsigned max,
 	return 0;
 }
 
+/*
+ * concurrency and streams: an integer from 1 to max, or "auto" (sized
+ * from the measured path, agent/autotune.c; the integer then keeps its
+ * value as the starting point).
+ */
+static int
+set_uint_auto(const char *key, const char *v, unsigned max, unsigned *dst,
+    bool *is_auto, char *errbuf, size_t errlen)
+{
+	uint64_t	 n;
+
+	if (strcmp(v, "auto") == 0) {
+		*is_auto = true;
+		return 0;
+	}
+	if (parse_uint(v, 1, max, &n) != 0)
+		return conf_bad(errbuf, errlen, key, v,
+		    "expected an integer from 1 to %u, or auto", max);
+	*dst = (unsigned)n;
+	*is_auto = false;
+	return 0;
+}
+
 static int
 set_size(const char *key, const char *v, uint64_t min, uint64_t *dst,
     char *errbuf, size_t errlen)
@@ -791,11 +814,11 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		return add_glob(key, value, &m->exclude, &m->nexclude,
 		    errbuf, errlen);
 	case MK_CONCURRENCY:
-		return set_uint(key, value, 1, 1024, &m->concurrency,
-		    errbuf, errlen);
+		return set_uint_auto(key, value, 1024, &m->concurrency,
+		    &m->concurrency_auto, errbuf, errlen);
 	case MK_STREAMS:
-		return set_uint(key, value, 1, 64, &m->streams, errbuf,
-		    errlen);
+		return set_uint_auto(key, value, 64, &m->streams,
+		    &m->streams_auto, errbuf, errlen);
 	case MK_MIN_SPLIT:
 		return set_size(key, value, 1, &m->min_split, errbuf, errlen);
 	case MK_MAX_CONNECTIONS:

@@ -212,6 +212,30 @@ json_set_bytes(json_t *obj, const char *key, const char *s)
 	return 0;
 }
 
+/* The "auto" object: what concurrency/streams = auto chose.  NULL: ENOMEM. */
+static json_t *
+tuned_json(const struct mirror_result *r)
+{
+	json_t	*a;
+
+	if ((a = json_object()) == NULL)
+		return NULL;
+	if (json_object_set_new(a, "concurrency",
+	    json_integer(r->tuned_concurrency)) != 0 ||
+	    json_object_set_new(a, "streams",
+	    json_integer(r->tuned_streams)) != 0 ||
+	    json_object_set_new(a, "rtt_ms", r->tuned_rtt_ms < 0 ? json_null() :
+	    json_real((double)(int64_t)(r->tuned_rtt_ms * 1000 + 0.5) /
+	    1000)) != 0 ||
+	    json_object_set_new(a, "rate_per_connection",
+	    r->tuned_conn_rate > 0 ?
+	    json_integer((json_int_t)r->tuned_conn_rate) : json_null()) != 0) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
 static json_t *
 result_json(const struct mirror_result *r)
 {
@@ -248,6 +272,10 @@ result_json(const struct mirror_result *r)
 	    json_integer(r->digest_checked)) != 0 ||
 	    json_object_set_new(o, "size_only",
 	    json_integer(r->size_only)) != 0)) {
+		json_decref(errs);
+		goto fail;
+	}
+	if (r->tuned && json_object_set_new(o, "auto", tuned_json(r)) != 0) {
 		json_decref(errs);
 		goto fail;
 	}

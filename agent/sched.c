@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include <sys/random.h>
 
+#include "biomirror/autotune.h"
 #include "biomirror/clock.h"
 #include "biomirror/digest.h"
 #include "biomirror/error.h"
@@ -193,6 +194,21 @@ static void	sched_retry(struct sched *, struct sfile *);
 static int	sink_store(void *, uint64_t, const void *, size_t);
 static void	commit_done(void *, void *);
 
+/* Files in flight to keep now: fixed, or sized by the tuner. */
+static unsigned
+sched_conc(const struct sched *sc)
+{
+	return sc->o->tune ? tune_concurrency(sc->o->tune) :
+	    sc->o->concurrency;
+}
+
+/* Ranges for a large file started now. */
+static unsigned
+sched_streams(const struct sched *sc)
+{
+	return sc->o->tune ? tune_streams(sc->o->tune) : sc->o->streams;
+}
+
 /* Bytes a try wrote (they no longer count for progress if it failed). */
 static uint64_t
 try_bytes(const struct sfile_try *t)
@@ -315,8 +331,8 @@ resume_jobs(struct sched *sc, struct sfile *f)
 	for (g = 0; g < ngaps; g++)
 		missing += gaps[2 * g + 1] - gaps[2 * g];
 	want = sc->o->min_split ? missing / sc->o->min_split : 1;
-	if (want > sc->o->streams)
-		want = sc->o->streams;
+	if (want > sched_streams(sc))
+		want = sched_streams(sc);
 	if (want < ngaps)
 		want = ngaps;
 	chunk = (missing + want - 1) / want;
@@ -444,6 +460,8 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 			if (off + len > f->mem_len)
 				f->mem_len = (size_t)(off + len);
 			f->sc->bytes_seen += len;
+			if (f->sc->o->tune)
+				tune_bytes(f->sc->o->tune, len, false);
 			return 0;
 		}
 		/* More than the listing said: go on in a temp file. */
@@ -464,6 +482,8 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 		return rc;
 	if ((rc = store_file_write(f->sf, off, buf, len)) == 0) {
 		f->sc->bytes_seen += len;
+		if (f->sc->o->tune)
+			tune_bytes(f->sc->o->tune, len, f->t->njobs > 1);
 		if (f->rf != NULL) {
 			f->sc->resume_new += len;
 			rc = resume_file_add(f->rf, off, len);
@@ -973,6 +993,8 @@ on_done(void *ctx, struct xfer_job *job)
 	struct sfile_try *t = f->t;
 
 	t->running &= ~(1ULL << (job - t->jobs));
+	if (sc->o->tune)
+		tune_job(sc->o->tune, job);
 	/*
 	 * A failed range makes the others pointless: stop them now; unless
 	 * it is a transient failure and what the others fetch is kept (the
@@ -1007,11 +1029,12 @@ sched_jobs(struct sched *sc, struct sfile *f)
 	if (f->rf != NULL && resume_file_usable(f->rf))
 		return resume_jobs(sc, f);
 	if (!f->single && a->op == ACT_FETCH && a->list_size_exact &&
-	    a->list_size > 0 && sc->o->streams > 1 && sc->o->min_split > 0) {
+	    a->list_size > 0 && sched_streams(sc) > 1 &&
+	    sc->o->min_split > 0) {
 		size = (uint64_t)a->list_size;
 		n = size / sc->o->min_split;
-		if (n > sc->o->streams)
-			n = sc->o->streams;
+		if (n > sched_streams(sc))
+			n = sched_streams(sc);
 		if (n > SCHED_MAX_STREAMS)
 			n = SCHED_MAX_STREAMS;
 		if (n < 1)
@@ -1255,7 +1278,7 @@ batch_due(const struct sched *sc)
 {
 	if (sc->nitems + sc->nrecs == 0)
 		return false;
-	if (sc->nitems + sc->nrecs + sc->o->concurrency + 2 >= sc->cap)
+	if (sc->nitems + sc->nrecs + sched_conc(sc) + 2 >= sc->cap)
 		return true;
 	/* The committer is busy: keep filling this batch until it is full. */
 	if (sc->cb.busy)
@@ -1311,9 +1334,9 @@ sched_loop(struct sched *sc)
 			sc->fatal = BM_EINTR;
 		if (sc->fatal)
 			break;
-		while (sc->inflight < sc->o->concurrency &&
-		    sc->hashing < sc->o->concurrency &&
-		    sc->writing < 4 * sc->o->concurrency &&
+		while (sc->inflight < sched_conc(sc) &&
+		    sc->hashing < sched_conc(sc) &&
+		    sc->writing < 4 * sched_conc(sc) &&
 		    sc->nitems + sc->nrecs + sc->inflight + sc->hashing +
 		    sc->writing + 2 < sc->cap &&
 		    (f = sched_next(sc, clock_mono_ns())) != NULL)
@@ -1330,6 +1353,8 @@ sched_loop(struct sched *sc)
 		(void)workq_collect(sc->cq, commit_done, sc);
 		hash_poll(sc);
 		resume_tick(sc, false);
+		if (sc->o->tune)
+			tune_tick(sc->o->tune, clock_mono_ns());
 		progress_update(sc->progress, sc->res->fetched +
 		    (int64_t)(sc->nitems + sc->cb.nitems), sc->bytes_seen);
 		if (batch_due(sc) && sched_flush(sc, false) != 0)
@@ -1661,6 +1686,8 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 		    !sched_wants(sc->o, &acts[i]))
 			continue;
 		sc->files[sc->nfiles].act = &acts[i];
+		if (sc->o->tune)
+			tune_plan(sc->o->tune, acts[i].list_size);
 		sc->files[sc->nfiles].sc = sc;
 		if (resume_setup(sc, &sc->files[sc->nfiles]) != 0)
 			return BM_ENOMEM;
@@ -1684,7 +1711,8 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	sc.s = s;
 	sc.m = m;
 	sc.res = res;
-	sc.cap = o->batch_files + o->concurrency + 64;
+	sc.cap = o->batch_files + (o->tune ? tune_max_concurrency(o->tune) :
+	    o->concurrency) + 64;
 	if ((rc = sched_setup(&sc, acts, n)) != 0)
 		goto out;
 	for (i = 0; i < n && sc.fatal == 0; i++) {

@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "biomirror/autotune.h"
 #include "biomirror/clock.h"
 #include "biomirror/config.h"
 #include "biomirror/digest.h"
@@ -1201,6 +1202,48 @@ run_resume_prepare(struct run *r, struct resume_set **ret)
 	return 0;
 }
 
+/*
+ * concurrency = auto or streams = auto: a tuner for the run's transfers
+ * (*ret, NULL when both are fixed).  Returns 0 or BM_ENOMEM.
+ */
+static int
+run_tune_new(struct run *r, struct tune **ret)
+{
+	struct tune_opts to;
+
+	*ret = NULL;
+	if (!r->c->concurrency_auto && !r->c->streams_auto)
+		return 0;
+	memset(&to, 0, sizeof(to));
+	to.name = r->c->name;
+	to.conc_auto = r->c->concurrency_auto;
+	to.streams_auto = r->c->streams_auto;
+	to.concurrency = r->c->concurrency;
+	to.streams = r->c->streams;
+	to.max_connections = r->c->max_connections ? r->c->max_connections :
+	    mirror_is_ftp(r->c) ? 4 : 8;	/* as the transport's budget */
+	to.min_split = r->c->min_split;
+	return tune_new(&to, ret);
+}
+
+/* The transfers ended: log and report what the tuner chose, free it. */
+static void
+run_tune_end(struct run *r, struct tune *t)
+{
+	struct tune_result tr;
+
+	if (t == NULL)
+		return;
+	tune_finish(t);
+	tune_result(t, &tr);
+	r->res->tuned = true;
+	r->res->tuned_concurrency = tr.concurrency;
+	r->res->tuned_streams = tr.streams;
+	r->res->tuned_rtt_ms = tr.rtt_us < 0 ? -1 : tr.rtt_us / 1000.0;
+	r->res->tuned_conn_rate = tr.conn_rate;
+	tune_free(t);
+}
+
 static int
 run_execute(struct run *r)
 {
@@ -1231,7 +1274,10 @@ run_execute(struct run *r)
 	so.batch_ms = 5000;
 	so.stop = r->o->stop;
 	so.resume = rs;
-	rc = run_transfers(r, &so);
+	if ((rc = run_tune_new(r, &so.tune)) == 0) {
+		rc = run_transfers(r, &so);
+		run_tune_end(r, so.tune);
+	}
 	resume_set_free(rs);
 	if (rc == BM_ENOSPC)
 		(void)snprintf(r->err, sizeof(r->err), "%s: no space left on "

@@ -16,6 +16,9 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 
@@ -498,6 +501,7 @@ xfer_submit(struct xfer *x, struct xfer_job *job)
 	job->res.mtime = -1;
 	job->res.retry_after = -1;
 	job->res.range_start = job->res.range_end = job->res.total = -1;
+	job->res.path.rtt_us = job->res.path.body_us = -1;
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return BM_ENOMEM;
 	r->job = job;
@@ -609,6 +613,45 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 	res->cls = XFER_OK;
 }
 
+/*
+ * What the finished transfer measured of the path (struct xfer_path in
+ * xfer.h): the kernel's smoothed RTT of its connection (tcp(7) TCP_INFO;
+ * the connection stays open in libcurl's pool after the transfer),
+ * else libcurl's handshake or request-to-first-byte time; the body time.
+ */
+static void
+measure_path(struct curl_rec *r)
+{
+	struct xfer_path *p = &r->job->res.path;
+	struct tcp_info	 ti;
+	socklen_t	 tl = sizeof(ti);
+	curl_socket_t	 fd = CURL_SOCKET_BAD;
+	curl_off_t	 dns = 0, conn = 0, pre = 0, start = 0, total = 0;
+	long		 ver = 0;
+
+	p->rtt_us = p->body_us = -1;
+	(void)curl_easy_getinfo(r->easy, CURLINFO_NAMELOOKUP_TIME_T, &dns);
+	(void)curl_easy_getinfo(r->easy, CURLINFO_CONNECT_TIME_T, &conn);
+	(void)curl_easy_getinfo(r->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
+	(void)curl_easy_getinfo(r->easy, CURLINFO_STARTTRANSFER_TIME_T,
+	    &start);
+	(void)curl_easy_getinfo(r->easy, CURLINFO_TOTAL_TIME_T, &total);
+	(void)curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &ver);
+	p->multiplexed = ver >= CURL_HTTP_VERSION_2_0;
+	memset(&ti, 0, sizeof(ti));
+	if (curl_easy_getinfo(r->easy, CURLINFO_ACTIVESOCKET, &fd) ==
+	    CURLE_OK && fd != CURL_SOCKET_BAD &&
+	    getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+	    ti.tcpi_rtt > 0)
+		p->rtt_us = ti.tcpi_rtt;
+	else if (conn > dns && dns >= 0)
+		p->rtt_us = conn - dns;
+	else if (start > pre && pre > 0)
+		p->rtt_us = start - pre;
+	if (start > 0 && total >= start && r->job->res.bytes > 0)
+		p->body_us = total - start;
+}
+
 /* Map a finished transfer to its result (rc, class, metadata). */
 static void
 classify(struct curl_rec *r, CURLcode cc)
@@ -618,6 +661,7 @@ classify(struct curl_rec *r, CURLcode cc)
 	curl_off_t	 cl = -1, ft = -1;
 	char		*eff = NULL, *loc = NULL;
 
+	measure_path(r);
 	(void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
 	(void)curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &loc);
 	if (loc)

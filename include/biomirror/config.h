@@ -32,6 +32,10 @@ struct mirror_conf {
 	size_t		 nexclude;
 	unsigned	 concurrency;	/* files in flight, 1..1024 (default 8) */
 	unsigned	 streams;	/* ranges per large file, 1..64 (default 4) */
+	bool		 concurrency_auto; /* concurrency = auto: sized from the
+					   measured path (concurrency is then
+					   the starting value) */
+	bool		 streams_auto;	/* streams = auto: likewise */
 	uint64_t	 min_split;	/* bytes (default 16M) */
 	unsigned	 max_connections; /* per host; 0 = default by scheme */
 	enum transport_kind transport;	/* only tcp in this build */

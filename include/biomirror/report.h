@@ -37,6 +37,12 @@ struct mirror_result {
 	bool		 dry_run;	/* a plan, nothing changed */
 	int		 post_sync_status; /* exit status of the post_sync hook
 					   * (128 + signal), -1 if it did not run */
+	bool		 tuned;		/* concurrency or streams = auto: the
+					   four values below apply */
+	unsigned	 tuned_concurrency; /* files in flight chosen */
+	unsigned	 tuned_streams;	/* ranges per large file chosen */
+	double		 tuned_rtt_ms;	/* median RTT measured, -1 unknown */
+	double		 tuned_conn_rate; /* bytes/s per connection, 0 unknown */
 	struct report_error *errors;	/* owned */
 	size_t		 nerrors, cap;
 	size_t		 nerrors_dropped; /* past REPORT_MAX_ERRORS */
@@ -61,7 +67,10 @@ void	report_summary(const struct mirror_result *r, FILE *fp);
  * Print the --json array of results[0..n) to fp, one object per mirror
  * run with the DESIGN.md fields, plus "dry_run" and "post_sync" (the
  * hook's exit status, null when it did not run); a verify result also
- * has "digest_checked" and "size_only" (see struct mirror_result).  Returns 0 or BM_ENOMEM.
+ * has "digest_checked" and "size_only" (see struct mirror_result); a
+ * run with concurrency or streams = auto has "auto": {"concurrency",
+ * "streams", "rtt_ms" (null unknown), "rate_per_connection" (bytes/s,
+ * null unknown)}.  Returns 0 or BM_ENOMEM.
  */
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
 /*

@@ -20,6 +20,7 @@ struct manifest;
 struct mirror_result;
 struct action;
 struct sidecar_set;
+struct tune;
 
 /* Which planned actions one sched_run() carries out. */
 enum sched_pass {
@@ -48,6 +49,10 @@ struct sched_opts {
 	bool		 record_digest;	/* record each fetched file's SHA-256 (verify = checksum) */
 	const struct resume_set *resume; /* borrowed: ranges kept by earlier
 					   runs (resume_prepare), NULL if none */
+	struct tune	*tune;		/* borrowed: concurrency/streams = auto
+					   (agent/autotune.c) decides both and
+					   gets every job's measurement; NULL:
+					   the two fixed values above */
 };
 
 /*

@@ -54,6 +54,24 @@ enum xfer_class {
 typedef int (*xfer_sink_fn)(void *arg, uint64_t off, const void *buf,
     size_t len);
 
+/*
+ * What one job measured of the network path (for concurrency/streams =
+ * auto, agent/autotune.c).  rtt_us: the connection's smoothed round-trip
+ * time from the kernel (TCP_INFO tcpi_rtt, tcp(7)) when the socket is
+ * still open, else the TCP handshake time of a new connection
+ * (CURLINFO_CONNECT_TIME_T minus CURLINFO_NAMELOOKUP_TIME_T), else the
+ * time from the request to its first response byte
+ * (CURLINFO_STARTTRANSFER_TIME_T minus CURLINFO_PRETRANSFER_TIME_T, one
+ * round trip plus the server's time); -1 when none is known.  body_us:
+ * microseconds from the first response byte to the last (the job's
+ * bytes divided by it is the connection's rate), -1 unknown.
+ */
+struct xfer_path {
+	int64_t		 rtt_us;	/* round-trip time, microseconds, -1 unknown */
+	int64_t		 body_us;	/* body transfer time, microseconds, -1 unknown */
+	bool		 multiplexed;	/* carried on an HTTP/2 connection */
+};
+
 struct xfer_result {
 	int		 rc;		/* 0 or BM_E* */
 	enum xfer_class	 cls;
@@ -73,6 +91,7 @@ struct xfer_result {
 	bool		 ignored_range;	/* Range not honoured (a 200, or a wrong
 					   Content-Range): nothing written */
 	char		 errmsg[256];	/* reason when rc != 0 */
+	struct xfer_path path;		/* what the job measured of the path */
 };
 
 struct xfer_job {

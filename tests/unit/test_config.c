@@ -131,6 +131,7 @@ test_defaults(struct ctx *t)
 	is_int(m->nexclude, 0, "no exclude");
 	is_int(m->concurrency, 8, "concurrency 8");
 	is_int(m->streams, 4, "streams 4");
+	ok(!m->concurrency_auto && !m->streams_auto, "auto is opt-in");
 	is_int(m->min_split, 16777216, "min_split 16M");
 	is_int(m->max_connections, 0, "max_connections 0 (by scheme)");
 	is_int(m->transport, TRANSPORT_TCP, "transport tcp");
@@ -692,15 +693,31 @@ test_values(struct ctx *t)
 	struct mirror_conf	*m;
 
 	bad_value(t, "concurrency", "0",
-	    "concurrency = 0: expected an integer from 1 to 1024");
+	    "concurrency = 0: expected an integer from 1 to 1024, or auto");
 	bad_value(t, "concurrency", "1025",
-	    "concurrency = 1025: expected an integer from 1 to 1024");
+	    "concurrency = 1025: expected an integer from 1 to 1024, or auto");
 	bad_value(t, "concurrency", "-1",
-	    "concurrency = -1: expected an integer from 1 to 1024");
+	    "concurrency = -1: expected an integer from 1 to 1024, or auto");
 	bad_value(t, "concurrency", "4x",
-	    "concurrency = 4x: expected an integer from 1 to 1024");
+	    "concurrency = 4x: expected an integer from 1 to 1024, or auto");
 	bad_value(t, "streams", "65",
-	    "streams = 65: expected an integer from 1 to 64");
+	    "streams = 65: expected an integer from 1 to 64, or auto");
+	bad_value(t, "streams", "Auto",
+	    "streams = Auto: expected an integer from 1 to 64, or auto");
+	bad_value(t, "concurrency", "auto8",
+	    "concurrency = auto8: expected an integer from 1 to 1024, or auto");
+	if ((m = good_value(t, "concurrency", "auto", &c)) != NULL) {
+		ok(m->concurrency_auto, "concurrency = auto");
+		is_int(m->concurrency, 8, "concurrency auto starts from 8");
+		ok(!m->streams_auto, "streams stays fixed");
+	}
+	config_free(c);
+	if ((m = good_value(t, "streams", "auto", &c)) != NULL) {
+		ok(m->streams_auto, "streams = auto");
+		is_int(m->streams, 4, "streams auto starts from 4");
+		ok(!m->concurrency_auto, "concurrency stays fixed");
+	}
+	config_free(c);
 	bad_value(t, "max_connections", "257",
 	    "max_connections = 257: expected an integer from 0 to 256");
 	bad_value(t, "retries", "101",
@@ -843,9 +860,18 @@ test_set(void)
 	is_int(m->concurrency, 5, "last override wins");
 	is_int(mirror_conf_set(m, "concurrency", "0", err, sizeof(err)),
 	    BM_EINVAL, "--concurrency 0");
-	is_str(err, "concurrency = 0: expected an integer from 1 to 1024",
+	is_str(err, "concurrency = 0: expected an integer from 1 to 1024, or auto",
 	    "override reason");
 	is_int(m->concurrency, 5, "unchanged after a bad value");
+	is_int(mirror_conf_set(m, "concurrency", "auto", err, sizeof(err)),
+	    0, "--concurrency auto");
+	ok(m->concurrency_auto, "override sets auto");
+	is_int(mirror_conf_set(m, "concurrency", "6", err, sizeof(err)), 0,
+	    "--concurrency 6 after auto");
+	ok(!m->concurrency_auto && m->concurrency == 6, "a number ends auto");
+	is_int(mirror_conf_set(m, "streams", "auto", err, sizeof(err)), 0,
+	    "--streams auto");
+	ok(m->streams_auto && m->streams == 4, "streams auto, start 4");
 	is_int(mirror_conf_set(m, "concurency", "4", err, sizeof(err)),
 	    BM_EINVAL, "unknown key");
 	is_str(err, "unknown key 'concurency'", "unknown key reason");

@@ -1,0 +1,131 @@
+/*
+ * concurrency = auto and streams = auto (DESIGN.md key table; issue 7,
+ * "the client's levers"): size files in flight and ranges per large file
+ * from what the first transfers measured of the path (struct xfer_path:
+ * round-trip time, per-connection rate) so that the bandwidth-delay
+ * product is covered within max_connections.  tune_size() is the pure
+ * sizing rule; struct tune collects the measurements of one mirror run
+ * (across the scheduler's passes), applies the rule at the end of each
+ * measuring window and logs the choice once it settles.  How it works is
+ * described for users in docs/performance.md.
+ */
+#ifndef BIOMIRROR_AUTOTUNE_H
+#define BIOMIRROR_AUTOTUNE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct xfer_job;
+
+#define TUNE_GAIN	1.10	/* a streams step is kept when the aggregate
+				   rate rose by more than this factor */
+#define TUNE_MAX_STREAMS 64	/* the config's upper bound for streams */
+#define TUNE_MAX_CONC	1024	/* the config's upper bound for concurrency */
+#define TUNE_H2_STREAMS	100	/* requests per HTTP/2 connection (libcurl's
+				   default CURLMOPT_MAX_CONCURRENT_STREAMS) */
+
+/* What tune_size() decides from. */
+struct tune_in {
+	int64_t		 rtt_us;	/* path round-trip time, microseconds, -1 unknown */
+	double		 conn_rate;	/* bytes/s one connection carries, 0 unknown */
+	double		 path_rate;	/* best aggregate bytes/s seen, 0 unknown */
+	unsigned	 max_connections; /* per host, >= 1 */
+	bool		 multiplex;	/* HTTP/2: many requests per connection */
+	uint64_t	 nlarge;	/* planned files big enough to split */
+	uint64_t	 nsmall;	/* other planned files */
+	uint64_t	 small_bytes;	/* bytes of the small files (exact or listed) */
+	unsigned	 streams;	/* streams in use now, >= 1 */
+	unsigned	 prev_streams;	/* streams before the last step, 0 if none */
+	bool		 measured;	/* a window at the current streams was
+					   measured: take (or judge) a step */
+	double		 gain;		/* aggregate rate of large files after the
+					   last step / before it; 0 if not measured */
+};
+
+struct tune_out {
+	unsigned	 concurrency;	/* files in flight, 1..TUNE_MAX_CONC */
+	unsigned	 streams;	/* ranges per large file, 1..TUNE_MAX_STREAMS */
+	bool		 streams_settled; /* no further streams step to try */
+};
+
+/*
+ * The sizing rule (pure).  streams: a large file's share of the
+ * connections is max_connections / min(nlarge, max_connections) (at most
+ * TUNE_MAX_STREAMS), so streams x large files in flight never exceeds
+ * max_connections; the first choice is min(streams, share); after a step
+ * that raised the aggregate rate by more than TUNE_GAIN the next step adds
+ * half again (at least one) up to the share; after a step that did not,
+ * streams go back to prev_streams and settle.  concurrency: by Little's
+ * law, files in flight = request rate x time per request, where the
+ * request rate that fills the path is path_rate (or conn_rate x
+ * max_connections) / mean small-file size and a request takes one RTT
+ * plus its bytes at conn_rate; at least enough files for their streams to
+ * use every connection; at most max_connections over HTTP/1.1 (a request
+ * holds its connection) or max_connections x TUNE_H2_STREAMS with HTTP/2.
+ * Unknown RTT or rate: max_connections files (what HTTP/1.1 can carry).
+ */
+void	tune_size(const struct tune_in *in, struct tune_out *out);
+
+/*
+ * Parse the text of /proc/sys/net/ipv4/tcp_rmem ("min default max",
+ * bytes; tcp(7)) into *max.  Returns 0 or BM_EINVAL.
+ */
+int	tune_parse_rmem(const char *text, uint64_t *max);
+
+struct tune;
+
+struct tune_opts {
+	const char	*name;		/* borrowed: mirror name for log lines */
+	bool		 conc_auto;	/* concurrency = auto */
+	bool		 streams_auto;	/* streams = auto */
+	unsigned	 concurrency;	/* configured (or starting) value */
+	unsigned	 streams;	/* configured (or starting) value */
+	unsigned	 max_connections; /* per host, >= 1 */
+	uint64_t	 min_split;	/* bytes: files of 2 x min_split are large */
+	const char	*rmem_path;	/* borrowed: tcp_rmem file, NULL for
+					   /proc/sys/net/ipv4/tcp_rmem */
+};
+
+/* The values chosen and what they were chosen from (tune_result()). */
+struct tune_result {
+	unsigned	 concurrency;	/* files in flight now */
+	unsigned	 streams;	/* ranges per large file now */
+	int64_t		 rtt_us;	/* median RTT, -1 unknown */
+	double		 conn_rate;	/* median bytes/s per connection, 0 unknown */
+	double		 path_rate;	/* best aggregate bytes/s, 0 unknown */
+	bool		 settled;	/* the choice settled during the run */
+};
+
+/*
+ * Make a tuner for one mirror run (*ret, free with tune_free()).
+ * Returns 0 or BM_ENOMEM.
+ */
+int	tune_new(const struct tune_opts *o, struct tune **ret);
+/* A file the scheduler will fetch: size bytes (-1 unknown). */
+void	tune_plan(struct tune *t, int64_t size);
+/* A job ended: take its path measurement (job borrowed). */
+void	tune_job(struct tune *t, const struct xfer_job *job);
+/* n body bytes arrived, for a file fetched in ranges when split. */
+void	tune_bytes(struct tune *t, uint64_t n, bool split);
+/*
+ * Called from the scheduler's loop with the monotonic time: at the end
+ * of each measuring window (1 s, or 8 RTT when longer) re-size and, once
+ * the choice settles, log it at info level (and warn when the path's
+ * bandwidth-delay product exceeds the tcp_rmem ceiling).
+ */
+void	tune_tick(struct tune *t, int64_t now_ns);
+/* Files in flight to keep now. */
+unsigned tune_concurrency(const struct tune *t);
+/* Ranges for a large file started now. */
+unsigned tune_streams(const struct tune *t);
+/* The most files in flight the tuner may ever ask for. */
+unsigned tune_max_concurrency(const struct tune *t);
+/* The run ended: log the choice if it was not logged yet. */
+void	tune_finish(struct tune *t);
+/* The current choice (*r). */
+void	tune_result(const struct tune *t, struct tune_result *r);
+/* Free t.  NULL is a no-op. */
+void	tune_free(struct tune *t);
+
+#endif
