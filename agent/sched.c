@@ -88,6 +88,23 @@ struct sfile_try {
 	bool		*cancelled;	/* owned: jobs[i] was cancelled by us */
 	struct xfer_result res;		/* the try's result (sfile_result) */
 	char		 checksum[DIGEST_TEXT_MAX]; /* "sha256:HEX" to record, "" if none */
+	uint8_t		*mem;		/* owned: body of an in-memory try, or NULL */
+	size_t		 mem_len;	/* bytes of mem received */
+	size_t		 mem_cap;	/* bytes mem holds: the listed size */
+	bool		 in_mem;	/* this try is received into mem */
+};
+
+/*
+ * What the commit needs of a finished try: kept in place of the try (of
+ * some 10 KB with its jobs) from sched_publish() until commit_done(), as
+ * up to two batches of a thousand files wait there.
+ */
+struct sfile_done {
+	int64_t		 size;		/* upstream size, or the bytes received */
+	int64_t		 up_mtime;	/* ns from Last-Modified/MDTM, -1 */
+	uint64_t	 bytes;		/* body bytes received */
+	char		 etag[sizeof(((struct xfer_result *)0)->etag)];
+	char		 checksum[DIGEST_TEXT_MAX]; /* to record, "" if none */
 };
 
 /* The digest of one try (see the file comment). */
@@ -113,10 +130,8 @@ struct sfile {
 	int64_t		 not_before;	/* monotonic ns before which not to retry */
 	struct store_file *sf;		/* owned while running: the temp file */
 	int		 open_rc;	/* result of the worker's store_file_open */
-	struct sfile_try *t;		/* owned: the try in flight or in the batch */
-	uint8_t		*mem;		/* owned: body of an in-memory try, or NULL */
-	size_t		 mem_len;	/* bytes of mem received */
-	bool		 in_mem;	/* this try is received into mem */
+	struct sfile_try *t;		/* owned: the try in flight */
+	struct sfile_done *d;		/* owned: what a published try left */
 	struct hasher	*h;		/* owned by sched's list: the try's digest, NULL if none */
 	int64_t		 mtime;		/* ns set on the committed file */
 	struct resume_file *rf;		/* owned: ranges held, NULL: not resumable */
@@ -229,6 +244,7 @@ try_free(struct sfile_try *t)
 	free(t->url);
 	free(t->jobs);
 	free(t->cancelled);
+	free(t->mem);
 	free(t);
 }
 
@@ -441,10 +457,12 @@ out:
 static void
 mem_drop(struct sfile *f)
 {
-	free(f->mem);
-	f->mem = NULL;
-	f->mem_len = 0;
-	f->in_mem = false;
+	if (f->t == NULL)
+		return;
+	free(f->t->mem);
+	f->t->mem = NULL;
+	f->t->mem_len = 0;
+	f->t->in_mem = false;
 }
 
 static int
@@ -454,11 +472,13 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	struct sfile	*f = j->owner;
 	int		 rc;
 
-	if (f->in_mem) {
-		if (off <= SCHED_MEM_MAX && len <= SCHED_MEM_MAX - off) {
-			memcpy(f->mem + off, buf, len);
-			if (off + len > f->mem_len)
-				f->mem_len = (size_t)(off + len);
+	if (f->t->in_mem) {
+		struct sfile_try *t = f->t;
+
+		if (off <= t->mem_cap && len <= t->mem_cap - off) {
+			memcpy(t->mem + off, buf, len);
+			if (off + len > t->mem_len)
+				t->mem_len = (size_t)(off + len);
 			f->sc->bytes_seen += len;
 			if (f->sc->o->tune)
 				tune_bytes(f->sc->o->tune, len, false);
@@ -466,8 +486,8 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 		}
 		/* More than the listing said: go on in a temp file. */
 		if ((rc = store_file_open(f->sc->s, f->act->path, -1,
-		    &f->sf)) != 0 || (f->mem_len > 0 && (rc =
-		    store_file_write(f->sf, 0, f->mem, f->mem_len)) != 0))
+		    &f->sf)) != 0 || (t->mem_len > 0 && (rc =
+		    store_file_write(f->sf, 0, t->mem, t->mem_len)) != 0))
 			return rc;
 		mem_drop(f);
 	}
@@ -548,7 +568,7 @@ static void
 item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 {
 	const struct sfile *f = b->itemf[i];
-	const struct xfer_result *res = &f->t->res;
+	const struct sfile_done *d = f->d;
 
 	if (b->items[i].rc != 0) {
 		rec_from_action(r, f->act, COMMIT_FAILED);
@@ -556,13 +576,13 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 		return;
 	}
 	rec_from_action(r, f->act, COMMIT_FETCHED);
-	r->up_size = res->size >= 0 ? res->size : (int64_t)res->bytes;
-	r->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
-	r->etag = res->etag[0] ? res->etag : NULL;
-	r->local_size = (int64_t)res->bytes;
+	r->up_size = d->size;
+	r->up_mtime = d->up_mtime;
+	r->etag = d->etag[0] ? d->etag : NULL;
+	r->local_size = (int64_t)d->bytes;
 	r->local_mtime = f->mtime;
-	r->bytes = (int64_t)res->bytes;
-	r->checksum = f->t->checksum[0] ? f->t->checksum : NULL;
+	r->bytes = (int64_t)d->bytes;
+	r->checksum = d->checksum[0] ? d->checksum : NULL;
 }
 
 /* Committer thread: publish batch b, then record it in the manifest. */
@@ -601,7 +621,7 @@ commit_done(void *ctx, void *arg)
 		    bm_strerror(b->store_rc));
 	for (i = 0; i < b->nitems; i++) {
 		struct sfile *f = b->itemf[i];
-		const struct xfer_result *res = &f->t->res;
+		const struct sfile_done *d = f->d;
 
 		f->sf = NULL;	/* store_commit freed it */
 		if (b->items[i].rc != 0) {
@@ -614,12 +634,12 @@ commit_done(void *ctx, void *arg)
 			    "commit", why);
 		} else {
 			sc->res->fetched++;
-			sc->res->bytes += res->bytes;
+			sc->res->bytes += d->bytes;
 			log_debug("%s: fetched %llu bytes", f->act->path,
-			    (unsigned long long)res->bytes);
+			    (unsigned long long)d->bytes);
 		}
-		try_free(f->t);
-		f->t = NULL;
+		free(f->d);
+		f->d = NULL;
 	}
 	for (i = 0; i < b->nrecs; i++) {
 		free(b->reasons[i]);
@@ -724,7 +744,20 @@ sched_publish(struct sched *sc, struct sfile *f)
 {
 	struct xfer_result *res = &f->t->res;
 	struct store_commit_item *it;
+	struct sfile_done *d;
 
+	if ((d = calloc(1, sizeof(*d))) == NULL) {
+		store_file_abort(f->sf);
+		f->sf = NULL;
+		sched_fail(sc, f, COMMIT_FAILED, "out of memory");
+		return;
+	}
+	d->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
+	d->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	d->bytes = res->bytes;
+	(void)snprintf(d->etag, sizeof(d->etag), "%s", res->etag);
+	(void)snprintf(d->checksum, sizeof(d->checksum), "%s",
+	    f->t->checksum);
 	f->state = SF_DONE;
 	if (res->mtime >= 0)
 		f->mtime = res->mtime * NS;
@@ -741,6 +774,9 @@ sched_publish(struct sched *sc, struct sfile *f)
 	if (sc->batch_start == 0)
 		sc->batch_start = clock_mono_ns();
 	sc->batch_bytes += res->bytes;
+	try_free(f->t);
+	f->t = NULL;
+	f->d = d;
 }
 
 /* A retryable end: wait and try again, or give up. */
@@ -790,7 +826,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 	}
 	switch (res->cls) {
 	case XFER_OK:
-		if (f->in_mem) {
+		if (f->t->in_mem) {
 			/* A worker writes the body; write_done goes on. */
 			f->state = SF_WRITING;
 			sc->writing++;
@@ -1118,9 +1154,10 @@ sched_start(struct sched *sc, struct sfile *f)
 	    a->list_size <= SCHED_MEM_MAX && f->rf == NULL &&
 	    (f->single || sc->o->streams < 2 || sc->o->min_split == 0 ||
 	    (uint64_t)a->list_size / sc->o->min_split < 2) &&
-	    (f->mem = malloc(SCHED_MEM_MAX)) != NULL) {
-		f->in_mem = true;
-		f->mem_len = 0;
+	    (f->t->mem = malloc(a->list_size > 0 ? (size_t)a->list_size : 1)) !=
+	    NULL) {
+		f->t->in_mem = true;
+		f->t->mem_cap = (size_t)a->list_size;
 		f->state = SF_RUNNING;
 		return sched_launch(sc, f);
 	}
@@ -1160,9 +1197,10 @@ write_task(void *arg)
 	const struct action *a = f->act;
 	int		 rc;
 
-	rc = store_file_open(f->sc->s, a->path, (int64_t)f->mem_len, &f->sf);
-	if (rc == 0 && f->mem_len > 0 &&
-	    (rc = store_file_write(f->sf, 0, f->mem, f->mem_len)) != 0) {
+	rc = store_file_open(f->sc->s, a->path, (int64_t)f->t->mem_len,
+	    &f->sf);
+	if (rc == 0 && f->t->mem_len > 0 && (rc = store_file_write(f->sf, 0,
+	    f->t->mem, f->t->mem_len)) != 0) {
 		store_file_abort(f->sf);
 		f->sf = NULL;
 	}
@@ -1748,6 +1786,7 @@ out:
 			resume_close(&sc, &sc.files[i]);
 			mem_drop(&sc.files[i]);
 			try_free(sc.files[i].t);
+			free(sc.files[i].d);
 		}
 		resume_tick(&sc, true);	/* rows of files started over */
 		for (i = 0; i < sc.nfiles; i++)

@@ -244,7 +244,9 @@ URL=$NGINX_URL
 say "nginx on $URL"
 if has_ftp; then
 	start_vsftpd "$SRC" > "$T/logs/vsftpd-start.log" || fail "start_vsftpd"
-	start_gridftp "$SRC" > "$T/logs/gridftp-start.log" || fail "start_gridftp"
+	# Stream mode (biomirror, lftp, wget) takes a passive data port per
+	# file, held in TIME_WAIT for a minute: 5,000 files need 5,000 ports.
+	start_gridftp "$SRC" 12000 > "$T/logs/gridftp-start.log" || fail "start_gridftp"
 	say "vsftpd on $VSFTPD_URL, gridftp on $GRIDFTP_URL"
 	for t in A B; do
 		[ -f "$T/lists/$t" ] && cp "$T/lists/$t" "$T/lists/F$t"

@@ -324,17 +324,12 @@ import random, socket, sys
 n = int(sys.argv[1])
 for _ in range(200):
     lo = random.randrange(20000, 60000 - n)
-    socks = []
     try:
         for p in range(lo, lo + n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", p))
-            socks.append(s)
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p))
     except OSError:
         continue
-    finally:
-        for s in socks:
-            s.close()
     print(lo, lo + n - 1)
     sys.exit(0)
 sys.exit(1)
@@ -411,22 +406,23 @@ CONF
 	echo "# vsftpd pid $pid on $VSFTPD_URL serving $root"
 }
 
-# start_gridftp ROOT: globus-gridftp-server in anonymous mode (-aa
+# start_gridftp ROOT [NPORTS]: globus-gridftp-server in anonymous mode (-aa
 # -anonymous-user nobody), loopback control and data interfaces, paths
 # restricted to ROOT, data ports in a free range (GLOBUS_TCP_PORT_RANGE;
-# 1000 of them: it binds without SO_REUSEADDR, so each passive data
-# connection keeps its port in TIME_WAIT for a minute),
+# NPORTS of them, default 1000: it binds without SO_REUSEADDR, so each
+# passive data connection keeps its port in TIME_WAIT for a minute, and a
+# client in stream mode needs one port per file),
 # every command logged.  It offers MLSD.  Exports GRIDFTP_PORT,
 # GRIDFTP_URL (ftp://127.0.0.1:PORT/%2FROOT/: RFC 1738 absolute path),
 # GRIDFTP_LOG ('[CLIENT]: RETR /path' lines).
 start_gridftp() {
-	local root=$1 port dir pid lo hi
+	local root=$1 nports=${2:-1000} port dir pid lo hi
 	command -v globus-gridftp-server >/dev/null ||
 	    fail "globus-gridftp-server is not installed (make deps)"
 	[ "$(id -u)" = 0 ] && { runuser -u nobody -- test -r "$root" -a -x "$root" ||
 	    fail "nobody cannot read $root"; }
 	port=$(free_port)
-	read -r lo hi <<< "$(free_port_range 1000)"
+	read -r lo hi <<< "$(free_port_range "$nports")"
 	dir=$T/gridftp/$port
 	mkdir -p "$dir" || fail "mkdir $dir"
 	GLOBUS_TCP_PORT_RANGE=$lo,$hi globus-gridftp-server -aa \
