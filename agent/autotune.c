@@ -245,10 +245,14 @@ tune_plan(struct tune *t, int64_t size)
 		/* Unknown sizes count as small files of 64 KiB. */
 		t->small_bytes += size >= 0 ? (uint64_t)size : 64 * 1024;
 	}
-	/* Before any measurement: the starting value within the share. */
+	/*
+	 * Before any measurement: the whole share, so that the planned large
+	 * files use every connection from the start (one file of a run gets
+	 * max_connections ranges, eight files one each).
+	 */
 	if (t->o.streams_auto && !t->measured) {
 		tune_input(t, &in);
-		in.streams = clampu(t->o.streams, 1, TUNE_MAX_STREAMS);
+		in.streams = TUNE_MAX_STREAMS;
 		tune_size(&in, &out);
 		t->streams = out.streams;
 		t->streams_settled = out.streams_settled;

@@ -40,7 +40,7 @@ usage: tests/bench/wan.sh [options]
   --cc LIST          sender congestion control (default cubic,bbr)
   --datasets LIST    1g (1 x 1 GiB), 50x20m (50 x 20 MiB),
                      2000x100k (2,000 x 100 KiB) (default all three)
-  --tools LIST       biomirror,biomirror-1s,curl,aria2c,lftp,rclone,
+  --tools LIST       biomirror,biomirror-1s,biomirror-auto,curl,aria2c,lftp,rclone,
                      globus-url-copy,rsync (default all); curl is always
                      run too, for the ratio column
   --rate MBIT        bottleneck in Mbit/s (default 500)
@@ -56,7 +56,7 @@ EOF
 
 RTTS=10,25,40,65,100,200,270 LOSSES=0,0.1,1 CCS=cubic,bbr
 DATASETS=1g,50x20m,2000x100k
-ALL_TOOLS=biomirror,biomirror-1s,curl,aria2c,lftp,rclone,globus-url-copy,rsync
+ALL_TOOLS=biomirror,biomirror-1s,biomirror-auto,curl,aria2c,lftp,rclone,globus-url-copy,rsync
 TOOLS=$ALL_TOOLS RATE=500 CAP=60 DIR=/tmp INSTALL=1 KEEP=0 DEPS_ONLY=0
 QUICK=0 CAP_SET=0 DS_SET=0
 while [ $# -gt 0 ]; do
@@ -310,6 +310,10 @@ tool_cmd() {
 	biomirror-1s)
 		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
 		    --source "$url" --dest "$dest" --streams 1 ;;
+	biomirror-auto)
+		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
+		    --source "$url" --dest "$dest" --streams auto \
+		    --concurrency auto ;;
 	curl)
 		[ -e "$T/run/list-$ds" ] && while read -r f; do
 			printf 'url = "%s%s"\noutput = "%s/%s"\n' "$url" "$f" "$dest" "$f"

@@ -167,7 +167,8 @@ test_tuner(void)
 	is_int(tune_new(&o, &t), 0, "tune_new");
 	tune_plan(t, 1LL << 30);
 	tune_plan(t, 100000);
-	is_int(tune_streams(t), 4, "starts at the configured streams");
+	/* One large file: its share is every connection, from the start. */
+	is_int(tune_streams(t), 8, "starts at the share of max_connections");
 	is_int(tune_concurrency(t), 8, "starts at the configured concurrency");
 	memset(&j, 0, sizeof(j));
 	j.res.cls = XFER_OK;
@@ -180,23 +181,15 @@ test_tuner(void)
 	is_int(r.rtt_us, 20000, "median RTT");
 	is_int((long long)r.conn_rate, 10485760, "median rate");
 	is_int(r.concurrency, 8, "HTTP/1.1: max_connections");
-	/* Windows: 1 s each; large-file rate 10 MB/s, then 20, then 21. */
+	/* Windows: 1 s each; large-file rate 10 MB/s, then 20, then 30. */
 	tune_tick(t, 1000000000LL);
 	tune_bytes(t, 10000000, true);
 	tune_tick(t, 2000000000LL);
-	is_int(tune_streams(t), 6, "first measured window: a step");
-	tune_bytes(t, 15000000, true);
-	tune_tick(t, 3000000000LL);
-	is_int(tune_streams(t), 6, "the window after a step is not judged");
+	is_int(tune_streams(t), 8, "first measured window: at the share, stays");
 	tune_bytes(t, 20000000, true);
+	tune_tick(t, 3000000000LL);
+	tune_bytes(t, 30000000, true);
 	tune_tick(t, 4000000000LL);
-	is_int(tune_streams(t), 8, "doubled: another step (capped at 8)");
-	tune_result(t, &r);
-	ok(!r.settled, "a step was taken: not settled yet");
-	tune_bytes(t, 30000000, true);
-	tune_tick(t, 5000000000LL);	/* skipped */
-	tune_bytes(t, 30000000, true);
-	tune_tick(t, 6000000000LL);
 	is_int(tune_streams(t), 8, "at max_connections: stays");
 	tune_result(t, &r);
 	ok(r.settled, "at max_connections: settled");
