@@ -1378,6 +1378,46 @@ store_clean_subdir(struct store_clean *c, int dfd, const char *name,
 	return rc;
 }
 
+/* What store_each_entry() calls for each entry of the directory dfd. */
+typedef int (*store_entry_fn)(int dfd, const struct dirent *de, void *arg);
+
+/*
+ * Call fn(fd, entry, arg) for each entry of the open directory fd (owned:
+ * closed here) but "." and "..", in readdir(3) order.  With all, go on
+ * after an error and return the first; else stop at it.  Returns 0, fn's
+ * error or BM_EIO (readdir failed; errno kept).
+ */
+static int
+store_each_entry(int fd, bool all, store_entry_fn fn, void *arg)
+{
+	struct dirent	*de;
+	DIR		*d;
+	int		 r, rc = 0;
+
+	if ((d = fdopendir(fd)) == NULL) {
+		store_close_fd(fd);
+		return BM_EIO;
+	}
+	while (rc == 0 || all) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL) {
+			if (errno != 0 && rc == 0)
+				rc = BM_EIO;
+			break;
+		}
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		r = fn(dirfd(d), de, arg);
+		if (r != 0 && rc == 0)
+			rc = r;
+	}
+	r = errno;
+	(void)closedir(d);
+	errno = r;
+	return rc;
+}
+
 /* store_clean_temps for one directory entry of dfd. */
 static int
 store_clean_entry(struct store_clean *c, int dfd, const struct dirent *de,
@@ -1403,6 +1443,19 @@ store_clean_entry(struct store_clean *c, int dfd, const struct dirent *de,
 	return 0;
 }
 
+struct store_clean_at {
+	struct store_clean *c;
+	int		 depth;
+};
+
+static int
+store_clean_one(int dfd, const struct dirent *de, void *arg)
+{
+	struct store_clean_at *at = arg;
+
+	return store_clean_entry(at->c, dfd, de, at->depth);
+}
+
 /*
  * Remove temp files in the directory fd (owned: closed here) and below.
  * Keeps going after an error and returns the first one.
@@ -1410,32 +1463,9 @@ store_clean_entry(struct store_clean *c, int dfd, const struct dirent *de,
 static int
 store_clean_dir(struct store_clean *c, int fd, int depth)
 {
-	struct dirent	*de;
-	DIR		*d;
-	int		 r, rc = 0;
+	struct store_clean_at at = { c, depth };
 
-	if ((d = fdopendir(fd)) == NULL) {
-		store_close_fd(fd);
-		return BM_EIO;
-	}
-	for (;;) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			if (errno != 0)
-				rc = BM_EIO;
-			break;
-		}
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
-		r = store_clean_entry(c, dirfd(d), de, depth);
-		if (r != 0 && rc == 0)
-			rc = r;
-	}
-	r = errno;
-	(void)closedir(d);
-	errno = r;
-	return rc;
+	return store_each_entry(fd, true, store_clean_one, &at);
 }
 
 /*
@@ -1622,46 +1652,29 @@ set_link_id(const struct store_set *set, const char *name)
 
 static int	store_rmtree(int dirfd, const char *name, int depth);
 
+/* store_rmtree_fd for one entry: a directory goes with its contents. */
+static int
+store_rmtree_one(int dfd, const struct dirent *de, void *arg)
+{
+	const int	*depth = arg;
+	struct stat	 st;
+	unsigned char	 type = de->d_type;
+
+	if (type == DT_UNKNOWN &&
+	    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+	if (type == DT_DIR)
+		return store_rmtree(dfd, de->d_name, *depth + 1);
+	if (unlinkat(dfd, de->d_name, 0) == -1 && errno != ENOENT)
+		return BM_EIO;
+	return 0;
+}
+
 /* Remove every entry of the open directory fd (owned: closed here). */
 static int
 store_rmtree_fd(int fd, int depth)
 {
-	struct dirent	*de;
-	struct stat	 st;
-	DIR		*d;
-	int		 r, rc = 0;
-
-	if ((d = fdopendir(fd)) == NULL) {
-		store_close_fd(fd);
-		return BM_EIO;
-	}
-	for (;;) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			if (errno != 0)
-				rc = BM_EIO;
-			break;
-		}
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
-		if (de->d_type == DT_UNKNOWN &&
-		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			de->d_type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
-		if (de->d_type == DT_DIR)
-			r = store_rmtree(dirfd(d), de->d_name, depth + 1);
-		else if (unlinkat(dirfd(d), de->d_name, 0) == -1 &&
-		    errno != ENOENT)
-			r = BM_EIO;
-		else
-			r = 0;
-		if (r != 0 && rc == 0)
-			rc = r;
-	}
-	r = errno;
-	(void)closedir(d);
-	errno = r;
-	return rc;
+	return store_each_entry(fd, true, store_rmtree_one, &depth);
 }
 
 /*
@@ -1745,46 +1758,42 @@ out:
  * out.  Returns 0, BM_ELIMIT, BM_ENOSPC or BM_EIO (errno kept: EMLINK
  * when a file has too many links).
  */
+struct store_link_at {
+	int		 src, dst;	/* borrowed: the two directories */
+	int		 depth;
+};
+
+/* store_link_tree for one entry of src. */
+static int
+store_link_one(int dfd, const struct dirent *de, void *arg)
+{
+	const struct store_link_at *at = arg;
+	struct stat	 st;
+
+	(void)dfd;	/* a second description of at->src */
+	if (strncmp(de->d_name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) == 0)
+		return 0;
+	if (fstatat(at->src, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return (errno == ENOENT) ? 0 : BM_EIO;
+	if (S_ISDIR(st.st_mode))
+		return store_link_subdir(at->src, at->dst, de->d_name, &st,
+		    at->depth);
+	if (linkat(at->src, de->d_name, at->dst, de->d_name, 0) == -1 &&
+	    errno != EEXIST)
+		return store_errno_rc(errno);
+	return 0;
+}
+
 static int
 store_link_tree(int src, int dst, int depth)
 {
-	struct dirent	*de;
-	struct stat	 st;
-	DIR		*d;
-	int		 fd, err, rc = 0;
+	struct store_link_at at = { src, dst, depth };
+	int		 fd;
 
 	/* A fresh open file description: readdir must not move src's. */
 	if ((fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
 		return BM_EIO;
-	if ((d = fdopendir(fd)) == NULL) {
-		store_close_fd(fd);
-		return BM_EIO;
-	}
-	while (rc == 0) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			if (errno != 0)
-				rc = BM_EIO;
-			break;
-		}
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0 ||
-		    strncmp(de->d_name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) == 0)
-			continue;
-		if (fstatat(src, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
-			rc = (errno == ENOENT) ? 0 : BM_EIO;
-			continue;
-		}
-		if (S_ISDIR(st.st_mode))
-			rc = store_link_subdir(src, dst, de->d_name, &st, depth);
-		else if (linkat(src, de->d_name, dst, de->d_name, 0) == -1 &&
-		    errno != EEXIST)
-			rc = store_errno_rc(errno);
-	}
-	err = errno;
-	(void)closedir(d);
-	errno = err;
-	return rc;
+	return store_each_entry(fd, false, store_link_one, &at);
 }
 
 /*
@@ -1902,15 +1911,43 @@ undo:
  * STORE_TMP_PREFIX (a snapshot being built), numeric names that are not
  * directories (a conversion's placeholder).
  */
+struct store_scan_at {
+	struct store_set *set;		/* borrowed */
+	int64_t		*ids;		/* borrowed: SET_MAX_SNAPS slots */
+	size_t		 n;		/* ids found */
+};
+
+/* store_set_scan for one entry of snapshots/. */
+static int
+store_scan_one(int dfd, const struct dirent *de, void *arg)
+{
+	struct store_scan_at *at = arg;
+	struct store_set *set = at->set;
+	struct stat	 st;
+	int64_t		 id;
+
+	(void)dfd;	/* a second description of set->sfd */
+	if (strncmp(de->d_name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) == 0)
+		return set->run > 0 ? store_rmtree(set->sfd, de->d_name, 0) : 0;
+	if ((id = set_parse_id(de->d_name)) < 0 ||
+	    fstatat(set->sfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return 0;
+	if (!S_ISDIR(st.st_mode)) {
+		if (set->run > 0 && unlinkat(set->sfd, de->d_name, 0) == -1)
+			return BM_EIO;
+		return 0;
+	}
+	if (at->n == SET_MAX_SNAPS)
+		return BM_ELIMIT;
+	at->ids[at->n++] = id;
+	return 0;
+}
+
 static int
 store_set_scan(struct store_set *set, int64_t *ids, size_t *ret_n)
 {
-	struct dirent	*de;
-	struct stat	 st;
-	DIR		*d;
-	int64_t		 id;
-	size_t		 n = 0;
-	int		 fd, err, rc = 0;
+	struct store_scan_at at = { set, ids, 0 };
+	int		 fd, rc;
 
 	*ret_n = 0;
 	if (set->sfd == -1)
@@ -1918,44 +1955,8 @@ store_set_scan(struct store_set *set, int64_t *ids, size_t *ret_n)
 	if ((fd = openat(set->sfd, ".", O_RDONLY | O_DIRECTORY |
 	    O_CLOEXEC)) == -1)
 		return BM_EIO;
-	if ((d = fdopendir(fd)) == NULL) {
-		store_close_fd(fd);
-		return BM_EIO;
-	}
-	while (rc == 0) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL) {
-			if (errno != 0)
-				rc = BM_EIO;
-			break;
-		}
-		if (strncmp(de->d_name, STORE_TMP_PREFIX,
-		    STORE_PREFIX_LEN) == 0) {
-			if (set->run > 0)
-				rc = store_rmtree(set->sfd, de->d_name, 0);
-			continue;
-		}
-		if ((id = set_parse_id(de->d_name)) < 0)
-			continue;
-		if (fstatat(set->sfd, de->d_name, &st,
-		    AT_SYMLINK_NOFOLLOW) == -1)
-			continue;
-		if (!S_ISDIR(st.st_mode)) {
-			if (set->run > 0 && unlinkat(set->sfd, de->d_name,
-			    0) == -1)
-				rc = BM_EIO;
-			continue;
-		}
-		if (n == SET_MAX_SNAPS) {
-			rc = BM_ELIMIT;
-			break;
-		}
-		ids[n++] = id;
-	}
-	err = errno;
-	(void)closedir(d);
-	errno = err;
-	*ret_n = n;
+	rc = store_each_entry(fd, false, store_scan_one, &at);
+	*ret_n = at.n;
 	return rc;
 }
 

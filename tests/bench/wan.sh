@@ -367,11 +367,17 @@ disk_bytes() {
 	    awk '{ a = $1 * 512; if (a > $2) a = $2; s += a } END { printf "%d", s }'
 }
 
+# rx_bytes: bytes the client's end of the link has received (headers too).
+rx_bytes() {
+	ip netns exec "$WAN_C" cat "/sys/class/net/$WAN_DEV/statistics/rx_bytes" \
+	    2>/dev/null || echo 0
+}
+
 # run_cell TOOL DATASET: sets CELL_STATUS (ok, cap, error, incomplete),
 # CELL_S (seconds), CELL_BYTES (bytes on disk), CELL_FILES, CELL_CC (the
 # sender's congestion control seen by ss 1 s into the cell).
 run_cell() {
-	local tool=$1 ds=$2 dest=$T/dest/$1 t0 t1 rc=0 killed=0 log
+	local tool=$1 ds=$2 dest=$T/dest/$1 t0 t1 rc=0 killed=0 log rx0
 	local -a cmd
 	rm -rf -- "$dest" "$dest.state" "$dest".*
 	mkdir -p "$dest"
@@ -379,6 +385,7 @@ run_cell() {
 	log=$T/logs/cell-$tool.log
 	printf '%q ' "${cmd[@]}" > "$log"; echo >> "$log"
 	sync
+	rx0=$(rx_bytes)
 	t0=$(date +%s.%N)
 	setsid ip netns exec "$WAN_C" "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
 	CELL_PID=$!
@@ -393,7 +400,15 @@ run_cell() {
 		if awk -v a="$t0" -v b="$t1" -v c="$CAP" 'BEGIN { exit !(b - a >= c) }'; then
 			# Count before the kill: a tool may remove its
 			# partial files when it is stopped (biomirror does).
+			# Allocated blocks overcount a tool that
+			# preallocates its files (lftp pget, rclone's
+			# multi-thread streams): never count more than the
+			# payload the link delivered (1448 of each 1500-byte
+			# frame: IPv4, TCP and its timestamps).
 			CELL_BYTES=$(disk_bytes "$dest")
+			CELL_BYTES=$(awk -v d="$CELL_BYTES" -v a="$rx0" \
+			    -v b="$(rx_bytes)" 'BEGIN { p = (b - a) * 1448 / 1500
+			    printf "%d", (p < d ? p : d) }')
 			CELL_FILES=$(find "$dest" -type f | wc -l)
 			kill -TERM -- "-$CELL_PID" 2>/dev/null
 			killed=1
