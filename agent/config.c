@@ -36,6 +36,7 @@
 
 #include "biomirror/config.h"
 #include "biomirror/error.h"
+#include "biomirror/fileio.h"
 #include "biomirror/listing.h"
 
 #define CONF_MAX_FILE	(1024 * 1024)	/* bytes of config file read */
@@ -1569,47 +1570,22 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
     size_t errlen)
 {
 	struct stat	 st;
-	char		*buf = NULL;
-	size_t		 len = 0;
-	ssize_t		 r;
-	int		 fd, rc = BM_EIO;
+	int		 fd, rc;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) == -1) {
 		(void)conf_fmt(errbuf, errlen, "%s: %s", path, strerror(errno));
 		return BM_ENOENT;
 	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode))
 		rc = conf_fmt(errbuf, errlen, "%s: not a regular file", path);
-		goto out;
-	}
-	if ((buf = malloc(CONF_MAX_FILE + 1)) == NULL) {
-		rc = BM_ENOMEM;
-		goto out;
-	}
-	while (len <= CONF_MAX_FILE) {
-		r = read(fd, buf + len, CONF_MAX_FILE + 1 - len);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1) {
-			(void)conf_fmt(errbuf, errlen, "%s: read: %s", path,
-			    strerror(errno));
-			goto out;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	if (len > CONF_MAX_FILE) {
+	else if ((rc = fileio_read_all(fd, CONF_MAX_FILE, ret, ret_len)) ==
+	    BM_ELIMIT)
 		rc = conf_fmt(errbuf, errlen, "%s: larger than %d bytes",
 		    path, CONF_MAX_FILE);
-		goto out;
+	else if (rc == BM_EIO) {
+		(void)conf_fmt(errbuf, errlen, "%s: read: %s", path,
+		    strerror(errno));
 	}
-	*ret = buf;
-	*ret_len = len;
-	buf = NULL;
-	rc = 0;
-out:
-	free(buf);
 	(void)close(fd);
 	return rc;
 }

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 
 #include "biomirror/error.h"
+#include "biomirror/fileio.h"
 #include "biomirror/metrics.h"
 
 enum mfam {
@@ -392,56 +393,26 @@ read_old(const char *path, char **ret, size_t *retlen, char *errbuf,
     size_t errlen)
 {
 	struct stat	 st;
-	char		*buf = NULL;
-	size_t		 len = 0;
-	ssize_t		 n;
-	int		 fd, saved, rc = BM_EIO;
+	int		 fd, rc = BM_EIO;
 
 	*ret = NULL;
 	*retlen = 0;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) == -1) {
 		if (errno == ENOENT)
 			return 0;
-		saved = errno;
 		(void)snprintf(errbuf, errlen, "%s: open: %s", path,
-		    strerror(saved));
+		    strerror(errno));
 		return BM_EIO;
 	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode))
 		(void)snprintf(errbuf, errlen, "%s: not a regular file", path);
-		goto out;
-	}
-	if (st.st_size > METRICS_MAX_FILE) {
+	else if ((rc = fileio_read_all(fd, METRICS_MAX_FILE, ret, retlen)) ==
+	    BM_ELIMIT)
 		(void)snprintf(errbuf, errlen, "%s: larger than %d bytes: not "
 		    "a metrics file of ours", path, METRICS_MAX_FILE);
-		rc = BM_ELIMIT;
-		goto out;
-	}
-	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-		rc = BM_ENOMEM;
-		goto out;
-	}
-	while (len < (size_t)st.st_size) {
-		n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			saved = errno;
-			(void)snprintf(errbuf, errlen, "%s: read: %s", path,
-			    strerror(saved));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	*ret = buf;
-	*retlen = len;
-	buf = NULL;
-	rc = 0;
-out:
-	free(buf);
+	else if (rc == BM_EIO)
+		(void)snprintf(errbuf, errlen, "%s: read: %s", path,
+		    strerror(errno));
 	(void)close(fd);
 	return rc;
 }

@@ -24,6 +24,7 @@
 #include "biomirror/config.h"
 #include "biomirror/digest.h"
 #include "biomirror/error.h"
+#include "biomirror/fileio.h"
 #include "biomirror/hook.h"
 #include "biomirror/list_ftp.h"
 #include "biomirror/list_http.h"
@@ -1011,35 +1012,11 @@ static int
 run_read_sidecar(struct run *r, const char *path, char **ret, size_t *ret_len)
 {
 	struct local_stat st;
-	char		*buf = NULL;
-	size_t		 len = 0;
-	ssize_t		 n;
 	int		 fd = -1, rc;
 
 	if ((rc = store_open_read(r->s, path, &fd, &st)) != 0)
 		return rc;
-	if (st.size > MAX_SIDECAR_BYTES) {
-		rc = BM_ELIMIT;
-		goto out;
-	}
-	if ((buf = malloc((size_t)st.size + 1)) == NULL) {
-		rc = BM_ENOMEM;
-		goto out;
-	}
-	while (len < (size_t)st.size) {
-		n = pread(fd, buf + len, (size_t)st.size - len, (off_t)len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	*ret = buf;
-	*ret_len = len;
-	buf = NULL;
-	rc = 0;
-out:
-	free(buf);
+	rc = fileio_read_all(fd, MAX_SIDECAR_BYTES, ret, ret_len);
 	(void)close(fd);
 	return rc;
 }

@@ -1,0 +1,57 @@
+/* Whole-file reads (see include/biomirror/fileio.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "biomirror/error.h"
+#include "biomirror/fileio.h"
+
+#define FILEIO_CHUNK	(64 * 1024)	/* first allocation, then doubled */
+
+int
+fileio_read_all(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	char	*buf = NULL, *nb;
+	size_t	 len = 0, cap = 0;
+	ssize_t	 n;
+	int	 err;
+
+	*ret = NULL;
+	*ret_len = 0;
+	for (;;) {
+		if (len == cap) {
+			if (cap > max) {
+				free(buf);
+				return BM_ELIMIT;
+			}
+			cap = cap ? cap * 2 : FILEIO_CHUNK;
+			if (cap > max + 1)
+				cap = max + 1;	/* one more byte tells "too big" */
+			if ((nb = realloc(buf, cap + 1)) == NULL) {
+				free(buf);
+				return BM_ENOMEM;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			err = errno;
+			free(buf);
+			errno = err;
+			return BM_EIO;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > max) {
+		free(buf);
+		return BM_ELIMIT;
+	}
+	buf[len] = '\0';
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
