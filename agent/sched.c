@@ -808,6 +808,31 @@ sched_retry(struct sched *sc, struct sfile *f)
 }
 
 /*
+ * A try that ended well has its whole body in its temp file, or failed
+ * to get it there (rc, from the step named what): publish it (after its
+ * digest, if it has one), or fail the file.
+ */
+static void
+sched_body_ready(struct sched *sc, struct sfile *f, int rc, const char *what)
+{
+	struct xfer_result *res = &f->t->res;
+
+	if (rc != 0) {
+		if (rc == BM_ENOSPC)
+			sc->fatal = BM_ENOSPC;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s: %s",
+		    what, bm_strerror(rc));
+		hash_abandon(sc, f);
+		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
+		return;
+	}
+	if (f->h != NULL)
+		hash_finish(sc, f);	/* publishes when it matches */
+	else
+		sched_publish(sc, f);
+}
+
+/*
  * The one end of every transfer.  Idempotent: a file already DONE or
  * FAILED is ignored.
  */
@@ -840,20 +865,9 @@ sched_finish(struct sched *sc, struct sfile *f)
 			return;
 		}
 		/* An empty body never reached sink_store(): open it now. */
-		if (f->sf == NULL && (res->rc = store_file_open(sc->s,
-		    f->act->path, -1, &f->sf)) != 0) {
-			if (res->rc == BM_ENOSPC)
-				sc->fatal = BM_ENOSPC;
-			(void)snprintf(res->errmsg, sizeof(res->errmsg),
-			    "open temp file: %s", bm_strerror(res->rc));
-			hash_abandon(sc, f);
-			sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
-			return;
-		}
-		if (f->h != NULL)
-			hash_finish(sc, f);	/* publishes when it matches */
-		else
-			sched_publish(sc, f);
+		sched_body_ready(sc, f, f->sf != NULL ? 0 :
+		    store_file_open(sc->s, f->act->path, -1, &f->sf),
+		    "open temp file");
 		return;
 	case XFER_NOT_MODIFIED:
 		f->state = SF_DONE;
@@ -1211,23 +1225,9 @@ write_task(void *arg)
 static void
 write_done(struct sched *sc, struct sfile *f)
 {
-	struct xfer_result *res = &f->t->res;
-
 	sc->writing--;
 	mem_drop(f);
-	if (f->open_rc != 0) {
-		if (f->open_rc == BM_ENOSPC)
-			sc->fatal = BM_ENOSPC;
-		(void)snprintf(res->errmsg, sizeof(res->errmsg),
-		    "write temp file: %s", bm_strerror(f->open_rc));
-		hash_abandon(sc, f);
-		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
-		return;
-	}
-	if (f->h != NULL)
-		hash_finish(sc, f);	/* publishes when it matches */
-	else
-		sched_publish(sc, f);
+	sched_body_ready(sc, f, f->open_rc, "write temp file");
 }
 
 /* Loop thread: a temp file is ready (or not): start the transfer. */
