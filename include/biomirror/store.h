@@ -153,7 +153,7 @@ int	store_free_space(struct store *s, uint64_t *ret);
  * publish = set: DEST is a symlink to DEST.biomirror/snapshots/ID, a run
  * builds a new snapshot there (hard links to the published one, its own
  * copy of every file it changes) and publishes it by renaming a new
- * symlink over DEST.  The functions below are described in store.c.
+ * symlink over DEST.
  */
 struct store_set_info {
 	int64_t		 published;	/* snapshot id DEST points at, -1 none */
@@ -165,14 +165,80 @@ struct store_set_info {
 	uint64_t	 changes;	/* entries this run changed in the root */
 };
 
+/*
+ * Open the destination dest (borrowed, copied) for publish = set.  run > 0
+ * (the manifest's run id, naming a new snapshot) prepares a run: creates
+ * DEST.biomirror/snapshots beside DEST (and DEST's parent directories),
+ * completes or undoes an interrupted step of an earlier run, turns an
+ * existing real directory DEST into the first snapshot (renamed, not
+ * copied, DEST resolving all along where the file system can exchange
+ * names), and removes unfinished or stale snapshots.  cont is the id of
+ * the mirror's preceding run (manifest runs table; -1 none): the
+ * unpublished snapshot of that run (its files are in the manifest) is
+ * the root, renamed to run (the run continues it); one of any other run
+ * is stale and removed (see "publish = set" above).  Else the root is
+ * the published snapshot (read it, and call store_set_begin() before
+ * writing), or, when nothing is published yet, a new empty snapshot.
+ * run == 0 opens read-only (plan, --dry-run, verify; cont is then the
+ * newest run): nothing is created, moved or removed; the root is the
+ * unpublished snapshot of run cont, the published one, or a real
+ * directory DEST; *ret is NULL when none exists (DEST is never made).
+ * Refused before anything is made: DEST or DEST.biomirror a mount point
+ * or something publish = set did not make.
+ * *ret is owned by the caller (store_close).  Returns 0, BM_EINVAL (NULL,
+ * dest without a last component), BM_EUNSAFE (DEST or DEST.biomirror is
+ * something we did not make; reason in errbuf), BM_ELIMIT (more than 1024
+ * snapshots), BM_ENOSPC, BM_ENOMEM or BM_EIO (errno kept; a reason in
+ * errbuf (may be NULL) where errno alone would not say it).
+ */
 int	store_open_set(const char *dest, mode_t file_mode, mode_t dir_mode,
 	    int64_t run, int64_t cont, struct store **ret, char *errbuf,
 	    size_t errlen);
+/*
+ * Make the root a working snapshot that can be written: unless it is one
+ * already (an earlier run's, or the first), link every entry of the
+ * published snapshot into a new directory (built under a temp name,
+ * synced, then renamed to its id, so that a crash leaves no half-linked
+ * snapshot under a snapshot name) and make it the root.  Call after
+ * planning (the plan read the published snapshot, which the new one
+ * equals) and only when there is something to do.  Returns 0, BM_EINVAL
+ * (not a set store, or read-only), BM_ELIMIT, BM_ENOSPC or BM_EIO (errno
+ * kept).
+ */
 int	store_set_begin(struct store *s);
+/*
+ * True when the root is a working snapshot that differs from the
+ * published one: this run changed something in it, or it is an earlier
+ * run's unpublished snapshot (whose files the manifest records).
+ */
 bool	store_set_pending(const struct store *s);
+/*
+ * Publish the working snapshot: syncfs (every file, link and directory
+ * of it is durable first), a symlink NAME.biomirror/snapshots/ID made
+ * under a temp name in DEST.biomirror and renamed over DEST (atomic: a
+ * reader resolving DEST sees the old snapshot or the new one), fsync of
+ * DEST's parent.  *ret_id (may be NULL) gets the new snapshot's id.  The
+ * snapshot published before stays (store_set_prune).  Returns 0,
+ * BM_EINVAL (no working snapshot), BM_EUNSAFE (something other than our
+ * symlink appeared at DEST; nothing published) or BM_EIO (errno kept).
+ */
 int	store_set_publish(struct store *s, int64_t *ret_id);
+/*
+ * After a publication: remove every snapshot but the published one and
+ * the one it replaced (a reader may still be working in that one).
+ * *ret_n (may be NULL) counts the snapshots removed.  Returns 0,
+ * BM_EINVAL (not a set store), BM_ELIMIT or BM_EIO (errno kept).
+ */
 int	store_set_prune(struct store *s, size_t *ret_n);
+/*
+ * Give up this run's working snapshot (nothing changed, or nothing worth
+ * keeping after a failure): removed when this run made it; one that an
+ * earlier run made is kept for the next run.  The root is unusable
+ * afterwards (store_close only).  Returns 0, BM_EINVAL (not a set store)
+ * or BM_EIO (errno kept).
+ */
 int	store_set_discard(struct store *s);
+/* Snapshot state of a set store (see struct store_set_info). */
 void	store_set_get_info(const struct store *s, struct store_set_info *ret);
 
 /* Path of the destination as opened (borrowed). */
