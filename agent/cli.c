@@ -65,7 +65,7 @@ usage(FILE *fp)
 "  --concurrency N|auto  --max-connections N  --include GLOB  --exclude GLOB\n"
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
 "  --stall-timeout S  --listing-timezone TZ  --transport tcp\n"
-"  --verify size|sidecar|checksum\n"
+"  --verify size|sidecar|checksum  --ca-file PEM\n"
 "  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
 "exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
 "manifest error, 3 listing failed or incomplete, 4 refused by a safety\n"
@@ -152,6 +152,7 @@ static const struct option sync_longopts[] = {
 	{ "stall-timeout",	required_argument, NULL, 'o' },
 	{ "verify",		required_argument, NULL, 'o' },
 	{ "listing-timezone",	required_argument, NULL, 'o' },
+	{ "ca-file",		required_argument, NULL, 'o' },
 	{ "checksum",		no_argument,	   NULL, 'C' },
 	{ "adopt",		no_argument,	   NULL, 'A' },
 	{ "help",		no_argument,	   NULL, 'h' },

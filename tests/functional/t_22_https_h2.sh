@@ -3,7 +3,7 @@
 # biomirror multiplexes its requests over it (every request is HTTP/2.0,
 # over far fewer connections than requests); without ca_file the self-signed
 # server is refused (exit 3, nothing written); a 200 MB file in ranges over
-# h2 is identical.
+# h2 is identical; --ca-file does the same for an ad-hoc run.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -48,4 +48,10 @@ echo "# $nreq requests over $nconn connections"
 echo "# a no-change run over h2 fetches nothing"
 assert_exit 0 bm --json sync up
 expect_counts 0 0 0 0
+echo "# an ad-hoc run: refused without --ca-file, identical with it"
+assert_exit 3 "$BM" --state-dir "$T/state2" sync --source "$URL" \
+    --dest "$T/adhoc"
+assert_exit 0 "$BM" --state-dir "$T/state2" sync --source "$URL" \
+    --dest "$T/adhoc" --ca-file "$T/cert.pem"
+assert_trees_equal "$T/up" "$T/adhoc"
 echo PASS
