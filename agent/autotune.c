@@ -101,6 +101,11 @@ tune_size(const struct tune_in *in, struct tune_out *out)
 	rate = in->conn_rate * (double)maxc;
 	if (in->path_rate > rate)
 		rate = in->path_rate;
+	/* HTTP/2, no per-connection rate: fill one receive window. */
+	if (in->multiplex && in->conn_rate <= 0 && in->rtt_us > 0 &&
+	    in->rmem_max > 0 &&
+	    (double)in->rmem_max * 1e6 / (double)in->rtt_us > rate)
+		rate = (double)in->rmem_max * 1e6 / (double)in->rtt_us;
 	if (in->rtt_us < 0 || rate <= 0 || in->nsmall == 0)
 		need = maxc;
 	else {
@@ -223,6 +228,7 @@ tune_input(const struct tune *t, struct tune_in *in)
 	in->path_rate = t->path_rate;
 	in->max_connections = t->o.max_connections;
 	in->multiplex = t->multiplex;
+	in->rmem_max = t->rmem_max;
 	in->nlarge = t->nlarge;
 	in->nsmall = t->nsmall;
 	in->small_bytes = t->small_bytes;

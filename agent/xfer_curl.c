@@ -615,9 +615,12 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 
 /*
  * What the finished transfer measured of the path (struct xfer_path in
- * xfer.h): the kernel's smoothed RTT of its connection (tcp(7) TCP_INFO;
- * the connection stays open in libcurl's pool after the transfer),
- * else libcurl's handshake or request-to-first-byte time; the body time.
+ * xfer.h): the RTT is the least of the kernel's estimates for its
+ * connection (tcp(7) TCP_INFO: tcpi_rtt, from the few segments this end
+ * sends, which a delayed ACK or a TLS handshake inflates, and
+ * tcpi_rcv_rtt, the receiver's own estimate; the connection stays open
+ * in libcurl's pool after the transfer) and the request-to-first-byte
+ * time, else libcurl's handshake time; the body time.
  */
 static void
 measure_path(struct curl_rec *r)
@@ -641,12 +644,16 @@ measure_path(struct curl_rec *r)
 	memset(&ti, 0, sizeof(ti));
 	if (curl_easy_getinfo(r->easy, CURLINFO_ACTIVESOCKET, &fd) ==
 	    CURLE_OK && fd != CURL_SOCKET_BAD &&
-	    getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
-	    ti.tcpi_rtt > 0)
-		p->rtt_us = ti.tcpi_rtt;
-	else if (conn > dns && dns >= 0)
+	    getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) {
+		if (ti.tcpi_rtt > 0)
+			p->rtt_us = ti.tcpi_rtt;
+		if (ti.tcpi_rcv_rtt > 0 &&
+		    (p->rtt_us < 0 || ti.tcpi_rcv_rtt < p->rtt_us))
+			p->rtt_us = ti.tcpi_rcv_rtt;
+	}
+	if (p->rtt_us < 0 && conn > dns && dns >= 0)
 		p->rtt_us = conn - dns;
-	else if (start > pre && pre > 0)
+	if (start > pre && pre > 0 && (p->rtt_us < 0 || start - pre < p->rtt_us))
 		p->rtt_us = start - pre;
 	if (start > 0 && total >= start && r->job->res.bytes > 0)
 		p->body_us = total - start;

@@ -32,6 +32,8 @@ struct tune_in {
 	double		 path_rate;	/* best aggregate bytes/s seen, 0 unknown */
 	unsigned	 max_connections; /* per host, >= 1 */
 	bool		 multiplex;	/* HTTP/2: many requests per connection */
+	uint64_t	 rmem_max;	/* receive buffer ceiling per connection,
+					   bytes (tcp_rmem), 0 unknown */
 	uint64_t	 nlarge;	/* planned files big enough to split */
 	uint64_t	 nsmall;	/* other planned files */
 	uint64_t	 small_bytes;	/* bytes of the small files (exact or listed) */
@@ -63,7 +65,12 @@ struct tune_out {
  * plus its bytes at conn_rate; at least enough files for their streams to
  * use every connection; at most max_connections over HTTP/1.1 (a request
  * holds its connection) or max_connections x TUNE_H2_STREAMS with HTTP/2.
- * Unknown RTT or rate: max_connections files (what HTTP/1.1 can carry).
+ * Unknown RTT or rate: max_connections files (what HTTP/1.1 can carry),
+ * except over HTTP/2 with a known RTT, where the rate is taken to be what
+ * one connection's largest receive window carries per RTT (rmem_max /
+ * RTT): files of the mean size that fill that window, since more requests
+ * cost no connection and a run of small files never measures a
+ * per-connection rate (their bodies are shorter than TUNE_RATE_BYTES).
  */
 void	tune_size(const struct tune_in *in, struct tune_out *out);
 

@@ -10,6 +10,8 @@
 #	tests/bench/wan.sh                 # the full matrix (many hours)
 #	tests/bench/wan.sh --rtt 100 --loss 0.1 --cc cubic --datasets 1g \
 #	    --tools biomirror,curl,aria2c
+#	tests/bench/wan.sh --tls --rtt 100 --loss 0 --datasets 2000x100k \
+#	    --runs 3                      # HTTP over TLS, nginx offers h2
 #
 # Servers run in the server namespace (10.77.0.2): nginx (HTTP: biomirror,
 # curl, aria2c, rclone), vsftpd (FTP: lftp), globus-gridftp-server
@@ -20,7 +22,11 @@
 # directory; it ends when the tool exits or after --cap seconds (60), when
 # the tool is killed and the bytes on disk are counted.  Throughput is
 # bytes / seconds in MB/s (10^6 bytes), the ratio is against `curl`, one
-# TCP connection, in the same profile and dataset.
+# TCP connection, in the same profile and dataset.  With --runs N every
+# cell runs N times and the table shows the median (the CSV has each run).
+# With --tls the HTTP tools fetch over HTTPS from the same nginx, which
+# offers HTTP/2 by ALPN (a certificate made for the run; each tool is
+# given it as its CA), as a public server with h2 would.
 #
 # Output: a table per (congestion control, loss, dataset) on stdout, every
 # cell in tests/bench/out/wan-STAMP.csv and one PNG per table
@@ -45,6 +51,8 @@ usage: tests/bench/wan.sh [options]
                      run too, for the ratio column
   --rate MBIT        bottleneck in Mbit/s (default 500)
   --cap SECONDS      per-cell time limit (default 60)
+  --runs N           runs per cell; tables show the median (default 1)
+  --tls              HTTP tools over HTTPS; nginx offers h2 by ALPN
   --dir DIR          datasets and destinations (default /tmp; about 2.2 GB
                      plus the largest dataset)
   --backend B        netem or wanlink (default: netem if the kernel has it)
@@ -58,7 +66,7 @@ RTTS=10,25,40,65,100,200,270 LOSSES=0,0.1,1 CCS=cubic,bbr
 DATASETS=1g,50x20m,2000x100k
 ALL_TOOLS=biomirror,biomirror-1s,biomirror-auto,curl,aria2c,lftp,rclone,globus-url-copy,rsync
 TOOLS=$ALL_TOOLS RATE=500 CAP=60 DIR=/tmp INSTALL=1 KEEP=0 DEPS_ONLY=0
-QUICK=0 CAP_SET=0 DS_SET=0
+QUICK=0 CAP_SET=0 DS_SET=0 RUNS=1 TLS=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -69,6 +77,8 @@ while [ $# -gt 0 ]; do
 	--tools) TOOLS=${2:?--tools LIST}; shift ;;
 	--rate) RATE=${2:?--rate MBIT}; shift ;;
 	--cap) CAP=${2:?--cap SECONDS}; CAP_SET=1; shift ;;
+	--runs) RUNS=${2:?--runs N}; shift ;;
+	--tls) TLS=1 ;;
 	--dir) DIR=${2:?--dir DIR}; shift ;;
 	--backend) WAN_BACKEND=${2:?--backend B}; shift ;;
 	--deps) DEPS_ONLY=1 ;;
@@ -85,6 +95,7 @@ if [ "$QUICK" = 1 ]; then
 	[ "$CAP_SET" = 1 ] || CAP=25
 fi
 case $CAP in ''|*[!0-9]*|0) echo "wan.sh: --cap needs seconds" >&2; exit 2 ;; esac
+case $RUNS in ''|*[!0-9]*|0) echo "wan.sh: --runs needs a count" >&2; exit 2 ;; esac
 case $RATE in ''|*[!0-9.]*) echo "wan.sh: --rate needs Mbit/s" >&2; exit 2 ;; esac
 for t in ${TOOLS//,/ }; do
 	case ",$ALL_TOOLS," in *",$t,"*) ;; *) echo "wan.sh: unknown tool $t" >&2; exit 2 ;; esac
@@ -144,6 +155,15 @@ STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
 CSV=$OUTDIR/wan-$STAMP.csv
 WAN_BIN=$T/bin
 WAN_LOG=$T/logs/wanlink.log
+SCHEME=http
+if [ "$TLS" = 1 ]; then
+	SCHEME=https
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=10.77.0.2 \
+	    -addext "subjectAltName=IP:10.77.0.2" -keyout "$T/run/key.pem" \
+	    -out "$T/run/cert.pem" 2>/dev/null || fail "openssl req"
+	chmod 0644 "$T/run/key.pem" "$T/run/cert.pem"
+fi
+CERT=$T/run/cert.pem
 BM_INFO="$(./biomirror --version 2>&1 | head -n 1), sha256 $(sha256sum < ./biomirror | cut -c1-12)"
 cp ./biomirror "$T/biomirror" || fail "cp biomirror"
 BM=$T/biomirror
@@ -241,6 +261,9 @@ http {
     keepalive_requests 100000;
     server {
         listen 80;
+        listen 443 ssl http2;
+        ssl_certificate $T/run/cert.pem;
+        ssl_certificate_key $T/run/key.pem;
         location / { root $DATA; autoindex on; autoindex_exact_size on; }
     }
 }
@@ -287,7 +310,9 @@ EOF
 	    -l "$T/logs/gridftp.log" > "$T/logs/gridftp.out" 2>&1 &
 	unset BM_TCP_CC LD_PRELOAD BM_TCP_CC_LOG
 	local port up
-	for port in 80 21 873 2811; do
+	local ports="80 21 873 2811"
+	[ "$TLS" = 1 ] && ports="$ports 443"
+	for port in $ports; do
 		up=0
 		for _ in $(seq 100); do
 			in_s ss -ltnH "sport = :$port" | grep -q . && { up=1; break; }
@@ -302,35 +327,42 @@ stop_servers() { wan_kill_ns "$WAN_S"; }
 # tool_cmd TOOL DATASET DEST: the client command, one word per line.
 tool_cmd() {
 	local tool=$1 ds=$2 dest=$3 f
-	local url=http://$SIP/$ds/
+	local url=$SCHEME://$SIP/$ds/
+	local -a ca=() cacurl=() caaria=() carclone=()
+	if [ "$TLS" = 1 ]; then
+		ca=(--ca-file "$CERT") cacurl=(--cacert "$CERT")
+		caaria=(--ca-certificate="$CERT") carclone=(--ca-cert "$CERT")
+	fi
 	case $tool in
 	biomirror)
 		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
-		    --source "$url" --dest "$dest" ;;
+		    --source "$url" --dest "$dest" "${ca[@]}" ;;
 	biomirror-1s)
 		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
-		    --source "$url" --dest "$dest" --streams 1 ;;
+		    --source "$url" --dest "$dest" --streams 1 "${ca[@]}" ;;
 	biomirror-auto)
 		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
 		    --source "$url" --dest "$dest" --streams auto \
-		    --concurrency auto ;;
+		    --concurrency auto "${ca[@]}" ;;
 	curl)
 		[ -e "$T/run/list-$ds" ] && while read -r f; do
 			printf 'url = "%s%s"\noutput = "%s/%s"\n' "$url" "$f" "$dest" "$f"
 		done < "$T/run/list-$ds" > "$dest.curlrc"
-		printf '%s\n' curl -sS --fail --create-dirs -K "$dest.curlrc" ;;
+		printf '%s\n' curl -sS --fail --create-dirs "${cacurl[@]}" \
+		    -K "$dest.curlrc" ;;
 	aria2c)
 		[ -e "$T/run/list-$ds" ] && while read -r f; do
 			printf '%s%s\n  out=%s\n' "$url" "$f" "$f"
 		done < "$T/run/list-$ds" > "$dest.aria2"
 		printf '%s\n' aria2c -x 8 -s 8 -j 8 -q --file-allocation=none \
 		    --allow-overwrite=true --auto-file-renaming=false \
-		    -d "$dest" -i "$dest.aria2" ;;
+		    "${caaria[@]}" -d "$dest" -i "$dest.aria2" ;;
 	lftp)
 		printf '%s\n' lftp -c "set net:max-retries 2; set xfer:clobber on; mirror --parallel=8 --use-pget-n=8 ftp://$SIP/$ds $dest" ;;
 	rclone)
 		printf '%s\n' rclone --config /dev/null copy --http-url "$url" \
-		    :http: "$dest" --transfers 8 --multi-thread-streams 8 ;;
+		    :http: "$dest" --transfers 8 --multi-thread-streams 8 \
+		    "${carclone[@]}" ;;
 	globus-url-copy)
 		printf '%s\n' globus-url-copy -r -cd -p 8 -cc 4 -fast \
 		    "ftp://$SIP:2811$DATA/$ds/" "file://$dest/" ;;
@@ -445,7 +477,7 @@ run_cell() {
 # ---------------------------------------------------------------- main
 wan_init
 say "link: $(wan_describe), bottleneck $RATE Mbit/s, queue one BDP"
-echo "date,backend,rate_mbit,rtt_ms,loss_pct,cc,dataset,tool,status,seconds,bytes,files,mb_s,ratio_vs_curl,sender_cc_seen" > "$CSV"
+echo "date,backend,rate_mbit,rtt_ms,loss_pct,cc,dataset,tool,status,seconds,bytes,files,mb_s,ratio_vs_curl,sender_cc_seen,http_scheme,runs_mb_s" > "$CSV"
 TOOL_LIST=${TOOLS//,/ }
 ncell=0 SERVERS_CC=""
 for cc in ${CCS//,/ }; do
@@ -463,13 +495,25 @@ for cc in ${CCS//,/ }; do
 			for ds in ${DATASETS//,/ }; do
 				base=""
 				for tool in $TOOL_LIST; do
-					run_cell "$tool" "$ds"
-					ncell=$((ncell + 1))
-					mbs=$(awk -v b="$CELL_BYTES" -v s="$CELL_S" 'BEGIN { printf "%.2f", (s > 0) ? b / s / 1e6 : 0 }')
+					# RUNS runs; keep the run with the median MB/s.
+					: > "$T/run/runs"
+					for run in $(seq "$RUNS"); do
+						run_cell "$tool" "$ds"
+						ncell=$((ncell + 1))
+						mbs=$(awk -v b="$CELL_BYTES" -v s="$CELL_S" 'BEGIN { printf "%.2f", (s > 0) ? b / s / 1e6 : 0 }')
+						printf '%s %s %s %s %s %s\n' "$mbs" "$CELL_STATUS" \
+						    "$CELL_S" "$CELL_BYTES" "$CELL_FILES" \
+						    "${CELL_CC:--}" >> "$T/run/runs"
+						say "cc $cc loss $loss% rtt $rtt ms $ds $tool run $run/$RUNS: $CELL_STATUS ${CELL_S}s $mbs MB/s [ss: ${CELL_CC:-}]"
+					done
+					all=$(cut -d' ' -f1 "$T/run/runs" | paste -sd' ' -)
+					read -r mbs CELL_STATUS CELL_S CELL_BYTES CELL_FILES CELL_CC < <(
+					    sort -n -k1,1 "$T/run/runs" |
+					    sed -n "$(( (RUNS + 1) / 2 ))p")
 					[ "$tool" = curl ] && base=$mbs
 					ratio=$(awk -v m="$mbs" -v b="${base:-0}" 'BEGIN { if (b > 0) printf "%.2f", m / b; else printf "" }')
-					echo "$STAMP,$WAN_BACKEND,$RATE,$rtt,$loss,$cc,$ds,$tool,$CELL_STATUS,$CELL_S,$CELL_BYTES,$CELL_FILES,$mbs,$ratio,${CELL_CC:-}" >> "$CSV"
-					say "cc $cc loss $loss% rtt $rtt ms $ds $tool: $CELL_STATUS ${CELL_S}s $mbs MB/s${ratio:+ (${ratio}x curl)} [ss: ${CELL_CC:-}]"
+					echo "$STAMP,$WAN_BACKEND,$RATE,$rtt,$loss,$cc,$ds,$tool,$CELL_STATUS,$CELL_S,$CELL_BYTES,$CELL_FILES,$mbs,$ratio,$CELL_CC,$SCHEME,$all" >> "$CSV"
+					say "cc $cc loss $loss% rtt $rtt ms $ds $tool: median of $RUNS: $CELL_STATUS ${CELL_S}s $mbs MB/s${ratio:+ (${ratio}x curl)} (runs: $all)"
 				done
 			done
 		done
@@ -488,7 +532,12 @@ echo "- sender congestion control: tests/bench/tcpcc.so (TCP_CONGESTION per sock
 if [ -s "$T/logs/tcpcc.log" ]; then
 	echo "- tcpcc.so refusals (the route's congctl applies there): $(sort -u -t: -k3 "$T/logs/tcpcc.log" | sed 's/^tcpcc: pid [0-9]* //' | sort -u | paste -sd';' -)"
 fi
-echo "- each cell: one tool, empty destination, until done or $CAP s (then killed, bytes on disk counted); MB/s = 10^6 bytes/s; (Nx) = ratio to curl, one TCP connection"
+echo "- each cell: one tool, empty destination, until done or $CAP s (then killed, bytes on disk counted); MB/s = 10^6 bytes/s, median of $RUNS run(s); (Nx) = ratio to curl, one TCP connection"
+if [ "$TLS" = 1 ]; then
+	echo "- HTTP tools over HTTPS (TLS 1.3, nginx offers h2 by ALPN; curl and rclone use h2, biomirror multiplexes over it, aria2c speaks HTTP/1.1); lftp, globus-url-copy and rsync unchanged"
+else
+	echo "- HTTP tools over plain HTTP/1.1 (keep-alive; no h2: run with --tls for HTTPS + h2)"
+fi
 for t in $TOOL_LIST; do echo "- $t: $(tool_version "$t")"; done
 for t in $TOOL_LIST; do echo "    $t: $(tool_cmd "$t" DATASET /DEST | tr '\n' ' ')"; done | sed "s|$T|\$W|g"
 for cc in ${CCS//,/ }; do

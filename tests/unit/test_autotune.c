@@ -120,6 +120,30 @@ test_concurrency(void)
 	tune_size(&in, &out);
 	/* 8 MB/s / 1 MB = 8 files/s x (0.001 + 1 s) = 8.008 -> 9. */
 	is_int(out.concurrency, 9, "1 MB files at 1 MB/s: 9 in flight");
+	/*
+	 * HTTP/2, small files only (no body long enough for a rate): one
+	 * receive window's worth of files; HTTP/1.1 stays at 8.
+	 */
+	in = base();
+	in.rtt_us = 100000;
+	in.rmem_max = 6291456;
+	in.nsmall = 2000;
+	in.small_bytes = 2000 * 102400ULL;
+	in.path_rate = 7e6;
+	tune_size(&in, &out);
+	/* 7 MB/s / 102400 x 0.1 s = 6.8 -> 7. */
+	is_int(out.concurrency, 7, "HTTP/1.1: the measured path rate only");
+	in.multiplex = true;
+	tune_size(&in, &out);
+	/* 6291456 / 0.1 s = 62.9 MB/s / 102400 = 614 files/s x 0.1 s = 62. */
+	is_int(out.concurrency, 62, "HTTP/2, no rate: fill one receive window");
+	in.rmem_max = 0;
+	tune_size(&in, &out);
+	is_int(out.concurrency, 7, "tcp_rmem unknown: the measured path rate");
+	in.rmem_max = 6291456;
+	in.rtt_us = -1;
+	tune_size(&in, &out);
+	is_int(out.concurrency, 8, "RTT unknown: max_connections");
 	/* Large files only: enough for their ranges to use 8 connections. */
 	in = base();
 	in.nlarge = 10;
