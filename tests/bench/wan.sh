@@ -239,6 +239,11 @@ SIP=10.77.0.2
 start_servers() {	# start_servers CC
 	local cc=$1 s=$T/srv
 	rm -rf "$s"; mkdir -p "$s/nginx/tmp" "$s/empty"
+	local TLS_CONF=""
+	[ "$TLS" = 1 ] && TLS_CONF="        listen 443 ssl http2;
+        ssl_certificate $T/run/cert.pem;
+        ssl_certificate_key $T/run/key.pem;
+"
 	cat > "$s/nginx/nginx.conf" <<EOF
 daemon off;
 master_process on;
@@ -261,10 +266,7 @@ http {
     keepalive_requests 100000;
     server {
         listen 80;
-        listen 443 ssl http2;
-        ssl_certificate $T/run/cert.pem;
-        ssl_certificate_key $T/run/key.pem;
-        location / { root $DATA; autoindex on; autoindex_exact_size on; }
+$TLS_CONF        location / { root $DATA; autoindex on; autoindex_exact_size on; }
     }
 }
 EOF
