@@ -121,6 +121,12 @@ tune_size(const struct tune_in *in, struct tune_out *out)
 		else if ((double)(need = (uint64_t)n) < n)
 			need++;		/* round up */
 	}
+	/*
+	 * Never below max_connections: a rate measured with fewer files in
+	 * flight than connections would only shrink the next choice.
+	 */
+	if (need < maxc)
+		need = maxc;
 	/* Enough large files for their ranges to use every connection. */
 	if (in->nlarge > 0 && out->streams > 0 &&
 	    need < (maxc + out->streams - 1) / out->streams)

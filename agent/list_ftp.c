@@ -665,9 +665,15 @@ list_ftp_parse(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
 bool
 list_ftp_feat_mlst(const uint8_t *body, size_t len)
 {
+	return list_ftp_feat_has(body, len, "MLST");
+}
+
+bool
+list_ftp_feat_has(const uint8_t *body, size_t len, const char *name)
+{
 	const char	*p = (const char *)body, *end = p + len, *nl;
 	bool		 in = false;
-	size_t		 n;
+	size_t		 n, k = strlen(name);
 
 	for (; p < end; p = nl + 1) {
 		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
@@ -678,9 +684,9 @@ list_ftp_feat_mlst(const uint8_t *body, size_t len)
 			continue;
 		}
 		/* Feature lines start with one space (RFC 2389 3.2). */
-		if (in && n >= 5 && p[0] == ' ' &&
-		    strncasecmp(p + 1, "MLST", 4) == 0 &&
-		    (n == 5 || p[5] == ' ' || p[5] == '\r'))
+		if (in && n >= k + 1 && p[0] == ' ' &&
+		    strncasecmp(p + 1, name, k) == 0 &&
+		    (n == k + 1 || p[k + 1] == ' ' || p[k + 1] == '\r'))
 			return true;
 	}
 	return false;
@@ -721,6 +727,7 @@ struct ftp_crawl {
 					   the real tree is listed */
 	size_t		 nreals;
 	bool		 mlsd;		/* MLSD, else LIST */
+	bool		 gridftp;	/* FEAT listed DCAU */
 	size_t		 skipped, loops, dangling;
 	bool		 depth_hit;	/* a directory lay past max_depth */
 	int		 fail;		/* first failed reply's code */
@@ -1003,6 +1010,7 @@ crawl_feat(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx)
 		goto out;
 	}
 	c->mlsd = list_ftp_feat_mlst(pg.body, pg.len);
+	c->gridftp = list_ftp_feat_has(pg.body, pg.len, "DCAU");
 out:
 	free(pg.body);
 	free(pg.content_type);
@@ -1348,6 +1356,8 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 out:
 	if (opts->ret_mlsd != NULL)
 		*opts->ret_mlsd = c.mlsd;
+	if (opts->ret_gridftp != NULL)
+		*opts->ret_gridftp = c.gridftp;
 	if (opts->ret_loops != NULL)
 		*opts->ret_loops = c.loops;
 	if (opts->ret_skipped != NULL)

@@ -1107,7 +1107,9 @@ sched_jobs(struct sched *sc, struct sfile *f)
 			j->off = off;
 			j->len = i + 1 < n ? chunk : size - off;
 			j->accept_full = i == 0;
-		}
+		} else
+			j->size_checked = a->list_size_exact &&
+			    a->list_size >= 0;	/* sfile_check_size */
 	}
 	if (a->op == ACT_COND_FETCH) {
 		t->jobs[0].if_none_match = a->etag;

@@ -321,7 +321,7 @@ static int
 run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 {
 	struct ftp_crawl_opts fo;
-	bool		 mlsd = false;
+	bool		 mlsd = false, gridftp = true;
 	size_t		 dangling = 0;
 	int		 rc;
 
@@ -331,13 +331,16 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	fo.batch = r->c->max_connections ? r->c->max_connections : 4;
 	fo.now_wall = ftp_now_wall(&r->c->ftp_tz);
 	fo.ret_mlsd = &mlsd;
+	fo.ret_gridftp = &gridftp;
 	fo.ret_loops = ret_loops;
 	fo.ret_skipped = ret_skipped;
 	fo.follow = r->c->follow_symlinks;
 	fo.ret_dangling = &dangling;
 	rc = list_ftp_crawl(r->source, &fo, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
-	log_debug("%s: list: %s", r->c->name, mlsd ? "MLSD" : "LIST");
+	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
+	    gridftp ? ", TYPE I before each file (GridFTP)" : "");
+	xfer_set_ftp_type_early(r->x, gridftp);
 	if (dangling > 0)
 		log_warnx("%s: list: %zu symlinks not followed: their target "
 		    "is not in the listing (dangling, or excluded)",
@@ -898,6 +901,7 @@ run_open(struct run *r)
 	    strncasecmp(r->c->source, "ftps://", 7) == 0 ? XFER_TLS_REQUIRE :
 	    r->c->ftp_tls == FTP_TLS_TRY ? XFER_TLS_TRY : XFER_TLS_NONE;
 	xo.ftp_active = r->c->ftp_active;
+	xo.ftp_type_early = true;	/* until FEAT says otherwise */
 	xo.user = r->c->user;
 	xo.password = r->password;
 	xo.connect_timeout = r->c->timeout;

@@ -364,7 +364,8 @@ xfer_curl_new(const struct xfer_opts *o, struct xfer **ret)
  * FTP options: explicit TLS (AUTH TLS, RFC 4217) per ftp_tls, login,
  * passive (EPSV, then PASV) unless ftp_active, one CWD to the file's
  * directory (libcurl keeps RFC 1738's reading: relative to the login
- * directory, %2F makes it absolute), MDTM for the exact mtime.  A
+ * directory, %2F makes it absolute), MDTM for the exact mtime, SIZE only
+ * when the listing gave no exact size or for a range.  A
  * directory job sends its ftp_command instead of RETR; FEAT goes as a
  * quote command on a control connection without any transfer.
  */
@@ -395,11 +396,24 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 		 * EPSV where libcurl sends it: GridFTP fixes a data
 		 * connection's type when it opens it, and sends a file in
 		 * ASCII (LF as CRLF) after a listing on the same connection.
+		 * Other servers apply TYPE to the next transfer (RFC 959
+		 * 3.1.1): one round trip per file saved.
 		 */
-		if ((l = curl_slist_append(r->headers, "TYPE I")) == NULL)
-			return BM_ENOMEM;
-		r->headers = l;
-		(void)curl_easy_setopt(e, CURLOPT_QUOTE, r->headers);
+		if (x->opts.ftp_type_early) {
+			if ((l = curl_slist_append(r->headers, "TYPE I")) ==
+			    NULL)
+				return BM_ENOMEM;
+			r->headers = l;
+			(void)curl_easy_setopt(e, CURLOPT_QUOTE, r->headers);
+		}
+		/*
+		 * A whole file whose exact size the listing gave: no SIZE
+		 * round trip before RETR (libcurl skips it when told to
+		 * ignore the length; the scheduler checks the length).
+		 */
+		if (j->size_checked && j->len == 0 && j->off == 0)
+			(void)curl_easy_setopt(e,
+			    CURLOPT_IGNORE_CONTENT_LENGTH, 1L);
 		return 0;
 	}
 	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 0L);
@@ -845,6 +859,12 @@ xfer_cancel(struct xfer *x, struct xfer_job *job)
 			rec_free(x, r);
 			return;
 		}
+}
+
+void
+xfer_set_ftp_type_early(struct xfer *x, bool on)
+{
+	x->opts.ftp_type_early = on;
 }
 
 void

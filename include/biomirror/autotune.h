@@ -62,8 +62,9 @@ struct tune_out {
  * law, files in flight = request rate x time per request, where the
  * request rate that fills the path is path_rate (or conn_rate x
  * max_connections) / mean small-file size and a request takes one RTT
- * plus its bytes at conn_rate; at least enough files for their streams to
- * use every connection; at most max_connections over HTTP/1.1 (a request
+ * plus its bytes at conn_rate; at least max_connections (a rate measured
+ * with fewer files in flight would only shrink the choice), and enough
+ * files for their streams to use every connection; at most max_connections over HTTP/1.1 (a request
  * holds its connection) or max_connections x TUNE_H2_STREAMS with HTTP/2.
  * Unknown RTT or rate: max_connections files (what HTTP/1.1 can carry),
  * except over HTTP/2 with a known RTT, where the rate is taken to be what

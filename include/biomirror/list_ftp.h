@@ -58,6 +58,17 @@ int	list_ftp_parse(const uint8_t *body, size_t len, bool mlsd,
  */
 bool	list_ftp_feat_mlst(const uint8_t *body, size_t len);
 
+/*
+ * True when a FEAT reply (as above) lists the feature NAME (a keyword such
+ * as "MLST" or "DCAU", compared without case; RFC 2389 section 3.2: one
+ * feature per line, after one space, parameters after a space).
+ * list_ftp_feat_mlst() is list_ftp_feat_has(body, len, "MLST").  A FEAT
+ * listing DCAU (data channel authentication, OGF GFD.20) comes from a
+ * GridFTP server, which fixes a data connection's TYPE when the
+ * connection opens (see xfer_opts.ftp_type_early).
+ */
+bool	list_ftp_feat_has(const uint8_t *body, size_t len, const char *name);
+
 struct ftp_crawl_opts {
 	const struct filter *filter;	/* borrowed: include/exclude, NULL for all */
 	unsigned	 max_depth;	/* hard depth limit (directories below root) */
@@ -65,6 +76,8 @@ struct ftp_crawl_opts {
 	int64_t		 now_wall;	/* server's clock, for LIST year inference */
 	bool		*ret_mlsd;	/* borrowed, may be NULL: set to true
 					   when MLSD was used */
+	bool		*ret_gridftp;	/* borrowed, may be NULL: set to true
+					   when FEAT listed DCAU (GridFTP) */
 	size_t		*ret_loops;	/* borrowed, may be NULL: directories not
 					   entered because MLSD gave them the
 					   unique= of one already listed */

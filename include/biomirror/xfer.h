@@ -101,6 +101,9 @@ struct xfer_job {
 	bool		 accept_full;	/* with off 0: take a 200 as the whole file */
 	int64_t		 expect_size;	/* exact size expected, -1 unknown; more is refused */
 	uint64_t	 max_size;	/* hard cap on body bytes (rule 31), 0 = none */
+	bool		 size_checked;	/* whole file: the caller checks the body
+					   length against an exact listed size,
+					   so FTP sends no SIZE before RETR */
 	const char	*if_none_match;	/* borrowed ETag for If-None-Match, NULL if none */
 	const char	*if_range;	/* borrowed strong ETag or HTTP-date for
 					   If-Range on a ranged job, NULL if none:
@@ -126,6 +129,11 @@ struct xfer_opts {
 	bool		 ftp_active;	/* FTP: active mode (PORT/EPRT) */
 	const char	*user;		/* borrowed: FTP login, NULL = anonymous */
 	const char	*password;	/* borrowed: FTP password, NULL if none */
+	bool		 ftp_type_early; /* FTP: TYPE I before every file's
+					   data connection (a server that fixes
+					   a data connection's type when it
+					   opens: GridFTP), else libcurl's own
+					   TYPE, once per control connection */
 };
 #define XFER_TLS_NONE		0
 #define XFER_TLS_TRY		1
@@ -154,6 +162,11 @@ int	xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done,
 	    void *ctx);
 /* Cancel job (no done callback follows); a no-op for unknown jobs. */
 void	xfer_cancel(struct xfer *x, struct xfer_job *job);
+/*
+ * Change xfer_opts.ftp_type_early for jobs submitted from now on (the
+ * FTP lister learns from FEAT whether the server needs it).
+ */
+void	xfer_set_ftp_type_early(struct xfer *x, bool on);
 /* Jobs in flight. */
 size_t	xfer_active(const struct xfer *x);
 /*

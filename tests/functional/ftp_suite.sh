@@ -4,7 +4,8 @@
 # (nested directories, spaces, '%', '#', '+', UTF-8 names, zero-byte
 # files, a 100 MB file) is byte-identical with upstream mtimes to the
 # second; the 100 MB file came in 4 ranged streams (4 RETRs, 3 of them
-# after REST at the range offsets); a second run fetches nothing; changes
+# after REST at the range offsets), the others without a SIZE round trip
+# (the listing gave their exact size); a second run fetches nothing; changes
 # upstream (2 modified, 1 added, 2 removed) are exactly what is fetched and
 # deleted.
 
@@ -69,6 +70,25 @@ count_cmds "$mark" '^REST ' 3 > /dev/null
 assert_eq "$retrs" 4 "RETRs of big.bin"
 rests=$(cmds_since "$mark" | sed -n 's/^REST \([0-9]*\)$/\1/p' | LC_ALL=C sort -n | tr '\n' ' ')
 assert_eq "$rests" "26214400 52428800 78643200 " "REST offsets"
+
+echo "# whole files of an exact listed size: RETR without SIZE"
+# (the ranges of big.bin still ask SIZE: the log shows them)
+[ "$(cmds_since "$mark" | grep -c '^SIZE .*big.bin$')" -ge 1 ] ||
+    fail "no SIZE logged for the ranges of big.bin"
+assert_eq "$(cmds_since "$mark" | grep '^SIZE ' | grep -vc 'big.bin$')" 0 \
+    "SIZE commands for whole files"
+
+echo "# TYPE I: before every RETR on GridFTP (FEAT lists DCAU), once per"
+echo "# control connection elsewhere (libcurl's own)"
+nretr=$(cmds_since "$mark" | grep -c '^RETR ')
+ntype=$(cmds_since "$mark" | grep -c '^TYPE I$')
+echo "# $nretr RETRs, $ntype TYPE I"
+if [ "$SERVER" = gridftp ]; then
+	[ "$ntype" -ge "$nretr" ] || fail "gridftp: $ntype TYPE I for $nretr RETRs"
+else
+	[ "$((ntype * 2))" -lt "$nretr" ] ||
+	    fail "vsftpd: $ntype TYPE I for $nretr RETRs (one per file?)"
+fi
 
 echo "# second run: nothing changed upstream"
 mark=$(wc -l < "$LOG")

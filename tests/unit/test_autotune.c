@@ -131,15 +131,17 @@ test_concurrency(void)
 	in.small_bytes = 2000 * 102400ULL;
 	in.path_rate = 7e6;
 	tune_size(&in, &out);
-	/* 7 MB/s / 102400 x 0.1 s = 6.8 -> 7. */
-	is_int(out.concurrency, 7, "HTTP/1.1: the measured path rate only");
+	/* 7 MB/s / 102400 x 0.1 s = 6.8 -> 7, but never below 8. */
+	is_int(out.concurrency, 8, "HTTP/1.1: never below max_connections");
 	in.multiplex = true;
 	tune_size(&in, &out);
 	/* 6291456 / 0.1 s = 62.9 MB/s / 102400 = 614 files/s x 0.1 s = 62. */
 	is_int(out.concurrency, 62, "HTTP/2, no rate: fill one receive window");
 	in.rmem_max = 0;
+	in.path_rate = 20e6;
 	tune_size(&in, &out);
-	is_int(out.concurrency, 7, "tcp_rmem unknown: the measured path rate");
+	/* 20 MB/s / 102400 x 0.1 s = 19.5 -> 20. */
+	is_int(out.concurrency, 20, "tcp_rmem unknown: the measured path rate");
 	in.rmem_max = 6291456;
 	in.rtt_us = -1;
 	tune_size(&in, &out);

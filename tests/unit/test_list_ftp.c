@@ -483,6 +483,16 @@ test_feat(void)
 	    " EPSV\r\n MDTM\r\n PASV\r\n REST STREAM\r\n SIZE\r\n TVFS\r\n"
 	    "211 End\r\n";
 	const char *fake = "220 we MLST nothing\r\n 211 MLST\r\n";
+	/* globus-gridftp-server 13.24's reply, as received. */
+	const char *gt = "211-Extensions supported\r\n"
+	    " CKSM MD5:10;ADLER32:10;SHA1:10;SHA256:11;SHA512:12;\r\n"
+	    " DSI file-13.24\r\n STORATTR\r\n HTTP\r\n DCSC P,D\r\n"
+	    " MFMT\r\n WHOAMI\r\n AUTHZ_ASSERT\r\n MLSR\r\n MLSC\r\n"
+	    " UTF8\r\n LANG EN\r\n DCAU\r\n PARALLEL\r\n SIZE\r\n"
+	    " MLST Type*;Size*;Modify*;Perm*;Charset;UNIX.mode*;\r\n"
+	    " ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n REST STREAM\r\n"
+	    " MDTM\r\n PASV AllowDelayed;\r\n211 End.\r\n";
+	const char *dcaux = "211-x\r\n DCAUX\r\n DCA\r\n211 End\r\n";
 
 	ok(list_ftp_feat_mlst((const uint8_t *)grid, strlen(grid)),
 	    "FEAT with MLST: MLSD");
@@ -490,6 +500,16 @@ test_feat(void)
 	    "vsftpd FEAT: LIST");
 	ok(!list_ftp_feat_mlst((const uint8_t *)fake, strlen(fake)),
 	    "MLST outside the 211 block does not count");
+	ok(list_ftp_feat_has((const uint8_t *)gt, strlen(gt), "DCAU"),
+	    "globus-gridftp-server lists DCAU: GridFTP");
+	ok(list_ftp_feat_mlst((const uint8_t *)gt, strlen(gt)),
+	    "globus-gridftp-server: MLSD");
+	ok(!list_ftp_feat_has((const uint8_t *)vs, strlen(vs), "DCAU"),
+	    "vsftpd: not GridFTP");
+	ok(list_ftp_feat_has((const uint8_t *)vs, strlen(vs), "rest"),
+	    "a feature with parameters, any case");
+	ok(!list_ftp_feat_has((const uint8_t *)dcaux, strlen(dcaux), "DCAU"),
+	    "DCAUX and DCA are not DCAU");
 }
 
 /* The fake server of the crawl test. */
