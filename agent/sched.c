@@ -47,6 +47,8 @@
 #include "biomirror/workq.h"
 #include "biomirror/xfer.h"
 
+/* The mirror's name for log lines: every per-file line names its mirror. */
+#define MIRROR(sc)	((sc)->o->name != NULL ? (sc)->o->name : "")
 #define NS			1000000000LL
 #define SCHED_MAX_STREAMS	64	/* the config's upper bound for streams */
 #define RESUME_EVERY_NS		(250 * 1000000LL) /* record ranges this often */
@@ -377,9 +379,9 @@ resume_jobs(struct sched *sc, struct sfile *f)
 		}
 	}
 	i = resume_file_covered(f->rf);
-	log_info("%s: continuing with %llu of %lld bytes held: %u range(s)",
-	    f->act->path, (unsigned long long)i, (long long)f->act->list_size,
-	    t->njobs);
+	log_info("%s: %s: continuing with %llu of %lld bytes held: %u "
+	    "range(s)", MIRROR(sc), f->act->path, (unsigned long long)i,
+	    (long long)f->act->list_size, t->njobs);
 	return 0;
 }
 
@@ -438,8 +440,8 @@ resume_tick(struct sched *sc, bool final)
 	}
 	rc = n > 0 ? manifest_partials_put(sc->m, sc->o->run, recs, n) : 0;
 	if (rc != 0)
-		log_warnx("manifest: record finished ranges: %s",
-		    manifest_errmsg(sc->m));
+		log_warnx("%s: manifest: record finished ranges: %s",
+		    MIRROR(sc), manifest_errmsg(sc->m));
 	for (i = 0; i < n; i++)
 		resume_file_recorded(who[i]->rf, rc == 0);
 out:
@@ -617,7 +619,7 @@ commit_done(void *ctx, void *arg)
 	size_t		 i;
 
 	if (b->store_rc != 0)
-		log_errx("%s: syncfs: %s", store_path(sc->s),
+		log_errx("%s: %s: syncfs: %s", MIRROR(sc), store_path(sc->s),
 		    bm_strerror(b->store_rc));
 	for (i = 0; i < b->nitems; i++) {
 		struct sfile *f = b->itemf[i];
@@ -629,7 +631,8 @@ commit_done(void *ctx, void *arg)
 
 			f->state = SF_FAILED;
 			sc->res->failed++;
-			log_warnx("%s: commit: %s", f->act->path, why);
+			log_warnx("%s: %s: commit: %s", MIRROR(sc),
+			    f->act->path, why);
 			(void)result_add_error(sc->res, f->act->path,
 			    "commit", why);
 		} else {
@@ -646,7 +649,7 @@ commit_done(void *ctx, void *arg)
 		b->reasons[i] = NULL;
 	}
 	if (b->db_rc != 0) {
-		log_errx("manifest: commit: %s", b->db_err);
+		log_errx("%s: manifest: commit: %s", MIRROR(sc), b->db_err);
 		if (sc->fatal == 0)
 			sc->fatal = b->db_rc == BM_ENOMEM ? BM_ENOMEM : BM_EDB;
 	}
@@ -703,12 +706,13 @@ sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
 	f->state = SF_FAILED;
 	(void)rec_new(sc, f->act, op, reason);
 	if (op == COMMIT_VANISHED) {
-		log_warnx("%s: fetch: %s (listed, but gone upstream; not "
-		    "deleted)", f->act->path, reason);
+		log_warnx("%s: %s: fetch: %s (listed, but gone upstream; not "
+		    "deleted)", MIRROR(sc), f->act->path, reason);
 		(void)result_add_error(sc->res, f->act->path, "vanished",
 		    reason);
 	} else {
-		log_warnx("%s: fetch: %s", f->act->path, reason);
+		log_warnx("%s: %s: fetch: %s", MIRROR(sc), f->act->path,
+		    reason);
 		(void)result_add_error(sc->res, f->act->path, "fetch", reason);
 	}
 	sc->res->failed++;
@@ -798,11 +802,11 @@ sched_retry(struct sched *sc, struct sfile *f)
 		sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
 		    try_bytes(f->t) : sc->bytes_seen;
 	if (res->ignored_range)
-		log_info("%s: fetch: %s: trying one stream", f->act->path,
-		    res->errmsg);
+		log_info("%s: %s: fetch: %s: trying one stream", MIRROR(sc),
+		    f->act->path, res->errmsg);
 	else
-		log_info("%s: fetch: %s (retry %u of %u)", f->act->path,
-		    res->errmsg, f->attempts, sc->o->retries);
+		log_info("%s: %s: fetch: %s (retry %u of %u)", MIRROR(sc),
+		    f->act->path, res->errmsg, f->attempts, sc->o->retries);
 	try_free(f->t);
 	f->t = NULL;
 }
@@ -1286,7 +1290,7 @@ sched_touch(struct sched *sc, struct action *a)
 	if ((rc = store_set_mtime(sc->s, a->path, a->local_mtime)) != 0) {
 		reason = bm_strerror(rc);
 		(void)rec_new(sc, a, COMMIT_FAILED, reason);
-		log_warnx("%s: touch: %s", a->path, reason);
+		log_warnx("%s: %s: touch: %s", MIRROR(sc), a->path, reason);
 		(void)result_add_error(sc->res, a->path, "touch", reason);
 		sc->res->failed++;
 		return;
@@ -1767,8 +1771,8 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	(void)sched_flush(&sc, true);
 	rc = sc.fatal;
 	if (rc == BM_EINTR)
-		log_warnx("interrupted: in-flight files abandoned, finished "
-		    "files committed");
+		log_warnx("%s: interrupted: in-flight files abandoned, "
+		    "finished files committed", MIRROR(&sc));
 out:
 	progress_free(sc.progress);
 	/* Every temp file a worker made is in its sfile once this returns. */

@@ -21,7 +21,7 @@ echo partial > "$T/mirror/.biomirror-tmp.0badf00d"
 JOURNAL_STREAM=8:12345 assert_exit 1 bm -vv sync --retries 0 up
 bad=$(grep -cv '^<[3467]>' "$LAST_ERR")
 assert_eq "$bad" 0 "stderr lines without a priority prefix"
-grep -q '^<4>locked.txt: fetch: HTTP 403' "$LAST_ERR" ||
+grep -q '^<4>up: locked.txt: fetch: HTTP 403' "$LAST_ERR" ||
 	fail "no <4> warning for the refused file: $(head -5 "$LAST_ERR")"
 grep -q '^<7>.*: fetched [0-9]* bytes' "$LAST_ERR" || fail "no <7> debug line"
 grep -qx '<6>up: removed 1 temp files of an earlier run' "$LAST_ERR" ||
@@ -37,7 +37,7 @@ echo "# without JOURNAL_STREAM: the plain prefix"
 rm -rf "$T/mirror" "$T/state"
 assert_exit 1 env -u JOURNAL_STREAM "$BM" -c "$T/bm.conf" --state-dir "$T/state" \
     sync --retries 0 up
-grep -q '^biomirror: locked.txt: fetch: HTTP 403' "$LAST_ERR" ||
+grep -q '^biomirror: up: locked.txt: fetch: HTTP 403' "$LAST_ERR" ||
 	fail "no plain warning: $(head -5 "$LAST_ERR")"
 grep -q '^<[0-9]>' "$LAST_ERR" && fail "priority prefix without JOURNAL_STREAM"
 
@@ -51,6 +51,6 @@ JOURNAL_STREAM=8:12345 script -qec "$BM -c $T/bm.conf --state-dir $T/state \
     sync --retries 0 --bwlimit 8M up" /dev/null > "$T/tty.out" 2>&1
 grep -q 'files, .*MB/s, ETA' "$T/tty.out" && fail "progress line in journal mode"
 grep -q $'\033' "$T/tty.out" && fail "escape sequence in journal mode on a tty"
-grep -q '^<4>locked.txt: fetch: HTTP 403' "$T/tty.out" ||
+grep -q '^<4>up: locked.txt: fetch: HTTP 403' "$T/tty.out" ||
 	fail "no <4> warning on the tty: $(head -5 "$T/tty.out")"
 echo PASS
