@@ -37,7 +37,7 @@ DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
 	   nginx-light apache2 python3 procps iproute2 openssl \
 	   systemd groff-base rsync vsftpd globus-gridftp-server-progs python3-pyftpdlib
 
-.PHONY: all deps check unit functional sanitize run install clean lint
+.PHONY: all deps check unit functional sanitize torture run install clean lint
 
 all: biomirror
 
@@ -77,6 +77,22 @@ sanitize: deps
 	$(MAKE) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=address,undefined" all $(UNIT_BINS)
 	@sh tests/run-all.sh $(UNIT_BINS)
+	$(MAKE) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	    LDFLAGS="-fsanitize=address,undefined" torture
+
+# Allocation-failure loop (STYLE.md rule 54): the manifest and config unit
+# tests, linked with tests/unit/failmalloc.c, with each allocation failing
+# in turn (tests/torture.sh); meant to run under ASan (make sanitize).
+FM_WRAP	 = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup \
+	   -Wl,--wrap=strndup,--wrap=asprintf,--wrap=vasprintf
+TORTURE_BINS = tests/unit/test_manifest_fm tests/unit/test_config_fm
+
+tests/unit/test_%_fm: tests/unit/test_%.c tests/unit/failmalloc.c libbiomirror.a $(HDRS)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< tests/unit/failmalloc.c \
+	    libbiomirror.a $(ALL_LDFLAGS) $(FM_WRAP) $(LIBS)
+
+torture: $(TORTURE_BINS)
+	@sh tests/torture.sh $(TORTURE_BINS)
 
 run: deps
 	$(MAKE) all
@@ -102,4 +118,4 @@ install: biomirror
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/biomirror/
 
 clean:
-	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS)
+	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) $(TORTURE_BINS)

@@ -15,10 +15,24 @@
 
 static int tap_n, tap_failed;
 
+/*
+ * Stop the test binary: a setup step failed, or (under tests/torture.sh,
+ * BM_FAIL_ALLOC set) a check failed after an injected allocation
+ * failure, so that the test never goes on with state it did not get.
+ */
+static void __attribute__((noreturn, unused))
+tap_bail(const char *why)
+{
+	printf("Bail out! %s\n", why);
+	fflush(stdout);
+	exit(1);
+}
+
 static int __attribute__((format(printf, 2, 3), unused))
 ok(int cond, const char *fmt, ...)
 {
 	va_list ap;
+	const char *fa = getenv("BM_FAIL_ALLOC");
 
 	tap_n++;
 	printf("%s %d - ", cond ? "ok" : "not ok", tap_n);
@@ -28,6 +42,8 @@ ok(int cond, const char *fmt, ...)
 	printf("\n");
 	if (!cond)
 		tap_failed++;
+	if (!cond && fa != NULL && strcmp(fa, "0") != 0)
+		tap_bail("a check failed under an injected allocation failure");
 	return cond;
 }
 

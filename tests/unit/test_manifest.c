@@ -57,7 +57,7 @@ dup_or_null(const char *s)
 	if (s == NULL)
 		return NULL;
 	if ((d = strdup(s)) == NULL)
-		abort();
+		tap_bail("setup failed");
 	return d;
 }
 
@@ -97,7 +97,7 @@ diff_cb(void *ctx, const struct diff_row *r)
 		return 99;
 	s = &sl->v[sl->n++];
 	if ((s->path = malloc(r->pathlen + 1)) == NULL)
-		abort();
+		tap_bail("setup failed");
 	memcpy(s->path, r->path, r->pathlen + 1);
 	s->pathlen = r->pathlen;
 	s->kind = r->kind;
@@ -127,7 +127,7 @@ ls_cb(void *ctx, const struct file_row *r)
 		return 99;
 	s = &sl->v[sl->n++];
 	if ((s->path = malloc(r->pathlen + 1)) == NULL)
-		abort();
+		tap_bail("setup failed");
 	memcpy(s->path, r->path, r->pathlen + 1);
 	s->pathlen = r->pathlen;
 	s->type = r->type;
@@ -172,7 +172,7 @@ add(struct listing *l, const char *path, enum entry_type type, int64_t size,
 	struct entry	*e;
 
 	if (listing_append(l, &e) != 0)
-		abort();
+		tap_bail("setup failed");
 	e->path = dup_or_null(path);
 	e->type = type;
 	e->size = size;
@@ -213,7 +213,7 @@ write_file(const char *path, const char *data, size_t len)
 
 	if ((f = fopen(path, "wbe")) == NULL ||
 	    fwrite(data, 1, len, f) != len || fclose(f) != 0)
-		abort();
+		tap_bail("setup failed");
 }
 
 static bool
@@ -249,7 +249,7 @@ corrupt_page1(const char *path)
 	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) == -1 ||
 	    pwrite(fd, junk, sizeof(junk), 100) != (ssize_t)sizeof(junk) ||
 	    close(fd) == -1)
-		abort();
+		tap_bail("setup failed");
 }
 
 /* Run SQL on a raw connection to path; abort on error. */
@@ -260,7 +260,7 @@ raw_open(const char *path)
 
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
-		abort();
+		tap_bail("setup failed");
 	return db;
 }
 
@@ -271,7 +271,7 @@ raw_exec(sqlite3 *db, const char *sql)
 
 	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		printf("# raw_exec %s: %s\n", sql, msg ? msg : "?");
-		abort();
+		tap_bail("setup failed");
 	}
 }
 
@@ -279,7 +279,7 @@ static void
 join(char *buf, size_t sz, const char *dir, const char *name)
 {
 	if ((size_t)snprintf(buf, sz, "%s/%s", dir, name) >= sz)
-		abort();
+		tap_bail("setup failed");
 }
 
 static double
@@ -467,7 +467,7 @@ test_locked(const char *dir)
 	c[0] = rec("a", COMMIT_FETCHED, ENTRY_FILE, 1, 1, MTIME_SECOND);
 	c[1] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 2, 2, MTIME_SECOND);
 	if ((l = listing_new(4)) == NULL)
-		abort();
+		tap_bail("setup failed");
 	add(l, "a", ENTRY_FILE, 1, true, 1, MTIME_SECOND, NULL);
 	is_int(manifest_stage(m, l), 0, "stage works under a writer (TEMP)");
 	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff reads under a writer");
@@ -536,7 +536,7 @@ test_diff(const char *dir)
 	is_int(count, 8, "8 committed files (links and dirs not counted)");
 
 	if ((l = listing_new(100)) == NULL)
-		abort();
+		tap_bail("setup failed");
 	add(l, "same", ENTRY_FILE, 100, true, 5000, MTIME_SECOND, NULL);
 	add(l, "size", ENTRY_FILE, 101, true, 5000, MTIME_SECOND, NULL);
 	add(l, "mtime", ENTRY_FILE, 100, true, 5001, MTIME_SECOND, NULL);
@@ -630,7 +630,7 @@ test_diff(const char *dir)
 	/* An empty listing: everything is gone. */
 	listing_free(l);
 	if ((l = listing_new(1)) == NULL)
-		abort();
+		tap_bail("setup failed");
 	is_int(manifest_stage(m, l), 0, "stage an empty listing");
 	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff of empty listing");
 	is_int(sl.n, 11, "every committed row is gone");
@@ -660,7 +660,7 @@ test_bytes_and_ls(const char *dir)
 	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
 	    "open bytes.db");
 	if ((l = listing_new(10)) == NULL)
-		abort();
+		tap_bail("setup failed");
 	add(l, cafe, ENTRY_FILE, 4, true, 10, MTIME_SECOND, NULL);
 	is_int(manifest_stage(m, l), 0, "stage a non-UTF-8 path");
 	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff it");
@@ -952,7 +952,7 @@ test_bulk(const char *dir)
 	join(p, sizeof(p), dir, "bulk.db");
 	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open bulk.db");
 	if ((l = listing_new(n)) == NULL)
-		abort();
+		tap_bail("setup failed");
 	for (i = 0; i < n; i++) {
 		(void)snprintf(name, sizeof(name), "dir%03zu/file%06zu.gz",
 		    i % 500, i);
