@@ -370,6 +370,8 @@ resume_jobs(struct sched *sc, struct sfile *f)
 			j->url = t->url;
 			j->off = off;
 			j->len = len;
+			j->to_end = f->act->list_size >= 0 &&
+			    off + len == (uint64_t)f->act->list_size;
 			j->expect_size = -1;
 			j->if_modified_since = -1;
 			j->if_range = resume_file_if_range(f->rf);
@@ -1107,10 +1109,13 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->sink = sink_store;
 		j->sink_arg = j;
 		j->owner = f;
+		if (a->list_size_exact && a->list_size > 0)
+			j->size_hint = (uint64_t)a->list_size;
 		if (n > 1) {
 			j->off = off;
 			j->len = i + 1 < n ? chunk : size - off;
 			j->accept_full = i == 0;
+			j->to_end = i + 1 == n;
 		} else
 			j->size_checked = a->list_size_exact &&
 			    a->list_size >= 0;	/* sfile_check_size */

@@ -320,6 +320,15 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 		}
 		r->x->tokens -= (double)n;
 	}
+	if (r->ftp && j->len > 0 && j->to_end && j->res.bytes + n > j->len) {
+		/* The rest of the file is longer than listed. */
+		r->sink_rc = BM_ECHANGED;
+		(void)snprintf(j->res.errmsg, sizeof(j->res.errmsg),
+		    "upstream is longer than listed (more than %llu bytes "
+		    "from offset %llu)", (unsigned long long)j->len,
+		    (unsigned long long)j->off);
+		return 0;
+	}
 	if (j->res.bytes + n < j->res.bytes ||
 	    (j->max_size && j->res.bytes + n > j->max_size) ||
 	    (j->len > 0 && !j->res.full && j->res.bytes + n > j->len) ||
@@ -471,7 +480,11 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	(void)curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
 	if (r->ftp && (rc = setup_ftp(x, r)) != 0)
 		return rc;
-	if (j->len > 0) {
+	if (j->len > 0 && r->ftp && j->to_end) {
+		(void)snprintf(range, sizeof(range), "%llu-",
+		    (unsigned long long)j->off);
+		(void)curl_easy_setopt(e, CURLOPT_RANGE, range);
+	} else if (j->len > 0) {
 		(void)snprintf(range, sizeof(range), "%llu-%llu",
 		    (unsigned long long)j->off,
 		    (unsigned long long)(j->off + j->len - 1));

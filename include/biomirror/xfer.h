@@ -101,6 +101,15 @@ struct xfer_job {
 	bool		 accept_full;	/* with off 0: take a 200 as the whole file */
 	int64_t		 expect_size;	/* exact size expected, -1 unknown; more is refused */
 	uint64_t	 max_size;	/* hard cap on body bytes (rule 31), 0 = none */
+	bool		 to_end;	/* a range ending at the listed end of the
+					   file: over FTP it asks for the rest of
+					   the file (REST off, RETR to the end),
+					   so that a file longer than listed
+					   shows as more than len bytes (upstream
+					   changed) instead of a silent cut */
+	uint64_t	 size_hint;	/* listed size in bytes, 0 unknown: a
+					   small file gets a small receive
+					   buffer */
 	bool		 size_checked;	/* whole file: the caller checks the body
 					   length against an exact listed size,
 					   so FTP sends no SIZE before RETR */

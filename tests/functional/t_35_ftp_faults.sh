@@ -4,7 +4,9 @@
 # under a "226 complete" reply, gives a retried, identical file, never a
 # truncated one; a server that refuses REST still yields an identical big
 # file (one stream); 421 "too many connections" at login is retried;
-# without max_connections at most 4 control connections are open at once.
+# without max_connections at most 4 control connections are open at once;
+# a file longer than listed (grew after the listing) is never published
+# cut to the listed size, whether fetched in ranges or in one stream.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -71,4 +73,28 @@ assert_exit 0 bm --json sync up
 assert_trees_equal "$T/up" "$T/mirror"
 mc=$(ftpfault_stat 's["max_concurrent"]')
 [ "$mc" -ge 1 ] && [ "$mc" -le 2 ] || fail "max concurrent control connections $mc, want 1..2"
+
+echo "# listshort: big.bin is 10 bytes longer than listed (grew after the"
+echo "# listing): never published cut to the listed size, in ranges or not"
+for streams in 4 1; do
+	rm -rf "$T/mirror" "$T/state"
+	stop_servers
+	start_ftpfault "$T/up" listshort
+	write_conf "$FTPFAULT_URL"
+	printf 'streams = %s\nmin_split = 4M\nretries = 1\n' "$streams" >> "$T/bm.conf"
+	assert_exit 1 bm --json sync up
+	[ -e "$T/mirror/big.bin" ] && fail "streams $streams: big.bin published"
+	no_temps "$T/mirror"
+	if [ "$streams" = 4 ]; then
+		grep -q 'big.bin: fetch: upstream is longer than listed' "$T/last.err" ||
+		    fail "no 'longer than listed' message: $(grep big.bin "$T/last.err" | head -3)"
+	else
+		grep -q 'big.bin: fetch: got 41943040 bytes, the listing says 41943030' "$T/last.err" ||
+		    fail "no size message: $(grep big.bin "$T/last.err" | head -3)"
+	fi
+	# The other files are there and identical.
+	cmp -s "$T/up/sub/three.bin" "$T/mirror/sub/three.bin" || fail "three.bin"
+	assert_eq "$(manifest_sql "$T/state" up "select count(*) from files where path = 'big.bin'")" 0 \
+	    "big.bin in the manifest"
+done
 echo "PASS"

@@ -14,6 +14,9 @@ MDTM, REST) with one fault chosen by --mode:
               stream
   busy        answer the first --busy N logins with 421 (too many
               connections) before USER
+  listshort   list every file of at least 32 MiB 10 bytes shorter than it
+              is (LIST, MLSD; SIZE and RETR stay true): a file that grew
+              after the listing
 
 Statistics (JSON, rewritten after every change, --stats): retrs per path,
 rests (REST commands accepted), max_concurrent and total control
@@ -26,6 +29,7 @@ import os
 import threading
 
 from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.filesystems import AbstractedFS
 from pyftpdlib.handlers import DTPHandler, FTPHandler
 from pyftpdlib.servers import FTPServer
 
@@ -62,8 +66,28 @@ class FaultDTP(DTPHandler):
         return DTPHandler.send(self, data)
 
 
+class ShortListFS(AbstractedFS):
+    """Listings (LIST, MLSD: stat/lstat) show big files 10 bytes short."""
+
+    @staticmethod
+    def _short(st):
+        if ARGS.mode != "listshort" or st.st_size < (32 << 20):
+            return st
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev,
+                               st.st_nlink, st.st_uid, st.st_gid,
+                               st.st_size - 10, int(st.st_atime),
+                               int(st.st_mtime), int(st.st_ctime)))
+
+    def stat(self, path):
+        return self._short(AbstractedFS.stat(self, path))
+
+    def lstat(self, path):
+        return self._short(AbstractedFS.lstat(self, path))
+
+
 class FaultFTP(FTPHandler):
     dtp_handler = FaultDTP
+    abstracted_fs = ShortListFS
     use_sendfile = False
 
     def on_connect(self):
@@ -119,7 +143,8 @@ def main():
     p.add_argument("--root", required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--mode", default="normal",
-                   choices=["normal", "drop", "short", "norest", "busy"])
+                   choices=["normal", "drop", "short", "norest", "busy",
+                            "listshort"])
     p.add_argument("--busy", type=int, default=2)
     p.add_argument("--stats", required=True)
     p.add_argument("--pasv", default="")
