@@ -54,6 +54,8 @@ struct tune {
 	bool		 streams_settled;
 	bool		 conc_sized;	/* concurrency sized from a measured RTT */
 	bool		 logged;	/* the settled choice was logged */
+	int64_t		 log_rtt;	/* ... the RTT it was made from, us */
+	double		 log_rate;	/* ... and the per-connection rate */
 	int64_t		 win_start;	/* monotonic ns, 0 before the first tick */
 	uint64_t	 win_bytes;	/* body bytes in this window */
 	uint64_t	 win_split;	/* ... of files fetched in ranges */
@@ -120,6 +122,11 @@ tune_size(const struct tune_in *in, struct tune_out *out)
 			need = TUNE_MAX_CONC;
 		else if ((double)(need = (uint64_t)n) < n)
 			need++;		/* round up */
+		/* Memory: small files in flight are held in memory. */
+		if (need > TUNE_INFLIGHT_BYTES / ((uint64_t)mean +
+		    TUNE_REQ_BYTES))
+			need = TUNE_INFLIGHT_BYTES / ((uint64_t)mean +
+			    TUNE_REQ_BYTES);
 	}
 	/*
 	 * Never below max_connections: a rate measured with fewer files in
@@ -289,6 +296,8 @@ tune_log(struct tune *t, const char *how)
 	if (t->logged)
 		return;
 	t->logged = true;
+	t->log_rtt = rtt;
+	t->log_rate = rate;
 	if (rtt >= 0)
 		(void)snprintf(r1, sizeof(r1), "RTT %.1f ms", rtt / 1000.0);
 	else
@@ -446,8 +455,9 @@ tune_result(const struct tune *t, struct tune_result *r)
 {
 	r->concurrency = tune_concurrency(t);
 	r->streams = tune_streams(t);
-	r->rtt_us = median_rtt(t);
-	r->conn_rate = median_rate(t);
+	/* The figures the logged choice was made from, as the log says. */
+	r->rtt_us = t->logged ? t->log_rtt : median_rtt(t);
+	r->conn_rate = t->logged ? t->log_rate : median_rate(t);
 	r->path_rate = t->path_rate;
 	r->settled = tune_settled(t);
 }

@@ -22,6 +22,11 @@ struct xfer_job;
 				   rate rose by more than this factor */
 #define TUNE_MAX_STREAMS 64	/* the config's upper bound for streams */
 #define TUNE_MAX_CONC	1024	/* the config's upper bound for concurrency */
+#define TUNE_INFLIGHT_BYTES (32ULL * 1024 * 1024) /* memory for the small
+				   files in flight (bodies are held in memory
+				   until written) */
+#define TUNE_REQ_BYTES	(64 * 1024) /* per request beyond its body:
+				   receive buffer, HTTP/2 stream state */
 #define TUNE_H2_STREAMS	100	/* requests per HTTP/2 connection (libcurl's
 				   default CURLMOPT_MAX_CONCURRENT_STREAMS) */
 
@@ -66,6 +71,9 @@ struct tune_out {
  * with fewer files in flight would only shrink the choice), and enough
  * files for their streams to use every connection; at most max_connections over HTTP/1.1 (a request
  * holds its connection) or max_connections x TUNE_H2_STREAMS with HTTP/2.
+ * At most TUNE_INFLIGHT_BYTES / (mean size + TUNE_REQ_BYTES) files, as
+ * small files in flight are held in memory (but never below
+ * max_connections).
  * Unknown RTT or rate: max_connections files (what HTTP/1.1 can carry),
  * except over HTTP/2 with a known RTT, where the rate is taken to be what
  * one connection's largest receive window carries per RTT (rmem_max /
@@ -99,8 +107,10 @@ struct tune_opts {
 struct tune_result {
 	unsigned	 concurrency;	/* files in flight now */
 	unsigned	 streams;	/* ranges per large file now */
-	int64_t		 rtt_us;	/* median RTT, -1 unknown */
-	double		 conn_rate;	/* median bytes/s per connection, 0 unknown */
+	int64_t		 rtt_us;	/* median RTT the logged choice was made
+					   from (else the run's), -1 unknown */
+	double		 conn_rate;	/* median bytes/s per connection, likewise,
+					   0 unknown */
 	double		 path_rate;	/* best aggregate bytes/s, 0 unknown */
 	bool		 settled;	/* the choice settled during the run */
 };

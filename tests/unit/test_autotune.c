@@ -106,10 +106,25 @@ test_concurrency(void)
 	is_int(out.concurrency, 116, "a faster path observed: more in flight");
 	in.rtt_us = 10000000;
 	tune_size(&in, &out);
-	is_int(out.concurrency, 800, "HTTP/2 cap: 100 streams x 8 connections");
+	/* 32 MiB / (100,000 + 64 KiB) = 202 files of 100 KB in memory. */
+	is_int(out.concurrency, 202, "memory bound: 32 MiB of small files");
+	in.small_bytes = 2000 * 1000ULL;	/* 1 KB files */
+	in.max_connections = 4;
+	tune_size(&in, &out);
+	is_int(out.concurrency, 400, "HTTP/2 cap: 100 streams x 4 connections");
 	in.max_connections = 64;
 	tune_size(&in, &out);
-	is_int(out.concurrency, 1024, "never above the config bound 1024");
+	/* 32 MiB / (1,000 + 64 KiB) = 504, below 100 x 64 and 1024. */
+	is_int(out.concurrency, 504, "memory bound with 64 connections");
+	in.small_bytes = 2000 * 100ULL;	/* 100-byte files */
+	tune_size(&in, &out);
+	/* 32 MiB / (100 + 64 KiB) = 511: 64 KiB per request bounds it. */
+	is_int(out.concurrency, 511, "at most 511 requests in 32 MiB");
+	ok(out.concurrency <= 1024, "never above the config bound 1024");
+	in.max_connections = 8;
+	in.small_bytes = 2000 * 100000000ULL;	/* 100 MB "small" files */
+	tune_size(&in, &out);
+	is_int(out.concurrency, 8, "memory bound, but never below max_connections");
 	/* A slow path: fewer files suffice. */
 	in = base();
 	in.multiplex = true;
