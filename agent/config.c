@@ -594,15 +594,21 @@ set_source(const char *v, struct mirror_conf *m, char *errbuf,
 }
 
 /*
- * ca_file must name a regular file we can read now: a typo would
- * otherwise only show as a TLS failure of every request, mid-run.
+ * ca_file must name a regular file we can read now, holding at least one
+ * PEM certificate (CURLOPT_CAINFO takes a PEM bundle: "-----BEGIN
+ * CERTIFICATE-----" blocks, RFC 7468 section 5) within its first 8 MiB:
+ * a typo or a wrong file (a key, an empty file, DER) would otherwise only
+ * show as a TLS failure of every request, mid-run.
  */
 static int
 set_ca_file(const char *v, struct mirror_conf *m, char *errbuf,
     size_t errlen)
 {
 	struct stat	 st;
-	int		 fd, err;
+	char		*pem = NULL;
+	size_t		 len = 0;
+	bool		 ok;
+	int		 fd, err, rc;
 
 	if (has_ctrl(v))
 		return conf_bad(errbuf, errlen, "ca_file", v,
@@ -618,7 +624,21 @@ set_ca_file(const char *v, struct mirror_conf *m, char *errbuf,
 		return conf_bad(errbuf, errlen, "ca_file", v,
 		    "not a regular file");
 	}
+	rc = fileio_read_all(fd, 8 * 1024 * 1024, &pem, &len);
+	err = errno;
 	(void)close(fd);
+	if (rc == BM_ENOMEM)
+		return rc;
+	if (rc != 0)
+		return conf_bad(errbuf, errlen, "ca_file", v, "%s",
+		    rc == BM_ELIMIT ? "larger than 8 MiB" : strerror(err));
+	ok = memmem(pem, len, "-----BEGIN CERTIFICATE-----", 27) != NULL ||
+	    memmem(pem, len, "-----BEGIN TRUSTED CERTIFICATE-----", 35) != NULL;
+	free(pem);
+	if (!ok)
+		return conf_bad(errbuf, errlen, "ca_file", v,
+		    "no PEM certificate in it (want '-----BEGIN CERTIFICATE-----' "
+		    "blocks)");
 	return set_str("ca_file", v, &m->ca_file, errbuf, errlen);
 }
 
@@ -1466,6 +1486,13 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 		return 0;
 	}
 	ld->seen[k] = ld->lineno;
+	if ((k == MK_CA_FILE || k == MK_PASSWORD_FILE) && value[0] != '\0' &&
+	    value[0] != '/') {
+		load_fail(ld, ld->lineno, BM_EINVAL, "%s must be an absolute "
+		    "path (got '%s'; a relative path would resolve against "
+		    "the working directory)", name, value);
+		return 0;
+	}
 	if ((rc = mirror_conf_set(ld->cur, name, value, why,
 	    sizeof(why))) != 0) {
 		load_fail(ld, ld->lineno, rc, "%s",

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "biomirror/config.h"
@@ -647,12 +648,48 @@ test_ftp(struct ctx *t)
 	fails(t, text, 4, msg);
 }
 
-/* ca_file must name a readable regular file. */
+/*
+ * mirror_conf_set(m, "ca_file", p) in a child running as nobody (when we
+ * are root, which reads everything): its return code, or -1.
+ */
+static int
+set_ca_as_nobody(const char *p)
+{
+	struct mirror_conf	*m;
+	char			 err[512];
+	pid_t			 pid;
+	int			 st, rc;
+
+	if ((pid = fork()) == -1)
+		return -1;
+	if (pid == 0) {
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(200);
+		if ((m = mirror_conf_new("adhoc")) == NULL)
+			_exit(201);
+		rc = mirror_conf_set(m, "ca_file", p, err, sizeof(err));
+		_exit(rc == BM_EINVAL && strstr(err, "Permission denied") ?
+		    0 : 202);
+	}
+	if (waitpid(pid, &st, 0) == -1 || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/*
+ * ca_file must name a readable regular file holding a PEM certificate,
+ * and in a config file an absolute path.
+ */
 static void
 test_ca_file(struct ctx *t)
 {
 	struct mirror_conf	*m;
 	char			 p[160], msg[512], err[512];
+	static const char *const notpem[] = {
+		"", "x", "-----BEGIN PRIVATE KEY-----\nMIIE\n"
+		    "-----END PRIVATE KEY-----\n", "\x30\x82\x03\x0d"
+	};
+	size_t			 i;
 
 	snprintf(p, sizeof(p), "%s/nope.pem", t->dir);
 	snprintf(msg, sizeof(msg), "ca_file = %s: No such file or directory",
@@ -660,17 +697,34 @@ test_ca_file(struct ctx *t)
 	bad_value(t, "ca_file", p, msg);
 	snprintf(msg, sizeof(msg), "ca_file = %s: not a regular file", t->dir);
 	bad_value(t, "ca_file", t->dir, msg);
+	fails(t, HEAD "ca_file = ca.pem\n", 4, "ca_file must be an absolute "
+	    "path (got 'ca.pem'; a relative path would resolve against the "
+	    "working directory)");
+	fails(t, HEAD "password_file = pw\n", 4, "password_file must be an "
+	    "absolute path (got 'pw'; a relative path would resolve against "
+	    "the working directory)");
 	if ((m = mirror_conf_new("adhoc")) == NULL)
-		return;
+		tap_bail("out of memory");
 	is_int(mirror_conf_set(m, "ca_file", p, err, sizeof(err)), BM_EINVAL,
 	    "--ca-file missing file");
 	snprintf(msg, sizeof(msg), "ca_file = %s: No such file or directory",
 	    p);
 	is_str(err, msg, "missing ca_file reason");
 	ok(m->ca_file == NULL, "ca_file unchanged");
-	write_file(p, "x");
+	for (i = 0; i < sizeof(notpem) / sizeof(notpem[0]); i++) {
+		write_file(p, notpem[i]);
+		is_int(mirror_conf_set(m, "ca_file", p, err, sizeof(err)),
+		    BM_EINVAL, "not a PEM certificate (%zu)", i);
+		snprintf(msg, sizeof(msg), "ca_file = %s: no PEM certificate "
+		    "in it (want '-----BEGIN CERTIFICATE-----' blocks)", p);
+		is_str(err, msg, "not a PEM certificate: reason (%zu)", i);
+		ok(m->ca_file == NULL, "ca_file unchanged (%zu)", i);
+	}
+	write_file(p, "# bundle\n-----BEGIN CERTIFICATE-----\nMIIB\n"
+	    "-----END CERTIFICATE-----\n");
+	(void)chmod(p, 0600);
 	if (geteuid() != 0) {
-		(void)chmod(p, 0);
+		is_int(chmod(p, 0), 0, "chmod 0");
 		is_int(mirror_conf_set(m, "ca_file", p, err, sizeof(err)),
 		    BM_EINVAL, "unreadable ca_file");
 		snprintf(msg, sizeof(msg), "ca_file = %s: Permission denied",
@@ -678,9 +732,10 @@ test_ca_file(struct ctx *t)
 		is_str(err, msg, "unreadable ca_file reason");
 		(void)chmod(p, 0600);
 	} else
-		ok(1, "# SKIP unreadable ca_file: running as root");
+		is_int(set_ca_as_nobody(p), 0,
+		    "unreadable ca_file (mode 0600, as nobody): Permission denied");
 	is_int(mirror_conf_set(m, "ca_file", p, err, sizeof(err)), 0,
-	    "readable ca_file");
+	    "readable PEM ca_file");
 	is_str(m->ca_file, p, "ca_file set");
 	mirror_conf_free(m);
 	(void)unlink(p);
