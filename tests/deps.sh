@@ -14,11 +14,20 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+# Debian starts a packaged daemon (nginx, apache2, vsftpd) when it is
+# installed; our tests run their own.  Keep the new ones from starting
+# (invoke-rc.d and deb-systemd-invoke honour /usr/sbin/policy-rc.d exit
+# 101, "action forbidden": Debian Policy, invoke-rc.d(8)) rather than
+# stopping daemons afterwards, which would also hit a web server that was
+# already running on this machine.  An existing policy-rc.d is left alone.
+policy=/usr/sbin/policy-rc.d
+made=0
+if [ ! -e "$policy" ]; then
+	printf '#!/bin/sh\n# biomirror make deps: no daemon starts during install\nexit 101\n' \
+	    > "$policy" && chmod 0755 "$policy" && made=1
+	trap '[ "$made" = 1 ] && rm -f "$policy"' EXIT INT TERM
+fi
 apt-get update -qq || exit 1
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null || exit 1
-# Debian starts packaged daemons after install; our tests run their own.
-for svc in nginx apache2; do
-	pkill -x "$svc" 2>/dev/null || true
-done
 exit 0
