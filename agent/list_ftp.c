@@ -156,6 +156,8 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 
 	fl->sizetext = p;
 	fl->sizetextlen = n;
+	/* an earlier size fact of the same MLSD line may have set it */
+	fl->size_exact = false;
 	if (n > 0 && num_n(p, n) >= 0) {
 		fl->size = fl->size_min = fl->size_max = num_n(p, n);
 		fl->size_exact = true;

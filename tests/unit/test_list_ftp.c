@@ -472,6 +472,34 @@ test_zone(void)
 	listing_free(l);
 }
 
+/*
+ * A repeated size fact whose last value is bad or overflows leaves the
+ * size unknown, not "exact -1" (found by tests/fuzz/fuzz_list_ftp).
+ */
+static void
+test_size_twice(void)
+{
+	const char	*mlsd = "size=1;size=; t\r\n"
+	    "type=file;size=7;size=99999999999999999999; u\r\n"
+	    "type=file;size=x;size=3; v\r\n";
+	struct listing	*l = listing_new(10);
+	const struct entry *e;
+
+	is_int(list_ftp_parse((const uint8_t *)mlsd, strlen(mlsd), true,
+	    ts("2024-08-01"), "", l, NULL), 0, "size twice: parsed");
+	e = find(l, "t");
+	ok(e != NULL && e->size == -1 && !e->size_exact &&
+	    e->size_min == -1 && e->size_max == -1,
+	    "size=1;size=: size unknown, not exact");
+	e = find(l, "u");
+	ok(e != NULL && e->size == -1 && !e->size_exact,
+	    "size=7;size=<overflow>: size unknown, not exact");
+	e = find(l, "v");
+	ok(e != NULL && e->size == 3 && e->size_exact,
+	    "size=x;size=3: the last valid size is exact");
+	listing_free(l);
+}
+
 static void
 test_feat(void)
 {
@@ -724,6 +752,7 @@ main(void)
 	test_mlsd();
 	test_years();
 	test_zone();
+	test_size_twice();
 	test_feat();
 	test_crawl();
 	test_follow();
