@@ -187,6 +187,11 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 	for (i = dot + 1, x = 0; i < n - 1; i++)
 		x = x * 10 + (p[i] - '0');
 	v += (double)x * step;
+	/* "999999999999999999p": past int64_t, as digits that overflow */
+	if ((v + step) * mult + 1.0 >= 9223372036854775808.0) {
+		fl->size = fl->size_min = fl->size_max = -1;
+		return true;
+	}
 	fl->size_min = (int64_t)(v * mult + 0.999999);
 	fl->size_max = (int64_t)((v + step) * mult + 0.999999) - 1;
 	fl->size = (fl->size_min + fl->size_max) / 2;

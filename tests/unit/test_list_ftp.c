@@ -500,6 +500,35 @@ test_size_twice(void)
 	listing_free(l);
 }
 
+/*
+ * A human size past int64_t ("999999999999999999m") is an unknown size,
+ * like digits that overflow, not an out-of-range double conversion
+ * (found by tests/fuzz/fuzz_list_ftp under UBSan).
+ */
+static void
+test_size_huge(void)
+{
+	const char	*list =
+	    "-rw-r--r-- 1 ftp ftp 999999999999999999m Jan 10  2024 a\r\n"
+	    "-rw-r--r-- 1 ftp ftp 8191.9p Jan 10  2024 b\r\n"
+	    "-rw-r--r-- 1 ftp ftp 8p Jan 10  2024 c\r\n";
+	struct listing	*l = listing_new(10);
+	const struct entry *e;
+
+	is_int(list_ftp_parse((const uint8_t *)list, strlen(list), false,
+	    ts("2024-08-01"), "", l, NULL), 0, "huge human sizes: parsed");
+	e = find(l, "a");
+	ok(e != NULL && e->size == -1 && e->size_min == -1 &&
+	    e->size_max == -1 && !e->size_exact, "999999999999999999m: unknown");
+	e = find(l, "b");
+	ok(e != NULL && e->size == -1 && !e->size_exact, "8191.9p: unknown");
+	e = find(l, "c");
+	ok(e != NULL && e->size_min == 9007199254740992LL &&
+	    e->size_max == 10133099161583615LL && !e->size_exact,
+	    "8p: the range of a truncated 8p");
+	listing_free(l);
+}
+
 static void
 test_feat(void)
 {
@@ -753,6 +782,7 @@ main(void)
 	test_years();
 	test_zone();
 	test_size_twice();
+	test_size_huge();
 	test_feat();
 	test_crawl();
 	test_follow();
