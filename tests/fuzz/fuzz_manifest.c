@@ -149,18 +149,17 @@ apply_line(sqlite3 *db, const char *line, size_t len)
 			break;
 		p = tab + 1;
 	}
-	if (nf >= 2 && fl[0] == 7 && memcmp(f[0], "version", 7) == 0) {
-		w = snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld",
-		    strtoll(f[1], NULL, 10));
-		if (w > 0 && (size_t)w < sizeof(sql))
-			(void)sqlite3_exec(db, sql, NULL, NULL, NULL);
-		return;
-	}
-	if (nf >= 2 && fl[0] == 5 && memcmp(f[0], "appid", 5) == 0) {
-		w = snprintf(sql, sizeof(sql),
-		    "PRAGMA application_id = %lld", strtoll(f[1], NULL, 10));
-		if (w > 0 && (size_t)w < sizeof(sql))
-			(void)sqlite3_exec(db, sql, NULL, NULL, NULL);
+	if (nf >= 2 && ((fl[0] == 7 && memcmp(f[0], "version", 7) == 0) ||
+	    (fl[0] == 5 && memcmp(f[0], "appid", 5) == 0))) {
+		char	 num[32];
+
+		c = fl[1] < sizeof(num) ? fl[1] : sizeof(num) - 1;
+		memcpy(num, f[1], c);
+		num[c] = '\0';
+		(void)snprintf(sql, sizeof(sql), "PRAGMA %s = %lld",
+		    fl[0] == 7 ? "user_version" : "application_id",
+		    strtoll(num, NULL, 10));
+		(void)sqlite3_exec(db, sql, NULL, NULL, NULL);
 		return;
 	}
 	for (t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)

@@ -502,8 +502,9 @@ test_size_twice(void)
 
 /*
  * A human size past int64_t ("999999999999999999m") is an unknown size,
- * like digits that overflow, not an out-of-range double conversion
- * (found by tests/fuzz/fuzz_list_ftp under UBSan).
+ * like digits that overflow, not an out-of-range double conversion; so
+ * is one that no byte count truncates to ("1.0808k": min > max).  Both
+ * found by tests/fuzz/fuzz_list_ftp.
  */
 static void
 test_size_huge(void)
@@ -511,7 +512,8 @@ test_size_huge(void)
 	const char	*list =
 	    "-rw-r--r-- 1 ftp ftp 999999999999999999m Jan 10  2024 a\r\n"
 	    "-rw-r--r-- 1 ftp ftp 8191.9p Jan 10  2024 b\r\n"
-	    "-rw-r--r-- 1 ftp ftp 8p Jan 10  2024 c\r\n";
+	    "-rw-r--r-- 1 ftp ftp 8p Jan 10  2024 c\r\n"
+	    "-rw-r--r-- 1 ftp ftp 1.0808k May  9  2024 d\r\n";
 	struct listing	*l = listing_new(10);
 	const struct entry *e;
 
@@ -522,6 +524,9 @@ test_size_huge(void)
 	    e->size_max == -1 && !e->size_exact, "999999999999999999m: unknown");
 	e = find(l, "b");
 	ok(e != NULL && e->size == -1 && !e->size_exact, "8191.9p: unknown");
+	e = find(l, "d");
+	ok(e != NULL && e->size == -1 && e->size_min == -1 &&
+	    e->size_max == -1, "1.0808k (no byte count): unknown");
 	e = find(l, "c");
 	ok(e != NULL && e->size_min == 9007199254740992LL &&
 	    e->size_max == 10133099161583615LL && !e->size_exact,
