@@ -175,7 +175,8 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 			dot = i;
 		else if (!isdigit((unsigned char)p[i]))
 			return false;
-	if (dot == 0 || dot == n - 2)
+	/* at most 18 fraction digits, so that they fit an int64_t */
+	if (dot == 0 || dot == n - 2 || (dot < n && n - 2 - dot > 18))
 		return false;
 	for (i = 0; i <= (size_t)(u - units); i++)
 		mult *= 1024;

@@ -503,8 +503,9 @@ test_size_twice(void)
 /*
  * A human size past int64_t ("999999999999999999m") is an unknown size,
  * like digits that overflow, not an out-of-range double conversion; so
- * is one that no byte count truncates to ("1.0808k": min > max).  Both
- * found by tests/fuzz/fuzz_list_ftp.
+ * is one that no byte count truncates to ("1.0808k": min > max); more
+ * than 18 fraction digits are no size (they overflowed).  All found by
+ * tests/fuzz/fuzz_list_ftp.
  */
 static void
 test_size_huge(void)
@@ -513,7 +514,9 @@ test_size_huge(void)
 	    "-rw-r--r-- 1 ftp ftp 999999999999999999m Jan 10  2024 a\r\n"
 	    "-rw-r--r-- 1 ftp ftp 8191.9p Jan 10  2024 b\r\n"
 	    "-rw-r--r-- 1 ftp ftp 8p Jan 10  2024 c\r\n"
-	    "-rw-r--r-- 1 ftp ftp 1.0808k May  9  2024 d\r\n";
+	    "-rw-r--r-- 1 ftp ftp 1.0808k May  9  2024 d\r\n"
+	    "-rw-r--r-- 1 ftp ftp 1.77777777777777777777k May  9  2024 e\r\n"
+	    "-rw-r--r-- 1 ftp ftp 1.500000000000000000k May  9  2024 f\r\n";
 	struct listing	*l = listing_new(10);
 	const struct entry *e;
 
@@ -527,6 +530,10 @@ test_size_huge(void)
 	e = find(l, "d");
 	ok(e != NULL && e->size == -1 && e->size_min == -1 &&
 	    e->size_max == -1, "1.0808k (no byte count): unknown");
+	ok(find(l, "e") == NULL, "20 fraction digits: no size, line skipped");
+	e = find(l, "f");
+	ok(e != NULL && e->type == ENTRY_FILE,
+	    "18 fraction digits: still a size column, the line is listed");
 	e = find(l, "c");
 	ok(e != NULL && e->size_min == 9007199254740992LL &&
 	    e->size_max == 10133099161583615LL && !e->size_exact,
