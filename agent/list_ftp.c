@@ -195,7 +195,7 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 	}
 	fl->size_min = (int64_t)(v * mult + 0.999999);
 	fl->size_max = (int64_t)((v + step) * mult + 0.999999) - 1;
-	fl->size = (fl->size_min + fl->size_max) / 2;
+	fl->size = fl->size_min + (fl->size_max - fl->size_min) / 2;
 	fl->size_exact = false;
 	/* "1.0808k": no byte count truncates to that, so it says nothing */
 	if (fl->size_min > fl->size_max)

@@ -516,7 +516,8 @@ test_size_huge(void)
 	    "-rw-r--r-- 1 ftp ftp 8p Jan 10  2024 c\r\n"
 	    "-rw-r--r-- 1 ftp ftp 1.0808k May  9  2024 d\r\n"
 	    "-rw-r--r-- 1 ftp ftp 1.77777777777777777777k May  9  2024 e\r\n"
-	    "-rw-r--r-- 1 ftp ftp 1.500000000000000000k May  9  2024 f\r\n";
+	    "-rw-r--r-- 1 ftp ftp 1.500000000000000000k May  9  2024 f\r\n"
+	    "-rw-r--r-- 1 ftp ftp 6.2083p May  9  2024 g\r\n";
 	struct listing	*l = listing_new(10);
 	const struct entry *e;
 
@@ -534,6 +535,9 @@ test_size_huge(void)
 	e = find(l, "f");
 	ok(e != NULL && e->type == ENTRY_FILE,
 	    "18 fraction digits: still a size column, the line is listed");
+	e = find(l, "g");
+	ok(e != NULL && e->size_min > 0 && e->size_min <= e->size &&
+	    e->size <= e->size_max, "6.2083p: midpoint without overflow");
 	e = find(l, "c");
 	ok(e != NULL && e->size_min == 9007199254740992LL &&
 	    e->size_max == 10133099161583615LL && !e->size_exact,
