@@ -6,6 +6,7 @@
  * tests/fuzz/corpus/config/ (tests/fuzz/seeds.sh).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -56,6 +57,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(pwrite(memfd, data, size, 0) == (ssize_t)size);
 	memset(err, 0, sizeof(err));
 	rc = config_load(path, &c, err, sizeof(err));
+	if (getenv("FUZZ_VERBOSE") != NULL)
+		(void)fprintf(stderr, "config_load: %d %s\n", rc, err);
 	if (rc == 0) {
 		FUZZ_CHECK(c != NULL);
 		for (i = 0; i < c->nmirrors; i++) {

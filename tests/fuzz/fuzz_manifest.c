@@ -179,7 +179,10 @@ apply_line(sqlite3 *db, const char *line, size_t len)
 	}
 	for (c = 1; c < nf && c <= (size_t)tables[t].ncols; c++)
 		bind_field(st, (int)c, f[c], fl[c]);
-	(void)sqlite3_step(st);
+	c = (size_t)sqlite3_step(st);
+	if (getenv("FUZZ_VERBOSE") != NULL)
+		(void)fprintf(stderr, "%s: %d %s\n", tables[t].name, (int)c,
+		    sqlite3_errmsg(db));
 	(void)sqlite3_finalize(st);
 }
 
@@ -251,6 +254,8 @@ read_all(void)
 
 	err[0] = '\0';
 	rc = manifest_open(dbpath, false, &m, err, sizeof(err));
+	if (getenv("FUZZ_VERBOSE") != NULL)
+		(void)fprintf(stderr, "manifest_open: %d %s\n", rc, err);
 	if (rc != 0) {
 		FUZZ_CHECK(m == NULL);
 		FUZZ_CHECK(rc == BM_EDB || rc == BM_ENOMEM);
