@@ -108,6 +108,7 @@ functional: biomirror
 check: deps
 	$(MAKE) all $(UNIT_BINS)
 	$(MAKE) lint
+	$(MAKE) fuzz-smoke
 	@sh tests/run-all.sh $(UNIT_BINS)
 
 lint:
@@ -117,6 +118,7 @@ sanitize: deps
 	$(MAKE) clean
 	$(MAKE) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=address,undefined" all $(UNIT_BINS)
+	$(MAKE) fuzz-smoke
 	@sh tests/run-all.sh $(UNIT_BINS)
 
 run: deps
