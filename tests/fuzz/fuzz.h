@@ -26,8 +26,8 @@ struct listing;
 /*
  * Check every entry of a listing a parser filled from hostile bytes
  * (fuzz_listing.c): its path is prefix + "/" + a name_is_safe() name
- * (prefix "" for the root), path_is_safe(), a known type, consistent
- * sizes and times.
+ * (prefix "" for the root; NULL for a crawl: any safe relative path),
+ * path_is_safe(), a known type, consistent sizes and times.
  */
 void	fuzz_check_listing(const struct listing *l, const char *prefix);
 

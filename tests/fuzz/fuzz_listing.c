@@ -12,21 +12,24 @@ fuzz_check_listing(const struct listing *l, const char *prefix)
 {
 	const struct entry	*e;
 	const char		*name;
-	size_t			 i, pl = strlen(prefix), n;
+	size_t			 i, pl = prefix != NULL ? strlen(prefix) : 0, n;
 
 	for (i = 0; i < listing_count(l); i++) {
 		e = listing_get(l, i);
 		FUZZ_CHECK(e != NULL && e->path != NULL);
 		n = strlen(e->path);
 		FUZZ_CHECK(path_is_safe(e->path, n));
-		if (pl > 0) {
+		if (prefix == NULL)
+			name = NULL;	/* a crawl: any depth */
+		else if (pl > 0) {
 			FUZZ_CHECK(n > pl + 1 &&
 			    memcmp(e->path, prefix, pl) == 0 &&
 			    e->path[pl] == '/');
 			name = e->path + pl + 1;
 		} else
 			name = e->path;
-		FUZZ_CHECK(name_is_safe(name, strlen(name)));
+		if (name != NULL)
+			FUZZ_CHECK(name_is_safe(name, strlen(name)));
 		FUZZ_CHECK(e->type == ENTRY_FILE || e->type == ENTRY_DIR ||
 		    e->type == ENTRY_SYMLINK);
 		FUZZ_CHECK(e->size >= -1);
