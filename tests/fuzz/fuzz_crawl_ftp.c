@@ -8,6 +8,7 @@
  * Seeds: tests/fuzz/corpus/crawl_ftp/.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +119,17 @@ crawl(const uint8_t *data, size_t size, bool follow)
 	err[0] = '\0';
 	rc = list_ftp_crawl(SOURCE, &o, fetch, &s, l, err, sizeof(err));
 	FUZZ_CHECK(rc <= 0);
+	if (getenv("FUZZ_VERBOSE") != NULL) {
+		size_t	 i;
+
+		(void)fprintf(stderr, "follow=%d rc=%d err=%s loops=%zu "
+		    "dangling=%zu\n", follow, rc, err, loops, dangling);
+		for (i = 0; i < listing_count(l); i++)
+			(void)fprintf(stderr, "  %c %s %lld\n",
+			    (char)listing_get(l, i)->type,
+			    listing_get(l, i)->path,
+			    (long long)listing_get(l, i)->size);
+	}
 	if (rc != 0 && rc != BM_ENOMEM)
 		FUZZ_CHECK(err[0] != '\0');
 	fuzz_check_listing(l, NULL);
