@@ -47,7 +47,7 @@ FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
 	   -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude \
 	   -DBM_VERSION=\"$(VERSION)\" \
 	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-FUZZ_NAMES = path config list_http list_ftp crawl_ftp manifest
+FUZZ_NAMES = path config list_http list_ftp crawl_http crawl_ftp manifest
 FUZZ_BINS = $(FUZZ_NAMES:%=tests/fuzz/fuzz_%)
 FUZZ_OBJS = $(LIB_SRCS:%.c=tests/fuzz/obj/%.o)
 FUZZ_SECONDS ?= 60

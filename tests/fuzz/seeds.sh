@@ -7,7 +7,7 @@ set -eu
 out=${1:-tests/fuzz/out/seeds}
 fix=tests/fixtures
 rm -rf "$out"
-for n in path config list_http list_ftp crawl_ftp manifest; do
+for n in path config list_http list_ftp crawl_http crawl_ftp manifest; do
 	mkdir -p "$out/$n"
 	[ -d "tests/fuzz/corpus/$n" ] && cp tests/fuzz/corpus/$n/* "$out/$n/"
 done
