@@ -1,5 +1,6 @@
 # biomirror: plain GNU Makefile (STYLE.md rule 3).
-# Targets: all (./biomirror), deps, check, sanitize, run, install, clean.
+# Targets: all (./biomirror), deps, check, sanitize, run, install, clean,
+# fuzz, fuzz-run, fuzz-smoke (tests/fuzz/README.md).
 
 PREFIX	?= /usr/local
 DESTDIR	?=
@@ -35,9 +36,24 @@ HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard tests/unit/*.h)
 DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
 	   libinih-dev libssl-dev libxml2-dev libjansson-dev sqlite3 curl \
 	   nginx-light apache2 python3 procps iproute2 openssl \
-	   systemd groff-base rsync vsftpd globus-gridftp-server-progs python3-pyftpdlib
+	   systemd groff-base rsync vsftpd globus-gridftp-server-progs python3-pyftpdlib \
+	   clang
 
-.PHONY: all deps check unit functional sanitize torture run install clean lint
+# libFuzzer targets (STYLE.md rule 53, tests/fuzz/README.md): built with
+# clang into tests/fuzz/obj/, apart from the gcc build.
+FUZZ_CC	 = clang
+FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
+	   -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude \
+	   -DBM_VERSION=\"$(VERSION)\" \
+	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+FUZZ_NAMES = path config list_http list_ftp crawl_http crawl_ftp manifest
+FUZZ_BINS = $(FUZZ_NAMES:%=tests/fuzz/fuzz_%)
+FUZZ_OBJS = $(LIB_SRCS:%.c=tests/fuzz/obj/%.o)
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps check unit functional sanitize torture run install clean \
+	lint fuzz fuzz-run fuzz-smoke
 
 all: biomirror
 
@@ -55,6 +71,31 @@ tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(HDRS)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< libbiomirror.a \
 	    $(ALL_LDFLAGS) $(LIBS)
 
+tests/fuzz/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+tests/fuzz/obj/libbiomirror.a: $(FUZZ_OBJS)
+	rm -f $@
+	ar rcs $@ $(FUZZ_OBJS)
+
+tests/fuzz/obj/fuzz_listing.o: tests/fuzz/fuzz_listing.c tests/fuzz/fuzz.h $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+tests/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h \
+	    tests/fuzz/obj/fuzz_listing.o tests/fuzz/obj/libbiomirror.a $(HDRS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< \
+	    tests/fuzz/obj/fuzz_listing.o tests/fuzz/obj/libbiomirror.a $(LIBS)
+
+fuzz: $(FUZZ_BINS)
+
+fuzz-run: fuzz
+	@sh tests/fuzz/run.sh run $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+fuzz-smoke: fuzz
+	@sh tests/fuzz/run.sh smoke 0 $(FUZZ_NAMES)
+
 deps:
 	@sh tests/deps.sh $(DEB_PKGS)
 
@@ -67,6 +108,7 @@ functional: biomirror
 check: deps
 	$(MAKE) all $(UNIT_BINS)
 	$(MAKE) lint
+	$(MAKE) fuzz-smoke
 	@sh tests/run-all.sh $(UNIT_BINS)
 
 lint:
@@ -76,6 +118,7 @@ sanitize: deps
 	$(MAKE) clean
 	$(MAKE) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=address,undefined" all $(UNIT_BINS)
+	$(MAKE) fuzz-smoke
 	@sh tests/run-all.sh $(UNIT_BINS)
 	$(MAKE) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=address,undefined" torture
@@ -118,4 +161,7 @@ install: biomirror
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/biomirror/
 
 clean:
-	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) $(TORTURE_BINS)
+	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
+	    $(TORTURE_BINS)
+	rm -rf tests/fuzz/obj tests/fuzz/out
+	rm -f $(FUZZ_BINS)

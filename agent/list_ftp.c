@@ -156,6 +156,8 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 
 	fl->sizetext = p;
 	fl->sizetextlen = n;
+	/* an earlier size fact of the same MLSD line may have set it */
+	fl->size_exact = false;
 	if (n > 0 && num_n(p, n) >= 0) {
 		fl->size = fl->size_min = fl->size_max = num_n(p, n);
 		fl->size_exact = true;
@@ -173,7 +175,8 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 			dot = i;
 		else if (!isdigit((unsigned char)p[i]))
 			return false;
-	if (dot == 0 || dot == n - 2)
+	/* at most 18 fraction digits, so that they fit an int64_t */
+	if (dot == 0 || dot == n - 2 || (dot < n && n - 2 - dot > 18))
 		return false;
 	for (i = 0; i <= (size_t)(u - units); i++)
 		mult *= 1024;
@@ -185,10 +188,18 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 	for (i = dot + 1, x = 0; i < n - 1; i++)
 		x = x * 10 + (p[i] - '0');
 	v += (double)x * step;
+	/* "999999999999999999p": past int64_t, as digits that overflow */
+	if ((v + step) * mult + 1.0 >= 9223372036854775808.0) {
+		fl->size = fl->size_min = fl->size_max = -1;
+		return true;
+	}
 	fl->size_min = (int64_t)(v * mult + 0.999999);
 	fl->size_max = (int64_t)((v + step) * mult + 0.999999) - 1;
-	fl->size = (fl->size_min + fl->size_max) / 2;
+	fl->size = fl->size_min + (fl->size_max - fl->size_min) / 2;
 	fl->size_exact = false;
+	/* "1.0808k": no byte count truncates to that, so it says nothing */
+	if (fl->size_min > fl->size_max)
+		fl->size = fl->size_min = fl->size_max = -1;
 	return true;
 }
 

@@ -604,7 +604,8 @@ invert_rounded(uint64_t digits, unsigned ndec, unsigned u, int64_t *ret_min,
 	hi = (digits * 10 + 5) * base;
 	*ret_min = (int64_t)((lo + div - 1) / div);
 	*ret_max = (int64_t)((hi + div - 1) / div) - 1;
-	return true;
+	/* "182.9" bytes: no byte count is shown like that */
+	return *ret_min <= *ret_max;
 }
 
 /*

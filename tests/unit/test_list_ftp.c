@@ -472,6 +472,79 @@ test_zone(void)
 	listing_free(l);
 }
 
+/*
+ * A repeated size fact whose last value is bad or overflows leaves the
+ * size unknown, not "exact -1" (found by tests/fuzz/fuzz_list_ftp).
+ */
+static void
+test_size_twice(void)
+{
+	const char	*mlsd = "size=1;size=; t\r\n"
+	    "type=file;size=7;size=99999999999999999999; u\r\n"
+	    "type=file;size=x;size=3; v\r\n";
+	struct listing	*l = listing_new(10);
+	const struct entry *e;
+
+	is_int(list_ftp_parse((const uint8_t *)mlsd, strlen(mlsd), true,
+	    ts("2024-08-01"), "", l, NULL), 0, "size twice: parsed");
+	e = find(l, "t");
+	ok(e != NULL && e->size == -1 && !e->size_exact &&
+	    e->size_min == -1 && e->size_max == -1,
+	    "size=1;size=: size unknown, not exact");
+	e = find(l, "u");
+	ok(e != NULL && e->size == -1 && !e->size_exact,
+	    "size=7;size=<overflow>: size unknown, not exact");
+	e = find(l, "v");
+	ok(e != NULL && e->size == 3 && e->size_exact,
+	    "size=x;size=3: the last valid size is exact");
+	listing_free(l);
+}
+
+/*
+ * A human size past int64_t ("999999999999999999m") is an unknown size,
+ * like digits that overflow, not an out-of-range double conversion; so
+ * is one that no byte count truncates to ("1.0808k": min > max); more
+ * than 18 fraction digits are no size (they overflowed).  All found by
+ * tests/fuzz/fuzz_list_ftp.
+ */
+static void
+test_size_huge(void)
+{
+	const char	*list =
+	    "-rw-r--r-- 1 ftp ftp 999999999999999999m Jan 10  2024 a\r\n"
+	    "-rw-r--r-- 1 ftp ftp 8191.9p Jan 10  2024 b\r\n"
+	    "-rw-r--r-- 1 ftp ftp 8p Jan 10  2024 c\r\n"
+	    "-rw-r--r-- 1 ftp ftp 1.0808k May  9  2024 d\r\n"
+	    "-rw-r--r-- 1 ftp ftp 1.77777777777777777777k May  9  2024 e\r\n"
+	    "-rw-r--r-- 1 ftp ftp 1.500000000000000000k May  9  2024 f\r\n"
+	    "-rw-r--r-- 1 ftp ftp 6.2083p May  9  2024 g\r\n";
+	struct listing	*l = listing_new(10);
+	const struct entry *e;
+
+	is_int(list_ftp_parse((const uint8_t *)list, strlen(list), false,
+	    ts("2024-08-01"), "", l, NULL), 0, "huge human sizes: parsed");
+	e = find(l, "a");
+	ok(e != NULL && e->size == -1 && e->size_min == -1 &&
+	    e->size_max == -1 && !e->size_exact, "999999999999999999m: unknown");
+	e = find(l, "b");
+	ok(e != NULL && e->size == -1 && !e->size_exact, "8191.9p: unknown");
+	e = find(l, "d");
+	ok(e != NULL && e->size == -1 && e->size_min == -1 &&
+	    e->size_max == -1, "1.0808k (no byte count): unknown");
+	ok(find(l, "e") == NULL, "20 fraction digits: no size, line skipped");
+	e = find(l, "f");
+	ok(e != NULL && e->type == ENTRY_FILE,
+	    "18 fraction digits: still a size column, the line is listed");
+	e = find(l, "g");
+	ok(e != NULL && e->size_min > 0 && e->size_min <= e->size &&
+	    e->size <= e->size_max, "6.2083p: midpoint without overflow");
+	e = find(l, "c");
+	ok(e != NULL && e->size_min == 9007199254740992LL &&
+	    e->size_max == 10133099161583615LL && !e->size_exact,
+	    "8p: the range of a truncated 8p");
+	listing_free(l);
+}
+
 static void
 test_feat(void)
 {
@@ -724,6 +797,8 @@ main(void)
 	test_mlsd();
 	test_years();
 	test_zone();
+	test_size_twice();
+	test_size_huge();
 	test_feat();
 	test_crawl();
 	test_follow();

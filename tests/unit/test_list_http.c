@@ -522,6 +522,25 @@ test_specials(void)
 	}
 	listing_free(l);
 
+	/*
+	 * "182.9" bytes: no byte count rounds to that, so the size stays
+	 * unknown, never a range with min > max (found by
+	 * tests/fuzz/fuzz_list_http).
+	 */
+	l = listing_new(100);
+	{
+		const char *page = "<pre><br>2-Nov-20231:182.9<a href=m";
+
+		is_int(list_http_parse((const uint8_t *)page, strlen(page),
+		    NULL, "http://h/p/", "", l, &fmt, NULL, NULL, 0), 0,
+		    "fractional bytes: parse");
+		e = find(l, "m");
+		ok(e != NULL && e->size == -1 && e->size_min == -1 &&
+		    e->size_max == -1 && !e->size_exact,
+		    "fractional bytes: size unknown");
+	}
+	listing_free(l);
+
 	/* A prefix is prepended to every path. */
 	l = listing_new(100);
 	{

@@ -1,0 +1,51 @@
+/*
+ * Invariants of a listing a parser built from hostile bytes, shared by
+ * the listing fuzz targets (not a target itself).
+ */
+#include <string.h>
+
+#include "biomirror/listing.h"
+#include "fuzz.h"
+
+void
+fuzz_check_listing(const struct listing *l, const char *prefix)
+{
+	const struct entry	*e;
+	const char		*name;
+	size_t			 i, pl = prefix != NULL ? strlen(prefix) : 0, n;
+
+	for (i = 0; i < listing_count(l); i++) {
+		e = listing_get(l, i);
+		FUZZ_CHECK(e != NULL && e->path != NULL);
+		n = strlen(e->path);
+		FUZZ_CHECK(path_is_safe(e->path, n));
+		if (prefix == NULL)
+			name = NULL;	/* a crawl: any depth */
+		else if (pl > 0) {
+			FUZZ_CHECK(n > pl + 1 &&
+			    memcmp(e->path, prefix, pl) == 0 &&
+			    e->path[pl] == '/');
+			name = e->path + pl + 1;
+		} else
+			name = e->path;
+		if (name != NULL)
+			FUZZ_CHECK(name_is_safe(name, strlen(name)));
+		FUZZ_CHECK(e->type == ENTRY_FILE || e->type == ENTRY_DIR ||
+		    e->type == ENTRY_SYMLINK);
+		FUZZ_CHECK(e->size >= -1);
+		if (e->size_exact)
+			FUZZ_CHECK(e->size >= 0 && e->size_min == e->size &&
+			    e->size_max == e->size);
+		if (e->size_min >= 0 && e->size_max >= 0)
+			FUZZ_CHECK(e->size_min <= e->size_max);
+		if (e->size >= 0 && e->size_min >= 0 && e->size_max >= 0)
+			FUZZ_CHECK(e->size_min <= e->size &&
+			    e->size <= e->size_max);
+		FUZZ_CHECK(e->mtime_nsec >= 0 && e->mtime_nsec < 1000000000);
+		FUZZ_CHECK(e->mtime_prec >= MTIME_UNKNOWN &&
+		    e->mtime_prec <= MTIME_NS);
+		if (e->zone_stated)
+			FUZZ_CHECK(e->zone_offset > -86400 &&
+			    e->zone_offset < 86400);
+	}
+}
