@@ -31,4 +31,18 @@ struct listing;
  */
 void	fuzz_check_listing(const struct listing *l, const char *prefix);
 
+/*
+ * The crawl targets' scripted server: the input is a sequence of pieces
+ * (replies, pages) separated by "\n----\n".  Sets *ret and *ret_len to
+ * the piece at *pos (borrowed from data; may be empty) and moves *pos past
+ * it and its separator.
+ */
+void	fuzz_next_piece(const uint8_t *data, size_t size, size_t *pos,
+	    const uint8_t **ret, size_t *ret_len);
+/*
+ * A crawl's request URL must be source, then a path_decode()-able,
+ * path_is_safe() relative path and a final '/' (or source itself).
+ */
+void	fuzz_check_crawl_url(const char *url, const char *source);
+
 #endif

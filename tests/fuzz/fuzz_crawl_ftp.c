@@ -19,7 +19,6 @@
 
 #define SOURCE	"ftp://h/pub/"
 #define MAX_REQ	64
-#define SEP	"\n----\n"
 
 struct server {
 	const uint8_t	*data;
@@ -28,36 +27,6 @@ struct server {
 	unsigned	 nreq;
 	bool		 feat_seen;
 };
-
-/* The next reply of the input (may be empty). */
-static void
-next_reply(struct server *s, const uint8_t **ret, size_t *ret_len)
-{
-	const uint8_t	*p = s->data + s->pos, *sep;
-	size_t		 left = s->size - s->pos;
-
-	sep = memmem(p, left, SEP, strlen(SEP));
-	*ret = p;
-	*ret_len = sep != NULL ? (size_t)(sep - p) : left;
-	s->pos = sep != NULL ? (size_t)(sep - s->data) + strlen(SEP) :
-	    s->size;
-}
-
-/* The requested URL: the source, then a safe encoded path and '/'. */
-static void
-check_url(const char *url)
-{
-	size_t	 sl = strlen(SOURCE), l = strlen(url), dl;
-	char	*dec = NULL;
-
-	FUZZ_CHECK(l >= sl && memcmp(url, SOURCE, sl) == 0);
-	FUZZ_CHECK(url[l - 1] == '/');
-	if (l == sl)
-		return;
-	FUZZ_CHECK(path_decode(url + sl, l - sl - 1, &dec, &dl) == 0);
-	FUZZ_CHECK(path_is_safe(dec, dl));
-	free(dec);
-}
 
 static int
 fetch(void *ctx, struct http_page *pages, size_t n)
@@ -70,7 +39,7 @@ fetch(void *ctx, struct http_page *pages, size_t n)
 		struct http_page *pg = &pages[i];
 
 		FUZZ_CHECK(pg->url != NULL && pg->command != NULL);
-		check_url(pg->url);
+		fuzz_check_crawl_url(pg->url, SOURCE);
 		if (strcmp(pg->command, "FEAT") == 0) {
 			FUZZ_CHECK(!s->feat_seen);
 			s->feat_seen = true;
@@ -83,7 +52,7 @@ fetch(void *ctx, struct http_page *pages, size_t n)
 			    "fuzz: too many requests");
 			continue;
 		}
-		next_reply(s, &body, &len);
+		fuzz_next_piece(s->data, s->size, &s->pos, &body, &len);
 		pg->rc = 0;
 		pg->status = 226;
 		pg->len = len;

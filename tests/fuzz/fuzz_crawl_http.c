@@ -19,7 +19,6 @@
 
 #define SOURCE	"http://h/pub/"
 #define MAX_REQ	64
-#define SEP	"\n----\n"
 #define LOC	"Location: "
 
 struct server {
@@ -28,35 +27,6 @@ struct server {
 	size_t		 pos;		/* next page starts here */
 	unsigned	 nreq;
 };
-
-static void
-next_page(struct server *s, const uint8_t **ret, size_t *ret_len)
-{
-	const uint8_t	*p = s->data + s->pos, *sep;
-	size_t		 left = s->size - s->pos;
-
-	sep = memmem(p, left, SEP, strlen(SEP));
-	*ret = p;
-	*ret_len = sep != NULL ? (size_t)(sep - p) : left;
-	s->pos = sep != NULL ? (size_t)(sep - s->data) + strlen(SEP) :
-	    s->size;
-}
-
-/* The requested URL: the source, then a safe encoded path and '/'. */
-static void
-check_url(const char *url)
-{
-	size_t	 sl = strlen(SOURCE), l = strlen(url), dl;
-	char	*dec = NULL;
-
-	FUZZ_CHECK(l >= sl && memcmp(url, SOURCE, sl) == 0);
-	FUZZ_CHECK(url[l - 1] == '/');
-	if (l == sl)
-		return;
-	FUZZ_CHECK(path_decode(url + sl, l - sl - 1, &dec, &dl) == 0);
-	FUZZ_CHECK(path_is_safe(dec, dl));
-	free(dec);
-}
 
 static int
 fetch(void *ctx, struct http_page *pages, size_t n)
@@ -69,14 +39,14 @@ fetch(void *ctx, struct http_page *pages, size_t n)
 		struct http_page *pg = &pages[i];
 
 		FUZZ_CHECK(pg->url != NULL && pg->command == NULL);
-		check_url(pg->url);
+		fuzz_check_crawl_url(pg->url, SOURCE);
 		if (++s->nreq > MAX_REQ) {
 			pg->rc = BM_ENET;
 			(void)snprintf(pg->errmsg, sizeof(pg->errmsg),
 			    "fuzz: too many requests");
 			continue;
 		}
-		next_page(s, &body, &len);
+		fuzz_next_piece(s->data, s->size, &s->pos, &body, &len);
 		if (len > strlen(LOC) && memcmp(body, LOC, strlen(LOC)) == 0 &&
 		    (nl = memchr(body, '\n', len)) != NULL &&
 		    memchr(body, '\0', (size_t)(nl - body)) == NULL) {

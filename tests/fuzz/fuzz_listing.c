@@ -1,6 +1,7 @@
 /*
- * Invariants of a listing a parser built from hostile bytes, shared by
- * the listing fuzz targets (not a target itself).
+ * Invariants of a listing a parser built from hostile bytes, and the
+ * crawl targets' scripted server, shared by the listing fuzz targets (not
+ * a target itself).
  */
 #include <string.h>
 
@@ -48,4 +49,33 @@ fuzz_check_listing(const struct listing *l, const char *prefix)
 			FUZZ_CHECK(e->zone_offset > -86400 &&
 			    e->zone_offset < 86400);
 	}
+}
+
+void
+fuzz_next_piece(const uint8_t *data, size_t size, size_t *pos,
+    const uint8_t **ret, size_t *ret_len)
+{
+	static const char sep[] = "\n----\n";
+	const uint8_t	*p = data + *pos, *q;
+	size_t		 left = size - *pos;
+
+	q = memmem(p, left, sep, sizeof(sep) - 1);
+	*ret = p;
+	*ret_len = q != NULL ? (size_t)(q - p) : left;
+	*pos = q != NULL ? (size_t)(q - data) + sizeof(sep) - 1 : size;
+}
+
+void
+fuzz_check_crawl_url(const char *url, const char *source)
+{
+	size_t	 sl = strlen(source), l = strlen(url), dl;
+	char	*dec = NULL;
+
+	FUZZ_CHECK(l >= sl && memcmp(url, source, sl) == 0);
+	FUZZ_CHECK(url[l - 1] == '/');
+	if (l == sl)
+		return;
+	FUZZ_CHECK(path_decode(url + sl, l - sl - 1, &dec, &dl) == 0);
+	FUZZ_CHECK(path_is_safe(dec, dl));
+	free(dec);
 }
