@@ -6,6 +6,7 @@
 #ifndef BIOMIRROR_FUZZ_H
 #define BIOMIRROR_FUZZ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,13 +32,25 @@ struct listing;
  */
 void	fuzz_check_listing(const struct listing *l, const char *prefix);
 
+struct http_page;
+
 /*
  * The crawl targets' scripted server: the input is a sequence of pieces
- * (replies, pages) separated by "\n----\n".  Sets *ret and *ret_len to
- * the piece at *pos (borrowed from data; may be empty) and moves *pos past
- * it and its separator.
+ * (replies, pages) separated by "\n----\n", served one per request.
  */
-void	fuzz_next_piece(const uint8_t *data, size_t size, size_t *pos,
+#define FUZZ_MAX_REQ	64	/* requests served; later ones fail */
+struct fuzz_script {
+	const uint8_t	*data;		/* borrowed: the fuzz input */
+	size_t		 size;
+	size_t		 pos;		/* next piece starts here */
+	unsigned	 nreq;		/* requests so far */
+};
+/*
+ * The reply to one more request: true with *ret and *ret_len set to the
+ * next piece (borrowed from s->data; empty once the input runs out), or,
+ * past FUZZ_MAX_REQ requests, false with pg->rc = BM_ENET and a reason.
+ */
+bool	fuzz_script_next(struct fuzz_script *s, struct http_page *pg,
 	    const uint8_t **ret, size_t *ret_len);
 /*
  * A crawl's request URL must be source, then a path_decode()-able,

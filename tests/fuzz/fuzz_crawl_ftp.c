@@ -4,7 +4,7 @@
  * follow_symlinks.  The input is a sequence of replies separated by lines
  * "----": the first answers FEAT, the following ones answer the MLSD or
  * LIST requests in the order the crawl makes them; once they run out,
- * directories are empty, and past MAX_REQ requests every fetch fails.
+ * directories are empty, and past FUZZ_MAX_REQ requests every fetch fails.
  * Seeds: tests/fuzz/corpus/crawl_ftp/.
  */
 #include <stdbool.h>
@@ -18,13 +18,9 @@
 #include "fuzz.h"
 
 #define SOURCE	"ftp://h/pub/"
-#define MAX_REQ	64
 
 struct server {
-	const uint8_t	*data;
-	size_t		 size;
-	size_t		 pos;		/* next reply starts here */
-	unsigned	 nreq;
+	struct fuzz_script script;	/* the replies */
 	bool		 feat_seen;
 };
 
@@ -46,13 +42,8 @@ fetch(void *ctx, struct http_page *pages, size_t n)
 		} else
 			FUZZ_CHECK(strcmp(pg->command, "MLSD") == 0 ||
 			    strcmp(pg->command, "LIST") == 0);
-		if (++s->nreq > MAX_REQ) {
-			pg->rc = BM_ENET;
-			(void)snprintf(pg->errmsg, sizeof(pg->errmsg),
-			    "fuzz: too many requests");
+		if (!fuzz_script_next(&s->script, pg, &body, &len))
 			continue;
-		}
-		fuzz_next_piece(s->data, s->size, &s->pos, &body, &len);
 		pg->rc = 0;
 		pg->status = 226;
 		pg->len = len;
@@ -66,7 +57,7 @@ fetch(void *ctx, struct http_page *pages, size_t n)
 static void
 crawl(const uint8_t *data, size_t size, bool follow)
 {
-	struct server		 s = { data, size, 0, 0, false };
+	struct server		 s = { { data, size, 0, 0 }, false };
 	struct ftp_crawl_opts	 o;
 	struct listing		*l;
 	char			 err[256];

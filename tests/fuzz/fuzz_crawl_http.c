@@ -4,7 +4,7 @@
  * sequence of index pages separated by lines "----", served as text/html
  * with status 200 in the order the crawl asks for them; a page whose
  * first line is "Location: URL" was redirected there (effective URL).
- * Once the pages run out, directories are empty pages; past MAX_REQ
+ * Once the pages run out, directories are empty pages; past FUZZ_MAX_REQ
  * requests every fetch fails.  Seeds: tests/fuzz/corpus/crawl_http/.
  */
 #include <stdbool.h>
@@ -18,20 +18,12 @@
 #include "fuzz.h"
 
 #define SOURCE	"http://h/pub/"
-#define MAX_REQ	64
 #define LOC	"Location: "
-
-struct server {
-	const uint8_t	*data;
-	size_t		 size;
-	size_t		 pos;		/* next page starts here */
-	unsigned	 nreq;
-};
 
 static int
 fetch(void *ctx, struct http_page *pages, size_t n)
 {
-	struct server	*s = ctx;
+	struct fuzz_script *s = ctx;
 	const uint8_t	*body, *nl;
 	size_t		 i, len, ll;
 
@@ -40,13 +32,8 @@ fetch(void *ctx, struct http_page *pages, size_t n)
 
 		FUZZ_CHECK(pg->url != NULL && pg->command == NULL);
 		fuzz_check_crawl_url(pg->url, SOURCE);
-		if (++s->nreq > MAX_REQ) {
-			pg->rc = BM_ENET;
-			(void)snprintf(pg->errmsg, sizeof(pg->errmsg),
-			    "fuzz: too many requests");
+		if (!fuzz_script_next(s, pg, &body, &len))
 			continue;
-		}
-		fuzz_next_piece(s->data, s->size, &s->pos, &body, &len);
 		if (len > strlen(LOC) && memcmp(body, LOC, strlen(LOC)) == 0 &&
 		    (nl = memchr(body, '\n', len)) != NULL &&
 		    memchr(body, '\0', (size_t)(nl - body)) == NULL) {
@@ -70,7 +57,7 @@ fetch(void *ctx, struct http_page *pages, size_t n)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct server		 s = { data, size, 0, 0 };
+	struct fuzz_script	 s = { data, size, 0, 0 };
 	struct crawl_opts	 o;
 	struct listing		*l;
 	char			 err[256];

@@ -5,6 +5,8 @@
  */
 #include <string.h>
 
+#include "biomirror/error.h"
+#include "biomirror/list_http.h"
 #include "biomirror/listing.h"
 #include "fuzz.h"
 
@@ -51,18 +53,25 @@ fuzz_check_listing(const struct listing *l, const char *prefix)
 	}
 }
 
-void
-fuzz_next_piece(const uint8_t *data, size_t size, size_t *pos,
+bool
+fuzz_script_next(struct fuzz_script *s, struct http_page *pg,
     const uint8_t **ret, size_t *ret_len)
 {
 	static const char sep[] = "\n----\n";
-	const uint8_t	*p = data + *pos, *q;
-	size_t		 left = size - *pos;
+	const uint8_t	*p = s->data + s->pos, *q;
+	size_t		 left = s->size - s->pos;
 
+	if (++s->nreq > FUZZ_MAX_REQ) {
+		pg->rc = BM_ENET;
+		(void)snprintf(pg->errmsg, sizeof(pg->errmsg),
+		    "fuzz: too many requests");
+		return false;
+	}
 	q = memmem(p, left, sep, sizeof(sep) - 1);
 	*ret = p;
 	*ret_len = q != NULL ? (size_t)(q - p) : left;
-	*pos = q != NULL ? (size_t)(q - data) + sizeof(sep) - 1 : size;
+	s->pos = q != NULL ? (size_t)(q - s->data) + sizeof(sep) - 1 : s->size;
+	return true;
 }
 
 void
