@@ -76,7 +76,7 @@ tune_size(const struct tune_in *in, struct tune_out *out)
 {
 	unsigned	 maxc = in->max_connections ? in->max_connections : 1;
 	unsigned	 share, cur, next, capc;
-	uint64_t	 users, need;
+	uint64_t	 users, need, memcap;
 	double		 rate, mean, per, n;
 
 	/* streams: a share of the connections per large file in flight. */
@@ -123,10 +123,9 @@ tune_size(const struct tune_in *in, struct tune_out *out)
 		else if ((double)(need = (uint64_t)n) < n)
 			need++;		/* round up */
 		/* Memory: small files in flight are held in memory. */
-		if (need > TUNE_INFLIGHT_BYTES / ((uint64_t)mean +
-		    TUNE_REQ_BYTES))
-			need = TUNE_INFLIGHT_BYTES / ((uint64_t)mean +
-			    TUNE_REQ_BYTES);
+		memcap = TUNE_INFLIGHT_BYTES / ((uint64_t)mean + TUNE_REQ_BYTES);
+		if (need > memcap)
+			need = memcap;
 	}
 	/*
 	 * Never below max_connections: a rate measured with fewer files in

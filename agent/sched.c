@@ -1109,8 +1109,7 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->sink = sink_store;
 		j->sink_arg = j;
 		j->owner = f;
-		if (a->list_size_exact && a->list_size > 0)
-			j->size_hint = (uint64_t)a->list_size;
+		j->in_memory = t->in_mem;
 		if (n > 1) {
 			j->off = off;
 			j->len = i + 1 < n ? chunk : size - off;

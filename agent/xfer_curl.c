@@ -459,15 +459,13 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	(void)curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
 	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
 	(void)curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-	/* Fewer, larger writes for big files (libcurl's default is 16 KiB). */
 	/*
-	 * 256 KiB per read for large bodies; a small file (received into
-	 * memory by the scheduler anyway) gets libcurl's default 16 KiB:
-	 * hundreds of them may be in flight over HTTP/2.
+	 * Fewer, larger writes for big bodies; a body the sink holds in
+	 * memory (a small file) gets libcurl's default 16 KiB, as hundreds of
+	 * them may be in flight over HTTP/2.
 	 */
-	(void)curl_easy_setopt(e, CURLOPT_BUFFERSIZE, j->size_hint > 0 &&
-	    j->len == 0 && j->size_hint <= 256 * 1024 ? 16L * 1024 :
-	    256L * 1024);
+	(void)curl_easy_setopt(e, CURLOPT_BUFFERSIZE, j->in_memory ?
+	    16L * 1024 : 256L * 1024);
 	(void)curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
 	    (long)CURL_HTTP_VERSION_2TLS);
 	(void)curl_easy_setopt(e, CURLOPT_USERAGENT, x->opts.user_agent);

@@ -107,9 +107,9 @@ struct xfer_job {
 					   so that a file longer than listed
 					   shows as more than len bytes (upstream
 					   changed) instead of a silent cut */
-	uint64_t	 size_hint;	/* listed size in bytes, 0 unknown: a
-					   small file gets a small receive
-					   buffer */
+	bool		 in_memory;	/* the sink holds the body in memory (a
+					   small file): libcurl gets a small
+					   receive buffer */
 	bool		 size_checked;	/* whole file: the caller checks the body
 					   length against an exact listed size,
 					   so FTP sends no SIZE before RETR */
