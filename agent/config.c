@@ -600,6 +600,9 @@ set_source(const char *v, struct mirror_conf *m, char *errbuf,
  * a typo or a wrong file (a key, an empty file, DER) would otherwise only
  * show as a TLS failure of every request, mid-run.
  */
+#define PEM_CERT	"-----BEGIN CERTIFICATE-----"
+#define PEM_TRUSTED	"-----BEGIN TRUSTED CERTIFICATE-----"
+
 static int
 set_ca_file(const char *v, struct mirror_conf *m, char *errbuf,
     size_t errlen)
@@ -632,8 +635,8 @@ set_ca_file(const char *v, struct mirror_conf *m, char *errbuf,
 	if (rc != 0)
 		return conf_bad(errbuf, errlen, "ca_file", v, "%s",
 		    rc == BM_ELIMIT ? "larger than 8 MiB" : strerror(err));
-	ok = memmem(pem, len, "-----BEGIN CERTIFICATE-----", 27) != NULL ||
-	    memmem(pem, len, "-----BEGIN TRUSTED CERTIFICATE-----", 35) != NULL;
+	ok = memmem(pem, len, PEM_CERT, strlen(PEM_CERT)) != NULL ||
+	    memmem(pem, len, PEM_TRUSTED, strlen(PEM_TRUSTED)) != NULL;
 	free(pem);
 	if (!ok)
 		return conf_bad(errbuf, errlen, "ca_file", v,
