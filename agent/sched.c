@@ -504,6 +504,12 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	    f->rf, j->res.etag, j->res.mtime, j->res.full ? -1 : j->res.total,
 	    j->res.errmsg, sizeof(j->res.errmsg))) != 0)
 		return rc;
+	/*
+	 * A streamed body is copied to the store's writer threads, so that
+	 * its page-cache copy does not hold up the loop (store.h); its
+	 * bytes are waited for where they are read or published.
+	 */
+	(void)store_file_write_behind(f->sf);
 	if ((rc = store_file_write(f->sf, off, buf, len)) == 0) {
 		f->sc->bytes_seen += len;
 		if (f->sc->o->tune)
@@ -633,6 +639,9 @@ commit_done(void *ctx, void *arg)
 
 			f->state = SF_FAILED;
 			sc->res->failed++;
+			/* A queued write found the disk full: stop. */
+			if (b->items[i].rc == BM_ENOSPC)
+				sc->fatal = BM_ENOSPC;
 			log_warnx("%s: %s: commit: %s", MIRROR(sc),
 			    f->act->path, why);
 			(void)result_add_error(sc->res, f->act->path,
@@ -1561,6 +1570,9 @@ hash_kick(struct sched *sc, struct hasher *h)
 	if (prefix <= h->hashed || (!h->final && prefix - h->hashed <
 	    HASH_STEP))
 		return;
+	/* The bytes to hash may still be queued for the temp file. */
+	if ((h->rc = store_file_drain(f->sf)) != 0)
+		return;
 	h->target = prefix;
 	h->busy = true;
 	if (workq_push(sc->hq, hash_task, h) != 0) {
@@ -1613,6 +1625,10 @@ hash_check(struct sched *sc, struct sfile *f)
 	hash_abandon(sc, f);
 	if (rc == 0) {
 		sched_publish(sc, f);
+		return;
+	}
+	if (rc == BM_ENOSPC) {		/* a queued write found the disk full */
+		sched_body_ready(sc, f, rc, "write");
 		return;
 	}
 	if (rc != BM_ECHECKSUM)

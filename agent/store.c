@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,10 +74,47 @@ struct store {
 	char		 stat_dir[PATH_MAX]; /* relative path of stat_dirfd */
 	uint64_t	 changes;	/* entries created, replaced, removed or re-timed */
 	struct store_set *set;		/* owned: publish = set state, NULL otherwise */
+	struct store_wb	*wb;		/* owned: write-behind, NULL until first used */
 };
 
 #define STORE_STAT_MISSING	(-2)	/* stat_dir is known not to exist */
-#define STORE_WRITEBACK_BYTES	(8ULL * 1024 * 1024)	/* see store_file_write */
+#define STORE_WRITEBACK_BYTES	(8ULL * 1024 * 1024)	/* see store_pwrite */
+
+/*
+ * Write-behind (store_file_write_behind): the page-cache copy of a large
+ * body costs this kernel about a CPU-second per GiB, more than receiving
+ * it, so a body streamed in by the event loop is copied into chunks and
+ * written by STORE_WRITERS threads while the loop receives the next
+ * bytes.  The chunks of one file are written in the order queued, by one
+ * writer at a time (a file is "busy" while a writer holds its chunks), so
+ * that "every chunk queued before now is in the file" is one counter.
+ * At most STORE_WB_MAX bytes of chunks exist per store: a writer that
+ * would go past it waits (backpressure on the loop, as a slow pwrite
+ * was before).
+ */
+#define STORE_WRITERS	2			/* write-behind threads */
+#define STORE_WB_CHUNK	(256U * 1024)		/* bytes one chunk holds */
+#define STORE_WB_MAX	(32U * 1024 * 1024)	/* bytes of chunks per store */
+
+struct store_chunk {
+	struct store_chunk *next;
+	uint64_t	 off;		/* file offset of data[0], bytes */
+	size_t		 len;		/* bytes of data in use */
+	uint8_t		 data[];	/* STORE_WB_CHUNK bytes */
+};
+
+struct store_wb {
+	pthread_mutex_t	 mu;		/* guards everything below and the wb_* of files */
+	pthread_cond_t	 work;		/* writers: a file is ready, or stop */
+	pthread_cond_t	 done;		/* waiters: chunks were written */
+	pthread_t	 th[STORE_WRITERS];
+	unsigned	 nth;		/* threads started */
+	struct store_file *ready;	/* files with queued chunks, no writer, FIFO */
+	struct store_file *ready_tail;
+	struct store_chunk *spare;	/* owned: written chunks for reuse */
+	size_t		 nchunks;	/* chunks allocated (queued, busy or spare) */
+	bool		 stop;		/* writers exit once nothing is ready */
+};
 
 struct store_file {
 	struct store	*s;		/* borrowed: the store it belongs to */
@@ -88,9 +126,21 @@ struct store_file {
 	uint64_t	 unflushed;	/* bytes written since the last writeback kick */
 	char		*name;		/* owned: final name inside dirfd */
 	char		 tmpname[STORE_TMP_NAMELEN + 1]; /* in dirfd */
+	/* Write-behind; the wb_* fields below wb are guarded by s->wb->mu. */
+	bool		 wb;		/* writes are queued to s->wb */
+	struct store_chunk *wb_head;	/* owned: queued chunks, oldest first */
+	struct store_chunk *wb_tail;
+	struct store_file *wb_next;	/* next in s->wb->ready */
+	bool		 wb_ready;	/* listed in s->wb->ready */
+	bool		 wb_busy;	/* a writer holds its chunks */
+	uint64_t	 wb_queued;	/* chunks queued so far */
+	uint64_t	 wb_written;	/* of those, written (in order) */
+	int		 wb_rc;		/* first failed write: BM_ENOSPC, BM_EIO */
+	int		 wb_errno;	/* its errno */
 };
 
 static void	store_set_free(struct store_set *);
+static void	store_wb_free(struct store *);
 
 /* close(2) that keeps errno for the caller's report (rule 26). */
 static void
@@ -456,6 +506,7 @@ store_close(struct store *s)
 	if (s == NULL)
 		return;
 	store_stat_forget(s);
+	store_wb_free(s);
 	store_close_fd(s->fd);
 	store_set_free(s->set);
 	free(s->path);
@@ -554,6 +605,7 @@ store_file_free(struct store_file *f, bool unlink_tmp)
 
 	if (f == NULL)
 		return;
+	(void)store_file_drain(f);	/* no writer may hold f's fd */
 	if (f->fd != -1)
 		(void)close(f->fd);
 	if (unlink_tmp && f->dirfd != -1 && f->tmpname[0] != '\0')
@@ -641,23 +693,19 @@ out:
 }
 
 /*
- * Write len bytes of buf (borrowed) at byte offset off of the temp file;
- * ranges may come in any order and overlap.  Retries short writes and
- * EINTR.  Returns 0, BM_ENOSPC (ENOSPC, EDQUOT) or BM_EIO (errno kept;
- * EFBIG when off + len does not fit in off_t).
- * Sandbox: write to an open fd only.
+ * pwrite all len bytes of buf at off of f's temp file, retrying short
+ * writes and EINTR, and start writeback of a large file as it comes in
+ * (without waiting for it), so that the syncfs before the batch's renames
+ * finds little left to write.  Called by one thread at a time per file
+ * (the loop, or the writer that holds f).  Returns 0, BM_ENOSPC or BM_EIO
+ * (errno kept).
  */
-int
-store_file_write(struct store_file *f, uint64_t off, const void *buf,
+static int
+store_pwrite(struct store_file *f, uint64_t off, const uint8_t *p,
     size_t len)
 {
-	const uint8_t	*p = buf;
 	ssize_t		 w;
 
-	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off) {
-		errno = EFBIG;
-		return BM_EIO;
-	}
 	while (len > 0) {
 		w = pwrite(f->fd, p, len, (off_t)off);
 		if (w == -1) {
@@ -672,20 +720,286 @@ store_file_write(struct store_file *f, uint64_t off, const void *buf,
 		p += w;
 		off += (uint64_t)w;
 		len -= (size_t)w;
-		if (off > f->length)
-			f->length = off;
 		f->unflushed += (uint64_t)w;
 	}
-	/*
-	 * Start writeback of a large file as it comes in (without waiting
-	 * for it), so that the syncfs before the batch's renames finds
-	 * little left to write.  Advisory: a failure changes nothing.
-	 */
+	/* Advisory: a failure changes nothing. */
 	if (f->unflushed >= STORE_WRITEBACK_BYTES) {
 		(void)sync_file_range(f->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 		f->unflushed = 0;
 	}
 	return 0;
+}
+
+/* Append f to wb's ready list (wb->mu held; f neither busy nor listed). */
+static void
+store_wb_ready(struct store_wb *wb, struct store_file *f)
+{
+	f->wb_next = NULL;
+	f->wb_ready = true;
+	if (wb->ready_tail != NULL)
+		wb->ready_tail->wb_next = f;
+	else
+		wb->ready = f;
+	wb->ready_tail = f;
+	(void)pthread_cond_signal(&wb->work);
+}
+
+/*
+ * Writer thread: take the chunks of the first ready file, write them in
+ * order, count them written, give the chunks back.  After a failed write
+ * the file's later chunks are dropped (counted, not written): its first
+ * error is what every later call on it returns.
+ */
+static void *
+store_wb_main(void *arg)
+{
+	struct store_wb	*wb = arg;
+	struct store_file *f;
+	struct store_chunk *c, *list, *last;
+	uint64_t	 n;
+	int		 rc, err;
+
+	(void)pthread_mutex_lock(&wb->mu);
+	for (;;) {
+		while (wb->ready == NULL && !wb->stop)
+			(void)pthread_cond_wait(&wb->work, &wb->mu);
+		if ((f = wb->ready) == NULL)
+			break;
+		if ((wb->ready = f->wb_next) == NULL)
+			wb->ready_tail = NULL;
+		f->wb_ready = false;
+		f->wb_busy = true;
+		list = f->wb_head;
+		f->wb_head = f->wb_tail = NULL;
+		rc = f->wb_rc;
+		(void)pthread_mutex_unlock(&wb->mu);
+
+		n = 0;
+		err = 0;
+		for (c = list, last = NULL; c != NULL; last = c, c = c->next) {
+			n++;
+			if (rc == 0 && (rc = store_pwrite(f, c->off, c->data,
+			    c->len)) != 0)
+				err = errno;
+		}
+
+		(void)pthread_mutex_lock(&wb->mu);
+		if (last != NULL) {
+			last->next = wb->spare;
+			wb->spare = list;
+		}
+		if (rc != 0 && f->wb_rc == 0) {
+			f->wb_rc = rc;
+			f->wb_errno = err;
+		}
+		f->wb_written += n;
+		f->wb_busy = false;
+		if (f->wb_head != NULL)
+			store_wb_ready(wb, f);
+		(void)pthread_cond_broadcast(&wb->done);
+	}
+	(void)pthread_mutex_unlock(&wb->mu);
+	return NULL;
+}
+
+/* Stop s's writers (every file's chunks are written by then) and free. */
+static void
+store_wb_free(struct store *s)
+{
+	struct store_wb	*wb = s->wb;
+	struct store_chunk *c;
+	unsigned	 i;
+
+	if (wb == NULL)
+		return;
+	(void)pthread_mutex_lock(&wb->mu);
+	wb->stop = true;
+	(void)pthread_cond_broadcast(&wb->work);
+	(void)pthread_mutex_unlock(&wb->mu);
+	for (i = 0; i < wb->nth; i++)
+		(void)pthread_join(wb->th[i], NULL);
+	while ((c = wb->spare) != NULL) {
+		wb->spare = c->next;
+		free(c);
+	}
+	(void)pthread_cond_destroy(&wb->done);
+	(void)pthread_cond_destroy(&wb->work);
+	(void)pthread_mutex_destroy(&wb->mu);
+	free(wb);
+	s->wb = NULL;
+}
+
+/* Start s's writers.  0 or BM_ENOMEM (nothing left behind). */
+static int
+store_wb_new(struct store *s)
+{
+	struct store_wb	*wb;
+
+	if ((wb = calloc(1, sizeof(*wb))) == NULL)
+		return BM_ENOMEM;
+	if (pthread_mutex_init(&wb->mu, NULL) != 0) {
+		free(wb);
+		return BM_ENOMEM;
+	}
+	if (pthread_cond_init(&wb->work, NULL) != 0) {
+		(void)pthread_mutex_destroy(&wb->mu);
+		free(wb);
+		return BM_ENOMEM;
+	}
+	if (pthread_cond_init(&wb->done, NULL) != 0) {
+		(void)pthread_cond_destroy(&wb->work);
+		(void)pthread_mutex_destroy(&wb->mu);
+		free(wb);
+		return BM_ENOMEM;
+	}
+	s->wb = wb;
+	while (wb->nth < STORE_WRITERS && pthread_create(&wb->th[wb->nth],
+	    NULL, store_wb_main, wb) == 0)
+		wb->nth++;
+	if (wb->nth == 0) {
+		store_wb_free(s);
+		return BM_ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * From now on, queue f's writes to the store's writer threads (started
+ * on first use) instead of writing them in the caller's thread: for a
+ * body that the event loop receives, so that the page-cache copy runs on
+ * other cores.  f's later calls then wait for its queued writes where
+ * they need them (store_file_drain, store_file_sync, store_commit, and
+ * before its descriptor is closed).  Idempotent.  Returns 0, or BM_ENOMEM
+ * when no thread could be started (writes then stay in the caller).
+ * Not thread-safe against other calls on the same store's files from
+ * other threads: call it on the thread that writes f.
+ */
+int
+store_file_write_behind(struct store_file *f)
+{
+	int	 rc;
+
+	if (f->wb)
+		return 0;
+	if (f->s->wb == NULL && (rc = store_wb_new(f->s)) != 0)
+		return rc;
+	f->wb = true;
+	return 0;
+}
+
+/* Queue len bytes of p at off to f's writer (see store_file_write). */
+static int
+store_wb_write(struct store_file *f, uint64_t off, const uint8_t *p,
+    size_t len)
+{
+	struct store_wb	*wb = f->s->wb;
+	struct store_chunk *c, *t;
+	size_t		 n;
+	int		 rc = 0;
+
+	(void)pthread_mutex_lock(&wb->mu);
+	while (len > 0 && (rc = f->wb_rc) == 0) {
+		/* The newest queued chunk continues here: fill it up. */
+		t = f->wb_tail;
+		if (t != NULL && t->off + t->len == off &&
+		    t->len < STORE_WB_CHUNK) {
+			n = STORE_WB_CHUNK - t->len < len ?
+			    STORE_WB_CHUNK - t->len : len;
+			memcpy(t->data + t->len, p, n);
+			t->len += n;
+		} else {
+			while ((c = wb->spare) == NULL && wb->nchunks >=
+			    STORE_WB_MAX / STORE_WB_CHUNK && f->wb_rc == 0)
+				(void)pthread_cond_wait(&wb->done, &wb->mu);
+			if ((rc = f->wb_rc) != 0)
+				break;
+			if (c != NULL)
+				wb->spare = c->next;
+			else if ((c = malloc(sizeof(*c) + STORE_WB_CHUNK)) ==
+			    NULL) {
+				rc = BM_ENOMEM;
+				break;
+			} else
+				wb->nchunks++;
+			/* Not yet queued: no lock needed for the copy. */
+			(void)pthread_mutex_unlock(&wb->mu);
+			n = len < STORE_WB_CHUNK ? len : STORE_WB_CHUNK;
+			memcpy(c->data, p, n);
+			c->off = off;
+			c->len = n;
+			c->next = NULL;
+			(void)pthread_mutex_lock(&wb->mu);
+			if (f->wb_tail != NULL)
+				f->wb_tail->next = c;
+			else
+				f->wb_head = c;
+			f->wb_tail = c;
+			f->wb_queued++;
+			if (!f->wb_busy && !f->wb_ready)
+				store_wb_ready(wb, f);
+		}
+		p += n;
+		off += n;
+		len -= n;
+		if (off > f->length)
+			f->length = off;
+	}
+	if (rc != 0 && rc != BM_ENOMEM)
+		errno = f->wb_errno;
+	(void)pthread_mutex_unlock(&wb->mu);
+	return rc;
+}
+
+/*
+ * Write len bytes of buf (borrowed) at byte offset off of the temp file;
+ * ranges may come in any order and overlap.  Retries short writes and
+ * EINTR.  With write-behind (store_file_write_behind) the bytes are
+ * copied and queued, and the first error of an earlier queued write is
+ * returned instead.  Returns 0, BM_ENOSPC (ENOSPC, EDQUOT), BM_ENOMEM
+ * (write-behind: no memory for a chunk) or BM_EIO (errno kept; EFBIG when
+ * off + len does not fit in off_t).
+ * Sandbox: write to an open fd only.
+ */
+int
+store_file_write(struct store_file *f, uint64_t off, const void *buf,
+    size_t len)
+{
+	int	 rc;
+
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off) {
+		errno = EFBIG;
+		return BM_EIO;
+	}
+	if (f->wb)
+		return store_wb_write(f, off, buf, len);
+	if ((rc = store_pwrite(f, off, buf, len)) == 0 && off + len >
+	    f->length)
+		f->length = off + len;
+	return rc;
+}
+
+/*
+ * Wait until every write queued to f so far is in its temp file.
+ * Returns 0, or the first failed write's BM_ENOSPC or BM_EIO (errno
+ * kept).  Without write-behind: 0 at once.
+ */
+int
+store_file_drain(struct store_file *f)
+{
+	struct store_wb	*wb = f->s->wb;
+	uint64_t	 target;
+	int		 rc;
+
+	if (!f->wb || wb == NULL)
+		return 0;
+	(void)pthread_mutex_lock(&wb->mu);
+	target = f->wb_queued;
+	while (f->wb_written < target)
+		(void)pthread_cond_wait(&wb->done, &wb->mu);
+	if ((rc = f->wb_rc) != 0)
+		errno = f->wb_errno;
+	(void)pthread_mutex_unlock(&wb->mu);
+	return rc;
 }
 
 /* Highest offset written + 1 (bytes): the temp file's current length. */
@@ -866,6 +1180,10 @@ store_file_tmpname(const struct store_file *f)
 int
 store_file_sync(struct store_file *f)
 {
+	int	 rc;
+
+	if ((rc = store_file_drain(f)) != 0)
+		return rc;
 	while (fdatasync(f->fd) == -1) {
 		if (errno != EINTR)
 			return store_errno_rc(errno);
@@ -889,9 +1207,12 @@ store_commit_prepare(struct store *s, struct store_commit_item *it)
 {
 	struct timespec	 ts[2];
 	struct stat	 st;
+	int		 rc;
 
 	if (it->file == NULL || it->file->s != s)
 		return BM_EINVAL;
+	if ((rc = store_file_drain(it->file)) != 0)
+		return rc;
 	if (fstat(it->file->fd, &st) == -1)
 		return BM_EIO;
 	if (it->size < 0 || (int64_t)st.st_size != it->size)

@@ -63,10 +63,27 @@ int	store_file_open(struct store *s, const char *path,
 	    int64_t expected_size, struct store_file **ret);
 /*
  * Write len bytes at byte offset off (pwrite; ranges may arrive in any
- * order).  Returns 0, BM_ENOSPC or BM_EIO.
+ * order).  With write-behind the bytes are copied and queued, and an
+ * earlier queued write's first error is returned.  Returns 0, BM_ENOSPC,
+ * BM_ENOMEM (write-behind only) or BM_EIO.
  */
 int	store_file_write(struct store_file *f, uint64_t off, const void *buf,
 	    size_t len);
+/*
+ * From now on, queue f's writes (copies of at most 256 KiB each, at most
+ * 32 MiB per store, then store_file_write waits) to the store's writer
+ * threads, started on first use, so that the page-cache copy of a body
+ * the event loop receives runs on other cores.  Call it from the thread
+ * that writes f.  Idempotent.  0, or BM_ENOMEM (writes stay synchronous).
+ */
+int	store_file_write_behind(struct store_file *f);
+/*
+ * Wait until every write queued to f is in its temp file (before reading
+ * it back).  0 at once without write-behind; else 0 or the first failed
+ * write's BM_ENOSPC or BM_EIO.  store_file_sync, store_commit and the
+ * functions that close f drain it themselves.
+ */
+int	store_file_drain(struct store_file *f);
 /* Highest offset written + 1 (bytes), i.e. the file's current length. */
 uint64_t store_file_length(const struct store_file *f);
 /*

@@ -14,6 +14,7 @@
  * tests cover disk full).
  */
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -27,6 +28,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -377,6 +379,172 @@ test_write_commit(struct ctx *c, const char *tag)
 	is_int(store_file_write(f, (uint64_t)INT64_MAX, "x", 1), BM_EIO,
 	    "%s: offset overflow", tag);
 	store_file_abort(f);
+}
+
+/* Byte i of write-behind test file k: a pattern no two offsets share. */
+static uint8_t
+wb_byte(unsigned k, uint64_t i)
+{
+	return (uint8_t)((i * 2654435761u >> 7) + k * 31 + (i >> 16));
+}
+
+/* Read f's temp file back and compare with pattern k over size bytes. */
+static bool
+wb_same(struct store_file *f, unsigned k, uint64_t size)
+{
+	static uint8_t	 buf[65536];
+	uint64_t	 off;
+	ssize_t		 n, i;
+	int		 fd;
+	bool		 same = true;
+
+	if (store_file_dup(f, &fd) != 0)
+		return false;
+	for (off = 0; same && off < size; off += (uint64_t)n) {
+		if ((n = pread(fd, buf, sizeof(buf), (off_t)off)) <= 0) {
+			same = false;
+			break;
+		}
+		for (i = 0; i < n; i++)
+			if (buf[i] != wb_byte(k, off + (uint64_t)i))
+				same = false;
+	}
+	close(fd);
+	return same;
+}
+
+/* Write [off, off + len) of pattern k to f in pieces of piece bytes. */
+static int
+wb_put(struct store_file *f, unsigned k, uint64_t off, uint64_t len,
+    size_t piece)
+{
+	static uint8_t	 buf[300000];
+	uint64_t	 end = off + len, i;
+	size_t		 n;
+	int		 rc;
+
+	for (; off < end; off += n) {
+		n = end - off < piece ? (size_t)(end - off) : piece;
+		for (i = 0; i < n; i++)
+			buf[i] = wb_byte(k, off + i);
+		if ((rc = store_file_write(f, off, buf, n)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * Write-behind: bytes queued from the caller's thread land where they
+ * belong whatever the order and piece sizes, past the 32 MiB the store
+ * keeps queued (the writer waits), and a failed queued write is what
+ * every later call on the file returns; nothing is published then.
+ */
+static void
+test_write_behind(struct ctx *c, const char *tag)
+{
+	struct store_commit_item it[3];
+	struct store_file *f[3] = { NULL, NULL, NULL }, *g = NULL;
+	struct rlimit	 rl, small;
+	const uint64_t	 size[3] = { 5000011, 41 * 1024 * 1024 + 7, 1 };
+	char		 p[PATH_MAX];
+	unsigned	 k;
+	int		 irc = 0, rc;
+
+	for (k = 0; k < 3; k++) {
+		snprintf(p, sizeof(p), "wb/f%u", k);
+		is_int(store_file_open(c->s, p, (int64_t)size[k], &f[k]), 0,
+		    "%s: wb: open f%u", tag, k);
+		if (f[k] == NULL)
+			goto out;
+		is_int(store_file_write_behind(f[k]), 0,
+		    "%s: wb: write-behind f%u", tag, k);
+		is_int(store_file_write_behind(f[k]), 0,
+		    "%s: wb: write-behind again is a no-op", tag);
+	}
+	/* f0: four ranges, last first, odd pieces, interleaved with f1. */
+	is_int(wb_put(f[0], 0, 3750009, size[0] - 3750009, 100003), 0,
+	    "%s: wb: f0 4th range", tag);
+	is_int(wb_put(f[1], 1, 0, 20 * 1024 * 1024, 65536), 0,
+	    "%s: wb: f1 first 20 MiB in 64 KiB pieces", tag);
+	is_int(wb_put(f[0], 0, 1250003, 2500006, 7), 0,
+	    "%s: wb: f0 middle ranges in 7-byte pieces", tag);
+	is_int(wb_put(f[0], 0, 0, 1250003, 262144 + 13), 0,
+	    "%s: wb: f0 1st range in pieces larger than a chunk", tag);
+	/* f1: the rest, more than the store keeps queued at once. */
+	is_int(wb_put(f[1], 1, 20 * 1024 * 1024, size[1] - 20 * 1024 * 1024,
+	    299999), 0, "%s: wb: f1 to 41 MiB", tag);
+	is_int(wb_put(f[2], 2, 0, 1, 1), 0, "%s: wb: f2 one byte", tag);
+	for (k = 0; k < 3; k++) {
+		is_int(store_file_length(f[k]), (long long)size[k],
+		    "%s: wb: f%u length counts queued bytes", tag, k);
+		is_int(store_file_drain(f[k]), 0, "%s: wb: drain f%u", tag, k);
+		ok(wb_same(f[k], k, size[k]), "%s: wb: f%u read back exact",
+		    tag, k);
+	}
+	/* More bytes after a drain, then published without one. */
+	is_int(wb_put(f[2], 2, 1, 99999, 4096), 0, "%s: wb: f2 grows", tag);
+	memset(it, 0, sizeof(it));
+	for (k = 0; k < 3; k++) {
+		it[k].file = f[k];
+		it[k].size = k == 2 ? 100000 : (int64_t)size[k];
+		it[k].mtime = MTIME1;
+		f[k] = NULL;
+	}
+	is_int(store_commit(c->s, it, 3), 0, "%s: wb: commit", tag);
+	for (k = 0; k < 3; k++)
+		is_int(it[k].rc, 0, "%s: wb: f%u published", tag, k);
+	pathf(p, c, "wb");
+	is_int(count_temps(p, NULL, 0), 0, "%s: wb: no temp left", tag);
+
+	/* An abort with writes still queued: nothing left, nothing read. */
+	is_int(store_file_open(c->s, "wb/gone", -1, &g), 0, "%s: wb: open",
+	    tag);
+	if (g != NULL) {
+		(void)store_file_write_behind(g);
+		is_int(wb_put(g, 3, 0, 8 * 1024 * 1024, 262144), 0,
+		    "%s: wb: 8 MiB queued", tag);
+		store_file_abort(g);
+		g = NULL;
+	}
+	is_int(count_temps(p, NULL, 0), 0, "%s: wb: aborted temp removed",
+	    tag);
+
+	/* A queued write that fails (EFBIG past RLIMIT_FSIZE). */
+	if (getrlimit(RLIMIT_FSIZE, &rl) != 0 ||
+	    signal(SIGXFSZ, SIG_IGN) == SIG_ERR) {
+		ok(0, "%s: wb: getrlimit/signal: %s", tag, strerror(errno));
+		goto out;
+	}
+	is_int(store_file_open(c->s, "wb/toolong", -1, &g), 0,
+	    "%s: wb: open toolong", tag);
+	if (g == NULL)
+		goto out;
+	(void)store_file_write_behind(g);
+	small = rl;
+	small.rlim_cur = 1024 * 1024;
+	if (setrlimit(RLIMIT_FSIZE, &small) != 0) {
+		ok(0, "%s: wb: setrlimit: %s", tag, strerror(errno));
+		store_file_abort(g);
+		goto out;
+	}
+	(void)wb_put(g, 4, 0, 2 * 1024 * 1024, 262144);
+	errno = 0;
+	rc = store_file_drain(g);
+	is_int(rc, BM_EIO, "%s: wb: drain returns the failed write", tag);
+	is_int(errno, EFBIG, "%s: wb: with its errno (EFBIG)", tag);
+	is_int(store_file_write(g, 3 * 1024 * 1024, "x", 1), BM_EIO,
+	    "%s: wb: a later write returns it too", tag);
+	(void)setrlimit(RLIMIT_FSIZE, &rl);
+	(void)signal(SIGXFSZ, SIG_DFL);
+	is_int(store_file_sync(g), BM_EIO, "%s: wb: and sync", tag);
+	is_int(commit_one(c, g, 2 * 1024 * 1024, &irc), 0,
+	    "%s: wb: batch ran", tag);
+	is_int(irc, BM_EIO, "%s: wb: not published", tag);
+	pathf(p, c, "wb/toolong");
+	ok(!exists(p), "%s: wb: nothing under the final name", tag);
+out:
+	for (k = 0; k < 3; k++)
+		store_file_abort(f[k]);
 }
 
 static void
@@ -1073,6 +1241,7 @@ run_suite(const char *tag)
 	test_dest_symlink(&c, tag);
 	test_access(&c, tag);
 	test_write_commit(&c, tag);
+	test_write_behind(&c, tag);
 	test_mismatch_batch(&c, tag);
 	test_planted(&c, tag);
 	test_hostile_paths(&c, tag);
