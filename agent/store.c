@@ -1236,6 +1236,19 @@ store_commit_rename(struct store_file *f)
 	struct stat	 st;
 	int		 err;
 
+	/*
+	 * A new name (the common case of a cold run) needs no look first:
+	 * RENAME_NOREPLACE (renameat2(2), Linux 3.15) fails with EEXIST
+	 * when anything is there, and then the check below decides.
+	 * EINVAL or ENOSYS: the file system cannot; check and rename.
+	 */
+	if (renameat2(f->dirfd, f->tmpname, f->dirfd, f->name,
+	    RENAME_NOREPLACE) == 0) {
+		f->tmpname[0] = '\0';
+		return 0;
+	}
+	if (errno != EEXIST && errno != EINVAL && errno != ENOSYS)
+		return store_errno_rc(errno);
 	if (fstatat(f->dirfd, f->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (!S_ISREG(st.st_mode))
 			return BM_EUNSAFE;
