@@ -1430,12 +1430,14 @@ post_sync_env(const struct run *r, const struct run_record *rec, char **env)
  * change the exit status: the sync itself succeeded (README "post_sync").
  * A stop (SIGTERM) while it runs is forwarded to it (hook_run()); the run
  * stays "ok", the hook's end is such an error, and the exit status is 1,
- * as for any interrupted run.
+ * as for any interrupted run.  A hook still running after hook_timeout
+ * seconds is stopped the same way (hook_run()); that is a failing hook:
+ * such an error, the exit status unchanged.
  */
 static void
 run_post_sync(struct run *r, struct run_record *rec)
 {
-	char		*env[HOOK_NENV + 1], why[300], sent[100];
+	char		*env[HOOK_NENV + 1], why[300], sent[160];
 	const struct mirror_result *res = r->res;
 	size_t		 i, n = 0;
 	int		 st = -1, rc;
@@ -1459,35 +1461,42 @@ run_post_sync(struct run *r, struct run_record *rec)
 		log_errx("%s: post_sync: %s", r->c->name, why);
 	} else {
 		log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
-		rc = hook_run(r->c->post_sync, env, r->o->stop, &st, why,
-		    sizeof(why));
+		rc = hook_run(r->c->post_sync, env, r->o->stop,
+		    r->c->hook_timeout, &st, why, sizeof(why));
 	}
 	r->res->post_sync_status = st;
-	if (rc == BM_EINTR) {
+	if ((rc == BM_EINTR || rc == BM_ELIMIT) && st >= 0) {
 		/*
-		 * The mirror is complete (the run stays "ok"), but the agent
-		 * was interrupted: exit 1 (README "Exit status").
+		 * Stopped or timed out: why, what was done (hook_run()),
+		 * then how it ended.
 		 */
-		if (st >= 0) {
+		if (rc == BM_EINTR)
+			(void)snprintf(sent, sizeof(sent), "stopped by %s: "
+			    "%.99s", stop_signal_name(*r->o->stop), why);
+		else
 			(void)snprintf(sent, sizeof(sent), "%.99s", why);
-			(void)snprintf(why, sizeof(why), "stopped by %s: %s; "
-			    "it %s %d", stop_signal_name(*r->o->stop), sent,
-			    st > 128 ? "was killed by signal" :
-			    "exited with status", st > 128 ? st - 128 : st);
-			log_errx("%s: post_sync: %s", r->c->name, why);
-		}
-		r->res->exit_code = 1;
-	} else if (rc != 0) {
+		(void)snprintf(why, sizeof(why), "%s; it %s %d", sent,
+		    st > 128 ? "was killed by signal" : "exited with status",
+		    st > 128 ? st - 128 : st);
+		log_errx("%s: post_sync: %s", r->c->name, why);
+	} else if (rc != 0 && rc != BM_EINTR) {
 		r->res->post_sync_status = 127;
 		log_errx("%s: post_sync: %s", r->c->name, why);
-	} else if (st != 0) {
+	} else if (rc == 0 && st != 0) {
 		(void)snprintf(why, sizeof(why), st > 128 ? "killed by signal "
 		    "%d" : "exited with status %d", st > 128 ? st - 128 : st);
 		log_errx("%s: post_sync: %s", r->c->name, why);
-	} else {
+	} else if (rc == 0) {
 		log_info("%s: post_sync: exited with status 0", r->c->name);
 		goto out;
 	}
+	/*
+	 * Stopped by a signal (before or while it ran): the mirror is
+	 * complete (the run stays "ok"), but the agent was interrupted: exit
+	 * 1 (README "Exit status").
+	 */
+	if (rc == BM_EINTR)
+		r->res->exit_code = 1;
 	(void)result_add_error(r->res, "", "post_sync", why);
 	if (r->m != NULL && rec->id != 0) {
 		(void)snprintf(rec->error, sizeof(rec->error), "post_sync: "
