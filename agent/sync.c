@@ -73,8 +73,6 @@ struct run {
 					   warned about this run (run_note_once) */
 	size_t		 nnoted;
 	bool		 complete;	/* the listing is complete */
-	char		*source;	/* owned: source URL as libcurl takes it
-					   (ftps:// becomes ftp:// + AUTH TLS) */
 	char		*password;	/* owned: FTP password (password_file),
 					   NULL if none; wiped when freed */
 	char		 err[512];	/* first fatal reason */
@@ -336,7 +334,7 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	fo.ret_skipped = ret_skipped;
 	fo.follow = r->c->follow_symlinks;
 	fo.ret_dangling = &dangling;
-	rc = list_ftp_crawl(r->source, &fo, fetch_pages, r, r->l, r->err,
+	rc = list_ftp_crawl(r->c->source, &fo, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
 	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
 	    gridftp ? ", TYPE I before each file (GridFTP)" : "");
@@ -827,9 +825,10 @@ run_check_overlap(struct run *r)
 }
 
 /*
- * The source URL libcurl is given (an ftps:// source is explicit TLS on
- * the FTP port: ftp:// with AUTH TLS required; libcurl's ftps:// would be
- * implicit TLS), and the FTP password from password_file (its first line).
+ * The FTP password from password_file (its first line).  The source URL
+ * goes to the crawler and the transport as configured: an ftps:// source
+ * is explicit TLS on the FTP port, which the transport asks libcurl for
+ * (agent/xfer_curl.c), so every log line and report names ftps://.
  */
 static int
 run_ftp_source(struct run *r)
@@ -839,13 +838,6 @@ run_ftp_source(struct run *r)
 	size_t	 n;
 	int	 err;
 
-	if (strncasecmp(r->c->source, "ftps://", 7) == 0) {
-		if (asprintf(&r->source, "ftp://%s", r->c->source + 7) == -1) {
-			r->source = NULL;
-			return BM_ENOMEM;
-		}
-	} else if ((r->source = strdup(r->c->source)) == NULL)
-		return BM_ENOMEM;
 	if (r->c->password_file == NULL)
 		return 0;
 	if ((fp = fopen(r->c->password_file, "re")) == NULL) {
@@ -1242,7 +1234,7 @@ run_execute(struct run *r)
 		return rc;
 	}
 	memset(&so, 0, sizeof(so));
-	so.source_url = r->source;
+	so.source_url = r->c->source;
 	so.name = r->c->name;
 	so.concurrency = r->c->concurrency;
 	so.streams = r->c->streams;
@@ -1805,7 +1797,6 @@ done:
 	if (r.s != NULL && !o->dry_run && c->publish == PUBLISH_SET &&
 	    !store_set_pending(r.s))
 		(void)store_set_discard(r.s);
-	free(r.source);
 	if (r.password != NULL)
 		explicit_bzero(r.password, strlen(r.password));
 	free(r.password);
