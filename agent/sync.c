@@ -73,9 +73,19 @@ struct run {
 					   warned about this run (run_note_once) */
 	size_t		 nnoted;
 	bool		 complete;	/* the listing is complete */
+	struct run_digest *digests;	/* owned: resync --checksum's digests
+					   to record (run_queue_digest) */
+	size_t		 ndigests;
+	int		 digests_rc;	/* first error queueing them, 0 if none */
 	char		*password;	/* owned: FTP password (password_file),
 					   NULL if none; wiped when freed */
 	char		 err[512];	/* first fatal reason */
+};
+
+/* A digest resync --checksum records for a file that had none. */
+struct run_digest {
+	char		*path;		/* owned: relative path */
+	char		 sum[DIGEST_TEXT_MAX]; /* "sha256:HEX" */
 };
 
 /* Memory sink of one index page, capped at MAX_PAGE_BYTES. */
@@ -1619,19 +1629,115 @@ out:
 }
 
 /*
+ * resync --checksum with verify = checksum: true when row is a committed
+ * file without a recorded digest whose listing is unchanged (DIFF_SAME)
+ * and whose local file still has the committed size and mtime, so that
+ * its SHA-256, once hashed (and compared with its sidecar's digests, if
+ * any), is recorded for it.  Not in a dry run.
+ */
+static bool
+run_wants_digest(struct run *r, const struct diff_row *row)
+{
+	struct local_stat st;
+
+	return r->c->verify == VERIFY_CHECKSUM && !r->o->dry_run &&
+	    row->kind == DIFF_SAME && row->recorded &&
+	    row->type == ENTRY_FILE && row->checksum == NULL &&
+	    store_stat(r->s, row->path, &st) == 0 && st.type == 'f' &&
+	    st.size == row->local_size && st.mtime == row->local_mtime;
+}
+
+/* Queue path's digest sha ("sha256:HEX") for run_record_digests(). */
+static int
+run_queue_digest(struct run *r, const char *path, const char *sha)
+{
+	struct run_digest *v;
+
+	if ((v = reallocarray(r->digests, r->ndigests + 1,
+	    sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	r->digests = v;
+	if ((v[r->ndigests].path = strdup(path)) == NULL)
+		return BM_ENOMEM;
+	(void)snprintf(v[r->ndigests].sum, sizeof(v->sum), "%s", sha);
+	r->ndigests++;
+	return 0;
+}
+
+static void
+run_digests_free(struct run *r)
+{
+	size_t	 i;
+
+	for (i = 0; i < r->ndigests; i++)
+		free(r->digests[i].path);
+	free(r->digests);
+	r->digests = NULL;
+	r->ndigests = 0;
+}
+
+/*
  * plan_check_fn of resync --checksum: true (fetch it again) when the
- * local file of row differs from its recorded or published digest.
+ * local file of row differs from its recorded or published digest.  A
+ * file that matches and has no recorded digest while it should
+ * (run_wants_digest()) gets its SHA-256 queued for recording; one that
+ * differs from its sidecar is fetched again instead, so a corrupt copy's
+ * digest is never recorded.
  */
 static bool
 run_check_local(void *ctx, const struct diff_row *row)
 {
+	struct run	*r = ctx;
+	char		 sha[DIGEST_TEXT_MAX];
 	const char	*why;
+	bool		 want = run_wants_digest(r, row);
+	int		 rc;
 
-	if ((why = run_local_differs(ctx, row->path, row->checksum, NULL,
-	    NULL)) == NULL)
+	if ((why = run_local_differs(r, row->path, row->checksum, NULL,
+	    want ? sha : NULL)) == NULL) {
+		if (want && sha[0] != '\0' && (rc = run_queue_digest(r,
+		    row->path, sha)) != 0 && r->digests_rc == 0)
+			r->digests_rc = rc;
 		return false;
+	}
 	log_warnx("%s: local content %s: fetching it again", row->path, why);
 	return true;
+}
+
+/*
+ * Record the digests resync --checksum queued (one transaction): files
+ * committed before verify = checksum was set, or adopted without it.
+ */
+static int
+run_record_digests(struct run *r)
+{
+	struct commit_rec *recs;
+	size_t		 i;
+	int		 rc = 0;
+
+	if (r->ndigests == 0)
+		return 0;
+	if ((recs = calloc(r->ndigests, sizeof(*recs))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < r->ndigests; i++) {
+		recs[i].path = r->digests[i].path;
+		recs[i].op = COMMIT_DIGEST;
+		recs[i].type = ENTRY_FILE;
+		recs[i].checksum = r->digests[i].sum;
+	}
+	if (manifest_commit(r->m, r->run, recs, r->ndigests) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		rc = BM_EDB;
+		goto out;
+	}
+	r->res->digest_recorded = (int64_t)r->ndigests;
+	log_info("%s: recorded the SHA-256 of %zu files that had no recorded "
+	    "digest", r->c->name, r->ndigests);
+	run_digests_free(r);
+out:
+	free(recs);
+	return rc;
 }
 
 /* The plan, with resync's options (--checksum, --adopt). */
@@ -1650,8 +1756,10 @@ run_plan(struct run *r)
 		po.check = run_check_local;
 		po.check_ctx = r;
 	}
-	return plan_build_opts(r->m, r->s, r->c->delete && r->complete,
-	    &r->filter, &po, &r->p);
+	if ((rc = plan_build_opts(r->m, r->s, r->c->delete && r->complete,
+	    &r->filter, &po, &r->p)) != 0)
+		return rc;
+	return r->digests_rc;
 }
 
 static int
@@ -1706,6 +1814,8 @@ run_body(struct run *r)
 		r->res->bytes = r->p->fetch_bytes;
 		return 0;
 	}
+	if ((rc = run_record_digests(r)) != 0)
+		return rc;
 	if (r->c->publish != PUBLISH_SET)
 		rc = run_execute(r);
 	else if (plan_has_work(r->p) || store_set_pending(r->s)) {
@@ -1791,6 +1901,7 @@ done:
 		free(r.sidecars[i]);
 	free(r.sidecars);
 	sidecar_set_free(r.sums);
+	run_digests_free(&r);
 	run_notes_free(&r);
 	xfer_free(r.x);
 	/* publish = set: a working snapshot holding nothing new goes. */
@@ -1997,6 +2108,7 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 		free(r.sidecars[i]);
 	free(r.sidecars);
 	sidecar_set_free(r.sums);
+	run_digests_free(&r);
 	run_notes_free(&r);
 	store_close(r.s);
 	manifest_close(r.m);
