@@ -51,7 +51,7 @@ enum mkey {
 	MK_RETRIES, MK_TIMEOUT, MK_STALL_TIMEOUT, MK_LISTING_TZ, MK_FTP_TZ,
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
-	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_COUNT
+	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -61,7 +61,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"retries", "timeout", "stall_timeout", "listing_timezone",
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
-	"ftp_active", "follow_symlinks"
+	"ftp_active", "follow_symlinks", "hook_timeout"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -240,6 +240,7 @@ mirror_conf_new(const char *name)
 	m->retries = 5;
 	m->timeout = 60;
 	m->stall_timeout = 120;
+	m->hook_timeout = 3600;
 	m->listing_tz.kind = TZ_UTC;
 	m->ftp_tz.kind = TZ_UTC;
 	m->file_mode = 0644;
@@ -894,6 +895,10 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 	case MK_POST_SYNC:
 		/* Run through /bin/sh -c: any shell command line. */
 		return set_str(key, value, &m->post_sync, errbuf, errlen);
+	case MK_HOOK_TIMEOUT:
+		/* 0: no limit (agent/sync.c run_post_sync()). */
+		return set_uint(key, value, 0, 86400, &m->hook_timeout,
+		    errbuf, errlen);
 	case MK_METRICS_FILE:
 		return set_metrics_file(value, m, errbuf, errlen);
 	default:

@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include "biomirror/clock.h"
 #include "biomirror/error.h"
 #include "biomirror/hook.h"
 
@@ -60,34 +63,41 @@ hook_nap(long ms)
 /*
  * Wait for child pid (the leader of its own process group) into *st.
  * The agent's handlers use SA_RESTART, so a blocking waitpid(2) would
- * not see a stop: poll every HOOK_POLL_MS instead.  Once *stop is set,
- * SIGTERM goes to the whole group, and SIGKILL after HOOK_GRACE_MS if
- * the child or anything else of its group is still there; *ret_stopped
- * is 0, 1 (SIGTERM) or 2 (also SIGKILL).  Returns 0 or an errno value of
- * waitpid(2).
+ * not see a stop: poll every HOOK_POLL_MS instead.  Once *stop is set, or
+ * limit_ns (monotonic ns, 0 = no limit) after the start, SIGTERM goes to
+ * the whole group, and SIGKILL after HOOK_GRACE_MS if the child or
+ * anything else of its group is still there; *ret_stopped is 0, 1
+ * (SIGTERM) or 2 (also SIGKILL), and *ret_timeout says the limit, not
+ * *stop, was the cause.  Returns 0 or an errno value of waitpid(2).
  */
 static int
-hook_wait(pid_t pid, volatile sig_atomic_t *stop, int *st, int *ret_stopped)
+hook_wait(pid_t pid, volatile sig_atomic_t *stop, int64_t limit_ns, int *st,
+    int *ret_stopped, bool *ret_timeout)
 {
-	long	 waited = 0;
-	pid_t	 w;
+	const int64_t	 grace = (int64_t)HOOK_GRACE_MS * 1000000;
+	int64_t		 start = clock_mono_ns(), term = 0;
+	pid_t		 w;
 
 	*ret_stopped = 0;
+	*ret_timeout = false;
 	for (;;) {
 		if ((w = waitpid(pid, st, WNOHANG)) == pid)
 			break;
 		if (w == -1 && errno != EINTR)
 			return errno;
-		if (stop != NULL && *stop && *ret_stopped == 0) {
+		if (*ret_stopped == 0 && !(stop != NULL && *stop) &&
+		    limit_ns > 0 && clock_mono_ns() - start >= limit_ns)
+			*ret_timeout = true;
+		if (*ret_stopped == 0 && ((stop != NULL && *stop) ||
+		    *ret_timeout)) {
 			(void)kill(-pid, SIGTERM);
+			term = clock_mono_ns();
 			*ret_stopped = 1;
-		} else if (*ret_stopped == 1 && waited >= HOOK_GRACE_MS) {
+		} else if (*ret_stopped == 1 && clock_mono_ns() - term >= grace) {
 			(void)kill(-pid, SIGKILL);
 			*ret_stopped = 2;
 		}
 		hook_nap(HOOK_POLL_MS);
-		if (*ret_stopped == 1)
-			waited += HOOK_POLL_MS;
 	}
 	/*
 	 * Stopped: what the leader started may outlive it (a shell that died
@@ -95,20 +105,19 @@ hook_wait(pid_t pid, volatile sig_atomic_t *stop, int *st, int *ret_stopped)
 	 * the group the same grace, then SIGKILL it.
 	 */
 	while (*ret_stopped == 1 && kill(-pid, 0) == 0) {
-		if (waited >= HOOK_GRACE_MS) {
+		if (clock_mono_ns() - term >= grace) {
 			(void)kill(-pid, SIGKILL);
 			*ret_stopped = 2;
 			break;
 		}
 		hook_nap(HOOK_POLL_MS);
-		waited += HOOK_POLL_MS;
 	}
 	return 0;
 }
 
 int
 hook_run(const char *command, char *const *env, volatile sig_atomic_t *stop,
-    int *ret_status, char *errbuf, size_t errlen)
+    unsigned timeout, int *ret_status, char *errbuf, size_t errlen)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -116,10 +125,11 @@ hook_run(const char *command, char *const *env, volatile sig_atomic_t *stop,
 	char		 sh[] = "sh", dashc[] = "-c";
 	char		*argv[4], *cmd = NULL;
 	char		**envp = NULL;
-	const char	*op = "posix_spawn";
+	const char	*op = "posix_spawn", *what;
 	pid_t		 pid;
 	int		 st, e, rc, stopped = 0;
 	int		 have_fa = 0, have_at = 0;
+	bool		 timed_out = false;
 
 	*ret_status = -1;
 	if ((rc = hook_env(env, &envp)) != 0) {
@@ -185,17 +195,21 @@ hook_run(const char *command, char *const *env, volatile sig_atomic_t *stop,
 	if ((e = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, envp)) != 0)
 		goto fail;
 	op = "waitpid";
-	if ((e = hook_wait(pid, stop, &st, &stopped)) != 0)
+	if ((e = hook_wait(pid, stop, (int64_t)timeout * 1000000000,
+	    &st, &stopped, &timed_out)) != 0)
 		goto fail;
 	if (WIFEXITED(st))
 		*ret_status = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))
 		*ret_status = 128 + WTERMSIG(st);
-	rc = stopped ? BM_EINTR : 0;
-	if (stopped)
-		(void)snprintf(errbuf, errlen, "%s", stopped == 2 ?
-		    "SIGTERM sent to the hook, SIGKILL " HOOK_GRACE_TEXT
-		    " later" : "SIGTERM sent to the hook");
+	rc = !stopped ? 0 : timed_out ? BM_ELIMIT : BM_EINTR;
+	what = stopped == 2 ? "SIGTERM sent to the hook, SIGKILL "
+	    HOOK_GRACE_TEXT " later" : "SIGTERM sent to the hook";
+	if (timed_out)
+		(void)snprintf(errbuf, errlen, "timed out after %u s: %s",
+		    timeout, what);
+	else if (stopped)
+		(void)snprintf(errbuf, errlen, "%s", what);
 	goto out;
 fail:
 	(void)snprintf(errbuf, errlen, "%s: %s", op, strerror(e));

@@ -122,6 +122,9 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	    (long long)r->failed, hb, r->seconds, rate);
 	if (r->adopted > 0)
 		fprintf(fp, ", adopted %lld", (long long)r->adopted);
+	if (r->digest_recorded > 0)
+		fprintf(fp, ", digests recorded %lld",
+		    (long long)r->digest_recorded);
 	fputc('\n', fp);
 }
 
@@ -265,6 +268,12 @@ result_json(const struct mirror_result *r)
 	/* Only resync --adopt adopts: other runs keep DESIGN.md's keys. */
 	if (r->adopted > 0 && json_object_set_new(o, "adopted",
 	    json_integer(r->adopted)) != 0) {
+		json_decref(errs);
+		goto fail;
+	}
+	/* Only resync --checksum records digests without a fetch. */
+	if (r->digest_recorded > 0 && json_object_set_new(o,
+	    "digest_recorded", json_integer(r->digest_recorded)) != 0) {
 		json_decref(errs);
 		goto fail;
 	}

@@ -73,11 +73,19 @@ struct run {
 					   warned about this run (run_note_once) */
 	size_t		 nnoted;
 	bool		 complete;	/* the listing is complete */
-	char		*source;	/* owned: source URL as libcurl takes it
-					   (ftps:// becomes ftp:// + AUTH TLS) */
+	struct run_digest *digests;	/* owned: resync --checksum's digests
+					   to record (run_queue_digest) */
+	size_t		 ndigests;
+	int		 digests_rc;	/* first error queueing them, 0 if none */
 	char		*password;	/* owned: FTP password (password_file),
 					   NULL if none; wiped when freed */
 	char		 err[512];	/* first fatal reason */
+};
+
+/* A digest resync --checksum records for a file that had none. */
+struct run_digest {
+	char		*path;		/* owned: relative path */
+	char		 sum[DIGEST_TEXT_MAX]; /* "sha256:HEX" */
 };
 
 /* Memory sink of one index page, capped at MAX_PAGE_BYTES. */
@@ -336,7 +344,7 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	fo.ret_skipped = ret_skipped;
 	fo.follow = r->c->follow_symlinks;
 	fo.ret_dangling = &dangling;
-	rc = list_ftp_crawl(r->source, &fo, fetch_pages, r, r->l, r->err,
+	rc = list_ftp_crawl(r->c->source, &fo, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
 	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
 	    gridftp ? ", TYPE I before each file (GridFTP)" : "");
@@ -827,9 +835,10 @@ run_check_overlap(struct run *r)
 }
 
 /*
- * The source URL libcurl is given (an ftps:// source is explicit TLS on
- * the FTP port: ftp:// with AUTH TLS required; libcurl's ftps:// would be
- * implicit TLS), and the FTP password from password_file (its first line).
+ * The FTP password from password_file (its first line).  The source URL
+ * goes to the crawler and the transport as configured: an ftps:// source
+ * is explicit TLS on the FTP port, which the transport asks libcurl for
+ * (agent/xfer_curl.c), so every log line and report names ftps://.
  */
 static int
 run_ftp_source(struct run *r)
@@ -839,13 +848,6 @@ run_ftp_source(struct run *r)
 	size_t	 n;
 	int	 err;
 
-	if (strncasecmp(r->c->source, "ftps://", 7) == 0) {
-		if (asprintf(&r->source, "ftp://%s", r->c->source + 7) == -1) {
-			r->source = NULL;
-			return BM_ENOMEM;
-		}
-	} else if ((r->source = strdup(r->c->source)) == NULL)
-		return BM_ENOMEM;
 	if (r->c->password_file == NULL)
 		return 0;
 	if ((fp = fopen(r->c->password_file, "re")) == NULL) {
@@ -1242,7 +1244,7 @@ run_execute(struct run *r)
 		return rc;
 	}
 	memset(&so, 0, sizeof(so));
-	so.source_url = r->source;
+	so.source_url = r->c->source;
 	so.name = r->c->name;
 	so.concurrency = r->c->concurrency;
 	so.streams = r->c->streams;
@@ -1430,12 +1432,14 @@ post_sync_env(const struct run *r, const struct run_record *rec, char **env)
  * change the exit status: the sync itself succeeded (README "post_sync").
  * A stop (SIGTERM) while it runs is forwarded to it (hook_run()); the run
  * stays "ok", the hook's end is such an error, and the exit status is 1,
- * as for any interrupted run.
+ * as for any interrupted run.  A hook still running after hook_timeout
+ * seconds is stopped the same way (hook_run()); that is a failing hook:
+ * such an error, the exit status unchanged.
  */
 static void
 run_post_sync(struct run *r, struct run_record *rec)
 {
-	char		*env[HOOK_NENV + 1], why[300], sent[100];
+	char		*env[HOOK_NENV + 1], why[300], sent[160];
 	const struct mirror_result *res = r->res;
 	size_t		 i, n = 0;
 	int		 st = -1, rc;
@@ -1459,35 +1463,42 @@ run_post_sync(struct run *r, struct run_record *rec)
 		log_errx("%s: post_sync: %s", r->c->name, why);
 	} else {
 		log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
-		rc = hook_run(r->c->post_sync, env, r->o->stop, &st, why,
-		    sizeof(why));
+		rc = hook_run(r->c->post_sync, env, r->o->stop,
+		    r->c->hook_timeout, &st, why, sizeof(why));
 	}
 	r->res->post_sync_status = st;
-	if (rc == BM_EINTR) {
+	if ((rc == BM_EINTR || rc == BM_ELIMIT) && st >= 0) {
 		/*
-		 * The mirror is complete (the run stays "ok"), but the agent
-		 * was interrupted: exit 1 (README "Exit status").
+		 * Stopped or timed out: why, what was done (hook_run()),
+		 * then how it ended.
 		 */
-		if (st >= 0) {
+		if (rc == BM_EINTR)
+			(void)snprintf(sent, sizeof(sent), "stopped by %s: "
+			    "%.99s", stop_signal_name(*r->o->stop), why);
+		else
 			(void)snprintf(sent, sizeof(sent), "%.99s", why);
-			(void)snprintf(why, sizeof(why), "stopped by %s: %s; "
-			    "it %s %d", stop_signal_name(*r->o->stop), sent,
-			    st > 128 ? "was killed by signal" :
-			    "exited with status", st > 128 ? st - 128 : st);
-			log_errx("%s: post_sync: %s", r->c->name, why);
-		}
-		r->res->exit_code = 1;
-	} else if (rc != 0) {
+		(void)snprintf(why, sizeof(why), "%s; it %s %d", sent,
+		    st > 128 ? "was killed by signal" : "exited with status",
+		    st > 128 ? st - 128 : st);
+		log_errx("%s: post_sync: %s", r->c->name, why);
+	} else if (rc != 0 && rc != BM_EINTR) {
 		r->res->post_sync_status = 127;
 		log_errx("%s: post_sync: %s", r->c->name, why);
-	} else if (st != 0) {
+	} else if (rc == 0 && st != 0) {
 		(void)snprintf(why, sizeof(why), st > 128 ? "killed by signal "
 		    "%d" : "exited with status %d", st > 128 ? st - 128 : st);
 		log_errx("%s: post_sync: %s", r->c->name, why);
-	} else {
+	} else if (rc == 0) {
 		log_info("%s: post_sync: exited with status 0", r->c->name);
 		goto out;
 	}
+	/*
+	 * Stopped by a signal (before or while it ran): the mirror is
+	 * complete (the run stays "ok"), but the agent was interrupted: exit
+	 * 1 (README "Exit status").
+	 */
+	if (rc == BM_EINTR)
+		r->res->exit_code = 1;
 	(void)result_add_error(r->res, "", "post_sync", why);
 	if (r->m != NULL && rec->id != 0) {
 		(void)snprintf(rec->error, sizeof(rec->error), "post_sync: "
@@ -1618,19 +1629,115 @@ out:
 }
 
 /*
+ * resync --checksum with verify = checksum: true when row is a committed
+ * file without a recorded digest whose listing is unchanged (DIFF_SAME)
+ * and whose local file still has the committed size and mtime, so that
+ * its SHA-256, once hashed (and compared with its sidecar's digests, if
+ * any), is recorded for it.  Not in a dry run.
+ */
+static bool
+run_wants_digest(struct run *r, const struct diff_row *row)
+{
+	struct local_stat st;
+
+	return r->c->verify == VERIFY_CHECKSUM && !r->o->dry_run &&
+	    row->kind == DIFF_SAME && row->recorded &&
+	    row->type == ENTRY_FILE && row->checksum == NULL &&
+	    store_stat(r->s, row->path, &st) == 0 && st.type == 'f' &&
+	    st.size == row->local_size && st.mtime == row->local_mtime;
+}
+
+/* Queue path's digest sha ("sha256:HEX") for run_record_digests(). */
+static int
+run_queue_digest(struct run *r, const char *path, const char *sha)
+{
+	struct run_digest *v;
+
+	if ((v = reallocarray(r->digests, r->ndigests + 1,
+	    sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	r->digests = v;
+	if ((v[r->ndigests].path = strdup(path)) == NULL)
+		return BM_ENOMEM;
+	(void)snprintf(v[r->ndigests].sum, sizeof(v->sum), "%s", sha);
+	r->ndigests++;
+	return 0;
+}
+
+static void
+run_digests_free(struct run *r)
+{
+	size_t	 i;
+
+	for (i = 0; i < r->ndigests; i++)
+		free(r->digests[i].path);
+	free(r->digests);
+	r->digests = NULL;
+	r->ndigests = 0;
+}
+
+/*
  * plan_check_fn of resync --checksum: true (fetch it again) when the
- * local file of row differs from its recorded or published digest.
+ * local file of row differs from its recorded or published digest.  A
+ * file that matches and has no recorded digest while it should
+ * (run_wants_digest()) gets its SHA-256 queued for recording; one that
+ * differs from its sidecar is fetched again instead, so a corrupt copy's
+ * digest is never recorded.
  */
 static bool
 run_check_local(void *ctx, const struct diff_row *row)
 {
+	struct run	*r = ctx;
+	char		 sha[DIGEST_TEXT_MAX];
 	const char	*why;
+	bool		 want = run_wants_digest(r, row);
+	int		 rc;
 
-	if ((why = run_local_differs(ctx, row->path, row->checksum, NULL,
-	    NULL)) == NULL)
+	if ((why = run_local_differs(r, row->path, row->checksum, NULL,
+	    want ? sha : NULL)) == NULL) {
+		if (want && sha[0] != '\0' && (rc = run_queue_digest(r,
+		    row->path, sha)) != 0 && r->digests_rc == 0)
+			r->digests_rc = rc;
 		return false;
+	}
 	log_warnx("%s: local content %s: fetching it again", row->path, why);
 	return true;
+}
+
+/*
+ * Record the digests resync --checksum queued (one transaction): files
+ * committed before verify = checksum was set, or adopted without it.
+ */
+static int
+run_record_digests(struct run *r)
+{
+	struct commit_rec *recs;
+	size_t		 i;
+	int		 rc = 0;
+
+	if (r->ndigests == 0)
+		return 0;
+	if ((recs = calloc(r->ndigests, sizeof(*recs))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < r->ndigests; i++) {
+		recs[i].path = r->digests[i].path;
+		recs[i].op = COMMIT_DIGEST;
+		recs[i].type = ENTRY_FILE;
+		recs[i].checksum = r->digests[i].sum;
+	}
+	if (manifest_commit(r->m, r->run, recs, r->ndigests) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		rc = BM_EDB;
+		goto out;
+	}
+	r->res->digest_recorded = (int64_t)r->ndigests;
+	log_info("%s: recorded the SHA-256 of %zu files that had no recorded "
+	    "digest", r->c->name, r->ndigests);
+	run_digests_free(r);
+out:
+	free(recs);
+	return rc;
 }
 
 /* The plan, with resync's options (--checksum, --adopt). */
@@ -1649,8 +1756,10 @@ run_plan(struct run *r)
 		po.check = run_check_local;
 		po.check_ctx = r;
 	}
-	return plan_build_opts(r->m, r->s, r->c->delete && r->complete,
-	    &r->filter, &po, &r->p);
+	if ((rc = plan_build_opts(r->m, r->s, r->c->delete && r->complete,
+	    &r->filter, &po, &r->p)) != 0)
+		return rc;
+	return r->digests_rc;
 }
 
 static int
@@ -1705,6 +1814,8 @@ run_body(struct run *r)
 		r->res->bytes = r->p->fetch_bytes;
 		return 0;
 	}
+	if ((rc = run_record_digests(r)) != 0)
+		return rc;
 	if (r->c->publish != PUBLISH_SET)
 		rc = run_execute(r);
 	else if (plan_has_work(r->p) || store_set_pending(r->s)) {
@@ -1790,13 +1901,13 @@ done:
 		free(r.sidecars[i]);
 	free(r.sidecars);
 	sidecar_set_free(r.sums);
+	run_digests_free(&r);
 	run_notes_free(&r);
 	xfer_free(r.x);
 	/* publish = set: a working snapshot holding nothing new goes. */
 	if (r.s != NULL && !o->dry_run && c->publish == PUBLISH_SET &&
 	    !store_set_pending(r.s))
 		(void)store_set_discard(r.s);
-	free(r.source);
 	if (r.password != NULL)
 		explicit_bzero(r.password, strlen(r.password));
 	free(r.password);
@@ -1997,6 +2108,7 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 		free(r.sidecars[i]);
 	free(r.sidecars);
 	sidecar_set_free(r.sums);
+	run_digests_free(&r);
 	run_notes_free(&r);
 	store_close(r.s);
 	manifest_close(r.m);

@@ -36,7 +36,7 @@ struct curl_rec {
 	long		 status;	/* status line seen last (redirects reset) */
 	bool		 refused;	/* body not for the sink (error status) */
 	bool		 paused;	/* paused by the rate limit */
-	bool		 ftp;		/* an ftp:// job */
+	bool		 ftp;		/* an ftp:// or ftps:// job */
 	struct curl_rec	*next, *prev;	/* list of records in flight */
 };
 
@@ -369,6 +369,35 @@ xfer_curl_new(const struct xfer_opts *o, struct xfer **ret)
 	return 0;
 }
 
+/* An ftps:// URL: explicit TLS on the FTP port (README "ftp_tls"). */
+static bool
+ftp_is_ftps(const char *url)
+{
+	return strncasecmp(url, "ftps://", 7) == 0;
+}
+
+/*
+ * The URL libcurl is given: the job's, except that an ftps:// URL (explicit
+ * TLS, AUTH TLS on the FTP port, RFC 4217) goes as ftp:// with TLS required
+ * (setup_ftp()), since libcurl's ftps:// is implicit TLS (port 990).  The
+ * job's URL is what every log line and report shows.  libcurl copies it.
+ */
+static int
+setup_url(struct curl_rec *r)
+{
+	char	*url;
+
+	if (!r->ftp || !ftp_is_ftps(r->job->url)) {
+		(void)curl_easy_setopt(r->easy, CURLOPT_URL, r->job->url);
+		return 0;
+	}
+	if (asprintf(&url, "ftp://%s", r->job->url + 7) == -1)
+		return BM_ENOMEM;
+	(void)curl_easy_setopt(r->easy, CURLOPT_URL, url);
+	free(url);
+	return 0;
+}
+
 /*
  * FTP options: explicit TLS (AUTH TLS, RFC 4217) per ftp_tls, login,
  * passive (EPSV, then PASV) unless ftp_active, one CWD to the file's
@@ -386,8 +415,9 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 	struct curl_slist *l;
 
 	(void)curl_easy_setopt(e, CURLOPT_USE_SSL, (long)(x->opts.ftp_tls ==
-	    XFER_TLS_REQUIRE ? CURLUSESSL_ALL : x->opts.ftp_tls ==
-	    XFER_TLS_TRY ? CURLUSESSL_TRY : CURLUSESSL_NONE));
+	    XFER_TLS_REQUIRE || ftp_is_ftps(j->url) ? CURLUSESSL_ALL :
+	    x->opts.ftp_tls == XFER_TLS_TRY ? CURLUSESSL_TRY :
+	    CURLUSESSL_NONE));
 	(void)curl_easy_setopt(e, CURLOPT_FTPSSLAUTH, (long)CURLFTPAUTH_TLS);
 	if (x->opts.user != NULL)
 		(void)curl_easy_setopt(e, CURLOPT_USERNAME, x->opts.user);
@@ -447,7 +477,8 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	struct curl_slist *l;
 	int		 rc;
 
-	(void)curl_easy_setopt(e, CURLOPT_URL, j->url);
+	if ((rc = setup_url(r)) != 0)
+		return rc;
 	(void)curl_easy_setopt(e, CURLOPT_PRIVATE, r);
 	(void)curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
 	(void)curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -538,7 +569,8 @@ xfer_submit(struct xfer *x, struct xfer_job *job)
 		return BM_ENOMEM;
 	r->job = job;
 	r->x = x;
-	r->ftp = strncasecmp(job->url, "ftp://", 6) == 0;
+	r->ftp = strncasecmp(job->url, "ftp://", 6) == 0 ||
+	    strncasecmp(job->url, "ftps://", 7) == 0;
 	if (x->nspare > 0)
 		r->easy = x->spare[--x->nspare];
 	else if ((r->easy = curl_easy_init()) == NULL)
@@ -713,9 +745,10 @@ classify(struct curl_rec *r, CURLcode cc)
 	res->size = cl;
 	if (ft >= 0)
 		res->mtime = ft;
+	/* FTP has no redirects: its URL is the job's (ftps:// kept). */
 	if (eff)
 		(void)snprintf(res->effective_url, sizeof(res->effective_url),
-		    "%s", eff);
+		    "%s", r->ftp ? r->job->url : eff);
 	if (r->ftp && r->sink_rc == 0) {
 		classify_ftp(r, cc, cl);
 		return;

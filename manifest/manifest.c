@@ -63,6 +63,9 @@
  *   TOUCHED	update local_mtime (and local_size when not -1) and
  *		seen_run of an existing row; list_* are left alone (use
  *		NOT_MODIFIED to record new listing values).  No row: no-op.
+ *   DIGEST	set checksum of an existing row whose checksum is NULL
+ *		(resync --checksum: content hashed as it is on disk); a
+ *		recorded digest is never replaced this way.  No row: no-op.
  *   MKDIR, SYMLINK as FETCHED, except fetched_run is kept.
  *   DELETED	delete the row.
  *   FAILED, VANISHED the row is left exactly as it was, so the next run
@@ -197,6 +200,7 @@ enum manifest_st {
 	ST_UPSERT,
 	ST_NOT_MODIFIED,
 	ST_TOUCHED,
+	ST_DIGEST,
 	ST_DELETE,
 	ST_EVENT,
 	ST_RUN_BEGIN,
@@ -279,6 +283,9 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "UPDATE main.files SET local_mtime = coalesce(?2, local_mtime),"
 	    " local_size = coalesce(?3, local_size), seen_run = ?4"
 	    " WHERE path = ?1",
+	[ST_DIGEST] =
+	    "UPDATE main.files SET checksum = ?2"
+	    " WHERE path = ?1 AND checksum IS NULL",
 	[ST_DELETE] = "DELETE FROM main.files WHERE path = ?1",
 	[ST_EVENT] =
 	    "INSERT INTO main.events (run, seq, time_ns, path, op, reason,"
@@ -1114,6 +1121,7 @@ commit_op_name(enum commit_op op)
 	case COMMIT_FAILED:		return "failed";
 	case COMMIT_VANISHED:		return "vanished";
 	case COMMIT_ADOPTED:		return "adopted";
+	case COMMIT_DIGEST:		return "digest";
 	default:			return NULL;
 	}
 }
@@ -1162,6 +1170,13 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 		(void)bind_opt(st, 2, c->local_mtime);
 		(void)bind_opt(st, 3, c->local_size);
 		(void)sqlite3_bind_int64(st, 4, run);
+		return st_run(m, st);
+	case COMMIT_DIGEST:
+		if (c->checksum == NULL)
+			return BM_EINVAL;
+		st = m->st[ST_DIGEST];
+		(void)bind_path(st, 1, c->path);
+		(void)bind_text(st, 2, c->checksum);
 		return st_run(m, st);
 	case COMMIT_DELETED:
 		st = m->st[ST_DELETE];

@@ -55,6 +55,8 @@ struct mirror_conf {
 	char		*ca_file;	/* owned, NULL = system trust */
 	char		*user_agent;	/* owned, NULL = global or default */
 	char		*post_sync;	/* owned, NULL if none */
+	unsigned	 hook_timeout;	/* seconds post_sync may run, 0 = no
+					   limit (default 3600) */
 	char		*metrics_file;	/* owned, NULL if none */
 	enum ftp_tls	 ftp_tls;	/* ftp_tls; DEFAULT: no for ftp://,
 					   require for ftps:// */

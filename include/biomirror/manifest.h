@@ -131,6 +131,8 @@ enum commit_op {
 	COMMIT_FAILED,		/* an error; row kept as it was, event recorded */
 	COMMIT_VANISHED,	/* listed but 404/410 on GET: reported, not deleted */
 	COMMIT_ADOPTED,		/* an existing local file matching the listing, recorded */
+	COMMIT_DIGEST,		/* checksum recorded for a row that had none
+				   (resync --checksum); nothing else changes */
 };
 
 struct commit_rec {
@@ -149,7 +151,8 @@ struct commit_rec {
 	int64_t		 local_mtime;	/* committed local mtime, ns, -1 if n/a */
 	int64_t		 bytes;		/* bytes transferred for this file */
 	const char	*checksum;	/* borrowed: FETCHED (or ADOPTED, NOT_MODIFIED:
-					   kept when NULL) content's "ALG:HEX", NULL if none */
+					   kept when NULL; DIGEST: required)
+					   content's "ALG:HEX", NULL if none */
 	const char	*reason;	/* borrowed: failure reason, NULL if none */
 };
 

@@ -95,7 +95,9 @@ struct xfer_result {
 };
 
 struct xfer_job {
-	const char	*url;		/* borrowed: absolute URL */
+	const char	*url;		/* borrowed: absolute URL; ftps:// is
+					   explicit TLS (AUTH TLS) on the FTP
+					   port */
 	uint64_t	 off;		/* first byte wanted */
 	uint64_t	 len;		/* bytes wanted, 0 = to the end (whole file) */
 	bool		 accept_full;	/* with off 0: take a 200 as the whole file */

@@ -5,7 +5,10 @@
 # resync NAME finds local drift (a file grown, a file deleted, an mtime
 # changed, a stale temp file) and repairs it.  resync --adopt over an
 # `rsync -a` copy of the tree with no manifest fetches no file (nginx access
-# log) and records every file; the next sync fetches nothing.
+# log) and records every file; the next sync fetches nothing.  With
+# verify = checksum set afterwards, resync --checksum records the SHA-256
+# of those files (a corrupt copy, same size and mtime, that its sidecar
+# tells apart is fetched again instead), and the next one records nothing.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -107,4 +110,50 @@ assert_exit 0 bm --json sync cp
 expect_counts 0 0 0 0
 log_since "$mark" "$NGINX_ACCESS_LOG" > "$T/log.new"
 assert_eq "$(nginx_gets "$T/log.new" | grep -vc '/$')" 0 "the next sync fetches nothing"
+
+echo "# resync --checksum with verify = checksum records the digests the"
+echo "# adoption (verify = size) did not; a corrupt copy is fetched instead"
+digests() {	# digests MIRROR: "path checksum" of every file row
+	manifest_sql "$T/state" "$1" "SELECT CAST(path AS TEXT) || ' ' ||
+	    coalesce(checksum, 'NULL') FROM files WHERE type = 102 ORDER BY path"
+}
+assert_eq "$(manifest_sql "$T/state" cp "SELECT count(*) FROM files
+    WHERE checksum IS NOT NULL")" 0 "no digest recorded by the adoption"
+printf 'verify = checksum\n' >> "$T/bm.conf"	# [cp] is the last section
+# db/a.gz: other bytes, same size and mtime; its sidecar (MD5SUMS) tells.
+printf 'QQQQ' | dd of="$T/copy/db/a.gz" bs=1 seek=20 conv=notrunc status=none
+touch -d '2022-05-06 07:08:09 UTC' "$T/copy/db/a.gz"
+mark=$(wc -l < "$NGINX_ACCESS_LOG")
+assert_exit 0 bm --json resync cp --checksum
+expect_counts 1 0 0 0
+assert_eq "$(jfield digest_recorded)" 4 "digests recorded"
+grep -q "^biomirror: cp: recorded the SHA-256 of 4 files that had no recorded digest$" \
+    "$LAST_ERR" || fail "the recorded digests are not logged"
+grep -q '^biomirror: db/a.gz: local content differs from its sidecar checksum: fetching it again$' \
+    "$LAST_ERR" || fail "the corrupt copy is not reported"
+log_since "$mark" "$NGINX_ACCESS_LOG" > "$T/log.new"
+assert_eq "$(nginx_gets "$T/log.new" | grep -v '/$' | tr '\n' ' ')" "/db/a.gz " \
+    "only the corrupt copy was fetched"
+assert_trees_equal "$U" "$T/copy"
+want=$(cd "$U" && for f in db/MD5SUMS db/a.gz db/b.gz doc/c.txt doc/d.txt; do
+	echo "$f sha256:$(sha256sum < "$f" | cut -d' ' -f1)"
+done)
+assert_eq "$(digests cp)" "$want" "every file's SHA-256 recorded, the upstream one"
+run=$(manifest_sql "$T/state" cp "SELECT max(id) FROM runs")
+assert_eq "$(manifest_sql "$T/state" cp "SELECT group_concat(CAST(path AS TEXT), ' ')
+    FROM (SELECT path FROM events WHERE run = $run AND op = 'digest' ORDER BY path)")" \
+    "db/MD5SUMS db/b.gz doc/c.txt doc/d.txt" "digest events"
+echo "# a second resync --checksum finds nothing to record or fetch"
+mark=$(wc -l < "$NGINX_ACCESS_LOG")
+assert_exit 0 bm --json resync cp --checksum
+expect_counts 0 0 0 0
+python3 -c 'import json,sys
+assert "digest_recorded" not in json.load(open(sys.argv[1]))[0]' "$LAST_OUT" ||
+    fail "digest_recorded reported with nothing recorded"
+assert_exit 0 bm resync cp --checksum
+grep -q '^cp: ok: listed 7, fetched 0, touched 0, deleted 0, failed 0, 0 B in .*s)$' \
+    "$LAST_OUT" || fail "summary of a resync with nothing to record"
+log_since "$mark" "$NGINX_ACCESS_LOG" > "$T/log.new"
+assert_eq "$(nginx_gets "$T/log.new" | grep -vc '/$')" 0 "nothing fetched"
+assert_eq "$(digests cp)" "$want" "digests unchanged"
 echo PASS

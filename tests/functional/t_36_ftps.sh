@@ -25,13 +25,22 @@ rsa_cert_file=$T/tls/cert.pem
 rsa_private_key_file=$T/tls/key.pem" start_vsftpd "$T/up"
 ftps_url=ftps://127.0.0.1:$VSFTPD_PORT/
 
+# no_ftp: the last run's log and --json never name the source as the
+# ftp:// URL libcurl is given for an ftps:// source (explicit TLS).
+no_ftp() {
+	grep -n 'ftp://' "$LAST_OUT" "$LAST_ERR" &&
+	    fail "a line names ftp:// for an ftps:// mirror"
+	return 0
+}
+
 echo "# ftps:// with ca_file"
 write_conf "$ftps_url"
 printf 'ca_file = %s\n' "$T/tls/cert.pem" >> "$T/bm.conf"
-assert_exit 0 bm --json sync up
+assert_exit 0 bm --json -v -v sync up
 expect_counts 2 0 0 0
 assert_trees_equal "$T/up" "$T/mirror"
 grep -q '"AUTH TLS"' "$VSFTPD_LOG" || fail "no AUTH TLS in the server log"
+no_ftp
 
 echo "# ftp:// with ftp_tls = require: the same, no change"
 write_conf "$VSFTPD_URL"
@@ -45,6 +54,15 @@ write_conf "$ftps_url"
 assert_exit 3 bm --json sync up
 assert_eq "$(jfield deleted)" 0 "deleted"
 assert_trees_equal "$T/up" "$T/mirror"
+python3 - "$LAST_OUT" "$ftps_url" <<'PY' || fail "listing error reason"
+import json, sys
+e = json.load(open(sys.argv[1]))[0]["errors"]
+want = sys.argv[2] + ": SSL certificate problem: self-signed certificate"
+assert [x["reason"] for x in e] == [want], e
+PY
+grep -qxF "biomirror: up: list: $ftps_url: SSL certificate problem: self-signed certificate" \
+    "$LAST_ERR" || fail "the listing error is not logged with ftps://"
+no_ftp
 
 echo "# ftp_tls = no against a server that requires TLS: refused at login"
 write_conf "$VSFTPD_URL"

@@ -145,6 +145,7 @@ test_defaults(struct ctx *t)
 	is_int(m->retries, 5, "retries 5");
 	is_int(m->timeout, 60, "timeout 60");
 	is_int(m->stall_timeout, 120, "stall_timeout 120");
+	is_int(m->hook_timeout, 3600, "hook_timeout 3600");
 	is_int(m->listing_tz.kind, TZ_UTC, "listing_timezone UTC");
 	is_int(m->ftp_tz.kind, TZ_UTC, "ftp_timezone UTC");
 	is_int(m->file_mode, 0644, "file_mode 0644");
@@ -781,6 +782,18 @@ test_values(struct ctx *t)
 	    "timeout = 0: expected an integer from 1 to 3600");
 	bad_value(t, "stall_timeout", "86401",
 	    "stall_timeout = 86401: expected an integer from 1 to 86400");
+	bad_value(t, "hook_timeout", "-1",
+	    "hook_timeout = -1: expected an integer from 0 to 86400");
+	bad_value(t, "hook_timeout", "10s",
+	    "hook_timeout = 10s: expected an integer from 0 to 86400");
+	bad_value(t, "hook_timeout", "86401",
+	    "hook_timeout = 86401: expected an integer from 0 to 86400");
+	if ((m = good_value(t, "hook_timeout", "0", &c)) != NULL)
+		is_int(m->hook_timeout, 0, "hook_timeout = 0: no limit");
+	config_free(c);
+	if ((m = good_value(t, "hook_timeout", "86400", &c)) != NULL)
+		is_int(m->hook_timeout, 86400, "hook_timeout max");
+	config_free(c);
 	bad_value(t, "delete", "maybe", "delete = maybe: expected yes or no");
 	bad_value(t, "min_split", "12X", "min_split = 12X: expected a size "
 	    "in bytes with an optional K, M, G or T suffix (powers of 1024), "

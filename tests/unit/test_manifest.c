@@ -39,6 +39,7 @@ struct seen {
 	bool		 recorded;
 	char		*etag;		/* owned copy, NULL if none */
 	char		*target;	/* owned copy, NULL if none */
+	char		*checksum;	/* owned copy, NULL if none */
 	char		*op, *reason;	/* events: owned copies */
 	int64_t		 bytes, time_ns;
 };
@@ -70,6 +71,7 @@ seen_reset(struct seen_list *sl)
 		free(sl->v[i].path);
 		free(sl->v[i].etag);
 		free(sl->v[i].target);
+		free(sl->v[i].checksum);
 		free(sl->v[i].op);
 		free(sl->v[i].reason);
 	}
@@ -142,6 +144,7 @@ ls_cb(void *ctx, const struct file_row *r)
 	s->fetched_run = r->fetched_run;
 	s->etag = dup_or_null(r->etag);
 	s->target = dup_or_null(r->target);
+	s->checksum = dup_or_null(r->checksum);
 	return 0;
 }
 
@@ -853,8 +856,39 @@ test_commit_ops(const char *dir)
 	is_int(manifest_events(m, 1, ev_cb, &sl), 0, "events of run 1");
 	is_int(sl.n, 6, "run 1 events separate");
 	seen_reset(&sl);
-	is_int(manifest_events(m, 3, ev_cb, &sl), 0, "events of no run");
+	is_int(manifest_events(m, 9, ev_cb, &sl), 0, "events of no run");
 	is_int(sl.n, 0, "none");
+	seen_reset(&sl);
+
+	/*
+	 * DIGEST (resync --checksum) sets a missing checksum and nothing
+	 * else; a recorded one stays; no row: a no-op; no checksum: EINVAL.
+	 */
+	i = 0;
+	c[i] = rec("t", COMMIT_DIGEST, ENTRY_FILE, 9, 9, MTIME_SECOND);
+	c[i++].checksum = "sha256:aa";
+	c[i] = rec("nothere", COMMIT_DIGEST, ENTRY_FILE, 9, 9, MTIME_SECOND);
+	c[i++].checksum = "sha256:cc";
+	is_int(manifest_commit(m, 3, c, i), 0, "commit digests");
+	c[0].checksum = "sha256:bb";
+	is_int(manifest_commit(m, 4, c, 1), 0, "commit another digest");
+	c[0].checksum = NULL;
+	is_int(manifest_commit(m, 4, c, 1), BM_EINVAL, "digest without one");
+	is_int(manifest_ls(m, NULL, ls_cb, &sl), 0, "ls after digests");
+	is_int(sl.n, 5, "no row created by a digest");
+	if ((s = seen_find(&sl, "t")) != NULL) {
+		is_str(s->checksum, "sha256:aa", "digest: the first one kept");
+		is_int(s->local_mtime, 3000 * NS, "digest: local_mtime kept");
+		is_int(s->list_size, 100, "digest: list_size kept");
+		is_int(s->seen_run, 2, "digest: seen_run kept");
+	}
+	if ((s = seen_find(&sl, "f")) != NULL)
+		ok(s->checksum == NULL, "digest of another row: none here");
+	seen_reset(&sl);
+	is_int(manifest_events(m, 3, ev_cb, &sl), 0, "events of run 3");
+	is_int(sl.n, 2, "one event per digest record");
+	if (sl.n == 2)
+		is_str(sl.v[0].op, "digest", "event op digest");
 	seen_reset(&sl);
 
 	/* A bad record rejects the whole batch. */

@@ -89,10 +89,62 @@ test_json(void)
 	result_free(r);
 }
 
+/* digest_recorded: in the summary and --json only when > 0. */
+static void
+test_digest_recorded(void)
+{
+	struct mirror_result *r;
+	char		*buf = NULL;
+	size_t		 len = 0;
+	FILE		*fp;
+	json_t		*j;
+	json_error_t	 err;
+	int		 pass;
+
+	if (!ok((r = result_new("m")) != NULL, "result_new"))
+		return;
+	r->status = "ok";
+	for (pass = 0; pass < 2; pass++) {
+		r->digest_recorded = pass == 0 ? 0 : 4;
+		buf = NULL;
+		len = 0;
+		if ((fp = open_memstream(&buf, &len)) == NULL)
+			break;
+		report_summary(r, fp);
+		fclose(fp);
+		is_str(buf, pass == 0 ? "m: ok: listed 0, fetched 0, touched 0, "
+		    "deleted 0, failed 0, 0 B in 0.0 s (0.0 MB/s)\n" :
+		    "m: ok: listed 0, fetched 0, touched 0, deleted 0, "
+		    "failed 0, 0 B in 0.0 s (0.0 MB/s), digests recorded 4\n",
+		    "summary with %d digests recorded", pass == 0 ? 0 : 4);
+		free(buf);
+		buf = NULL;
+		if ((fp = open_memstream(&buf, &len)) == NULL)
+			break;
+		ok(report_json(&r, 1, fp) == 0, "report_json");
+		fclose(fp);
+		j = json_loads(buf, 0, &err);
+		if (ok(j != NULL, "valid JSON")) {
+			json_t *v = json_object_get(json_array_get(j, 0),
+			    "digest_recorded");
+			if (pass == 0)
+				ok(v == NULL, "no digest_recorded when 0");
+			else
+				is_int(json_integer_value(v), 4,
+				    "digest_recorded 4");
+			json_decref(j);
+		}
+		free(buf);
+		buf = NULL;
+	}
+	result_free(r);
+}
+
 int
 main(void)
 {
 	test_escape();
 	test_json();
+	test_digest_recorded();
 	return done_testing();
 }
