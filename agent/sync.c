@@ -1497,8 +1497,8 @@ run_post_sync(struct run *r, struct run_record *rec)
 	 * complete (the run stays "ok"), but the agent was interrupted: exit
 	 * 1 (README "Exit status").
 	 */
-	if (rc == BM_EINTR)
-		r->res->exit_code = 1;
+	if (rc == BM_EINTR || *r->o->stop)
+		r->res->exit_code = 1;	/* also a stop during a timeout's grace */
 	(void)result_add_error(r->res, "", "post_sync", why);
 	if (r->m != NULL && rec->id != 0) {
 		(void)snprintf(rec->error, sizeof(rec->error), "post_sync: "
