@@ -3,8 +3,10 @@
  * a small struct sfile: QUEUED -> RUNNING -> (WAITING -> RUNNING)* ->
  * DONE or FAILED.  While RUNNING it owns a struct sfile_try: the request
  * URL and one transport job per range (one for a single stream).  When
- * the last job of a try ends, the try's result is judged (sfile_result)
- * and the file ends in sched_finish(), which ignores files already DONE
+ * the last job of a try ends, the try's result is judged (sfile_result);
+ * a try in ranges that ended well first asks upstream once more for its
+ * validators (the end check, check_start), and the file ends in
+ * sched_finish(), which ignores files already DONE
  * or FAILED, so a late or double completion cannot commit a file twice.
  * Finished files collect in a batch; sched_flush() hands the batch to
  * the committer thread, which publishes it through store_commit()
