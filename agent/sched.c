@@ -3,8 +3,10 @@
  * a small struct sfile: QUEUED -> RUNNING -> (WAITING -> RUNNING)* ->
  * DONE or FAILED.  While RUNNING it owns a struct sfile_try: the request
  * URL and one transport job per range (one for a single stream).  When
- * the last job of a try ends, the try's result is judged (sfile_result)
- * and the file ends in sched_finish(), which ignores files already DONE
+ * the last job of a try ends, the try's result is judged (sfile_result);
+ * a try in ranges that ended well first asks upstream once more for its
+ * validators (the end check, check_start), and the file ends in
+ * sched_finish(), which ignores files already DONE
  * or FAILED, so a late or double completion cannot commit a file twice.
  * Finished files collect in a batch; sched_flush() hands the batch to
  * the committer thread, which publishes it through store_commit()
@@ -88,6 +90,9 @@ struct sfile_try {
 	unsigned	 njobs;		/* ranges (1: one stream) */
 	uint64_t	 running;	/* bit i: jobs[i] is in flight */
 	bool		*cancelled;	/* owned: jobs[i] was cancelled by us */
+	struct xfer_job	*check;		/* owned: the end check of a try in
+					   ranges (check_start), NULL if none */
+	bool		 checking;	/* check is in flight */
 	struct xfer_result res;		/* the try's result (sfile_result) */
 	char		 checksum[DIGEST_TEXT_MAX]; /* "sha256:HEX" to record, "" if none */
 	uint8_t		*mem;		/* owned: body of an in-memory try, or NULL */
@@ -246,6 +251,7 @@ try_free(struct sfile_try *t)
 	free(t->url);
 	free(t->jobs);
 	free(t->cancelled);
+	free(t->check);
 	free(t->mem);
 	free(t);
 }
@@ -915,7 +921,8 @@ sched_finish(struct sched *sc, struct sfile *f)
  * no failure when the first range took that whole file; a range answered
  * with the whole file otherwise makes the next try one stream; ranges
  * that disagree on the total size, ETag or Last-Modified, or a total
- * other than the listed size, mean upstream changed: start over.
+ * other than the listed size, mean upstream changed: start over.  A try
+ * in ranges that ended well still waits for its end check (check_start).
  */
 static void
 sfile_result(struct sfile *f)
@@ -1038,6 +1045,10 @@ sfile_cancel(struct sched *sc, struct sfile *f, const char *why)
 
 	if (t == NULL)
 		return;
+	if (t->checking) {
+		xfer_cancel(sc->x, t->check);
+		t->checking = false;
+	}
 	for (i = 0; i < t->njobs; i++)
 		if (t->running & (1ULL << i)) {
 			xfer_cancel(sc->x, &t->jobs[i]);
@@ -1050,16 +1061,135 @@ sfile_cancel(struct sched *sc, struct sfile *f, const char *why)
 		}
 }
 
+/*
+ * ---- The end check of a try in ranges ----
+ * Each range's validators (ETag, Last-Modified or MDTM, total size) are
+ * compared with the first's (sfile_ranges), but each range takes them
+ * when it starts: a file rewritten in place (same size) after the last
+ * range started would pass as a mix of old and new bytes.  So a try
+ * whose bytes came from more than one response (ranges, or a range that
+ * continues bytes held) asks once more after its last range ended well,
+ * without a body (HTTP HEAD; FTP MDTM + SIZE, xfer.h), before its digest
+ * or its publication: what upstream says now must be what the ranges
+ * saw.  A validator the check does not report is not compared (it proves
+ * nothing either way).  One stream needs no check: one response, one set
+ * of validators.
+ */
+
+/* Does f's try, judged by sfile_result(), still need its end check? */
+static bool
+check_wanted(const struct sfile *f)
+{
+	const struct sfile_try *t = f->t;
+
+	return t->res.cls == XFER_OK && t->check == NULL &&
+	    t->jobs[0].len > 0 && !t->jobs[0].res.full;
+}
+
+/* Submit the end check of f's try.  Returns 0 or BM_ENOMEM. */
+static int
+check_start(struct sched *sc, struct sfile *f)
+{
+	struct sfile_try *t = f->t;
+	struct xfer_job	*j;
+	int		 rc;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		return BM_ENOMEM;
+	t->check = j;
+	j->url = t->url;
+	j->validate = true;
+	j->expect_size = -1;
+	j->if_modified_since = -1;
+	j->owner = f;
+	if ((rc = xfer_submit(sc->x, j)) != 0)
+		return rc;
+	t->checking = true;
+	return 0;
+}
+
+/*
+ * The end check differs from what the ranges saw: the try ends as
+ * "upstream changed" (start over, never published).  what names the
+ * validator, was and now its values.
+ */
+static void
+check_changed(struct xfer_result *res, const char *what, const char *was,
+    const char *now)
+{
+	res->cls = XFER_CHANGED;
+	res->rc = BM_ECHANGED;
+	(void)snprintf(res->errmsg, sizeof(res->errmsg), "upstream changed "
+	    "during the transfer (%s now %.80s, the ranges had %.80s): "
+	    "starting over", what, now, was);
+}
+
+/* Seconds since the epoch as an ISO 8601 UTC time, into buf. */
+static void
+check_time(int64_t secs, char *buf, size_t len)
+{
+	time_t		 t = (time_t)secs;
+	struct tm	 tm;
+
+	if (gmtime_r(&t, &tm) == NULL || strftime(buf, len,
+	    "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		(void)snprintf(buf, len, "%lld", (long long)secs);
+}
+
+/*
+ * The end check of f's try came back: compare it with the first range
+ * (the others agree with it), then end the try.  A check that failed
+ * ends the try as a failed range would (a transient failure is retried),
+ * never with the file published unchecked.
+ */
+static void
+check_done(struct sched *sc, struct sfile *f)
+{
+	struct sfile_try *t = f->t;
+	const struct xfer_result *c = &t->check->res, *r0 = &t->jobs[0].res;
+	struct xfer_result *res = &t->res;
+	int64_t		 size = res->size >= 0 ? res->size : f->act->list_size;
+	char		 was[32], now[32];
+
+	t->checking = false;
+	if (c->cls != XFER_OK) {
+		res->cls = c->cls == XFER_NOT_MODIFIED ? XFER_RETRY : c->cls;
+		res->rc = c->rc != 0 ? c->rc : BM_EPROTO;
+		res->retry_after = c->retry_after;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "checking "
+		    "upstream after the ranges: %.200s", c->errmsg);
+	} else if (r0->etag[0] != '\0' && c->etag[0] != '\0' &&
+	    strcmp(c->etag, r0->etag) != 0)
+		check_changed(res, "ETag", r0->etag, c->etag);
+	else if (r0->mtime >= 0 && c->mtime >= 0 && c->mtime != r0->mtime) {
+		check_time(r0->mtime, was, sizeof(was));
+		check_time(c->mtime, now, sizeof(now));
+		check_changed(res, "mtime", was, now);
+	} else if (size >= 0 && c->size >= 0 && c->size != size) {
+		(void)snprintf(was, sizeof(was), "%lld", (long long)size);
+		(void)snprintf(now, sizeof(now), "%lld", (long long)c->size);
+		check_changed(res, "size", was, now);
+	} else
+		log_debug("%s: %s: unchanged upstream after %u range(s)",
+		    MIRROR(sc), f->act->path, t->njobs);
+	sched_finish(sc, f);
+}
+
 static void
 on_done(void *ctx, struct xfer_job *job)
 {
 	struct sched	*sc = ctx;
 	struct sfile	*f = job->owner;
 	struct sfile_try *t = f->t;
+	int		 rc;
 
-	t->running &= ~(1ULL << (job - t->jobs));
 	if (sc->o->tune)
 		tune_job(sc->o->tune, job);
+	if (job == t->check) {
+		check_done(sc, f);
+		return;
+	}
+	t->running &= ~(1ULL << (job - t->jobs));
 	/*
 	 * A failed range makes the others pointless: stop them now; unless
 	 * it is a transient failure and what the others fetch is kept (the
@@ -1072,6 +1202,14 @@ on_done(void *ctx, struct xfer_job *job)
 	if (t->running != 0)
 		return;
 	sfile_result(f);
+	if (check_wanted(f)) {
+		if ((rc = check_start(sc, f)) == 0)
+			return;
+		t->res.cls = XFER_PERMANENT;
+		t->res.rc = rc;
+		(void)snprintf(t->res.errmsg, sizeof(t->res.errmsg),
+		    "checking upstream after the ranges: %s", bm_strerror(rc));
+	}
 	sched_finish(sc, f);
 }
 

@@ -293,6 +293,17 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 	long		 status = 0;
 	int		 rc;
 
+	if (j->validate) {
+		/*
+		 * No body was asked for; over FTP libcurl writes what MDTM and
+		 * SIZE said as header lines ("Last-Modified: ...") here:
+		 * dropped (more than 64 KiB at once is no such thing), and
+		 * res.bytes stays 0.
+		 */
+		if (n > 65536)
+			return 0;
+		return n;
+	}
 	if (r->status == 0 && r->ftp)
 		r->status = 150;	/* REST was accepted, or this is no range */
 	if (r->status == 0) {
@@ -516,6 +527,12 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	(void)curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
 	if (r->ftp && (rc = setup_ftp(x, r)) != 0)
 		return rc;
+	/*
+	 * Validators only: HEAD; over FTP libcurl then sends MDTM (with
+	 * CURLOPT_FILETIME), SIZE and REST 0, and no RETR.
+	 */
+	if (j->validate)
+		(void)curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 	if (j->len > 0 && r->ftp && j->to_end) {
 		(void)snprintf(range, sizeof(range), "%llu-",
 		    (unsigned long long)j->off);
@@ -613,7 +630,8 @@ url_became_dir(const char *url, const char *eff)
  * body of another length than SIZE said, or a range cut short, is
  * retried, never published.  A conditional RETR whose MDTM is not newer
  * (libcurl skips the RETR: CURLINFO_CONDITION_UNMET) is not modified,
- * like HTTP 304: never an empty file.
+ * like HTTP 304: never an empty file.  A validator job (MDTM + SIZE, no
+ * RETR) has no body to measure against SIZE.
  */
 static void
 classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
@@ -665,8 +683,9 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 		    r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
 		return;
 	}
-	if ((j->len > 0 && res->bytes != j->len) || (j->len == 0 &&
-	    j->ftp_command == NULL && cl >= 0 && (uint64_t)cl != res->bytes)) {
+	if (!j->validate && ((j->len > 0 && res->bytes != j->len) ||
+	    (j->len == 0 && j->ftp_command == NULL && cl >= 0 &&
+	    (uint64_t)cl != res->bytes))) {
 		res->rc = BM_ECHECKSUM;
 		res->cls = XFER_RETRY;
 		(void)snprintf(res->errmsg, sizeof(res->errmsg),
@@ -809,6 +828,10 @@ classify(struct curl_rec *r, CURLcode cc)
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "a directory "
 		    "upstream (redirected to its index page), listed without "
 		    "a trailing '/': not mirrored");
+		return;
+	}
+	if (status == 200 && r->job->validate) {
+		res->cls = XFER_OK;	/* HEAD: Content-Length is the size */
 		return;
 	}
 	if (status == 200 || (status == 206 && r->job->len > 0)) {

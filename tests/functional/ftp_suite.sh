@@ -64,12 +64,15 @@ no_temps "$T/mirror"
 n=$(manifest_sql "$T/state" up "select count(*) from files where type = 102")
 assert_eq "$n" "$nfiles" "files in the manifest"
 
-echo "# the 100 MB file came in 4 ranged streams (REST + RETR)"
+echo "# the 100 MB file came in 4 ranged streams (REST + RETR), then its"
+echo "# end check: MDTM + SIZE + REST 0 without RETR (libcurl's body-less FTP)"
 retrs=$(count_cmds "$mark" '^RETR \(big/\)\{0,1\}big.bin$' 4)
-count_cmds "$mark" '^REST ' 3 > /dev/null
+count_cmds "$mark" '^REST ' 4 > /dev/null
 assert_eq "$retrs" 4 "RETRs of big.bin"
 rests=$(cmds_since "$mark" | sed -n 's/^REST \([0-9]*\)$/\1/p' | LC_ALL=C sort -n | tr '\n' ' ')
-assert_eq "$rests" "26214400 52428800 78643200 " "REST offsets"
+assert_eq "$rests" "0 26214400 52428800 78643200 " "REST offsets"
+assert_eq "$(count_cmds "$mark" '^MDTM \(big/\)\{0,1\}big.bin$' 5)" 5 \
+    "MDTMs of big.bin (4 ranges, 1 end check)"
 
 echo "# whole files of an exact listed size: RETR without SIZE"
 # (the ranges of big.bin still ask SIZE: the log shows them)

@@ -34,13 +34,20 @@ with KIND one of
                 retry-after= seconds when given
   change        from GET number after= + 1 of PATH on, serve the bytes of
                 the file with= (a path on disk: other content and mtime)
+  rewrite       PATH rewritten in place during its transfer by the file
+                with= (version B: same size, another mtime): GETs 1 to
+                after= get PATH's headers and its first at= body bytes
+                (default: half the response), then B's bytes at the same
+                offsets; every later request (HEAD or GET) is B's
 
 and times=K (apply K times only, counting the requests it matches;
-default: always; for change: how many GETs see the new content) and
-range=A (apply only to requests whose Range starts at byte A).  Requests
-honour If-Range (RFC 9110 section 13.1.5): a validator that no longer
-matches gets 200 and the whole file.  Per-path GETs and body bytes sent
-are in the stats (gets, sent).
+default: always; for change: how many GETs see the new content),
+range=A (apply only to requests whose Range starts at byte A) and
+method=M (apply to M requests only; default GET).  Requests honour
+If-Range (RFC 9110 section 13.1.5): a validator that no longer matches
+gets 200 and the whole file.  Per-path GETs, HEADs and body bytes sent
+are in the stats (gets, heads, sent); a HEAD is answered as the next GET
+would be, and is not counted among the GETs.
 
 It counts connections: the most open at once and the total, written as
 JSON to --stats after every change, with per-path GET counts.
@@ -62,7 +69,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
 STATE = {"open": 0, "max_concurrent": 0, "total": 0, "gets": {},
-         "ranges": 0, "requests": 0, "sent": {}, "if_range": 0}
+         "heads": {}, "ranges": 0, "requests": 0, "sent": {},
+         "if_range": 0}
 FAULTS = {}     # path -> list of dicts (kind, params)
 ARGS = None
 
@@ -140,7 +148,10 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATE["requests"] += 1
             n = STATE["gets"].get(rel, 0) + 1
-            STATE["gets"][rel] = n
+            if self.command == "HEAD":
+                STATE["heads"][rel] = STATE["heads"].get(rel, 0) + 1
+            else:
+                STATE["gets"][rel] = n
             if self.headers.get("Range"):
                 STATE["ranges"] += 1
             save_stats()
@@ -163,7 +174,9 @@ class Handler(BaseHTTPRequestHandler):
     def fault_for(self, rel, n, rng_start):
         """The path fault that applies to GET number n of rel, or None."""
         for f in FAULTS.get(rel, []):
-            if f["kind"] == "change":
+            if f["kind"] in ("change", "rewrite"):
+                continue
+            if f.get("method", "GET") != self.command:
                 continue
             if "range" in f and rng_start != int(f["range"]):
                 continue
@@ -173,6 +186,16 @@ class Handler(BaseHTTPRequestHandler):
                 f["applied"] = f.get("applied", 0) + 1
             return f
         return None
+
+    def rewrite_for(self, rel, n):
+        """(path of B to serve whole, path of B to mix in) for request
+        number n of rel: a rewrite fault's version B, else None."""
+        for f in FAULTS.get(rel, []):
+            if f["kind"] == "rewrite":
+                if n > int(f.get("after", 1)):
+                    return f["with"], None
+                return None, f
+        return None, None
 
     def changed_path(self, rel, n, path):
         for f in FAULTS.get(rel, []):
@@ -190,6 +213,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def send_file(self, path, n, rel="/"):
         path = self.changed_path(rel, n, path)
+        whole, mix = self.rewrite_for(rel, n)
+        if whole is not None:
+            path = whole
         st = os.stat(path)
         size = st.st_size
         lm = email.utils.formatdate(st.st_mtime, usegmt=True)
@@ -255,6 +281,11 @@ class Handler(BaseHTTPRequestHandler):
         with open(path, "rb") as f:
             f.seek(start)
             data = f.read(length)
+        if mix is not None:
+            at = int(mix.get("at", length // 2))
+            with open(mix["with"], "rb") as f:
+                f.seek(start + at)
+                data = data[:at] + f.read(max(0, length - at))
         if kind in ("truncate", "reset", "stall"):
             at = int(fault.get("at", length // 2))
             self.wfile.write(data[:at])

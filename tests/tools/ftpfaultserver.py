@@ -17,10 +17,17 @@ MDTM, REST) with one fault chosen by --mode:
   listshort   list every file of at least 32 MiB 10 bytes shorter than it
               is (LIST, MLSD; SIZE and RETR stay true): a file that grew
               after the listing
+  rewrite     a file rewritten in place during its transfer: for a path
+              that also exists under --rewrite-with DIR (version B, same
+              size, another mtime), RETRs 1..--rewrite-after N send
+              --rewrite-at K bytes of the file (version A) and then the
+              rest from B; MDTM and SIZE after the N-th RETR, and later
+              RETRs, are B's
 
-Statistics (JSON, rewritten after every change, --stats): retrs per path,
-rests (REST commands accepted), max_concurrent and total control
-connections, busy (421s sent).
+Statistics (JSON, rewritten after every change, --stats): retrs, mdtms
+and sizes (MDTM and SIZE commands) per path, rests (REST commands
+accepted), max_concurrent and total control connections, busy (421s
+sent).
 """
 import argparse
 import json
@@ -34,8 +41,8 @@ from pyftpdlib.handlers import DTPHandler, FTPHandler
 from pyftpdlib.servers import FTPServer
 
 LOCK = threading.Lock()
-STATE = {"retrs": {}, "rests": 0, "open": 0, "max_concurrent": 0,
-         "total": 0, "busy": 0}
+STATE = {"retrs": {}, "mdtms": {}, "sizes": {}, "rests": 0, "open": 0,
+         "max_concurrent": 0, "total": 0, "busy": 0}
 ARGS = None
 
 
@@ -66,6 +73,47 @@ class FaultDTP(DTPHandler):
         return DTPHandler.send(self, data)
 
 
+class MixFile:
+    """A file read from fa for k bytes past the first read, then from fb
+    at the same offsets: an in-place rewrite during a transfer."""
+
+    def __init__(self, fa, fb, k):
+        self.fa, self.fb, self.k = fa, fb, k
+        self.name = fa.name
+        self.closed = False
+        self.pos = 0
+        self.switch = None
+
+    def seek(self, pos):
+        self.pos = pos
+
+    def read(self, n):
+        if self.switch is None:
+            self.switch = self.pos + self.k
+        f = self.fa
+        if self.pos < self.switch:
+            n = min(n, self.switch - self.pos)
+        else:
+            f = self.fb
+        f.seek(self.pos)
+        data = f.read(n)
+        self.pos += len(data)
+        return data
+
+    def close(self):
+        self.fa.close()
+        self.fb.close()
+        self.closed = True
+
+
+def version_b(file):
+    """The path of file's version B (mode rewrite), or None."""
+    if ARGS.mode != "rewrite":
+        return None
+    b = os.path.join(ARGS.rewrite_with, os.path.relpath(file, ARGS.root))
+    return b if os.path.isfile(b) else None
+
+
 class ShortListFS(AbstractedFS):
     """Listings (LIST, MLSD: stat/lstat) show big files 10 bytes short."""
 
@@ -83,6 +131,14 @@ class ShortListFS(AbstractedFS):
 
     def lstat(self, path):
         return self._short(AbstractedFS.lstat(self, path))
+
+    def open(self, filename, mode):
+        mix = getattr(self.cmd_channel, "mix_with", None)
+        fd = AbstractedFS.open(self, filename, mode)
+        if mix is None:
+            return fd
+        self.cmd_channel.mix_with = None
+        return MixFile(fd, open(mix, "rb"), ARGS.rewrite_at)
 
 
 class FaultFTP(FTPHandler):
@@ -124,6 +180,23 @@ class FaultFTP(FTPHandler):
             save()
         return FTPHandler.ftp_REST(self, line)
 
+    def rewritten(self, file, key):
+        """Count a command of kind key on file; the path it answers from
+        (mode rewrite: version B after --rewrite-after RETRs)."""
+        rel = os.path.relpath(file, ARGS.root)
+        with LOCK:
+            STATE[key][rel] = STATE[key].get(rel, 0) + 1
+            retrs = STATE["retrs"].get(rel, 0)
+            save()
+        b = version_b(file)
+        return b if b is not None and retrs >= ARGS.rewrite_after else file
+
+    def ftp_MDTM(self, path):
+        return FTPHandler.ftp_MDTM(self, self.rewritten(path, "mdtms"))
+
+    def ftp_SIZE(self, path):
+        return FTPHandler.ftp_SIZE(self, self.rewritten(path, "sizes"))
+
     def ftp_RETR(self, file):
         rel = os.path.relpath(file, ARGS.root)
         with LOCK:
@@ -131,9 +204,15 @@ class FaultFTP(FTPHandler):
             STATE["retrs"][rel] = n + 1
             save()
         self.fault_limit = None
+        self.mix_with = None
         if ARGS.mode in ("drop", "short") and n == 0:
             size = os.path.getsize(file) - (self._restart_position or 0)
             self.fault_limit = size // 2
+        b = version_b(file)
+        if b is not None and n >= ARGS.rewrite_after:
+            file = b
+        elif b is not None:
+            self.mix_with = b
         return FTPHandler.ftp_RETR(self, file)
 
 
@@ -144,12 +223,17 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--mode", default="normal",
                    choices=["normal", "drop", "short", "norest", "busy",
-                            "listshort"])
+                            "listshort", "rewrite"])
     p.add_argument("--busy", type=int, default=2)
+    p.add_argument("--rewrite-with", default="")
+    p.add_argument("--rewrite-after", type=int, default=4)
+    p.add_argument("--rewrite-at", type=int, default=4096)
     p.add_argument("--stats", required=True)
     p.add_argument("--pasv", default="")
     ARGS = p.parse_args()
     ARGS.root = os.path.realpath(ARGS.root)
+    if ARGS.rewrite_with:
+        ARGS.rewrite_with = os.path.realpath(ARGS.rewrite_with)
     auth = DummyAuthorizer()
     auth.add_anonymous(ARGS.root)
     FaultFTP.authorizer = auth
