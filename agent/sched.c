@@ -1152,7 +1152,15 @@ check_done(struct sched *sc, struct sfile *f)
 	char		 was[32], now[32];
 
 	t->checking = false;
-	if (c->cls != XFER_OK) {
+	if (c->status == 405 || c->status == 501) {
+		/*
+		 * HEAD not allowed or not implemented (RFC 9110 sections
+		 * 15.5.6, 15.6.2): no validators to compare, as from a server
+		 * that sends none; what the ranges agreed on stands.
+		 */
+		log_info("%s: %s: no check after the ranges: HEAD answered "
+		    "HTTP %d", MIRROR(sc), f->act->path, (int)c->status);
+	} else if (c->cls != XFER_OK) {
 		res->cls = c->cls == XFER_NOT_MODIFIED ? XFER_RETRY : c->cls;
 		res->rc = c->rc != 0 ? c->rc : BM_EPROTO;
 		res->retry_after = c->retry_after;

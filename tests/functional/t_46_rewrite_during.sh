@@ -94,6 +94,17 @@ http --fault "/big.bin=status,code=503,method=HEAD"
 assert_exit 1 bm --json sync --retries 0 up
 not_published
 
+echo "# HTTP: a server that refuses HEAD (405, 501): published as the ranges agreed"
+for code in 405 501; do
+	http --fault "/big.bin=status,code=$code,method=HEAD"
+	assert_exit 0 bm --json sync up
+	expect_counts 2 0 0 0
+	assert_trees_equal "$T/up" "$T/mirror"
+	grep -q "big.bin: no check after the ranges: HEAD answered HTTP $code" \
+	    "$LAST_ERR" || fail "no log of the refused check ($code)"
+	assert_eq "$(count heads /big.bin)" 1 "HEADs of big.bin ($code)"
+done
+
 echo "# HTTP: unchanged in ranges: one HEAD; one stream or below min_split: none"
 http
 assert_exit 0 bm --json sync up
