@@ -1706,7 +1706,12 @@ hash_kick(struct sched *sc, struct hasher *h)
 	struct sfile	*f = h->f;
 	uint64_t	 prefix;
 
-	if (h->busy || f == NULL || f->t == NULL || f->sf == NULL)
+	/*
+	 * SF_WRITING: a worker creates f->sf and writes the body held in
+	 * memory (write_task); f->sf is the loop's again in write_done.
+	 */
+	if (h->busy || f == NULL || f->t == NULL || f->state == SF_WRITING ||
+	    f->sf == NULL)
 		return;
 	if (h->fd == -1 && store_file_dup(f->sf, &h->fd) != 0) {
 		h->rc = BM_EIO;
