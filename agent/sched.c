@@ -1069,11 +1069,11 @@ sfile_cancel(struct sched *sc, struct sfile *f, const char *why)
  * range started would pass as a mix of old and new bytes.  So a try
  * whose bytes came from more than one response (ranges, or a range that
  * continues bytes held) asks once more after its last range ended well,
- * without a body (HTTP HEAD; FTP MDTM + SIZE, xfer.h), before its digest
- * or its publication: what upstream says now must be what the ranges
- * saw.  A validator the check does not report is not compared (it proves
- * nothing either way).  One stream needs no check: one response, one set
- * of validators.
+ * for its validators (HTTP: its first byte; FTP: MDTM + SIZE; xfer.h),
+ * before its digest or its publication: what upstream says now must be
+ * what the ranges saw.  A validator the check does not report is not
+ * compared (it proves nothing either way).  One stream needs no check:
+ * one response, one set of validators.
  */
 
 /* Does f's try, judged by sfile_result(), still need its end check? */
@@ -1152,15 +1152,7 @@ check_done(struct sched *sc, struct sfile *f)
 	char		 was[32], now[32];
 
 	t->checking = false;
-	if (c->status == 405 || c->status == 501) {
-		/*
-		 * HEAD not allowed or not implemented (RFC 9110 sections
-		 * 15.5.6, 15.6.2): no validators to compare, as from a server
-		 * that sends none; what the ranges agreed on stands.
-		 */
-		log_info("%s: %s: no check after the ranges: HEAD answered "
-		    "HTTP %d", MIRROR(sc), f->act->path, (int)c->status);
-	} else if (c->cls != XFER_OK) {
+	if (c->cls != XFER_OK) {
 		res->cls = c->cls == XFER_NOT_MODIFIED ? XFER_RETRY : c->cls;
 		res->rc = c->rc != 0 ? c->rc : BM_EPROTO;
 		res->retry_after = c->retry_after;

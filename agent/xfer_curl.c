@@ -295,13 +295,20 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 
 	if (j->validate) {
 		/*
-		 * No body was asked for; over FTP libcurl writes what MDTM and
-		 * SIZE said as header lines ("Last-Modified: ...") here:
-		 * dropped (more than 64 KiB at once is no such thing), and
-		 * res.bytes stays 0.
+		 * Over FTP no body was asked for: libcurl writes what MDTM and
+		 * SIZE said as header lines ("Last-Modified: ...") here,
+		 * dropped (more than 64 KiB at once is no such thing).  Over
+		 * HTTP the one byte asked for is dropped; a longer body (a 200
+		 * or an error page) is not read, since the headers are all the
+		 * check needs: the transfer ends, and classify() judges the
+		 * status.  res.bytes stays 0.
 		 */
-		if (n > 65536)
+		if (r->ftp)
+			return n > 65536 ? 0 : n;
+		if (n > 1) {
+			r->refused = true;
 			return 0;
+		}
 		return n;
 	}
 	if (r->status == 0 && r->ftp)
@@ -528,11 +535,15 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	if (r->ftp && (rc = setup_ftp(x, r)) != 0)
 		return rc;
 	/*
-	 * Validators only: HEAD; over FTP libcurl then sends MDTM (with
-	 * CURLOPT_FILETIME), SIZE and REST 0, and no RETR.
+	 * Validators only.  FTP: no body; libcurl then sends MDTM (with
+	 * CURLOPT_FILETIME), SIZE and REST 0, and no RETR.  HTTP: the first
+	 * byte, as a range like those just fetched (a server that refuses
+	 * or mangles HEAD answers it as it answered them).
 	 */
-	if (j->validate)
+	if (j->validate && r->ftp)
 		(void)curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	else if (j->validate)
+		(void)curl_easy_setopt(e, CURLOPT_RANGE, "0-0");
 	if (j->len > 0 && r->ftp && j->to_end) {
 		(void)snprintf(range, sizeof(range), "%llu-",
 		    (unsigned long long)j->off);
@@ -830,8 +841,11 @@ classify(struct curl_rec *r, CURLcode cc)
 		    "a trailing '/': not mirrored");
 		return;
 	}
-	if (status == 200 && r->job->validate) {
-		res->cls = XFER_OK;	/* HEAD: Content-Length is the size */
+	if ((status == 200 || status == 206) && r->job->validate) {
+		/* The size: Content-Range's total, or a 200's length. */
+		if (status == 206)
+			res->size = res->total;
+		res->cls = XFER_OK;
 		return;
 	}
 	if (status == 200 || (status == 206 && r->job->len > 0)) {

@@ -16,13 +16,15 @@
  * delivers the listing; "FEAT" delivers the server's reply lines (the
  * FEAT reply among them) to the sink, without a data connection.
  *
- * A validator job (xfer_job.validate) asks for a file's validators only,
- * without its body: HTTP HEAD (RFC 9110 section 9.3.2: the headers a GET
- * would get), FTP MDTM + SIZE without RETR (RFC 3659 sections 3 and 4).
- * It ends XFER_OK with res.etag, res.mtime and res.size (Content-Length,
- * or the SIZE reply; -1 unknown) filled in; the sink is never called.
- * The scheduler sends one after the last range of a file fetched in
- * ranges, to see that upstream did not change while they ran.
+ * A validator job (xfer_job.validate) asks for a file's validators,
+ * not its body: over HTTP a GET of its first byte (Range: bytes=0-0; RFC
+ * 9110 section 14.2: a 206 with Content-Range's total size, ETag and
+ * Last-Modified; a 200 is read no further than its headers), over FTP
+ * MDTM + SIZE without RETR (RFC 3659 sections 3 and 4).  It ends XFER_OK
+ * with res.etag, res.mtime and res.size (Content-Range total, Content-
+ * Length of a 200, or the SIZE reply; -1 unknown) filled in; the sink is
+ * never called.  The scheduler sends one after the last range of a file
+ * fetched in ranges, to see that upstream did not change while they ran.
  */
 #ifndef BIOMIRROR_XFER_H
 #define BIOMIRROR_XFER_H
@@ -129,7 +131,7 @@ struct xfer_job {
 					   a 200 then means upstream changed */
 	int64_t		 if_modified_since; /* seconds, -1 for none */
 	bool		 no_redirect;	/* report 3xx (res.location), do not follow */
-	bool		 validate;	/* validators only, no body (HEAD; FTP
+	bool		 validate;	/* validators only (HTTP: byte 0; FTP
 					   MDTM + SIZE): see the file comment;
 					   off, len and sink unused */
 	const char	*ftp_command;	/* borrowed: FTP "FEAT", "MLSD" or "LIST"

@@ -15,7 +15,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
     -out "$T/cert.pem" 2>/dev/null || fail "openssl req"
 chmod 0644 "$T/key.pem" "$T/cert.pem"
 sport=$(free_port)
-BM_NGINX_HTTP_EXTRA="log_format h2 '\$connection \$server_protocol \$status \$request_uri';"
+BM_NGINX_HTTP_EXTRA="log_format h2 '\$connection \$server_protocol \$status \$request_uri \$http_range';"
 BM_NGINX_SERVER_EXTRA="listen 127.0.0.1:$sport ssl http2;
         ssl_certificate $T/cert.pem; ssl_certificate_key $T/key.pem;
         access_log $T/h2.log h2;"
@@ -43,7 +43,10 @@ nconn=$(cut -d' ' -f1 "$T/h2.run" | sort -u | wc -l)
 echo "# $nreq requests over $nconn connections"
 [ "$nreq" -ge 60 ] || fail "too few requests logged ($nreq)"
 [ "$nconn" -le 2 ] || fail "requests were not multiplexed: $nconn connections"
-[ "$(grep -c ' 206 /big.bin$' "$T/h2.run")" = 4 ] || fail "big.bin not in 4 ranges"
+[ "$(grep ' 206 /big.bin ' "$T/h2.run" | grep -vc ' bytes=0-0$')" = 4 ] ||
+    fail "big.bin not in 4 ranges"
+[ "$(grep -c ' 206 /big.bin bytes=0-0$' "$T/h2.run")" = 1 ] ||
+    fail "big.bin: not one end check (byte 0) after its ranges"
 
 echo "# a no-change run over h2 fetches nothing"
 assert_exit 0 bm --json sync up

@@ -42,11 +42,13 @@ with KIND one of
 
 and times=K (apply K times only, counting the requests it matches;
 default: always; for change: how many GETs see the new content),
-range=A (apply only to requests whose Range starts at byte A) and
+range=A (apply only to requests whose Range starts at byte A; range=A-B:
+only to requests for exactly bytes A-B) and
 method=M (apply to M requests only; default GET).  Requests honour
 If-Range (RFC 9110 section 13.1.5): a validator that no longer matches
-gets 200 and the whole file.  Per-path GETs, HEADs and body bytes sent
-are in the stats (gets, heads, sent); a HEAD is answered as the next GET
+gets 200 and the whole file.  Per-path GETs, HEADs, GETs of byte 0 alone
+(Range: bytes=0-0, biomirror's check after ranges) and body bytes sent
+are in the stats (gets, heads, checks, sent); a HEAD is answered as the next GET
 would be, and is not counted among the GETs.
 
 It counts connections: the most open at once and the total, written as
@@ -69,7 +71,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
 STATE = {"open": 0, "max_concurrent": 0, "total": 0, "gets": {},
-         "heads": {}, "ranges": 0, "requests": 0, "sent": {},
+         "heads": {}, "checks": {}, "ranges": 0, "requests": 0, "sent": {},
          "if_range": 0}
 FAULTS = {}     # path -> list of dicts (kind, params)
 ARGS = None
@@ -154,6 +156,9 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["gets"][rel] = n
             if self.headers.get("Range"):
                 STATE["ranges"] += 1
+            if self.headers.get("Range") == "bytes=0-0" and \
+                    self.command == "GET":
+                STATE["checks"][rel] = STATE["checks"].get(rel, 0) + 1
             save_stats()
         for spec in ARGS.redirect:
             src, _, dst = spec.partition("=")
@@ -171,14 +176,17 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_plain(404, b"not found\n")
         self.send_file(path, n, rel)
 
-    def fault_for(self, rel, n, rng_start):
+    def fault_for(self, rel, n, rng_start, rng_spec=None):
         """The path fault that applies to GET number n of rel, or None."""
         for f in FAULTS.get(rel, []):
             if f["kind"] in ("change", "rewrite"):
                 continue
             if f.get("method", "GET") != self.command:
                 continue
-            if "range" in f and rng_start != int(f["range"]):
+            if "range" in f and "-" in f["range"]:
+                if rng_spec != f["range"]:
+                    continue
+            elif "range" in f and rng_start != int(f["range"]):
                 continue
             with LOCK:
                 if "times" in f and f.get("applied", 0) >= int(f["times"]):
@@ -223,10 +231,11 @@ class Handler(BaseHTTPRequestHandler):
         mode = ARGS.mode
         first = n == 1
         rng = self.headers.get("Range")
-        rng_start = None
+        rng_start = rng_spec = None
         if rng and rng.startswith("bytes="):
-            rng_start = int(rng[6:].partition("-")[0])
-        fault = self.fault_for(rel, n, rng_start)
+            rng_spec = rng[6:]
+            rng_start = int(rng_spec.partition("-")[0])
+        fault = self.fault_for(rel, n, rng_start, rng_spec)
         kind = fault["kind"] if fault else None
         if mode == "retry-after" and n <= ARGS.fail:
             return self.send_plain(503, b"busy\n",
