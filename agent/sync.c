@@ -76,6 +76,7 @@ struct run {
 	struct run_digest *digests;	/* owned: resync --checksum's digests
 					   to record (run_queue_digest) */
 	size_t		 ndigests;
+	size_t		 digests_cap;	/* slots allocated in digests */
 	int		 digests_rc;	/* first error queueing them, 0 if none */
 	char		*password;	/* owned: FTP password (password_file),
 					   NULL if none; wiped when freed */
@@ -1651,12 +1652,16 @@ run_wants_digest(struct run *r, const struct diff_row *row)
 static int
 run_queue_digest(struct run *r, const char *path, const char *sha)
 {
-	struct run_digest *v;
+	struct run_digest *v = r->digests;
+	size_t		 cap;
 
-	if ((v = reallocarray(r->digests, r->ndigests + 1,
-	    sizeof(*v))) == NULL)
-		return BM_ENOMEM;
-	r->digests = v;
+	if (r->ndigests == r->digests_cap) {
+		cap = r->digests_cap ? 2 * r->digests_cap : 64;
+		if ((v = reallocarray(r->digests, cap, sizeof(*v))) == NULL)
+			return BM_ENOMEM;
+		r->digests = v;
+		r->digests_cap = cap;
+	}
 	if ((v[r->ndigests].path = strdup(path)) == NULL)
 		return BM_ENOMEM;
 	(void)snprintf(v[r->ndigests].sum, sizeof(v->sum), "%s", sha);
@@ -1674,6 +1679,7 @@ run_digests_free(struct run *r)
 	free(r->digests);
 	r->digests = NULL;
 	r->ndigests = 0;
+	r->digests_cap = 0;
 }
 
 /*
@@ -1695,7 +1701,12 @@ run_check_local(void *ctx, const struct diff_row *row)
 
 	if ((why = run_local_differs(r, row->path, row->checksum, NULL,
 	    want ? sha : NULL)) == NULL) {
-		if (want && sha[0] != '\0' && (rc = run_queue_digest(r,
+		/*
+		 * Still the committed size and mtime once hashed: a file
+		 * written meanwhile may have given other bytes to the hash.
+		 */
+		if (want && sha[0] != '\0' && run_wants_digest(r, row) &&
+		    (rc = run_queue_digest(r,
 		    row->path, sha)) != 0 && r->digests_rc == 0)
 			r->digests_rc = rc;
 		return false;
