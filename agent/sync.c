@@ -602,8 +602,8 @@ run_keep_sidecars(struct run *r)
 	const struct entry *e;
 	size_t		 i, n = 0;
 
-	if (r->sidecars != NULL)
-		return 0;	/* kept already (resync --checksum) */
+	if (r->sidecars != NULL || r->l == NULL)
+		return 0;	/* kept already (run_drop_listing) */
 	for (i = 0; i < listing_count(r->l); i++) {
 		e = listing_get(r->l, i);
 		if (e->type == ENTRY_FILE && is_sidecar(e->path))
@@ -642,7 +642,8 @@ run_drop_listing(struct run *r)
 	}
 	if (n > 0 && (r->dirs = calloc(n, sizeof(*r->dirs))) == NULL)
 		return BM_ENOMEM;
-	if (r->c->verify != VERIFY_SIZE && run_keep_sidecars(r) != 0)
+	if ((r->c->verify != VERIFY_SIZE || r->o->checksum) &&
+	    run_keep_sidecars(r) != 0)
 		return BM_ENOMEM;
 	for (i = 0; i < listing_count(r->l); i++) {
 		e = listing_get(r->l, i);
@@ -1794,14 +1795,15 @@ run_body(struct run *r)
 		return rc;
 	if (!r->complete && listing_count(r->l) == 0)
 		return 0;	/* exit 3: nothing listed, nothing done */
+	/* The listing is staged: free it before the plan is built. */
+	if ((rc = run_drop_listing(r)) != 0)
+		return rc;
 	if ((rc = run_plan(r)) != 0) {
 		if (rc == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
 		return rc;
 	}
-	if ((rc = run_drop_listing(r)) != 0)
-		return rc;
 	if (r->s != NULL)
 		(void)store_free_space(r->s, &avail);
 	/*
