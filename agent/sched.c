@@ -332,7 +332,10 @@ resume_reopen(struct sfile *f)
 /*
  * The jobs of a try that continues f: one per missing range, large ones
  * split so that about min(streams, missing / min_split) ranges run, at
- * most SCHED_MAX_STREAMS; each with If-Range.  Returns 0 or BM_ENOMEM.
+ * most SCHED_MAX_STREAMS; each with If-Range.  A gap is cut into equal
+ * pieces, as many as it holds chunks rounded to the nearest (at least
+ * one), so that no piece is a sliver left over by the rounding.  Returns
+ * 0 or BM_ENOMEM.
  */
 static int
 resume_jobs(struct sched *sc, struct sfile *f)
@@ -340,7 +343,7 @@ resume_jobs(struct sched *sc, struct sfile *f)
 	struct sfile_try *t = f->t;
 	struct xfer_job	*j;
 	uint64_t	 gaps[2 * SCHED_MAX_STREAMS], missing = 0, want, chunk;
-	uint64_t	 total = 0, off, len, i;
+	uint64_t	 pieces[SCHED_MAX_STREAMS], total = 0, off, len, i, glen;
 	size_t		 ngaps, g;
 
 	ngaps = resume_file_gaps(f->rf, gaps, SCHED_MAX_STREAMS);
@@ -360,14 +363,24 @@ resume_jobs(struct sched *sc, struct sfile *f)
 	if (want < ngaps)
 		want = ngaps;
 	chunk = (missing + want - 1) / want;
-	for (g = 0; g < ngaps; g++)
-		total += (gaps[2 * g + 1] - gaps[2 * g] + chunk - 1) / chunk;
-	if (total > SCHED_MAX_STREAMS)
-		chunk = UINT64_MAX, total = ngaps;	/* one job per gap */
+	for (g = 0; g < ngaps; g++) {
+		glen = gaps[2 * g + 1] - gaps[2 * g];
+		pieces[g] = glen / chunk + (glen % chunk >= (chunk + 1) / 2);
+		if (pieces[g] == 0)
+			pieces[g] = 1;
+		total += pieces[g];
+	}
+	if (total > SCHED_MAX_STREAMS) {	/* one job per gap */
+		for (g = 0; g < ngaps; g++)
+			pieces[g] = 1;
+		total = ngaps;
+	}
 	if ((t->jobs = calloc(total, sizeof(*t->jobs))) == NULL ||
 	    (t->cancelled = calloc(total, sizeof(*t->cancelled))) == NULL)
 		return BM_ENOMEM;
 	for (g = 0; g < ngaps; g++) {
+		glen = gaps[2 * g + 1] - gaps[2 * g];
+		chunk = (glen + pieces[g] - 1) / pieces[g];
 		for (off = gaps[2 * g]; off < gaps[2 * g + 1]; off += len) {
 			len = gaps[2 * g + 1] - off;
 			if (len > chunk)
