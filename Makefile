@@ -53,21 +53,29 @@ FUZZ_OBJS = $(LIB_SRCS:%.c=tests/fuzz/obj/%.o)
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps check unit functional sanitize torture run install clean \
-	lint fuzz fuzz-run fuzz-smoke
+	lint fuzz fuzz-run fuzz-smoke FORCE
+
+# The compiler and flags of the last build, rewritten only when they
+# change: objects, the library and binaries depend on it, so that objects
+# of a build with other flags (make sanitize's ASan build) are rebuilt
+# instead of being linked into this one.
+BUILD_FLAGS = $(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) $(LIBS)
+.build-flags: FORCE
+	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
 
 all: biomirror
 
-biomirror: agent/main.o libbiomirror.a
+biomirror: agent/main.o libbiomirror.a .build-flags
 	$(CC) $(ALL_CFLAGS) -o $@ agent/main.o libbiomirror.a $(ALL_LDFLAGS) $(LIBS)
 
 libbiomirror.a: $(LIB_OBJS)
 	rm -f $@
 	ar rcs $@ $(LIB_OBJS)
 
-%.o: %.c $(HDRS)
+%.o: %.c $(HDRS) .build-flags
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(HDRS)
+tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(HDRS) .build-flags
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< libbiomirror.a \
 	    $(ALL_LDFLAGS) $(LIBS)
 
@@ -130,7 +138,8 @@ FM_WRAP	 = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup \
 	   -Wl,--wrap=strndup,--wrap=asprintf,--wrap=vasprintf
 TORTURE_BINS = tests/unit/test_manifest_fm tests/unit/test_config_fm
 
-tests/unit/test_%_fm: tests/unit/test_%.c tests/unit/failmalloc.c libbiomirror.a $(HDRS)
+tests/unit/test_%_fm: tests/unit/test_%.c tests/unit/failmalloc.c libbiomirror.a $(HDRS) \
+	    .build-flags
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< tests/unit/failmalloc.c \
 	    libbiomirror.a $(ALL_LDFLAGS) $(FM_WRAP) $(LIBS)
 
@@ -162,6 +171,8 @@ install: biomirror
 
 clean:
 	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
-	    $(TORTURE_BINS)
+	    $(TORTURE_BINS) .build-flags
 	rm -rf tests/fuzz/obj tests/fuzz/out
 	rm -f $(FUZZ_BINS)
+
+FORCE:
