@@ -595,15 +595,13 @@ is_sidecar(const char *path)
 	return sidecar_name(base ? base + 1 : path, NULL);
 }
 
-/* Remember the listed sidecar files (verify = sidecar | checksum). */
+/* Remember the listed sidecar files (verify = sidecar | checksum, resync --checksum). */
 static int
 run_keep_sidecars(struct run *r)
 {
 	const struct entry *e;
 	size_t		 i, n = 0;
 
-	if (r->sidecars != NULL || r->l == NULL)
-		return 0;	/* kept already (run_drop_listing) */
 	for (i = 0; i < listing_count(r->l); i++) {
 		e = listing_get(r->l, i);
 		if (e->type == ENTRY_FILE && is_sidecar(e->path))
@@ -1706,9 +1704,9 @@ run_check_local(void *ctx, const struct diff_row *row)
 		 * Still the committed size and mtime once hashed: a file
 		 * written meanwhile may have given other bytes to the hash.
 		 */
-		if (want && sha[0] != '\0' && run_wants_digest(r, row) &&
-		    (rc = run_queue_digest(r,
-		    row->path, sha)) != 0 && r->digests_rc == 0)
+		if (want && run_wants_digest(r, row) && (rc =
+		    run_queue_digest(r, row->path, sha)) != 0 &&
+		    r->digests_rc == 0)
 			r->digests_rc = rc;
 		return false;
 	}
@@ -1762,8 +1760,8 @@ run_plan(struct run *r)
 	memset(&po, 0, sizeof(po));
 	po.adopt = r->o->adopt;
 	if (r->o->checksum && r->s != NULL) {
-		if ((rc = run_keep_sidecars(r)) != 0 ||
-		    (rc = run_load_sums(r, &r->sums)) != 0)
+		/* The sidecars are kept (run_drop_listing). */
+		if ((rc = run_load_sums(r, &r->sums)) != 0)
 			return rc;
 		po.check = run_check_local;
 		po.check_ctx = r;
