@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "biomirror/cli.h"
+#include "biomirror/clock.h"
 #include "biomirror/config.h"
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
@@ -421,17 +422,11 @@ out:
 	return status;
 }
 
+/* A recorded time (ns; 0 or less: none) for display, "-" for none. */
 static void
 fmt_time(int64_t ns, char *buf, size_t len)
 {
-	struct tm	 tm;
-	time_t		 t = (time_t)(ns / NS);
-
-	if (ns <= 0 || gmtime_r(&t, &tm) == NULL) {
-		(void)snprintf(buf, len, "-");
-		return;
-	}
-	(void)strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	clock_fmt_utc(ns > 0 ? ns / NS : -1, buf, len);
 }
 
 static json_t *

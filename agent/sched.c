@@ -1137,18 +1137,6 @@ check_changed(struct xfer_result *res, const char *what, const char *was,
 	    "starting over", what, now, was);
 }
 
-/* Seconds since the epoch as an ISO 8601 UTC time, into buf. */
-static void
-check_time(int64_t secs, char *buf, size_t len)
-{
-	time_t		 t = (time_t)secs;
-	struct tm	 tm;
-
-	if (gmtime_r(&t, &tm) == NULL || strftime(buf, len,
-	    "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		(void)snprintf(buf, len, "%lld", (long long)secs);
-}
-
 /*
  * The end check of f's try came back: compare it with the first range
  * (the others agree with it), then end the try.  A check that failed
@@ -1175,8 +1163,8 @@ check_done(struct sched *sc, struct sfile *f)
 	    strcmp(c->etag, r0->etag) != 0)
 		check_changed(res, "ETag", r0->etag, c->etag);
 	else if (r0->mtime >= 0 && c->mtime >= 0 && c->mtime != r0->mtime) {
-		check_time(r0->mtime, was, sizeof(was));
-		check_time(c->mtime, now, sizeof(now));
+		clock_fmt_utc(r0->mtime, was, sizeof(was));
+		clock_fmt_utc(c->mtime, now, sizeof(now));
 		check_changed(res, "mtime", was, now);
 	} else if (size >= 0 && c->size >= 0 && c->size != size) {
 		(void)snprintf(was, sizeof(was), "%lld", (long long)size);

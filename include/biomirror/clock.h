@@ -5,7 +5,9 @@
 #ifndef BIOMIRROR_CLOCK_H
 #define BIOMIRROR_CLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 /* CLOCK_MONOTONIC in ns: for durations, timeouts and backoff. */
@@ -26,6 +28,22 @@ clock_real_ns(void)
 
 	(void)clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/*
+ * secs since the epoch as ISO 8601 UTC, "2024-01-02T03:04:05Z" (21 bytes
+ * with the NUL), into buf of len bytes; "-" when secs is negative or past
+ * what gmtime_r(3) can show.
+ */
+static inline void
+clock_fmt_utc(int64_t secs, char *buf, size_t len)
+{
+	struct tm	 tm;
+	time_t		 t = (time_t)secs;
+
+	if (secs < 0 || gmtime_r(&t, &tm) == NULL ||
+	    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		(void)snprintf(buf, len, "-");
 }
 
 #endif
