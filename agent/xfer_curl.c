@@ -598,7 +598,7 @@ xfer_submit(struct xfer *x, struct xfer_job *job)
 	r->job = job;
 	r->x = x;
 	r->ftp = strncasecmp(job->url, "ftp://", 6) == 0 ||
-	    strncasecmp(job->url, "ftps://", 7) == 0;
+	    ftp_is_ftps(job->url);
 	if (x->nspare > 0)
 		r->easy = x->spare[--x->nspare];
 	else if ((r->easy = curl_easy_init()) == NULL)
