@@ -48,6 +48,12 @@ ftp() {		# ftp MODE [OPTION...]: the same over FTP
 	write_conf "$FTPFAULT_URL"
 	printf 'streams = 4\nmin_split = 1M\n' >> "$T/bm.conf"
 }
+ends_as_b() {	# ends_as_b: a sync succeeds with big.bin as version B
+	assert_exit 0 bm --json sync up
+	expect_counts 2 0 0 0
+	cmp -s "$T/alt/big.bin" "$T/mirror/big.bin" || fail "big.bin is not version B"
+	no_temps "$T/mirror"
+}
 not_published() {	# not_published: big.bin failed and left nothing
 	[ -e "$T/mirror/big.bin" ] && fail "big.bin published"
 	no_temps "$T/mirror"
@@ -58,10 +64,7 @@ not_published() {	# not_published: big.bin failed and left nothing
 
 echo "# HTTP: rewritten during the transfer: start over, end as version B"
 http --fault "/big.bin=rewrite,after=4,with=$T/alt/big.bin"
-assert_exit 0 bm --json sync up
-expect_counts 2 0 0 0
-cmp -s "$T/alt/big.bin" "$T/mirror/big.bin" || fail "big.bin is not version B"
-no_temps "$T/mirror"
+ends_as_b
 grep -q 'big.bin: fetch: upstream changed during the transfer (ETag now .*, the ranges had .*): starting over (retry 1 of 5)' \
     "$LAST_ERR" || fail "the change during the transfer was not logged"
 assert_eq "$(count gets /big.bin)" 10 "GETs of big.bin (two tries of 4 ranges and a check)"
@@ -122,10 +125,7 @@ done
 
 echo "# FTP: rewritten during the transfer: start over, end as version B"
 ftp rewrite --rewrite-with "$T/alt" --rewrite-after 4
-assert_exit 0 bm --json sync up
-expect_counts 2 0 0 0
-cmp -s "$T/alt/big.bin" "$T/mirror/big.bin" || fail "big.bin is not version B"
-no_temps "$T/mirror"
+ends_as_b
 grep -q 'big.bin: fetch: upstream changed during the transfer (mtime now 2023-04-05T06:07:08Z, the ranges had 2021-01-02T03:04:05Z): starting over (retry 1 of 5)' \
     "$LAST_ERR" || fail "the change during the transfer was not logged"
 assert_eq "$(ftpfault_stat 's["retrs"]["big.bin"]')" 8 "RETRs of big.bin"
