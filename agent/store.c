@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,6 +76,7 @@ struct store {
 	uint64_t	 changes;	/* entries created, replaced, removed or re-timed */
 	struct store_set *set;		/* owned: publish = set state, NULL otherwise */
 	struct store_wb	*wb;		/* owned: write-behind, NULL until first used */
+	struct store_prefetch *prefetch; /* owned: running prefetch, or NULL */
 };
 
 #define STORE_STAT_MISSING	(-2)	/* stat_dir is known not to exist */
@@ -505,6 +507,7 @@ store_close(struct store *s)
 {
 	if (s == NULL)
 		return;
+	(void)store_prefetch_stop(s, false, NULL);
 	store_stat_forget(s);
 	store_wb_free(s);
 	store_close_fd(s->fd);
@@ -1656,50 +1659,37 @@ out:
 	return rc;
 }
 
-/* What store_clean_temps_except walks with. */
-struct store_clean {
-	const char *const *keep;	/* borrowed: sorted relative paths to keep */
-	size_t		 nkeep;
-	size_t		 n;		/* temp files removed */
-	char		 rel[PATH_MAX];	/* relative path of the directory walked */
+/*
+ * A walk of the destination tree (store_clean_temps_except and
+ * store_prefetch): fn is called for each entry but "." and ".." of each
+ * directory, with rel holding the directory's path relative to the
+ * destination ("" at the top) and type a DT_* code (DT_UNKNOWN resolved
+ * with an lstat).  A directory entry for which fn returns 0 is then
+ * descended into (never through a symlink, at most STORE_MAX_DEPTH
+ * levels).  With all, the walk goes on after an error and returns the
+ * first; else it stops at it.
+ */
+struct store_walk {
+	int		(*fn)(struct store_walk *w, int dfd, const char *name,
+			    unsigned char type);
+	bool		 all;
+	char		 rel[PATH_MAX];
 };
 
-static int	store_clean_dir(struct store_clean *, int fd, int depth);
+static int	store_walk_dir(struct store_walk *, int fd, int depth);
 
+/* Descend into directory name of dfd with w->rel extended by it. */
 static int
-store_keep_cmp(const void *key, const void *elem)
+store_walk_subdir(struct store_walk *w, int dfd, const char *name, int depth)
 {
-	return strcmp(key, *(const char *const *)elem);
-}
-
-/* True when temp file name in the directory being walked is to be kept. */
-static bool
-store_clean_keeps(const struct store_clean *c, const char *name)
-{
-	char	 path[PATH_MAX];
-
-	if (c->nkeep == 0)
-		return false;
-	if ((size_t)snprintf(path, sizeof(path), "%s%s%s", c->rel,
-	    c->rel[0] ? "/" : "", name) >= sizeof(path))
-		return false;
-	return bsearch(path, c->keep, c->nkeep, sizeof(*c->keep),
-	    store_keep_cmp) != NULL;
-}
-
-/* Descend into directory name of dfd with c->rel extended by it. */
-static int
-store_clean_subdir(struct store_clean *c, int dfd, const char *name,
-    int depth)
-{
-	size_t	 len = strlen(c->rel);
+	size_t	 len = strlen(w->rel);
 	int	 fd, rc;
 
 	if (depth >= STORE_MAX_DEPTH)
 		return BM_ELIMIT;
-	if ((size_t)snprintf(c->rel + len, sizeof(c->rel) - len, "%s%s",
-	    len ? "/" : "", name) >= sizeof(c->rel) - len) {
-		c->rel[len] = '\0';
+	if ((size_t)snprintf(w->rel + len, sizeof(w->rel) - len, "%s%s",
+	    len ? "/" : "", name) >= sizeof(w->rel) - len) {
+		w->rel[len] = '\0';
 		return BM_ELIMIT;
 	}
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1707,8 +1697,8 @@ store_clean_subdir(struct store_clean *c, int dfd, const char *name,
 		rc = (errno == ENOENT || errno == ELOOP ||
 		    errno == ENOTDIR) ? 0 : BM_EIO;
 	else
-		rc = store_clean_dir(c, fd, depth + 1);
-	c->rel[len] = '\0';
+		rc = store_walk_dir(w, fd, depth + 1);
+	w->rel[len] = '\0';
 	return rc;
 }
 
@@ -1752,54 +1742,102 @@ store_each_entry(int fd, bool all, store_entry_fn fn, void *arg)
 	return rc;
 }
 
-/* store_clean_temps for one directory entry of dfd. */
+struct store_walk_at {
+	struct store_walk *w;
+	int		 depth;
+};
+
+/* store_walk for one directory entry of dfd. */
 static int
-store_clean_entry(struct store_clean *c, int dfd, const struct dirent *de,
-    int depth)
+store_walk_one(int dfd, const struct dirent *de, void *arg)
 {
+	struct store_walk_at *at = arg;
 	struct stat	 st;
 	unsigned char	 type = de->d_type;
+	int		 rc;
 
 	if (type == DT_UNKNOWN) {
 		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
 			return (errno == ENOENT) ? 0 : BM_EIO;
-		type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+		type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ?
+		    DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_UNKNOWN;
 	}
-	if (type == DT_DIR)
-		return store_clean_subdir(c, dfd, de->d_name, depth);
-	if (strncmp(de->d_name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) != 0)
-		return 0;
-	if (type == DT_REG && store_clean_keeps(c, de->d_name))
-		return 0;
-	if (unlinkat(dfd, de->d_name, 0) == -1)
-		return (errno == ENOENT) ? 0 : BM_EIO;
-	c->n++;
-	return 0;
+	if ((rc = at->w->fn(at->w, dfd, de->d_name, type)) != 0 ||
+	    type != DT_DIR)
+		return rc;
+	return store_walk_subdir(at->w, dfd, de->d_name, at->depth);
 }
 
-struct store_clean_at {
-	struct store_clean *c;
-	int		 depth;
-};
-
+/* Walk the directory fd (owned: closed here) and below. */
 static int
-store_clean_one(int dfd, const struct dirent *de, void *arg)
+store_walk_dir(struct store_walk *w, int fd, int depth)
 {
-	struct store_clean_at *at = arg;
+	struct store_walk_at at = { w, depth };
 
-	return store_clean_entry(at->c, dfd, de, at->depth);
+	return store_each_entry(fd, w->all, store_walk_one, &at);
 }
 
 /*
- * Remove temp files in the directory fd (owned: closed here) and below.
- * Keeps going after an error and returns the first one.
+ * Walk the whole destination from a fresh open file description of its
+ * top (readdir must not move s->fd's offset).  Returns what
+ * store_walk_dir returns, or BM_EIO when the top cannot be opened.
  */
 static int
-store_clean_dir(struct store_clean *c, int fd, int depth)
+store_walk_top(int topfd, struct store_walk *w)
 {
-	struct store_clean_at at = { c, depth };
+	int	 fd;
 
-	return store_each_entry(fd, true, store_clean_one, &at);
+	if ((fd = openat(topfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return BM_EIO;
+	w->rel[0] = '\0';
+	return store_walk_dir(w, fd, 0);
+}
+
+/* What store_clean_temps_except walks with (w first: fn casts back). */
+struct store_clean {
+	struct store_walk w;
+	const char *const *keep;	/* borrowed: sorted relative paths to keep */
+	size_t		 nkeep;
+	size_t		 n;		/* temp files removed */
+};
+
+static int
+store_keep_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, *(const char *const *)elem);
+}
+
+/* True when temp file name in the directory being walked is to be kept. */
+static bool
+store_clean_keeps(const struct store_clean *c, const char *name)
+{
+	char	 path[PATH_MAX];
+
+	if (c->nkeep == 0)
+		return false;
+	if ((size_t)snprintf(path, sizeof(path), "%s%s%s", c->w.rel,
+	    c->w.rel[0] ? "/" : "", name) >= sizeof(path))
+		return false;
+	return bsearch(path, c->keep, c->nkeep, sizeof(*c->keep),
+	    store_keep_cmp) != NULL;
+}
+
+/* store_clean_temps for one entry: remove it when it is a stale temp file. */
+static int
+store_clean_entry(struct store_walk *w, int dfd, const char *name,
+    unsigned char type)
+{
+	struct store_clean *c = (struct store_clean *)w;
+
+	if (type == DT_DIR ||
+	    strncmp(name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) != 0)
+		return 0;
+	if (type == DT_REG && store_clean_keeps(c, name))
+		return 0;
+	if (unlinkat(dfd, name, 0) == -1)
+		return (errno == ENOENT) ? 0 : BM_EIO;
+	c->n++;
+	return 0;
 }
 
 /*
@@ -1828,24 +1866,129 @@ store_clean_temps_except(struct store *s, const char *const *keep,
     size_t nkeep, size_t *ret_n)
 {
 	struct store_clean *c;
-	int		 fd, rc;
+	int		 rc;
 
 	store_stat_forget(s);
 
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return BM_ENOMEM;
+	c->w.fn = store_clean_entry;
+	c->w.all = true;
 	c->keep = keep;
 	c->nkeep = nkeep;
-	/* A fresh open file description: readdir must not move s->fd's. */
-	fd = openat(s->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd == -1) {
-		free(c);
-		return BM_EIO;
-	}
-	rc = store_clean_dir(c, fd, 0);
+	rc = store_walk_top(s->fd, &c->w);
 	if (ret_n != NULL)
 		*ret_n = c->n;
 	free(c);
+	return rc;
+}
+
+/*
+ * Prefetch (store_prefetch_start): a thread lstats every entry of the
+ * destination tree while the run lists upstream, so that the planner's
+ * store_stat calls, one per listed file, find the inodes in the kernel's
+ * cache instead of reading them from disk one after another.  It only
+ * reads; it stops at its stop flag, checked at every entry.
+ */
+struct store_prefetch {
+	struct store_walk w;		/* first: fn casts back */
+	int		 fd;		/* owned: the destination, for the thread */
+	pthread_t	 thread;
+	atomic_bool	 stop;
+	size_t		 n;		/* entries looked at, read after the join */
+	int		 rc;		/* the walk's result, read after the join */
+};
+
+static int
+store_prefetch_entry(struct store_walk *w, int dfd, const char *name,
+    unsigned char type)
+{
+	struct store_prefetch *pf = (struct store_prefetch *)w;
+	struct stat	 st;
+
+	if (atomic_load_explicit(&pf->stop, memory_order_relaxed))
+		return BM_EINTR;
+	pf->n++;
+	/* A directory's inode is read by the walk's openat. */
+	if (type != DT_DIR)
+		(void)fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+	return 0;
+}
+
+static void *
+store_prefetch_main(void *arg)
+{
+	struct store_prefetch *pf = arg;
+
+	pf->rc = store_walk_top(pf->fd, &pf->w);
+	return NULL;
+}
+
+/*
+ * Start the prefetch of the destination's metadata on a thread of its own
+ * (see struct store_prefetch); a store has at most one, and a second
+ * start is a no-op.  Stop it with store_prefetch_stop() (store_close does
+ * too).  It only speeds up later store_stat calls: a failure to start is
+ * returned (BM_ENOMEM, BM_EIO with errno kept, or BM_ELIMIT when no
+ * thread could be created) but changes nothing else.
+ * Sandbox: read directories and lstat entries beneath the destination.
+ */
+int
+store_prefetch_start(struct store *s)
+{
+	struct store_prefetch *pf;
+	int		 err;
+
+	if (s->prefetch != NULL)
+		return 0;
+	if ((pf = calloc(1, sizeof(*pf))) == NULL)
+		return BM_ENOMEM;
+	pf->w.fn = store_prefetch_entry;
+	pf->w.all = false;
+	atomic_init(&pf->stop, false);
+	if ((pf->fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) == -1) {
+		free(pf);
+		return BM_EIO;
+	}
+	if ((err = pthread_create(&pf->thread, NULL, store_prefetch_main,
+	    pf)) != 0) {
+		store_close_fd(pf->fd);
+		free(pf);
+		errno = err;
+		return BM_ELIMIT;
+	}
+	s->prefetch = pf;
+	return 0;
+}
+
+/*
+ * Stop the prefetch started by store_prefetch_start() and wait for its
+ * thread; with finish, let it walk the whole tree first.  *ret_n (may be
+ * NULL) gets the number of entries it looked at (0 when none was
+ * running).  Returns 0 when the walk finished, BM_EINTR when it was
+ * stopped first, BM_ELIMIT when it skipped a directory deeper than
+ * STORE_MAX_DEPTH, BM_EIO when a directory could not be read; none of
+ * these matters to the sync, which stats what it needs itself.
+ */
+int
+store_prefetch_stop(struct store *s, bool finish, size_t *ret_n)
+{
+	struct store_prefetch *pf = s->prefetch;
+	int		 rc;
+
+	if (ret_n != NULL)
+		*ret_n = 0;
+	if (pf == NULL)
+		return 0;
+	if (!finish)
+		atomic_store(&pf->stop, true);
+	(void)pthread_join(pf->thread, NULL);
+	store_close_fd(pf->fd);
+	if (ret_n != NULL)
+		*ret_n = pf->n;
+	rc = pf->rc;
+	free(pf);
+	s->prefetch = NULL;
 	return rc;
 }
 

@@ -1777,6 +1777,7 @@ run_body(struct run *r)
 {
 	uint64_t	 avail = UINT64_MAX;
 	int		 rc;
+	bool		 none;
 
 	if ((rc = run_open(r)) != 0)
 		return rc;
@@ -1789,19 +1790,26 @@ run_body(struct run *r)
 	}
 	if (r->c->publish == PUBLISH_SET && (rc = run_set_open(r)) != 0)
 		return rc;
-	if ((rc = run_list(r)) != 0)
-		return rc;
-	if (!r->complete && listing_count(r->l) == 0)
-		return 0;	/* exit 3: nothing listed, nothing done */
-	/* The listing is staged: free it before the plan is built. */
-	if ((rc = run_drop_listing(r)) != 0)
-		return rc;
-	if ((rc = run_plan(r)) != 0) {
-		if (rc == BM_EDB)
+	/*
+	 * The planner stats every listed file: warm the destination's
+	 * inodes while upstream is listed, and stop once the plan is built.
+	 */
+	if (r->s != NULL)
+		(void)store_prefetch_start(r->s);
+	rc = run_list(r);
+	/* Nothing listed (exit 3): nothing is done. */
+	none = rc == 0 && !r->complete && listing_count(r->l) == 0;
+	if (rc == 0 && !none) {
+		/* The listing is staged: free it before the plan is built. */
+		if ((rc = run_drop_listing(r)) == 0 &&
+		    (rc = run_plan(r)) == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
-		return rc;
 	}
+	if (r->s != NULL)
+		(void)store_prefetch_stop(r->s, false, NULL);
+	if (rc != 0 || none)
+		return rc;
 	if (r->s != NULL)
 		(void)store_free_space(r->s, &avail);
 	/*

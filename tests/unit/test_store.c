@@ -26,6 +26,7 @@
 #include <linux/seccomp.h>
 
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -717,6 +718,62 @@ test_abort_clean(struct ctx *c, const char *tag)
 	(void)unlink(q);
 }
 
+static size_t	nftw_count;
+
+static int
+nftw_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)st;
+	(void)flag;
+	if (ftw->level > 0)
+		nftw_count++;
+	return 0;
+}
+
+/*
+ * store_prefetch: the walk looks at every entry beneath the destination
+ * (counted independently with nftw(FTW_PHYS)), never through a symlink;
+ * an early stop joins cleanly; a second start is a no-op.
+ */
+static void
+test_prefetch(struct ctx *c, const char *tag)
+{
+	char	 p[PATH_MAX], q[PATH_MAX];
+	size_t	 n = 99;
+	int	 i, rc;
+
+	is_int(store_prefetch_stop(c->s, true, &n), 0,
+	    "%s: prefetch stop without start", tag);
+	is_int(n, 0, "%s: nothing walked", tag);
+	is_int(store_mkdirs(c->s, "pf/x/y"), 0, "%s: mkdirs pf/x/y", tag);
+	for (i = 0; i < 40; i++) {
+		snprintf(q, sizeof(q), "pf/x/y/f%d", i);
+		pathf(p, c, q);
+		put_file(p, "x");
+	}
+	pathf(p, c, "pf/out");
+	ok(symlink(c->out, p) == 0, "%s: symlink to outside", tag);
+	nftw_count = 0;
+	ok(nftw(c->dest, nftw_one, 16, FTW_PHYS) == 0, "%s: nftw", tag);
+
+	is_int(store_prefetch_start(c->s), 0, "%s: prefetch start", tag);
+	is_int(store_prefetch_start(c->s), 0, "%s: second start: no-op", tag);
+	is_int(store_prefetch_stop(c->s, true, &n), 0,
+	    "%s: prefetch walked the whole tree", tag);
+	is_int(n, nftw_count, "%s: every entry looked at once, none behind "
+	    "the symlink", tag);
+	ok(n >= 43, "%s: the new entries are among them (%zu)", tag, n);
+
+	is_int(store_prefetch_start(c->s), 0, "%s: prefetch again", tag);
+	rc = store_prefetch_stop(c->s, false, &n);
+	ok(rc == 0 || rc == BM_EINTR, "%s: early stop: 0 or BM_EINTR (%d)",
+	    tag, rc);
+	ok(n <= nftw_count, "%s: early stop looked at no more (%zu)", tag, n);
+	/* store_close() stops a running one (the suite's close, under ASan). */
+	is_int(store_prefetch_start(c->s), 0, "%s: left running", tag);
+}
+
 static void
 test_delete_mtime(struct ctx *c, const char *tag)
 {
@@ -1246,6 +1303,7 @@ run_suite(const char *tag)
 	test_planted(&c, tag);
 	test_hostile_paths(&c, tag);
 	test_abort_clean(&c, tag);
+	test_prefetch(&c, tag);
 	test_delete_mtime(&c, tag);
 	test_symlink(&c, tag);
 	test_free_space(&c, tag);
