@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <libxml/HTMLparser.h>
@@ -43,6 +44,7 @@
 
 #include "biomirror/error.h"
 #include "biomirror/list_http.h"
+#include "biomirror/workq.h"
 
 #define ROW_TEXT_MAX	1024	/* bytes of row text looked at per link */
 #define SIZE_SEARCH_MAX	(UINT64_C(1) << 50)	/* inversion range: 1 PiB */
@@ -1849,6 +1851,9 @@ struct crawl {
 	size_t		 skipped;	/* hostile names over all pages */
 	char		*errbuf;	/* borrowed, may be NULL */
 	size_t		 errlen;
+	struct workq	*pool;		/* owned: parser threads (crawl_pool) */
+	unsigned	 npool;		/* threads in pool */
+	bool		 no_pool;	/* parse inline: one CPU, or no thread */
 };
 
 static int
@@ -2039,32 +2044,37 @@ keep_and_queue(struct crawl *c, size_t d, size_t n0)
 	return 0;
 }
 
-/* The page URL hrefs resolve against, or NULL when the page failed. */
+/*
+ * The page URL hrefs resolve against, or NULL when the page failed: then
+ * *ret_rc and why (whylen bytes) say how.  No side effect, so that it can
+ * be asked before the page is handed to a parser thread.
+ */
 static const char *
-page_base(struct crawl *c, const struct http_page *pg)
+page_check(const struct crawl *c, const struct http_page *pg, int *ret_rc,
+    char *why, size_t whylen)
 {
-	char	 why[64];
-
 	if (pg->rc != 0) {
-		crawl_fail(c, pg->url, pg->rc, pg->errmsg[0] ? pg->errmsg :
+		*ret_rc = pg->rc;
+		(void)snprintf(why, whylen, "%s", pg->errmsg[0] ? pg->errmsg :
 		    bm_strerror(pg->rc));
 		return NULL;
 	}
 	if (pg->status != 200) {
-		(void)snprintf(why, sizeof(why), "HTTP status %ld",
-		    pg->status);
-		crawl_fail(c, pg->url, (pg->status == 404 ||
-		    pg->status == 410) ? BM_ENOENT : BM_EHTTP, why);
+		*ret_rc = (pg->status == 404 || pg->status == 410) ?
+		    BM_ENOENT : BM_EHTTP;
+		(void)snprintf(why, whylen, "HTTP status %ld", pg->status);
 		return NULL;
 	}
 	if (c->opts->max_page_bytes > 0 && pg->len > c->opts->max_page_bytes) {
-		crawl_fail(c, pg->url, BM_ELIMIT, "index page too large");
+		*ret_rc = BM_ELIMIT;
+		(void)snprintf(why, whylen, "index page too large");
 		return NULL;
 	}
 	if (pg->effective_url != NULL &&
 	    strcmp(pg->effective_url, pg->url) != 0) {
 		if (!url_under(c->source, pg->effective_url)) {
-			crawl_fail(c, pg->url, BM_EPROTO,
+			*ret_rc = BM_EPROTO;
+			(void)snprintf(why, whylen,
 			    "redirected outside the source");
 			return NULL;
 		}
@@ -2074,28 +2084,68 @@ page_base(struct crawl *c, const struct http_page *pg)
 	return pg->url;
 }
 
-static int
-crawl_page(struct crawl *c, size_t d, const struct http_page *pg)
+/*
+ * One fetched page of a batch and what parsing it gave: its entries in a
+ * listing of its own (parsed on a worker of the crawl's pool, or inline),
+ * taken into the crawl's listing in page order by crawl_page.
+ */
+struct ppage {
+	const struct http_page *pg;	/* borrowed */
+	const char	*base;		/* borrowed: page_check's URL, NULL: failed */
+	const char	*prefix;	/* borrowed: the directory's relative path */
+	struct listing	*l;		/* owned: the page's entries */
+	size_t		 skipped;	/* hostile names list_http_parse skipped */
+	int		 rc;		/* list_http_parse's result */
+	bool		 done;		/* parsed (or nothing to parse) */
+	char		 err[256];	/* list_http_parse's reason */
+};
+
+/* Parse one page into pp->l (a workq task; touches nothing shared). */
+static void
+ppage_parse(void *arg)
 {
-	const char	*base;
-	char		 err[256];
-	size_t		 n0 = listing_count(c->out), skipped = 0;
+	struct ppage	*pp = arg;
+	const struct http_page *pg = pp->pg;
+
+	pp->err[0] = '\0';
+	pp->rc = list_http_parse(pg->body, pg->len, pg->content_type,
+	    pp->base, pp->prefix, pp->l, NULL, &pp->skipped, pp->err,
+	    sizeof(pp->err));
+}
+
+/* workq_done_fn: a parsed page is back on the crawl's thread. */
+static void
+ppage_done(void *ctx, void *arg)
+{
+	(void)ctx;
+	((struct ppage *)arg)->done = true;
+}
+
+/* Take the parsed page of directory d into the crawl's listing. */
+static int
+crawl_page(struct crawl *c, size_t d, struct ppage *pp)
+{
+	char		 why[256];
+	size_t		 n0 = listing_count(c->out);
 	int		 rc;
 
-	if ((base = page_base(c, pg)) == NULL)
+	if (pp->base == NULL) {
+		(void)page_check(c, pp->pg, &rc, why, sizeof(why));
+		crawl_fail(c, pp->pg->url, rc, why);
 		return 0;
-	err[0] = '\0';
-	rc = list_http_parse(pg->body, pg->len, pg->content_type, base,
-	    c->dirs[d].prefix, c->out, NULL, &skipped, err, sizeof(err));
+	}
+	if ((rc = pp->rc) == 0)
+		rc = listing_take(c->out, pp->l);
 	if (rc == BM_EPROTO) {
-		crawl_fail(c, pg->url, rc, err[0] ? err : "unreadable index");
+		crawl_fail(c, pp->pg->url, rc, pp->err[0] ? pp->err :
+		    "unreadable index");
 		return 0;
 	}
 	if (rc != 0) {
-		crawl_fail(c, pg->url, rc, bm_strerror(rc));
+		crawl_fail(c, pp->pg->url, rc, bm_strerror(rc));
 		return rc;
 	}
-	c->skipped += skipped;
+	c->skipped += pp->skipped;
 	if ((rc = entry_sig(c->out, n0, listing_count(c->out),
 	    c->dirs[d].sig)) != 0)
 		return rc;
@@ -2123,14 +2173,82 @@ pages_free(struct http_page *pages, size_t n)
 	free(pages);
 }
 
+/*
+ * The crawl's parser pool: one worker per online CPU (at most
+ * CRAWL_PARSERS), started at the first batch of two or more pages; NULL
+ * on a single CPU or when no thread can be had (pages are then parsed
+ * inline, one after another).
+ */
+#define CRAWL_PARSERS	4
+#define CRAWL_AHEAD	2	/* pages handed out per worker ahead of the merge */
+
+static struct workq *
+crawl_pool(struct crawl *c)
+{
+	long	 ncpu;
+
+	if (c->pool != NULL || c->no_pool)
+		return c->pool;
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu > CRAWL_PARSERS)
+		ncpu = CRAWL_PARSERS;
+	xmlInitParser();	/* once, before any thread parses */
+	if (ncpu < 2 || workq_new((unsigned)ncpu, NULL, NULL,
+	    &c->pool) != 0) {
+		c->pool = NULL;
+		c->no_pool = true;
+	} else
+		c->npool = (unsigned)ncpu;
+	return c->pool;
+}
+
+/*
+ * Parse the fetched pages pps[0..n) and take them into the crawl in page
+ * order: on the pool, at most CRAWL_AHEAD pages per worker ahead of the
+ * page being taken (so that only a few parsed pages are held at once),
+ * else inline.  Every page handed out is back before this returns.
+ */
+static int
+crawl_parse(struct crawl *c, size_t first, struct ppage *pps, size_t n)
+{
+	struct workq	*q = n > 1 ? crawl_pool(c) : NULL;
+	size_t		 i, next = 0, ahead;
+	int		 rc = 0;
+
+	ahead = q != NULL ? (size_t)c->npool * CRAWL_AHEAD : 0;
+	for (i = 0; i < n && rc == 0; i++) {
+		for (; q != NULL && next < n && next <= i + ahead; next++) {
+			if (pps[next].l != NULL &&
+			    workq_push(q, ppage_parse, &pps[next]) == 0)
+				continue;
+			/* Nothing to parse, or no memory to queue it. */
+			if (pps[next].l != NULL)
+				ppage_parse(&pps[next]);
+			pps[next].done = true;
+		}
+		if (q == NULL && pps[i].l != NULL)
+			ppage_parse(&pps[i]);
+		while (q != NULL && !pps[i].done)
+			(void)workq_wait_any(q, ppage_done, NULL);
+		rc = crawl_page(c, first + i, &pps[i]);
+		listing_free(pps[i].l);
+		pps[i].l = NULL;
+	}
+	if (q != NULL)
+		workq_wait(q, ppage_done, NULL);
+	return rc;
+}
+
 /* Fetch dirs [first, first + n) and read their pages. */
 static int
 crawl_batch(struct crawl *c, http_fetch_fn fetch, void *ctx, size_t first,
     size_t n)
 {
 	struct http_page *pages;
+	struct ppage	*pps = NULL;
+	char		 why[256];
 	size_t		 i;
-	int		 rc = 0;
+	int		 rc = 0, prc;
 
 	if ((pages = calloc(n, sizeof(*pages))) == NULL)
 		return BM_ENOMEM;
@@ -2140,9 +2258,26 @@ crawl_batch(struct crawl *c, http_fetch_fn fetch, void *ctx, size_t first,
 		crawl_fail(c, pages[0].url, rc, "fetch failed");
 		goto out;
 	}
-	for (i = 0; i < n && rc == 0; i++)
-		rc = crawl_page(c, first + i, &pages[i]);
+	if ((pps = calloc(n, sizeof(*pps))) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		pps[i].pg = &pages[i];
+		pps[i].prefix = c->dirs[first + i].prefix;
+		pps[i].base = page_check(c, &pages[i], &prc, why, sizeof(why));
+		/* A page holds no more than the crawl has room for. */
+		if (pps[i].base != NULL &&
+		    (pps[i].l = listing_new(listing_room(c->out))) == NULL) {
+			rc = BM_ENOMEM;
+			goto out;
+		}
+	}
+	rc = crawl_parse(c, first, pps, n);
 out:
+	for (i = 0; pps != NULL && i < n; i++)
+		listing_free(pps[i].l);
+	free(pps);
 	pages_free(pages, n);
 	return rc;
 }
@@ -2205,6 +2340,7 @@ out:
 		*opts->ret_loops = c.loops;
 	if (opts->ret_skipped != NULL)
 		*opts->ret_skipped = c.skipped;
+	workq_free(c.pool);
 	for (i = 0; i < c.ndirs; i++) {
 		free(c.dirs[i].url);
 		free(c.dirs[i].prefix);

@@ -127,6 +127,47 @@ listing_append(struct listing *l, struct entry **ret)
 	return 0;
 }
 
+/* Entries l can still take before listing_append gives BM_ELIMIT. */
+size_t
+listing_room(const struct listing *l)
+{
+	return l->n < l->max ? l->max - l->n : 0;
+}
+
+/*
+ * Move every entry of src (in order, with the strings it owns) to the end
+ * of dst, leaving src empty.  Returns 0, BM_ELIMIT (dst has no room for
+ * all of them: nothing is moved) or BM_ENOMEM.
+ */
+int
+listing_take(struct listing *dst, struct listing *src)
+{
+	struct entry	*nv;
+	size_t		 ncap;
+
+	if (src->n == 0)
+		return 0;
+	if (src->n > listing_room(dst))
+		return BM_ELIMIT;
+	if (dst->n + src->n > dst->cap) {
+		ncap = dst->cap ? dst->cap : 64;
+		while (ncap < dst->n + src->n && ncap <= SIZE_MAX / 2)
+			ncap *= 2;
+		if (ncap > dst->max)
+			ncap = dst->max;
+		if (ncap > SIZE_MAX / sizeof(*nv))
+			return BM_ENOMEM;
+		if ((nv = realloc(dst->v, ncap * sizeof(*nv))) == NULL)
+			return BM_ENOMEM;
+		dst->v = nv;
+		dst->cap = ncap;
+	}
+	memcpy(&dst->v[dst->n], src->v, src->n * sizeof(*nv));
+	dst->n += src->n;
+	src->n = 0;
+	return 0;
+}
+
 /* Drop and free the last entry, if any. */
 void
 listing_pop(struct listing *l)

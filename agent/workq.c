@@ -147,16 +147,23 @@ workq_collect(struct workq *q, workq_done_fn done, void *ctx)
 	return n;
 }
 
+size_t
+workq_wait_any(struct workq *q, workq_done_fn done, void *ctx)
+{
+	if (q->pending == 0)
+		return 0;
+	(void)pthread_mutex_lock(&q->lock);
+	while (q->dhead == NULL)
+		(void)pthread_cond_wait(&q->dcond, &q->lock);
+	(void)pthread_mutex_unlock(&q->lock);
+	return workq_collect(q, done, ctx);
+}
+
 void
 workq_wait(struct workq *q, workq_done_fn done, void *ctx)
 {
-	while (q->pending > 0) {
-		(void)pthread_mutex_lock(&q->lock);
-		while (q->dhead == NULL)
-			(void)pthread_cond_wait(&q->dcond, &q->lock);
-		(void)pthread_mutex_unlock(&q->lock);
-		(void)workq_collect(q, done, ctx);
-	}
+	while (workq_wait_any(q, done, ctx) > 0)
+		;
 }
 
 size_t

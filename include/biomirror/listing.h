@@ -73,6 +73,14 @@ struct entry	*listing_get_mut(struct listing *l, size_t i);
  * Returns 0, BM_ENOMEM, or BM_ELIMIT when max_entries is reached.
  */
 int		 listing_append(struct listing *l, struct entry **ret);
+/* Entries l can still take before listing_append gives BM_ELIMIT. */
+size_t		 listing_room(const struct listing *l);
+/*
+ * Move every entry of src, in order and with the strings it owns, to the
+ * end of dst; src is left empty (still to be freed).  Returns 0,
+ * BM_ELIMIT (not room for all of them in dst: nothing moved) or BM_ENOMEM.
+ */
+int		 listing_take(struct listing *dst, struct listing *src);
 /* Drop the last entry (after a parser decided it was not wanted). */
 void		 listing_pop(struct listing *l);
 /* Sort entries by path bytes (memcmp order) and drop exact duplicate paths,

@@ -35,6 +35,12 @@ int	workq_push(struct workq *q, workq_fn fn, void *arg);
 /* Hand every finished task to done(ctx, arg); returns how many. */
 size_t	workq_collect(struct workq *q, workq_done_fn done, void *ctx);
 /*
+ * Block until at least one pushed task has finished, then hand every
+ * finished one to done(ctx, arg) (loop thread only).  Returns how many;
+ * 0 at once when no task is pending.
+ */
+size_t	workq_wait_any(struct workq *q, workq_done_fn done, void *ctx);
+/*
  * Block until every pushed task has finished and been handed to
  * done(ctx, arg) (loop thread only; tasks pushed by done are waited for
  * too).

@@ -995,6 +995,117 @@ test_crawl(void)
 	listing_free(l);
 }
 
+/*
+ * A wide tree (a root of WIDE directories of 30 files each) crawled with
+ * one page per fetch (parsed inline) and with every directory in one batch
+ * (parsed on the crawl's parser threads when there are two CPUs or more):
+ * the same entries in the same order, the same first failure, the same
+ * entry cap.
+ */
+#define WIDE	40
+static char	*wide_bodies[WIDE + 1];
+static char	 wide_urls[WIDE + 1][32];
+
+static void
+wide_tree(struct fake_page *pg)
+{
+	char	*b;
+	size_t	 cap = 8192, len;
+	int	 d, i;
+
+	for (d = 0; d <= WIDE; d++) {
+		if (wide_bodies[d] == NULL && (wide_bodies[d] = malloc(cap)) == NULL)
+			abort();
+		b = wide_bodies[d];
+		len = (size_t)snprintf(b, cap, "<html><head><title>Index of "
+		    "x</title></head><body><pre><a href=\"../\">../</a>\n");
+		for (i = 0; i < (d == 0 ? WIDE : 30); i++)
+			len += (size_t)snprintf(b + len, cap - len, d == 0 ?
+			    "<a href=\"d%02d/\">d%02d/</a> 01-Jan-2020 10:00 -\n" :
+			    "<a href=\"f%02d\">f%02d</a> 02-Jan-2020 11:%02d 1%02d\n",
+			    i, i, i, i);
+		(void)snprintf(b + len, cap - len, "</pre></body></html>");
+		if (d == 0)
+			(void)snprintf(wide_urls[d], sizeof(wide_urls[d]),
+			    "http://h/src/");
+		else
+			(void)snprintf(wide_urls[d], sizeof(wide_urls[d]),
+			    "http://h/src/d%02d/", d - 1);
+		pg[d].url = wide_urls[d];
+		pg[d].status = 200;
+		pg[d].body = b;
+		pg[d].effective = NULL;
+	}
+}
+
+/* Crawl pg with batch 1 and with batch WIDE: both give the same. */
+static void
+wide_same(const struct fake_page *pg, size_t max, int want_rc,
+    const char *want_err, const char *what)
+{
+	struct listing	*l1 = listing_new(max), *l2 = listing_new(max);
+	struct fake	 f;
+	char		 e1[256], e2[256];
+	size_t		 i, n;
+	bool		 same = true;
+	int		 r1, r2;
+
+	r1 = crawl(pg, WIDE + 1, 10, NULL, 1, &f, l1, NULL, e1, sizeof(e1));
+	is_int(f.max_batch, 1, "%s: batch 1", what);
+	r2 = crawl(pg, WIDE + 1, 10, NULL, WIDE, &f, l2, NULL, e2, sizeof(e2));
+	is_int(f.max_batch, WIDE, "%s: batch of %d pages", what, WIDE);
+	is_int(r1, want_rc, "%s: one page per batch: rc", what);
+	is_int(r2, want_rc, "%s: one batch: rc", what);
+	is_str(e1, want_err, "%s: one page per batch: first failure", what);
+	is_str(e2, want_err, "%s: one batch: the same first failure", what);
+	n = listing_count(l1);
+	is_int(listing_count(l2), n, "%s: the same count (%zu)", what, n);
+	for (i = 0; i < n && i < listing_count(l2); i++)
+		if (strcmp(listing_get(l1, i)->path,
+		    listing_get(l2, i)->path) != 0 ||
+		    listing_get(l1, i)->size != listing_get(l2, i)->size ||
+		    listing_get(l1, i)->mtime_wall !=
+		    listing_get(l2, i)->mtime_wall)
+			same = false;
+	ok(same, "%s: the same entries in the same order", what);
+	listing_free(l1);
+	listing_free(l2);
+}
+
+static void
+test_crawl_wide(void)
+{
+	struct fake_page pg[WIDE + 1];
+	struct listing	*l;
+	struct fake	 f;
+	char		 err[256];
+	int		 d;
+
+	wide_tree(pg);
+	l = listing_new(100000);
+	is_int(crawl(pg, WIDE + 1, 10, NULL, WIDE, &f, l, NULL, err,
+	    sizeof(err)), 0, "wide: complete");
+	is_int(listing_count(l), WIDE + WIDE * 30, "wide: every entry");
+	ok(strcmp(listing_get(l, WIDE)->path, "d00/f00") == 0 &&
+	    strcmp(listing_get(l, WIDE + WIDE * 30 - 1)->path,
+	    "d39/f29") == 0, "wide: pages taken in page order");
+	listing_free(l);
+
+	wide_same(pg, 100000, 0, "", "wide");
+	/* Failures on pages 7 (404), 12 (junk) and 30 (reset). */
+	pg[8].status = 404;
+	pg[13].body = "<html><body>Gateway busy</body></html>";
+	pg[31].status = 0;
+	wide_same(pg, 100000, BM_ENOENT,
+	    "http://h/src/d07/: HTTP status 404", "wide, three bad pages");
+	wide_tree(pg);
+	/* The cap is reached on the 11th directory's page. */
+	wide_same(pg, WIDE + 10 * 30 + 5, BM_ELIMIT,
+	    "http://h/src/d10/: limit exceeded", "wide, entry cap");
+	for (d = 0; d <= WIDE; d++)
+		free(wide_bodies[d]);
+}
+
 /* docker-style directories without '/' are crawled with one. */
 static void
 test_crawl_docker(void)
@@ -1028,6 +1139,7 @@ main(void)
 	test_tmp_prefix();
 	test_not_index();
 	test_crawl();
+	test_crawl_wide();
 	test_crawl_docker();
 	return done_testing();
 }

@@ -4,6 +4,7 @@
  * include/exclude filter and time-zone resolution.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,41 @@ test_container(void)
 	is_str(listing_get(l, 4)->path, "zz", "memcmp 4");
 	is_str(listing_get(l, 5)->path, "\xc3\xa9", "memcmp 5");
 	listing_free(l);
+}
+
+/* listing_room and listing_take: moved in order, the cap kept whole. */
+static void
+test_take(void)
+{
+	struct listing	*dst = listing_new(100), *src = listing_new(100);
+	char		 name[16];
+	int		 i;
+
+	is_int(listing_room(dst), 100, "room of an empty listing");
+	add(dst, "first", ENTRY_FILE);
+	for (i = 0; i < 70; i++) {	/* past dst's first capacity of 64 */
+		snprintf(name, sizeof(name), "p%02d", i);
+		add(src, name, ENTRY_FILE);
+	}
+	is_int(listing_take(dst, src), 0, "take 70");
+	is_int(listing_count(dst), 71, "dst has 71");
+	is_int(listing_count(src), 0, "src emptied");
+	is_int(listing_room(dst), 29, "room 29");
+	is_str(listing_get(dst, 0)->path, "first", "dst's own entry first");
+	is_str(listing_get(dst, 1)->path, "p00", "taken in order (1)");
+	is_str(listing_get(dst, 70)->path, "p69", "taken in order (70)");
+	is_int(listing_take(dst, src), 0, "take from an empty listing");
+	for (i = 0; i < 30; i++)
+		add(src, "q", ENTRY_FILE);
+	is_int(listing_take(dst, src), BM_ELIMIT, "30 into room 29: BM_ELIMIT");
+	is_int(listing_count(dst), 71, "nothing moved");
+	is_int(listing_count(src), 30, "src kept its entries");
+	listing_pop(src);
+	is_int(listing_take(dst, src), 0, "29 into room 29");
+	is_int(listing_room(dst), 0, "full");
+	is_str(listing_get(dst, 99)->path, "q", "last taken");
+	listing_free(src);	/* its moved strings belong to dst now */
+	listing_free(dst);
 }
 
 static bool
@@ -265,6 +301,7 @@ test_tz(void)
 int
 main(void)
 {
+	test_take();
 	test_container();
 	test_paths();
 	test_coding();
