@@ -2097,6 +2097,7 @@ struct ppage {
 	size_t		 skipped;	/* hostile names list_http_parse skipped */
 	int		 rc;		/* list_http_parse's result */
 	bool		 done;		/* parsed (or nothing to parse) */
+	bool		 pooled;	/* parsed on a pool thread */
 	char		 err[256];	/* list_http_parse's reason */
 };
 
@@ -2121,6 +2122,46 @@ ppage_done(void *ctx, void *arg)
 	((struct ppage *)arg)->done = true;
 }
 
+/* Replace *p by a copy made on this thread.  0 or BM_ENOMEM. */
+static int
+rehome_str(char **p)
+{
+	char	*q;
+
+	if (*p == NULL)
+		return 0;
+	if ((q = strdup(*p)) == NULL)
+		return BM_ENOMEM;
+	free(*p);
+	*p = q;
+	return 0;
+}
+
+/*
+ * Copy the strings of a page parsed on a pool thread into allocations of
+ * this thread, before they join the crawl's listing.  glibc gives each
+ * thread an arena of its own and malloc_trim(3) does not shrink the top
+ * of a thread's arena, so strings left there would keep their pages
+ * resident after the listing is freed (tree C: about 10 MB).
+ * Returns 0 or BM_ENOMEM.
+ */
+static int
+rehome(struct listing *l)
+{
+	struct entry	*e;
+	size_t		 i;
+
+	for (i = 0; i < listing_count(l); i++) {
+		e = listing_get_mut(l, i);
+		if (rehome_str(&e->path) != 0 || rehome_str(&e->href) != 0 ||
+		    rehome_str(&e->size_display) != 0 ||
+		    rehome_str(&e->target) != 0 ||
+		    rehome_str(&e->unique) != 0)
+			return BM_ENOMEM;
+	}
+	return 0;
+}
+
 /* Take the parsed page of directory d into the crawl's listing. */
 static int
 crawl_page(struct crawl *c, size_t d, struct ppage *pp)
@@ -2134,7 +2175,9 @@ crawl_page(struct crawl *c, size_t d, struct ppage *pp)
 		crawl_fail(c, pp->pg->url, rc, why);
 		return 0;
 	}
-	if ((rc = pp->rc) == 0)
+	if ((rc = pp->rc) == 0 && pp->pooled)
+		rc = rehome(pp->l);
+	if (rc == 0)
 		rc = listing_take(c->out, pp->l);
 	if (rc == BM_EPROTO) {
 		crawl_fail(c, pp->pg->url, rc, pp->err[0] ? pp->err :
@@ -2219,8 +2262,10 @@ crawl_parse(struct crawl *c, size_t first, struct ppage *pps, size_t n)
 	for (i = 0; i < n && rc == 0; i++) {
 		for (; q != NULL && next < n && next <= i + ahead; next++) {
 			if (pps[next].l != NULL &&
-			    workq_push(q, ppage_parse, &pps[next]) == 0)
+			    workq_push(q, ppage_parse, &pps[next]) == 0) {
+				pps[next].pooled = true;
 				continue;
+			}
 			/* Nothing to parse, or no memory to queue it. */
 			if (pps[next].l != NULL)
 				ppage_parse(&pps[next]);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -653,6 +654,12 @@ run_drop_listing(struct run *r)
 	}
 	listing_free(r->l);
 	r->l = NULL;
+	/*
+	 * Much of what was just freed lies in the arenas of the crawl's
+	 * parser threads, which the plan's allocations on this thread do
+	 * not reuse: hand it back to the kernel (malloc_trim(3), glibc).
+	 */
+	(void)malloc_trim(0);
 	return 0;
 }
 
