@@ -2235,7 +2235,9 @@ crawl_pool(struct crawl *c)
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	if (ncpu > CRAWL_PARSERS)
 		ncpu = CRAWL_PARSERS;
-	xmlInitParser();	/* once, before any thread parses */
+	/* Once, before any thread parses (libxml2, jansson's hash seed). */
+	xmlInitParser();
+	json_object_seed(0);
 	if (ncpu < 2 || workq_new((unsigned)ncpu, NULL, NULL,
 	    &c->pool) != 0) {
 		c->pool = NULL;
