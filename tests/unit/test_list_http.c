@@ -807,6 +807,7 @@ struct fake {
 	size_t		 calls;		/* fetch callback calls */
 	size_t		 fetched;	/* pages asked for */
 	size_t		 max_batch;	/* largest batch seen */
+	size_t		 fail_call;	/* this call (1-based) fails; 0: none */
 };
 
 static int
@@ -816,6 +817,8 @@ fake_fetch(void *ctx, struct http_page *pages, size_t n)
 	size_t		 i, j;
 
 	f->calls++;
+	if (f->fail_call != 0 && f->calls == f->fail_call)
+		return BM_ENET;
 	f->fetched += n;
 	if (n > f->max_batch)
 		f->max_batch = n;
@@ -1038,7 +1041,14 @@ wide_tree(struct fake_page *pg)
 	}
 }
 
-/* Crawl pg with batch 1 and with batch WIDE: both give the same. */
+static void	wide_cmp(struct listing *, struct listing *, int, int,
+		    const char *, const char *, int, const char *,
+		    const char *);
+
+/*
+ * Crawl pg with batch 1, with batch WIDE and with batches of 8: all give
+ * the same.
+ */
 static void
 wide_same(const struct fake_page *pg, size_t max, int want_rc,
     const char *want_err, const char *what)
@@ -1046,18 +1056,38 @@ wide_same(const struct fake_page *pg, size_t max, int want_rc,
 	struct listing	*l1 = listing_new(max), *l2 = listing_new(max);
 	struct fake	 f;
 	char		 e1[256], e2[256];
-	size_t		 i, n;
-	bool		 same = true;
 	int		 r1, r2;
 
 	r1 = crawl(pg, WIDE + 1, 10, NULL, 1, &f, l1, NULL, e1, sizeof(e1));
 	is_int(f.max_batch, 1, "%s: batch 1", what);
 	r2 = crawl(pg, WIDE + 1, 10, NULL, WIDE, &f, l2, NULL, e2, sizeof(e2));
 	is_int(f.max_batch, WIDE, "%s: batch of %d pages", what, WIDE);
+	wide_cmp(l1, l2, r1, r2, e1, e2, want_rc, want_err, what);
+	listing_free(l2);
+	/* Batches of 8: several pooled batches in a row. */
+	l2 = listing_new(max);
+	r2 = crawl(pg, WIDE + 1, 10, NULL, 8, &f, l2, NULL, e2, sizeof(e2));
+	is_int(f.max_batch, 8, "%s: batches of 8", what);
+	ok(f.calls <= 1 + WIDE / 8, "%s: no more fetches than batches (%zu)",
+	    what, f.calls);
+	wide_cmp(l1, l2, r1, r2, e1, e2, want_rc, want_err, what);
+	listing_free(l1);
+	listing_free(l2);
+}
+
+/* The two crawls' results are the same and as wanted. */
+static void
+wide_cmp(struct listing *l1, struct listing *l2, int r1, int r2,
+    const char *e1, const char *e2, int want_rc, const char *want_err,
+    const char *what)
+{
+	size_t		 i, n;
+	bool		 same = true;
+
 	is_int(r1, want_rc, "%s: one page per batch: rc", what);
-	is_int(r2, want_rc, "%s: one batch: rc", what);
+	is_int(r2, want_rc, "%s: batched: rc", what);
 	is_str(e1, want_err, "%s: one page per batch: first failure", what);
-	is_str(e2, want_err, "%s: one batch: the same first failure", what);
+	is_str(e2, want_err, "%s: batched: the same first failure", what);
 	n = listing_count(l1);
 	is_int(listing_count(l2), n, "%s: the same count (%zu)", what, n);
 	for (i = 0; i < n && i < listing_count(l2); i++)
@@ -1068,8 +1098,6 @@ wide_same(const struct fake_page *pg, size_t max, int want_rc,
 		    listing_get(l2, i)->mtime_wall)
 			same = false;
 	ok(same, "%s: the same entries in the same order", what);
-	listing_free(l1);
-	listing_free(l2);
 }
 
 static void
@@ -1102,6 +1130,33 @@ test_crawl_wide(void)
 	/* The cap is reached on the 11th directory's page. */
 	wide_same(pg, WIDE + 10 * 30 + 5, BM_ELIMIT,
 	    "http://h/src/d10/: limit exceeded", "wide, entry cap");
+	/*
+	 * The 4th fetch call fails (dirs d16..d23, in batches of 8): what
+	 * came before is taken, in order, and the failure is the crawl's.
+	 */
+	l = listing_new(100000);
+	memset(&f, 0, sizeof(f));
+	f.pages = pg;
+	f.n = WIDE + 1;
+	f.fail_call = 4;
+	{
+		struct crawl_opts o;
+
+		memset(&o, 0, sizeof(o));
+		o.max_depth = 10;
+		o.max_page_bytes = 1 << 20;
+		o.batch = 8;
+		is_int(list_http_crawl("http://h/src/", &o, fake_fetch, &f, l,
+		    err, sizeof(err)), BM_ENET, "wide, 4th fetch fails: rc");
+	}
+	is_str(err, "http://h/src/d16/: fetch failed",
+	    "wide, 4th fetch fails: errbuf");
+	is_int(listing_count(l), WIDE + 16 * 30,
+	    "wide, 4th fetch fails: root and two batches taken");
+	ok(listing_count(l) == WIDE + 16 * 30 &&
+	    strcmp(listing_get(l, WIDE + 16 * 30 - 1)->path, "d15/f29") == 0,
+	    "wide, 4th fetch fails: in page order");
+	listing_free(l);
 	for (d = 0; d <= WIDE; d++)
 		free(wide_bodies[d]);
 }
