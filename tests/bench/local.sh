@@ -245,8 +245,14 @@ say "nginx on $URL"
 if has_ftp; then
 	start_vsftpd "$SRC" > "$T/logs/vsftpd-start.log" || fail "start_vsftpd"
 	# Stream mode (biomirror, lftp, wget) takes a passive data port per
-	# file, held in TIME_WAIT for a minute: 5,000 files need 5,000 ports.
-	start_gridftp "$SRC" 12000 > "$T/logs/gridftp-start.log" || fail "start_gridftp"
+	# file, and gridftp does not reuse one for a minute (TIME_WAIT): each
+	# cold run of tree FA takes 5,000, and --runs 3 of them come within
+	# a minute or two (with 12,000 ports the third cold run took 36 s
+	# instead of 2 at 19:25 UTC on 2026-11-30).  At most 38,000.
+	gridftp_ports=$(( 5100 * RUNS + 2000 ))
+	[ "$gridftp_ports" -le 38000 ] || gridftp_ports=38000
+	start_gridftp "$SRC" "$gridftp_ports" > "$T/logs/gridftp-start.log" ||
+	    fail "start_gridftp"
 	say "vsftpd on $VSFTPD_URL, gridftp on $GRIDFTP_URL"
 	for t in A B; do
 		[ -f "$T/lists/$t" ] && cp "$T/lists/$t" "$T/lists/F$t"
