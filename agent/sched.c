@@ -1263,9 +1263,19 @@ sched_jobs(struct sched *sc, struct sfile *f)
 			j->len = i + 1 < n ? chunk : size - off;
 			j->accept_full = i == 0;
 			j->to_end = i + 1 == n;
-		} else
+		} else {
 			j->size_checked = a->list_size_exact &&
 			    a->list_size >= 0;	/* sfile_check_size */
+			/*
+			 * A file listed to the second (MLSD) takes the
+			 * listed mtime (sfile_done): no MDTM, unless it is
+			 * large enough to be resumed, whose validators
+			 * include the MDTM time.
+			 */
+			j->mtime_listed = a->list_prec >= MTIME_SECOND &&
+			    f->rf == NULL && !(a->list_size_exact &&
+			    a->list_size >= RESUME_MIN_SIZE);
+		}
 	}
 	if (a->op == ACT_COND_FETCH) {
 		t->jobs[0].if_none_match = a->etag;

@@ -471,6 +471,9 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 		if (j->size_checked && j->len == 0 && j->off == 0)
 			(void)curl_easy_setopt(e,
 			    CURLOPT_IGNORE_CONTENT_LENGTH, 1L);
+		/* Nor MDTM when the listing gave the time to the second. */
+		if (j->mtime_listed && !j->validate)
+			(void)curl_easy_setopt(e, CURLOPT_FILETIME, 0L);
 		return 0;
 	}
 	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 0L);

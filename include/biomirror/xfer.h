@@ -125,6 +125,9 @@ struct xfer_job {
 	bool		 size_checked;	/* whole file: the caller checks the body
 					   length against an exact listed size,
 					   so FTP sends no SIZE before RETR */
+	bool		 mtime_listed;	/* the caller has the mtime to the second
+					   from the listing (MLSD modify=), so FTP
+					   sends no MDTM; res.mtime stays -1 */
 	const char	*if_none_match;	/* borrowed ETag for If-None-Match, NULL if none */
 	const char	*if_range;	/* borrowed strong ETag or HTTP-date for
 					   If-Range on a ranged job, NULL if none:

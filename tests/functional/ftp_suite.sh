@@ -5,7 +5,8 @@
 # files, a 100 MB file) is byte-identical with upstream mtimes to the
 # second; the 100 MB file came in 4 ranged streams (4 RETRs, 3 of them
 # after REST at the range offsets), the others without a SIZE round trip
-# (the listing gave their exact size); a second run fetches nothing; changes
+# (the listing gave their exact size) and, from an MLSD listing, without
+# MDTM (it gave their time to the second); a second run fetches nothing; changes
 # upstream (2 modified, 1 added, 2 removed) are exactly what is fetched and
 # deleted.
 
@@ -80,6 +81,18 @@ echo "# whole files of an exact listed size: RETR without SIZE"
     fail "no SIZE logged for the ranges of big.bin"
 assert_eq "$(cmds_since "$mark" | grep '^SIZE ' | grep -vc 'big.bin$')" 0 \
     "SIZE commands for whole files"
+
+echo "# MDTM of the small files: none where MLSD gave the time to the second"
+echo "# (gridftp), one per file where LIST gave minutes (vsftpd)"
+nsmall=$(cmds_since "$mark" | grep '^RETR ' | grep -vc 'big.bin$')
+nmdtm=$(cmds_since "$mark" | grep '^MDTM ' | grep -vc 'big.bin$')
+echo "# $nsmall RETRs of small files, $nmdtm MDTM"
+[ "$nsmall" -ge 10 ] || fail "only $nsmall small files fetched"
+if [ "$SERVER" = gridftp ]; then
+	assert_eq "$nmdtm" 0 "gridftp: MDTM of small files (MLSD modify=)"
+else
+	assert_eq "$nmdtm" "$nsmall" "vsftpd: one MDTM per small file (LIST)"
+fi
 
 echo "# TYPE I: before every RETR on GridFTP (FEAT lists DCAU), once per"
 echo "# control connection elsewhere (libcurl's own)"
