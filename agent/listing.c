@@ -95,28 +95,44 @@ listing_get_mut(struct listing *l, size_t i)
 }
 
 /*
+ * Make room in l's array for need entries (need <= l->max): the capacity
+ * doubles from 64, never past l->max.  Returns 0 or BM_ENOMEM.
+ */
+static int
+listing_reserve(struct listing *l, size_t need)
+{
+	struct entry	*nv;
+	size_t		 ncap;
+
+	if (need <= l->cap)
+		return 0;
+	ncap = l->cap ? l->cap : 64;
+	while (ncap < need && ncap <= SIZE_MAX / 2)
+		ncap *= 2;
+	if (ncap > l->max)
+		ncap = l->max;
+	if (ncap > SIZE_MAX / sizeof(*nv))
+		return BM_ENOMEM;
+	if ((nv = realloc(l->v, ncap * sizeof(*nv))) == NULL)
+		return BM_ENOMEM;
+	l->v = nv;
+	l->cap = ncap;
+	return 0;
+}
+
+/*
  * Append a blank entry (sizes -1, MTIME_UNKNOWN) and lend it via *ret.
  * Returns 0, BM_ENOMEM, or BM_ELIMIT at max_entries (rule 31).
  */
 int
 listing_append(struct listing *l, struct entry **ret)
 {
-	struct entry	*nv, *e;
-	size_t		 ncap;
+	struct entry	*e;
 
 	if (l->n >= l->max)
 		return BM_ELIMIT;
-	if (l->n == l->cap) {
-		ncap = l->cap ? l->cap * 2 : 64;
-		if (ncap > l->max)
-			ncap = l->max;
-		if (ncap > SIZE_MAX / sizeof(*nv))
-			return BM_ENOMEM;
-		if ((nv = realloc(l->v, ncap * sizeof(*nv))) == NULL)
-			return BM_ENOMEM;
-		l->v = nv;
-		l->cap = ncap;
-	}
+	if (listing_reserve(l, l->n + 1) != 0)
+		return BM_ENOMEM;
 	e = &l->v[l->n++];
 	memset(e, 0, sizeof(*e));
 	e->size = ENTRY_SIZE_UNKNOWN;
@@ -142,27 +158,13 @@ listing_room(const struct listing *l)
 int
 listing_take(struct listing *dst, struct listing *src)
 {
-	struct entry	*nv;
-	size_t		 ncap;
-
 	if (src->n == 0)
 		return 0;
 	if (src->n > listing_room(dst))
 		return BM_ELIMIT;
-	if (dst->n + src->n > dst->cap) {
-		ncap = dst->cap ? dst->cap : 64;
-		while (ncap < dst->n + src->n && ncap <= SIZE_MAX / 2)
-			ncap *= 2;
-		if (ncap > dst->max)
-			ncap = dst->max;
-		if (ncap > SIZE_MAX / sizeof(*nv))
-			return BM_ENOMEM;
-		if ((nv = realloc(dst->v, ncap * sizeof(*nv))) == NULL)
-			return BM_ENOMEM;
-		dst->v = nv;
-		dst->cap = ncap;
-	}
-	memcpy(&dst->v[dst->n], src->v, src->n * sizeof(*nv));
+	if (listing_reserve(dst, dst->n + src->n) != 0)
+		return BM_ENOMEM;
+	memcpy(&dst->v[dst->n], src->v, src->n * sizeof(*src->v));
 	dst->n += src->n;
 	src->n = 0;
 	return 0;
