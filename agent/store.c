@@ -56,6 +56,12 @@
 #define STORE_TMP_TRIES		8	/* EEXIST retries for a temp name */
 #define STORE_OPENAT2_TRIES	3	/* EAGAIN retries before walking */
 #define STORE_MAX_DEPTH		256	/* store_clean_temps recursion cap */
+/*
+ * Directory levels the prefetch enters: it holds one open directory per
+ * level while the run opens its connections (a low RLIMIT_NOFILE must
+ * not run out for it), and deeper trees are only not warmed.
+ */
+#define STORE_PREFETCH_DEPTH	16
 #define STORE_NS		1000000000LL
 #define STORE_WALK		1	/* store_openat2: walk instead */
 
@@ -1669,18 +1675,21 @@ out:
  * levels).  With all, the walk goes on after an error and returns the
  * first; else it stops at it.
  */
-struct store_walk {
-	int		(*fn)(struct store_walk *w, int dfd, const char *name,
+struct store_tree {
+	int		(*fn)(struct store_tree *w, int dfd, const char *name,
 			    unsigned char type);
 	bool		 all;
+	int		 skip_below;	/* > 0: directories this deep are not
+					   entered (and no error); 0: the cap is
+					   STORE_MAX_DEPTH, past which BM_ELIMIT */
 	char		 rel[PATH_MAX];
 };
 
-static int	store_walk_dir(struct store_walk *, int fd, int depth);
+static int	store_tree_dir(struct store_tree *, int fd, int depth);
 
 /* Descend into directory name of dfd with w->rel extended by it. */
 static int
-store_walk_subdir(struct store_walk *w, int dfd, const char *name, int depth)
+store_tree_subdir(struct store_tree *w, int dfd, const char *name, int depth)
 {
 	size_t	 len = strlen(w->rel);
 	int	 fd, rc;
@@ -1697,7 +1706,7 @@ store_walk_subdir(struct store_walk *w, int dfd, const char *name, int depth)
 		rc = (errno == ENOENT || errno == ELOOP ||
 		    errno == ENOTDIR) ? 0 : BM_EIO;
 	else
-		rc = store_walk_dir(w, fd, depth + 1);
+		rc = store_tree_dir(w, fd, depth + 1);
 	w->rel[len] = '\0';
 	return rc;
 }
@@ -1742,16 +1751,16 @@ store_each_entry(int fd, bool all, store_entry_fn fn, void *arg)
 	return rc;
 }
 
-struct store_walk_at {
-	struct store_walk *w;
+struct store_tree_at {
+	struct store_tree *w;
 	int		 depth;
 };
 
-/* store_walk for one directory entry of dfd. */
+/* store_tree_dir's work for one directory entry of dfd. */
 static int
-store_walk_one(int dfd, const struct dirent *de, void *arg)
+store_tree_one(int dfd, const struct dirent *de, void *arg)
 {
-	struct store_walk_at *at = arg;
+	struct store_tree_at *at = arg;
 	struct stat	 st;
 	unsigned char	 type = de->d_type;
 	int		 rc;
@@ -1765,37 +1774,39 @@ store_walk_one(int dfd, const struct dirent *de, void *arg)
 	if ((rc = at->w->fn(at->w, dfd, de->d_name, type)) != 0 ||
 	    type != DT_DIR)
 		return rc;
-	return store_walk_subdir(at->w, dfd, de->d_name, at->depth);
+	if (at->w->skip_below > 0 && at->depth + 1 >= at->w->skip_below)
+		return 0;
+	return store_tree_subdir(at->w, dfd, de->d_name, at->depth);
 }
 
 /* Walk the directory fd (owned: closed here) and below. */
 static int
-store_walk_dir(struct store_walk *w, int fd, int depth)
+store_tree_dir(struct store_tree *w, int fd, int depth)
 {
-	struct store_walk_at at = { w, depth };
+	struct store_tree_at at = { w, depth };
 
-	return store_each_entry(fd, w->all, store_walk_one, &at);
+	return store_each_entry(fd, w->all, store_tree_one, &at);
 }
 
 /*
  * Walk the whole destination from a fresh open file description of its
  * top (readdir must not move s->fd's offset).  Returns what
- * store_walk_dir returns, or BM_EIO when the top cannot be opened.
+ * store_tree_dir returns, or BM_EIO when the top cannot be opened.
  */
 static int
-store_walk_top(int topfd, struct store_walk *w)
+store_tree_top(int topfd, struct store_tree *w)
 {
 	int	 fd;
 
 	if ((fd = openat(topfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
 		return BM_EIO;
 	w->rel[0] = '\0';
-	return store_walk_dir(w, fd, 0);
+	return store_tree_dir(w, fd, 0);
 }
 
 /* What store_clean_temps_except walks with (w first: fn casts back). */
 struct store_clean {
-	struct store_walk w;
+	struct store_tree w;
 	const char *const *keep;	/* borrowed: sorted relative paths to keep */
 	size_t		 nkeep;
 	size_t		 n;		/* temp files removed */
@@ -1824,7 +1835,7 @@ store_clean_keeps(const struct store_clean *c, const char *name)
 
 /* store_clean_temps for one entry: remove it when it is a stale temp file. */
 static int
-store_clean_entry(struct store_walk *w, int dfd, const char *name,
+store_clean_entry(struct store_tree *w, int dfd, const char *name,
     unsigned char type)
 {
 	struct store_clean *c = (struct store_clean *)w;
@@ -1876,7 +1887,7 @@ store_clean_temps_except(struct store *s, const char *const *keep,
 	c->w.all = true;
 	c->keep = keep;
 	c->nkeep = nkeep;
-	rc = store_walk_top(s->fd, &c->w);
+	rc = store_tree_top(s->fd, &c->w);
 	if (ret_n != NULL)
 		*ret_n = c->n;
 	free(c);
@@ -1885,13 +1896,14 @@ store_clean_temps_except(struct store *s, const char *const *keep,
 
 /*
  * Prefetch (store_prefetch_start): a thread lstats every entry of the
- * destination tree while the run lists upstream, so that the planner's
- * store_stat calls, one per listed file, find the inodes in the kernel's
- * cache instead of reading them from disk one after another.  It only
- * reads; it stops at its stop flag, checked at every entry.
+ * destination tree (STORE_PREFETCH_DEPTH levels deep) while the run lists
+ * upstream, so that the planner's store_stat calls, one per listed file,
+ * find the inodes in the kernel's cache instead of reading them from disk
+ * one after another.  It only reads; it stops at its stop flag, checked
+ * at every entry.
  */
 struct store_prefetch {
-	struct store_walk w;		/* first: fn casts back */
+	struct store_tree w;		/* first: fn casts back */
 	int		 fd;		/* owned: the destination, for the thread */
 	pthread_t	 thread;
 	atomic_bool	 stop;
@@ -1900,7 +1912,7 @@ struct store_prefetch {
 };
 
 static int
-store_prefetch_entry(struct store_walk *w, int dfd, const char *name,
+store_prefetch_entry(struct store_tree *w, int dfd, const char *name,
     unsigned char type)
 {
 	struct store_prefetch *pf = (struct store_prefetch *)w;
@@ -1920,7 +1932,7 @@ store_prefetch_main(void *arg)
 {
 	struct store_prefetch *pf = arg;
 
-	pf->rc = store_walk_top(pf->fd, &pf->w);
+	pf->rc = store_tree_top(pf->fd, &pf->w);
 	return NULL;
 }
 
@@ -1945,6 +1957,7 @@ store_prefetch_start(struct store *s)
 		return BM_ENOMEM;
 	pf->w.fn = store_prefetch_entry;
 	pf->w.all = false;
+	pf->w.skip_below = STORE_PREFETCH_DEPTH;
 	atomic_init(&pf->stop, false);
 	if ((pf->fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) == -1) {
 		free(pf);
@@ -1965,10 +1978,10 @@ store_prefetch_start(struct store *s)
  * Stop the prefetch started by store_prefetch_start() and wait for its
  * thread; with finish, let it walk the whole tree first.  *ret_n (may be
  * NULL) gets the number of entries it looked at (0 when none was
- * running).  Returns 0 when the walk finished, BM_EINTR when it was
- * stopped first, BM_ELIMIT when it skipped a directory deeper than
- * STORE_MAX_DEPTH, BM_EIO when a directory could not be read; none of
- * these matters to the sync, which stats what it needs itself.
+ * running).  Returns 0 when the walk finished (directories deeper than
+ * STORE_PREFETCH_DEPTH are left out), BM_EINTR when it was stopped
+ * first, BM_EIO when a directory could not be read; none of these
+ * matters to the sync, which stats what it needs itself.
  */
 int
 store_prefetch_stop(struct store *s, bool finish, size_t *ret_n)

@@ -49,7 +49,8 @@ int	store_stat(struct store *s, const char *path, struct local_stat *ret);
 
 /*
  * Warm the kernel's inode cache for the destination: a thread lstats
- * every entry of the tree (never through a symlink) while the run lists
+ * every entry of the tree (never through a symlink; 16 directory levels
+ * deep, one open directory per level) while the run lists
  * upstream, so that the planner's store_stat calls do not each wait for a
  * disk read.  Read-only; at most one per store; a second start is a
  * no-op.  Returns 0, BM_ENOMEM, BM_EIO or BM_ELIMIT (no thread); a failure
@@ -59,9 +60,8 @@ int	store_prefetch_start(struct store *s);
 /*
  * Stop the prefetch (with finish: once it has walked the whole tree) and
  * join its thread; *ret_n (may be NULL) gets the entries it looked at.
- * Returns 0 (walked it all), BM_EINTR (stopped first), BM_ELIMIT (a
- * directory deeper than the walk's cap was skipped) or BM_EIO (a
- * directory could not be read).  store_close() stops it too.
+ * Returns 0 (walked it all, to its depth), BM_EINTR (stopped first) or
+ * BM_EIO (a directory could not be read).  store_close() stops it too.
  */
 int	store_prefetch_stop(struct store *s, bool finish, size_t *ret_n);
 
