@@ -2175,7 +2175,15 @@ crawl_page(struct crawl *c, size_t d, struct ppage *pp)
 		crawl_fail(c, pp->pg->url, rc, why);
 		return 0;
 	}
-	if ((rc = pp->rc) == 0 && pp->pooled)
+	/*
+	 * Parsed straight into the crawl's listing, the page would have
+	 * failed once its entries, duplicates not yet dropped included,
+	 * outgrew the room: so it does here.
+	 */
+	if ((rc = pp->rc) == 0 &&
+	    listing_peak(pp->l) > listing_room(c->out))
+		rc = BM_ELIMIT;
+	if (rc == 0 && pp->pooled)
 		rc = rehome(pp->l);
 	if (rc == 0)
 		rc = listing_take(c->out, pp->l);

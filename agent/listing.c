@@ -31,6 +31,7 @@ struct listing {
 	size_t		 n;		/* entries in use */
 	size_t		 cap;		/* allocated slots */
 	size_t		 max;		/* hard cap on n (rule 31) */
+	size_t		 peak;		/* largest n so far */
 };
 
 /* Empty listing capped at max_entries; NULL on out-of-memory. */
@@ -134,6 +135,8 @@ listing_append(struct listing *l, struct entry **ret)
 	if (listing_reserve(l, l->n + 1) != 0)
 		return BM_ENOMEM;
 	e = &l->v[l->n++];
+	if (l->n > l->peak)
+		l->peak = l->n;
 	memset(e, 0, sizeof(*e));
 	e->size = ENTRY_SIZE_UNKNOWN;
 	e->size_min = ENTRY_SIZE_UNKNOWN;
@@ -166,8 +169,20 @@ listing_take(struct listing *dst, struct listing *src)
 		return BM_ENOMEM;
 	memcpy(&dst->v[dst->n], src->v, src->n * sizeof(*src->v));
 	dst->n += src->n;
+	if (dst->n > dst->peak)
+		dst->peak = dst->n;
 	src->n = 0;
 	return 0;
+}
+
+/*
+ * The most entries l ever held: a parser appends an entry before it sees
+ * that it is a duplicate and pops it, so this can exceed the count.
+ */
+size_t
+listing_peak(const struct listing *l)
+{
+	return l->peak;
 }
 
 /* Drop and free the last entry, if any. */

@@ -81,6 +81,11 @@ size_t		 listing_room(const struct listing *l);
  * BM_ELIMIT (not room for all of them in dst: nothing moved) or BM_ENOMEM.
  */
 int		 listing_take(struct listing *dst, struct listing *src);
+/*
+ * The most entries l ever held (listing_pop does not lower it): what a
+ * parser needed room for, duplicates it appended and dropped included.
+ */
+size_t		 listing_peak(const struct listing *l);
 /* Drop the last entry (after a parser decided it was not wanted). */
 void		 listing_pop(struct listing *l);
 /* Sort entries by path bytes (memcmp order) and drop exact duplicate paths,

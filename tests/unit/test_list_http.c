@@ -1131,6 +1131,42 @@ test_crawl_wide(void)
 	wide_same(pg, WIDE + 10 * 30 + 5, BM_ELIMIT,
 	    "http://h/src/d10/: limit exceeded", "wide, entry cap");
 	/*
+	 * The entry cap counts a duplicate link the parser appended before
+	 * dropping it, whatever the batch: b/ lists g1, g2 and g1 again, 3
+	 * entries at most, with room for 2 left (cap 6).
+	 */
+	{
+		static const struct fake_page dup[] = {
+			{ "http://h/src/", 200, "<pre><a href=\"a/\">a/</a> "
+			    "01-Jan-2020 10:00 -\n<a href=\"b/\">b/</a> "
+			    "01-Jan-2020 10:00 -\n</pre>", NULL },
+			{ "http://h/src/a/", 200, "<pre><a href=\"f1\">f1</a> "
+			    "01-Jan-2020 10:00 1\n<a href=\"f2\">f2</a> "
+			    "01-Jan-2020 10:00 2\n</pre>", NULL },
+			{ "http://h/src/b/", 200, "<pre><a href=\"g1\">g1</a> "
+			    "01-Jan-2020 10:00 1\n<a href=\"g2\">g2</a> "
+			    "01-Jan-2020 10:00 2\n<a href=\"g1\">g1</a> "
+			    "01-Jan-2020 10:00 1\n</pre>", NULL },
+		};
+		size_t	 batches[] = { 1, 2, 8 }, b;
+
+		for (b = 0; b < 3; b++) {
+			l = listing_new(6);
+			is_int(crawl(dup, 3, 10, NULL, batches[b], &f, l, NULL,
+			    err, sizeof(err)), BM_ELIMIT,
+			    "cap with a duplicate, batch %zu: BM_ELIMIT",
+			    batches[b]);
+			is_str(err, "http://h/src/b/: limit exceeded",
+			    "cap with a duplicate, batch %zu: errbuf",
+			    batches[b]);
+			is_int(listing_count(l), 4,
+			    "cap with a duplicate, batch %zu: root and a/",
+			    batches[b]);
+			listing_free(l);
+		}
+	}
+
+	/*
 	 * The 4th fetch call fails (dirs d16..d23, in batches of 8): what
 	 * came before is taken, in order, and the failure is the crawl's.
 	 */
