@@ -15,9 +15,10 @@
  *	row was last committed: size in bytes (-1 unknown, then never
  *	exact) and its exactness, mtime in ns since the epoch (0 when
  *	list_prec is MTIME_UNKNOWN) and its mtime_prec.  up_size,
- *	up_mtime and etag are what the last GET said, local_size and
- *	local_mtime what was committed on disk; NULL for unknown (read back
- *	as -1 / NULL).  target is the symlink target, checksum the digest
+ *	up_mtime and etag are what the last GET (FTP: SIZE, MDTM) said,
+ *	local_size and local_mtime what was committed on disk; NULL for
+ *	unknown (read back as -1 / NULL; up_mtime of an FTP file fetched
+ *	without MDTM because MLSD gave its time to the second).  target is the symlink target, checksum the digest
  *	of the committed content as "ALG:HEX" (verify = checksum records
  *	"sha256:..."; NULL when not recorded; replaced whenever the content
  *	is refetched).  seen_run/fetched_run are run ids.
