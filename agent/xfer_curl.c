@@ -311,8 +311,20 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 		}
 		return n;
 	}
-	if (r->status == 0 && r->ftp)
+	if (r->status == 0 && r->ftp) {
+		curl_off_t ft = -1;
+
 		r->status = 150;	/* REST was accepted, or this is no range */
+		/*
+		 * MDTM was answered before RETR: its time is known at the
+		 * first byte, for the sink (resume validators), as
+		 * Last-Modified is over HTTP (CURLINFO_FILETIME_T may be read
+		 * from a callback).
+		 */
+		if (curl_easy_getinfo(r->easy, CURLINFO_FILETIME_T, &ft) ==
+		    CURLE_OK && ft >= 0)
+			j->res.mtime = (int64_t)ft;
+	}
 	if (r->status == 0) {
 		(void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE,
 		    &status);
@@ -563,6 +575,13 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 		(void)curl_easy_setopt(e, CURLOPT_TIMEVALUE_LARGE,
 		    (curl_off_t)j->if_modified_since);
 	}
+	/*
+	 * HTTP validators only: over FTP, r->headers is the quote list
+	 * (setup_ftp), and what a resumed range continues is checked against
+	 * the MDTM time at its first byte (the scheduler's resume check).
+	 */
+	if (r->ftp)
+		return 0;
 	if (j->if_none_match && j->if_none_match[0]) {
 		if ((size_t)snprintf(hdr, sizeof(hdr), "If-None-Match: %s",
 		    j->if_none_match) >= sizeof(hdr))

@@ -133,3 +133,44 @@ assert_trees_equal "$T/up" "$T/mirror"
 got=$(cmds_since "$mark" | sed -n 's/^RETR //p' | sed 's#.*/##' | LC_ALL=C sort | tr '\n' '|')
 assert_eq "$got" "README.txt|file03.bin|$logged|" "files fetched"
 no_temps "$T/mirror"
+
+echo "# resume across runs: a run killed (SIGKILL) in the middle of big.bin"
+echo "# recorded its finished ranges (the MDTM time is their validator), and"
+echo "# the next run asks only for what is missing (no REST 0)"
+make_big_file "$T/up/big/big.bin" 100 resumed
+touch -d '2022-04-05 06:07:08 UTC' "$T/up/big/big.bin"
+cp "$T/bm.conf" "$T/bm.conf.fast"
+printf 'bwlimit = 20M\n' >> "$T/bm.conf"
+# "$BM" itself in the background (not the bm function: $! would be a
+# subshell's, and the kill would miss biomirror).
+"$BM" -c "$T/bm.conf" --state-dir "$T/state" sync up > "$T/killed.out" 2>&1 &
+pid=$!
+ranges=""
+for _ in $(seq 1 100); do
+	sleep 0.1
+	ranges=$(manifest_sql "$T/state" up \
+	    "select ranges from partials where cast(path as text) = 'big/big.bin'" 2>/dev/null)
+	[ -n "$ranges" ] && break
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+[ -n "$ranges" ] || fail "no finished ranges of big.bin recorded in 10 s"
+echo "# recorded before the kill: $ranges"
+mv "$T/bm.conf.fast" "$T/bm.conf"
+mark=$(wc -l < "$LOG")
+assert_exit 0 bm --json sync up
+grep -q 'big/big.bin: continuing with [1-9][0-9]* of 104857600 bytes held' \
+    "$T/last.err" || fail "the rerun did not continue big.bin: $(cat "$T/last.err")"
+count_cmds "$mark" '^RETR \(big/\)\{0,1\}big.bin$' 1 > /dev/null
+count_cmds "$mark" '^REST 0$' 1 > /dev/null
+rests=$(cmds_since "$mark" | sed -n 's/^REST \([0-9]*\)$/\1/p' | tr '\n' ' ')
+echo "# REST offsets of the rerun: $rests"
+# REST 0 once: the end check (MDTM + SIZE + REST 0, no RETR), not a range.
+assert_eq "$(cmds_since "$mark" | grep -c '^REST 0$')" 1 \
+    "REST 0 in the rerun (the end check only)"
+[ "$(cmds_since "$mark" | grep -c '^REST [1-9]')" -ge 1 ] ||
+    fail "the rerun continued no range of big.bin"
+assert_trees_equal "$T/up" "$T/mirror"
+no_temps "$T/mirror"
+assert_eq "$(manifest_sql "$T/state" up "select count(*) from partials")" 0 \
+    "partial rows after the rerun"
