@@ -1684,7 +1684,11 @@ xml_node(struct pctx *pc, const xmlNode *n)
 	return rc;
 }
 
-/* Returns 1 when the body is not an nginx <list> (try HTML instead). */
+/*
+ * An nginx XML autoindex (<list> of <file> and <directory>).  Returns 0,
+ * a BM_E* code, 1 when the body is well-formed XML but no such <list>, or
+ * 2 when libxml2 refused it as XML (both: try HTML instead).
+ */
 static int
 parse_xml(struct pctx *pc, const uint8_t *body, size_t len)
 {
@@ -1697,7 +1701,7 @@ parse_xml(struct pctx *pc, const uint8_t *body, size_t len)
 	doc = xmlReadMemory((const char *)body, (int)len, NULL, NULL,
 	    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
 	if (doc == NULL)
-		return 1;
+		return 2;
 	root = xmlDocGetRootElement(doc);
 	if (root == NULL || strcmp((const char *)root->name, "list") != 0)
 		goto out;
@@ -1787,6 +1791,7 @@ list_http_parse(const uint8_t *body, size_t len, const char *content_type,
 	const uint8_t	*p, *end = body + len;
 	char		*cs = NULL;
 	size_t		 n0 = listing_count(out);
+	bool		 malformed = false;
 	int		 rc;
 
 	if ((rc = pctx_init(&pc, page_url, prefix, out)) != 0) {
@@ -1805,11 +1810,20 @@ list_http_parse(const uint8_t *body, size_t len, const char *content_type,
 	if ((content_type != NULL && strcasestr(content_type, "/xml") !=
 	    NULL) || (end - p >= 5 && memcmp(p, "<?xml", 5) == 0)) {
 		pc.fmt = PAGE_NGINX_XML;
-		if ((rc = parse_xml(&pc, body, len)) != 1)
+		if ((rc = parse_xml(&pc, body, len)) != 1 && rc != 2)
 			goto out;
+		malformed = rc == 2;
 	}
 	cs = ct_charset(content_type);
 	rc = parse_html(&pc, body, len, cs, errbuf, errlen);
+	/*
+	 * XML that libxml2 refused (nginx writes a name's control
+	 * characters into its XML autoindex as they are, which XML 1.0 does
+	 * not allow) and no HTML in it either: say so, not "no links".
+	 */
+	if (rc == BM_EPROTO && malformed)
+		set_err(errbuf, errlen, "not an index page",
+		    "malformed XML");
 out:
 	if (rc != 0) {
 		while (listing_count(out) > n0)

@@ -424,6 +424,28 @@ test_json_xml(void)
 	is_int(fmt, PAGE_NGINX_XML, "xml by body: format");
 	check_mp("xml by body", l);
 	listing_free(l);
+
+	/*
+	 * nginx's XML autoindex writes a control character of a name as it
+	 * is, which XML 1.0 forbids: the page fails, and says why.
+	 */
+	{
+		static const char bad[] = "<?xml version=\"1.0\"?>\n<list>\n"
+		    "<file mtime=\"2020-01-01T10:00:00Z\" size=\"1\">a\001b"
+		    "</file>\n<file mtime=\"2020-01-01T10:00:00Z\" size=\"1\">"
+		    "ok</file>\n</list>\n";
+		char	 err[256];
+
+		l = listing_new(100);
+		is_int(list_http_parse((const uint8_t *)bad, sizeof(bad) - 1,
+		    "text/xml", url, "", l, NULL, NULL, err, sizeof(err)),
+		    BM_EPROTO, "xml with a control character: BM_EPROTO");
+		is_str(err, "not an index page: malformed XML",
+		    "xml with a control character: reason");
+		is_int(listing_count(l), 0, "xml with a control character: "
+		    "nothing appended");
+		listing_free(l);
+	}
 }
 
 static void
