@@ -2109,10 +2109,11 @@ struct ppage {
 	const char	*prefix;	/* borrowed: the directory's relative path */
 	struct listing	*l;		/* owned: the page's entries */
 	size_t		 skipped;	/* hostile names list_http_parse skipped */
-	int		 rc;		/* list_http_parse's result */
+	int		 rc;		/* page_check's failure (base NULL), else
+					   list_http_parse's result */
 	bool		 done;		/* parsed (or nothing to parse) */
 	bool		 pooled;	/* parsed on a pool thread */
-	char		 err[256];	/* list_http_parse's reason */
+	char		 err[256];	/* the reason for rc */
 };
 
 /* Parse one page into pp->l (a workq task; touches nothing shared). */
@@ -2180,13 +2181,11 @@ rehome(struct listing *l)
 static int
 crawl_page(struct crawl *c, size_t d, struct ppage *pp)
 {
-	char		 why[256];
 	size_t		 n0 = listing_count(c->out);
 	int		 rc;
 
 	if (pp->base == NULL) {
-		(void)page_check(c, pp->pg, &rc, why, sizeof(why));
-		crawl_fail(c, pp->pg->url, rc, why);
+		crawl_fail(c, pp->pg->url, pp->rc, pp->err);
 		return 0;
 	}
 	/*
@@ -2315,9 +2314,8 @@ crawl_batch(struct crawl *c, http_fetch_fn fetch, void *ctx, size_t first,
 {
 	struct http_page *pages;
 	struct ppage	*pps = NULL;
-	char		 why[256];
 	size_t		 i;
-	int		 rc = 0, prc;
+	int		 rc = 0;
 
 	if ((pages = calloc(n, sizeof(*pages))) == NULL)
 		return BM_ENOMEM;
@@ -2334,7 +2332,8 @@ crawl_batch(struct crawl *c, http_fetch_fn fetch, void *ctx, size_t first,
 	for (i = 0; i < n; i++) {
 		pps[i].pg = &pages[i];
 		pps[i].prefix = c->dirs[first + i].prefix;
-		pps[i].base = page_check(c, &pages[i], &prc, why, sizeof(why));
+		pps[i].base = page_check(c, &pages[i], &pps[i].rc, pps[i].err,
+		    sizeof(pps[i].err));
 		/* A page holds no more than the crawl has room for. */
 		if (pps[i].base != NULL &&
 		    (pps[i].l = listing_new(listing_room(c->out))) == NULL) {

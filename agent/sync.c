@@ -596,7 +596,10 @@ is_sidecar(const char *path)
 	return sidecar_name(base ? base + 1 : path, NULL);
 }
 
-/* Remember the listed sidecar files (verify = sidecar | checksum, resync --checksum). */
+/*
+ * Remember the listed sidecar files (verify = sidecar | checksum, and
+ * resync --checksum).
+ */
 static int
 run_keep_sidecars(struct run *r)
 {
