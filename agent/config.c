@@ -51,7 +51,8 @@ enum mkey {
 	MK_RETRIES, MK_TIMEOUT, MK_STALL_TIMEOUT, MK_LISTING_TZ, MK_FTP_TZ,
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
-	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_COUNT
+	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_FTP_MODE,
+	MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -61,7 +62,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"retries", "timeout", "stall_timeout", "listing_timezone",
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
-	"ftp_active", "follow_symlinks", "hook_timeout"
+	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -882,6 +883,16 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		return set_bool(key, value, &m->ftp_active, errbuf, errlen);
 	case MK_FOLLOW_SYMLINKS:
 		return set_follow(value, m, errbuf, errlen);
+	case MK_FTP_MODE:
+		/* RFC 959 MODE S (stream); GridFTP's MODE E (GFD.20 3.4). */
+		if (strcasecmp(value, "stream") == 0)
+			m->ftp_mode_e = false;
+		else if (strcasecmp(value, "extended") == 0)
+			m->ftp_mode_e = true;
+		else
+			return conf_bad(errbuf, errlen, key, value,
+			    "expected stream or extended");
+		return 0;
 	case MK_FILE_MODE:
 		return set_mode(key, value, 0400, 06000, &m->file_mode,
 		    errbuf, errlen);
@@ -982,6 +993,8 @@ check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
 			key = "ftp_active";
 		else if (m->follow_symlinks)
 			key = "follow_symlinks";
+		else if (m->ftp_mode_e)
+			key = "ftp_mode";
 		if (key != NULL)
 			return conf_fmt(errbuf, errlen, "%s applies only to "
 			    "ftp:// and ftps:// sources", key);
@@ -991,6 +1004,11 @@ check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
 	    m->ftp_tls != FTP_TLS_DEFAULT && m->ftp_tls != FTP_TLS_REQUIRE)
 		return conf_fmt(errbuf, errlen, "an ftps:// source requires "
 		    "TLS: ftp_tls must be require (or unset)");
+	if (m->ftp_mode_e && (strncasecmp(m->source, "ftps://", 7) == 0 ||
+	    m->ftp_tls == FTP_TLS_REQUIRE || m->ftp_tls == FTP_TLS_TRY))
+		return conf_fmt(errbuf, errlen, "ftp_mode = extended needs an "
+		    "ftp:// source without TLS (its data connections carry "
+		    "none here)");
 	return 0;
 }
 

@@ -351,6 +351,15 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
 	    gridftp ? ", TYPE I before each file (GridFTP)" : "");
 	xfer_set_ftp_type_early(r->x, gridftp);
+	if (r->c->ftp_mode_e && !gridftp)
+		log_warnx("%s: ftp_mode = extended: the server does not speak "
+		    "GridFTP (FEAT lists no DCAU): stream mode", r->c->name);
+	else if (r->c->ftp_mode_e) {
+		log_debug("%s: files in GridFTP extended block mode (MODE E)",
+		    r->c->name);
+		if (xfer_set_ftp_mode_e(r->x, true) != 0 && rc == 0)
+			rc = BM_ENOMEM;
+	}
 	if (dangling > 0)
 		log_warnx("%s: list: %zu symlinks not followed: their target "
 		    "is not in the listing (dangling, or excluded)",

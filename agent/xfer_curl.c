@@ -18,6 +18,7 @@
 #include <time.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <curl/curl.h>
@@ -25,6 +26,7 @@
 #include "biomirror/clock.h"
 #include "biomirror/error.h"
 #include "biomirror/xfer.h"
+#include "biomirror/xfer_gridftp.h"
 
 struct curl_rec {
 	struct xfer	*x;		/* borrowed: the engine */
@@ -47,6 +49,9 @@ struct curl_rec {
  */
 #define XFER_SPARE	64
 
+/* Sockets of MODE E sessions polled at once (3 per session). */
+#define XFER_GRIDFTP_FDS	192
+
 struct xfer {
 	CURLM		*multi;		/* owned */
 	CURL		*spare[XFER_SPARE]; /* owned: reset handles to reuse */
@@ -57,6 +62,7 @@ struct xfer {
 	double		 tokens;	/* rate limit: bytes that may arrive now */
 	int64_t		 refill_ns;	/* monotonic time of the last refill */
 	size_t		 npaused;	/* records paused by the rate limit */
+	struct gridftp	*gftp;		/* owned: MODE E engine, NULL if off */
 };
 
 /*
@@ -615,6 +621,8 @@ xfer_submit(struct xfer *x, struct xfer_job *job)
 	job->res.retry_after = -1;
 	job->res.range_start = job->res.range_end = job->res.total = -1;
 	job->res.path.rtt_us = job->res.path.body_us = -1;
+	if (x->gftp != NULL && gridftp_wants(x->gftp, job))
+		return gridftp_submit(x->gftp, job);
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return BM_ENOMEM;
 	r->job = job;
@@ -931,7 +939,9 @@ int
 xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 {
 	struct curl_rec	*r;
-	size_t		 n;
+	struct pollfd	 pfd[XFER_GRIDFTP_FDS];
+	struct curl_waitfd wfd[XFER_GRIDFTP_FDS];
+	size_t		 n, gn = 0, nfd = 0, i;
 	int		 rc;
 
 	if (x->npaused > 0) {
@@ -950,18 +960,44 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	 * handled at once, and a call that finished jobs returns without
 	 * sleeping, so that the caller can start the next ones.
 	 */
-	if ((rc = xfer_drain(x, done, ctx, &n)) != 0 || n > 0)
+	if ((rc = xfer_drain(x, done, ctx, &n)) != 0)
 		return rc;
-	/* With nothing in flight this just sleeps (a retry is due later). */
-	if (curl_multi_poll(x->multi, NULL, 0, timeout_ms, NULL) != CURLM_OK)
+	if (x->gftp != NULL) {
+		(void)gridftp_run(x->gftp, done, ctx, &gn);
+		n += gn;
+	}
+	if (n > 0)
+		return 0;
+	/*
+	 * With nothing in flight this just sleeps (a retry is due later).
+	 * The MODE E sessions' sockets wait beside libcurl's.
+	 */
+	if (x->gftp != NULL)
+		nfd = gridftp_fds(x->gftp, pfd, XFER_GRIDFTP_FDS, &timeout_ms);
+	for (i = 0; i < nfd; i++) {
+		wfd[i].fd = pfd[i].fd;
+		wfd[i].events = (short)((pfd[i].events & POLLIN ?
+		    CURL_WAIT_POLLIN : 0) | (pfd[i].events & POLLOUT ?
+		    CURL_WAIT_POLLOUT : 0));
+		wfd[i].revents = 0;
+	}
+	if (curl_multi_poll(x->multi, nfd ? wfd : NULL, (unsigned)nfd,
+	    timeout_ms, NULL) != CURLM_OK)
 		return BM_ENET;
-	return xfer_drain(x, done, ctx, &n);
+	if ((rc = xfer_drain(x, done, ctx, &n)) != 0)
+		return rc;
+	if (x->gftp != NULL)
+		(void)gridftp_run(x->gftp, done, ctx, &gn);
+	return 0;
 }
 
 void
 xfer_cancel(struct xfer *x, struct xfer_job *job)
 {
 	struct curl_rec	*r;
+
+	if (x->gftp != NULL && gridftp_cancel(x->gftp, job))
+		return;
 
 	for (r = x->head; r != NULL; r = r->next)
 		if (r->job == job) {
@@ -977,6 +1013,14 @@ xfer_set_ftp_type_early(struct xfer *x, bool on)
 	x->opts.ftp_type_early = on;
 }
 
+int
+xfer_set_ftp_mode_e(struct xfer *x, bool on)
+{
+	if (!on || x->gftp != NULL)
+		return 0;
+	return gridftp_new(&x->opts, &x->gftp);
+}
+
 void
 xfer_wakeup(struct xfer *x)
 {
@@ -986,7 +1030,7 @@ xfer_wakeup(struct xfer *x)
 size_t
 xfer_active(const struct xfer *x)
 {
-	return x->active;
+	return x->active + (x->gftp != NULL ? gridftp_active(x->gftp) : 0);
 }
 
 void
@@ -1002,6 +1046,7 @@ xfer_free(struct xfer *x)
 	}
 	while (x->nspare > 0)
 		curl_easy_cleanup(x->spare[--x->nspare]);
+	gridftp_free(x->gftp);
 	curl_multi_cleanup(x->multi);
 	free(x);
 }

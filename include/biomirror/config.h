@@ -65,6 +65,7 @@ struct mirror_conf {
 					   (not world-readable), NULL if none */
 	bool		 ftp_active;	/* ftp_active: PORT/EPRT, not passive */
 	bool		 follow_symlinks; /* fetch symlink targets (FTP) */
+	bool		 ftp_mode_e;	/* ftp_mode = extended: GridFTP MODE E */
 	unsigned	 line;		/* line of the section header, 0 ad-hoc */
 	unsigned	 metrics_line;	/* line of metrics_file, 0 if not from a file */
 };

@@ -1,0 +1,1222 @@
+/*
+ * GridFTP extended block mode for whole files (xfer_gridftp.h): up to
+ * max_connections control connections ("sessions") to the one upstream
+ * host, each with its own listening socket for the server's data
+ * connection, which stays open across files.  Non-blocking throughout;
+ * agent/xfer_curl.c polls our sockets beside libcurl's and calls
+ * gridftp_run().  Invariant: a job is either queued, held by exactly one
+ * session, or finished and reported once through the done callback.  Any
+ * failure inside a transfer closes its session: the next job logs in
+ * afresh instead of trusting a data connection in an unknown state.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "biomirror/clock.h"
+#include "biomirror/error.h"
+#include "biomirror/xfer_gridftp.h"
+
+#define GS_INBUF	8192		/* control replies held at once */
+#define GS_OUTBUF	4352		/* one command (a path of 4 KiB) */
+#define GS_DATABUF	(256 * 1024)	/* one read of the data connection */
+#define GS_REPLY_MAX	4096		/* reply bytes kept for messages */
+
+enum gs_state {
+	GS_CONNECTING,		/* TCP connect in progress */
+	GS_GREETING,		/* waiting for 220 */
+	GS_LOGIN,		/* USER, PASS, TYPE, MODE, DCAU, OPTS, PORT */
+	GS_IDLE,		/* ready for a job */
+	GS_CMD,			/* MDTM or SIZE sent for the job */
+	GS_RETR,		/* RETR sent, no 1xx yet */
+	GS_XFER,		/* 1xx seen: blocks and the final reply due */
+	GS_DEAD			/* closed; freed by the next run */
+};
+
+/* Login steps, sent in this order. */
+enum gs_step {
+	ST_USER, ST_PASS, ST_TYPE, ST_MODE, ST_DCAU, ST_OPTS, ST_PORT, ST_DONE
+};
+
+/* Per-job commands, sent in this order (those not needed are skipped). */
+enum gs_jstep { JS_MDTM, JS_SIZE, JS_RETR };
+
+struct gsess {
+	struct gridftp	*g;
+	enum gs_state	 state;
+	enum gs_step	 step;
+	enum gs_jstep	 jstep;
+	int		 ctl, lfd, dfd;	/* control, listener, data; -1 none */
+	char		 in[GS_INBUF];
+	size_t		 inlen;
+	char		 out[GS_OUTBUF];
+	size_t		 outlen, outoff;
+	struct xfer_job	*job;		/* borrowed: the job in hand */
+	char		*path;		/* owned: the job's decoded path */
+	int64_t		 deadline;	/* monotonic ns: connect or stall */
+	/* The transfer in progress. */
+	uint8_t		 hdr[GRIDFTP_HDRLEN];
+	size_t		 hdrlen;
+	uint64_t	 left;		/* payload bytes left in this block */
+	uint64_t	 boff;		/* file offset of the next payload byte */
+	bool		 payload;	/* this block's payload is file data */
+	bool		 eod, eof, done_reply, close_after;
+	uint64_t	 eods;		/* EOD count announced by EOF */
+	struct gsess	*next;
+};
+
+struct gjob {
+	struct xfer_job	*job;
+	struct gjob	*next;
+};
+
+struct gridftp {
+	struct xfer_opts opts;		/* copy; strings borrowed */
+	char		 host[256];	/* the host:port jobs go to, "" unset */
+	struct sockaddr_storage addr;	/* its address, once resolved */
+	socklen_t	 addrlen;
+	struct gsess	*sess;		/* owned: sessions */
+	size_t		 nsess, cap;	/* live sessions, most allowed */
+	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
+	size_t		 active;	/* jobs queued or held */
+	uint8_t		*buf;		/* owned: GS_DATABUF bytes */
+	struct xfer_job	**finished;	/* jobs ended in this run, to report */
+	size_t		 nfinished, finished_cap;
+};
+
+static void	sess_fail(struct gsess *, int, enum xfer_class, const char *,
+		    ...) __attribute__((format(printf, 4, 5)));
+
+int
+gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN], struct gridftp_block *ret)
+{
+	struct gridftp_block b;
+	int		 i;
+
+	b.desc = p[0];
+	b.count = b.offset = 0;
+	for (i = 0; i < 8; i++) {
+		b.count = b.count << 8 | p[1 + i];
+		b.offset = b.offset << 8 | p[9 + i];
+	}
+	if (b.desc & (GRIDFTP_D_ERRORS | GRIDFTP_D_EOR))
+		return BM_EPROTO;
+	if (b.count > (uint64_t)INT64_MAX || b.offset > (uint64_t)INT64_MAX)
+		return BM_EPROTO;
+	if ((b.desc & GRIDFTP_D_EOF) && b.offset == 0)
+		return BM_EPROTO;
+	*ret = b;
+	return 0;
+}
+
+/* Length of the line at buf (through its LF), 0 if incomplete. */
+static size_t
+line_len(const char *buf, size_t len)
+{
+	const char	*nl = memchr(buf, '\n', len);
+
+	return nl == NULL ? 0 : (size_t)(nl - buf) + 1;
+}
+
+static bool
+is_code(const char *p, size_t n)
+{
+	return n >= 4 && p[0] >= '1' && p[0] <= '5' && p[1] >= '0' &&
+	    p[1] <= '9' && p[2] >= '0' && p[2] <= '9';
+}
+
+long
+gridftp_reply_end(const char *buf, size_t len, int *ret_code)
+{
+	size_t	 n, off;
+
+	if ((n = line_len(buf, len)) == 0)
+		return len > GS_INBUF / 2 ? -1 : 0;
+	if (!is_code(buf, n) || (buf[3] != ' ' && buf[3] != '-' &&
+	    buf[3] != '\r' && buf[3] != '\n'))
+		return -1;
+	if (buf[3] != '-') {
+		*ret_code = (buf[0] - '0') * 100 + (buf[1] - '0') * 10 +
+		    (buf[2] - '0');
+		return (long)n;
+	}
+	/* Multi-line: ends with a line of the same code and a space. */
+	for (off = n; off < len; off += n) {
+		if ((n = line_len(buf + off, len - off)) == 0)
+			break;
+		if (n >= 4 && memcmp(buf + off, buf, 3) == 0 &&
+		    (buf[off + 3] == ' ' || buf[off + 3] == '\r' ||
+		    buf[off + 3] == '\n')) {
+			*ret_code = (buf[0] - '0') * 100 +
+			    (buf[1] - '0') * 10 + (buf[2] - '0');
+			return (long)(off + n);
+		}
+	}
+	return len > GS_INBUF / 2 ? -1 : 0;
+}
+
+/* "ftp://host[:port]/path" -> host:port in g->host form, path start. */
+static int
+url_split(const char *url, char *host, size_t hlen, const char **ret_path)
+{
+	const char	*h, *slash;
+
+	if (strncasecmp(url, "ftp://", 6) != 0)
+		return BM_EINVAL;
+	h = url + 6;
+	if ((slash = strchr(h, '/')) == NULL || slash == h ||
+	    (size_t)(slash - h) >= hlen || memchr(h, '@', (size_t)(slash -
+	    h)) != NULL)
+		return BM_EINVAL;
+	memcpy(host, h, (size_t)(slash - h));
+	host[slash - h] = '\0';
+	*ret_path = slash + 1;
+	return 0;
+}
+
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * The path an FTP command names for a URL path (RFC 1738 section 3.2.2:
+ * relative to the login directory; a leading %2F makes it absolute),
+ * percent-decoded to the bytes listed.  CR, LF and NUL cannot be sent in
+ * a command (RFC 959 section 4.1.3): BM_EUNSAFE.
+ */
+static int
+path_decode(const char *p, char **ret)
+{
+	size_t	 n = strlen(p), i, o = 0;
+	char	*out;
+	int	 hi, lo, c;
+
+	if (n > GS_OUTBUF - 16)
+		return BM_ELIMIT;
+	if ((out = malloc(n + 1)) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < n; i++) {
+		c = (unsigned char)p[i];
+		if (c == '%' && i + 2 < n + 1 && (hi = hexval(p[i + 1])) >= 0 &&
+		    (lo = hexval(p[i + 2])) >= 0) {
+			c = hi * 16 + lo;
+			i += 2;
+		}
+		if (c == '\r' || c == '\n' || c == '\0') {
+			free(out);
+			return BM_EUNSAFE;
+		}
+		out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	*ret = out;
+	return 0;
+}
+
+bool
+gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
+{
+	char		 host[sizeof(g->host)];
+	const char	*path;
+
+	if (j->off != 0 || j->len != 0 || j->validate ||
+	    j->ftp_command != NULL || j->if_modified_since >= 0 ||
+	    g->opts.bwlimit != 0 || g->opts.ftp_tls == XFER_TLS_REQUIRE ||
+	    g->opts.ftp_tls == XFER_TLS_TRY)
+		return false;
+	if (url_split(j->url, host, sizeof(host), &path) != 0)
+		return false;
+	return g->host[0] == '\0' || strcmp(host, g->host) == 0;
+}
+
+int
+gridftp_new(const struct xfer_opts *o, struct gridftp **ret)
+{
+	struct gridftp	*g;
+
+	if ((g = calloc(1, sizeof(*g))) == NULL)
+		return BM_ENOMEM;
+	if ((g->buf = malloc(GS_DATABUF)) == NULL) {
+		free(g);
+		return BM_ENOMEM;
+	}
+	g->opts = *o;
+	g->cap = o->max_connections ? o->max_connections : 4;
+	*ret = g;
+	return 0;
+}
+
+/* Resolve g->host once (blocking: one lookup per run, of the host the
+ * listing already reached). */
+static int
+resolve(struct gridftp *g)
+{
+	struct addrinfo	 hints, *ai = NULL;
+	char		 host[sizeof(g->host)], *port, *end;
+	int		 rc;
+
+	if (g->addrlen > 0)
+		return 0;
+	(void)snprintf(host, sizeof(host), "%s", g->host);
+	port = NULL;
+	if (host[0] == '[') {
+		if ((end = strchr(host, ']')) == NULL)
+			return BM_EINVAL;
+		*end = '\0';
+		if (end[1] == ':')
+			port = end + 2;
+		memmove(host, host + 1, strlen(host + 1) + 1);
+	} else if ((end = strrchr(host, ':')) != NULL) {
+		*end = '\0';
+		port = end + 1;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if ((rc = getaddrinfo(host, port && *port ? port : "21", &hints,
+	    &ai)) != 0 || ai == NULL)
+		return BM_ENET;
+	memcpy(&g->addr, ai->ai_addr, ai->ai_addrlen);
+	g->addrlen = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static void
+close_fd(int *fd)
+{
+	if (*fd != -1)
+		(void)close(*fd);
+	*fd = -1;
+}
+
+/* Note that job ended; reported at the end of gridftp_run(). */
+static void
+job_finish(struct gridftp *g, struct xfer_job *job)
+{
+	struct xfer_job	**v;
+
+	g->active--;
+	if (g->nfinished == g->finished_cap) {
+		v = reallocarray(g->finished, g->finished_cap ?
+		    g->finished_cap * 2 : 16, sizeof(*v));
+		if (v == NULL) {
+			/* XXX: cannot happen in practice; the job is lost. */
+			return;
+		}
+		g->finished = v;
+		g->finished_cap = g->finished_cap ? g->finished_cap * 2 : 16;
+	}
+	g->finished[g->nfinished++] = job;
+}
+
+/* Close s's sockets; its job, if any, must have been finished. */
+static void
+sess_close(struct gsess *s)
+{
+	close_fd(&s->ctl);
+	close_fd(&s->lfd);
+	close_fd(&s->dfd);
+	free(s->path);
+	s->path = NULL;
+	s->job = NULL;
+	if (s->state != GS_DEAD)
+		s->g->nsess--;
+	s->state = GS_DEAD;
+}
+
+/* End s's job (if any) with rc and class, and close s. */
+static void
+sess_fail(struct gsess *s, int rc, enum xfer_class cls, const char *fmt, ...)
+{
+	struct gridftp	*g = s->g;
+	struct gjob	*q;
+	struct xfer_job	*job = s->job;
+	va_list		 ap;
+
+	if (job == NULL && s->state < GS_IDLE && g->qhead != NULL) {
+		/*
+		 * A session that could not log in takes the oldest queued
+		 * job down with it, so that a dead server ends in retries
+		 * and failures instead of a queue that never moves.
+		 */
+		q = g->qhead;
+		if ((g->qhead = q->next) == NULL)
+			g->qtail = NULL;
+		job = q->job;
+		free(q);
+		/* Fewer sessions from now on: the server refused one. */
+		if (g->cap > 1 && g->nsess > 1)
+			g->cap = g->nsess - 1;
+	}
+	if (job != NULL) {
+		job->res.rc = rc;
+		job->res.cls = cls;
+		va_start(ap, fmt);
+		(void)vsnprintf(job->res.errmsg, sizeof(job->res.errmsg), fmt,
+		    ap);
+		va_end(ap);
+		job_finish(g, job);
+	}
+	s->job = NULL;
+	sess_close(s);
+}
+
+/* Queue a command line (without CRLF) on s. */
+static int
+sess_send(struct gsess *s, const char *fmt, ...)
+{
+	va_list	 ap;
+	int	 n;
+
+	if (s->outlen != s->outoff)
+		return BM_EPROTO;	/* one command at a time */
+	va_start(ap, fmt);
+	n = vsnprintf(s->out, sizeof(s->out) - 2, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(s->out) - 2)
+		return BM_ELIMIT;
+	s->out[n++] = '\r';
+	s->out[n++] = '\n';
+	s->outlen = (size_t)n;
+	s->outoff = 0;
+	return 0;
+}
+
+/* Write what is queued on the control connection. */
+static int
+sess_flush(struct gsess *s)
+{
+	ssize_t	 w;
+
+	while (s->outoff < s->outlen) {
+		w = send(s->ctl, s->out + s->outoff, s->outlen - s->outoff,
+		    MSG_NOSIGNAL);
+		if (w == -1) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 0;
+			return BM_ENET;
+		}
+		s->outoff += (size_t)w;
+	}
+	s->outlen = s->outoff = 0;
+	return 0;
+}
+
+static int64_t
+stall_ns(const struct gridftp *g)
+{
+	unsigned	 t = g->opts.stall_timeout ? g->opts.stall_timeout : 60;
+
+	return (int64_t)t * 1000000000;
+}
+
+/* Open a listening socket beside the control connection's local address
+ * and queue its PORT (IPv4) or EPRT (IPv6, RFC 2428) command. */
+static int
+sess_listen(struct gsess *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t	 sl = sizeof(ss);
+	char		 a[INET6_ADDRSTRLEN];
+	unsigned	 port;
+
+	if (getsockname(s->ctl, (struct sockaddr *)&ss, &sl) == -1)
+		return BM_ENET;
+	if (ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_port = 0;
+	else if (ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+	else
+		return BM_ENET;
+	s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	if (s->lfd == -1 || bind(s->lfd, (struct sockaddr *)&ss, sl) == -1 ||
+	    listen(s->lfd, 4) == -1 ||
+	    getsockname(s->lfd, (struct sockaddr *)&ss, &sl) == -1)
+		return BM_ENET;
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+		uint32_t	 h = ntohl(in->sin_addr.s_addr);
+
+		port = ntohs(in->sin_port);
+		return sess_send(s, "PORT %u,%u,%u,%u,%u,%u", h >> 24,
+		    (h >> 16) & 255, (h >> 8) & 255, h & 255, port >> 8,
+		    port & 255);
+	}
+	port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	if (inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, a,
+	    sizeof(a)) == NULL)
+		return BM_ENET;
+	return sess_send(s, "EPRT |2|%s|%u|", a, port);
+}
+
+/* Send the next login command; ST_DONE makes s idle. */
+static int
+sess_login_next(struct gsess *s)
+{
+	const struct xfer_opts *o = &s->g->opts;
+
+	switch (s->step) {
+	case ST_USER:
+		return sess_send(s, "USER %s", o->user ? o->user :
+		    "anonymous");
+	case ST_PASS:
+		return sess_send(s, "PASS %s", o->password ? o->password :
+		    "ftp@example.com");
+	case ST_TYPE:
+		return sess_send(s, "TYPE I");
+	case ST_MODE:
+		return sess_send(s, "MODE E");
+	case ST_DCAU:
+		return sess_send(s, "DCAU N");
+	case ST_OPTS:
+		return sess_send(s, "OPTS RETR Parallelism=1,1,1;");
+	case ST_PORT:
+		return sess_listen(s);
+	case ST_DONE:
+		s->state = GS_IDLE;
+		return 0;
+	}
+	return BM_EINVAL;
+}
+
+/* Reply text for messages: the lines joined, codes kept, at most 200. */
+static void
+reply_text(const char *r, size_t n, char *buf, size_t len)
+{
+	size_t	 i, o = 0;
+
+	for (i = 0; i < n && o + 1 < len; i++) {
+		if (r[i] == '\r')
+			continue;
+		if (r[i] == '\n') {
+			if (i + 1 < n && o + 3 < len) {
+				buf[o++] = ' ';
+				buf[o++] = '/';
+				buf[o++] = ' ';
+			}
+			continue;
+		}
+		buf[o++] = (r[i] >= 32 && r[i] < 127) ? r[i] : '?';
+	}
+	buf[o] = '\0';
+}
+
+/* MDTM's "YYYYMMDDHHMMSS[.sss]" (RFC 3659 section 2.3), UTC. */
+static int64_t
+parse_mdtm(const char *p)
+{
+	struct tm	 tm;
+	int		 i;
+
+	for (i = 0; i < 14; i++)
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = (p[0] - '0') * 1000 + (p[1] - '0') * 100 +
+	    (p[2] - '0') * 10 + (p[3] - '0') - 1900;
+	tm.tm_mon = (p[4] - '0') * 10 + (p[5] - '0') - 1;
+	tm.tm_mday = (p[6] - '0') * 10 + (p[7] - '0');
+	tm.tm_hour = (p[8] - '0') * 10 + (p[9] - '0');
+	tm.tm_min = (p[10] - '0') * 10 + (p[11] - '0');
+	tm.tm_sec = (p[12] - '0') * 10 + (p[13] - '0');
+	return (int64_t)timegm(&tm);
+}
+
+/* Send the job's next command (MDTM, SIZE, RETR), skipping those not
+ * needed. */
+static int
+sess_job_next(struct gsess *s)
+{
+	struct xfer_job	*j = s->job;
+
+	if (s->jstep == JS_MDTM && j->mtime_listed)
+		s->jstep = JS_SIZE;
+	if (s->jstep == JS_SIZE && j->size_checked)
+		s->jstep = JS_RETR;
+	switch (s->jstep) {
+	case JS_MDTM:
+		s->state = GS_CMD;
+		return sess_send(s, "MDTM %s", s->path);
+	case JS_SIZE:
+		s->state = GS_CMD;
+		return sess_send(s, "SIZE %s", s->path);
+	case JS_RETR:
+		break;
+	}
+	s->state = GS_RETR;
+	s->hdrlen = 0;
+	s->left = 0;
+	s->boff = 0;
+	s->eod = s->eof = s->done_reply = s->close_after = false;
+	s->eods = 0;
+	s->deadline = clock_mono_ns() + stall_ns(s->g);
+	return sess_send(s, "RETR %s", s->path);
+}
+
+/* Give an idle session the next queued job. */
+static void
+sess_take(struct gsess *s)
+{
+	struct gridftp	*g = s->g;
+	struct gjob	*q;
+	const char	*p;
+	char		 host[sizeof(g->host)];
+	int		 rc;
+
+	while (s->state == GS_IDLE && (q = g->qhead) != NULL) {
+		if ((g->qhead = q->next) == NULL)
+			g->qtail = NULL;
+		s->job = q->job;
+		free(q);
+		if ((rc = url_split(s->job->url, host, sizeof(host), &p)) != 0 ||
+		    (rc = path_decode(p, &s->path)) != 0) {
+			s->job->res.rc = rc;
+			s->job->res.cls = XFER_PERMANENT;
+			(void)snprintf(s->job->res.errmsg,
+			    sizeof(s->job->res.errmsg), "%s", rc ==
+			    BM_EUNSAFE ? "the name holds CR, LF or NUL, "
+			    "which no FTP command can carry" :
+			    "URL not usable for an FTP command");
+			job_finish(g, s->job);
+			s->job = NULL;
+			continue;
+		}
+		s->jstep = JS_MDTM;
+		if ((rc = sess_job_next(s)) != 0)
+			sess_fail(s, rc, XFER_PERMANENT, "path too long for an "
+			    "FTP command");
+	}
+}
+
+/* The job's final reply (226 after the data, or an error). */
+static void
+sess_job_done(struct gsess *s)
+{
+	struct xfer_job	*j = s->job;
+	struct xfer_result *res = &j->res;
+
+	if (res->size >= 0 && (uint64_t)res->size != res->bytes) {
+		sess_fail(s, BM_ECHECKSUM, XFER_RETRY, "got %llu bytes, SIZE "
+		    "said %lld", (unsigned long long)res->bytes,
+		    (long long)res->size);
+		return;
+	}
+	res->rc = 0;
+	res->cls = XFER_OK;
+	job_finish(s->g, j);
+	s->job = NULL;
+	free(s->path);
+	s->path = NULL;
+	if (s->close_after)
+		close_fd(&s->dfd);	/* the server opens a new one */
+	s->state = GS_IDLE;
+	sess_take(s);
+}
+
+/* A reply to a job command that is not success: class and message. */
+static void
+sess_job_refused(struct gsess *s, int code, const char *text)
+{
+	int		 rc = BM_EPROTO;
+	enum xfer_class	 cls = XFER_PERMANENT;
+
+	/*
+	 * 550, or GridFTP's 500 "... No such file or directory", is gone;
+	 * 4xx (421 too many users, 425/426 data connection) is retried.
+	 */
+	if (code == 550 || (code == 500 &&
+	    strstr(text, "No such file or directory") != NULL)) {
+		rc = BM_ENOENT;
+		cls = XFER_GONE;
+	} else if (code >= 400 && code < 500) {
+		rc = BM_ENET;
+		cls = XFER_RETRY;
+	}
+	sess_fail(s, rc, cls, "%s", text);
+}
+
+/* Handle one complete reply. */
+static void
+sess_reply(struct gsess *s, int code, const char *r, size_t n)
+{
+	struct xfer_job	*j = s->job;
+	char		 text[256];
+	const char	*p;
+	int		 rc;
+
+	reply_text(r, n, text, sizeof(text));
+	switch (s->state) {
+	case GS_GREETING:
+		if (code / 100 == 1)
+			return;		/* 120: ready in a while */
+		if (code != 220) {
+			sess_fail(s, BM_ENET, XFER_RETRY, "login: %s", text);
+			return;
+		}
+		s->state = GS_LOGIN;
+		s->step = ST_USER;
+		break;
+	case GS_LOGIN:
+		if (s->step == ST_USER && code == 230)
+			s->step = ST_PASS;	/* no password asked */
+		else if (s->step == ST_USER && code != 331) {
+			sess_fail(s, BM_ENET, XFER_RETRY, "login: %s", text);
+			return;
+		} else if (s->step != ST_USER && code / 100 != 2) {
+			/* MODE E refused: not a GridFTP server after all. */
+			sess_fail(s, BM_ENET, s->step == ST_PASS ? XFER_RETRY :
+			    XFER_PERMANENT, "%s: %s", s->step == ST_PASS ?
+			    "login" : "MODE E set-up", text);
+			return;
+		}
+		s->step++;
+		break;
+	case GS_CMD:
+		if (code / 100 != 2) {
+			sess_job_refused(s, code, text);
+			return;
+		}
+		p = r + 4;
+		if (s->jstep == JS_MDTM) {
+			if ((j->res.mtime = parse_mdtm(p)) < 0) {
+				sess_fail(s, BM_EPROTO, XFER_RETRY, "bad MDTM "
+				    "reply: %s", text);
+				return;
+			}
+		} else {
+			char *end;
+
+			errno = 0;
+			j->res.size = (int64_t)strtoll(p, &end, 10);
+			if (errno != 0 || end == p || j->res.size < 0) {
+				sess_fail(s, BM_EPROTO, XFER_RETRY, "bad SIZE "
+				    "reply: %s", text);
+				return;
+			}
+		}
+		s->jstep++;
+		if ((rc = sess_job_next(s)) != 0)
+			sess_fail(s, rc, XFER_PERMANENT, "path too long");
+		return;
+	case GS_RETR:
+	case GS_XFER:
+		j->res.status = code;
+		if (code / 100 == 1) {
+			s->state = GS_XFER;
+			return;
+		}
+		if (code / 100 != 2) {
+			sess_job_refused(s, code, text);
+			return;
+		}
+		s->state = GS_XFER;
+		s->done_reply = true;
+		if (s->eof && s->eod && s->left == 0)
+			sess_job_done(s);
+		return;
+	default:
+		/* A reply nobody asked for (421 on an idle session). */
+		sess_fail(s, BM_ENET, XFER_RETRY, "%s", text);
+		return;
+	}
+	if (s->state == GS_LOGIN && (rc = sess_login_next(s)) != 0) {
+		sess_fail(s, rc, XFER_RETRY, "MODE E set-up: %s",
+		    bm_strerror(rc));
+		return;
+	}
+	if (s->state == GS_IDLE)
+		sess_take(s);
+}
+
+/* Read the control connection and handle every complete reply. */
+static void
+sess_read_ctl(struct gsess *s)
+{
+	ssize_t	 r;
+	long	 n;
+	int	 code;
+
+	for (;;) {
+		r = recv(s->ctl, s->in + s->inlen, sizeof(s->in) - s->inlen, 0);
+		if (r == 0 || (r == -1 && errno != EAGAIN && errno != EINTR)) {
+			sess_fail(s, BM_ENET, XFER_RETRY, "control connection "
+			    "%s", r == 0 ? "closed by the server" :
+			    strerror(errno));
+			return;
+		}
+		if (r == -1)
+			break;
+		if (s->state != GS_IDLE)
+			s->deadline = clock_mono_ns() + stall_ns(s->g);
+		s->inlen += (size_t)r;
+		while (s->state != GS_DEAD && s->inlen > 0) {
+			if ((n = gridftp_reply_end(s->in, s->inlen, &code)) <
+			    0) {
+				sess_fail(s, BM_EPROTO, XFER_RETRY, "bad reply "
+				    "on the control connection");
+				return;
+			}
+			if (n == 0)
+				break;
+			sess_reply(s, code, s->in, (size_t)n);
+			if (s->state == GS_DEAD)
+				return;
+			memmove(s->in, s->in + n, s->inlen - (size_t)n);
+			s->inlen -= (size_t)n;
+		}
+		if (s->state == GS_DEAD)
+			return;
+	}
+}
+
+/* Accept the server's data connection, from its address only. */
+static void
+sess_accept(struct gsess *s)
+{
+	struct sockaddr_storage a, b;
+	socklen_t	 al = sizeof(a), bl = sizeof(b);
+	int		 fd;
+	bool		 same;
+
+	while ((fd = accept4(s->lfd, (struct sockaddr *)&a, &al,
+	    SOCK_NONBLOCK | SOCK_CLOEXEC)) != -1) {
+		same = getpeername(s->ctl, (struct sockaddr *)&b, &bl) == 0 &&
+		    a.ss_family == b.ss_family && (a.ss_family == AF_INET ?
+		    ((struct sockaddr_in *)&a)->sin_addr.s_addr ==
+		    ((struct sockaddr_in *)&b)->sin_addr.s_addr :
+		    memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr,
+		    &((struct sockaddr_in6 *)&b)->sin6_addr, 16) == 0);
+		if (!same || s->dfd != -1) {
+			/* Not the server, or a second one: never read. */
+			(void)close(fd);
+		} else
+			s->dfd = fd;
+		al = sizeof(a);
+		bl = sizeof(b);
+	}
+}
+
+/* Deliver n payload bytes at p to the job's sink. */
+static int
+sess_payload(struct gsess *s, const uint8_t *p, size_t n)
+{
+	struct xfer_job	*j = s->job;
+	uint64_t	 b = j->res.bytes;
+	int		 rc;
+
+	if (b + n < b || (j->max_size && b + n > j->max_size) ||
+	    (j->expect_size >= 0 && b + n > (uint64_t)j->expect_size)) {
+		sess_fail(s, BM_ELIMIT, XFER_PERMANENT, "body larger than the "
+		    "expected size");
+		return BM_ELIMIT;
+	}
+	if ((rc = j->sink(j->sink_arg, s->boff, p, n)) != 0) {
+		sess_fail(s, rc, rc == BM_ECHANGED ? XFER_CHANGED :
+		    XFER_PERMANENT, "%s", bm_strerror(rc));
+		return rc;
+	}
+	j->res.bytes += n;
+	s->boff += n;
+	s->left -= n;
+	return 0;
+}
+
+/* Parse n bytes of the data connection at p: headers and payload. */
+static void
+sess_data(struct gsess *s, const uint8_t *p, size_t n)
+{
+	struct gridftp_block b;
+	size_t		 k;
+
+	while (n > 0 && s->state != GS_DEAD) {
+		if (s->job == NULL || (s->eod && s->left == 0)) {
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "data after the "
+			    "end of a file");
+			return;
+		}
+		if (s->left > 0) {
+			k = n < s->left ? n : (size_t)s->left;
+			if (s->payload) {
+				if (sess_payload(s, p, k) != 0)
+					return;
+			} else
+				s->left -= k;
+			p += k;
+			n -= k;
+			continue;
+		}
+		k = GRIDFTP_HDRLEN - s->hdrlen;
+		if (k > n)
+			k = n;
+		memcpy(s->hdr + s->hdrlen, p, k);
+		s->hdrlen += k;
+		p += k;
+		n -= k;
+		if (s->hdrlen < GRIDFTP_HDRLEN)
+			return;
+		s->hdrlen = 0;
+		if (gridftp_block_parse(s->hdr, &b) != 0) {
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "bad MODE E block "
+			    "header (descriptor 0x%02x)", s->hdr[0]);
+			return;
+		}
+		if (b.desc & GRIDFTP_D_EOF) {
+			s->eof = true;
+			s->eods = b.offset;
+			if (s->eods != 1) {
+				/* We asked for one stream (Parallelism=1). */
+				sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: "
+				    "%llu data connections announced, 1 asked "
+				    "for", (unsigned long long)s->eods);
+				return;
+			}
+		}
+		s->payload = !(b.desc & GRIDFTP_D_RESTART);
+		if ((b.desc & GRIDFTP_D_EOF) && b.count > 0) {
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: an EOF "
+			    "block with data");
+			return;
+		}
+		if (s->payload && b.count > 0 && b.offset != s->boff &&
+		    !(b.desc & GRIDFTP_D_EOF)) {
+			/* One stream comes in order; a gap is no file. */
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E block at "
+			    "offset %llu, expected %llu", (unsigned long long)
+			    b.offset, (unsigned long long)s->boff);
+			return;
+		}
+		s->left = b.count;
+		if (b.desc & GRIDFTP_D_EOD) {
+			s->eod = true;
+			s->close_after = (b.desc & GRIDFTP_D_CLOSE) != 0;
+		}
+	}
+	if (s->state != GS_DEAD && s->eod && s->eof && s->left == 0 &&
+	    s->done_reply)
+		sess_job_done(s);
+}
+
+/* Read the data connection while a transfer runs. */
+static void
+sess_read_data(struct gsess *s)
+{
+	ssize_t	 r;
+
+	while (s->state == GS_XFER || s->state == GS_RETR) {
+		r = recv(s->dfd, s->g->buf, GS_DATABUF, 0);
+		if (r == -1 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (r <= 0) {
+			if (s->eod && s->left == 0 && s->close_after) {
+				close_fd(&s->dfd);
+				return;
+			}
+			sess_fail(s, BM_ENET, XFER_RETRY, "data connection %s "
+			    "before the end of the file", r == 0 ? "closed" :
+			    strerror(errno));
+			return;
+		}
+		s->deadline = clock_mono_ns() + stall_ns(s->g);
+		sess_data(s, s->g->buf, (size_t)r);
+	}
+}
+
+/*
+ * The data connection of an idle session: the server may close it (a
+ * new one comes with the next RETR); bytes between files are no file.
+ */
+static void
+sess_idle_data(struct gsess *s)
+{
+	ssize_t	 r;
+
+	r = recv(s->dfd, s->g->buf, GS_DATABUF, 0);
+	if (r == 0)
+		close_fd(&s->dfd);
+	else if (r > 0)
+		sess_fail(s, BM_EPROTO, XFER_RETRY, "data between files");
+	else if (errno != EAGAIN && errno != EINTR)
+		close_fd(&s->dfd);
+}
+
+/* Start a new session (connect in progress). */
+static int
+sess_open(struct gridftp *g)
+{
+	struct gsess	*s;
+	int		 rc;
+
+	if ((rc = resolve(g)) != 0)
+		return rc;
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return BM_ENOMEM;
+	s->g = g;
+	s->lfd = s->dfd = -1;
+	s->ctl = socket(g->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	if (s->ctl == -1) {
+		free(s);
+		return BM_ENET;
+	}
+	s->state = GS_CONNECTING;
+	s->deadline = clock_mono_ns() + (int64_t)(g->opts.connect_timeout ?
+	    g->opts.connect_timeout : 30) * 1000000000;
+	s->next = g->sess;
+	g->sess = s;
+	g->nsess++;
+	if (connect(s->ctl, (struct sockaddr *)&g->addr, g->addrlen) == -1 &&
+	    errno != EINPROGRESS)
+		sess_fail(s, BM_ENET, XFER_RETRY, "connect: %s",
+		    strerror(errno));
+	return 0;
+}
+
+int
+gridftp_submit(struct gridftp *g, struct xfer_job *job)
+{
+	struct gjob	*q;
+	const char	*p;
+	char		 host[sizeof(g->host)];
+
+	if (url_split(job->url, host, sizeof(host), &p) != 0)
+		return BM_EINVAL;
+	if (g->host[0] == '\0')
+		(void)snprintf(g->host, sizeof(g->host), "%s", host);
+	if ((q = calloc(1, sizeof(*q))) == NULL)
+		return BM_ENOMEM;
+	q->job = job;
+	if (g->qtail)
+		g->qtail->next = q;
+	else
+		g->qhead = q;
+	g->qtail = q;
+	g->active++;
+	return 0;
+}
+
+size_t
+gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
+    int *ret_timeout_ms)
+{
+	struct gsess	*s;
+	size_t		 n = 0;
+	int64_t		 now = clock_mono_ns(), ms;
+
+	for (s = g->sess; s != NULL; s = s->next) {
+		if (s->state == GS_DEAD)
+			continue;
+		if (n < max) {
+			fds[n].fd = s->ctl;
+			fds[n].events = POLLIN;
+			if (s->state == GS_CONNECTING || s->outoff < s->outlen)
+				fds[n].events |= POLLOUT;
+			fds[n++].revents = 0;
+		}
+		if (s->lfd != -1 && s->dfd == -1 && n < max) {
+			fds[n].fd = s->lfd;
+			fds[n].events = POLLIN;
+			fds[n++].revents = 0;
+		}
+		if (s->dfd != -1 && n < max) {
+			fds[n].fd = s->dfd;
+			fds[n].events = POLLIN;
+			fds[n++].revents = 0;
+		}
+		if (s->state == GS_IDLE)
+			continue;
+		ms = (s->deadline - now) / 1000000 + 1;
+		if (ms < 0)
+			ms = 0;
+		if (ms < *ret_timeout_ms)
+			*ret_timeout_ms = (int)ms;
+	}
+	/* Jobs waiting for a session that is yet to be opened. */
+	if (g->qhead != NULL && g->nsess < g->cap)
+		*ret_timeout_ms = 0;
+	return n;
+}
+
+/* One pass over session s. */
+static void
+sess_step(struct gsess *s, int64_t now)
+{
+	int	 err = 0, rc;
+	socklen_t el = sizeof(err);
+
+	if (s->state == GS_CONNECTING) {
+		struct pollfd pf = { .fd = s->ctl, .events = POLLOUT };
+
+		if (poll(&pf, 1, 0) == 1) {
+			if (getsockopt(s->ctl, SOL_SOCKET, SO_ERROR, &err,
+			    &el) == -1 || err != 0) {
+				sess_fail(s, BM_ENET, XFER_RETRY, "connect: %s",
+				    strerror(err ? err : errno));
+				return;
+			}
+			s->state = GS_GREETING;
+			s->deadline = now + stall_ns(s->g);
+		}
+	}
+	if (s->state != GS_CONNECTING && s->state != GS_DEAD)
+		sess_read_ctl(s);
+	if (s->state != GS_DEAD && s->lfd != -1 && s->dfd == -1)
+		sess_accept(s);
+	if (s->state == GS_IDLE && s->dfd != -1)
+		sess_idle_data(s);
+	if (s->state != GS_DEAD && s->dfd != -1)
+		sess_read_data(s);
+	if (s->state != GS_DEAD && s->state != GS_CONNECTING &&
+	    (rc = sess_flush(s)) != 0) {
+		sess_fail(s, rc, XFER_RETRY, "control connection: %s",
+		    strerror(errno));
+		return;
+	}
+	if (s->state != GS_DEAD && s->state != GS_IDLE && now > s->deadline)
+		sess_fail(s, BM_ENET, XFER_RETRY, s->state == GS_CONNECTING ?
+		    "connect: timed out" : "stalled: no data for %u s",
+		    s->g->opts.stall_timeout ? s->g->opts.stall_timeout : 60);
+}
+
+int
+gridftp_run(struct gridftp *g, xfer_done_fn done, void *ctx, size_t *ret_n)
+{
+	struct gsess	*s, **pp;
+	int64_t		 now = clock_mono_ns();
+	int		 rc;
+
+	*ret_n = 0;
+	for (s = g->sess; s != NULL; s = s->next)
+		if (s->state != GS_DEAD)
+			sess_step(s, now);
+	/* Idle sessions take queued jobs; more sessions while allowed. */
+	for (s = g->sess; s != NULL && g->qhead != NULL; s = s->next)
+		if (s->state == GS_IDLE) {
+			sess_take(s);
+			if (s->state != GS_DEAD && (rc = sess_flush(s)) != 0)
+				sess_fail(s, rc, XFER_RETRY, "control "
+				    "connection: %s", strerror(errno));
+		}
+	while (g->qhead != NULL && g->nsess < g->cap) {
+		if ((rc = sess_open(g)) != 0) {
+			struct gjob *q = g->qhead;
+
+			if ((g->qhead = q->next) == NULL)
+				g->qtail = NULL;
+			q->job->res.rc = rc;
+			q->job->res.cls = rc == BM_ENOMEM ? XFER_PERMANENT :
+			    XFER_RETRY;
+			(void)snprintf(q->job->res.errmsg,
+			    sizeof(q->job->res.errmsg), "%.100s: %s", g->host,
+			    rc == BM_ENET ? "cannot resolve or reach the host" :
+			    bm_strerror(rc));
+			job_finish(g, q->job);
+			free(q);
+		}
+	}
+	/* Free dead sessions. */
+	for (pp = &g->sess; (s = *pp) != NULL;) {
+		if (s->state == GS_DEAD) {
+			*pp = s->next;
+			free(s);
+		} else
+			pp = &s->next;
+	}
+	/* One at a time from the front: done may cancel another. */
+	while (g->nfinished > 0) {
+		struct xfer_job *j = g->finished[0];
+
+		memmove(&g->finished[0], &g->finished[1], (g->nfinished - 1) *
+		    sizeof(*g->finished));
+		g->nfinished--;
+		(void)snprintf(j->res.effective_url,
+		    sizeof(j->res.effective_url), "%s", j->url);
+		done(ctx, j);
+		(*ret_n)++;
+	}
+	return 0;
+}
+
+bool
+gridftp_cancel(struct gridftp *g, struct xfer_job *job)
+{
+	struct gjob	*q, *prev = NULL;
+	struct gsess	*s;
+	size_t		 i;
+
+	for (q = g->qhead; q != NULL; prev = q, q = q->next)
+		if (q->job == job) {
+			if (prev)
+				prev->next = q->next;
+			else
+				g->qhead = q->next;
+			if (g->qtail == q)
+				g->qtail = prev;
+			free(q);
+			g->active--;
+			return true;
+		}
+	for (s = g->sess; s != NULL; s = s->next)
+		if (s->job == job && s->state != GS_DEAD) {
+			s->job = NULL;
+			g->active--;
+			sess_close(s);
+			return true;
+		}
+	for (i = 0; i < g->nfinished; i++)
+		if (g->finished[i] == job) {
+			memmove(&g->finished[i], &g->finished[i + 1],
+			    (g->nfinished - i - 1) * sizeof(*g->finished));
+			g->nfinished--;
+			return true;
+		}
+	return false;
+}
+
+size_t
+gridftp_active(const struct gridftp *g)
+{
+	return g->active;
+}
+
+void
+gridftp_free(struct gridftp *g)
+{
+	struct gsess	*s;
+	struct gjob	*q;
+
+	if (g == NULL)
+		return;
+	while ((s = g->sess) != NULL) {
+		g->sess = s->next;
+		s->job = NULL;
+		if (s->state != GS_DEAD)
+			sess_close(s);
+		free(s);
+	}
+	while ((q = g->qhead) != NULL) {
+		g->qhead = q->next;
+		free(q);
+	}
+	free(g->finished);
+	free(g->buf);
+	free(g);
+}

@@ -1,0 +1,104 @@
+/*
+ * GridFTP extended block mode (MODE E) for whole-file FTP jobs, a part of
+ * the TCP transport (xfer.h): agent/xfer_curl.c hands it the jobs that
+ * qualify (gridftp_wants) and drives it from its event loop, polling the
+ * sockets it lists (gridftp_fds) beside libcurl's.
+ *
+ * libcurl speaks stream mode only, where the end of a file is the end of
+ * its data connection: one passive port, one TCP handshake and one
+ * TIME_WAIT per file, and a GridFTP server spends most of a run of small
+ * files finding a free port.  In MODE E (GFD.20, "GridFTP: Protocol
+ * Extensions to FTP for the Grid", section 3.4) every block carries a
+ * header of a descriptor byte, a 64-bit byte count and a 64-bit offset
+ * (network order); the end of a file is a descriptor flag (EOD, EOF), so
+ * the data connection stays open and the next RETR on the same control
+ * connection reuses it ("125 ... reusing existing data connection").  The
+ * sender opens the data connection (GFD.20 3.4: a passive sender is
+ * refused), so a RETR goes after PORT/EPRT: the server connects to us,
+ * as it does for globus-url-copy.  Each control connection ("session")
+ * logs in once (USER/PASS, TYPE I, MODE E, DCAU N, OPTS RETR
+ * Parallelism=1,1,1, PORT), then sends [MDTM] [SIZE] RETR per file.
+ *
+ * Jobs taken: plain ftp:// (no TLS), a whole file (off 0, len 0), no
+ * FEAT/MLSD/LIST command, no validator, no If-Modified-Since, no bwlimit.
+ * Everything else stays with libcurl.  Results follow xfer.h: res.status
+ * is the last reply code, res.mtime the MDTM time (-1 when the listing
+ * gave it), res.size the SIZE reply (-1 when not asked).
+ */
+#ifndef BIOMIRROR_XFER_GRIDFTP_H
+#define BIOMIRROR_XFER_GRIDFTP_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "biomirror/xfer.h"
+
+struct gridftp;
+
+/* Parsed MODE E block header (GFD.20 section 3.4.1). */
+struct gridftp_block {
+	uint8_t		 desc;		/* descriptor flags, GRIDFTP_D_* */
+	uint64_t	 count;		/* payload bytes that follow */
+	uint64_t	 offset;	/* file offset, or EOD count with EOF */
+};
+#define GRIDFTP_D_EOR		0x80	/* end of record (not in files) */
+#define GRIDFTP_D_EOF		0x40	/* offset is the EOD count */
+#define GRIDFTP_D_ERRORS	0x20	/* suspected errors in this block */
+#define GRIDFTP_D_RESTART	0x10	/* payload is a restart marker */
+#define GRIDFTP_D_EOD		0x08	/* last block on this connection */
+#define GRIDFTP_D_CLOSE		0x04	/* sender closes the connection */
+#define GRIDFTP_HDRLEN		17
+
+/*
+ * Decode the 17-byte header at p into *ret.  Returns 0, or BM_EPROTO for
+ * a header no sender of a file may send (suspected errors, EOR, EOF with
+ * an EOD count of 0, or a count or offset past 2^63).
+ */
+int	gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN],
+	    struct gridftp_block *ret);
+
+/*
+ * Find the end of the first complete FTP reply in buf[0..len) (RFC 959
+ * section 4.2: "ddd text" or "ddd-text" ... "ddd text", lines ending in
+ * CRLF or LF).  Returns its length in bytes with *ret_code set, 0 when
+ * more bytes are needed, or -1 for a line that is no reply (BM_EPROTO to
+ * the caller) .
+ */
+long	gridftp_reply_end(const char *buf, size_t len, int *ret_code);
+
+/*
+ * Make an engine for jobs of one host, with the transport's options
+ * (copied; strings borrowed for its lifetime) and at most
+ * o->max_connections sessions.  Returns 0 or BM_ENOMEM.
+ */
+int	gridftp_new(const struct xfer_opts *o, struct gridftp **ret);
+/* Does job qualify (see above)?  The first job taken fixes the host. */
+bool	gridftp_wants(const struct gridftp *g, const struct xfer_job *job);
+/*
+ * Queue job (borrowed until done; res already reset by the caller).
+ * Returns 0, BM_ENOMEM, or BM_EINVAL for a URL it cannot take.
+ */
+int	gridftp_submit(struct gridftp *g, struct xfer_job *job);
+/*
+ * Fill fds (room for max) with the sockets to poll and the events wanted;
+ * returns how many.  *ret_timeout_ms is lowered to the next deadline.
+ */
+size_t	gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
+	    int *ret_timeout_ms);
+/*
+ * Do all work that is possible without blocking (reads, writes, accepts,
+ * connects, deadlines) and call done for each job that ended; *ret_n is
+ * how many did.  Returns 0.
+ */
+int	gridftp_run(struct gridftp *g, xfer_done_fn done, void *ctx,
+	    size_t *ret_n);
+/* Forget job without a done call (its session, if any, is closed). */
+bool	gridftp_cancel(struct gridftp *g, struct xfer_job *job);
+/* Jobs queued or running. */
+size_t	gridftp_active(const struct gridftp *g);
+/* Close every session and free g (no done calls).  NULL is a no-op. */
+void	gridftp_free(struct gridftp *g);
+
+#endif
