@@ -628,6 +628,31 @@ test_ftp(struct ctx *t)
 	c = NULL;
 	fails(t, HEAD "follow_symlinks = yes\n", 1, "follow_symlinks "
 	    "applies only to ftp:// and ftps:// sources in section [m]");
+	/* ftp_mode: stream (RFC 959) or GridFTP's extended block mode. */
+	rc = load(t, "[m]\nsource = ftp://h/\ndest = /srv/m\n", &c);
+	if (c != NULL)
+		ok(!c->mirrors[0]->ftp_mode_e, "ftp_mode stream by default");
+	config_free(c);
+	c = NULL;
+	rc = load(t, "[m]\nsource = ftp://h/\ndest = /srv/m\n"
+	    "ftp_mode = Extended\n", &c);
+	is_int(rc, 0, "ftp_mode = extended accepted");
+	if (c != NULL)
+		ok(c->mirrors[0]->ftp_mode_e, "ftp_mode = extended set");
+	config_free(c);
+	c = NULL;
+	fails(t, "[m]\nsource = ftp://h/\ndest = /srv/m\nftp_mode = e\n", 4,
+	    "ftp_mode = e: expected stream or extended");
+	fails(t, HEAD "ftp_mode = extended\n", 1, "ftp_mode applies only to "
+	    "ftp:// and ftps:// sources in section [m]");
+	fails(t, "[m]\nsource = ftps://h/\ndest = /srv/m\n"
+	    "ftp_mode = extended\n", 1, "ftp_mode = extended needs an ftp:// "
+	    "source without TLS (its data connections carry none here) in "
+	    "section [m]");
+	fails(t, "[m]\nsource = ftp://h/\ndest = /srv/m\nftp_tls = try\n"
+	    "ftp_mode = extended\n", 1, "ftp_mode = extended needs an ftp:// "
+	    "source without TLS (its data connections carry none here) in "
+	    "section [m]");
 	/* password_file: exists, regular, not world-readable. */
 	(void)snprintf(pw, sizeof(pw), "%s/pw", t->dir);
 	write_file(pw, "s3cret\n");
