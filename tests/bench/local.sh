@@ -17,7 +17,8 @@
 #	FA, FB  trees A and B over FTP: biomirror vs lftp mirror --parallel=8
 #	   and wget -m against vsftpd (LIST), and biomirror vs globus-url-copy
 #	   -r -sync -cc 8 -p 4 against globus-gridftp-server (MLSD; vsftpd
-#	   refuses globus-url-copy's MODE E).  Each tool at 8 connections
+#	   refuses globus-url-copy's MODE E), biomirror both in stream mode
+#	   and with --ftp-mode extended (MODE E).  Each tool at 8 connections
 #	   (wget has one).  globus-url-copy does not keep mtimes; wget and lftp
 #	   take them from LIST (minute or day precision).
 #
@@ -310,6 +311,11 @@ run_tool() {
 		biomirror-gridftp)
 			CMDLINE=("$BM" --state-dir "$s" sync --max-connections 8 \
 			    --concurrency 8 --source "$GRIDFTP_URL$src/" --dest "$d") ;;
+		biomirror-gridftp-e)
+			# GridFTP's extended block mode, as globus-url-copy uses.
+			CMDLINE=("$BM" --state-dir "$s" sync --max-connections 8 \
+			    --concurrency 8 --ftp-mode extended \
+			    --source "$GRIDFTP_URL$src/" --dest "$d") ;;
 		globus-url-copy)
 			CMDLINE=(globus-url-copy -r -sync -cc 8 -p 4 "$GRIDFTP_URL$src/" "file://$d/") ;;
 		esac
@@ -446,7 +452,7 @@ BM_PROBLEMS=""
 CMP_SAMPLE=0
 TOOLS="biomirror rclone lftp wget cp"
 # Tree B also measures verify = sidecar (issue 5: at most 15% slower).
-FTP_TOOLS="biomirror lftp wget biomirror-gridftp globus-url-copy"
+FTP_TOOLS="biomirror lftp wget biomirror-gridftp biomirror-gridftp-e globus-url-copy"
 tools_of() {
 	case $1 in
 	F*) echo "$FTP_TOOLS" ;;
@@ -609,8 +615,8 @@ echo
 echo "== results ($(( (T_END - T_START) / 60 )) min), raw runs: $CSV"
 has_tree A && [ -z "${SKIP_HTTP_A:-}" ] && table_tree A "$TREE_DESC_A"
 has_tree B && [ -z "${SKIP_HTTP_B:-}" ] && table_tree B "$TREE_DESC_B"
-has_tree FA && table_tree FA "$TREE_DESC_A over FTP (vsftpd; gridftp for the last two rows)"
-has_tree FB && table_tree FB "$TREE_DESC_B over FTP (vsftpd; gridftp for the last two rows)"
+has_tree FA && table_tree FA "$TREE_DESC_A over FTP (vsftpd; gridftp for the last three rows)"
+has_tree FB && table_tree FB "$TREE_DESC_B over FTP (vsftpd; gridftp for the last three rows)"
 if has_tree FA; then
 	for tool in lftp wget; do
 		for phase in cold resync; do
@@ -620,9 +626,12 @@ if has_tree FA; then
 		done
 	done
 	for phase in cold resync; do
-		target "FA $phase: biomirror faster than globus-url-copy (gridftp)" \
+		target "FA $phase: biomirror, stream mode, faster than globus-url-copy (gridftp)" \
 		    "$(ratio_ok "$(field FA globus-url-copy "$phase" 6 | median_of)" \
 		    "$(field FA biomirror-gridftp "$phase" 6 | median_of)" 1)"
+		target "FA $phase: biomirror, ftp_mode = extended, faster than globus-url-copy (gridftp)" \
+		    "$(ratio_ok "$(field FA globus-url-copy "$phase" 6 | median_of)" \
+		    "$(field FA biomirror-gridftp-e "$phase" 6 | median_of)" 1)"
 	done
 fi
 if has_tree FB; then
@@ -633,6 +642,9 @@ if has_tree FB; then
 		target "FB $phase: biomirror no slower than globus-url-copy (gridftp)" \
 		    "$(ratio_ok "$(field FB globus-url-copy "$phase" 6 | median_of)" \
 		    "$(field FB biomirror-gridftp "$phase" 6 | median_of)" 1)"
+		target "FB $phase: biomirror, ftp_mode = extended, no slower than globus-url-copy (gridftp)" \
+		    "$(ratio_ok "$(field FB globus-url-copy "$phase" 6 | median_of)" \
+		    "$(field FB biomirror-gridftp-e "$phase" 6 | median_of)" 1)"
 	done
 fi
 if has_tree A && [ -z "${SKIP_HTTP_A:-}" ]; then
