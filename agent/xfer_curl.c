@@ -63,7 +63,11 @@ struct xfer {
 	int64_t		 refill_ns;	/* monotonic time of the last refill */
 	size_t		 npaused;	/* records paused by the rate limit */
 	struct gridftp	*gftp;		/* owned: MODE E engine, NULL if off */
+	long		 host_cap;	/* CURLMOPT_MAX_HOST_CONNECTIONS now */
 };
+
+static int	multi_new(struct xfer *);
+static void	host_cap(struct xfer *);
 
 /*
  * The run-wide rate limit (bwlimit) is a token bucket shared by every
@@ -391,16 +395,10 @@ xfer_curl_new(const struct xfer_opts *o, struct xfer **ret)
 		return BM_ENOMEM;
 	x->opts = *o;
 	x->refill_ns = clock_mono_ns();
-	if ((x->multi = curl_multi_init()) == NULL) {
+	if (multi_new(x) != 0) {
 		free(x);
 		return BM_ENOMEM;
 	}
-	(void)curl_multi_setopt(x->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
-	    (long)(o->max_connections ? o->max_connections : 8));
-	(void)curl_multi_setopt(x->multi, CURLMOPT_PIPELINING,
-	    CURLPIPE_MULTIPLEX);
-	(void)curl_multi_setopt(x->multi, CURLMOPT_MAXCONNECTS,
-	    (long)(o->max_connections ? o->max_connections * 2 : 16));
 	*ret = x;
 	return 0;
 }
@@ -960,10 +958,12 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	 * handled at once, and a call that finished jobs returns without
 	 * sleeping, so that the caller can start the next ones.
 	 */
+	if (x->gftp != NULL)
+		host_cap(x);
 	if ((rc = xfer_drain(x, done, ctx, &n)) != 0)
 		return rc;
 	if (x->gftp != NULL) {
-		(void)gridftp_run(x->gftp, done, ctx, &gn);
+		(void)gridftp_run(x->gftp, x->active, done, ctx, &gn);
 		n += gn;
 	}
 	if (n > 0)
@@ -987,7 +987,7 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	if ((rc = xfer_drain(x, done, ctx, &n)) != 0)
 		return rc;
 	if (x->gftp != NULL)
-		(void)gridftp_run(x->gftp, done, ctx, &gn);
+		(void)gridftp_run(x->gftp, x->active, done, ctx, &gn);
 	return 0;
 }
 
@@ -1013,12 +1013,59 @@ xfer_set_ftp_type_early(struct xfer *x, bool on)
 	x->opts.ftp_type_early = on;
 }
 
+/* A new multi handle with the transport's options (none in flight). */
+static int
+multi_new(struct xfer *x)
+{
+	long	 mc = x->opts.max_connections ? x->opts.max_connections : 8;
+
+	if ((x->multi = curl_multi_init()) == NULL)
+		return BM_ENOMEM;
+	(void)curl_multi_setopt(x->multi, CURLMOPT_MAX_HOST_CONNECTIONS, mc);
+	(void)curl_multi_setopt(x->multi, CURLMOPT_PIPELINING,
+	    CURLPIPE_MULTIPLEX);
+	(void)curl_multi_setopt(x->multi, CURLMOPT_MAXCONNECTS, mc * 2);
+	x->host_cap = mc;
+	return 0;
+}
+
+/*
+ * libcurl may open what the MODE E sessions leave of max_connections (at
+ * least one, so that ranges and resume checks never wait forever).
+ */
+static void
+host_cap(struct xfer *x)
+{
+	long	 mc = x->opts.max_connections ? x->opts.max_connections : 8;
+	long	 n = (long)gridftp_sessions(x->gftp);
+
+	mc = mc > n ? mc - n : 1;
+	if (mc != x->host_cap) {
+		(void)curl_multi_setopt(x->multi,
+		    CURLMOPT_MAX_HOST_CONNECTIONS, mc);
+		x->host_cap = mc;
+	}
+}
+
 int
 xfer_set_ftp_mode_e(struct xfer *x, bool on)
 {
+	CURLM	*old = x->multi;
+	int	 rc;
+
 	if (!on || x->gftp != NULL)
 		return 0;
-	return gridftp_new(&x->opts, &x->gftp);
+	if ((rc = gridftp_new(&x->opts, &x->gftp)) != 0)
+		return rc;
+	/*
+	 * The listing's control connections, idle in libcurl's cache, are
+	 * closed: the sessions take their place within max_connections.
+	 */
+	if (x->active == 0 && multi_new(x) == 0)
+		curl_multi_cleanup(old);
+	else
+		x->multi = old;
+	return 0;
 }
 
 void

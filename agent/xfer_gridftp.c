@@ -1049,9 +1049,6 @@ gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
 		if (ms < *ret_timeout_ms)
 			*ret_timeout_ms = (int)ms;
 	}
-	/* Jobs waiting for a session that is yet to be opened. */
-	if (g->qhead != NULL && g->nsess < g->cap)
-		*ret_timeout_ms = 0;
 	return n;
 }
 
@@ -1096,14 +1093,30 @@ sess_step(struct gsess *s, int64_t now)
 		    s->g->opts.stall_timeout ? s->g->opts.stall_timeout : 60);
 }
 
+size_t
+gridftp_sessions(const struct gridftp *g)
+{
+	return g->nsess;
+}
+
 int
-gridftp_run(struct gridftp *g, xfer_done_fn done, void *ctx, size_t *ret_n)
+gridftp_run(struct gridftp *g, size_t others, xfer_done_fn done, void *ctx,
+    size_t *ret_n)
 {
 	struct gsess	*s, **pp;
 	int64_t		 now = clock_mono_ns();
 	int		 rc;
 
 	*ret_n = 0;
+	/*
+	 * Idle sessions give their connections back while other transfers
+	 * to the host run and no job waits here: max_connections is one
+	 * budget for both.
+	 */
+	if (others > 0 && g->qhead == NULL)
+		for (s = g->sess; s != NULL; s = s->next)
+			if (s->state == GS_IDLE)
+				sess_close(s);
 	for (s = g->sess; s != NULL; s = s->next)
 		if (s->state != GS_DEAD)
 			sess_step(s, now);
@@ -1115,7 +1128,7 @@ gridftp_run(struct gridftp *g, xfer_done_fn done, void *ctx, size_t *ret_n)
 				sess_fail(s, rc, XFER_RETRY, "control "
 				    "connection: %s", strerror(errno));
 		}
-	while (g->qhead != NULL && g->nsess < g->cap) {
+	while (g->qhead != NULL && g->nsess + others < g->cap) {
 		if ((rc = sess_open(g)) != 0) {
 			struct gjob *q = g->qhead;
 

@@ -90,10 +90,15 @@ size_t	gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
 /*
  * Do all work that is possible without blocking (reads, writes, accepts,
  * connects, deadlines) and call done for each job that ended; *ret_n is
- * how many did.  Returns 0.
+ * how many did.  others: connections the transport holds to the host
+ * outside the engine (libcurl's transfers in flight): new sessions keep
+ * sessions + others within max_connections, and idle sessions are closed
+ * while others > 0 and no job waits.  Returns 0.
  */
-int	gridftp_run(struct gridftp *g, xfer_done_fn done, void *ctx,
-	    size_t *ret_n);
+int	gridftp_run(struct gridftp *g, size_t others, xfer_done_fn done,
+	    void *ctx, size_t *ret_n);
+/* Sessions open or opening. */
+size_t	gridftp_sessions(const struct gridftp *g);
 /* Forget job without a done call (its session, if any, is closed). */
 bool	gridftp_cancel(struct gridftp *g, struct xfer_job *job);
 /* Jobs queued or running. */
