@@ -963,7 +963,8 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	if ((rc = xfer_drain(x, done, ctx, &n)) != 0)
 		return rc;
 	if (x->gftp != NULL) {
-		(void)gridftp_run(x->gftp, x->active, done, ctx, &gn);
+		/* Deadlines and queued jobs only: no socket was polled. */
+		(void)gridftp_run(x->gftp, x->active, pfd, 0, done, ctx, &gn);
 		n += gn;
 	}
 	if (n > 0)
@@ -986,8 +987,11 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 		return BM_ENET;
 	if ((rc = xfer_drain(x, done, ctx, &n)) != 0)
 		return rc;
+	for (i = 0; i < nfd; i++)
+		pfd[i].revents = wfd[i].revents;
 	if (x->gftp != NULL)
-		(void)gridftp_run(x->gftp, x->active, done, ctx, &gn);
+		(void)gridftp_run(x->gftp, x->active, pfd, nfd, done, ctx,
+		    &gn);
 	return 0;
 }
 

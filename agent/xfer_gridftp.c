@@ -1099,9 +1099,24 @@ gridftp_sessions(const struct gridftp *g)
 	return g->nsess;
 }
 
+/* Has poll(2) reported one of s's sockets (or is ready NULL)? */
+static bool
+sess_ready(const struct gsess *s, const struct pollfd *ready, size_t nready)
+{
+	size_t	 i;
+
+	if (ready == NULL)
+		return true;
+	for (i = 0; i < nready; i++)
+		if (ready[i].revents != 0 && (ready[i].fd == s->ctl ||
+		    ready[i].fd == s->lfd || ready[i].fd == s->dfd))
+			return true;
+	return false;
+}
+
 int
-gridftp_run(struct gridftp *g, size_t others, xfer_done_fn done, void *ctx,
-    size_t *ret_n)
+gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
+    size_t nready, xfer_done_fn done, void *ctx, size_t *ret_n)
 {
 	struct gsess	*s, **pp;
 	int64_t		 now = clock_mono_ns();
@@ -1118,7 +1133,8 @@ gridftp_run(struct gridftp *g, size_t others, xfer_done_fn done, void *ctx,
 			if (s->state == GS_IDLE)
 				sess_close(s);
 	for (s = g->sess; s != NULL; s = s->next)
-		if (s->state != GS_DEAD)
+		if (s->state != GS_DEAD && (sess_ready(s, ready, nready) ||
+		    (s->state != GS_IDLE && now > s->deadline)))
 			sess_step(s, now);
 	/* Idle sessions take queued jobs; more sessions while allowed. */
 	for (s = g->sess; s != NULL && g->qhead != NULL; s = s->next)

@@ -93,9 +93,12 @@ size_t	gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
  * how many did.  others: connections the transport holds to the host
  * outside the engine (libcurl's transfers in flight): new sessions keep
  * sessions + others within max_connections, and idle sessions are closed
- * while others > 0 and no job waits.  Returns 0.
+ * while others > 0 and no job waits.  ready: nready results of poll(2)
+ * over gridftp_fds()'s list; only sessions with a reported socket (or a
+ * deadline passed) do I/O; NULL steps every session.  Returns 0.
  */
-int	gridftp_run(struct gridftp *g, size_t others, xfer_done_fn done,
+int	gridftp_run(struct gridftp *g, size_t others,
+	    const struct pollfd *ready, size_t nready, xfer_done_fn done,
 	    void *ctx, size_t *ret_n);
 /* Sessions open or opening. */
 size_t	gridftp_sessions(const struct gridftp *g);
