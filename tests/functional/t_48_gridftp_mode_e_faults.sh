@@ -1,0 +1,153 @@
+#!/bin/bash
+# GridFTP extended block mode (ftp_mode = extended) against our own
+# fault-injecting server (tests/tools/modeefaultserver.py: FEAT with DCAU,
+# MLSD, MODE E over PORT), one fault on big.bin (1 MiB: 4 blocks of 256
+# KiB) per server run, fired once unless said otherwise:
+#   cut (data connection closed mid-file; 426 late, then at once),
+#   errors (a block with descriptor 0x20), gap (a block at a wrong
+#   offset), eod2 (EOF announces 2 data connections), stall (half the
+#   file, then silence; --stall-timeout 2)
+#       -> retried once, identical, RETR count 2, the fault's message
+#   long (100 bytes past the listed size, every RETR)
+#       -> the size check refuses it as changed: retried, then failed
+#          "got 1048676 bytes, the listing says 1048576", exit 1, not
+#          published
+#   MODE E refused with 500 (every session)
+#       -> every file failed "MODE E set-up: 500 ...", exit 1, no RETR
+#   intruder (the data connection is first made from 127.0.0.2 with a
+#   whole fake file, then from 127.0.0.1 with the right one)
+#       -> its bytes never reach the file: identical, one RETR
+# No temp file is ever left behind, and the server stats show each fault
+# fired.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+mkdir -p "$T/up/sub"
+make_big_file "$T/up/big.bin" 1 big
+printf 'hello\n' > "$T/up/sub/small.txt"
+: > "$T/up/zero.dat"
+touch -d '2022-03-04 05:06:07 UTC' "$T/up/sub/small.txt" "$T/up/zero.dat"
+touch -d '2022-03-04 05:06:07 UTC' "$T/up/sub"
+
+# run_case WANT_RC [SERVER OPTION...]: a cold sync in MODE E against a new
+# server with OPTIONs; 2 retries at most, 2 s stall timeout.
+run_case() {
+	local want=$1
+	shift
+	stop_servers
+	rm -rf "$T/mirror" "$T/state"
+	start_modeefault "$T/up" "$@"
+	write_conf "$MODEEFAULT_URL"
+	printf 'ftp_mode = extended\nstreams = 1\nretries = 2\n' >> "$T/bm.conf"
+	assert_exit "$want" bm --json sync --stall-timeout 2 up
+	no_temps "$T/mirror"
+}
+
+# retried KIND MESSAGE: big.bin failed once with MESSAGE, was retried and
+# is identical, everything else too; the fault fired once.
+retried() {
+	expect_counts 3 0 0 0
+	assert_trees_equal "$T/up" "$T/mirror"
+	grep -qF "up: big.bin: fetch: $2 (retry 1 of 2)" "$T/last.err" ||
+	    fail "$1: no retry with '$2': $(grep big.bin "$T/last.err")"
+	assert_eq "$(grep -c 'big.bin: fetch: .*(retry ' "$T/last.err")" 1 \
+	    "$1: retries of big.bin"
+	assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 2 "$1: RETRs of big.bin"
+	assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin $1': 1}" \
+	    "$1: faults fired"
+	assert_eq "$(modeefault_stat 's["retrs"]["sub/small.txt"]')" 1 \
+	    "$1: RETRs of sub/small.txt"
+	# Every file went in MODE E, none through libcurl's stream mode.
+	[ "$(modeefault_stat 's["mode_e"]')" -ge 2 ] ||
+	    fail "$1: fewer than 2 MODE E sessions"
+}
+
+echo "# no fault: MODE E, one data connection per session, identical"
+run_case 0
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+assert_eq "$(modeefault_stat 's["retrs"]')" \
+    "{'big.bin': 1, 'sub/small.txt': 1, 'zero.dat': 1}" "RETRs"
+[ "$(modeefault_stat 's["mode_e"]')" -ge 1 ] || fail "no MODE E"
+assert_eq "$(modeefault_stat 's["data_conns"] + s["reused"]')" 3 \
+    "data connections opened + reused"
+
+echo "# cut: the data connection closed after 300000 bytes, 426 late"
+run_case 0 --fault 'big.bin=cut,at=300000,delay=10'
+retried cut "data connection closed before the end of the file"
+
+echo "# cut: the same with the 426 at once (either end may be seen first)"
+run_case 0 --fault 'big.bin=cut,at=300000'
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+grep -qE "up: big.bin: fetch: (data connection closed before the end of the file|426 Data connection closed; transfer aborted\.) \(retry 1 of 2\)" \
+    "$T/last.err" || fail "cut: no retry: $(grep big.bin "$T/last.err")"
+assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 2 "cut: RETRs of big.bin"
+
+echo "# errors: a block with descriptor 0x20 (suspected errors)"
+run_case 0 --fault 'big.bin=errors,at=262144'
+retried errors "bad MODE E block header (descriptor 0x20)"
+
+echo "# gap: the second block 4096 bytes too far"
+run_case 0 --fault 'big.bin=gap,at=262144,skip=4096'
+retried gap "MODE E block at offset 266240, expected 262144"
+
+echo "# eod2: EOF announces 2 data connections"
+run_case 0 --fault 'big.bin=eod2,count=2'
+retried eod2 "MODE E: 2 data connections announced, 1 asked for"
+
+echo "# stall: half the file, then silence (--stall-timeout 2)"
+run_case 0 --fault 'big.bin=stall,at=524288,for=20'
+retried stall "stalled: no data for 2 s"
+
+echo "# long: 100 bytes past the listed size, every time: never published"
+# The transport takes the bytes (the job has no expected size); the
+# scheduler's size check refuses the body as a changed file: retried,
+# then failed.
+run_case 1 --fault 'big.bin=long,extra=100,times=5'
+expect_counts 2 0 0 1
+assert_eq "$(jerrors)" "big.bin fetch" "errors"
+msg="got 1048676 bytes, the listing says 1048576"
+assert_eq "$(python3 -c 'import json,sys
+print(json.load(open(sys.argv[1]))[0]["errors"][0]["reason"])' "$T/last.out")" \
+    "$msg" "long: JSON reason"
+grep -qxF "biomirror: up: big.bin: fetch: $msg" "$T/last.err" ||
+    fail "long: no final message in stderr"
+assert_eq "$(grep -c "big.bin: fetch: $msg (retry [12] of 2)" "$T/last.err")" 2 \
+    "long: retries"
+[ -e "$T/mirror/big.bin" ] && fail "long: big.bin published"
+cmp -s "$T/up/sub/small.txt" "$T/mirror/sub/small.txt" || fail "long: small.txt"
+[ -f "$T/mirror/zero.dat" ] || fail "long: zero.dat"
+assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 3 "long: RETRs of big.bin"
+assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin long': 3}" "long: faults fired"
+assert_eq "$(manifest_sql "$T/state" up "select count(*) from files where path = 'big.bin'")" 0 \
+    "long: big.bin in the manifest"
+
+echo "# MODE E refused (500): every file failed, nothing fetched"
+run_case 1 --refuse-mode-e
+expect_counts 0 0 0 3
+assert_eq "$(jerrors | tr '\n' ' ')" "big.bin fetch sub/small.txt fetch zero.dat fetch " "errors"
+python3 -c 'import json,sys
+for e in json.load(open(sys.argv[1]))[0]["errors"]:
+    if e["reason"] != "MODE E set-up: 500 MODE E not supported.":
+        sys.exit("reason: " + e["reason"])' "$T/last.out" || fail "refused: JSON messages"
+assert_eq "$(grep -c 'fetch: MODE E set-up: 500 MODE E not supported\.$' "$T/last.err")" 3 \
+    "refused: messages in stderr"
+for f in big.bin sub/small.txt zero.dat; do
+	[ -e "$T/mirror/$f" ] && fail "refused: $f published"
+done
+assert_eq "$(modeefault_stat 's["retrs"]')" "{}" "refused: RETRs"
+[ "$(modeefault_stat 's["mode_e_refused"]')" -ge 3 ] || fail "refused: MODE E asked fewer than 3 times"
+
+echo "# intruder: a fake file from 127.0.0.2 first, then the real one"
+run_case 0 --fault 'big.bin=intruder,from=127.0.0.2'
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+grep -q 'big.bin.*retry' "$T/last.err" && fail "intruder: retried"
+assert_eq "$(modeefault_stat 's["intruders"]')" 1 "intruder connections"
+assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin intruder': 1}" "intruder: faults fired"
+assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 1 "intruder: RETRs of big.bin"
+
+stop_servers
+[ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
+echo "PASS"
