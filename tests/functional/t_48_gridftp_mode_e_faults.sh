@@ -3,11 +3,15 @@
 # fault-injecting server (tests/tools/modeefaultserver.py: FEAT with DCAU,
 # MLSD, MODE E over PORT), one fault on big.bin (1 MiB: 4 blocks of 256
 # KiB) per server run, fired once unless said otherwise:
+#   none, one session -> one data connection, reused (125) for each file
+#   close (every file ends with EOF|EOD|CLOSE and its data connection)
+#       -> a new data connection per file, identical, no retry
 #   cut (data connection closed mid-file; 426 late, then at once),
 #   errors (a block with descriptor 0x20), gap (a block at a wrong
-#   offset), eod2 (EOF announces 2 data connections), stall (half the
-#   file, then silence; --stall-timeout 2)
-#       -> retried once, identical, RETR count 2, the fault's message
+#   offset), eod2 (EOF announces 2 data connections), noeof (EOD and 226
+#   but never EOF), stall (half the file, then silence; --stall-timeout 2)
+#       -> retried once, identical, RETR count 2, the fault's message; the
+#          retry goes on from the bytes held (stream mode, REST)
 #   long (100 bytes past the listed size, every RETR)
 #       -> the size check refuses it as changed: retried, then failed
 #          "got 1048676 bytes, the listing says 1048576", exit 1, not
@@ -30,7 +34,8 @@ touch -d '2022-03-04 05:06:07 UTC' "$T/up/sub/small.txt" "$T/up/zero.dat"
 touch -d '2022-03-04 05:06:07 UTC' "$T/up/sub"
 
 # run_case WANT_RC [SERVER OPTION...]: a cold sync in MODE E against a new
-# server with OPTIONs; 2 retries at most, 2 s stall timeout.
+# server with OPTIONs; 2 retries at most, 2 s stall timeout, CASE_CONF
+# lines added to the config.
 run_case() {
 	local want=$1
 	shift
@@ -38,13 +43,16 @@ run_case() {
 	rm -rf "$T/mirror" "$T/state"
 	start_modeefault "$T/up" "$@"
 	write_conf "$MODEEFAULT_URL"
-	printf 'ftp_mode = extended\nstreams = 1\nretries = 2\n' >> "$T/bm.conf"
+	printf 'ftp_mode = extended\nstreams = 1\nretries = 2\n%s' \
+	    "${CASE_CONF:-}" >> "$T/bm.conf"
 	assert_exit "$want" bm --json sync --stall-timeout 2 up
 	no_temps "$T/mirror"
 }
 
-# retried KIND MESSAGE: big.bin failed once with MESSAGE, was retried and
-# is identical, everything else too; the fault fired once.
+# retried KIND MESSAGE [REST]: big.bin failed once with MESSAGE, was
+# retried and is identical, everything else too; the fault fired once.
+# With REST: the retry went on from the bytes held, in stream mode
+# (libcurl: REST, RETR), not again from byte 0 in MODE E.
 retried() {
 	expect_counts 3 0 0 0
 	assert_trees_equal "$T/up" "$T/mirror"
@@ -53,6 +61,8 @@ retried() {
 	assert_eq "$(grep -c 'big.bin: fetch: .*(retry ' "$T/last.err")" 1 \
 	    "$1: retries of big.bin"
 	assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 2 "$1: RETRs of big.bin"
+	[ $# -lt 3 ] || assert_eq "$(modeefault_stat 's["stream_retrs"]')" \
+	    "{'big.bin': [$3]}" "$1: stream mode RETRs (REST offsets)"
 	assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin $1': 1}" \
 	    "$1: faults fired"
 	assert_eq "$(modeefault_stat 's["retrs"]["sub/small.txt"]')" 1 \
@@ -62,19 +72,32 @@ retried() {
 	    fail "$1: fewer than 2 MODE E sessions"
 }
 
-echo "# no fault: MODE E, one data connection per session, identical"
-run_case 0
+echo "# no fault, one session: one data connection, reused for each file"
+CASE_CONF='max_connections = 1
+' run_case 0
 expect_counts 3 0 0 0
 assert_trees_equal "$T/up" "$T/mirror"
 assert_eq "$(modeefault_stat 's["retrs"]')" \
     "{'big.bin': 1, 'sub/small.txt': 1, 'zero.dat': 1}" "RETRs"
-[ "$(modeefault_stat 's["mode_e"]')" -ge 1 ] || fail "no MODE E"
-assert_eq "$(modeefault_stat 's["data_conns"] + s["reused"]')" 3 \
-    "data connections opened + reused"
+assert_eq "$(modeefault_stat 's["mode_e"]')" 1 "MODE E sessions"
+assert_eq "$(modeefault_stat 's["data_conns"]')" 1 "data connections opened"
+assert_eq "$(modeefault_stat 's["reused"]')" 2 "data connections reused (125)"
+
+echo "# close: every file ends with EOF|EOD|CLOSE (0x4c): a new data"
+echo "# connection for each, no retry"
+CASE_CONF='max_connections = 1
+' run_case 0 --fault big.bin=close --fault sub/small.txt=close \
+    --fault zero.dat=close
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+grep -q 'retry' "$T/last.err" && fail "close: retried"
+assert_eq "$(modeefault_stat 's["mode_e"]')" 1 "close: MODE E sessions"
+assert_eq "$(modeefault_stat 's["data_conns"]')" 3 "close: data connections opened"
+assert_eq "$(modeefault_stat 's["reused"]')" 0 "close: data connections reused"
 
 echo "# cut: the data connection closed after 300000 bytes, 426 late"
 run_case 0 --fault 'big.bin=cut,at=300000,delay=10'
-retried cut "data connection closed before the end of the file"
+retried cut "data connection closed before the end of the file" 300000
 
 echo "# cut: the same with the 426 at once (either end may be seen first)"
 run_case 0 --fault 'big.bin=cut,at=300000'
@@ -86,19 +109,24 @@ assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 2 "cut: RETRs of big.bin"
 
 echo "# errors: a block with descriptor 0x20 (suspected errors)"
 run_case 0 --fault 'big.bin=errors,at=262144'
-retried errors "bad MODE E block header (descriptor 0x20)"
+retried errors "bad MODE E block header (descriptor 0x20)" 262144
 
 echo "# gap: the second block 4096 bytes too far"
 run_case 0 --fault 'big.bin=gap,at=262144,skip=4096'
-retried gap "MODE E block at offset 266240, expected 262144"
+retried gap "MODE E block at offset 266240, expected 262144" 262144
 
 echo "# eod2: EOF announces 2 data connections"
 run_case 0 --fault 'big.bin=eod2,count=2'
-retried eod2 "MODE E: 2 data connections announced, 1 asked for"
+# (every byte held: the retry asks for the last one again)
+retried eod2 "MODE E: 2 data connections announced, 1 asked for" 1048575
+
+echo "# noeof: the file ends with EOD (0x08) and 226, and no EOF ever"
+run_case 0 --fault 'big.bin=noeof'
+retried noeof "MODE E: end of data without EOF" 1048575
 
 echo "# stall: half the file, then silence (--stall-timeout 2)"
 run_case 0 --fault 'big.bin=stall,at=524288,for=20'
-retried stall "stalled: no data for 2 s"
+retried stall "stalled: no data for 2 s" 524288
 
 echo "# long: 100 bytes past the listed size, every time: never published"
 # The transport takes the bytes (the job has no expected size); the

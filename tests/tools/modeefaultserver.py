@@ -38,6 +38,11 @@ times= RETRs of PATH (default 1: once, then behave):
             seconds (default 30) pass; the connections stay open
   long      send extra= bytes (default 100) past the file's size, as one
             more block before EOF
+  close     end the file with descriptor 0x4c (EOF, EOD and CLOSE: the
+            sender closes the data connection) and close it; the next
+            RETR opens a new one
+  noeof     end the file with an EOD block (0x08) that is no EOF block
+            (no EOF is ever sent: the sender breaks GFD.20)
   intruder  before the data connection of this RETR, connect to the
             client's PORT address from from= (default 127.0.0.2; bound
             before connect) and send a whole fake file of the right size
@@ -49,8 +54,9 @@ times= RETRs of PATH (default 1: once, then behave):
 --refuse-mode-e: reply "500 MODE E not supported." to every MODE E (the
 whole run).
 
-Statistics (JSON, rewritten after every change, --stats): retrs per path,
-faults (fired per path and kind, "PATH kind"), control connections (open,
+Statistics (JSON, rewritten after every change, --stats): retrs per path
+(both modes), stream_retrs (per path, the REST offset of each RETR in
+stream mode, 0 without REST), faults (fired per path and kind, "PATH kind"), control connections (open,
 total, max_concurrent), data_conns (data connections the server opened
 for MODE E, intruders excluded), reused (RETRs answered 125), intruders
 (connections from the intruder address that connected), mode_e (MODE E
@@ -70,7 +76,7 @@ import time
 BLOCK = 256 * 1024
 LOCK = threading.Lock()
 LOGLOCK = threading.Lock()
-STATE = {"retrs": {}, "faults": {}, "open": 0, "total": 0,
+STATE = {"retrs": {}, "stream_retrs": {}, "faults": {}, "open": 0, "total": 0,
          "max_concurrent": 0, "data_conns": 0, "reused": 0,
          "intruders": 0, "mode_e": 0, "mode_e_refused": 0}
 FAULTS = {}     # path -> list of dicts (kind, params, applied)
@@ -373,6 +379,9 @@ class Session(threading.Thread):
             data = f.read()
         rest, self.rest = self.rest, 0
         if not self.mode_e:
+            with LOCK:
+                STATE["stream_retrs"].setdefault(rel, []).append(rest)
+                save()
             self.reply("150 Opening BINARY mode data connection.")
             try:
                 d = self.stream_conn()
@@ -481,7 +490,13 @@ class Session(threading.Thread):
             extra = int(fault.get("extra", 100))
             d.sendall(header(0, extra, size) + b"L" * extra)
         eods = int(fault.get("count", 2)) if kind == "eod2" else 1
-        d.sendall(header(0x48, 0, eods))
+        if kind == "noeof":
+            d.sendall(header(0x08, 0, 0))
+            return True
+        d.sendall(header(0x4c if kind == "close" else 0x48, 0, eods))
+        if kind == "close":
+            d.close()
+            self.dconn = None
         return True
 
     def wait_client(self, secs):
@@ -524,7 +539,8 @@ def load_faults():
             for path, lst in json.load(fh).items():
                 FAULTS.setdefault(path, []).extend(
                     lst if isinstance(lst, list) else [lst])
-    kinds = ("cut", "errors", "gap", "eod2", "stall", "long", "intruder")
+    kinds = ("cut", "errors", "gap", "eod2", "stall", "long", "close",
+             "noeof", "intruder")
     for path, lst in FAULTS.items():
         for f in lst:
             if f["kind"] not in kinds:
