@@ -47,9 +47,9 @@ times= RETRs of PATH (default 1: once, then behave):
             client's PORT address from from= (default 127.0.0.2; bound
             before connect) and send a whole fake file of the right size
             (bytes 'X') and EOF; then connect from 127.0.0.1 with the
-            right data.  A RETR that would reuse an open data connection
-            opens a new one instead (it closes the old one first, after
-            the 125-less reply 150)
+            right data.  A RETR that reuses an open data connection
+            sends the intruder all the same (the client is not accepting
+            then: it waits in the backlog) and goes on with 125
 
 --refuse-mode-e: reply "500 MODE E not supported." to every MODE E (the
 whole run).
@@ -59,7 +59,8 @@ Statistics (JSON, rewritten after every change, --stats): retrs per path
 stream mode, 0 without REST), faults (fired per path and kind, "PATH kind"), control connections (open,
 total, max_concurrent), data_conns (data connections the server opened
 for MODE E, intruders excluded), reused (RETRs answered 125), intruders
-(connections from the intruder address that connected), mode_e (MODE E
+(connections from the intruder address that connected; intruders_reused:
+of them, those made while a data connection was open), mode_e (MODE E
 commands accepted), mode_e_refused.
 """
 import argparse
@@ -78,7 +79,7 @@ LOCK = threading.Lock()
 LOGLOCK = threading.Lock()
 STATE = {"retrs": {}, "stream_retrs": {}, "faults": {}, "open": 0, "total": 0,
          "max_concurrent": 0, "data_conns": 0, "reused": 0,
-         "intruders": 0, "mode_e": 0, "mode_e_refused": 0}
+         "intruders": 0, "intruders_reused": 0, "mode_e": 0, "mode_e_refused": 0}
 FAULTS = {}     # path -> list of dicts (kind, params, applied)
 ARGS = None
 
@@ -398,9 +399,8 @@ class Session(threading.Thread):
         fault = take_fault(rel)
         kind = fault["kind"] if fault else None
         log(self.peer, "RETR", rel, "fault", kind)
-        if kind == "intruder" and self.dconn is not None:
-            self.dconn.close()
-            self.dconn = None
+        if kind == "intruder":
+            self.intrude(fault, len(data))
         if self.dconn is not None:
             with LOCK:
                 STATE["reused"] += 1
@@ -410,8 +410,6 @@ class Session(threading.Thread):
         else:
             self.reply("150 Beginning transfer.")
             try:
-                if kind == "intruder":
-                    self.intrude(fault, len(data))
                 self.dconn = socket.create_connection(self.port_addr, 10)
             except OSError as e:
                 self.dconn = None
@@ -442,10 +440,12 @@ class Session(threading.Thread):
         s = socket.socket()
         try:
             s.bind((src, 0))
-            s.settimeout(5)
+            s.settimeout(1)
             s.connect(self.port_addr)
             with LOCK:
                 STATE["intruders"] += 1
+                if self.dconn is not None:
+                    STATE["intruders_reused"] += 1
                 save()
             fake = header(0, size, 0) + b"X" * size + header(0x48, 0, 1)
             s.sendall(fake)
