@@ -18,8 +18,9 @@
 #          published
 #   MODE E refused with 500 (every session)
 #       -> every file failed "MODE E set-up: 500 ...", exit 1, no RETR
-#   intruder (the data connection is first made from 127.0.0.2 with a
-#   whole fake file, then from 127.0.0.1 with the right one)
+#   intruder (big.bin alone; its data connection is first made from
+#   127.0.0.2 with a whole fake file, then from 127.0.0.1 with the right
+#   one)
 #       -> its bytes never reach the file: identical, one RETR
 # No temp file is ever left behind, and the server stats show each fault
 # fired.
