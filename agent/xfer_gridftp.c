@@ -614,6 +614,16 @@ sess_job_done(struct gsess *s)
 	struct xfer_job	*j = s->job;
 	struct xfer_result *res = &j->res;
 
+	if (!s->eof) {
+		/*
+		 * EOD on our one data connection and the final reply, but no
+		 * EOF: none can come now (GFD.20 3.4.1: the sender sends EOF
+		 * once, before or with its last EOD).
+		 */
+		sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: end of data "
+		    "without EOF");
+		return;
+	}
 	if (res->size >= 0 && (uint64_t)res->size != res->bytes) {
 		sess_fail(s, BM_ECHECKSUM, XFER_RETRY, "got %llu bytes, SIZE "
 		    "said %lld", (unsigned long long)res->bytes,
@@ -730,7 +740,7 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		}
 		s->state = GS_XFER;
 		s->done_reply = true;
-		if (s->eof && s->eod && s->left == 0)
+		if (s->eod && s->left == 0)
 			sess_job_done(s);
 		return;
 	default:
@@ -910,8 +920,7 @@ sess_data(struct gsess *s, const uint8_t *p, size_t n)
 			s->close_after = (b.desc & GRIDFTP_D_CLOSE) != 0;
 		}
 	}
-	if (s->state != GS_DEAD && s->eod && s->eof && s->left == 0 &&
-	    s->done_reply)
+	if (s->state != GS_DEAD && s->eod && s->left == 0 && s->done_reply)
 		sess_job_done(s);
 }
 

@@ -16,12 +16,14 @@
 #
 # Functions: bm_setup, free_port, free_port_range, start_nginx,
 # start_nginx_static, start_apache, start_vsftpd, start_gridftp,
-# start_ftpfault, ftpfault_stat, stop_servers, bm_leftovers, make_tree, make_big_file, fail,
+# start_ftpfault, ftpfault_stat, start_modeefault, modeefault_stat,
+# stop_servers, bm_leftovers, make_tree, make_big_file, fail,
 # assert_eq, assert_trees_equal, assert_exit, manifest_db, manifest_sql,
 # nginx_gets.
 # Variables: T, BM, NGINX_PORT, NGINX_URL, NGINX_DIR, NGINX_ACCESS_LOG,
 # APACHE_PORT, APACHE_URL, APACHE_DIR, APACHE_ACCESS_LOG, VSFTPD_URL,
-# VSFTPD_LOG, GRIDFTP_URL, GRIDFTP_LOG, FTPFAULT_URL, LAST_RC,
+# VSFTPD_LOG, GRIDFTP_URL, GRIDFTP_LOG, FTPFAULT_URL, MODEEFAULT_URL,
+# MODEEFAULT_STATS, MODEEFAULT_LOG, LAST_RC,
 # LAST_OUT, LAST_ERR.
 
 set -u
@@ -468,6 +470,38 @@ start_ftpfault() {
 ftpfault_stat() {
 	python3 -c 'import json,sys; s = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
 	    "$FTPFAULT_STATS" "$1"
+}
+
+# start_modeefault ROOT [OPTION...]: our own fault-injecting GridFTP
+# server (tests/tools/modeefaultserver.py: MODE E over PORT, MLSD, FEAT
+# with DCAU) on ROOT; OPTIONs go to it ("--fault PATH=cut",
+# "--refuse-mode-e").  Exports MODEEFAULT_URL, MODEEFAULT_LOG,
+# MODEEFAULT_STATS (JSON: retrs per path, faults fired per "PATH kind",
+# data_conns, reused, intruders, mode_e, control connections).
+start_modeefault() {
+	local root=$1 port dir pid
+	shift
+	port=$(free_port)
+	dir=$T/modeefault/$port
+	mkdir -p "$dir" || fail "mkdir $dir"
+	MODEEFAULT_STATS=$dir/stats.json
+	MODEEFAULT_LOG=$dir/server.log
+	/usr/bin/python3 "$BM_TOOLS/modeefaultserver.py" --root "$root" \
+	    --port "$port" --stats "$MODEEFAULT_STATS" "$@" \
+	    > "$MODEEFAULT_LOG" 2>&1 &
+	pid=$!
+	BM_SERVERS="$BM_SERVERS modeefault:$pid:$dir"
+	wait_ftp "$port" || { cat "$MODEEFAULT_LOG" >&2; fail "modeefaultserver did not start"; }
+	MODEEFAULT_URL=ftp://127.0.0.1:$port/
+	export MODEEFAULT_URL MODEEFAULT_STATS MODEEFAULT_LOG
+	echo "# modeefaultserver pid $pid on $MODEEFAULT_URL serving $root ($*)"
+}
+
+# modeefault_stat EXPR: a value from the MODE E fault server's statistics
+# (a Python expression over the dict s, e.g. 's["retrs"]["a.bin"]').
+modeefault_stat() {
+	python3 -c 'import json,sys; s = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
+	    "$MODEEFAULT_STATS" "$1"
 }
 
 # fault_stat KEY: a value from the fault server's statistics.

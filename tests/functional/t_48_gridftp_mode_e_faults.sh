@@ -1,0 +1,189 @@
+#!/bin/bash
+# GridFTP extended block mode (ftp_mode = extended) against our own
+# fault-injecting server (tests/tools/modeefaultserver.py: FEAT with DCAU,
+# MLSD, MODE E over PORT), one fault on big.bin (1 MiB: 4 blocks of 256
+# KiB) per server run, fired once unless said otherwise:
+#   none, one session -> one data connection, reused (125) for each file
+#   close (every file ends with EOF|EOD|CLOSE and its data connection)
+#       -> a new data connection per file, identical, no retry
+#   cut (data connection closed mid-file; 426 late, then at once),
+#   errors (a block with descriptor 0x20), gap (a block at a wrong
+#   offset), eod2 (EOF announces 2 data connections), noeof (EOD and 226
+#   but never EOF), stall (half the file, then silence; --stall-timeout 2)
+#       -> retried once, identical, RETR count 2, the fault's message; the
+#          retry goes on from the bytes held (stream mode, REST)
+#   long (100 bytes past the listed size, every RETR)
+#       -> the size check refuses it as changed: retried, then failed
+#          "got 1048676 bytes, the listing says 1048576", exit 1, not
+#          published
+#   MODE E refused with 500 (every session)
+#       -> every file failed "MODE E set-up: 500 ...", exit 1, no RETR
+#   intruder (big.bin alone; its data connection is first made from
+#   127.0.0.2 with a whole fake file, then from 127.0.0.1 with the right
+#   one)
+#       -> its bytes never reach the file: identical, one RETR
+# No temp file is ever left behind, and the server stats show each fault
+# fired.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+mkdir -p "$T/up/sub"
+make_big_file "$T/up/big.bin" 1 big
+printf 'hello\n' > "$T/up/sub/small.txt"
+: > "$T/up/zero.dat"
+touch -d '2022-03-04 05:06:07 UTC' "$T/up/sub/small.txt" "$T/up/zero.dat"
+touch -d '2022-03-04 05:06:07 UTC' "$T/up/sub"
+
+# run_case WANT_RC [SERVER OPTION...]: a cold sync in MODE E against a new
+# server with OPTIONs serving CASE_ROOT (default $T/up); 2 retries at
+# most, 2 s stall timeout, CASE_CONF lines added to the config.
+run_case() {
+	local want=$1
+	shift
+	stop_servers
+	rm -rf "$T/mirror" "$T/state"
+	start_modeefault "${CASE_ROOT:-$T/up}" "$@"
+	write_conf "$MODEEFAULT_URL"
+	printf 'ftp_mode = extended\nstreams = 1\nretries = 2\n%s' \
+	    "${CASE_CONF:-}" >> "$T/bm.conf"
+	assert_exit "$want" bm --json sync --stall-timeout 2 up
+	no_temps "$T/mirror"
+}
+
+# retried KIND MESSAGE [REST]: big.bin failed once with MESSAGE, was
+# retried and is identical, everything else too; the fault fired once.
+# With REST: the retry went on from the bytes held, in stream mode
+# (libcurl: REST, RETR), not again from byte 0 in MODE E.
+retried() {
+	expect_counts 3 0 0 0
+	assert_trees_equal "$T/up" "$T/mirror"
+	grep -qF "up: big.bin: fetch: $2 (retry 1 of 2)" "$T/last.err" ||
+	    fail "$1: no retry with '$2': $(grep big.bin "$T/last.err")"
+	assert_eq "$(grep -c 'big.bin: fetch: .*(retry ' "$T/last.err")" 1 \
+	    "$1: retries of big.bin"
+	assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 2 "$1: RETRs of big.bin"
+	[ $# -lt 3 ] || assert_eq "$(modeefault_stat 's["stream_retrs"]')" \
+	    "{'big.bin': [$3]}" "$1: stream mode RETRs (REST offsets)"
+	assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin $1': 1}" \
+	    "$1: faults fired"
+	assert_eq "$(modeefault_stat 's["retrs"]["sub/small.txt"]')" 1 \
+	    "$1: RETRs of sub/small.txt"
+	# Every file went in MODE E, none through libcurl's stream mode.
+	[ "$(modeefault_stat 's["mode_e"]')" -ge 2 ] ||
+	    fail "$1: fewer than 2 MODE E sessions"
+}
+
+echo "# no fault, one session: one data connection, reused for each file"
+CASE_CONF='max_connections = 1
+' run_case 0
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+assert_eq "$(modeefault_stat 's["retrs"]')" \
+    "{'big.bin': 1, 'sub/small.txt': 1, 'zero.dat': 1}" "RETRs"
+assert_eq "$(modeefault_stat 's["mode_e"]')" 1 "MODE E sessions"
+assert_eq "$(modeefault_stat 's["data_conns"]')" 1 "data connections opened"
+assert_eq "$(modeefault_stat 's["reused"]')" 2 "data connections reused (125)"
+
+echo "# close: every file ends with EOF|EOD|CLOSE (0x4c): a new data"
+echo "# connection for each, no retry"
+CASE_CONF='max_connections = 1
+' run_case 0 --fault big.bin=close --fault sub/small.txt=close \
+    --fault zero.dat=close
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+grep -q 'retry' "$T/last.err" && fail "close: retried"
+assert_eq "$(modeefault_stat 's["mode_e"]')" 1 "close: MODE E sessions"
+assert_eq "$(modeefault_stat 's["data_conns"]')" 3 "close: data connections opened"
+assert_eq "$(modeefault_stat 's["reused"]')" 0 "close: data connections reused"
+
+echo "# cut: the data connection closed after 300000 bytes, 426 late"
+run_case 0 --fault 'big.bin=cut,at=300000,delay=10'
+retried cut "data connection closed before the end of the file" 300000
+
+echo "# cut: the same with the 426 at once (either end may be seen first)"
+run_case 0 --fault 'big.bin=cut,at=300000'
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+grep -qE "up: big.bin: fetch: (data connection closed before the end of the file|426 Data connection closed; transfer aborted\.) \(retry 1 of 2\)" \
+    "$T/last.err" || fail "cut: no retry: $(grep big.bin "$T/last.err")"
+assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 2 "cut: RETRs of big.bin"
+
+echo "# errors: a block with descriptor 0x20 (suspected errors)"
+run_case 0 --fault 'big.bin=errors,at=262144'
+retried errors "bad MODE E block header (descriptor 0x20)" 262144
+
+echo "# gap: the second block 4096 bytes too far"
+run_case 0 --fault 'big.bin=gap,at=262144,skip=4096'
+retried gap "MODE E block at offset 266240, expected 262144" 262144
+
+echo "# eod2: EOF announces 2 data connections"
+run_case 0 --fault 'big.bin=eod2,count=2'
+# (every byte held: the retry asks for the last one again)
+retried eod2 "MODE E: 2 data connections announced, 1 asked for" 1048575
+
+echo "# noeof: the file ends with EOD (0x08) and 226, and no EOF ever"
+run_case 0 --fault 'big.bin=noeof'
+retried noeof "MODE E: end of data without EOF" 1048575
+
+echo "# stall: half the file, then silence (--stall-timeout 2)"
+run_case 0 --fault 'big.bin=stall,at=524288,for=20'
+retried stall "stalled: no data for 2 s" 524288
+
+echo "# long: 100 bytes past the listed size, every time: never published"
+# The transport takes the bytes (the job has no expected size); the
+# scheduler's size check refuses the body as a changed file: retried,
+# then failed.
+run_case 1 --fault 'big.bin=long,extra=100,times=5'
+expect_counts 2 0 0 1
+assert_eq "$(jerrors)" "big.bin fetch" "errors"
+msg="got 1048676 bytes, the listing says 1048576"
+assert_eq "$(python3 -c 'import json,sys
+print(json.load(open(sys.argv[1]))[0]["errors"][0]["reason"])' "$T/last.out")" \
+    "$msg" "long: JSON reason"
+grep -qxF "biomirror: up: big.bin: fetch: $msg" "$T/last.err" ||
+    fail "long: no final message in stderr"
+assert_eq "$(grep -c "big.bin: fetch: $msg (retry [12] of 2)" "$T/last.err")" 2 \
+    "long: retries"
+[ -e "$T/mirror/big.bin" ] && fail "long: big.bin published"
+cmp -s "$T/up/sub/small.txt" "$T/mirror/sub/small.txt" || fail "long: small.txt"
+[ -f "$T/mirror/zero.dat" ] || fail "long: zero.dat"
+assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 3 "long: RETRs of big.bin"
+assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin long': 3}" "long: faults fired"
+assert_eq "$(manifest_sql "$T/state" up "select count(*) from files where path = 'big.bin'")" 0 \
+    "long: big.bin in the manifest"
+
+echo "# MODE E refused (500): every file failed, nothing fetched"
+run_case 1 --refuse-mode-e
+expect_counts 0 0 0 3
+assert_eq "$(jerrors | tr '\n' ' ')" "big.bin fetch sub/small.txt fetch zero.dat fetch " "errors"
+python3 -c 'import json,sys
+for e in json.load(open(sys.argv[1]))[0]["errors"]:
+    if e["reason"] != "MODE E set-up: 500 MODE E not supported.":
+        sys.exit("reason: " + e["reason"])' "$T/last.out" || fail "refused: JSON messages"
+assert_eq "$(grep -c 'fetch: MODE E set-up: 500 MODE E not supported\.$' "$T/last.err")" 3 \
+    "refused: messages in stderr"
+for f in big.bin sub/small.txt zero.dat; do
+	[ -e "$T/mirror/$f" ] && fail "refused: $f published"
+done
+assert_eq "$(modeefault_stat 's["retrs"]')" "{}" "refused: RETRs"
+[ "$(modeefault_stat 's["mode_e_refused"]')" -ge 3 ] || fail "refused: MODE E asked fewer than 3 times"
+
+echo "# intruder: a fake file from 127.0.0.2 first, then the real one"
+# (big.bin alone: its RETR is the first of its session, so the intruder
+# comes while biomirror waits for the data connection)
+mkdir -p "$T/up1"
+cp -p "$T/up/big.bin" "$T/up1/"
+CASE_ROOT=$T/up1 run_case 0 --fault 'big.bin=intruder,from=127.0.0.2'
+expect_counts 1 0 0 0
+assert_trees_equal "$T/up1" "$T/mirror"
+grep -q 'retry' "$T/last.err" && fail "intruder: retried"
+assert_eq "$(modeefault_stat 's["intruders"]')" 1 "intruder connections"
+assert_eq "$(modeefault_stat 's["intruders_reused"]')" 0 \
+    "intruder connections while a data connection was open"
+assert_eq "$(modeefault_stat 's["data_conns"]')" 1 "intruder: data connections"
+assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin intruder': 1}" "intruder: faults fired"
+assert_eq "$(modeefault_stat 's["retrs"]')" "{'big.bin': 1}" "intruder: RETRs"
+
+stop_servers
+[ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
+echo "PASS"
