@@ -87,6 +87,7 @@ struct gridftp {
 	socklen_t	 addrlen;
 	struct gsess	*sess;		/* owned: sessions */
 	size_t		 nsess, cap;	/* live sessions, most allowed */
+	bool		 refused;	/* the server refused MODE E set-up */
 	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
 	size_t		 active;	/* jobs queued or held */
 	uint8_t		*buf;		/* owned: GS_DATABUF bytes */
@@ -237,7 +238,7 @@ gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
 	char		 host[sizeof(g->host)];
 	const char	*path;
 
-	if (j->off != 0 || j->len != 0 || j->validate ||
+	if (g->refused || j->off != 0 || j->len != 0 || j->validate ||
 	    j->ftp_command != NULL || j->if_modified_since >= 0 ||
 	    g->opts.bwlimit != 0 || g->opts.ftp_tls == XFER_TLS_REQUIRE ||
 	    g->opts.ftp_tls == XFER_TLS_TRY)
@@ -468,6 +469,28 @@ sess_listen(struct gsess *s)
 	return sess_send(s, "EPRT |2|%s|%u|", a, port);
 }
 
+/*
+ * The server refused extended mode: take no more jobs, and end those
+ * queued as retries (with no session, they would wait for nothing).
+ */
+static void
+g_refuse(struct gridftp *g)
+{
+	struct gjob	*q;
+
+	g->refused = true;
+	while ((q = g->qhead) != NULL) {
+		g->qhead = q->next;
+		q->job->res.rc = BM_ENET;
+		q->job->res.cls = XFER_RETRY;
+		(void)snprintf(q->job->res.errmsg, sizeof(q->job->res.errmsg),
+		    "MODE E refused by the server: stream mode from now on");
+		job_finish(g, q->job);
+		free(q);
+	}
+	g->qtail = NULL;
+}
+
 /* Send the next login command; ST_DONE makes s idle. */
 static int
 sess_login_next(struct gsess *s)
@@ -691,11 +714,19 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		else if (s->step == ST_USER && code != 331) {
 			sess_fail(s, BM_ENET, XFER_RETRY, "login: %s", text);
 			return;
+		} else if (s->step == ST_PASS && code / 100 != 2) {
+			sess_fail(s, BM_ENET, XFER_RETRY, "login: %s", text);
+			return;
 		} else if (s->step != ST_USER && code / 100 != 2) {
-			/* MODE E refused: not a GridFTP server after all. */
-			sess_fail(s, BM_ENET, s->step == ST_PASS ? XFER_RETRY :
-			    XFER_PERMANENT, "%s: %s", s->step == ST_PASS ?
-			    "login" : "MODE E set-up", text);
+			/*
+			 * TYPE I, MODE E, DCAU N, OPTS or PORT refused: no
+			 * extended mode with this server.  The queue goes
+			 * back to the scheduler as retries, which libcurl
+			 * then carries in stream mode (gridftp_wants).
+			 */
+			g_refuse(s->g);
+			sess_fail(s, BM_ENET, XFER_RETRY, "MODE E set-up: %s: "
+			    "stream mode from now on", text);
 			return;
 		}
 		s->step++;
