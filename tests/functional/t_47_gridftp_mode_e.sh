@@ -286,7 +286,7 @@ bmpid=$!
 # published), then freeze the server (the master first, so that it forks
 # no more) and kill every process of it.  The server's log would come too
 # late: it writes it in the background.
-for _ in $(seq 1 1000); do
+for _ in $(seq 1 6000); do
 	[ -n "$(find "$T/kmirror" -type f -print -quit 2>/dev/null)" ] && break
 	kill -0 "$bmpid" 2>/dev/null || break
 	sleep 0.005
