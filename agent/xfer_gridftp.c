@@ -799,9 +799,9 @@ sess_read_ctl(struct gsess *s)
 	for (;;) {
 		r = recv(s->ctl, s->in + s->inlen, sizeof(s->in) - s->inlen, 0);
 		if (r == 0 || (r == -1 && errno != EAGAIN && errno != EINTR)) {
-			sess_fail(s, BM_ENET, XFER_RETRY, "control connection "
-			    "%s", r == 0 ? "closed by the server" :
-			    strerror(errno));
+			sess_fail(s, BM_ENET, XFER_RETRY, "control connection"
+			    "%s%s", r == 0 ? " closed by the server" : ": ",
+			    r == 0 ? "" : strerror(errno));
 			return;
 		}
 		if (r == -1)
@@ -971,8 +971,9 @@ sess_read_data(struct gsess *s)
 				return;
 			}
 			sess_fail(s, BM_ENET, XFER_RETRY, "data connection %s "
-			    "before the end of the file", r == 0 ? "closed" :
-			    strerror(errno));
+			    "before the end of the file%s%s", r == 0 ?
+			    "closed" : "failed", r == 0 ? "" : ": ", r == 0 ?
+			    "" : strerror(errno));
 			return;
 		}
 		s->deadline = clock_mono_ns() + stall_ns(s->g);

@@ -430,7 +430,7 @@ start_gridftp() {
 	GLOBUS_TCP_PORT_RANGE=$lo,$hi globus-gridftp-server -aa \
 	    -anonymous-user nobody -p "$port" -control-interface 127.0.0.1 \
 	    -data-interface 127.0.0.1 -restrict-paths "$root" \
-	    -log-level all -logfile "$dir/gridftp.log" \
+	    -log-level all -log-module stdio:buffer=0 -logfile "$dir/gridftp.log" \
 	    > "$dir/server.log" 2>&1 &
 	pid=$!
 	BM_SERVERS="$BM_SERVERS gridftp:$pid:$dir"
