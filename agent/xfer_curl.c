@@ -459,8 +459,15 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 		(void)curl_easy_setopt(e, CURLOPT_PASSWORD, x->opts.password);
 	if (x->opts.ftp_active)
 		(void)curl_easy_setopt(e, CURLOPT_FTPPORT, "-");
-	(void)curl_easy_setopt(e, CURLOPT_FTP_FILEMETHOD,
-	    (long)CURLFTPMETHOD_SINGLECWD);
+	/*
+	 * A file on a GridFTP server goes by its whole path (no CWD): the
+	 * server trims a leading space of a command's argument and expands
+	 * a leading '~', so "RETR  name" or "RETR ~name" after CWD would
+	 * name another file.  Listings keep one CWD to their directory.
+	 */
+	(void)curl_easy_setopt(e, CURLOPT_FTP_FILEMETHOD, (long)(j->ftp_command
+	    == NULL && x->opts.ftp_type_early ? CURLFTPMETHOD_NOCWD :
+	    CURLFTPMETHOD_SINGLECWD));
 	(void)curl_easy_setopt(e, CURLOPT_SERVER_RESPONSE_TIMEOUT,
 	    (long)x->opts.stall_timeout);
 	if (j->ftp_command == NULL) {

@@ -363,6 +363,8 @@ start_vsftpd() {
 	check_readable "$root"
 	port=$(free_port)
 	read -r lo hi <<< "$(free_port_range 100)"
+	# (fail in the $(...) subshell above only ends that subshell)
+	[ -n "${hi:-}" ] || fail "no 100 free consecutive ports on 127.0.0.1"
 	dir=$T/vsftpd/$port
 	mkdir -p "$dir/empty" || fail "mkdir $dir"
 	cat > "$dir/vsftpd.conf" <<CONF
@@ -425,6 +427,8 @@ start_gridftp() {
 	    fail "nobody cannot read $root"; }
 	port=$(free_port)
 	read -r lo hi <<< "$(free_port_range "$nports")"
+	# (fail in the $(...) subshell above only ends that subshell)
+	[ -n "${hi:-}" ] || fail "no $nports free consecutive ports on 127.0.0.1"
 	dir=$T/gridftp/$port
 	mkdir -p "$dir" || fail "mkdir $dir"
 	GLOBUS_TCP_PORT_RANGE=$lo,$hi globus-gridftp-server -aa \
@@ -451,6 +455,8 @@ start_ftpfault() {
 	shift 2
 	port=$(free_port)
 	read -r lo hi <<< "$(free_port_range 20)"
+	# (fail in the $(...) subshell above only ends that subshell)
+	[ -n "${hi:-}" ] || fail "no 20 free consecutive ports on 127.0.0.1"
 	dir=$T/ftpfault/$port
 	mkdir -p "$dir" || fail "mkdir $dir"
 	FTPFAULT_STATS=$dir/stats.json

@@ -19,4 +19,17 @@ grep -qF '/%E6%97%A5%E6%9C%AC%E8%AA%9E/: the server listed another directory' \
     fail "the misdirected listing was not reported"
 [ -z "$(ls -A "$T/mirror/日本語")" ] || fail "日本語/ got entries: $(ls "$T/mirror/日本語")"
 assert_eq "$(jfield deleted)" 0 "deleted after an incomplete listing"
+# Stream mode fetches a file by its whole path on this server: after a
+# CWD, "RETR  lead.txt" loses the leading space and "RETR ~t" names a
+# home directory.
+echo "# names with a leading space and a leading '~'"
+rm -rf "$T/up/日本語"
+printf 'lead\n' > "$T/up/ lead space.txt"
+printf 'tilde\n' > "$T/up/~tilde.txt"
+mkdir -p "$T/up/sub dir"
+printf 'inner\n' > "$T/up/sub dir/ inner.txt"
+chmod -R a+rX "$T/up"
+assert_exit 0 bm --json sync up
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
 echo "PASS"
