@@ -435,8 +435,9 @@ setup_url(struct curl_rec *r)
 /*
  * FTP options: explicit TLS (AUTH TLS, RFC 4217) per ftp_tls, login,
  * passive (EPSV, then PASV) unless ftp_active, one CWD to the file's
- * directory (libcurl keeps RFC 1738's reading: relative to the login
- * directory, %2F makes it absolute), MDTM for the exact mtime, SIZE only
+ * directory (a GridFTP server's files: none, the whole path in RETR;
+ * libcurl keeps RFC 1738's reading: relative to the login directory, %2F
+ * makes it absolute), MDTM for the exact mtime, SIZE only
  * when the listing gave no exact size or for a range.  A
  * directory job sends its ftp_command instead of RETR; FEAT goes as a
  * quote command on a control connection without any transfer.
