@@ -665,10 +665,16 @@ sess_job_done(struct gsess *s)
 	sess_take(s);
 }
 
-/* A reply to a job command that is not success: class and message. */
+/*
+ * A reply to a job command that is not success: class and message.  A
+ * command refused before any transfer began (MDTM, SIZE, or RETR before
+ * its 1xx) leaves the session as it was: it goes on with the next job;
+ * after a 1xx the data connection's state is unknown: it is closed.
+ */
 static void
 sess_job_refused(struct gsess *s, int code, const char *text)
 {
+	struct xfer_job	*j = s->job;
 	int		 rc = BM_EPROTO;
 	enum xfer_class	 cls = XFER_PERMANENT;
 
@@ -684,7 +690,19 @@ sess_job_refused(struct gsess *s, int code, const char *text)
 		rc = BM_ENET;
 		cls = XFER_RETRY;
 	}
-	sess_fail(s, rc, cls, "%s", text);
+	if (s->state == GS_XFER || code == 421) {
+		sess_fail(s, rc, cls, "%s", text);
+		return;
+	}
+	j->res.rc = rc;
+	j->res.cls = cls;
+	(void)snprintf(j->res.errmsg, sizeof(j->res.errmsg), "%s", text);
+	job_finish(s->g, j);
+	s->job = NULL;
+	free(s->path);
+	s->path = NULL;
+	s->state = GS_IDLE;
+	sess_take(s);
 }
 
 /* Handle one complete reply. */

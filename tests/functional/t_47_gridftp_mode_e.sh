@@ -207,10 +207,13 @@ grep -qF "up: locked/n10 secret.txt: fetch: 500-" "$T/last.err" ||
     fail "the failure is not on stderr"
 [ -e "$T/mirror/locked/n10 secret.txt" ] && fail "the unreadable file was published"
 no_temp_names "$T/mirror"
-# The failed RETR closed its session; the rest came on a new one.
+# A RETR refused before its transfer began leaves the session as it was:
+# the rest came on the same one (one MODE E set-up in the run).
 wait_log "$GRIDFTP_LOG" "$mark" '\[CLIENT\]: RETR ' 21 > /dev/null
 assert_eq "$(sessions "$GRIDFTP_LOG" "$mark" | grep -c '^[0-9]* RETR ')" 21 \
     "RETRs of the run (20 files, 1 refused)"
+assert_eq "$(tail -n +"$((mark + 1))" "$GRIDFTP_LOG" | grep -c '\[CLIENT\]: MODE E')" 1 \
+    "MODE E sessions of the run"
 chmod 644 "$T/up/locked/n10 secret.txt"
 mv "$T/up/locked/n10 secret.txt" "$T/secret.save"
 assert_trees_equal "$T/up" "$T/mirror"
