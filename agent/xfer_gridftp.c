@@ -25,6 +25,7 @@
 
 #include "biomirror/clock.h"
 #include "biomirror/error.h"
+#include "biomirror/listing.h"
 #include "biomirror/xfer_gridftp.h"
 
 #define GS_INBUF	8192		/* control replies held at once */
@@ -185,49 +186,28 @@ url_split(const char *url, char *host, size_t hlen, const char **ret_path)
 	return 0;
 }
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * The path an FTP command names for a URL path (RFC 1738 section 3.2.2:
  * relative to the login directory; a leading %2F makes it absolute),
- * percent-decoded to the bytes listed.  CR, LF and NUL cannot be sent in
- * a command (RFC 959 section 4.1.3): BM_EUNSAFE.
+ * percent-decoded (listing.h path_decode) to the bytes listed.  CR and
+ * LF cannot be sent in a command (RFC 959 section 4.1.3): BM_EUNSAFE;
+ * a NUL or a bad escape: BM_EINVAL.
  */
 static int
-path_decode(const char *p, char **ret)
+path_of(const char *p, char **ret)
 {
-	size_t	 n = strlen(p), i, o = 0;
 	char	*out;
-	int	 hi, lo, c;
+	size_t	 n = strlen(p);
+	int	 rc;
 
 	if (n > GS_OUTBUF - 16)
 		return BM_ELIMIT;
-	if ((out = malloc(n + 1)) == NULL)
-		return BM_ENOMEM;
-	for (i = 0; i < n; i++) {
-		c = (unsigned char)p[i];
-		if (c == '%' && i + 2 < n + 1 && (hi = hexval(p[i + 1])) >= 0 &&
-		    (lo = hexval(p[i + 2])) >= 0) {
-			c = hi * 16 + lo;
-			i += 2;
-		}
-		if (c == '\r' || c == '\n' || c == '\0') {
-			free(out);
-			return BM_EUNSAFE;
-		}
-		out[o++] = (char)c;
+	if ((rc = path_decode(p, n, &out, &n)) != 0)
+		return rc;
+	if (memchr(out, '\r', n) != NULL || memchr(out, '\n', n) != NULL) {
+		free(out);
+		return BM_EUNSAFE;
 	}
-	out[o] = '\0';
 	*ret = out;
 	return 0;
 }
@@ -611,13 +591,13 @@ sess_take(struct gsess *s)
 		s->job = q->job;
 		free(q);
 		if ((rc = url_split(s->job->url, host, sizeof(host), &p)) != 0 ||
-		    (rc = path_decode(p, &s->path)) != 0) {
+		    (rc = path_of(p, &s->path)) != 0) {
 			s->job->res.rc = rc;
 			s->job->res.cls = XFER_PERMANENT;
 			(void)snprintf(s->job->res.errmsg,
 			    sizeof(s->job->res.errmsg), "%s", rc ==
-			    BM_EUNSAFE ? "the name holds CR, LF or NUL, "
-			    "which no FTP command can carry" :
+			    BM_EUNSAFE ? "the name holds CR or LF, which no "
+			    "FTP command can carry" :
 			    "URL not usable for an FTP command");
 			job_finish(g, s->job);
 			s->job = NULL;
