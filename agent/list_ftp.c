@@ -1022,6 +1022,8 @@ crawl_feat(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx)
 	}
 	c->mlsd = list_ftp_feat_mlst(pg.body, pg.len);
 	c->gridftp = list_ftp_feat_has(pg.body, pg.len, "DCAU");
+	if (c->opts->on_feat != NULL)
+		c->opts->on_feat(ctx, c->mlsd, c->gridftp);
 out:
 	free(pg.body);
 	free(pg.content_type);

@@ -327,6 +327,31 @@ ftp_now_wall(const struct tzspec *tz)
 }
 
 /* The FTP crawl: the same fetch callback, FEAT then MLSD or LIST. */
+/*
+ * ftp_crawl_opts.on_feat: TYPE I before each file on GridFTP, and with
+ * ftp_mode = extended its MLSD listings and whole files in MODE E from
+ * the first listing on (the listing's sessions then carry the files).
+ */
+static void
+run_feat(void *ctx, bool mlsd, bool gridftp)
+{
+	struct run	*r = ctx;
+
+	xfer_set_ftp_type_early(r->x, gridftp);
+	if (!r->c->ftp_mode_e || !gridftp)
+		return;
+	if (!mlsd) {
+		log_warnx("%s: ftp_mode = extended: the server offers no MLSD: "
+		    "stream mode", r->c->name);
+		return;
+	}
+	log_debug("%s: listings and files in GridFTP extended block mode "
+	    "(MODE E)", r->c->name);
+	if (xfer_set_ftp_mode_e(r->x, true) != 0)
+		log_warnx("%s: ftp_mode = extended: out of memory: stream mode",
+		    r->c->name);
+}
+
 static int
 run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 {
@@ -346,20 +371,14 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	fo.ret_skipped = ret_skipped;
 	fo.follow = r->c->follow_symlinks;
 	fo.ret_dangling = &dangling;
+	fo.on_feat = run_feat;
 	rc = list_ftp_crawl(r->c->source, &fo, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
 	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
 	    gridftp ? ", TYPE I before each file (GridFTP)" : "");
-	xfer_set_ftp_type_early(r->x, gridftp);
-	if (r->c->ftp_mode_e && !gridftp)
+	if (r->c->ftp_mode_e && !gridftp && rc == 0)
 		log_warnx("%s: ftp_mode = extended: the server does not speak "
 		    "GridFTP (FEAT lists no DCAU): stream mode", r->c->name);
-	else if (r->c->ftp_mode_e) {
-		log_debug("%s: files in GridFTP extended block mode (MODE E)",
-		    r->c->name);
-		if (xfer_set_ftp_mode_e(r->x, true) != 0 && rc == 0)
-			rc = BM_ENOMEM;
-	}
 	if (dangling > 0)
 		log_warnx("%s: list: %zu symlinks not followed: their target "
 		    "is not in the listing (dangling, or excluded)",

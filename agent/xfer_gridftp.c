@@ -219,7 +219,8 @@ gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
 	const char	*path;
 
 	if (g->refused || j->off != 0 || j->len != 0 || j->validate ||
-	    j->ftp_command != NULL || j->if_modified_since >= 0 ||
+	    (j->ftp_command != NULL && strcmp(j->ftp_command, "MLSD") != 0) ||
+	    j->if_modified_since >= 0 ||
 	    g->opts.bwlimit != 0 || g->opts.ftp_tls == XFER_TLS_REQUIRE ||
 	    g->opts.ftp_tls == XFER_TLS_TRY)
 		return false;
@@ -551,9 +552,12 @@ sess_job_next(struct gsess *s)
 {
 	struct xfer_job	*j = s->job;
 
-	if (s->jstep == JS_MDTM && j->mtime_listed)
+	/* A reply is due from now, whatever the session did before. */
+	s->deadline = clock_mono_ns() + stall_ns(s->g);
+	/* A listing (MLSD) is its command alone. */
+	if (s->jstep == JS_MDTM && (j->mtime_listed || j->ftp_command))
 		s->jstep = JS_SIZE;
-	if (s->jstep == JS_SIZE && j->size_checked)
+	if (s->jstep == JS_SIZE && (j->size_checked || j->ftp_command))
 		s->jstep = JS_RETR;
 	switch (s->jstep) {
 	case JS_MDTM:
@@ -571,7 +575,11 @@ sess_job_next(struct gsess *s)
 	s->boff = 0;
 	s->eod = s->eof = s->done_reply = s->close_after = false;
 	s->eods = 0;
-	s->deadline = clock_mono_ns() + stall_ns(s->g);
+	if (j->ftp_command != NULL)
+		/* RFC 3659 7.1: no argument lists the current directory. */
+		return s->path[0] == '\0' ? sess_send(s, "%s",
+		    j->ftp_command) : sess_send(s, "%s %s", j->ftp_command,
+		    s->path);
 	return sess_send(s, "RETR %s", s->path);
 }
 
@@ -980,8 +988,9 @@ sess_read_data(struct gsess *s)
 }
 
 /*
- * The data connection of an idle session: the server may close it (a
- * new one comes with the next RETR); bytes between files are no file.
+ * The data connection of a session between transfers: the server may
+ * close it (a new one comes with the next RETR); bytes between files are
+ * no file.
  */
 static void
 sess_idle_data(struct gsess *s)
@@ -1116,7 +1125,9 @@ sess_step(struct gsess *s, int64_t now)
 		sess_read_ctl(s);
 	if (s->state != GS_DEAD && s->lfd != -1 && s->dfd == -1)
 		sess_accept(s);
-	if (s->state == GS_IDLE && s->dfd != -1)
+	/* Between transfers (idle, logging in, MDTM or SIZE asked). */
+	if (s->dfd != -1 && s->state != GS_RETR && s->state != GS_XFER &&
+	    s->state != GS_DEAD)
 		sess_idle_data(s);
 	if (s->state != GS_DEAD && s->dfd != -1)
 		sess_read_data(s);
@@ -1158,6 +1169,8 @@ gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
     size_t nready, xfer_done_fn done, void *ctx, size_t *ret_n)
 {
 	struct gsess	*s, **pp;
+	struct gjob	*q;
+	size_t		 pending, nq;
 	int64_t		 now = clock_mono_ns();
 	int		 rc;
 
@@ -1183,10 +1196,22 @@ gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
 				sess_fail(s, rc, XFER_RETRY, "control "
 				    "connection: %s", strerror(errno));
 		}
-	while (g->qhead != NULL && g->nsess + others < g->cap) {
-		if ((rc = sess_open(g)) != 0) {
-			struct gjob *q = g->qhead;
-
+	/*
+	 * A new session for each queued job that no session logging in
+	 * will take, within the budget.
+	 */
+	for (s = g->sess, pending = 0; s != NULL; s = s->next)
+		if (s->state < GS_IDLE)
+			pending++;
+	for (q = g->qhead, nq = 0; q != NULL; q = q->next)
+		nq++;
+	while (g->qhead != NULL && nq > pending &&
+	    g->nsess + others < g->cap) {
+		if ((rc = sess_open(g)) == 0)
+			pending++;
+		else {
+			q = g->qhead;
+			nq--;
 			if ((g->qhead = q->next) == NULL)
 				g->qtail = NULL;
 			q->job->res.rc = rc;

@@ -85,6 +85,13 @@ struct ftp_crawl_opts {
 	bool		 follow;	/* follow_symlinks: fetch link targets */
 	size_t		*ret_dangling;	/* borrowed, may be NULL: followed links
 					   whose target is not in the listing */
+	/*
+	 * May be NULL: called once FEAT is read, before the first listing,
+	 * with the fetch callback's ctx, whether MLSD will be used and
+	 * whether the server is GridFTP (FEAT lists DCAU), so that the
+	 * caller can set up its transport for them.
+	 */
+	void		(*on_feat)(void *ctx, bool mlsd, bool gridftp);
 };
 
 /*

@@ -17,11 +17,15 @@
  * refused), so a RETR goes after PORT/EPRT: the server connects to us,
  * as it does for globus-url-copy.  Each control connection ("session")
  * logs in once (USER/PASS, TYPE I, MODE E, DCAU N, OPTS RETR
- * Parallelism=1,1,1, PORT), then sends [MDTM] [SIZE] RETR per file.
+ * Parallelism=1,1,1, PORT), then sends MLSD per directory and [MDTM]
+ * [SIZE] RETR per file.  A session is opened for each queued job that no
+ * session logging in will take, within max_connections.
  *
- * Jobs taken: plain ftp:// (no TLS), a whole file (off 0, len 0), no
- * FEAT/MLSD/LIST command, no validator, no If-Modified-Since, no bwlimit.
- * Everything else stays with libcurl.  Results follow xfer.h: res.status
+ * Jobs taken: plain ftp:// (no TLS), a whole file (off 0, len 0) or an
+ * MLSD listing (RFC 3659 section 7, its lines in MODE E blocks like a
+ * file's bytes), no FEAT/LIST, no validator, no If-Modified-Since, no
+ * bwlimit.  Everything else stays with libcurl.  The sessions that list
+ * a tree then carry its files.  Results follow xfer.h: res.status
  * is the last reply code, res.mtime the MDTM time (-1 when the listing
  * gave it), res.size the SIZE reply (-1 when not asked).
  */
@@ -63,8 +67,9 @@ int	gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN],
  * Find the end of the first complete FTP reply in buf[0..len) (RFC 959
  * section 4.2: "ddd text" or "ddd-text" ... "ddd text", lines ending in
  * CRLF or LF).  Returns its length in bytes with *ret_code set, 0 when
- * more bytes are needed, or -1 for a line that is no reply (BM_EPROTO to
- * the caller) .
+ * more bytes are needed, or -1 for a line that is no reply, or for no
+ * end within the first 4 KiB (BM_EPROTO to the caller: half of the
+ * session's 8 KiB input buffer, so that it never fills).
  */
 long	gridftp_reply_end(const char *buf, size_t len, int *ret_code);
 

@@ -3,19 +3,20 @@
 # globus-gridftp-server, and its fallback on a server that is no GridFTP
 # (vsftpd):
 #  1. a cold mirror (nested directories, spaces, '%', '#', a leading
-#     space and a leading '~' (stream mode fails both here), a zero-byte
+#     space and a leading '~', a zero-byte
 #     file, 200 small files, one 20 MB file below 2 * min_split) is
 #     byte-identical with upstream mtimes; every file came by exactly one
 #     RETR on a MODE E session (USER, PASS, TYPE I, MODE E, DCAU N, OPTS
-#     RETR, one PORT, then [MDTM] RETR per file; no EPSV/PASV/EPRT, no
-#     SIZE, MDTM only for the file large enough to resume), at most
+#     RETR, one PORT, then MLSD per directory listed and [MDTM] RETR per
+#     file; no EPSV/PASV/EPRT, no SIZE, MDTM only for the file large
+#     enough to resume), at most
 #     max_connections (4) sessions, and each session's RETRs after its
 #     first reused its data connection (125);
 #  2. a second run fetches nothing;
 #  3. one file changed and one added upstream: exactly those are fetched;
 #  4. a file the server cannot open (mode 000; gridftp runs as nobody)
 #     fails with the server's reason (exit 1) while the run's other files,
-#     in one session that the failure closes, are published; nothing under
+#     in the same one session, are published; nothing under
 #     its name, no temp files; readable again, the next run fetches it;
 #  5. vsftpd (FEAT lists no DCAU): a warning, and stream mode (exit 0);
 #  6. config errors (exit 2, the message naming the key);
@@ -136,7 +137,7 @@ for p in $modee; do
 	awk -v p="$p" '$1 == p { $1 = ""; sub(/^ /, ""); print }' "$T/cmds" \
 	    > "$T/sess.$p"
 	# The set-up, in this order (gridftp logs PASS twice).
-	got=$(grep -Ev '^(RETR|MDTM) ' "$T/sess.$p" | uniq | sed 's/^PORT .*/PORT/' | tr '\n' '|')
+	got=$(grep -Ev '^(RETR|MDTM|MLSD)( |$)' "$T/sess.$p" | uniq | sed 's/^PORT .*/PORT/' | tr '\n' '|')
 	assert_eq "$got" "USER anonymous|PASS ftp@example.com|TYPE I|MODE E|DCAU N|OPTS RETR Parallelism=1,1,1;|PORT|" \
 	    "commands of session $p besides RETR"
 	first=$(grep -n '^RETR ' "$T/sess.$p" | head -1 | cut -d: -f1)
@@ -147,6 +148,14 @@ done
 nretr_e=$(for p in $modee; do grep -c '^RETR ' "$T/sess.$p"; done |
     awk '{ n += $1 } END { print n + 0 }')
 assert_eq "$nretr_e" "$nfiles" "RETRs on MODE E sessions"
+# The listing too: after FEAT, every directory is one MLSD on a MODE E
+# session (its blocks on the session's data connection), and no command
+# asks for a passive data connection.
+nmlsd_e=$(for p in $modee; do grep -cE '^MLSD( |$)' "$T/sess.$p"; done |
+    awk '{ n += $1 } END { print n + 0 }')
+assert_eq "$nmlsd_e" "$(find "$T/up" -type d | wc -l)" "MLSDs on MODE E sessions"
+assert_eq "$(grep -c '^[0-9]* MLSD' "$T/cmds")" "$nmlsd_e" "MLSDs in all"
+assert_eq "$(grep -cE '^[0-9]* (EPSV|PASV|EPRT)' "$T/cmds")" 0 "passive data connections"
 assert_eq "$(grep -c '^[0-9]* PORT ' "$T/cmds")" "$nsess" "PORT commands"
 # MLSD gave each file's exact size and time to the second: no SIZE, and
 # MDTM only for the file large enough to be resumed (its validator).

@@ -4,6 +4,7 @@
 # MLSD, MODE E over PORT), one fault on big.bin (1 MiB: 4 blocks of 256
 # KiB) per server run, fired once unless said otherwise:
 #   none, one session -> one data connection, reused (125) for each file
+#          and for the listing (MLSD in MODE E)
 #   close (every file ends with EOF|EOD|CLOSE and its data connection)
 #       -> a new data connection per file, identical, no retry
 #   cut (data connection closed mid-file; 426 late, then at once),
@@ -17,8 +18,8 @@
 #          "got 1048676 bytes, the listing says 1048576", exit 1, not
 #          published
 #   MODE E refused with 500 (every session)
-#       -> each file retried once in stream mode (libcurl), exit 0,
-#          identical; the refusal in each file's retry message
+#       -> the first listing retried once, then everything in stream
+#          mode (libcurl), exit 0, identical
 #   intruder (big.bin alone; its data connection is first made from
 #   127.0.0.2 with a whole fake file, then from 127.0.0.1 with the right
 #   one)
@@ -82,8 +83,11 @@ assert_trees_equal "$T/up" "$T/mirror"
 assert_eq "$(modeefault_stat 's["retrs"]')" \
     "{'big.bin': 1, 'sub/small.txt': 1, 'zero.dat': 1}" "RETRs"
 assert_eq "$(modeefault_stat 's["mode_e"]')" 1 "MODE E sessions"
+# The listing too (MLSD of the root and sub/) goes on that session: one
+# data connection for 5 transfers.
+assert_eq "$(modeefault_stat 's["mlsd_e"]')" 2 "MLSDs in MODE E"
 assert_eq "$(modeefault_stat 's["data_conns"]')" 1 "data connections opened"
-assert_eq "$(modeefault_stat 's["reused"]')" 2 "data connections reused (125)"
+assert_eq "$(modeefault_stat 's["reused"]')" 4 "data connections reused (125)"
 
 echo "# close: every file ends with EOF|EOD|CLOSE (0x4c): a new data"
 echo "# connection for each, no retry"
@@ -94,8 +98,10 @@ expect_counts 3 0 0 0
 assert_trees_equal "$T/up" "$T/mirror"
 grep -q 'retry' "$T/last.err" && fail "close: retried"
 assert_eq "$(modeefault_stat 's["mode_e"]')" 1 "close: MODE E sessions"
+# The two MLSDs share the first; the first file reuses it and closes it,
+# and each of the other two gets a new one.
 assert_eq "$(modeefault_stat 's["data_conns"]')" 3 "close: data connections opened"
-assert_eq "$(modeefault_stat 's["reused"]')" 0 "close: data connections reused"
+assert_eq "$(modeefault_stat 's["reused"]')" 2 "close: data connections reused"
 
 echo "# cut: the data connection closed after 300000 bytes, 426 late"
 run_case 0 --fault 'big.bin=cut,at=300000,delay=10'
@@ -153,25 +159,28 @@ assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin long': 3}" "long: faults
 assert_eq "$(manifest_sql "$T/state" up "select count(*) from files where path = 'big.bin'")" 0 \
     "long: big.bin in the manifest"
 
-echo "# MODE E refused (500): every file retried once, in stream mode"
+echo "# MODE E refused (500): the first listing retried once, then stream mode"
 run_case 0 --refuse-mode-e
 expect_counts 3 0 0 0
 assert_trees_equal "$T/up" "$T/mirror"
-# Each file's first try ends with the refusal (the session's own message
-# or the engine's for the jobs it had queued), then libcurl fetches it.
-assert_eq "$(grep -cE ': fetch: MODE E (set-up: 500 MODE E not supported\.|refused by the server): stream mode from now on \(retry 1 of 2\)$' "$T/last.err")" 3 \
-    "refused: one retry per file"
-grep -q 'retry 2 of 2' "$T/last.err" && fail "refused: a second retry"
+# The root's MLSD is the first job in MODE E: its session's refusal ends
+# it as a retry, which libcurl carries in stream mode, as everything after.
+assert_eq "$(grep -cE ': list: MODE E (set-up: 500 MODE E not supported\.|refused by the server): stream mode from now on \(retry 1 of 2\)$' "$T/last.err")" 1 \
+    "refused: one retry of the listing"
+assert_eq "$(grep -c 'retry' "$T/last.err")" 1 "refused: retries in all"
 assert_eq "$(modeefault_stat 'sorted(s["retrs"].items())')" \
     "[('big.bin', 1), ('sub/small.txt', 1), ('zero.dat', 1)]" "refused: one RETR each"
+assert_eq "$(modeefault_stat 's["mlsd_e"]')" 0 "refused: MLSDs in MODE E"
 [ "$(modeefault_stat 's["mode_e_refused"]')" -ge 1 ] || fail "refused: MODE E never asked"
 
-echo "# intruder: a fake file from 127.0.0.2 first, then the real one"
-# (big.bin alone: its RETR is the first of its session, so the intruder
-# comes while biomirror waits for the data connection)
+echo "# intruder: a fake listing from 127.0.0.2 first, then the real one"
+# (the root's MLSD is the first transfer of the first session, so the
+# intruder comes while biomirror waits for the data connection; one
+# session, so that big.bin then reuses the real one)
 mkdir -p "$T/up1"
 cp -p "$T/up/big.bin" "$T/up1/"
-CASE_ROOT=$T/up1 run_case 0 --fault 'big.bin=intruder,from=127.0.0.2'
+CASE_CONF='max_connections = 1
+' CASE_ROOT=$T/up1 run_case 0 --fault '=intruder,from=127.0.0.2'
 expect_counts 1 0 0 0
 assert_trees_equal "$T/up1" "$T/mirror"
 grep -q 'retry' "$T/last.err" && fail "intruder: retried"
@@ -179,7 +188,8 @@ assert_eq "$(modeefault_stat 's["intruders"]')" 1 "intruder connections"
 assert_eq "$(modeefault_stat 's["intruders_reused"]')" 0 \
     "intruder connections while a data connection was open"
 assert_eq "$(modeefault_stat 's["data_conns"]')" 1 "intruder: data connections"
-assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin intruder': 1}" "intruder: faults fired"
+assert_eq "$(modeefault_stat 's["reused"]')" 1 "intruder: big.bin on the listing's data connection"
+assert_eq "$(modeefault_stat 's["faults"]')" "{' intruder': 1}" "intruder: faults fired"
 assert_eq "$(modeefault_stat 's["retrs"]')" "{'big.bin': 1}" "intruder: RETRs"
 
 stop_servers

@@ -9,9 +9,11 @@ libcurl listing send:
   PASV REST MLSD SIZE MDTM RETR NOOP QUIT
 
 FEAT lists DCAU, PARALLEL, MLST/MLSD, SIZE and MDTM (a GridFTP server to
-biomirror).  MLSD answers in stream mode over a passive connection with
-the facts globus-gridftp-server sends (Type=cdir/pdir/file/dir; Modify;
-Size; Perm; Unique).  RETR in MODE E goes over the PORT/EPRT address: the
+biomirror).  MLSD answers with the facts globus-gridftp-server sends
+(Type=cdir/pdir/file/dir; Modify; Size; Perm; Unique): in stream mode
+over a passive connection, in MODE E as blocks over the PORT connection
+(as RETR below; of the faults only intruder, keyed by the directory's
+path, "" for the root).  RETR in MODE E goes over the PORT/EPRT address: the
 server connects (GFD.20 section 3.4: the sender is active), replies 150,
 or 125 when the data connection of an earlier RETR is still open, sends
 the file in blocks of a 17-byte header (descriptor, 64-bit count, 64-bit
@@ -61,7 +63,7 @@ total, max_concurrent), data_conns (data connections the server opened
 for MODE E, intruders excluded), reused (RETRs answered 125), intruders
 (connections from the intruder address that connected; intruders_reused:
 of them, those made while a data connection was open), mode_e (MODE E
-commands accepted), mode_e_refused.
+commands accepted), mode_e_refused, mlsd_e (MLSD answered in MODE E).
 """
 import argparse
 import json
@@ -79,7 +81,8 @@ LOCK = threading.Lock()
 LOGLOCK = threading.Lock()
 STATE = {"retrs": {}, "stream_retrs": {}, "faults": {}, "open": 0, "total": 0,
          "max_concurrent": 0, "data_conns": 0, "reused": 0,
-         "intruders": 0, "intruders_reused": 0, "mode_e": 0, "mode_e_refused": 0}
+         "intruders": 0, "intruders_reused": 0, "mode_e": 0, "mode_e_refused": 0,
+         "mlsd_e": 0}
 FAULTS = {}     # path -> list of dicts (kind, params, applied)
 ARGS = None
 
@@ -352,6 +355,31 @@ class Session(threading.Thread):
             lines.append(self.facts(st, kind) + " " + name)
         body = "".join(l + "\r\n" for l in lines).encode(
             "utf-8", "surrogateescape")
+        if self.mode_e:
+            # As globus-gridftp-server: the listing in MODE E blocks on
+            # the (cached) data connection the server opens after PORT.
+            with LOCK:
+                STATE["mlsd_e"] += 1
+                save()
+            if self.port_addr is None:
+                self.reply("425 No PORT: MODE E needs an active sender.")
+                return
+            # Only the intruder applies to a listing (its path: the
+            # directory's, "" for the root).
+            fault = take_fault(self.rel(arg))
+            if fault and fault["kind"] == "intruder":
+                self.intrude(fault, len(body))
+            if not self.open_mode_e():
+                return
+            try:
+                ok = self.send_blocks(body, None)
+            except OSError:
+                ok = False
+                self.dconn.close()
+                self.dconn = None
+            self.reply("226 Transfer Complete." if ok else
+                       "426 Data connection closed; transfer aborted.")
+            return
         self.reply("150 Beginning transfer.")
         try:
             d = self.stream_conn()
@@ -401,23 +429,8 @@ class Session(threading.Thread):
         log(self.peer, "RETR", rel, "fault", kind)
         if kind == "intruder":
             self.intrude(fault, len(data))
-        if self.dconn is not None:
-            with LOCK:
-                STATE["reused"] += 1
-                save()
-            self.reply("125 Beginning transfer; reusing existing data "
-                       "connection.")
-        else:
-            self.reply("150 Beginning transfer.")
-            try:
-                self.dconn = socket.create_connection(self.port_addr, 10)
-            except OSError as e:
-                self.dconn = None
-                self.reply("425 Cannot open data connection: %s" % e)
-                return
-            with LOCK:
-                STATE["data_conns"] += 1
-                save()
+        if not self.open_mode_e():
+            return
         try:
             ok = self.send_blocks(data, fault)
         except OSError as e:
@@ -433,6 +446,28 @@ class Session(threading.Thread):
                     not self.wait_client(float(fault["delay"])):
                 return      # the client left first
             self.reply("426 Data connection closed; transfer aborted.")
+
+    def open_mode_e(self):
+        """The 1xx of a MODE E transfer: reuse the data connection (125)
+        or open one to the PORT address (150).  False: 425 sent."""
+        if self.dconn is not None:
+            with LOCK:
+                STATE["reused"] += 1
+                save()
+            self.reply("125 Beginning transfer; reusing existing data "
+                       "connection.")
+            return True
+        self.reply("150 Beginning transfer.")
+        try:
+            self.dconn = socket.create_connection(self.port_addr, 10)
+        except OSError as e:
+            self.dconn = None
+            self.reply("425 Cannot open data connection: %s" % e)
+            return False
+        with LOCK:
+            STATE["data_conns"] += 1
+            save()
+        return True
 
     def intrude(self, fault, size):
         """Connect from another address and send a fake file."""
