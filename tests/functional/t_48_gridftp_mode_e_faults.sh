@@ -13,6 +13,11 @@
 #   but never EOF), stall (half the file, then silence; --stall-timeout 2)
 #       -> retried once, identical, RETR count 2, the fault's message; the
 #          retry goes on from the bytes held (stream mode, REST)
+#   noconnect (150, no data), backwards (an offset going back)
+#       -> retried once, identical
+#   earlydata (the blocks before the 1xx), nocrlf (LF-only replies),
+#   mline1xx (multi-line 1xx and 2xx replies)
+#       -> taken as they are: identical, no retry
 #   long (100 bytes past the listed size, every RETR)
 #       -> the size check refuses it as changed: retried, then failed
 #          "got 1048676 bytes, the listing says 1048576", exit 1, not
@@ -135,6 +140,28 @@ retried noeof "MODE E: end of data without EOF" 1048575
 echo "# stall: half the file, then silence (--stall-timeout 2)"
 run_case 0 --fault 'big.bin=stall,at=524288,for=20'
 retried stall "stalled: no data for 2 s" 524288
+
+echo "# noconnect: 150, then no data at all (--stall-timeout 2)"
+run_case 0 --fault 'big.bin=noconnect,for=20'
+retried noconnect "stalled: no data for 2 s"
+assert_eq "$(modeefault_stat 's["stream_retrs"]')" "{}" \
+    "noconnect: nothing held, the retry in MODE E again"
+
+echo "# backwards: the second block's offset goes back to 0"
+run_case 0 --fault 'big.bin=backwards'
+retried backwards "MODE E block at offset 0, expected 524288" 524288
+
+# Odd but lawful: no retry, an identical file, one RETR.
+for kind in earlydata nocrlf mline1xx; do
+	echo "# $kind: taken as it is"
+	run_case 0 --fault "big.bin=$kind"
+	expect_counts 3 0 0 0
+	assert_trees_equal "$T/up" "$T/mirror"
+	grep -q 'retry' "$T/last.err" && fail "$kind: retried"
+	assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 1 "$kind: RETRs of big.bin"
+	assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin $kind': 1}" \
+	    "$kind: faults fired"
+done
 
 echo "# long: 100 bytes past the listed size, every time: never published"
 # The transport takes the bytes (the job has no expected size); the

@@ -77,6 +77,9 @@ import threading
 import time
 
 BLOCK = 256 * 1024
+HOSTILE = ("noconnect", "early226", "hugecount", "backwards",
+           "dataafter", "splithdr", "earlydata", "nocrlf", "longreply",
+           "r421", "mline1xx")
 LOCK = threading.Lock()
 LOGLOCK = threading.Lock()
 STATE = {"retrs": {}, "stream_retrs": {}, "faults": {}, "open": 0, "total": 0,
@@ -429,6 +432,8 @@ class Session(threading.Thread):
         log(self.peer, "RETR", rel, "fault", kind)
         if kind == "intruder":
             self.intrude(fault, len(data))
+        if kind in HOSTILE:
+            return self.hostile(kind, fault, data)
         if not self.open_mode_e():
             return
         try:
@@ -468,6 +473,75 @@ class Session(threading.Thread):
             STATE["data_conns"] += 1
             save()
         return True
+
+    def dc(self):
+        if self.dconn is None:
+            self.dconn = socket.create_connection(self.port_addr, 10)
+        return self.dconn
+
+    def hostile(self, kind, fault, data):
+        """Break-test faults: protocol abuse by a hostile server."""
+        size = len(data)
+        good = header(0, size, 0) + data + header(0x48, 0, 1)
+        if kind == "noconnect":         # 150, never a data connection
+            self.reply("150 Beginning transfer.")
+            self.stall(float(fault.get("for", 30)))
+        elif kind == "early226":        # 226 first, then close, no data
+            self.reply("150 Beginning transfer.")
+            self.reply("226 Transfer Complete.")
+            time.sleep(0.3)
+            self.dc().close()
+            self.dconn = None
+        elif kind == "hugecount":       # count 2^62, data then silence
+            self.reply("150 Beginning transfer.")
+            self.dc().sendall(header(0, 1 << 62, 0) + data)
+            self.stall(float(fault.get("for", 30)))
+        elif kind == "backwards":       # second block goes back
+            self.reply("150 Beginning transfer.")
+            h = size // 2
+            self.dc().sendall(header(0, h, 0) + data[:h] +
+                              header(0, size - h, 0) + data[h:] +
+                              header(0x48, 0, 1))
+            self.reply("226 Transfer Complete.")
+        elif kind == "dataafter":       # a block after EOF|EOD
+            self.reply("150 Beginning transfer.")
+            self.dc().sendall(good + header(0, 4, size) + b"MORE")
+            self.reply("226 Transfer Complete.")
+        elif kind == "splithdr":        # headers split across reads
+            self.reply("150 Beginning transfer.")
+            for i in range(0, len(good), 5):
+                self.dc().sendall(good[i:i + 5])
+                time.sleep(0.002)
+            self.reply("226 Transfer Complete.")
+        elif kind == "earlydata":       # all data before the 1xx
+            self.dc().sendall(good)
+            time.sleep(0.3)
+            self.reply("150 Beginning transfer.")
+            self.reply("226 Transfer Complete.")
+        elif kind == "nocrlf":          # replies end with LF only
+            self.dc()
+            self.c.sendall(b"150 Beginning transfer.\n")
+            self.dconn.sendall(good)
+            self.c.sendall(b"226 Transfer Complete.\n")
+        elif kind == "longreply":       # a 1xx of more than 8 KiB
+            self.dc()
+            lines = "".join(" marker %05d %s\r\n" % (i, "x" * 60)
+                            for i in range(150))
+            self.reply("112-Perf Marker\r\n" + lines + "112 End.")
+            self.reply("150 Beginning transfer.")
+            self.dconn.sendall(good)
+            self.reply("226 Transfer Complete.")
+        elif kind == "r421":            # 421 mid-transfer, then close
+            self.reply("150 Beginning transfer.")
+            self.dc().sendall(header(0, size, 0) + data[:size // 2])
+            self.reply("421 Service not available, closing.")
+            return False
+        elif kind == "mline1xx":        # multi-line 1xx then 226 at once
+            self.dc()
+            self.c.sendall(b"150-Beginning\r\n150-more\r\n150 go\r\n")
+            self.dconn.sendall(good)
+            self.c.sendall(b"226-Transfer\r\n226 Complete.\r\n")
+        return None
 
     def intrude(self, fault, size):
         """Connect from another address and send a fake file."""
@@ -575,7 +649,7 @@ def load_faults():
                 FAULTS.setdefault(path, []).extend(
                     lst if isinstance(lst, list) else [lst])
     kinds = ("cut", "errors", "gap", "eod2", "stall", "long", "close",
-             "noeof", "intruder")
+             "noeof", "intruder") + HOSTILE
     for path, lst in FAULTS.items():
         for f in lst:
             if f["kind"] not in kinds:
