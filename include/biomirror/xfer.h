@@ -5,8 +5,8 @@
  * class.  The scheduler above does not know which protocol carries a job.
  * Only transports touch sockets.  This build has one transport: libcurl's
  * multi interface over HTTP/HTTPS and FTP/FTPS (agent/xfer_curl.c), with
- * GridFTP's extended block mode for whole files beside it when asked for
- * (agent/xfer_gridftp.c, ftp_mode = extended).
+ * GridFTP's extended block mode for MLSD listings and whole files beside
+ * it when asked for (agent/xfer_gridftp.c, ftp_mode = extended).
  *
  * FTP (an ftp:// URL; ftps:// sources are given as ftp:// with ftp_tls
  * set, i.e. explicit AUTH TLS, RFC 4217): a file job is SIZE + MDTM +
@@ -197,9 +197,11 @@ void	xfer_cancel(struct xfer *x, struct xfer_job *job);
  */
 void	xfer_set_ftp_type_early(struct xfer *x, bool on);
 /*
- * From now on send whole-file FTP jobs through GridFTP's extended block
- * mode (xfer_gridftp.h) when on: the FTP lister saw a GridFTP server and
- * ftp_mode = extended.  Off is a no-op once on.  Returns 0 or BM_ENOMEM.
+ * From now on send MLSD and whole-file FTP jobs through GridFTP's
+ * extended block mode (xfer_gridftp.h) when on: FEAT showed a GridFTP
+ * server and ftp_mode = extended.  libcurl's idle connections are closed
+ * (none may be in flight).  Off is a no-op once on.  Returns 0 or
+ * BM_ENOMEM.
  */
 int	xfer_set_ftp_mode_e(struct xfer *x, bool on);
 /* Jobs in flight. */
