@@ -326,7 +326,6 @@ ftp_now_wall(const struct tzspec *tz)
 	return now + (now - utc);
 }
 
-/* The FTP crawl: the same fetch callback, FEAT then MLSD or LIST. */
 /*
  * ftp_crawl_opts.on_feat: TYPE I before each file on GridFTP, and with
  * ftp_mode = extended its MLSD listings and whole files in MODE E from
@@ -352,6 +351,7 @@ run_feat(void *ctx, bool mlsd, bool gridftp)
 		    r->c->name);
 }
 
+/* The FTP crawl: the same fetch callback, FEAT then MLSD or LIST. */
 static int
 run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 {

@@ -49,8 +49,11 @@ struct curl_rec {
  */
 #define XFER_SPARE	64
 
-/* Sockets of MODE E sessions polled at once (3 per session). */
-#define XFER_GRIDFTP_FDS	192
+/*
+ * Sockets of MODE E sessions polled at once: 3 per session, at most
+ * max_connections (256 at most, agent/config.c) sessions.
+ */
+#define XFER_GRIDFTP_FDS	(3 * 256)
 
 struct xfer {
 	CURLM		*multi;		/* owned */
