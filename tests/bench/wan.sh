@@ -46,8 +46,10 @@ usage: tests/bench/wan.sh [options]
   --cc LIST          sender congestion control (default cubic,bbr)
   --datasets LIST    1g (1 x 1 GiB), 50x20m (50 x 20 MiB),
                      2000x100k (2,000 x 100 KiB) (default all three)
-  --tools LIST       biomirror,biomirror-1s,biomirror-auto,curl,aria2c,lftp,rclone,
-                     globus-url-copy,rsync (default all); curl is always
+  --tools LIST       biomirror,biomirror-1s,biomirror-auto,biomirror-gridftp-e,
+                     curl,aria2c,lftp,rclone,globus-url-copy,rsync (default
+                     all; biomirror-gridftp-e: FTP from the gridftp server
+                     with --ftp-mode extended); curl is always
                      run too, for the ratio column
   --rate MBIT        bottleneck in Mbit/s (default 500)
   --cap SECONDS      per-cell time limit (default 60)
@@ -64,7 +66,7 @@ EOF
 
 RTTS=10,25,40,65,100,200,270 LOSSES=0,0.1,1 CCS=cubic,bbr
 DATASETS=1g,50x20m,2000x100k
-ALL_TOOLS=biomirror,biomirror-1s,biomirror-auto,curl,aria2c,lftp,rclone,globus-url-copy,rsync
+ALL_TOOLS=biomirror,biomirror-1s,biomirror-auto,biomirror-gridftp-e,curl,aria2c,lftp,rclone,globus-url-copy,rsync
 TOOLS=$ALL_TOOLS RATE=500 CAP=60 DIR=/tmp INSTALL=1 KEEP=0 DEPS_ONLY=0
 QUICK=0 CAP_SET=0 DS_SET=0 RUNS=1 TLS=0
 while [ $# -gt 0 ]; do
@@ -365,6 +367,11 @@ tool_cmd() {
 		printf '%s\n' rclone --config /dev/null copy --http-url "$url" \
 		    :http: "$dest" --transfers 8 --multi-thread-streams 8 \
 		    "${carclone[@]}" ;;
+	biomirror-gridftp-e)
+		# The gridftp server, in its extended block mode (MODE E).
+		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
+		    --max-connections 8 --ftp-mode extended \
+		    --source "ftp://$SIP:2811$DATA/$ds/" --dest "$dest" ;;
 	globus-url-copy)
 		printf '%s\n' globus-url-copy -r -cd -p 8 -cc 4 -fast \
 		    "ftp://$SIP:2811$DATA/$ds/" "file://$dest/" ;;
