@@ -445,27 +445,36 @@ mlsd_type(const char *v, size_t n, struct ftp_line *fl)
 	return LINE_ENTRY;
 }
 
-/* modify=YYYYMMDDHHMMSS[.sss] (RFC 3659 section 2.3), UTC. */
-static bool
-mlsd_time(const char *v, size_t n, struct ftp_line *fl)
+int
+list_ftp_time_val(const char *v, size_t n, int64_t *ret_secs,
+    int32_t *ret_nsec)
 {
-	int64_t	 f;
+	int64_t	 t;
 	size_t	 i;
 	int32_t	 ns = 0, scale = 100000000;
 
 	if (n < 14 || num_n(v, 14) < 0 || (n > 14 && (v[14] != '.' ||
 	    n == 15 || n > 24 || num_n(v + 15, n - 15) < 0)))
-		return false;
-	fl->wall = wall_time((int)num_n(v, 4), (int)num_n(v + 4, 2),
+		return BM_EINVAL;
+	t = wall_time((int)num_n(v, 4), (int)num_n(v + 4, 2),
 	    (int)num_n(v + 6, 2), (int)num_n(v + 8, 2), (int)num_n(v + 10, 2),
 	    (int)num_n(v + 12, 2));
-	if (fl->wall < 0)
-		return false;
+	if (t < 0)
+		return BM_EINVAL;
 	for (i = 15; i < n; i++, scale /= 10)
 		ns += (v[i] - '0') * scale;
-	f = n > 14 ? MTIME_NS : MTIME_SECOND;
-	fl->prec = (enum mtime_prec)f;
-	fl->nsec = ns;
+	*ret_secs = t;
+	*ret_nsec = ns;
+	return 0;
+}
+
+/* modify=YYYYMMDDHHMMSS[.sss] (RFC 3659 section 2.3), UTC. */
+static bool
+mlsd_time(const char *v, size_t n, struct ftp_line *fl)
+{
+	if (list_ftp_time_val(v, n, &fl->wall, &fl->nsec) != 0)
+		return false;
+	fl->prec = n > 14 ? MTIME_NS : MTIME_SECOND;
 	fl->utc = true;
 	return true;
 }

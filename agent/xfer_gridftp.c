@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,6 +24,7 @@
 
 #include "biomirror/clock.h"
 #include "biomirror/error.h"
+#include "biomirror/list_ftp.h"
 #include "biomirror/listing.h"
 #include "biomirror/xfer_gridftp.h"
 
@@ -524,27 +524,6 @@ reply_text(const char *r, size_t n, char *buf, size_t len)
 	buf[o] = '\0';
 }
 
-/* MDTM's "YYYYMMDDHHMMSS[.sss]" (RFC 3659 section 2.3), UTC. */
-static int64_t
-parse_mdtm(const char *p)
-{
-	struct tm	 tm;
-	int		 i;
-
-	for (i = 0; i < 14; i++)
-		if (p[i] < '0' || p[i] > '9')
-			return -1;
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = (p[0] - '0') * 1000 + (p[1] - '0') * 100 +
-	    (p[2] - '0') * 10 + (p[3] - '0') - 1900;
-	tm.tm_mon = (p[4] - '0') * 10 + (p[5] - '0') - 1;
-	tm.tm_mday = (p[6] - '0') * 10 + (p[7] - '0');
-	tm.tm_hour = (p[8] - '0') * 10 + (p[9] - '0');
-	tm.tm_min = (p[10] - '0') * 10 + (p[11] - '0');
-	tm.tm_sec = (p[12] - '0') * 10 + (p[13] - '0');
-	return (int64_t)timegm(&tm);
-}
-
 /* Send the job's next command (MDTM, SIZE, RETR), skipping those not
  * needed. */
 static int
@@ -744,11 +723,19 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		}
 		p = r + 4;
 		if (s->jstep == JS_MDTM) {
-			if ((j->res.mtime = parse_mdtm(p)) < 0) {
+			int64_t	 t;
+			int32_t	 ns;
+			size_t	 len = 0;
+
+			/* "213 time-val" (RFC 3659 section 3). */
+			while (4 + len < n && p[len] != '\r' && p[len] != '\n')
+				len++;
+			if (list_ftp_time_val(p, len, &t, &ns) != 0) {
 				sess_fail(s, BM_EPROTO, XFER_RETRY, "bad MDTM "
 				    "reply: %s", text);
 				return;
 			}
+			j->res.mtime = t;
 		} else {
 			char *end;
 
