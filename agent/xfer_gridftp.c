@@ -1,16 +1,17 @@
 /*
- * GridFTP extended block mode for whole files (xfer_gridftp.h): up to
+ * GridFTP extended block mode for MLSD listings and whole files
+ * (xfer_gridftp.h): up to
  * max_connections control connections ("sessions") to the one upstream
  * host, each with its own listening socket for the server's data
- * connection, which stays open across files.  Non-blocking throughout;
+ * connection, which stays open across transfers.  Non-blocking throughout;
  * agent/xfer_curl.c polls our sockets beside libcurl's and calls
  * gridftp_run().  Invariant: a job is either queued, held by exactly one
- * session, or finished and reported once through the done callback.  Any
- * failure inside a transfer closes its session: the next job logs in
- * afresh instead of trusting a data connection in an unknown state.
+ * session, or finished (with a slot in g->finished, reserved when it was
+ * submitted) and reported once through the done callback.  Any failure
+ * inside a transfer closes its session: the next job logs in afresh
+ * instead of trusting a data connection in an unknown state.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +32,6 @@
 #define GS_INBUF	8192		/* control replies held at once */
 #define GS_OUTBUF	4352		/* one command (a path of 4 KiB) */
 #define GS_DATABUF	(256 * 1024)	/* one read of the data connection */
-#define GS_REPLY_MAX	4096		/* reply bytes kept for messages */
 
 enum gs_state {
 	GS_CONNECTING,		/* TCP connect in progress */
@@ -39,7 +39,7 @@ enum gs_state {
 	GS_LOGIN,		/* USER, PASS, TYPE, MODE, DCAU, OPTS, PORT */
 	GS_IDLE,		/* ready for a job */
 	GS_CMD,			/* MDTM or SIZE sent for the job */
-	GS_RETR,		/* RETR sent, no 1xx yet */
+	GS_RETR,		/* RETR or MLSD sent, no 1xx yet */
 	GS_XFER,		/* 1xx seen: blocks and the final reply due */
 	GS_DEAD			/* closed; freed by the next run */
 };
@@ -92,7 +92,9 @@ struct gridftp {
 	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
 	size_t		 active;	/* jobs queued or held */
 	uint8_t		*buf;		/* owned: GS_DATABUF bytes */
-	struct xfer_job	**finished;	/* jobs ended in this run, to report */
+	struct xfer_job	**finished;	/* jobs ended, to report; room for
+					   every job submitted and not yet
+					   reported */
 	size_t		 nfinished, finished_cap;
 };
 
@@ -137,6 +139,13 @@ is_code(const char *p, size_t n)
 	    p[1] <= '9' && p[2] >= '0' && p[2] <= '9';
 }
 
+/* The reply code of a line that is_code() accepted. */
+static int
+code_of(const char *p)
+{
+	return (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
+}
+
 long
 gridftp_reply_end(const char *buf, size_t len, int *ret_code)
 {
@@ -148,8 +157,7 @@ gridftp_reply_end(const char *buf, size_t len, int *ret_code)
 	    buf[3] != '\r' && buf[3] != '\n'))
 		return -1;
 	if (buf[3] != '-') {
-		*ret_code = (buf[0] - '0') * 100 + (buf[1] - '0') * 10 +
-		    (buf[2] - '0');
+		*ret_code = code_of(buf);
 		return (long)n;
 	}
 	/* Multi-line: ends with a line of the same code and a space. */
@@ -159,8 +167,7 @@ gridftp_reply_end(const char *buf, size_t len, int *ret_code)
 		if (n >= 4 && memcmp(buf + off, buf, 3) == 0 &&
 		    (buf[off + 3] == ' ' || buf[off + 3] == '\r' ||
 		    buf[off + 3] == '\n')) {
-			*ret_code = (buf[0] - '0') * 100 +
-			    (buf[1] - '0') * 10 + (buf[2] - '0');
+			*ret_code = code_of(buf);
 			return (long)(off + n);
 		}
 	}
@@ -289,24 +296,46 @@ close_fd(int *fd)
 	*fd = -1;
 }
 
-/* Note that job ended; reported at the end of gridftp_run(). */
+/*
+ * End job with rc, its class and a message; reported at the end of
+ * gridftp_run(), in the slot reserved by gridftp_submit().
+ */
 static void
-job_finish(struct gridftp *g, struct xfer_job *job)
+job_vend(struct gridftp *g, struct xfer_job *job, int rc,
+    enum xfer_class cls, const char *fmt, va_list ap)
 {
-	struct xfer_job	**v;
-
+	job->res.rc = rc;
+	job->res.cls = cls;
+	(void)vsnprintf(job->res.errmsg, sizeof(job->res.errmsg), fmt, ap);
 	g->active--;
-	if (g->nfinished == g->finished_cap) {
-		v = reallocarray(g->finished, g->finished_cap ?
-		    g->finished_cap * 2 : 16, sizeof(*v));
-		if (v == NULL) {
-			/* XXX: cannot happen in practice; the job is lost. */
-			return;
-		}
-		g->finished = v;
-		g->finished_cap = g->finished_cap ? g->finished_cap * 2 : 16;
-	}
 	g->finished[g->nfinished++] = job;
+}
+
+static void __attribute__((format(printf, 5, 6)))
+job_end(struct gridftp *g, struct xfer_job *job, int rc, enum xfer_class cls,
+    const char *fmt, ...)
+{
+	va_list	 ap;
+
+	va_start(ap, fmt);
+	job_vend(g, job, rc, cls, fmt, ap);
+	va_end(ap);
+}
+
+/* The oldest queued job, taken off the queue; NULL when none. */
+static struct xfer_job *
+queue_pop(struct gridftp *g)
+{
+	struct gjob	*q = g->qhead;
+	struct xfer_job	*job;
+
+	if (q == NULL)
+		return NULL;
+	if ((g->qhead = q->next) == NULL)
+		g->qtail = NULL;
+	job = q->job;
+	free(q);
+	return job;
 }
 
 /* Close s's sockets; its job, if any, must have been finished. */
@@ -329,33 +358,22 @@ static void
 sess_fail(struct gsess *s, int rc, enum xfer_class cls, const char *fmt, ...)
 {
 	struct gridftp	*g = s->g;
-	struct gjob	*q;
 	struct xfer_job	*job = s->job;
 	va_list		 ap;
 
-	if (job == NULL && s->state < GS_IDLE && g->qhead != NULL) {
-		/*
-		 * A session that could not log in takes the oldest queued
-		 * job down with it, so that a dead server ends in retries
-		 * and failures instead of a queue that never moves.
-		 */
-		q = g->qhead;
-		if ((g->qhead = q->next) == NULL)
-			g->qtail = NULL;
-		job = q->job;
-		free(q);
-		/* Fewer sessions from now on: the server refused one. */
-		if (g->cap > 1 && g->nsess > 1)
-			g->cap = g->nsess - 1;
-	}
+	/*
+	 * A session that could not log in takes the oldest queued job
+	 * down with it, so that a dead server ends in retries and failures
+	 * instead of a queue that never moves; and fewer sessions from now
+	 * on: the server refused one.
+	 */
+	if (job == NULL && s->state < GS_IDLE &&
+	    (job = queue_pop(g)) != NULL && g->cap > 1 && g->nsess > 1)
+		g->cap = g->nsess - 1;
 	if (job != NULL) {
-		job->res.rc = rc;
-		job->res.cls = cls;
 		va_start(ap, fmt);
-		(void)vsnprintf(job->res.errmsg, sizeof(job->res.errmsg), fmt,
-		    ap);
+		job_vend(g, job, rc, cls, fmt, ap);
 		va_end(ap);
-		job_finish(g, job);
 	}
 	s->job = NULL;
 	sess_close(s);
@@ -402,12 +420,17 @@ sess_flush(struct gsess *s)
 	return 0;
 }
 
+/* stall_timeout in seconds (60 where the options leave it 0). */
+static unsigned
+stall_s(const struct gridftp *g)
+{
+	return g->opts.stall_timeout ? g->opts.stall_timeout : 60;
+}
+
 static int64_t
 stall_ns(const struct gridftp *g)
 {
-	unsigned	 t = g->opts.stall_timeout ? g->opts.stall_timeout : 60;
-
-	return (int64_t)t * 1000000000;
+	return (int64_t)stall_s(g) * 1000000000;
 }
 
 /* Open a listening socket beside the control connection's local address
@@ -457,19 +480,12 @@ sess_listen(struct gsess *s)
 static void
 g_refuse(struct gridftp *g)
 {
-	struct gjob	*q;
+	struct xfer_job	*job;
 
 	g->refused = true;
-	while ((q = g->qhead) != NULL) {
-		g->qhead = q->next;
-		q->job->res.rc = BM_ENET;
-		q->job->res.cls = XFER_RETRY;
-		(void)snprintf(q->job->res.errmsg, sizeof(q->job->res.errmsg),
-		    "MODE E refused by the server: stream mode from now on");
-		job_finish(g, q->job);
-		free(q);
-	}
-	g->qtail = NULL;
+	while ((job = queue_pop(g)) != NULL)
+		job_end(g, job, BM_ENET, XFER_RETRY, "MODE E refused by the "
+		    "server: stream mode from now on");
 }
 
 /* Send the next login command; ST_DONE makes s idle. */
@@ -567,26 +583,17 @@ static void
 sess_take(struct gsess *s)
 {
 	struct gridftp	*g = s->g;
-	struct gjob	*q;
 	const char	*p;
 	char		 host[sizeof(g->host)];
 	int		 rc;
 
-	while (s->state == GS_IDLE && (q = g->qhead) != NULL) {
-		if ((g->qhead = q->next) == NULL)
-			g->qtail = NULL;
-		s->job = q->job;
-		free(q);
+	while (s->state == GS_IDLE && (s->job = queue_pop(g)) != NULL) {
 		if ((rc = url_split(s->job->url, host, sizeof(host), &p)) != 0 ||
 		    (rc = path_of(p, &s->path)) != 0) {
-			s->job->res.rc = rc;
-			s->job->res.cls = XFER_PERMANENT;
-			(void)snprintf(s->job->res.errmsg,
-			    sizeof(s->job->res.errmsg), "%s", rc ==
+			job_end(g, s->job, rc, XFER_PERMANENT, "%s", rc ==
 			    BM_EUNSAFE ? "the name holds CR or LF, which no "
 			    "FTP command can carry" :
 			    "URL not usable for an FTP command");
-			job_finish(g, s->job);
 			s->job = NULL;
 			continue;
 		}
@@ -595,6 +602,17 @@ sess_take(struct gsess *s)
 			sess_fail(s, rc, XFER_PERMANENT, "path too long for an "
 			    "FTP command");
 	}
+}
+
+/* The job in hand has ended (job_end): the session goes on to the next. */
+static void
+sess_next(struct gsess *s)
+{
+	s->job = NULL;
+	free(s->path);
+	s->path = NULL;
+	s->state = GS_IDLE;
+	sess_take(s);
 }
 
 /* The job's final reply (226 after the data, or an error). */
@@ -620,16 +638,10 @@ sess_job_done(struct gsess *s)
 		    (long long)res->size);
 		return;
 	}
-	res->rc = 0;
-	res->cls = XFER_OK;
-	job_finish(s->g, j);
-	s->job = NULL;
-	free(s->path);
-	s->path = NULL;
+	job_end(s->g, j, 0, XFER_OK, "%s", "");
 	if (s->close_after)
 		close_fd(&s->dfd);	/* the server opens a new one */
-	s->state = GS_IDLE;
-	sess_take(s);
+	sess_next(s);
 }
 
 /*
@@ -661,15 +673,8 @@ sess_job_refused(struct gsess *s, int code, const char *text)
 		sess_fail(s, rc, cls, "%s", text);
 		return;
 	}
-	j->res.rc = rc;
-	j->res.cls = cls;
-	(void)snprintf(j->res.errmsg, sizeof(j->res.errmsg), "%s", text);
-	job_finish(s->g, j);
-	s->job = NULL;
-	free(s->path);
-	s->path = NULL;
-	s->state = GS_IDLE;
-	sess_take(s);
+	job_end(s->g, j, rc, cls, "%s", text);
+	sess_next(s);
 }
 
 /* Handle one complete reply. */
@@ -1029,15 +1034,25 @@ int
 gridftp_submit(struct gridftp *g, struct xfer_job *job)
 {
 	struct gjob	*q;
+	struct xfer_job	**v;
 	const char	*p;
 	char		 host[sizeof(g->host)];
+	size_t		 n;
 
 	if (url_split(job->url, host, sizeof(host), &p) != 0)
 		return BM_EINVAL;
-	if (g->host[0] == '\0')
-		(void)snprintf(g->host, sizeof(g->host), "%s", host);
+	/* Room to report it, whichever way it ends (job_vend). */
+	if (g->active + g->nfinished == g->finished_cap) {
+		n = g->finished_cap ? g->finished_cap * 2 : 16;
+		if ((v = reallocarray(g->finished, n, sizeof(*v))) == NULL)
+			return BM_ENOMEM;
+		g->finished = v;
+		g->finished_cap = n;
+	}
 	if ((q = calloc(1, sizeof(*q))) == NULL)
 		return BM_ENOMEM;
+	if (g->host[0] == '\0')
+		(void)snprintf(g->host, sizeof(g->host), "%s", host);
 	q->job = job;
 	if (g->qtail)
 		g->qtail->next = q;
@@ -1127,7 +1142,7 @@ sess_step(struct gsess *s, int64_t now)
 	if (s->state != GS_DEAD && s->state != GS_IDLE && now > s->deadline)
 		sess_fail(s, BM_ENET, XFER_RETRY, s->state == GS_CONNECTING ?
 		    "connect: timed out" : "stalled: no data for %u s",
-		    s->g->opts.stall_timeout ? s->g->opts.stall_timeout : 60);
+		    stall_s(s->g));
 }
 
 size_t
@@ -1197,19 +1212,11 @@ gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
 		if ((rc = sess_open(g)) == 0)
 			pending++;
 		else {
-			q = g->qhead;
 			nq--;
-			if ((g->qhead = q->next) == NULL)
-				g->qtail = NULL;
-			q->job->res.rc = rc;
-			q->job->res.cls = rc == BM_ENOMEM ? XFER_PERMANENT :
-			    XFER_RETRY;
-			(void)snprintf(q->job->res.errmsg,
-			    sizeof(q->job->res.errmsg), "%.100s: %s", g->host,
+			job_end(g, queue_pop(g), rc, rc == BM_ENOMEM ?
+			    XFER_PERMANENT : XFER_RETRY, "%.100s: %s", g->host,
 			    rc == BM_ENET ? "cannot resolve or reach the host" :
 			    bm_strerror(rc));
-			job_finish(g, q->job);
-			free(q);
 		}
 	}
 	/* Free dead sessions. */
