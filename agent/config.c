@@ -791,6 +791,16 @@ set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
 			return conf_bad(errbuf, errlen, key, v,
 			    "expected size, sidecar or checksum");
 		return 0;
+	} else if (k == MK_FTP_MODE) {
+		/* RFC 959 MODE S (stream); GridFTP's MODE E (GFD.20 3.4). */
+		if (strcasecmp(v, "stream") == 0)
+			m->ftp_mode_e = false;
+		else if (strcasecmp(v, "extended") == 0)
+			m->ftp_mode_e = true;
+		else
+			return conf_bad(errbuf, errlen, key, v,
+			    "expected stream or extended");
+		return 0;
 	} else {
 		if (strcasecmp(v, "file") == 0) {
 			m->publish = PUBLISH_FILE;
@@ -853,6 +863,7 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 	case MK_TRANSPORT:
 	case MK_VERIFY:
 	case MK_PUBLISH:
+	case MK_FTP_MODE:
 		return set_enum_key(m, k, value, errbuf, errlen);
 	case MK_DELETE:
 		return set_bool(key, value, &m->delete, errbuf, errlen);
@@ -883,16 +894,6 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		return set_bool(key, value, &m->ftp_active, errbuf, errlen);
 	case MK_FOLLOW_SYMLINKS:
 		return set_follow(value, m, errbuf, errlen);
-	case MK_FTP_MODE:
-		/* RFC 959 MODE S (stream); GridFTP's MODE E (GFD.20 3.4). */
-		if (strcasecmp(value, "stream") == 0)
-			m->ftp_mode_e = false;
-		else if (strcasecmp(value, "extended") == 0)
-			m->ftp_mode_e = true;
-		else
-			return conf_bad(errbuf, errlen, key, value,
-			    "expected stream or extended");
-		return 0;
 	case MK_FILE_MODE:
 		return set_mode(key, value, 0400, 06000, &m->file_mode,
 		    errbuf, errlen);
