@@ -69,6 +69,8 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from faultspec import parse_fault
+
 LOCK = threading.Lock()
 STATE = {"open": 0, "max_concurrent": 0, "total": 0, "gets": {},
          "heads": {}, "checks": {}, "ranges": 0, "requests": 0, "sent": {},
@@ -354,12 +356,7 @@ def main():
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
     for spec in ARGS.fault:
-        path, _, rest = spec.partition("=")
-        parts = rest.split(",")
-        f = {"kind": parts[0]}
-        for kv in parts[1:]:
-            k, _, v = kv.partition("=")
-            f[k] = v
+        path, f = parse_fault(spec)
         FAULTS.setdefault(path, []).append(f)
     save_stats()
     srv = Server(("127.0.0.1", ARGS.port), Handler)

@@ -76,6 +76,8 @@ import sys
 import threading
 import time
 
+from faultspec import parse_fault
+
 BLOCK = 256 * 1024
 HOSTILE = ("noconnect", "early226", "hugecount", "backwards",
            "dataafter", "splithdr", "earlydata", "nocrlf", "longreply",
@@ -636,12 +638,7 @@ class Session(threading.Thread):
 
 def load_faults():
     for spec in ARGS.fault:
-        path, _, rest = spec.partition("=")
-        parts = rest.split(",")
-        f = {"kind": parts[0]}
-        for kv in parts[1:]:
-            k, _, v = kv.partition("=")
-            f[k] = v
+        path, f = parse_fault(spec)
         FAULTS.setdefault(path, []).append(f)
     if ARGS.faults:
         with open(ARGS.faults) as fh:
