@@ -14,7 +14,7 @@
 # default config), with every file (config, pid, logs, temp dirs) under $T.
 # The EXIT/INT/TERM trap stops them and removes $T (kept when BM_KEEP=1).
 #
-# Functions: bm_setup, free_port, free_port_range, start_nginx,
+# Functions: bm_setup, free_port, free_port_range, port_range, start_nginx,
 # start_nginx_static, start_apache, start_vsftpd, start_gridftp,
 # start_ftpfault, ftpfault_stat, start_modeefault, modeefault_stat,
 # stop_servers, bm_leftovers, make_tree, make_big_file, fail,
@@ -338,6 +338,14 @@ sys.exit(1)
 PY
 }
 
+# port_range N: set the caller's lo and hi to N consecutive free ports
+# (free_port_range), or fail: a fail inside $(...) would end only that
+# subshell.
+port_range() {
+	read -r lo hi <<< "$(free_port_range "$1")"
+	[ -n "${hi:-}" ] || fail "no $1 free consecutive ports on 127.0.0.1"
+}
+
 # wait_ftp PORT: wait (at most ~5 s) until 127.0.0.1:PORT sends an FTP
 # greeting (220).
 wait_ftp() {
@@ -362,9 +370,7 @@ start_vsftpd() {
 	command -v vsftpd >/dev/null || fail "vsftpd is not installed (make deps)"
 	check_readable "$root"
 	port=$(free_port)
-	read -r lo hi <<< "$(free_port_range 100)"
-	# (fail in the $(...) subshell above only ends that subshell)
-	[ -n "${hi:-}" ] || fail "no 100 free consecutive ports on 127.0.0.1"
+	port_range 100
 	dir=$T/vsftpd/$port
 	mkdir -p "$dir/empty" || fail "mkdir $dir"
 	cat > "$dir/vsftpd.conf" <<CONF
@@ -426,9 +432,7 @@ start_gridftp() {
 	[ "$(id -u)" = 0 ] && { runuser -u nobody -- test -r "$root" -a -x "$root" ||
 	    fail "nobody cannot read $root"; }
 	port=$(free_port)
-	read -r lo hi <<< "$(free_port_range "$nports")"
-	# (fail in the $(...) subshell above only ends that subshell)
-	[ -n "${hi:-}" ] || fail "no $nports free consecutive ports on 127.0.0.1"
+	port_range "$nports"
 	dir=$T/gridftp/$port
 	mkdir -p "$dir" || fail "mkdir $dir"
 	GLOBUS_TCP_PORT_RANGE=$lo,$hi globus-gridftp-server -aa \
@@ -454,9 +458,7 @@ start_ftpfault() {
 	local root=$1 mode=$2 port dir pid lo hi
 	shift 2
 	port=$(free_port)
-	read -r lo hi <<< "$(free_port_range 20)"
-	# (fail in the $(...) subshell above only ends that subshell)
-	[ -n "${hi:-}" ] || fail "no 20 free consecutive ports on 127.0.0.1"
+	port_range 20
 	dir=$T/ftpfault/$port
 	mkdir -p "$dir" || fail "mkdir $dir"
 	FTPFAULT_STATS=$dir/stats.json
