@@ -336,7 +336,7 @@ run_feat(void *ctx, bool mlsd, bool gridftp)
 {
 	struct run	*r = ctx;
 
-	xfer_set_ftp_type_early(r->x, gridftp);
+	xfer_set_ftp_gridftp(r->x, gridftp);
 	if (!r->c->ftp_mode_e || !gridftp)
 		return;
 	if (!mlsd) {
@@ -941,7 +941,7 @@ run_open(struct run *r)
 	    strncasecmp(r->c->source, "ftps://", 7) == 0 ? XFER_TLS_REQUIRE :
 	    r->c->ftp_tls == FTP_TLS_TRY ? XFER_TLS_TRY : XFER_TLS_NONE;
 	xo.ftp_active = r->c->ftp_active;
-	xo.ftp_type_early = true;	/* until FEAT says otherwise */
+	xo.ftp_gridftp = true;	/* until FEAT says otherwise */
 	xo.user = r->c->user;
 	xo.password = r->password;
 	xo.connect_timeout = r->c->timeout;

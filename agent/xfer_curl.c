@@ -470,7 +470,7 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 	 * name another file.  Listings keep one CWD to their directory.
 	 */
 	(void)curl_easy_setopt(e, CURLOPT_FTP_FILEMETHOD, (long)(j->ftp_command
-	    == NULL && x->opts.ftp_type_early ? CURLFTPMETHOD_NOCWD :
+	    == NULL && x->opts.ftp_gridftp ? CURLFTPMETHOD_NOCWD :
 	    CURLFTPMETHOD_SINGLECWD));
 	(void)curl_easy_setopt(e, CURLOPT_SERVER_RESPONSE_TIMEOUT,
 	    (long)x->opts.stall_timeout);
@@ -483,7 +483,7 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 		 * Other servers apply TYPE to the next transfer (RFC 959
 		 * 3.1.1): one round trip per file saved.
 		 */
-		if (x->opts.ftp_type_early) {
+		if (x->opts.ftp_gridftp) {
 			if ((l = curl_slist_append(r->headers, "TYPE I")) ==
 			    NULL)
 				return BM_ENOMEM;
@@ -1023,9 +1023,9 @@ xfer_cancel(struct xfer *x, struct xfer_job *job)
 }
 
 void
-xfer_set_ftp_type_early(struct xfer *x, bool on)
+xfer_set_ftp_gridftp(struct xfer *x, bool on)
 {
-	x->opts.ftp_type_early = on;
+	x->opts.ftp_gridftp = on;
 }
 
 /* A new multi handle with the transport's options (none in flight). */

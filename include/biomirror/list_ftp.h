@@ -76,7 +76,7 @@ bool	list_ftp_feat_mlst(const uint8_t *body, size_t len);
  * list_ftp_feat_mlst() is list_ftp_feat_has(body, len, "MLST").  A FEAT
  * listing DCAU (data channel authentication, OGF GFD.20) comes from a
  * GridFTP server, which fixes a data connection's TYPE when the
- * connection opens (see xfer_opts.ftp_type_early).
+ * connection opens (see xfer_opts.ftp_gridftp).
  */
 bool	list_ftp_feat_has(const uint8_t *body, size_t len, const char *name);
 

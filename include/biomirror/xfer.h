@@ -158,11 +158,15 @@ struct xfer_opts {
 	bool		 ftp_active;	/* FTP: active mode (PORT/EPRT) */
 	const char	*user;		/* borrowed: FTP login, NULL = anonymous */
 	const char	*password;	/* borrowed: FTP password, NULL if none */
-	bool		 ftp_type_early; /* FTP: TYPE I before every file's
-					   data connection (a server that fixes
-					   a data connection's type when it
-					   opens: GridFTP), else libcurl's own
-					   TYPE, once per control connection */
+	bool		 ftp_gridftp;	/* FTP: the server is GridFTP (FEAT
+					   lists DCAU): TYPE I before every
+					   file's data connection (it fixes a
+					   data connection's type when it
+					   opens; else libcurl's own TYPE, once
+					   per control connection), and a file
+					   named by its whole path, no CWD (it
+					   trims a leading space and expands a
+					   leading '~' of an argument) */
 };
 #define XFER_TLS_NONE		0
 #define XFER_TLS_TRY		1
@@ -192,10 +196,10 @@ int	xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done,
 /* Cancel job (no done callback follows); a no-op for unknown jobs. */
 void	xfer_cancel(struct xfer *x, struct xfer_job *job);
 /*
- * Change xfer_opts.ftp_type_early for jobs submitted from now on (the
- * FTP lister learns from FEAT whether the server needs it).
+ * Change xfer_opts.ftp_gridftp for jobs submitted from now on (the FTP
+ * lister learns from FEAT whether the server is GridFTP).
  */
-void	xfer_set_ftp_type_early(struct xfer *x, bool on);
+void	xfer_set_ftp_gridftp(struct xfer *x, bool on);
 /*
  * From now on send MLSD and whole-file FTP jobs through GridFTP's
  * extended block mode (xfer_gridftp.h) when on: FEAT showed a GridFTP
