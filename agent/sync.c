@@ -337,18 +337,16 @@ run_feat(void *ctx, bool mlsd, bool gridftp)
 	struct run	*r = ctx;
 
 	xfer_set_ftp_gridftp(r->x, gridftp);
-	if (!r->c->ftp_mode_e || !gridftp)
+	if (!r->c->ftp_mode_e)
 		return;
-	if (!mlsd) {
+	if (gridftp && !mlsd)
 		log_warnx("%s: ftp_mode = extended: the server offers no MLSD: "
 		    "stream mode", r->c->name);
-		return;
-	}
-	log_debug("%s: listings and files in GridFTP extended block mode "
-	    "(MODE E)", r->c->name);
-	if (xfer_set_ftp_mode_e(r->x, true) != 0)
-		log_warnx("%s: ftp_mode = extended: out of memory: stream mode",
-		    r->c->name);
+	else if (gridftp)
+		log_debug("%s: listings and files in GridFTP extended block "
+		    "mode (MODE E)", r->c->name);
+	(void)xfer_set_ftp_mode_e(r->x, gridftp && mlsd ? XFER_MODE_E_ON :
+	    XFER_MODE_E_OFF);
 }
 
 /* The FTP crawl: the same fetch callback, FEAT then MLSD or LIST. */
@@ -372,6 +370,11 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	fo.follow = r->c->follow_symlinks;
 	fo.ret_dangling = &dangling;
 	fo.on_feat = run_feat;
+	/* FEAT on the session that goes on in MODE E (xfer_gridftp.h). */
+	if (r->c->ftp_mode_e && xfer_set_ftp_mode_e(r->x,
+	    XFER_MODE_E_PROBE) != 0)
+		log_warnx("%s: ftp_mode = extended: out of memory: stream mode",
+		    r->c->name);
 	rc = list_ftp_crawl(r->c->source, &fo, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
 	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",

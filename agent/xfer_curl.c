@@ -1063,23 +1063,13 @@ host_cap(struct xfer *x)
 }
 
 int
-xfer_set_ftp_mode_e(struct xfer *x, bool on)
+xfer_set_ftp_mode_e(struct xfer *x, enum xfer_mode_e m)
 {
-	CURLM	*old = x->multi;
-	int	 rc;
-
-	if (!on || x->gftp != NULL)
-		return 0;
-	if ((rc = gridftp_new(&x->opts, &x->gftp)) != 0)
-		return rc;
-	/*
-	 * The listing's control connections, idle in libcurl's cache, are
-	 * closed: the sessions take their place within max_connections.
-	 */
-	if (x->active == 0 && multi_new(x) == 0)
-		curl_multi_cleanup(old);
-	else
-		x->multi = old;
+	if (m == XFER_MODE_E_PROBE)
+		return x->gftp != NULL ? 0 : gridftp_new(&x->opts, true,
+		    &x->gftp);
+	if (x->gftp != NULL)
+		gridftp_settle(x->gftp, m == XFER_MODE_E_ON);
 	return 0;
 }
 

@@ -37,8 +37,9 @@ enum gs_state {
 	GS_CONNECTING,		/* TCP connect in progress */
 	GS_GREETING,		/* waiting for 220 */
 	GS_LOGIN,		/* USER, PASS, TYPE, MODE, DCAU, OPTS, PORT */
-	GS_IDLE,		/* ready for a job */
-	GS_CMD,			/* MDTM or SIZE sent for the job */
+	GS_IDLE,		/* ready for a job (set-up done, or paused
+				   after PASS while the engine probes) */
+	GS_CMD,			/* FEAT, MDTM or SIZE sent for the job */
 	GS_RETR,		/* RETR or MLSD sent, no 1xx yet */
 	GS_XFER,		/* 1xx seen: blocks and the final reply due */
 	GS_DEAD			/* closed; freed by the next run */
@@ -49,8 +50,13 @@ enum gs_step {
 	ST_USER, ST_PASS, ST_TYPE, ST_MODE, ST_DCAU, ST_OPTS, ST_PORT, ST_DONE
 };
 
-/* Per-job commands, sent in this order (those not needed are skipped). */
-enum gs_jstep { JS_MDTM, JS_SIZE, JS_RETR };
+/*
+ * Per-job commands, sent in this order (those not needed are skipped);
+ * a FEAT job is FEAT alone.
+ */
+enum gs_jstep { JS_FEAT, JS_MDTM, JS_SIZE, JS_RETR };
+
+#define GS_FEAT_MAX	65536	/* bytes of FEAT reply kept, as libcurl's */
 
 struct gsess {
 	struct gridftp	*g;
@@ -88,7 +94,10 @@ struct gridftp {
 	socklen_t	 addrlen;
 	struct gsess	*sess;		/* owned: sessions */
 	size_t		 nsess, cap;	/* live sessions, most allowed */
-	bool		 refused;	/* the server refused MODE E set-up */
+	bool		 refused;	/* the server refused MODE E set-up, or
+					   FEAT showed no GridFTP: no jobs */
+	bool		 probing;	/* FEAT not judged yet: FEAT jobs only,
+					   and sessions pause after PASS */
 	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
 	size_t		 active;	/* jobs queued or held */
 	uint8_t		*buf;		/* owned: GS_DATABUF bytes */
@@ -100,6 +109,7 @@ struct gridftp {
 
 static void	sess_fail(struct gsess *, int, enum xfer_class, const char *,
 		    ...) __attribute__((format(printf, 4, 5)));
+static void	sess_start(struct gsess *);
 
 int
 gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN], struct gridftp_block *ret)
@@ -219,14 +229,24 @@ path_of(const char *p, char **ret)
 	return 0;
 }
 
+/* Is j the lister's FEAT? */
+static bool
+is_feat(const struct xfer_job *j)
+{
+	return j->ftp_command != NULL && strcmp(j->ftp_command, "FEAT") == 0;
+}
+
 bool
 gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
 {
 	char		 host[sizeof(g->host)];
 	const char	*path;
+	bool		 feat = is_feat(j);
 
-	if (g->refused || j->off != 0 || j->len != 0 || j->validate ||
-	    (j->ftp_command != NULL && strcmp(j->ftp_command, "MLSD") != 0) ||
+	/* While probing, FEAT only; after, MLSD listings and files. */
+	if (g->refused || feat != g->probing || j->off != 0 || j->len != 0 ||
+	    j->validate || (j->ftp_command != NULL && !feat &&
+	    strcmp(j->ftp_command, "MLSD") != 0) ||
 	    j->if_modified_since >= 0 ||
 	    g->opts.bwlimit != 0 || g->opts.ftp_tls == XFER_TLS_REQUIRE ||
 	    g->opts.ftp_tls == XFER_TLS_TRY)
@@ -237,7 +257,7 @@ gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
 }
 
 int
-gridftp_new(const struct xfer_opts *o, struct gridftp **ret)
+gridftp_new(const struct xfer_opts *o, bool probe, struct gridftp **ret)
 {
 	struct gridftp	*g;
 
@@ -249,6 +269,7 @@ gridftp_new(const struct xfer_opts *o, struct gridftp **ret)
 	}
 	g->opts = *o;
 	g->cap = o->max_connections ? o->max_connections : 4;
+	g->probing = probe;
 	*ret = g;
 	return 0;
 }
@@ -488,12 +509,20 @@ g_refuse(struct gridftp *g)
 		    "server: stream mode from now on");
 }
 
-/* Send the next login command; ST_DONE makes s idle. */
+/*
+ * Send the next login command.  While the engine probes, s pauses after
+ * PASS (idle with the set-up to finish: FEAT needs no more); ST_DONE
+ * starts the job in hand, or makes s idle.
+ */
 static int
 sess_login_next(struct gsess *s)
 {
 	const struct xfer_opts *o = &s->g->opts;
 
+	if (s->step == ST_TYPE && s->job == NULL && s->g->probing) {
+		s->state = GS_IDLE;
+		return 0;
+	}
 	switch (s->step) {
 	case ST_USER:
 		return sess_send(s, "USER %s", o->user ? o->user :
@@ -512,10 +541,13 @@ sess_login_next(struct gsess *s)
 	case ST_PORT:
 		return sess_listen(s);
 	case ST_DONE:
-		s->state = GS_IDLE;
-		return 0;
+		break;
 	}
-	return BM_EINVAL;
+	if (s->job != NULL)
+		sess_start(s);		/* the job that resumed the set-up */
+	else
+		s->state = GS_IDLE;
+	return 0;
 }
 
 /* Reply text for messages: the lines joined, codes kept, at most 200. */
@@ -549,12 +581,17 @@ sess_job_next(struct gsess *s)
 
 	/* A reply is due from now, whatever the session did before. */
 	s->deadline = clock_mono_ns() + stall_ns(s->g);
+	if (s->jstep == JS_FEAT && !is_feat(j))
+		s->jstep = JS_MDTM;
 	/* A listing (MLSD) is its command alone. */
 	if (s->jstep == JS_MDTM && (j->mtime_listed || j->ftp_command))
 		s->jstep = JS_SIZE;
 	if (s->jstep == JS_SIZE && (j->size_checked || j->ftp_command))
 		s->jstep = JS_RETR;
 	switch (s->jstep) {
+	case JS_FEAT:
+		s->state = GS_CMD;
+		return sess_send(s, "FEAT");
 	case JS_MDTM:
 		s->state = GS_CMD;
 		return sess_send(s, "MDTM %s", s->path);
@@ -578,6 +615,18 @@ sess_job_next(struct gsess *s)
 	return sess_send(s, "RETR %s", s->path);
 }
 
+/* Send the first command of the job in hand. */
+static void
+sess_start(struct gsess *s)
+{
+	int	 rc;
+
+	s->jstep = JS_FEAT;
+	if ((rc = sess_job_next(s)) != 0)
+		sess_fail(s, rc, XFER_PERMANENT, "path too long for an FTP "
+		    "command");
+}
+
 /* Give an idle session the next queued job. */
 static void
 sess_take(struct gsess *s)
@@ -597,10 +646,16 @@ sess_take(struct gsess *s)
 			s->job = NULL;
 			continue;
 		}
-		s->jstep = JS_MDTM;
-		if ((rc = sess_job_next(s)) != 0)
-			sess_fail(s, rc, XFER_PERMANENT, "path too long for an "
-			    "FTP command");
+		if (s->step == ST_DONE || is_feat(s->job)) {
+			sess_start(s);
+			continue;
+		}
+		/* Paused after PASS (probing): finish the set-up first. */
+		s->state = GS_LOGIN;
+		s->deadline = clock_mono_ns() + stall_ns(g);
+		if ((rc = sess_login_next(s)) != 0)
+			sess_fail(s, rc, XFER_RETRY, "MODE E set-up: %s",
+			    bm_strerror(rc));
 	}
 }
 
@@ -722,6 +777,26 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		s->step++;
 		break;
 	case GS_CMD:
+		if (s->jstep == JS_FEAT) {
+			/*
+			 * The reply is the job's body, as libcurl delivers
+			 * it; a server that refuses FEAT lists no features
+			 * (so no GridFTP), which is no error.
+			 */
+			j->res.status = code;
+			rc = j->res.bytes + n > GS_FEAT_MAX ? BM_ELIMIT :
+			    j->sink(j->sink_arg, j->res.bytes,
+			    (const uint8_t *)r, n);
+			if (rc != 0) {
+				sess_fail(s, rc, XFER_PERMANENT, "FEAT reply: "
+				    "%s", bm_strerror(rc));
+				return;
+			}
+			j->res.bytes += n;
+			job_end(s->g, j, 0, XFER_OK, "%s", "");
+			sess_next(s);
+			return;
+		}
 		if (code / 100 != 2) {
 			sess_job_refused(s, code, text);
 			return;
@@ -1276,6 +1351,22 @@ gridftp_cancel(struct gridftp *g, struct xfer_job *job)
 			return true;
 		}
 	return false;
+}
+
+void
+gridftp_settle(struct gridftp *g, bool on)
+{
+	struct gsess	*s;
+
+	if (!g->probing)
+		return;
+	g->probing = false;
+	if (on)
+		return;
+	g_refuse(g);
+	for (s = g->sess; s != NULL; s = s->next)
+		if (s->state == GS_IDLE)
+			sess_close(s);
 }
 
 size_t

@@ -200,14 +200,21 @@ void	xfer_cancel(struct xfer *x, struct xfer_job *job);
  * lister learns from FEAT whether the server is GridFTP).
  */
 void	xfer_set_ftp_gridftp(struct xfer *x, bool on);
+/* GridFTP extended block mode (ftp_mode = extended), in three steps. */
+enum xfer_mode_e {
+	XFER_MODE_E_PROBE,	/* before the listing: FEAT goes through the
+				   engine (xfer_gridftp.h), whose session
+				   then goes on in MODE E if ... */
+	XFER_MODE_E_ON,		/* ... FEAT showed GridFTP with MLSD: MLSD
+				   and whole-file FTP jobs in MODE E */
+	XFER_MODE_E_OFF		/* ... it did not: stream mode (libcurl) */
+};
 /*
- * From now on send MLSD and whole-file FTP jobs through GridFTP's
- * extended block mode (xfer_gridftp.h) when on: FEAT showed a GridFTP
- * server and ftp_mode = extended.  libcurl's idle connections are closed
- * (none may be in flight).  Off is a no-op once on.  Returns 0 or
- * BM_ENOMEM.
+ * Set x's extended block mode: PROBE makes the engine (before any FTP
+ * job); ON and OFF settle it after FEAT (no-ops without a probe, or once
+ * settled).  Returns 0, or BM_ENOMEM (PROBE only: stream mode stays).
  */
-int	xfer_set_ftp_mode_e(struct xfer *x, bool on);
+int	xfer_set_ftp_mode_e(struct xfer *x, enum xfer_mode_e m);
 /* Jobs in flight. */
 size_t	xfer_active(const struct xfer *x);
 /*

@@ -21,13 +21,21 @@
  * [SIZE] RETR per file.  A session is opened for each queued job that no
  * session logging in will take, within max_connections.
  *
- * Jobs taken: plain ftp:// (no TLS), a whole file (off 0, len 0) or an
- * MLSD listing (RFC 3659 section 7, its lines in MODE E blocks like a
- * file's bytes), no FEAT/LIST, no validator, no If-Modified-Since, no
- * bwlimit.  Everything else stays with libcurl.  The sessions that list
- * a tree then carry its files.  Results follow xfer.h: res.status
- * is the last reply code, res.mtime the MDTM time (-1 when the listing
- * gave it), res.size the SIZE reply (-1 when not asked).
+ * An engine made to probe takes the lister's FEAT first (RFC 2389): its
+ * session logs in (USER, PASS), asks FEAT and waits; once the lister has
+ * judged the reply (gridftp_settle), that session finishes its set-up
+ * and carries the listing, or closes: a GridFTP server sees one control
+ * connection fewer than with FEAT on a libcurl connection of its own.
+ *
+ * Jobs taken: plain ftp:// (no TLS), no bwlimit; while probing, FEAT
+ * alone; after, a whole file (off 0, len 0) or an MLSD listing (RFC 3659
+ * section 7, its lines in MODE E blocks like a file's bytes), no LIST, no
+ * validator, no If-Modified-Since.  Everything else stays with libcurl.
+ * The sessions that list a tree then carry its files.  Results follow
+ * xfer.h: res.status is the last reply code, res.mtime the MDTM time (-1
+ * when the listing gave it), res.size the SIZE reply (-1 when not asked);
+ * a FEAT job's body is its reply, as received (at most 64 KiB), and a
+ * refused FEAT (5xx) is no error: it lists no features.
  */
 #ifndef BIOMIRROR_XFER_GRIDFTP_H
 #define BIOMIRROR_XFER_GRIDFTP_H
@@ -76,9 +84,18 @@ long	gridftp_reply_end(const char *buf, size_t len, int *ret_code);
 /*
  * Make an engine for jobs of one host, with the transport's options
  * (copied; strings borrowed for its lifetime) and at most
- * o->max_connections sessions.  Returns 0 or BM_ENOMEM.
+ * o->max_connections sessions; probe: it takes FEAT jobs only until
+ * gridftp_settle().  Returns 0 or BM_ENOMEM.
  */
-int	gridftp_new(const struct xfer_opts *o, struct gridftp **ret);
+int	gridftp_new(const struct xfer_opts *o, bool probe,
+	    struct gridftp **ret);
+/*
+ * End a probe: on, FEAT showed GridFTP (DCAU) with MLSD, and the engine
+ * takes listings and files from now on, the probing session first; off,
+ * it takes no more jobs and its idle sessions close.  A no-op on an
+ * engine that is not probing.
+ */
+void	gridftp_settle(struct gridftp *g, bool on);
 /* Does job qualify (see above)?  The first job taken fixes the host. */
 bool	gridftp_wants(const struct gridftp *g, const struct xfer_job *job);
 /*

@@ -11,7 +11,9 @@
 #     file; no EPSV/PASV/EPRT, no SIZE, MDTM only for the file large
 #     enough to resume), at most
 #     max_connections (4) sessions, and each session's RETRs after its
-#     first reused its data connection (125);
+#     first reused its data connection (125); the run's one FEAT came on
+#     the first session, after PASS, and the server saw no control
+#     connection besides the MODE E sessions;
 #  2. a second run fetches nothing;
 #  3. one file changed and one added upstream: exactly those are fetched;
 #  4. a file the server cannot open (mode 000; gridftp runs as nobody)
@@ -133,13 +135,21 @@ echo "# $nsess MODE E sessions"
 if [ "$nsess" -lt 1 ] || [ "$nsess" -gt 4 ]; then
 	fail "$nsess MODE E sessions, want 1..4"
 fi
+# One FEAT in the run, on a MODE E session: the probe went on in MODE E.
+assert_eq "$(grep -c '^[0-9]* FEAT$' "$T/cmds")" 1 "FEAT commands"
+feat_pid=$(awk '$2 == "FEAT" { print $1 }' "$T/cmds")
+echo "$modee" | grep -qx "$feat_pid" || fail "FEAT on session $feat_pid, not a MODE E session"
+assert_eq "$(awk '{ print $1 }' "$T/cmds" | sort -u | grep -c .)" "$nsess" \
+    "control connections (all MODE E sessions)"
 for p in $modee; do
 	awk -v p="$p" '$1 == p { $1 = ""; sub(/^ /, ""); print }' "$T/cmds" \
 	    > "$T/sess.$p"
-	# The set-up, in this order (gridftp logs PASS twice).
+	# The set-up, in this order (gridftp logs PASS twice); FEAT after
+	# PASS on the session that asked it.
 	got=$(grep -Ev '^(RETR|MDTM|MLSD)( |$)' "$T/sess.$p" | uniq | sed 's/^PORT .*/PORT/' | tr '\n' '|')
-	assert_eq "$got" "USER anonymous|PASS ftp@example.com|TYPE I|MODE E|DCAU N|OPTS RETR Parallelism=1,1,1;|PORT|" \
-	    "commands of session $p besides RETR"
+	want="USER anonymous|PASS ftp@example.com|TYPE I|MODE E|DCAU N|OPTS RETR Parallelism=1,1,1;|PORT|"
+	[ "$p" != "$feat_pid" ] || want="USER anonymous|PASS ftp@example.com|FEAT|TYPE I|MODE E|DCAU N|OPTS RETR Parallelism=1,1,1;|PORT|"
+	assert_eq "$got" "$want" "commands of session $p besides RETR"
 	first=$(grep -n '^RETR ' "$T/sess.$p" | head -1 | cut -d: -f1)
 	port=$(grep -n '^PORT ' "$T/sess.$p" | cut -d: -f1)
 	[ "$port" -lt "$first" ] || fail "session $p: PORT after its first RETR"

@@ -29,6 +29,18 @@
 #   127.0.0.2 with a whole fake file, then from 127.0.0.1 with the right
 #   one)
 #       -> its bytes never reach the file: identical, one RETR
+# and faults of the FEAT that the first session asks before its MODE E
+# set-up (with no fault, that one control connection is all the run
+# opens):
+#   the control connection closed at the first FEAT
+#       -> the listing retried once: a new session asks FEAT again and
+#          carries the run in MODE E, exit 0, identical
+#   FEAT refused (500: no features, so no GridFTP)
+#       -> the warning, then the listing (LIST) and the files in stream
+#          mode (libcurl), exit 0, identical, no MODE E
+#   PASS refused (530)
+#       -> the listing fails after its retries: exit 3, the server's
+#          reply in the error, nothing fetched
 # No temp file is ever left behind, and the server stats show each fault
 # fired.
 . "$(dirname "$0")/lib.sh"
@@ -44,12 +56,15 @@ touch -d '2022-03-04 05:06:07 UTC' "$T/up/sub"
 # run_case WANT_RC [SERVER OPTION...]: a cold sync in MODE E against a new
 # server with OPTIONs serving CASE_ROOT (default $T/up); 2 retries at
 # most, 2 s stall timeout, CASE_CONF lines added to the config.
+# CASE_CONNS0: the server's control connections before the run.
 run_case() {
 	local want=$1
 	shift
 	stop_servers
 	rm -rf "$T/mirror" "$T/state"
 	start_modeefault "${CASE_ROOT:-$T/up}" "$@"
+	# Control connections before the run (start_modeefault's check).
+	CASE_CONNS0=$(modeefault_stat 's["total"]')
 	write_conf "$MODEEFAULT_URL"
 	printf 'ftp_mode = extended\nstreams = 1\nretries = 2\n%s' \
 	    "${CASE_CONF:-}" >> "$T/bm.conf"
@@ -93,6 +108,10 @@ assert_eq "$(modeefault_stat 's["mode_e"]')" 1 "MODE E sessions"
 assert_eq "$(modeefault_stat 's["mlsd_e"]')" 2 "MLSDs in MODE E"
 assert_eq "$(modeefault_stat 's["data_conns"]')" 1 "data connections opened"
 assert_eq "$(modeefault_stat 's["reused"]')" 4 "data connections reused (125)"
+# FEAT too: the run's one control connection asked it, then went on in
+# MODE E.
+assert_eq "$(modeefault_stat 's["feat"]')" 1 "FEAT commands"
+assert_eq "$(($(modeefault_stat 's["total"]') - CASE_CONNS0))" 1 "control connections"
 
 echo "# close: every file ends with EOF|EOD|CLOSE (0x4c): a new data"
 echo "# connection for each, no retry"
@@ -218,6 +237,47 @@ assert_eq "$(modeefault_stat 's["data_conns"]')" 1 "intruder: data connections"
 assert_eq "$(modeefault_stat 's["reused"]')" 1 "intruder: big.bin on the listing's data connection"
 assert_eq "$(modeefault_stat 's["faults"]')" "{' intruder': 1}" "intruder: faults fired"
 assert_eq "$(modeefault_stat 's["retrs"]')" "{'big.bin': 1}" "intruder: RETRs"
+
+echo "# FEAT dropped: the control connection closed at the first FEAT"
+CASE_CONF='max_connections = 1
+' run_case 0 --feat drop
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+assert_eq "$(grep -c ': list: .*(retry 1 of 2)$' "$T/last.err")" 1 \
+    "FEAT dropped: one retry of the listing"
+grep -q ': list: control connection closed by the server (retry 1 of 2)$' "$T/last.err" ||
+    fail "FEAT dropped: message: $(grep retry "$T/last.err")"
+assert_eq "$(grep -c 'retry' "$T/last.err")" 1 "FEAT dropped: retries in all"
+assert_eq "$(modeefault_stat 's["feat"]')" 2 "FEAT dropped: FEAT commands"
+assert_eq "$(($(modeefault_stat 's["total"]') - CASE_CONNS0))" 2 "FEAT dropped: control connections"
+assert_eq "$(modeefault_stat 's["mode_e"]')" 1 "FEAT dropped: MODE E sessions"
+assert_eq "$(modeefault_stat 's["mlsd_e"]')" 2 "FEAT dropped: MLSDs in MODE E"
+assert_eq "$(modeefault_stat 'sorted(s["retrs"].items())')" \
+    "[('big.bin', 1), ('sub/small.txt', 1), ('zero.dat', 1)]" "FEAT dropped: one RETR each"
+assert_eq "$(modeefault_stat 's["stream_retrs"]')" "{}" "FEAT dropped: stream mode RETRs"
+
+echo "# FEAT refused (500): no GridFTP, so stream mode, LIST"
+run_case 0 --feat refuse
+expect_counts 3 0 0 0
+assert_trees_equal "$T/up" "$T/mirror"
+grep -qxF "biomirror: up: ftp_mode = extended: the server does not speak GridFTP (FEAT lists no DCAU): stream mode" \
+    "$T/last.err" || fail "FEAT refused: no warning: $(cat "$T/last.err")"
+grep -q 'retry' "$T/last.err" && fail "FEAT refused: retried"
+assert_eq "$(modeefault_stat 's["feat"]')" 1 "FEAT refused: FEAT commands"
+assert_eq "$(modeefault_stat 's["lists"]')" 2 "FEAT refused: LISTs"
+assert_eq "$(modeefault_stat 's["mode_e"]')" 0 "FEAT refused: MODE E sessions"
+assert_eq "$(modeefault_stat 'sorted(s["stream_retrs"].items())')" \
+    "[('big.bin', [0]), ('sub/small.txt', [0]), ('zero.dat', [0])]" \
+    "FEAT refused: stream mode RETRs"
+
+echo "# PASS refused (530): the listing fails, exit 3"
+run_case 3 --refuse-login
+expect_counts 0 0 0 0
+grep -q ': list: login: 530 Login incorrect\.$' "$T/last.err" ||
+    fail "login refused: message: $(cat "$T/last.err")"
+assert_eq "$(modeefault_stat 's["feat"]')" 0 "login refused: FEAT commands"
+assert_eq "$(modeefault_stat 's["retrs"]')" "{}" "login refused: RETRs"
+[ -z "$(ls -A "$T/mirror" 2>/dev/null)" ] || fail "login refused: files in the mirror"
 
 stop_servers
 [ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"

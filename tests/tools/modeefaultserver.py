@@ -6,7 +6,10 @@ on 127.0.0.1:--port and speaks what biomirror's MODE E engine and its
 libcurl listing send:
 
   USER PASS SYST FEAT PWD CWD TYPE MODE (E, S) DCAU OPTS PORT EPRT EPSV
-  PASV REST MLSD SIZE MDTM RETR NOOP QUIT
+  PASV REST MLSD LIST SIZE MDTM RETR NOOP QUIT
+
+(LIST, in stream mode only, in `ls -l` form with the year: for a client
+that finds no MLST in FEAT.)
 
 FEAT lists DCAU, PARALLEL, MLST/MLSD, SIZE and MDTM (a GridFTP server to
 biomirror).  MLSD answers with the facts globus-gridftp-server sends
@@ -55,6 +58,10 @@ times= RETRs of PATH (default 1: once, then behave):
 
 --refuse-mode-e: reply "500 MODE E not supported." to every MODE E (the
 whole run).
+--feat refuse: reply "500 'FEAT': command not understood." to every FEAT;
+--feat drop: close the control connection at the first FEAT, without a
+reply (later FEATs are answered).
+--refuse-login: reply "530 Login incorrect." to every PASS.
 
 Statistics (JSON, rewritten after every change, --stats): retrs per path
 (both modes), stream_retrs (per path, the REST offset of each RETR in
@@ -63,7 +70,8 @@ total, max_concurrent), data_conns (data connections the server opened
 for MODE E, intruders excluded), reused (RETRs answered 125), intruders
 (connections from the intruder address that connected; intruders_reused:
 of them, those made while a data connection was open), mode_e (MODE E
-commands accepted), mode_e_refused, mlsd_e (MLSD answered in MODE E).
+commands accepted), mode_e_refused, mlsd_e (MLSD answered in MODE E),
+feat (FEAT commands received), lists (LIST answered).
 """
 import argparse
 import json
@@ -87,7 +95,7 @@ LOGLOCK = threading.Lock()
 STATE = {"retrs": {}, "stream_retrs": {}, "faults": {}, "open": 0, "total": 0,
          "max_concurrent": 0, "data_conns": 0, "reused": 0,
          "intruders": 0, "intruders_reused": 0, "mode_e": 0, "mode_e_refused": 0,
-         "mlsd_e": 0}
+         "mlsd_e": 0, "feat": 0, "lists": 0}
 FAULTS = {}     # path -> list of dicts (kind, params, applied)
 ARGS = None
 
@@ -203,12 +211,25 @@ class Session(threading.Thread):
         self.reply("331 Password required for %s." % arg)
 
     def do_PASS(self, arg):
+        if ARGS.refuse_login:
+            self.reply("530 Login incorrect.")
+            return
         self.reply("230 User logged in.")
 
     def do_SYST(self, arg):
         self.reply("215 UNIX Type: L8")
 
     def do_FEAT(self, arg):
+        with LOCK:
+            STATE["feat"] += 1
+            first = STATE["feat"] == 1
+            save()
+        if ARGS.feat == "refuse":
+            self.reply("500 'FEAT': command not understood.")
+            return
+        if ARGS.feat == "drop" and first:
+            log(self.peer, "FEAT: closing the control connection")
+            return False
         self.reply("211-Extensions supported\r\n"
                    " DCAU\r\n"
                    " PARALLEL\r\n"
@@ -389,6 +410,32 @@ class Session(threading.Thread):
         try:
             d = self.stream_conn()
             d.sendall(body)
+            d.close()
+        except OSError as e:
+            self.reply("425 Cannot open data connection: %s" % e)
+            return
+        self.reply("226 Transfer Complete.")
+
+    def do_LIST(self, arg):
+        p = self.real(arg)
+        if not os.path.isdir(p) or self.mode_e:
+            self.reply("550 %s: cannot list here." % arg)
+            return
+        lines = []
+        for name in sorted(os.listdir(p)):
+            st = os.lstat(os.path.join(p, name))
+            kind = "d" if os.path.isdir(os.path.join(p, name)) else "-"
+            lines.append("%srw-r--r--   1 ftp      ftp      %10d %s %s" % (
+                kind, st.st_size,
+                time.strftime("%b %d  %Y", time.gmtime(st.st_mtime)), name))
+        with LOCK:
+            STATE["lists"] += 1
+            save()
+        self.reply("150 Here comes the directory listing.")
+        try:
+            d = self.stream_conn()
+            d.sendall("".join(l + "\r\n" for l in lines).encode(
+                "utf-8", "surrogateescape"))
             d.close()
         except OSError as e:
             self.reply("425 Cannot open data connection: %s" % e)
@@ -663,6 +710,8 @@ def main():
                    metavar="PATH=KIND[,key=value...]")
     p.add_argument("--faults", metavar="FILE", help="faults as JSON")
     p.add_argument("--refuse-mode-e", action="store_true")
+    p.add_argument("--feat", choices=("ok", "refuse", "drop"), default="ok")
+    p.add_argument("--refuse-login", action="store_true")
     ARGS = p.parse_args()
     ARGS.root = os.path.realpath(ARGS.root)
     load_faults()
