@@ -456,6 +456,31 @@ test_unsupported(struct ctx *t)
 	fails(t, "[m]\nsource = https://\n", 2, "source = https://: no host");
 	fails(t, "[m]\nsource = http://h/x?y=1\n", 2, "source = "
 	    "http://h/x?y=1: a source URL takes no query or fragment");
+	/* A password in the URL would be logged and stored: refused,
+	 * and the message does not repeat it. */
+	fails(t, "[m]\nsource = https://u:s3cret@h/x/\n", 2, "source: a "
+	    "source URL takes no user or password (it is logged and stored "
+	    "with every run; an FTP login goes in user and password_file)");
+	fails(t, "[m]\nsource = ftp://anonymous@h/pub/\n", 2, "source: a "
+	    "source URL takes no user or password (it is logged and stored "
+	    "with every run; an FTP login goes in user and password_file)");
+	/* Dot segments: the server would list another directory. */
+	fails(t, "[m]\nsource = http://h/x/../y/\n", 2, "source = "
+	    "http://h/x/../y/: '.' and '..' path segments are not allowed "
+	    "(write the directory without them)");
+	fails(t, "[m]\nsource = ftp://h/%2Fpub/%2e%2E\n", 2, "source = "
+	    "ftp://h/%2Fpub/%2e%2E: '.' and '..' path segments are not "
+	    "allowed (write the directory without them)");
+	fails(t, "[m]\nsource = http://h/./x/\n", 2, "source = "
+	    "http://h/./x/: '.' and '..' path segments are not allowed "
+	    "(write the directory without them)");
+	{
+		struct config	*c = NULL;
+
+		is_int(load(t, "[m]\nsource = http://h/x/.../.d/d./\n"
+		    "dest = /srv/d\n", &c), 0, "'...', '.d', 'd.' are names");
+		config_free(c);
+	}
 	{
 		struct config		*c = NULL;
 		struct mirror_conf	*m;
