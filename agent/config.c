@@ -1527,6 +1527,58 @@ out:
 	free(b);
 }
 
+int
+config_check_adhoc_dest(const struct config *c, const char *dest,
+    char *errbuf, size_t errlen)
+{
+	static const char *const rel[] = {
+		"", "is the same directory as", "is inside", "contains",
+		"is inside the snapshot directory (NAME.biomirror) of",
+		"has its snapshot directory (NAME.biomirror) around"
+	};
+	char		*cwd = NULL, *abs = NULL, *a = NULL, *b = NULL;
+	size_t		 i;
+	int		 r, rc = 0;
+
+	if (dest_has_dotdot(dest))
+		return conf_fmt(errbuf, errlen, "--dest %s: '..' components "
+		    "are not allowed (write the directory without them: they "
+		    "resolve differently across symlinks)", dest);
+	if (dest[0] != '/') {
+		if ((cwd = getcwd(NULL, 0)) == NULL)
+			return errno == ENOMEM ? BM_ENOMEM : BM_EIO;
+		if (asprintf(&abs, "%s/%s", cwd, dest) < 0) {
+			abs = NULL;
+			rc = BM_ENOMEM;
+			goto out;
+		}
+	}
+	if ((a = dest_canon(abs != NULL ? abs : dest)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	for (i = 0; c != NULL && i < c->nmirrors && rc == 0; i++) {
+		if (c->mirrors[i]->dest == NULL)
+			continue;
+		if ((b = dest_canon(c->mirrors[i]->dest)) == NULL) {
+			rc = BM_ENOMEM;
+			goto out;
+		}
+		if ((r = dest_relation_set(a, b)) != 0)
+			rc = conf_fmt(errbuf, errlen, "--dest %s %s dest %s of "
+			    "[%s]: mirrors must not share or nest "
+			    "destinations", dest, rel[r], c->mirrors[i]->dest,
+			    c->mirrors[i]->name);
+		free(b);
+		b = NULL;
+	}
+out:
+	free(cwd);
+	free(abs);
+	free(a);
+	return rc;
+}
+
 /*
  * post_sync on the current line: inih ends a value at an inline comment
  * (a ';' after whitespace), so "echo a ; echo b" would silently become
