@@ -90,4 +90,7 @@ grep -q "another run holds the lock" "$T/last.err" ||
     fail "the lock is not named on stderr"
 exec 9>&-
 assert_exit 0 bm verify up
-echo "ok"
+
+stop_servers
+[ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
+echo "PASS"
