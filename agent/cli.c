@@ -356,6 +356,12 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 			    "each other");
 			goto out;
 		}
+		err[0] = '\0';
+		if (config_check_adhoc_dest(c->conf, a.dest, err,
+		    sizeof(err)) != 0) {
+			log_errx("sync: %s", err[0] ? err : "out of memory");
+			goto out;
+		}
 		if (state_adhoc_key(a.dest, key, sizeof(key)) != 0) {
 			log_errx("%s: cannot make an ad-hoc key", a.dest);
 			goto out;
@@ -929,7 +935,11 @@ out:
 	return status;
 }
 
-/* Print verify's findings: one line per differing file, then a summary. */
+/*
+ * Print verify's findings: one line per differing file, then a summary.
+ * An error of the whole run (path "": the lock, the state directory, the
+ * manifest) is no differing file; sync_verify() logged it.
+ */
 static void
 verify_text(const struct mirror_result *r)
 {
@@ -937,6 +947,8 @@ verify_text(const struct mirror_result *r)
 	char	*p = NULL;
 
 	for (i = 0; i < r->nerrors; i++) {
+		if (r->errors[i].path[0] == '\0')
+			continue;
 		if (report_utf8_escape(r->errors[i].path, &p) != 0)
 			continue;
 		printf("differs %s: %s\n", p, r->errors[i].reason);

@@ -503,9 +503,47 @@ set_tz(const char *key, const char *v, struct tzspec *dst, char *errbuf,
 }
 
 /*
- * Check an upstream URL: http or https in this build, with a host, no
- * query or fragment (the lister appends paths).  libcurl's URL parser
- * judges the syntax.
+ * True when the path of URL v (the part after "SCHEME://HOST") has a "."
+ * or ".." segment, also percent-encoded ("%2e%2E"): RFC 3986 section
+ * 5.2.4 removes them, so the server lists another directory than the
+ * one written, and the crawl, which keeps to the source as written,
+ * would refuse every link of it.
+ */
+static bool
+source_has_dot_segment(const char *v)
+{
+	const char	*p, *e;
+	size_t		 dots;
+
+	if ((p = strstr(v, "://")) == NULL ||
+	    (p = strchr(p + 3, '/')) == NULL)
+		return false;
+	for (; *p != '\0'; p = e) {
+		p++;
+		e = p + strcspn(p, "/");
+		for (dots = 0; p < e; dots++) {
+			if (*p == '.')
+				p++;
+			else if (e - p >= 3 && p[0] == '%' && p[1] == '2' &&
+			    (p[2] == 'e' || p[2] == 'E'))
+				p += 3;
+			else
+				break;
+		}
+		if (p == e && (dots == 1 || dots == 2))
+			return true;
+		p = e;
+	}
+	return false;
+}
+
+/*
+ * Check an upstream URL: http, https, ftp or ftps, with a host, no
+ * query or fragment (the lister appends paths), no "." or ".." path
+ * segment, and no user or password: the source is logged, stored in
+ * every run's errors and shown by status and --json, so a password
+ * there would leak (an FTP login goes in user and password_file).
+ * libcurl's URL parser judges the syntax.
  */
 static int
 check_source(const char *v, char *errbuf, size_t errlen)
@@ -559,6 +597,23 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	    CURLUE_NO_FRAGMENT) {
 		rc = conf_bad(errbuf, errlen, "source", v,
 		    "a source URL takes no query or fragment");
+		goto out;
+	}
+	curl_free(part);
+	part = NULL;
+	if (curl_url_get(u, CURLUPART_USER, &part, 0) != CURLUE_NO_USER ||
+	    curl_url_get(u, CURLUPART_PASSWORD, &part, 0) !=
+	    CURLUE_NO_PASSWORD) {
+		/* Not v: the message must not repeat the password. */
+		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
+		    "user or password (it is logged and stored with every "
+		    "run; an FTP login goes in user and password_file)");
+		goto out;
+	}
+	if (source_has_dot_segment(v)) {
+		rc = conf_bad(errbuf, errlen, "source", v, "'.' and '..' "
+		    "path segments are not allowed (write the directory "
+		    "without them)");
 		goto out;
 	}
 	rc = 0;
@@ -1470,6 +1525,58 @@ nomem:
 out:
 	free(a);
 	free(b);
+}
+
+int
+config_check_adhoc_dest(const struct config *c, const char *dest,
+    char *errbuf, size_t errlen)
+{
+	static const char *const rel[] = {
+		"", "is the same directory as", "is inside", "contains",
+		"is inside the snapshot directory (NAME.biomirror) of",
+		"has its snapshot directory (NAME.biomirror) around"
+	};
+	char		*cwd = NULL, *abs = NULL, *a = NULL, *b = NULL;
+	size_t		 i;
+	int		 r, rc = 0;
+
+	if (dest_has_dotdot(dest))
+		return conf_fmt(errbuf, errlen, "--dest %s: '..' components "
+		    "are not allowed (write the directory without them: they "
+		    "resolve differently across symlinks)", dest);
+	if (dest[0] != '/') {
+		if ((cwd = getcwd(NULL, 0)) == NULL)
+			return errno == ENOMEM ? BM_ENOMEM : BM_EIO;
+		if (asprintf(&abs, "%s/%s", cwd, dest) < 0) {
+			abs = NULL;
+			rc = BM_ENOMEM;
+			goto out;
+		}
+	}
+	if ((a = dest_canon(abs != NULL ? abs : dest)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	for (i = 0; c != NULL && i < c->nmirrors && rc == 0; i++) {
+		if (c->mirrors[i]->dest == NULL)
+			continue;
+		if ((b = dest_canon(c->mirrors[i]->dest)) == NULL) {
+			rc = BM_ENOMEM;
+			goto out;
+		}
+		if ((r = dest_relation_set(a, b)) != 0)
+			rc = conf_fmt(errbuf, errlen, "--dest %s %s dest %s of "
+			    "[%s]: mirrors must not share or nest "
+			    "destinations", dest, rel[r], c->mirrors[i]->dest,
+			    c->mirrors[i]->name);
+		free(b);
+		b = NULL;
+	}
+out:
+	free(cwd);
+	free(abs);
+	free(a);
+	return rc;
 }
 
 /*

@@ -2148,6 +2148,7 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 		if (rc == BM_ELOCKED) {
 			(void)snprintf(r.err, sizeof(r.err), "another run "
 			    "holds the lock (pid %ld)", holder);
+			log_warnx("%s: %s", c->name, r.err);
 			r.res->status = "locked";
 			r.res->exit_code = 75;
 			(void)result_add_error(r.res, "", "lock", r.err);

@@ -28,7 +28,8 @@ int	state_default_dir(char *buf, size_t len);
 int	state_prepare(const char *dir);
 /*
  * Key of an ad-hoc mirror for destination dest into buf ("adhoc-" + 16
- * hex digits of SHA-256 of its absolute path, via OpenSSL EVP).
+ * hex digits of SHA-256 of its absolute path, via OpenSSL EVP; the path
+ * spelled canonically first: "/srv//x/./" is "/srv/x").
  * Returns 0, BM_EIO or BM_ELIMIT.
  */
 int	state_adhoc_key(const char *dest, char *buf, size_t len);

@@ -456,6 +456,31 @@ test_unsupported(struct ctx *t)
 	fails(t, "[m]\nsource = https://\n", 2, "source = https://: no host");
 	fails(t, "[m]\nsource = http://h/x?y=1\n", 2, "source = "
 	    "http://h/x?y=1: a source URL takes no query or fragment");
+	/* A password in the URL would be logged and stored: refused,
+	 * and the message does not repeat it. */
+	fails(t, "[m]\nsource = https://u:s3cret@h/x/\n", 2, "source: a "
+	    "source URL takes no user or password (it is logged and stored "
+	    "with every run; an FTP login goes in user and password_file)");
+	fails(t, "[m]\nsource = ftp://anonymous@h/pub/\n", 2, "source: a "
+	    "source URL takes no user or password (it is logged and stored "
+	    "with every run; an FTP login goes in user and password_file)");
+	/* Dot segments: the server would list another directory. */
+	fails(t, "[m]\nsource = http://h/x/../y/\n", 2, "source = "
+	    "http://h/x/../y/: '.' and '..' path segments are not allowed "
+	    "(write the directory without them)");
+	fails(t, "[m]\nsource = ftp://h/%2Fpub/%2e%2E\n", 2, "source = "
+	    "ftp://h/%2Fpub/%2e%2E: '.' and '..' path segments are not "
+	    "allowed (write the directory without them)");
+	fails(t, "[m]\nsource = http://h/./x/\n", 2, "source = "
+	    "http://h/./x/: '.' and '..' path segments are not allowed "
+	    "(write the directory without them)");
+	{
+		struct config	*c = NULL;
+
+		is_int(load(t, "[m]\nsource = http://h/x/.../.d/d./\n"
+		    "dest = /srv/d\n", &c), 0, "'...', '.d', 'd.' are names");
+		config_free(c);
+	}
 	{
 		struct config		*c = NULL;
 		struct mirror_conf	*m;
@@ -1109,6 +1134,45 @@ test_hook_metrics_paths(struct ctx *t)
 	config_free(c);
 }
 
+/* config_check_adhoc_dest: --dest against the configured destinations. */
+static void
+test_adhoc_dest(struct ctx *t)
+{
+	struct config	*c = NULL;
+	char		 err[512];
+
+	if (load(t, HEAD "[set]\nsource = http://h/s/\ndest = /srv/s\n"
+	    "publish = set\n", &c) != 0) {
+		ok(0, "adhoc dest: config loads (%s)", t->err);
+		return;
+	}
+	is_int(config_check_adhoc_dest(c, "/srv/other", err, sizeof(err)), 0,
+	    "a dest apart is fine");
+	is_int(config_check_adhoc_dest(c, "/srv/mm", err, sizeof(err)), 0,
+	    "/srv/mm is not inside /srv/m");
+	is_int(config_check_adhoc_dest(c, "/srv//m/.", err, sizeof(err)),
+	    BM_EINVAL, "the same dest, spelled otherwise");
+	is_str(err, "--dest /srv//m/. is the same directory as dest /srv/m "
+	    "of [m]: mirrors must not share or nest destinations",
+	    "same: message");
+	is_int(config_check_adhoc_dest(c, "/srv/m/sub", err, sizeof(err)),
+	    BM_EINVAL, "inside a dest");
+	is_int(config_check_adhoc_dest(c, "/srv", err, sizeof(err)),
+	    BM_EINVAL, "around a dest");
+	is_str(err, "--dest /srv contains dest /srv/m of [m]: mirrors must "
+	    "not share or nest destinations", "around: message");
+	is_int(config_check_adhoc_dest(c, "/srv/s.biomirror/snapshots", err,
+	    sizeof(err)), BM_EINVAL, "inside DEST.biomirror");
+	is_int(config_check_adhoc_dest(c, "/srv/x/../m", err, sizeof(err)),
+	    BM_EINVAL, "'..'");
+	is_str(err, "--dest /srv/x/../m: '..' components are not allowed "
+	    "(write the directory without them: they resolve differently "
+	    "across symlinks)", "'..': message");
+	is_int(config_check_adhoc_dest(NULL, "/srv/m", err, sizeof(err)), 0,
+	    "no config: nothing to overlap");
+	config_free(c);
+}
+
 int
 main(void)
 {
@@ -1137,6 +1201,7 @@ main(void)
 	test_set();
 	test_files(&t);
 	test_hook_metrics_paths(&t);
+	test_adhoc_dest(&t);
 	test_examples();
 
 	(void)unlink(t.path);

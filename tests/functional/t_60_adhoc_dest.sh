@@ -1,0 +1,96 @@
+#!/bin/bash
+# Ad-hoc runs and a user's odd spellings, against real nginx:
+# (a) sync --source --dest where DEST is the dest of a configured mirror,
+#     inside it, around it or inside its DEST.biomirror, or has a '..'
+#     component, is a usage error (exit 2) that names the mirror; nothing
+#     is fetched and no ad-hoc manifest is made (the two runs would hold
+#     different locks over one tree, and one's temp clean-up would remove
+#     the other's resumable files);
+# (b) "/x/", "/x//." and a relative "x" name one ad-hoc mirror: one
+#     manifest, one lock, and the second spelling fetches nothing;
+# (c) a source URL with user:password@ is refused without the password in
+#     the message, and one with a '..' segment is refused (before: exit 3,
+#     "redirected outside the source");
+# (d) verify of a mirror whose lock is held exits 75 and prints no
+#     "differs" line for the lock (before: "differs : another run holds
+#     the lock").
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+
+make_tree "$T/up" > /dev/null
+start_nginx "$T/up"
+write_conf "$NGINX_URL"
+
+echo "# the configured mirror"
+assert_exit 0 bm sync up
+listed_files=$(manifest_sql "$T/state" up "SELECT count(*) FROM files")
+
+echo "# (a) ad-hoc dests that overlap [up]"
+adhoc() {
+	assert_exit "$1" bm sync --source "$NGINX_URL" --dest "$2"
+}
+for d in "$T/mirror" "$T/mirror/" "$T//mirror/." "$T/mirror/sub" "$T" \
+    "$T/mirror.biomirror/x"; do
+	adhoc 2 "$d"
+	grep -q "of \[up\]: mirrors must not share or nest destinations" \
+	    "$T/last.err" || fail "no overlap message for $d"
+done
+(cd "$T" && adhoc 2 mirror)
+grep -q "^biomirror: sync: --dest mirror is the same directory as dest $T/mirror of \[up\]" \
+    "$T/last.err" || fail "relative dest: wrong message"
+adhoc 2 "$T/other/../mirror"
+grep -q "'..' components are not allowed" "$T/last.err" ||
+    fail "no '..' message"
+left=$(ls "$T/state/manifests" | grep -c '^adhoc-')
+assert_eq "$left" 0 "ad-hoc manifests after refused runs"
+assert_eq "$(manifest_sql "$T/state" up "SELECT count(*) FROM files")" \
+    "$listed_files" "files of [up]"
+
+echo "# (b) one ad-hoc mirror under three spellings"
+assert_exit 0 "$BM" --state-dir "$T/st2" --json sync --source "$NGINX_URL" \
+    --dest "$T/adhoc/"
+fetched=$(jfield fetched)
+[ "$fetched" -gt 0 ] || fail "first ad-hoc run fetched nothing"
+assert_exit 0 "$BM" --state-dir "$T/st2" --json sync --source "$NGINX_URL" \
+    --dest "$T//adhoc/."
+expect_counts 0 0 0 0
+(cd "$T" && assert_exit 0 "$BM" --state-dir "$T/st2" --json sync \
+    --source "$NGINX_URL" --dest adhoc)
+expect_counts 0 0 0 0
+assert_eq "$(ls "$T/st2/manifests" | grep -c '\.db$')" 1 "ad-hoc manifests"
+assert_trees_equal "$T/up" "$T/adhoc"
+
+echo "# (c) source URLs"
+adhoc_src() {
+	assert_exit 2 "$BM" --state-dir "$T/st3" sync --source "$1" \
+	    --dest "$T/m3"
+}
+url_pw=$(echo "$NGINX_URL" | sed 's|http://|http://u:s3cret@|')
+adhoc_src "$url_pw"
+grep -q "takes no user or password" "$T/last.err" ||
+    fail "no user/password message"
+if grep -q s3cret "$T/last.err" "$T/last.out"; then
+	fail "the password is in the message"
+fi
+adhoc_src "${NGINX_URL}sub/../"
+grep -q "'.' and '..' path segments are not allowed" "$T/last.err" ||
+    fail "no dot-segment message"
+[ ! -e "$T/m3" ] || fail "a refused source made its dest"
+
+echo "# (d) verify while another process holds the lock"
+exec 9> "$T/state/locks/up.lock"
+flock -x 9 || fail "flock"
+assert_exit 75 bm verify up
+if grep -q '^differs' "$T/last.out"; then
+	fail "a lock reported as a differing file"
+fi
+grep -q "^up: verify locked:" "$T/last.out" || fail "no verify summary"
+grep -q "another run holds the lock" "$T/last.err" ||
+    fail "the lock is not named on stderr"
+exec 9>&-
+assert_exit 0 bm verify up
+
+stop_servers
+[ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
+echo "PASS"
