@@ -570,12 +570,45 @@ run_conflicts(struct run *r)
 	}
 }
 
-/* The deletes of one phase: PHASE_CLEAR (type changes) or PHASE_DELETE. */
+/*
+ * A file gone upstream whose local copy is no longer the file committed
+ * (another size, or no longer a regular file: the content differs, as
+ * plan_local() judges a listed file; an mtime alone is no content): why
+ * it is kept, in buf; NULL to delete it.
+ */
+static const char *
+run_not_committed(struct run *r, const struct action *a, char *buf,
+    size_t len)
+{
+	struct local_stat st;
+
+	if (a->type != ENTRY_FILE || store_stat(r->s, a->path, &st) != 0)
+		return NULL;
+	if (st.type != 'f')
+		(void)snprintf(buf, len, "gone upstream, but the local path "
+		    "is no longer the file committed: kept, no longer "
+		    "tracked");
+	else if (a->local_size >= 0 && st.size != a->local_size)
+		(void)snprintf(buf, len, "gone upstream, but the local file "
+		    "is not the one committed (%lld bytes, committed %lld): "
+		    "kept, no longer tracked", (long long)st.size,
+		    (long long)a->local_size);
+	else
+		return NULL;
+	return buf;
+}
+
+/*
+ * The deletes of one phase: PHASE_CLEAR (type changes) or PHASE_DELETE.
+ * A file gone upstream is deleted only while it is still the file
+ * committed (run_not_committed); else it is kept and released.
+ */
 static int
 run_deletes(struct run *r, enum action_phase phase)
 {
 	struct commit_rec rec;
 	const struct action *a;
+	char		 why[160];
 	size_t		 i;
 	int		 rc;
 
@@ -586,6 +619,17 @@ run_deletes(struct run *r, enum action_phase phase)
 		memset(&rec, 0, sizeof(rec));
 		rec.path = a->path;
 		rec.type = a->type;
+		if (phase == PHASE_DELETE && (rec.reason = run_not_committed(r,
+		    a, why, sizeof(why))) != NULL) {
+			rec.op = COMMIT_RELEASED;
+			log_warnx("%s: delete: %s", a->path, rec.reason);
+			(void)result_add_error(r->res, a->path, "delete",
+			    rec.reason);
+			r->res->failed++;
+			if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+				return BM_EDB;
+			continue;
+		}
 		rc = store_delete(r->s, a->path);
 		if (rc != 0 && rc != BM_ENOENT) {
 			rec.op = COMMIT_FAILED;

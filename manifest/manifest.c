@@ -69,10 +69,12 @@
  *		recorded digest is never replaced this way.  No row: no-op.
  *   MKDIR, SYMLINK as FETCHED, except fetched_run is kept.
  *   DELETED	delete the row.
+ *   RELEASED	delete the row; the local file stays (it is no longer the
+ *		file committed, so it is not deleted, and no longer tracked).
  *   FAILED, VANISHED the row is left exactly as it was, so the next run
  *		sees the same difference and retries.
- * FETCHED, NOT_MODIFIED, DELETED and VANISHED also delete the path's
- * partials row (its temp file was published or is of no use).
+ * FETCHED, NOT_MODIFIED, DELETED, RELEASED and VANISHED also delete the
+ * path's partials row (its temp file was published or is of no use).
  *
  * Migrations: manifest_migrations[v] turns schema version v into v + 1
  * and sets user_version itself; open applies the missing steps in one
@@ -1123,6 +1125,7 @@ commit_op_name(enum commit_op op)
 	case COMMIT_VANISHED:		return "vanished";
 	case COMMIT_ADOPTED:		return "adopted";
 	case COMMIT_DIGEST:		return "digest";
+	case COMMIT_RELEASED:		return "released";
 	default:			return NULL;
 	}
 }
@@ -1145,7 +1148,8 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 	int		 rc;
 
 	if ((c->op == COMMIT_FETCHED || c->op == COMMIT_NOT_MODIFIED ||
-	    c->op == COMMIT_DELETED || c->op == COMMIT_VANISHED) &&
+	    c->op == COMMIT_DELETED || c->op == COMMIT_RELEASED ||
+	    c->op == COMMIT_VANISHED) &&
 	    (rc = partial_del(m, c->path)) != 0)
 		return rc;
 	switch (c->op) {
@@ -1180,6 +1184,7 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 		(void)bind_text(st, 2, c->checksum);
 		return st_run(m, st);
 	case COMMIT_DELETED:
+	case COMMIT_RELEASED:
 		st = m->st[ST_DELETE];
 		(void)bind_path(st, 1, c->path);
 		return st_run(m, st);

@@ -133,6 +133,8 @@ enum commit_op {
 	COMMIT_ADOPTED,		/* an existing local file matching the listing, recorded */
 	COMMIT_DIGEST,		/* checksum recorded for a row that had none
 				   (resync --checksum); nothing else changes */
+	COMMIT_RELEASED,	/* gone upstream, but the local file is not the
+				   one committed: kept, row deleted */
 };
 
 struct commit_rec {
@@ -221,8 +223,8 @@ struct partial_rec {
 /*
  * Record or drop (tmpname NULL) n partial rows of run in one
  * transaction; the ranges' bytes must already be durable (fdatasync).
- * FETCHED, NOT_MODIFIED, DELETED and VANISHED commits drop the row of
- * their path.  Returns 0, BM_EINVAL, BM_ENOMEM or BM_EDB.
+ * FETCHED, NOT_MODIFIED, DELETED, RELEASED and VANISHED commits drop the
+ * row of their path.  Returns 0, BM_EINVAL, BM_ENOMEM or BM_EDB.
  */
 int	manifest_partials_put(struct manifest *m, int64_t run,
 	    const struct partial_rec *recs, size_t n);
