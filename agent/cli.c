@@ -561,7 +561,7 @@ status_one(struct cli *c, const char *name, json_t *arr)
 	(void)clock_gettime(CLOCK_REALTIME, &now);
 	if (state_manifest_path(c->state_dir, name, path, sizeof(path)) != 0)
 		return 2;
-	rc = manifest_open(path, false, &m, err, sizeof(err));
+	rc = manifest_open_read(path, &m, err, sizeof(err));
 	if (rc == 0) {
 		if (manifest_runs(m, 1, &runs, &nruns) != 0) {
 			log_errx("%s: %s", path, manifest_errmsg(m));
@@ -756,7 +756,7 @@ open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
 	}
 	if (state_manifest_path(c->state_dir, name, path, PATH_MAX) != 0)
 		return 2;
-	if ((rc = manifest_open(path, false, ret, err, sizeof(err))) != 0) {
+	if ((rc = manifest_open_read(path, ret, err, sizeof(err))) != 0) {
 		if (rc == BM_ENOENT)
 			log_errx("%s: no manifest yet (never synced)", name);
 		else

@@ -92,6 +92,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +334,8 @@ struct manifest {
 	char		*path;		/* owned: the database file name */
 	sqlite3_stmt	*st[ST__MAX];	/* owned: prepared at open */
 	char		 err[512];	/* last error "PATH: reason", or "" */
+	int		 src;		/* last SQLite result code (db_fail) */
+	bool		 readonly;	/* opened read-only: no set-up writes */
 };
 
 /* Map an SQLite result code to a BM_E* code. */
@@ -350,6 +353,7 @@ db_fail(struct manifest *m, int src)
 
 	msg = m->db != NULL ? sqlite3_errmsg(m->db) : sqlite3_errstr(src);
 	(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path, msg);
+	m->src = src;
 	return db_code(src);
 }
 
@@ -576,9 +580,16 @@ manifest_setup(struct manifest *m, bool create)
 		    "%s: empty database, not a biomirror manifest", m->path);
 		return BM_EDB;
 	}
+	if (m->readonly && version < MANIFEST_VERSION) {
+		(void)snprintf(m->err, sizeof(m->err), "%s: schema version "
+		    "%lld, read-only here: a run with write access to the "
+		    "file migrates it", m->path, (long long)version);
+		return BM_EDB;
+	}
 	/* Only now that the file is ours (or empty) may anything write it. */
-	if ((src = db_exec_script(m->db, "PRAGMA journal_mode = WAL;"
-	    "PRAGMA synchronous = NORMAL;")) != SQLITE_OK)
+	if (!m->readonly && (src = db_exec_script(m->db,
+	    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")) !=
+	    SQLITE_OK)
 		return db_fail(m, src);
 	if (version < MANIFEST_VERSION && (rc = manifest_migrate(m)) != 0)
 		return rc;
@@ -594,18 +605,69 @@ manifest_setup(struct manifest *m, bool create)
 }
 
 /*
+ * "file:" URI of path opened immutable (RFC 8089 file URI; SQLite's URI
+ * filenames, https://sqlite.org/uri.html): '%', '?' and '#' escaped.
+ * NULL when out of memory.
+ */
+static char *
+immutable_uri(const char *path)
+{
+	char		*u, *w;
+	const char	*p;
+
+	if ((u = malloc(strlen(path) * 3 + sizeof("file:?immutable=1"))) ==
+	    NULL)
+		return NULL;
+	w = u + sprintf(u, "file:");
+	for (p = path; *p != '\0'; p++)
+		if (*p == '%' || *p == '?' || *p == '#')
+			w += sprintf(w, "%%%02X", (unsigned char)*p);
+		else
+			*w++ = *p;
+	(void)strcpy(w, "?immutable=1");
+	return u;
+}
+
+/*
+ * Would a reader's failed open succeed immutable?  When the file could
+ * only be opened read-only, or its WAL index (PATH-shm) could not be made
+ * (a read-only directory, a full disk), and no PATH-wal holds commits
+ * the file lacks (none, or an empty one): reading the file alone then
+ * gives every commit.
+ */
+static bool
+open_immutable_ok(const struct manifest *m)
+{
+	struct stat	 sb;
+	char		 wal[PATH_MAX];
+	int		 c = m->src & 0xff;
+
+	if (c != SQLITE_CANTOPEN && c != SQLITE_READONLY && c != SQLITE_IOERR &&
+	    c != SQLITE_FULL)
+		return false;
+	if (snprintf(wal, sizeof(wal), "%s-wal", m->path) >= (int)sizeof(wal))
+		return false;
+	/* The failed open itself may have made an empty one. */
+	if (stat(wal, &sb) == -1)
+		return errno == ENOENT;
+	return S_ISREG(sb.st_mode) && sb.st_size == 0;
+}
+
+/*
  * Open the manifest at path (see manifest.h).  path is borrowed and
  * copied; errbuf (errlen bytes, may be 0) gets "PATH: reason" on failure.
  * Returns 0 and *ret (free with manifest_close), BM_ENOENT when the file
  * is missing and !create, BM_ENOMEM, or BM_EDB.  An existing file is
- * opened without SQLITE_OPEN_CREATE and is never removed.
+ * opened without SQLITE_OPEN_CREATE and is never removed.  reader: a
+ * read-only open may fall back to an immutable one (open_immutable_ok).
  */
-int
-manifest_open(const char *path, bool create, struct manifest **ret,
+static int
+open_any(const char *path, bool create, bool reader, struct manifest **ret,
     char *errbuf, size_t errlen)
 {
 	struct manifest	*m = NULL;
 	struct stat	 sb;
+	char		*uri = NULL;
 	int		 rc = BM_ENOMEM, src, flags, saved;
 
 	if (errlen > 0)
@@ -635,8 +697,31 @@ manifest_open(const char *path, bool create, struct manifest **ret,
 	}
 	(void)sqlite3_extended_result_codes(m->db, 1);
 	(void)sqlite3_busy_timeout(m->db, MANIFEST_BUSY_MS);
-	if ((rc = manifest_setup(m, create)) != 0)
-		goto out;
+	m->readonly = sqlite3_db_readonly(m->db, "main") == 1;
+	if ((rc = manifest_setup(m, create)) != 0) {
+		if (!reader || !open_immutable_ok(m))
+			goto out;
+		/* The same file, read as it is, without its WAL index. */
+		for (src = 0; src < ST__MAX; src++) {
+			(void)sqlite3_finalize(m->st[src]);
+			m->st[src] = NULL;
+		}
+		(void)sqlite3_close(m->db);
+		m->db = NULL;
+		rc = BM_ENOMEM;
+		if ((uri = immutable_uri(path)) == NULL)
+			goto out;
+		src = sqlite3_open_v2(uri, &m->db, SQLITE_OPEN_READONLY |
+		    SQLITE_OPEN_URI, NULL);
+		if (src != SQLITE_OK) {
+			rc = db_fail(m, src);
+			goto out;
+		}
+		(void)sqlite3_extended_result_codes(m->db, 1);
+		m->readonly = true;
+		if ((rc = manifest_setup(m, false)) != 0)
+			goto out;
+	}
 	m->err[0] = '\0';
 	*ret = m;
 	m = NULL;
@@ -645,7 +730,22 @@ out:
 	if (m != NULL && errlen > 0 && m->err[0] != '\0')
 		(void)snprintf(errbuf, errlen, "%s", m->err);
 	manifest_close(m);
+	free(uri);
 	return rc;
+}
+
+int
+manifest_open(const char *path, bool create, struct manifest **ret,
+    char *errbuf, size_t errlen)
+{
+	return open_any(path, create, false, ret, errbuf, errlen);
+}
+
+int
+manifest_open_read(const char *path, struct manifest **ret, char *errbuf,
+    size_t errlen)
+{
+	return open_any(path, false, true, ret, errbuf, errlen);
 }
 
 /* Finalize every statement and close the connection.  NULL is a no-op. */

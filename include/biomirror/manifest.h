@@ -29,6 +29,19 @@ struct manifest;
  */
 int	manifest_open(const char *path, bool create, struct manifest **ret,
 	    char *errbuf, size_t errlen);
+/*
+ * Open an existing manifest for reading only (status, ls, history), as
+ * manifest_open(path, false, ...) does, but also where this process may
+ * not write the file or its directory, or the disk is full: a file it
+ * cannot write is opened read-only (SQLite falls back by itself), and
+ * where SQLite cannot make its WAL index (PATH-shm) there either, the
+ * file is read immutable (https://sqlite.org/uri.html), which is exact
+ * while no PATH-wal holds commits (none is left after a run ends).  A read-only
+ * open of an older schema gives BM_EDB ("a run with write access ...
+ * migrates it").  Returns as manifest_open().
+ */
+int	manifest_open_read(const char *path, struct manifest **ret,
+	    char *errbuf, size_t errlen);
 /* Close the connection (finalizing every statement).  NULL is a no-op. */
 void	manifest_close(struct manifest *m);
 /* Last error text of the connection ("" if none); borrowed. */

@@ -69,6 +69,12 @@ bm_cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	stop_servers
+	# File systems a test mounted under $T (tmpfs for ENOSPC), deepest
+	# first, also when it failed before its own umount.
+	if [ -n "${T:-}" ] && [ -d "$T" ]; then
+		awk -v t="$T/" 'index($2 "/", t) == 1 { print $2 }' /proc/mounts |
+		    sort -r | while read -r m; do umount "$m" || umount -l "$m"; done
+	fi
 	if [ "${BM_KEEP:-0}" = 1 ]; then
 		echo "# kept $T" >&2
 	elif [ -n "${T:-}" ] && [ -d "$T" ]; then
