@@ -612,19 +612,22 @@ manifest_setup(struct manifest *m, bool create)
 static char *
 immutable_uri(const char *path)
 {
-	char		*u, *w;
+	static const char hex[] = "0123456789ABCDEF";
+	char		*u;
 	const char	*p;
+	size_t		 n, len = strlen(path) * 3 + sizeof("file:?immutable=1");
 
-	if ((u = malloc(strlen(path) * 3 + sizeof("file:?immutable=1"))) ==
-	    NULL)
+	if ((u = malloc(len)) == NULL)
 		return NULL;
-	w = u + sprintf(u, "file:");
+	n = (size_t)snprintf(u, len, "file:");
 	for (p = path; *p != '\0'; p++)
-		if (*p == '%' || *p == '?' || *p == '#')
-			w += sprintf(w, "%%%02X", (unsigned char)*p);
-		else
-			*w++ = *p;
-	(void)strcpy(w, "?immutable=1");
+		if (*p == '%' || *p == '?' || *p == '#') {
+			u[n++] = '%';
+			u[n++] = hex[(unsigned char)*p >> 4];
+			u[n++] = hex[(unsigned char)*p & 15];
+		} else
+			u[n++] = *p;
+	(void)snprintf(u + n, len - n, "?immutable=1");
 	return u;
 }
 
