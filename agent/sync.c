@@ -900,13 +900,15 @@ run_set_finish(struct run *r, int rc)
 
 /*
  * The state directory and the destination must not overlap: upstream
- * could otherwise overwrite the manifest, and a delete could remove it.
+ * could otherwise overwrite the manifest, and a delete could remove it;
+ * nor may the state directory lie in DEST.biomirror (publish = set's
+ * snapshots, a name kept for every mirror, as config_load() keeps it).
  * Compared after resolving symlinks (realpath), so aliases are caught.
  */
 static int
 run_check_overlap(struct run *r)
 {
-	char	 st[PATH_MAX], de[PATH_MAX];
+	char	 st[PATH_MAX], de[PATH_MAX], set[PATH_MAX + 16];
 
 	if (realpath(r->o->state_dir, st) == NULL ||
 	    realpath(store_path(r->s), de) == NULL)
@@ -914,6 +916,14 @@ run_check_overlap(struct run *r)
 	if (path_within(st, de) || path_within(de, st)) {
 		(void)snprintf(r->err, sizeof(r->err), "the state directory "
 		    "%.200s and the destination %.200s overlap", st, de);
+		return BM_EINVAL;
+	}
+	/* DEST.biomirror is publish = set's, kept for every mirror. */
+	(void)snprintf(set, sizeof(set), "%s.biomirror", de);
+	if (path_within(st, set)) {
+		(void)snprintf(r->err, sizeof(r->err), "the state directory "
+		    "%.200s is inside the snapshot directory %.200s (kept for "
+		    "publish = set)", st, set);
 		return BM_EINVAL;
 	}
 	return 0;
@@ -943,8 +953,17 @@ run_ftp_source(struct run *r)
 	}
 	if (fgets(line, sizeof(line), fp) == NULL)
 		line[0] = '\0';
-	(void)fclose(fp);
 	n = strcspn(line, "\r\n");
+	/* A longer line would be cut short, and the login fail unexplained. */
+	if (line[n] == '\0' && n == sizeof(line) - 1 && fgetc(fp) != EOF) {
+		(void)fclose(fp);
+		explicit_bzero(line, sizeof(line));
+		(void)snprintf(r->err, sizeof(r->err), "password_file %s: the "
+		    "first line is longer than %zu bytes", r->c->password_file,
+		    sizeof(line) - 1);
+		return BM_EINVAL;
+	}
+	(void)fclose(fp);
 	line[n] = '\0';
 	r->password = strdup(line);
 	explicit_bzero(line, sizeof(line));

@@ -47,6 +47,15 @@ assert_exit 2 bm --json sync up
 grep -q "password_file.*readable by everyone" "$T/last.err" || fail "world-readable message"
 chmod 0600 "$T/pw"
 
+echo "# a first line longer than 511 bytes is refused, not cut short (exit 2)"
+head -c 600 /dev/zero | tr '\0' x > "$T/pw.long"
+chmod 0600 "$T/pw.long"
+sed -i "s#^password_file = .*#password_file = $T/pw.long#" "$T/bm.conf"
+assert_exit 2 bm --json sync up
+grep -q "password_file $T/pw.long: the first line is longer than 511 bytes" "$T/last.err" ||
+    fail "long password_file message: $(cat "$T/last.err")"
+sed -i "s#^password_file = .*#password_file = $T/pw#" "$T/bm.conf"
+
 echo "# wrong password: the listing fails, nothing is fetched or deleted"
 printf 'wrong-%s\n' "$PW" > "$T/pw"
 printf 'changed\n' > "$T/up/a.txt"

@@ -13,7 +13,9 @@
 #     "redirected outside the source");
 # (d) verify of a mirror whose lock is held exits 75 and prints no
 #     "differs" line for the lock (before: "differs : another run holds
-#     the lock").
+#     the lock");
+# (e) a --state-dir inside the dest, or inside DEST.biomirror (kept for
+#     publish = set, as the config file keeps it), is exit 2.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -90,6 +92,16 @@ grep -q "another run holds the lock" "$T/last.err" ||
     fail "the lock is not named on stderr"
 exec 9>&-
 assert_exit 0 bm verify up
+
+echo "# (e) a --state-dir inside the dest, or inside DEST.biomirror"
+for sd in "$T/mirror/state" "$T/mirror.biomirror/state"; do
+	mkdir -p "$sd"
+	assert_exit 2 "$BM" -c "$T/bm.conf" --state-dir "$sd" sync up
+	grep -qE "the state directory $sd (and the destination $T/mirror overlap|is inside the snapshot directory $T/mirror.biomirror)" \
+	    "$T/last.err" || fail "no state directory message for $sd: $(cat "$T/last.err")"
+	rm -rf "$sd"
+done
+rmdir "$T/mirror.biomirror"
 
 stop_servers
 [ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
