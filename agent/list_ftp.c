@@ -920,6 +920,10 @@ crawl_take(struct ftp_crawl *c, struct entry *e, size_t di)
  * reply's cdir line must carry the unique= its parent listed for it:
  * else the server listed another directory (one that mangles names in
  * commands may fall back to its parent), and nothing of it is taken.
+ * A name the reply lists twice is taken once, as its first line says
+ * (as listing_sort() and the HTTP lister keep the first): a file "x"
+ * and a directory "x" in one reply would else give a file with
+ * entries beneath it, and the directory would be listed as well.
  */
 static int
 crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
@@ -950,6 +954,8 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
 		c->dirs[di].unique = cdir;	/* for the loop check */
 	else
 		free(cdir);
+	if (rc == 0)
+		rc = listing_sort(tmp);
 	for (i = 0; rc == 0 && i < listing_count(tmp); i++)
 		rc = crawl_take(c, listing_get_mut(tmp, i), di);
 	listing_free(tmp);

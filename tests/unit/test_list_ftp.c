@@ -785,6 +785,74 @@ test_follow(void)
 	listing_free(l);
 }
 
+/* A server whose root lists names twice, as a file and a directory. */
+static int
+dup_fetch(void *ctx, struct http_page *pages, size_t n)
+{
+	unsigned	*calls = ctx;
+	const char	*body;
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		(*calls)++;
+		if (strcmp(pages[i].command, "FEAT") == 0)
+			body = "211-Features\r\n MLST type*;size*;\r\n211 E\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/") == 0)
+			body = "type=file;size=5; x\r\n"
+			    "type=dir; x\r\n"
+			    "type=OS.unix=slink:y; x\r\n"
+			    "type=dir; d\r\n"
+			    "type=file;size=7; d\r\n"
+			    "type=file;size=1; f\r\n"
+			    "type=file;size=2; f\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/d/") == 0)
+			body = "type=file;size=3; in\r\n";
+		else {
+			/* x/ must not be listed: x is a file */
+			pages[i].rc = BM_ENOENT;
+			continue;
+		}
+		pages[i].len = strlen(body);
+		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+			return BM_ENOMEM;
+		memcpy(pages[i].body, body, pages[i].len);
+	}
+	return 0;
+}
+
+static void
+test_dup(void)
+{
+	struct ftp_crawl_opts o;
+	const struct entry *e;
+	struct listing	*l;
+	unsigned	 calls = 0;
+	char		 err[256];
+	int		 follow;
+
+	for (follow = 0; follow < 2; follow++) {
+		l = listing_new(100);
+		calls = 0;
+		memset(&o, 0, sizeof(o));
+		o.max_depth = 8;
+		o.batch = 4;
+		o.follow = follow;
+		is_int(list_ftp_crawl("ftp://h/", &o, dup_fetch, &calls, l,
+		    err, sizeof(err)), 0, "dup: complete");
+		is_int(calls, 3, "dup: FEAT, the root and d listed, not x");
+		is_int(listing_sort(l), 0, "dup: sorted");
+		is_int(listing_count(l), 4, "dup: x, d, d/in, f");
+		ok((e = find(l, "x")) != NULL && e->type == ENTRY_FILE &&
+		    e->size == 5, "dup: x is the file its first line says");
+		ok((e = find(l, "d")) != NULL && e->type == ENTRY_DIR &&
+		    find(l, "d/in") != NULL, "dup: d is the directory first "
+		    "listed");
+		ok((e = find(l, "f")) != NULL && e->size == 1,
+		    "dup: f has the size its first line says");
+		listing_free(l);
+	}
+}
+
 int
 main(void)
 {
@@ -798,6 +866,7 @@ main(void)
 	test_years();
 	test_zone();
 	test_size_twice();
+	test_dup();
 	test_size_huge();
 	test_feat();
 	test_crawl();
