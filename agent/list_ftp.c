@@ -34,6 +34,7 @@ struct ftp_line {
 	size_t		 namelen;
 	const char	*target;	/* borrowed: symlink target, NULL if none */
 	size_t		 targetlen;
+	enum entry_type	 target_type;	/* the target's type, 0 if not stated */
 	const char	*unique;	/* borrowed: MLSD unique, NULL if none */
 	size_t		 uniquelen;
 	const char	*sizetext;	/* borrowed: size column as listed */
@@ -523,6 +524,8 @@ parse_mlsd(const char *line, size_t len, struct ftp_line *fl)
 		}
 	}
 	if (slink != NULL && !fl->cdir) {
+		if (fl->type == ENTRY_FILE || fl->type == ENTRY_DIR)
+			fl->target_type = fl->type;
 		fl->type = ENTRY_SYMLINK;
 		fl->target = slink;
 		fl->targetlen = slinklen;
@@ -620,6 +623,7 @@ add_entry(const struct ftp_line *fl, const char *prefix, struct listing *out,
 	if (fl->target != NULL && fl->targetlen > 0 &&
 	    (e->target = dup_n(fl->target, fl->targetlen)) == NULL)
 		goto nomem;
+	e->target_type = fl->target_type;
 	if (fl->unique != NULL && fl->uniquelen > 0 &&
 	    (e->unique = dup_n(fl->unique, fl->uniquelen)) == NULL)
 		goto nomem;
@@ -920,6 +924,10 @@ crawl_take(struct ftp_crawl *c, struct entry *e, size_t di)
  * reply's cdir line must carry the unique= its parent listed for it:
  * else the server listed another directory (one that mangles names in
  * commands may fall back to its parent), and nothing of it is taken.
+ * A name the reply lists twice is taken once, as its first line says
+ * (as listing_sort() and the HTTP lister keep the first): a file "x"
+ * and a directory "x" in one reply would else give a file with
+ * entries beneath it, and the directory would be listed as well.
  */
 static int
 crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
@@ -950,6 +958,8 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
 		c->dirs[di].unique = cdir;	/* for the loop check */
 	else
 		free(cdir);
+	if (rc == 0)
+		rc = listing_sort(tmp);
 	for (i = 0; rc == 0 && i < listing_count(tmp); i++)
 		rc = crawl_take(c, listing_get_mut(tmp, i), di);
 	listing_free(tmp);
@@ -1260,7 +1270,12 @@ nomem:
 
 /*
  * follow_symlinks: links[li] becomes a file or a directory to list at
- * its own path, or is dropped as a loop or a dangling link.
+ * its own path, or is dropped as a loop or a dangling link.  A link
+ * whose target lies outside the tree (or is absolute, as GridFTP's
+ * UNIX.slink always is) is a file, unless the listing states that its
+ * target is a directory: then it is listed at its own path too, what
+ * the server serves there, with its unique= (the target's) checked
+ * against its ancestors' for a loop.
  */
 static int
 link_follow(struct ftp_crawl *c, size_t li)
@@ -1276,6 +1291,11 @@ link_follow(struct ftp_crawl *c, size_t li)
 	if ((rc = link_resolve(c, c->dirs[di].real, l->target, &kind, &real,
 	    &idx)) != 0)
 		return rc;
+	if (kind == LINK_OUTSIDE && l->target_type == ENTRY_DIR) {
+		if ((real = strdup(l->path)) == NULL)
+			return BM_ENOMEM;
+		kind = LINK_DIR;
+	}
 	switch (kind) {
 	case LINK_MISSING:
 		c->dangling++;

@@ -571,24 +571,45 @@ run_conflicts(struct run *r)
 }
 
 /*
- * A file gone upstream whose local copy is no longer the file committed
- * (another size, or no longer a regular file: the content differs, as
- * plan_local() judges a listed file; an mtime alone is no content): why
- * it is kept, in buf; NULL to delete it.
+ * A path gone upstream whose local copy is no longer what was committed
+ * there: a file of another size, or a path that is no longer of the
+ * type committed (a file, directory or symlink replaced by something
+ * else: an admin's or another tool's; the content differs, as
+ * plan_local() judges a listed file; an mtime alone is no content):
+ * why it is kept, in buf; NULL to delete it.
  */
 static const char *
 run_not_committed(struct run *r, const struct action *a, char *buf,
     size_t len)
 {
 	struct local_stat st;
+	const char	*what;
+	int		 want;
 
-	if (a->type != ENTRY_FILE || store_stat(r->s, a->path, &st) != 0)
+	switch (a->type) {
+	case ENTRY_FILE:
+		want = 'f';
+		what = "file";
+		break;
+	case ENTRY_DIR:
+		want = 'd';
+		what = "directory";
+		break;
+	case ENTRY_SYMLINK:
+		want = 'l';
+		what = "symlink";
+		break;
+	default:
 		return NULL;
-	if (st.type != 'f')
+	}
+	if (store_stat(r->s, a->path, &st) != 0)
+		return NULL;
+	if (st.type != want)
 		(void)snprintf(buf, len, "gone upstream, but the local path "
-		    "is no longer the file committed: kept, no longer "
-		    "tracked");
-	else if (a->local_size >= 0 && st.size != a->local_size)
+		    "is no longer the %s committed: kept, no longer tracked",
+		    what);
+	else if (want == 'f' && a->local_size >= 0 &&
+	    st.size != a->local_size)
 		(void)snprintf(buf, len, "gone upstream, but the local file "
 		    "is not the one committed (%lld bytes, committed %lld): "
 		    "kept, no longer tracked", (long long)st.size,
@@ -600,8 +621,10 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
 
 /*
  * The deletes of one phase: PHASE_CLEAR (type changes) or PHASE_DELETE.
- * A file gone upstream is deleted only while it is still the file
- * committed (run_not_committed); else it is kept and released.
+ * A path gone upstream is deleted only while it is still what was
+ * committed (run_not_committed); else it is kept and released.  So is a
+ * directory gone upstream that still holds what is not from upstream
+ * (files released above, an admin's): reported once, not every run.
  */
 static int
 run_deletes(struct run *r, enum action_phase phase)
@@ -631,7 +654,17 @@ run_deletes(struct run *r, enum action_phase phase)
 			continue;
 		}
 		rc = store_delete(r->s, a->path);
-		if (rc != 0 && rc != BM_ENOENT) {
+		if (rc == BM_EIO && errno == ENOTEMPTY &&
+		    phase == PHASE_DELETE) {
+			rec.op = COMMIT_RELEASED;
+			rec.reason = "gone upstream, but the directory holds "
+			    "files that are not from upstream: kept, no "
+			    "longer tracked";
+			log_warnx("%s: delete: %s", a->path, rec.reason);
+			(void)result_add_error(r->res, a->path, "delete",
+			    rec.reason);
+			r->res->failed++;
+		} else if (rc != 0 && rc != BM_ENOENT) {
 			rec.op = COMMIT_FAILED;
 			rec.reason = rc == BM_EIO && errno == ENOTEMPTY ?
 			    "directory not empty: it holds files that are not "

@@ -884,7 +884,21 @@ sess_read_ctl(struct gsess *s)
 		s->inlen += (size_t)r;
 		while (s->state != GS_DEAD && s->inlen > 0) {
 			if ((n = gridftp_reply_end(s->in, s->inlen, &code)) <
-			    0) {
+			    0 && s->state == GS_CMD && s->jstep == JS_FEAT) {
+				/*
+				 * A FEAT reply longer than this engine holds
+				 * (GS_INBUF / 2): the FEAT is retried in
+				 * stream mode, where libcurl holds up to
+				 * GS_FEAT_MAX, and so is the rest of the run,
+				 * rather than fail every try of the listing.
+				 */
+				g_refuse(s->g);
+				sess_fail(s, BM_EPROTO, XFER_RETRY, "FEAT reply "
+				    "longer than %d bytes: stream mode from "
+				    "now on", GS_INBUF / 2);
+				return;
+			}
+			if (n < 0) {
 				sess_fail(s, BM_EPROTO, XFER_RETRY, "bad reply "
 				    "on the control connection");
 				return;

@@ -639,10 +639,11 @@ immutable_uri(const char *path)
  * gives every commit.
  */
 static bool
-open_immutable_ok(const struct manifest *m)
+open_immutable_ok(struct manifest *m)
 {
 	struct stat	 sb;
 	char		 wal[PATH_MAX];
+	size_t		 n;
 	int		 c = m->src & 0xff;
 
 	if (c != SQLITE_CANTOPEN && c != SQLITE_READONLY && c != SQLITE_IOERR &&
@@ -653,7 +654,19 @@ open_immutable_ok(const struct manifest *m)
 	/* The failed open itself may have made an empty one. */
 	if (stat(wal, &sb) == -1)
 		return errno == ENOENT;
-	return S_ISREG(sb.st_mode) && sb.st_size == 0;
+	if (S_ISREG(sb.st_mode) && sb.st_size == 0)
+		return true;
+	/*
+	 * Commits only a writer can apply (a run killed with its WAL
+	 * index gone): say so, "unable to open database file" alone
+	 * names a file the caller can read.
+	 */
+	n = strlen(m->err);
+	(void)snprintf(m->err + n, sizeof(m->err) - n, " (%s holds commits "
+	    "not yet in the file, which only a process that may write the "
+	    "state directory can apply: any biomirror command run as the "
+	    "manifest's owner does)", wal);
+	return false;
 }
 
 /*

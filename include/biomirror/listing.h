@@ -47,6 +47,9 @@ struct entry {
 	int32_t		 zone_offset;	/* stated offset east of UTC in seconds, when zone_stated */
 	int64_t		 mtime;		/* ns since the epoch, UTC; set by listing_resolve_times() */
 	char		*target;	/* owned: symlink target, NULL if none or unknown */
+	enum entry_type	 target_type;	/* symlink: its target's type where the listing
+					   states it (GridFTP MLSD: Type= beside
+					   UNIX.slink), 0 if not stated */
 	char		*unique;	/* owned: MLSD unique= fact (RFC 3659 7.5.2), NULL if none */
 };
 

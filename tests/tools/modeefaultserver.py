@@ -61,7 +61,17 @@ whole run).
 --feat refuse: reply "500 'FEAT': command not understood." to every FEAT;
 --feat drop: close the control connection at the first FEAT, without a
 reply (later FEATs are answered).
+--feat split: the usual FEAT reply sent a few bytes at a time (a reply
+split across many packets); --feat r4xx: reply "451 FEAT: local error."
+to every FEAT; --feat long, --feat huge: a 211- reply with about 8 KiB,
+or 1 MiB, of made-up feature lines before the usual ones; --feat midclose: at the first FEAT
+send the first two lines of the reply and close the control connection
+(later FEATs are answered).
 --refuse-login: reply "530 Login incorrect." to every PASS.
+--listing DIR=FILE (repeatable): LIST and MLSD of DIR (relative to
+--root, "" for the root) send FILE's bytes as they are instead of a
+listing made from the tree (a hostile listing: any name bytes, sizes
+and duplicates); RETR, SIZE and MDTM still serve the tree.
 
 Statistics (JSON, rewritten after every change, --stats): retrs per path
 (both modes), stream_retrs (per path, the REST offset of each RETR in
@@ -230,15 +240,34 @@ class Session(threading.Thread):
         if ARGS.feat == "drop" and first:
             log(self.peer, "FEAT: closing the control connection")
             return False
-        self.reply("211-Extensions supported\r\n"
-                   " DCAU\r\n"
-                   " PARALLEL\r\n"
-                   " SIZE\r\n"
-                   " MLST Type*;Size*;Modify*;Perm*;Unique*;\r\n"
-                   " MLSD\r\n"
-                   " REST STREAM\r\n"
-                   " MDTM\r\n"
-                   "211 End.")
+        if ARGS.feat == "r4xx":
+            self.reply("451 FEAT: local error.")
+            return
+        feats = ("211-Extensions supported\r\n"
+                 " DCAU\r\n"
+                 " PARALLEL\r\n"
+                 " SIZE\r\n"
+                 " MLST Type*;Size*;Modify*;Perm*;Unique*;\r\n"
+                 " MLSD\r\n"
+                 " REST STREAM\r\n"
+                 " MDTM\r\n"
+                 "211 End.\r\n").encode()
+        if ARGS.feat == "midclose" and first:
+            log(self.peer, "FEAT: closing the control connection mid-reply")
+            self.c.sendall(b"".join(feats.split(b"\r\n")[:2]) + b"\r\n")
+            return False
+        if ARGS.feat in ("long", "huge"):
+            pad = b"".join(b" X-FEATURE-%06d %s\r\n" % (i, b"y" * 40)
+                           for i in range(150 if ARGS.feat == "long"
+                                          else 20000))
+            feats = feats.replace(b"\r\n", b"\r\n" + pad, 1)
+        if ARGS.feat == "split":
+            for i in range(0, len(feats), 7):
+                self.c.sendall(feats[i:i + 7])
+                time.sleep(0.002)
+        else:
+            self.c.sendall(feats)
+        log(self.peer, "< FEAT reply (%d bytes)" % len(feats))
 
     def do_PWD(self, arg):
         self.reply('257 "%s" is current directory.' % self.cwd)
@@ -367,11 +396,20 @@ class Session(threading.Thread):
             st.st_size, "el" if kind != "file" else "r", st.st_dev,
             st.st_ino)
 
+    def canned(self, arg):
+        """The --listing bytes for the directory arg, None if none."""
+        rel = self.rel(arg).rstrip("/")
+        if rel not in ARGS.listings:
+            return None
+        with open(ARGS.listings[rel], "rb") as f:
+            return f.read()
+
     def do_MLSD(self, arg):
         p = self.real(arg)
         if not os.path.isdir(p):
             self.reply("550 %s: No such file or directory." % arg)
             return
+        body = self.canned(arg)
         lines = [self.facts(os.stat(p), "cdir") + " " + self.vpath(arg),
                  self.facts(os.stat(os.path.dirname(p.rstrip("/")) or "/"),
                             "pdir") + " .."]
@@ -379,8 +417,9 @@ class Session(threading.Thread):
             st = os.lstat(os.path.join(p, name))
             kind = "dir" if os.path.isdir(os.path.join(p, name)) else "file"
             lines.append(self.facts(st, kind) + " " + name)
-        body = "".join(l + "\r\n" for l in lines).encode(
-            "utf-8", "surrogateescape")
+        if body is None:
+            body = "".join(l + "\r\n" for l in lines).encode(
+                "utf-8", "surrogateescape")
         if self.mode_e:
             # As globus-gridftp-server: the listing in MODE E blocks on
             # the (cached) data connection the server opens after PORT.
@@ -428,14 +467,17 @@ class Session(threading.Thread):
             lines.append("%srw-r--r--   1 ftp      ftp      %10d %s %s" % (
                 kind, st.st_size,
                 time.strftime("%b %d  %Y", time.gmtime(st.st_mtime)), name))
+        body = self.canned(arg)
+        if body is None:
+            body = "".join(l + "\r\n" for l in lines).encode(
+                "utf-8", "surrogateescape")
         with LOCK:
             STATE["lists"] += 1
             save()
         self.reply("150 Here comes the directory listing.")
         try:
             d = self.stream_conn()
-            d.sendall("".join(l + "\r\n" for l in lines).encode(
-                "utf-8", "surrogateescape"))
+            d.sendall(body)
             d.close()
         except OSError as e:
             self.reply("425 Cannot open data connection: %s" % e)
@@ -710,10 +752,17 @@ def main():
                    metavar="PATH=KIND[,key=value...]")
     p.add_argument("--faults", metavar="FILE", help="faults as JSON")
     p.add_argument("--refuse-mode-e", action="store_true")
-    p.add_argument("--feat", choices=("ok", "refuse", "drop"), default="ok")
+    p.add_argument("--feat", choices=("ok", "refuse", "drop", "split", "r4xx",
+                                      "long", "huge", "midclose"), default="ok")
+    p.add_argument("--listing", action="append", default=[],
+                   metavar="DIR=FILE")
     p.add_argument("--refuse-login", action="store_true")
     ARGS = p.parse_args()
     ARGS.root = os.path.realpath(ARGS.root)
+    ARGS.listings = {}
+    for spec in ARGS.listing:
+        d, _, f = spec.partition("=")
+        ARGS.listings[d.strip("/")] = os.path.realpath(f)
     load_faults()
     with LOCK:
         save()

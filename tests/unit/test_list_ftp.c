@@ -785,6 +785,153 @@ test_follow(void)
 	listing_free(l);
 }
 
+/* A server whose root lists names twice, as a file and a directory. */
+static int
+dup_fetch(void *ctx, struct http_page *pages, size_t n)
+{
+	unsigned	*calls = ctx;
+	const char	*body;
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		(*calls)++;
+		if (strcmp(pages[i].command, "FEAT") == 0)
+			body = "211-Features\r\n MLST type*;size*;\r\n211 E\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/") == 0)
+			body = "type=file;size=5; x\r\n"
+			    "type=dir; x\r\n"
+			    "type=OS.unix=slink:y; x\r\n"
+			    "type=dir; d\r\n"
+			    "type=file;size=7; d\r\n"
+			    "type=file;size=1; f\r\n"
+			    "type=file;size=2; f\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/d/") == 0)
+			body = "type=file;size=3; in\r\n";
+		else {
+			/* x/ must not be listed: x is a file */
+			pages[i].rc = BM_ENOENT;
+			continue;
+		}
+		pages[i].len = strlen(body);
+		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+			return BM_ENOMEM;
+		memcpy(pages[i].body, body, pages[i].len);
+	}
+	return 0;
+}
+
+static void
+test_dup(void)
+{
+	struct ftp_crawl_opts o;
+	const struct entry *e;
+	struct listing	*l;
+	unsigned	 calls = 0;
+	char		 err[256];
+	int		 follow;
+
+	for (follow = 0; follow < 2; follow++) {
+		l = listing_new(100);
+		calls = 0;
+		memset(&o, 0, sizeof(o));
+		o.max_depth = 8;
+		o.batch = 4;
+		o.follow = follow;
+		is_int(list_ftp_crawl("ftp://h/", &o, dup_fetch, &calls, l,
+		    err, sizeof(err)), 0, "dup: complete");
+		is_int(calls, 3, "dup: FEAT, the root and d listed, not x");
+		is_int(listing_sort(l), 0, "dup: sorted");
+		is_int(listing_count(l), 4, "dup: x, d, d/in, f");
+		ok((e = find(l, "x")) != NULL && e->type == ENTRY_FILE &&
+		    e->size == 5, "dup: x is the file its first line says");
+		ok((e = find(l, "d")) != NULL && e->type == ENTRY_DIR &&
+		    find(l, "d/in") != NULL, "dup: d is the directory first "
+		    "listed");
+		ok((e = find(l, "f")) != NULL && e->size == 1,
+		    "dup: f has the size its first line says");
+		listing_free(l);
+	}
+}
+
+/*
+ * globus-gridftp-server's MLSD: a symlink carries its target's type,
+ * size and unique= plus UNIX.slink, the target as an absolute path.
+ */
+static int
+gslink_fetch(void *ctx, struct http_page *pages, size_t n)
+{
+	unsigned	*calls = ctx;
+	const char	*body;
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		(*calls)++;
+		if (strcmp(pages[i].command, "FEAT") == 0)
+			body = "211-Features\r\n MLST Type*;Size*;\r\n"
+			    " DCAU\r\n211 E\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/") == 0)
+			body = "Type=cdir;Unique=R; .\r\n"
+			    "Type=file;Size=2;Unique=A; a.txt\r\n"
+			    "Type=dir;Unique=S; sub\r\n"
+			    "Type=dir;Unique=S;UNIX.slink=/srv/tree/sub; dl\r\n"
+			    "Type=dir;Unique=O;UNIX.slink=/srv/other; od\r\n"
+			    "Type=file;Size=2;Unique=A;"
+			    "UNIX.slink=/srv/tree/a.txt; fl\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/sub/") == 0 ||
+		    strcmp(pages[i].url, "ftp://h/dl/") == 0)
+			body = "Type=cdir;Unique=S; .\r\n"
+			    "Type=file;Size=3;Unique=B; b.txt\r\n"
+			    "Type=dir;Unique=R;UNIX.slink=/srv/tree; loop\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/od/") == 0)
+			body = "Type=cdir;Unique=O; .\r\n"
+			    "Type=file;Size=4;Unique=X; x.txt\r\n";
+		else {
+			pages[i].rc = BM_ENOENT;
+			continue;
+		}
+		pages[i].len = strlen(body);
+		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+			return BM_ENOMEM;
+		memcpy(pages[i].body, body, pages[i].len);
+	}
+	return 0;
+}
+
+static void
+test_follow_gridftp(void)
+{
+	struct ftp_crawl_opts o;
+	const struct entry *e;
+	struct listing	*l = listing_new(100);
+	size_t		 loops = 0, dangling = 0;
+	unsigned	 calls = 0;
+	char		 err[256];
+
+	memset(&o, 0, sizeof(o));
+	o.max_depth = 8;
+	o.batch = 2;
+	o.follow = true;
+	o.ret_loops = &loops;
+	o.ret_dangling = &dangling;
+	is_int(list_ftp_crawl("ftp://h/", &o, gslink_fetch, &calls, l, err,
+	    sizeof(err)), 0, "gridftp follow: complete");
+	is_int(calls, 5, "gridftp follow: FEAT, the root, sub, dl, od listed");
+	is_int(loops, 2, "gridftp follow: sub/loop and dl/loop are loops");
+	is_int(listing_sort(l), 0, "gridftp follow: sorted");
+	ok((e = find(l, "dl")) != NULL && e->type == ENTRY_DIR &&
+	    find(l, "dl/b.txt") != NULL, "gridftp follow: an absolute link to "
+	    "a directory is a directory, listed");
+	ok((e = find(l, "od")) != NULL && e->type == ENTRY_DIR &&
+	    find(l, "od/x.txt") != NULL, "gridftp follow: so is one to a "
+	    "directory outside the tree");
+	ok((e = find(l, "fl")) != NULL && e->type == ENTRY_FILE,
+	    "gridftp follow: an absolute link to a file is a file");
+	ok(!find(l, "sub/loop") && !find(l, "dl/loop"),
+	    "gridftp follow: no loop entry");
+	is_int(listing_count(l), 8, "gridftp follow: 8 entries");
+	listing_free(l);
+}
+
 int
 main(void)
 {
@@ -798,6 +945,8 @@ main(void)
 	test_years();
 	test_zone();
 	test_size_twice();
+	test_dup();
+	test_follow_gridftp();
 	test_size_huge();
 	test_feat();
 	test_crawl();

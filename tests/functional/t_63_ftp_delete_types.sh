@@ -1,0 +1,89 @@
+#!/bin/bash
+# delete = yes with an FTP source (real vsftpd, LIST, symlinks kept as
+# symlinks) and paths whose type changes:
+#  - upstream type changes (x: file -> directory -> file, d: directory ->
+#    file -> directory) are followed both ways, exit 0;
+#  - a path gone upstream is deleted only while it is what was
+#    committed there: e (a committed empty directory) replaced locally by
+#    a file, and lnk (a committed symlink) replaced locally by a file,
+#    are kept, reported (exit 1, errors op "delete") and released;
+#  - sub, gone upstream with its file sub/kept.txt edited locally: the
+#    file is released, and so is sub, which now holds it (reported once:
+#    the next run is clean, exit 0, not a failure every run).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+
+U=$T/srv/tree
+mkdir -p "$U/d" "$U/e" "$U/sub"
+printf 'file x\n' > "$U/x"
+printf 'in d\n' > "$U/d/f"
+printf 'keep\n' > "$U/k"
+printf 'kept by the admin\n' > "$U/sub/kept.txt"
+printf 'plain\n' > "$U/sub/plain.txt"
+ln -s k "$U/lnk"
+start_vsftpd "$T/srv/tree"
+write_conf "$VSFTPD_URL"
+printf 'max_delete = 100%%\n' >> "$T/bm.conf"
+
+tree() {
+	(cd "$T/mirror" && find . -mindepth 1 -printf '%y %p\n' | LC_ALL=C sort |
+	    tr '\n' ,)
+}
+
+echo "# first run"
+assert_exit 0 bm --json sync up
+expect_counts 5 0 0 0
+assert_eq "$(tree)" "d ./d,d ./e,d ./sub,f ./d/f,f ./k,f ./sub/kept.txt,f ./sub/plain.txt,f ./x,l ./lnk," \
+    "first tree"
+
+echo "# upstream: x becomes a directory, d a file"
+rm "$U/x" && mkdir "$U/x" && printf 'new in x\n' > "$U/x/g"
+rm -r "$U/d" && printf 'd is a file now\n' > "$U/d"
+assert_exit 0 bm --json sync up
+expect_counts 2 0 2 0
+assert_eq "$(tree)" "d ./e,d ./sub,d ./x,f ./d,f ./k,f ./sub/kept.txt,f ./sub/plain.txt,f ./x/g,l ./lnk," \
+    "swapped tree"
+assert_eq "$(manifest_sql "$T/state" up "select type from files where cast(path as text) in ('d', 'x') order by path" | tr '\n' ,)" \
+    "102,100," "d a file, x a directory in the manifest"
+
+echo "# and back"
+rm -r "$U/x" && printf 'file x again\n' > "$U/x"
+rm "$U/d" && mkdir "$U/d" && printf 'in d\n' > "$U/d/f"
+assert_exit 0 bm --json sync up
+expect_counts 2 0 2 0
+cmp -s "$U/x" "$T/mirror/x" || fail "x bytes"
+cmp -s "$U/d/f" "$T/mirror/d/f" || fail "d/f bytes"
+
+echo "# local changes; e, lnk and sub gone upstream"
+rmdir "$T/mirror/e" && printf 'admin notes\n' > "$T/mirror/e"
+rm "$T/mirror/lnk" && printf 'admin file\n' > "$T/mirror/lnk"
+printf 'kept by the admin, and edited\n' > "$T/mirror/sub/kept.txt"
+rm -r "$U/e" "$U/lnk" "$U/sub"
+assert_exit 1 bm --json sync up
+expect_counts 0 0 1 4
+assert_eq "$(jerrors | tr '\n' ,)" "e delete,lnk delete,sub delete,sub/kept.txt delete," "errors"
+for m in "e: delete: gone upstream, but the local path is no longer the directory committed: kept, no longer tracked" \
+    "lnk: delete: gone upstream, but the local path is no longer the symlink committed: kept, no longer tracked" \
+    "sub/kept.txt: delete: gone upstream, but the local file is not the one committed (30 bytes, committed 18): kept, no longer tracked" \
+    "sub: delete: gone upstream, but the directory holds files that are not from upstream: kept, no longer tracked"; do
+	grep -qxF "biomirror: $m" "$LAST_ERR" || fail "message: $m: $(cat "$LAST_ERR")"
+done
+assert_eq "$(cat "$T/mirror/e")" "admin notes" "e kept"
+assert_eq "$(cat "$T/mirror/lnk")" "admin file" "lnk kept"
+assert_eq "$(cat "$T/mirror/sub/kept.txt")" "kept by the admin, and edited" "sub/kept.txt kept"
+[ -e "$T/mirror/sub/plain.txt" ] && fail "sub/plain.txt not deleted"
+assert_eq "$(manifest_sql "$T/state" up "select path || ' ' || op from events where run = 4 order by path" | tr '\n' ,)" \
+    "e released,lnk released,sub released,sub/kept.txt released,sub/plain.txt deleted," \
+    "events of the run"
+assert_eq "$(manifest_sql "$T/state" up "select path from files order by path" | tr '\n' ,)" \
+    "d,d/f,k,x," "manifest rows"
+
+echo "# the next run is clean; what was kept stays"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+assert_eq "$(tree)" "d ./d,d ./sub,f ./d/f,f ./e,f ./k,f ./lnk,f ./sub/kept.txt,f ./x," "last tree"
+
+stop_servers
+[ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
+echo "PASS"
