@@ -39,6 +39,10 @@ struct curl_rec {
 	bool		 refused;	/* body not for the sink (error status) */
 	bool		 paused;	/* paused by the rate limit */
 	bool		 ftp;		/* an ftp:// or ftps:// job */
+	char		 ftp_refusal[200]; /* FTP: the last 4xx/5xx reply,
+					   its lines joined by " / ", or "" */
+	bool		 ftp_multi;	/* FTP: inside a multi-line reply */
+	bool		 ftp_refusing;	/* FTP: ... that is a refusal */
 	struct curl_rec	*next, *prev;	/* list of records in flight */
 };
 
@@ -155,6 +159,40 @@ header_is(const char *buf, size_t n, const char *name, size_t *ret_off)
 	return true;
 }
 
+/*
+ * Note one FTP reply line libcurl saw (buf: n bytes, no C string): the
+ * last refusal (4xx or 5xx, RFC 959 section 4.2: "ddd-" opens a
+ * multi-line reply, "ddd " ends it) is kept in r->ftp_refusal, its lines
+ * joined by " / ".
+ */
+static void
+ftp_reply_line(struct curl_rec *r, const char *buf, size_t n)
+{
+	size_t	 len, have;
+	bool	 code = n >= 4 && buf[0] >= '1' && buf[0] <= '5' &&
+		    buf[1] >= '0' && buf[1] <= '9' && buf[2] >= '0' &&
+		    buf[2] <= '9' && (buf[3] == ' ' || buf[3] == '-');
+
+	for (len = 0; len < n && buf[len] != '\r' && buf[len] != '\n'; len++)
+		;
+	if (!r->ftp_multi) {
+		if (!code)
+			return;
+		r->ftp_multi = buf[3] == '-';
+		r->ftp_refusing = buf[0] == '4' || buf[0] == '5';
+		if (r->ftp_refusing)
+			(void)snprintf(r->ftp_refusal, sizeof(r->ftp_refusal),
+			    "%.*s", (int)len, buf);
+		return;
+	}
+	if (code && buf[3] == ' ')
+		r->ftp_multi = false;
+	have = strlen(r->ftp_refusal);
+	if (r->ftp_refusing && len > 0 && have + 4 < sizeof(r->ftp_refusal))
+		(void)snprintf(r->ftp_refusal + have, sizeof(r->ftp_refusal) -
+		    have, " / %.*s", (int)len, buf);
+}
+
 static size_t
 header_cb(char *buf, size_t size, size_t nitems, void *arg)
 {
@@ -166,7 +204,11 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 	long		 v;
 
 	if (r->ftp) {
-		/* FTP server replies: kept only for FEAT (sink), in order. */
+		/*
+		 * FTP server replies: the last refusal (4xx or 5xx, RFC 959
+		 * section 4.2), and for FEAT every line (sink), in order.
+		 */
+		ftp_reply_line(r, buf, n);
 		if (r->job->ftp_command == NULL ||
 		    strcmp(r->job->ftp_command, "FEAT") != 0)
 			return n;
@@ -726,6 +768,24 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 		case CURLE_REMOTE_ACCESS_DENIED:
 			res->cls = XFER_PERMANENT;
 			break;
+		case CURLE_FTP_COULDNT_RETR_FILE:
+			/*
+			 * RETR refused with another code than 550: 5xx is a
+			 * permanent refusal (RFC 959 section 4.2), GridFTP's
+			 * "500 ... No such file or directory" a gone file (as
+			 * agent/xfer_gridftp.c judges it); 4xx is retried.
+			 */
+			if (r->ftp_refusal[0] != '5')
+				break;
+			res->rc = BM_EPROTO;
+			res->cls = XFER_PERMANENT;
+			if (strstr(r->ftp_refusal, "No such file or directory")) {
+				res->rc = BM_ENOENT;
+				res->cls = XFER_GONE;
+			}
+			(void)snprintf(res->errmsg, sizeof(res->errmsg),
+			    "RETR: %s", r->ftp_refusal);
+			return;
 		default:
 			break;	/* 421, 530, 425/426, resets: retried */
 		}

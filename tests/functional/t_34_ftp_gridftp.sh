@@ -32,4 +32,21 @@ chmod -R a+rX "$T/up"
 assert_exit 0 bm --json sync up
 expect_counts 3 0 0 0
 assert_trees_equal "$T/up" "$T/mirror"
+# A RETR the server refuses with 5xx (it runs as nobody: a file of mode
+# 000) is a permanent refusal (RFC 959 4.2): reported with the server's
+# reply, exit 1, and not retried (one RETR), never published.
+echo "# a file the server cannot open: refused once, not retried"
+printf 'secret\n' > "$T/up/locked.txt"
+chmod 000 "$T/up/locked.txt"
+mark=$(wc -l < "$GRIDFTP_LOG")
+assert_exit 1 bm --json sync up
+expect_counts 0 0 0 1
+grep -qE '^biomirror: up: locked.txt: fetch: RETR: 500-Command failed\. .*Permission denied' "$T/last.err" ||
+    fail "no RETR refusal: $(grep locked "$T/last.err")"
+grep -q 'retry' "$T/last.err" && fail "a 5xx RETR was retried: $(grep retry "$T/last.err")"
+sleep 0.5
+assert_eq "$(tail -n +"$((mark + 1))" "$GRIDFTP_LOG" | grep -ac '\[CLIENT\]: RETR .*locked.txt')" 1 \
+    "RETRs of locked.txt"
+[ -e "$T/mirror/locked.txt" ] && fail "locked.txt published"
+rm -f "$T/up/locked.txt"
 echo "PASS"
