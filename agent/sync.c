@@ -1001,7 +1001,7 @@ run_ftp_source(struct run *r)
 	FILE	*fp;
 	char	 line[512];
 	size_t	 n;
-	int	 err;
+	int	 err, c;
 
 	if (r->c->password_file == NULL)
 		return 0;
@@ -1014,8 +1014,12 @@ run_ftp_source(struct run *r)
 	if (fgets(line, sizeof(line), fp) == NULL)
 		line[0] = '\0';
 	n = strcspn(line, "\r\n");
-	/* A longer line would be cut short, and the login fail unexplained. */
-	if (line[n] == '\0' && n == sizeof(line) - 1 && fgetc(fp) != EOF) {
+	/*
+	 * A longer line would be cut short, and the login fail unexplained;
+	 * one of 511 bytes has only its line end (LF, or CRLF) left.
+	 */
+	if (line[n] == '\0' && n == sizeof(line) - 1 &&
+	    (c = fgetc(fp)) != EOF && c != '\n' && c != '\r') {
 		(void)fclose(fp);
 		explicit_bzero(line, sizeof(line));
 		(void)snprintf(r->err, sizeof(r->err), "password_file %s: the "
