@@ -1538,15 +1538,22 @@ config_check_adhoc_dest(const struct config *c, const char *dest,
 	};
 	char		*cwd = NULL, *abs = NULL, *a = NULL, *b = NULL;
 	size_t		 i;
-	int		 r, rc = 0;
+	int		 r, rc = 0, saved;
 
 	if (dest_has_dotdot(dest))
 		return conf_fmt(errbuf, errlen, "--dest %s: '..' components "
 		    "are not allowed (write the directory without them: they "
 		    "resolve differently across symlinks)", dest);
 	if (dest[0] != '/') {
-		if ((cwd = getcwd(NULL, 0)) == NULL)
-			return errno == ENOMEM ? BM_ENOMEM : BM_EIO;
+		if ((cwd = getcwd(NULL, 0)) == NULL) {
+			saved = errno;
+			if (saved == ENOMEM)
+				return BM_ENOMEM;
+			(void)conf_fmt(errbuf, errlen, "--dest %s: a relative "
+			    "path, and no working directory to resolve it "
+			    "against: %s", dest, strerror(saved));
+			return BM_EIO;
+		}
 		if (asprintf(&abs, "%s/%s", cwd, dest) < 0) {
 			abs = NULL;
 			rc = BM_ENOMEM;

@@ -619,12 +619,24 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
 	return buf;
 }
 
+/* True when path lies beneath directory dir. */
+static bool
+path_beneath(const char *path, const char *dir)
+{
+	size_t	 n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
 /*
  * The deletes of one phase: PHASE_CLEAR (type changes) or PHASE_DELETE.
  * A path gone upstream is deleted only while it is still what was
  * committed (run_not_committed); else it is kept and released.  So is a
  * directory gone upstream that still holds what is not from upstream
- * (files released above, an admin's): reported once, not every run.
+ * (files released above, an admin's): reported once, not every run.  A
+ * directory that is not empty because a delete beneath it failed this
+ * run (that row stays) fails too, and stays tracked: the next run
+ * deletes both.
  */
 static int
 run_deletes(struct run *r, enum action_phase phase)
@@ -632,8 +644,9 @@ run_deletes(struct run *r, enum action_phase phase)
 	struct commit_rec rec;
 	const struct action *a;
 	char		 why[160];
-	size_t		 i;
-	int		 rc;
+	size_t		 i, j, *failed = NULL, nfailed = 0, *nv;
+	int		 rc, ret = BM_EDB;
+	bool		 notempty, busy;
 
 	for (i = 0; i < r->p->nacts; i++) {
 		a = &r->p->acts[i];
@@ -650,12 +663,15 @@ run_deletes(struct run *r, enum action_phase phase)
 			    rec.reason);
 			r->res->failed++;
 			if (manifest_commit(r->m, r->run, &rec, 1) != 0)
-				return BM_EDB;
+				goto out;
 			continue;
 		}
 		rc = store_delete(r->s, a->path);
-		if (rc == BM_EIO && errno == ENOTEMPTY &&
-		    phase == PHASE_DELETE) {
+		notempty = rc == BM_EIO && errno == ENOTEMPTY;
+		/* Children come first (act_cmp_order): their failures known. */
+		for (j = 0, busy = false; notempty && j < nfailed && !busy; j++)
+			busy = path_beneath(r->p->acts[failed[j]].path, a->path);
+		if (notempty && !busy && phase == PHASE_DELETE) {
 			rec.op = COMMIT_RELEASED;
 			rec.reason = "gone upstream, but the directory holds "
 			    "files that are not from upstream: kept, no "
@@ -666,23 +682,34 @@ run_deletes(struct run *r, enum action_phase phase)
 			r->res->failed++;
 		} else if (rc != 0 && rc != BM_ENOENT) {
 			rec.op = COMMIT_FAILED;
-			rec.reason = rc == BM_EIO && errno == ENOTEMPTY ?
-			    "directory not empty: it holds files that are not "
-			    "from upstream (kept)" : rc == BM_EIO ?
+			rec.reason = busy ? "directory not empty: a path "
+			    "beneath it could not be deleted (kept)" :
+			    notempty ? "directory not empty: it holds files "
+			    "that are not from upstream (kept)" : rc == BM_EIO ?
 			    strerror(errno) : bm_strerror(rc);
 			log_warnx("%s: delete: %s", a->path, rec.reason);
 			(void)result_add_error(r->res, a->path, "delete",
 			    rec.reason);
 			r->res->failed++;
+			if ((nv = reallocarray(failed, nfailed + 1,
+			    sizeof(*failed))) == NULL) {
+				ret = BM_ENOMEM;
+				goto out;
+			}
+			failed = nv;
+			failed[nfailed++] = i;
 		} else {
 			rec.op = COMMIT_DELETED;
 			if (a->type == ENTRY_FILE)
 				r->res->deleted++;
 		}
 		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
-			return BM_EDB;
+			goto out;
 	}
-	return 0;
+	ret = 0;
+out:
+	free(failed);
+	return ret;
 }
 
 /* Directory mtimes, deepest first, after everything inside changed. */
@@ -974,7 +1001,7 @@ run_ftp_source(struct run *r)
 	FILE	*fp;
 	char	 line[512];
 	size_t	 n;
-	int	 err;
+	int	 err, c;
 
 	if (r->c->password_file == NULL)
 		return 0;
@@ -987,8 +1014,12 @@ run_ftp_source(struct run *r)
 	if (fgets(line, sizeof(line), fp) == NULL)
 		line[0] = '\0';
 	n = strcspn(line, "\r\n");
-	/* A longer line would be cut short, and the login fail unexplained. */
-	if (line[n] == '\0' && n == sizeof(line) - 1 && fgetc(fp) != EOF) {
+	/*
+	 * A longer line would be cut short, and the login fail unexplained;
+	 * one of 511 bytes has only its line end (LF, or CRLF) left.
+	 */
+	if (line[n] == '\0' && n == sizeof(line) - 1 &&
+	    (c = fgetc(fp)) != EOF && c != '\n' && c != '\r') {
 		(void)fclose(fp);
 		explicit_bzero(line, sizeof(line));
 		(void)snprintf(r->err, sizeof(r->err), "password_file %s: the "

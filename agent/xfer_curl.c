@@ -161,9 +161,11 @@ header_is(const char *buf, size_t n, const char *name, size_t *ret_off)
 
 /*
  * Note one FTP reply line libcurl saw (buf: n bytes, no C string): the
- * last refusal (4xx or 5xx, RFC 959 section 4.2: "ddd-" opens a
- * multi-line reply, "ddd " ends it) is kept in r->ftp_refusal, its lines
- * joined by " / ".
+ * last reply, when it is a refusal (4xx or 5xx, RFC 959 section 4.2:
+ * "ddd-" opens a multi-line reply, "ddd " ends it), is kept in
+ * r->ftp_refusal, its lines joined by " / "; any other reply clears it,
+ * so that an earlier refusal libcurl went past (MDTM or EPSV not
+ * understood) is never taken for the RETR's.
  */
 static void
 ftp_reply_line(struct curl_rec *r, const char *buf, size_t n)
@@ -180,6 +182,7 @@ ftp_reply_line(struct curl_rec *r, const char *buf, size_t n)
 			return;
 		r->ftp_multi = buf[3] == '-';
 		r->ftp_refusing = buf[0] == '4' || buf[0] == '5';
+		r->ftp_refusal[0] = '\0';
 		if (r->ftp_refusing)
 			(void)snprintf(r->ftp_refusal, sizeof(r->ftp_refusal),
 			    "%.*s", (int)len, buf);

@@ -127,8 +127,8 @@ struct mirror_conf *config_find(const struct config *c, const char *name);
  * other's files, under another lock).  Paths are compared as written,
  * after collapsing '/' and "." components; symlinks are not resolved.
  * Returns 0, BM_EINVAL with the reason in errbuf ("--dest /srv/db is the
- * same directory as dest /srv/db of [blast]: ..."), BM_EIO (no working
- * directory) or BM_ENOMEM.
+ * same directory as dest /srv/db of [blast]: ..."), BM_EIO (a relative
+ * dest and no working directory; the reason in errbuf) or BM_ENOMEM.
  */
 int	config_check_adhoc_dest(const struct config *c, const char *dest,
 	    char *errbuf, size_t errlen);

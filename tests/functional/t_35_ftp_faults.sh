@@ -6,7 +6,9 @@
 # file (one stream); 421 "too many connections" at login is retried;
 # without max_connections at most 4 control connections are open at once;
 # a file longer than listed (grew after the listing) is never published
-# cut to the listed size, whether fetched in ranges or in one stream.
+# cut to the listed size, whether fetched in ranges or in one stream; a
+# RETR answered "226" without a 150 after a refused MDTM (500) is retried
+# (the 500 was to MDTM, not to RETR: no permanent refusal).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -97,4 +99,20 @@ for streams in 4 1; do
 	assert_eq "$(manifest_sql "$T/state" up "select count(*) from files where path = 'big.bin'")" 0 \
 	    "big.bin in the manifest"
 done
+echo "# no150: MDTM refused (500), the first RETR answered 226 at once"
+rm -rf "$T/mirror" "$T/state"
+mkdir -p "$T/up150"
+make_big_file "$T/up150/one.bin" 2 one
+start_ftpfault "$T/up150" no150
+write_conf "$FTPFAULT_URL"
+printf 'streams = 1\n' >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+expect_counts 1 0 0 0
+assert_trees_equal "$T/up150" "$T/mirror"
+grep -q "one.bin: fetch: .*(retry 1 of 5)" "$T/last.err" ||
+    fail "no150: no retry: $(cat "$T/last.err")"
+grep -q "MDTM" "$T/last.err" && fail "no150: MDTM's refusal reported: $(cat "$T/last.err")"
+assert_eq "$(ftpfault_stat 's["retrs"]["one.bin"]')" 2 "no150: RETRs of one.bin"
+stop_servers
+
 echo "PASS"

@@ -54,6 +54,14 @@ sed -i "s#^password_file = .*#password_file = $T/pw.long#" "$T/bm.conf"
 assert_exit 2 bm --json sync up
 grep -q "password_file $T/pw.long: the first line is longer than 511 bytes" "$T/last.err" ||
     fail "long password_file message: $(cat "$T/last.err")"
+# A line of exactly 511 bytes and its line end (LF, CRLF) is whole: it
+# goes to the server (a wrong password here: exit 3), it is not refused.
+for eol in '\n' '\r\n'; do
+	{ head -c 511 /dev/zero | tr '\0' x; printf "$eol"; } > "$T/pw.long"
+	assert_exit 3 bm --json sync up
+	grep -q "longer than" "$T/last.err" &&
+	    fail "511-byte password_file line refused: $(cat "$T/last.err")"
+done
 sed -i "s#^password_file = .*#password_file = $T/pw#" "$T/bm.conf"
 
 echo "# wrong password: the listing fails, nothing is fetched or deleted"

@@ -63,6 +63,27 @@ expect_counts 0 0 0 0
 cmp -s "$T/edited.local" "$T/mirror/edited.txt" || fail "edited.txt changed later"
 [ -f "$T/mirror/swapped.txt/inside" ] || fail "swapped.txt/inside deleted later"
 
+echo "# a directory gone upstream whose file cannot be deleted this run"
+# gone/f.txt is a mount point (unlink: EBUSY): its delete fails, and gone
+# then holds a file that is still tracked, not one foreign to upstream:
+# gone stays tracked too (a failure, retried), and the next run deletes
+# both instead of leaving an untracked empty directory behind.
+mkdir -p "$T/up/gone"
+printf 'in gone\n' > "$T/up/gone/f.txt"
+chmod -R a+rX "$T/up/gone"
+assert_exit 0 bm --json sync up
+expect_counts 1 0 0 0
+rm -r "$T/up/gone"
+mount --bind "$T/mirror/gone/f.txt" "$T/mirror/gone/f.txt"
+assert_exit 1 bm --json sync up
+umount "$T/mirror/gone/f.txt"
+assert_eq "$(jerrors | tr '\n' ,)" "gone delete,gone/f.txt delete," "busy: errors"
+assert_eq "$(manifest_sql "$T/state" up "select cast(path as text) from files where cast(path as text) like 'gone%' order by path" | tr '\n' ,)" \
+    "gone,gone/f.txt," "busy: rows of gone kept for a retry"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 1 0
+[ -e "$T/mirror/gone" ] && fail "busy: gone left behind after its file was deleted"
+
 echo "# a manifest copied from another mirror, over a tree it never wrote"
 mkdir -p "$T/up2" "$T/mirror2"
 for f in a.txt b.txt; do

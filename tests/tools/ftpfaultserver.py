@@ -23,6 +23,10 @@ MDTM, REST) with one fault chosen by --mode:
               --rewrite-at K bytes of the file (version A) and then the
               rest from B; MDTM and SIZE after the N-th RETR, and later
               RETRs, are B's
+  no150       MDTM is not understood (500), and the first RETR of each
+              file is answered "226 Transfer complete." at once, without
+              a 150 or any data (a confused server: libcurl's "RETR
+              response: 226")
 
 Statistics (JSON, rewritten after every change, --stats): retrs, mdtms
 and sizes (MDTM and SIZE commands) per path, rests (REST commands
@@ -192,6 +196,9 @@ class FaultFTP(FTPHandler):
         return b if b is not None and retrs >= ARGS.rewrite_after else file
 
     def ftp_MDTM(self, path):
+        if ARGS.mode == "no150":
+            self.respond("500 'MDTM': command not understood.")
+            return
         return FTPHandler.ftp_MDTM(self, self.rewritten(path, "mdtms"))
 
     def ftp_SIZE(self, path):
@@ -205,6 +212,9 @@ class FaultFTP(FTPHandler):
             save()
         self.fault_limit = None
         self.mix_with = None
+        if ARGS.mode == "no150" and n == 0:
+            self.respond("226 Transfer complete.")
+            return
         if ARGS.mode in ("drop", "short") and n == 0:
             size = os.path.getsize(file) - (self._restart_position or 0)
             self.fault_limit = size // 2
@@ -223,7 +233,7 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--mode", default="normal",
                    choices=["normal", "drop", "short", "norest", "busy",
-                            "listshort", "rewrite"])
+                            "listshort", "rewrite", "no150"])
     p.add_argument("--busy", type=int, default=2)
     p.add_argument("--rewrite-with", default="")
     p.add_argument("--rewrite-after", type=int, default=4)

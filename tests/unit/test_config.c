@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1134,6 +1135,35 @@ test_hook_metrics_paths(struct ctx *t)
 	config_free(c);
 }
 
+/*
+ * config_check_adhoc_dest with a relative dest and no working directory
+ * (removed under the process): the reason, not a bare code ("out of
+ * memory" in the CLI before).  The working directory is restored.
+ */
+static void
+test_adhoc_dest_nocwd(struct ctx *t, const struct config *c)
+{
+	char	 gone[PATH_MAX], err[512];
+	int	 here;
+
+	(void)snprintf(gone, sizeof(gone), "%s/gone", t->dir);
+	if ((here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1 ||
+	    mkdir(gone, 0700) != 0 || chdir(gone) != 0 || rmdir(gone) != 0) {
+		ok(0, "adhoc dest: no working directory set up");
+	} else {
+		err[0] = '\0';
+		is_int(config_check_adhoc_dest(c, "rel", err, sizeof(err)),
+		    BM_EIO, "a relative dest without a working directory");
+		is_str(err, "--dest rel: a relative path, and no working "
+		    "directory to resolve it against: No such file or "
+		    "directory", "no working directory: message");
+	}
+	if (here != -1) {
+		ok(fchdir(here) == 0, "adhoc dest: working directory restored");
+		(void)close(here);
+	}
+}
+
 /* config_check_adhoc_dest: --dest against the configured destinations. */
 static void
 test_adhoc_dest(struct ctx *t)
@@ -1170,6 +1200,7 @@ test_adhoc_dest(struct ctx *t)
 	    "across symlinks)", "'..': message");
 	is_int(config_check_adhoc_dest(NULL, "/srv/m", err, sizeof(err)), 0,
 	    "no config: nothing to overlap");
+	test_adhoc_dest_nocwd(t, c);
 	config_free(c);
 }
 
