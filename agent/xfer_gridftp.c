@@ -780,9 +780,14 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		if (s->jstep == JS_FEAT) {
 			/*
 			 * The reply is the job's body, as libcurl delivers
-			 * it; a server that refuses FEAT lists no features
-			 * (so no GridFTP), which is no error.
+			 * it; a server that refuses FEAT for good (5xx) lists
+			 * no features (so no GridFTP), which is no error; 4xx
+			 * is transient (RFC 959 section 4.2): retried.
 			 */
+			if (code / 100 == 4) {
+				sess_job_refused(s, code, text);
+				return;
+			}
 			j->res.status = code;
 			rc = j->res.bytes + n > GS_FEAT_MAX ? BM_ELIMIT :
 			    j->sink(j->sink_arg, j->res.bytes,
@@ -884,7 +889,8 @@ sess_read_ctl(struct gsess *s)
 		s->inlen += (size_t)r;
 		while (s->state != GS_DEAD && s->inlen > 0) {
 			if ((n = gridftp_reply_end(s->in, s->inlen, &code)) <
-			    0 && s->state == GS_CMD && s->jstep == JS_FEAT) {
+			    0 && s->state == GS_CMD && s->jstep == JS_FEAT &&
+			    s->inlen >= GS_INBUF / 2) {
 				/*
 				 * A FEAT reply longer than this engine holds
 				 * (GS_INBUF / 2): the FEAT is retried in
@@ -1292,7 +1298,7 @@ gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
 	 * will take, within the budget.
 	 */
 	for (s = g->sess, pending = 0; s != NULL; s = s->next)
-		if (s->state < GS_IDLE)
+		if (s->state < GS_IDLE && s->job == NULL)
 			pending++;
 	for (q = g->qhead, nq = 0; q != NULL; q = q->next)
 		nq++;

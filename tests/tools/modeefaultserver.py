@@ -63,7 +63,7 @@ whole run).
 reply (later FEATs are answered).
 --feat split: the usual FEAT reply sent a few bytes at a time (a reply
 split across many packets); --feat r4xx: reply "451 FEAT: local error."
-to every FEAT; --feat long, --feat huge: a 211- reply with about 8 KiB,
+to the first FEAT (later FEATs are answered); --feat long, --feat huge: a 211- reply with about 8 KiB,
 or 1 MiB, of made-up feature lines before the usual ones; --feat midclose: at the first FEAT
 send the first two lines of the reply and close the control connection
 (later FEATs are answered).
@@ -240,7 +240,7 @@ class Session(threading.Thread):
         if ARGS.feat == "drop" and first:
             log(self.peer, "FEAT: closing the control connection")
             return False
-        if ARGS.feat == "r4xx":
+        if ARGS.feat == "r4xx" and first:
             self.reply("451 FEAT: local error.")
             return
         feats = ("211-Extensions supported\r\n"
