@@ -2016,11 +2016,7 @@ run_body(struct run *r)
 		rc = run_set_finish(r, rc);
 	} else
 		log_info("%s: no change: nothing to publish", r->c->name);
-	if (rc != 0)
-		return rc;
-	if (manifest_mark_seen(r->m, r->run) != 0)
-		log_warnx("%s: manifest: %s", r->c->name, manifest_errmsg(r->m));
-	return 0;
+	return rc;
 }
 
 int

@@ -21,7 +21,12 @@
  *	without MDTM because MLSD gave its time to the second).  target is the symlink target, checksum the digest
  *	of the committed content as "ALG:HEX" (verify = checksum records
  *	"sha256:..."; NULL when not recorded; replaced whenever the content
- *	is refetched).  seen_run/fetched_run are run ids.
+ *	is refetched).  seen_run/fetched_run are run ids: the run that
+ *	last recorded the row (a commit of any op but DELETED, RELEASED,
+ *	FAILED, VANISHED, DIGEST), and the run that last fetched it.  A
+ *	run that finds a row unchanged writes nothing to it: a no-change
+ *	run of a large tree would otherwise rewrite every row (and its WAL
+ *	pages).
  *   runs(id INTEGER PRIMARY KEY, command, start_ns, end_ns, status,
  *        listed, fetched, touched, deleted, failed, bytes, error)
  *	One row per run; status "running" until manifest_run_end().
@@ -199,7 +204,6 @@ enum manifest_st {
 	ST_STAGE_INSERT,
 	ST_DIFF,
 	ST_GONE,
-	ST_MARK_SEEN,
 	ST_FILE_COUNT,
 	ST_UPSERT,
 	ST_NOT_MODIFIED,
@@ -242,9 +246,6 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "SELECT " FILE_COLS " FROM main.files AS f WHERE NOT EXISTS"
 	    " (SELECT 1 FROM temp.staging AS s WHERE s.path = f.path)"
 	    " ORDER BY f.path",
-	[ST_MARK_SEEN] =
-	    "UPDATE main.files SET seen_run = ?1"
-	    " WHERE path IN (SELECT path FROM temp.staging)",
 	[ST_FILE_COUNT] =
 	    "SELECT count(*) FROM main.files WHERE type = 102",	/* 'f' */
 	[ST_UPSERT] =
@@ -1178,16 +1179,6 @@ manifest_diff(struct manifest *m, manifest_diff_fn fn, void *ctx)
 	if ((rc = diff_staged(m, fn, ctx)) != 0)
 		return rc;
 	return diff_gone(m, fn, ctx);
-}
-
-/* Set seen_run = run on every committed row that is staged.  0 or BM_EDB. */
-int
-manifest_mark_seen(struct manifest *m, int64_t run)
-{
-	sqlite3_stmt	*st = m->st[ST_MARK_SEEN];
-
-	(void)sqlite3_bind_int64(st, 1, run);
-	return st_run(m, st);
 }
 
 /* Number of committed rows of type file into *ret.  0 or BM_EDB. */

@@ -127,8 +127,6 @@ typedef int (*manifest_diff_fn)(void *ctx, const struct diff_row *row);
  * is not staged.  Returns 0, the callback's non-zero value, or BM_EDB.
  */
 int	manifest_diff(struct manifest *m, manifest_diff_fn fn, void *ctx);
-/* Mark every staged path as seen by run (seen_run column). */
-int	manifest_mark_seen(struct manifest *m, int64_t run);
 /* Number of committed paths of type file into *ret. */
 int	manifest_file_count(struct manifest *m, int64_t *ret);
 
