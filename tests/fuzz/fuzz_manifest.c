@@ -293,8 +293,7 @@ read_all(void)
 		(void)manifest_diff(m, on_diff, NULL);
 	listing_free(l);
 	/* writers that read rows first: a new run marks "running" ones */
-	if (manifest_run_begin(m, "sync", 1, &run) == 0)
-		(void)manifest_mark_seen(m, run);
+	(void)manifest_run_begin(m, "sync", 1, &run);
 	manifest_close(m);
 }
 
