@@ -445,7 +445,12 @@ class Session(threading.Thread):
             self.reply("226 Transfer Complete." if ok else
                        "426 Data connection closed; transfer aborted.")
             return
-        self.reply("150 Beginning transfer.")
+        self.send_stream(body, "150 Beginning transfer.")
+
+    def send_stream(self, body, preliminary):
+        """A listing in stream mode: the 1xx reply, body over a passive
+        (or PORT) connection closed after it, 226."""
+        self.reply(preliminary)
         try:
             d = self.stream_conn()
             d.sendall(body)
@@ -474,15 +479,7 @@ class Session(threading.Thread):
         with LOCK:
             STATE["lists"] += 1
             save()
-        self.reply("150 Here comes the directory listing.")
-        try:
-            d = self.stream_conn()
-            d.sendall(body)
-            d.close()
-        except OSError as e:
-            self.reply("425 Cannot open data connection: %s" % e)
-            return
-        self.reply("226 Transfer Complete.")
+        self.send_stream(body, "150 Here comes the directory listing.")
 
     def do_QUIT(self, arg):
         self.reply("221 Goodbye.")
