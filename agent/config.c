@@ -974,38 +974,19 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 }
 
 /*
- * dest spelled canonically, for comparing destinations: runs of '/'
- * collapsed, "." components dropped, no trailing '/' ("/" stays "/", a
- * relative path that empties becomes ".").  ".." is kept as written:
- * resolving it by text would be wrong across symlinks.  Returns a
- * malloc'd string, or NULL on ENOMEM.
+ * dest spelled canonically (fileio_path_canon()), for comparing
+ * destinations.  Returns a malloc'd string, or NULL on ENOMEM.
  */
 static char *
 dest_canon(const char *dest)
 {
-	const char	*p, *e;
-	char		*out;
-	size_t		 k = 0, n;
+	char	*out;
+	size_t	 n = strlen(dest);
 
-	if ((out = malloc(strlen(dest) + 2)) == NULL)
+	if ((out = malloc(n + 2)) == NULL)
 		return NULL;
-	if (dest[0] == '/')
-		out[k++] = '/';
-	for (p = dest; *p != '\0'; p = e) {
-		while (*p == '/')
-			p++;
-		e = p + strcspn(p, "/");
-		n = (size_t)(e - p);
-		if (n == 0 || (n == 1 && p[0] == '.'))
-			continue;
-		if (k > 0 && out[k - 1] != '/')
-			out[k++] = '/';
-		memcpy(out + k, p, n);
-		k += n;
-	}
-	if (k == 0)
-		out[k++] = '.';
-	out[k] = '\0';
+	memcpy(out, dest, n + 1);
+	fileio_path_canon(out);
 	return out;
 }
 

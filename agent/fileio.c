@@ -1,6 +1,8 @@
 /* Whole-file reads (see include/biomirror/fileio.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "biomirror/error.h"
@@ -54,4 +56,31 @@ fileio_read_all(int fd, size_t max, char **ret, size_t *ret_len)
 	*ret = buf;
 	*ret_len = len;
 	return 0;
+}
+
+void
+fileio_path_canon(char *p)
+{
+	char	*r = p, *w = p, *e;
+	size_t	 n;
+	bool	 abs = p[0] == '/';
+
+	for (;;) {
+		while (*r == '/')
+			r++;
+		if (*r == '\0')
+			break;
+		e = r + strcspn(r, "/");
+		n = (size_t)(e - r);
+		if (!(n == 1 && r[0] == '.')) {
+			if (w > p || abs)
+				*w++ = '/';
+			memmove(w, r, n);
+			w += n;
+		}
+		r = e;
+	}
+	if (w == p)
+		*w++ = abs ? '/' : '.';
+	*w = '\0';
 }

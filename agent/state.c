@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "biomirror/error.h"
+#include "biomirror/fileio.h"
 #include "biomirror/state.h"
 
 int
@@ -89,38 +90,6 @@ state_prepare(const char *dir)
 	return mkdir_p(p);
 }
 
-/*
- * Spell absolute path p canonically, in place: runs of '/' collapsed,
- * "." components and a trailing '/' dropped ("/" stays "/").  ".." is
- * kept: resolving it by text would be wrong across symlinks.  So
- * "/srv/x/", "/srv//x" and "/srv/./x/." name one ad-hoc mirror, with one
- * manifest and one lock, as they name one directory.
- */
-static void
-path_canon(char *p)
-{
-	char	*r = p, *w = p, *e;
-	size_t	 n;
-
-	for (;;) {
-		while (*r == '/')
-			r++;
-		if (*r == '\0')
-			break;
-		e = r + strcspn(r, "/");
-		n = (size_t)(e - r);
-		if (!(n == 1 && r[0] == '.')) {
-			*w++ = '/';
-			memmove(w, r, n);
-			w += n;
-		}
-		r = e;
-	}
-	if (w == p)
-		*w++ = '/';
-	*w = '\0';
-}
-
 int
 state_adhoc_key(const char *dest, char *buf, size_t len)
 {
@@ -140,7 +109,7 @@ state_adhoc_key(const char *dest, char *buf, size_t len)
 		    sizeof(abs))
 			return BM_ELIMIT;
 	}
-	path_canon(abs);
+	fileio_path_canon(abs);	/* "/srv//x/./" names "/srv/x" */
 	if (EVP_Digest(abs, strlen(abs), md, &mdlen, EVP_sha256(), NULL) != 1)
 		return BM_EIO;
 	if (len < 6 + 16 + 1)

@@ -1,6 +1,7 @@
 /*
  * Reading a whole small file (a config, a metrics file, a sidecar
- * checksum file) from an open descriptor: one loop for every caller.
+ * checksum file) from an open descriptor: one loop for every caller; and
+ * the one canonical spelling of a local path, for comparing paths.
  */
 #ifndef BIOMIRROR_FILEIO_H
 #define BIOMIRROR_FILEIO_H
@@ -15,5 +16,14 @@
  * or BM_EIO (errno kept from read(2)); *ret is NULL unless 0.
  */
 int	fileio_read_all(int fd, size_t max, char **ret, size_t *ret_len);
+
+/*
+ * Spell path p (a NUL-terminated string, changed in place; at least 2
+ * bytes of room) canonically: runs of '/' collapsed, "." components and
+ * a trailing '/' dropped; "/" stays "/", a relative path that empties
+ * becomes ".".  ".." is kept as written: resolving it by text would be
+ * wrong across symlinks.  So "/srv//x/./" is "/srv/x".  Never fails.
+ */
+void	fileio_path_canon(char *p);
 
 #endif
