@@ -1394,6 +1394,13 @@ dest_relation(const char *a, const char *b)
 	return 0;
 }
 
+/* What dest_relation_set()'s value r says of a, as "A <words> B". */
+static const char *const dest_rel_words[] = {
+	"", "is the same directory as", "is inside", "contains",
+	"is inside the snapshot directory (NAME.biomirror) of",
+	"has its snapshot directory (NAME.biomirror) around"
+};
+
 /*
  * dest_relation(), also counting a inside (or the same as) b's snapshot
  * directory b.biomirror (publish = set keeps it beside b, so the name is
@@ -1436,11 +1443,6 @@ dest_relation_set(const char *a, const char *b)
 static void
 check_file_dest(struct conf_load *ld)
 {
-	static const char *const rel[] = {
-		"", "is the same directory as", "is inside", "contains",
-		"is inside the snapshot directory (NAME.biomirror) of",
-		"has its snapshot directory (NAME.biomirror) around"
-	};
 	struct mirror_conf	*m = ld->cur, *o;
 	char			*a = NULL, *b = NULL;
 	size_t			 i;
@@ -1474,7 +1476,7 @@ check_file_dest(struct conf_load *ld)
 		if ((r = dest_relation_set(a, b)) != 0) {
 			load_fail(ld, ld->lineno, BM_EINVAL, "dest %s of [%s] "
 			    "%s state_dir %s: the manifests must stay out of "
-			    "the mirror", m->dest, m->name, rel[r],
+			    "the mirror", m->dest, m->name, dest_rel_words[r],
 			    ld->c->state_dir);
 			goto out;
 		}
@@ -1490,7 +1492,7 @@ check_file_dest(struct conf_load *ld)
 			load_fail(ld, ld->lineno, BM_EINVAL, "dest %s of [%s] "
 			    "%s dest %s of [%s] (section on line %u): mirrors "
 			    "must not share or nest destinations", m->dest,
-			    m->name, rel[r], o->dest, o->name, o->line);
+			    m->name, dest_rel_words[r], o->dest, o->name, o->line);
 		free(b);
 		b = NULL;
 	}
@@ -1512,11 +1514,6 @@ int
 config_check_adhoc_dest(const struct config *c, const char *dest,
     char *errbuf, size_t errlen)
 {
-	static const char *const rel[] = {
-		"", "is the same directory as", "is inside", "contains",
-		"is inside the snapshot directory (NAME.biomirror) of",
-		"has its snapshot directory (NAME.biomirror) around"
-	};
 	char		*cwd = NULL, *abs = NULL, *a = NULL, *b = NULL;
 	size_t		 i;
 	int		 r, rc = 0, saved;
@@ -1555,8 +1552,8 @@ config_check_adhoc_dest(const struct config *c, const char *dest,
 		if ((r = dest_relation_set(a, b)) != 0)
 			rc = conf_fmt(errbuf, errlen, "--dest %s %s dest %s of "
 			    "[%s]: mirrors must not share or nest "
-			    "destinations", dest, rel[r], c->mirrors[i]->dest,
-			    c->mirrors[i]->name);
+			    "destinations", dest, dest_rel_words[r],
+			    c->mirrors[i]->dest, c->mirrors[i]->name);
 		free(b);
 		b = NULL;
 	}
