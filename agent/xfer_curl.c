@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 
 #include <curl/curl.h>
@@ -977,17 +978,21 @@ classify(struct curl_rec *r, CURLcode cc)
 		res->cls = XFER_PERMANENT;
 }
 
-/* Drive libcurl once and report every finished job; returns how many. */
+/*
+ * Drive libcurl once and report every finished job: *ret_n is how many,
+ * *ret_running how many transfers libcurl still runs.
+ */
 static int
-xfer_drain(struct xfer *x, xfer_done_fn done, void *ctx, size_t *ret_n)
+xfer_drain(struct xfer *x, xfer_done_fn done, void *ctx, size_t *ret_n,
+    int *ret_running)
 {
 	struct curl_rec	*r;
 	struct xfer_job	*job;
 	CURLMsg		*msg;
-	int		 running, left;
+	int		 left;
 
 	*ret_n = 0;
-	if (curl_multi_perform(x->multi, &running) != CURLM_OK)
+	if (curl_multi_perform(x->multi, ret_running) != CURLM_OK)
 		return BM_ENET;
 	while ((msg = curl_multi_info_read(x->multi, &left)) != NULL) {
 		if (msg->msg != CURLMSG_DONE)
@@ -1007,6 +1012,26 @@ xfer_drain(struct xfer *x, xfer_done_fn done, void *ctx, size_t *ret_n)
 	return 0;
 }
 
+/*
+ * Whether libcurl has a socket to wait on (curl_multi_fdset(3): maxfd is
+ * -1 when none).  An fd at or above FD_SETSIZE is not reported there, so
+ * a process with that many files open gets "no" and waits at most 1 ms
+ * per call: more wake-ups, never a stall.
+ */
+static bool
+curl_waits_on_socket(struct xfer *x)
+{
+	fd_set	rd, wr, ex;
+	int	maxfd = -1;
+
+	FD_ZERO(&rd);
+	FD_ZERO(&wr);
+	FD_ZERO(&ex);
+	if (curl_multi_fdset(x->multi, &rd, &wr, &ex, &maxfd) != CURLM_OK)
+		return true;
+	return maxfd >= 0;
+}
+
 int
 xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 {
@@ -1014,7 +1039,7 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	struct pollfd	 pfd[XFER_GRIDFTP_FDS];
 	struct curl_waitfd wfd[XFER_GRIDFTP_FDS];
 	size_t		 n, gn = 0, nfd = 0, i;
-	int		 rc;
+	int		 rc, running;
 
 	if (x->npaused > 0) {
 		bucket_refill(x);
@@ -1034,7 +1059,7 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	 */
 	if (x->gftp != NULL)
 		host_cap(x);
-	if ((rc = xfer_drain(x, done, ctx, &n)) != 0)
+	if ((rc = xfer_drain(x, done, ctx, &n, &running)) != 0)
 		return rc;
 	if (x->gftp != NULL) {
 		/* Deadlines and queued jobs only: no socket was polled. */
@@ -1043,6 +1068,24 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	}
 	if (n > 0)
 		return 0;
+	if (running > (int)x->npaused && !curl_waits_on_socket(x)) {
+		/*
+		 * libcurl 7.88's FTP can stop a transfer where it has no
+		 * socket to wait on and no timer due (after the reply to
+		 * EPSV, before it opens the data connection): the poll
+		 * below would sleep the whole timeout, 100 ms per listed
+		 * directory or fetched file (seen with strace against
+		 * vsftpd).  Drive it once more; if it still waits on
+		 * nothing, wait at most 1 ms.
+		 */
+		if ((rc = xfer_drain(x, done, ctx, &n, &running)) != 0)
+			return rc;
+		if (n > 0)
+			return 0;
+		if (running > (int)x->npaused && !curl_waits_on_socket(x) &&
+		    timeout_ms > 1)
+			timeout_ms = 1;
+	}
 	/*
 	 * With nothing in flight this just sleeps (a retry is due later).
 	 * The MODE E sessions' sockets wait beside libcurl's.
@@ -1059,7 +1102,7 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	if (curl_multi_poll(x->multi, nfd ? wfd : NULL, (unsigned)nfd,
 	    timeout_ms, NULL) != CURLM_OK)
 		return BM_ENET;
-	if ((rc = xfer_drain(x, done, ctx, &n)) != 0)
+	if ((rc = xfer_drain(x, done, ctx, &n, &running)) != 0)
 		return rc;
 	for (i = 0; i < nfd; i++)
 		pfd[i].revents = wfd[i].revents;
