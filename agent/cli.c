@@ -67,7 +67,7 @@ usage(FILE *fp)
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
 "  --stall-timeout S  --listing-timezone TZ  --transport tcp\n"
 "  --verify size|sidecar|checksum  --ca-file PEM\n"
-"  --ftp-mode stream|extended\n"
+"  --ftp-mode stream|extended  --tcp-congestion auto|NAME\n"
 "  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
 "exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
 "manifest error, 3 listing failed or incomplete, 4 refused by a safety\n"
@@ -156,6 +156,7 @@ static const struct option sync_longopts[] = {
 	{ "listing-timezone",	required_argument, NULL, 'o' },
 	{ "ca-file",		required_argument, NULL, 'o' },
 	{ "ftp-mode",		required_argument, NULL, 'o' },
+	{ "tcp-congestion",	required_argument, NULL, 'o' },
 	{ "checksum",		no_argument,	   NULL, 'C' },
 	{ "adopt",		no_argument,	   NULL, 'A' },
 	{ "help",		no_argument,	   NULL, 'h' },

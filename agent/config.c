@@ -52,7 +52,7 @@ enum mkey {
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
 	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_FTP_MODE,
-	MK_COUNT
+	MK_TCP_CONGESTION, MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -62,7 +62,8 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"retries", "timeout", "stall_timeout", "listing_timezone",
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
-	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode"
+	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode",
+	"tcp_congestion"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -821,6 +822,33 @@ key_index(const char *const *keys, size_t nkeys, const char *key)
 	return -1;
 }
 
+/*
+ * tcp_congestion = auto (the kernel's default) or the name of a Linux
+ * congestion control module (tcp(7) TCP_CONGESTION; TCP_CA_NAME_MAX is
+ * 16 bytes with the NUL): letters, digits, '_' and '-'.  Whether this
+ * kernel has it is for the run to find out (sync.c), not the config.
+ */
+static int
+set_tcp_congestion(const char *v, struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	size_t	 n = strlen(v);
+
+	if (strcasecmp(v, "auto") == 0) {
+		m->tcp_congestion[0] = '\0';
+		return 0;
+	}
+	if (n == 0 || n >= sizeof(m->tcp_congestion) ||
+	    strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789_-") != n)
+		return conf_bad(errbuf, errlen, "tcp_congestion", v,
+		    "expected auto or an algorithm name (bbr, cubic, reno, "
+		    "...) of at most %zu letters, digits, '_' or '-'",
+		    sizeof(m->tcp_congestion) - 1);
+	memcpy(m->tcp_congestion, v, n + 1);
+	return 0;
+}
+
 static int
 set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
     size_t errlen)
@@ -920,6 +948,8 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 	case MK_PUBLISH:
 	case MK_FTP_MODE:
 		return set_enum_key(m, k, value, errbuf, errlen);
+	case MK_TCP_CONGESTION:
+		return set_tcp_congestion(value, m, errbuf, errlen);
 	case MK_DELETE:
 		return set_bool(key, value, &m->delete, errbuf, errlen);
 	case MK_MAX_DELETE:

@@ -1034,6 +1034,30 @@ run_ftp_source(struct run *r)
 	return r->password == NULL ? BM_ENOMEM : 0;
 }
 
+/*
+ * tcp_congestion: what biomirror itself sends (requests; on a pull the
+ * upstream server sends the data, and its own congestion control governs
+ * that).  A name this kernel does not have or does not allow is not
+ * fatal: the run warns and keeps the kernel's default.
+ */
+static void
+run_tcp_congestion(struct run *r, struct xfer_opts *xo)
+{
+	char	 why[320];
+
+	if (r->c->tcp_congestion[0] == '\0')
+		return;
+	if (xfer_tcp_congestion_check(r->c->tcp_congestion, why,
+	    sizeof(why)) != 0) {
+		log_warnx("%s: tcp_congestion = %s: %s: the kernel's default "
+		    "is used", r->c->name, r->c->tcp_congestion, why);
+		return;
+	}
+	xo->tcp_congestion = r->c->tcp_congestion;
+	log_debug("%s: tcp_congestion %s on biomirror's sockets", r->c->name,
+	    r->c->tcp_congestion);
+}
+
 static int
 run_open(struct run *r)
 {
@@ -1079,6 +1103,7 @@ run_open(struct run *r)
 	xo.user_agent = r->c->user_agent ? r->c->user_agent : r->o->user_agent;
 	xo.ca_file = r->c->ca_file;
 	xo.bwlimit = r->c->bwlimit;
+	run_tcp_congestion(r, &xo);
 	return xfer_curl_new(&xo, &r->x);
 }
 

@@ -12,6 +12,7 @@
  * exactly once through the done callback.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -21,6 +22,7 @@
 #include <poll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -72,6 +74,9 @@ struct xfer {
 	size_t		 npaused;	/* records paused by the rate limit */
 	struct gridftp	*gftp;		/* owned: MODE E engine, NULL if off */
 	long		 host_cap;	/* CURLMOPT_MAX_HOST_CONNECTIONS now */
+	bool		 fd_high;	/* libcurl made a socket at or above
+					   FD_SETSIZE: curl_multi_fdset()
+					   cannot see every socket */
 };
 
 static int	multi_new(struct xfer *);
@@ -562,6 +567,28 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 	return 0;
 }
 
+/*
+ * CURLOPT_SOCKOPTFUNCTION: every socket libcurl makes (connections, an
+ * active-mode listener, the data connections it accepts) gets
+ * tcp_congestion, and one at or above FD_SETSIZE marks the transport
+ * as one curl_multi_fdset() cannot see whole.  A refused setsockopt is
+ * not an error: sync.c tried the name on a socket of its own first
+ * (xfer_tcp_congestion_check()).
+ */
+static int
+sockopt_cb(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+	struct xfer	*x = arg;
+
+	(void)purpose;
+	if (fd >= FD_SETSIZE)
+		x->fd_high = true;
+	if (x->opts.tcp_congestion != NULL)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION,
+		    x->opts.tcp_congestion, strlen(x->opts.tcp_congestion));
+	return CURL_SOCKOPT_OK;
+}
+
 static int
 setup_easy(struct xfer *x, struct curl_rec *r)
 {
@@ -584,6 +611,8 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	(void)curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
 	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 1L);
 	(void)curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+	(void)curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+	(void)curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, x);
 	/*
 	 * Fewer, larger writes for big bodies; a body the sink holds in
 	 * memory (a small file) gets libcurl's default 16 KiB, as hundreds of
@@ -1014,9 +1043,10 @@ xfer_drain(struct xfer *x, xfer_done_fn done, void *ctx, size_t *ret_n,
 
 /*
  * Whether libcurl has a socket to wait on (curl_multi_fdset(3): maxfd is
- * -1 when none).  An fd at or above FD_SETSIZE is not reported there, so
- * a process with that many files open gets "no" and waits at most 1 ms
- * per call: more wake-ups, never a stall.
+ * -1 when none).  That call leaves out sockets at or above FD_SETSIZE,
+ * so once libcurl made one (sockopt_cb) the answer is always yes, and a
+ * stop as described in xfer_poll() lasts until the next event or the
+ * poll's timeout, as it did before this check.
  */
 static bool
 curl_waits_on_socket(struct xfer *x)
@@ -1024,6 +1054,8 @@ curl_waits_on_socket(struct xfer *x)
 	fd_set	rd, wr, ex;
 	int	maxfd = -1;
 
+	if (x->fd_high)
+		return true;
 	FD_ZERO(&rd);
 	FD_ZERO(&wr);
 	FD_ZERO(&ex);
@@ -1207,4 +1239,44 @@ xfer_free(struct xfer *x)
 	gridftp_free(x->gftp);
 	curl_multi_cleanup(x->multi);
 	free(x);
+}
+
+int
+xfer_tcp_congestion_check(const char *name, char *errbuf, size_t errlen)
+{
+	const char	*key;
+	char		 path[96], list[256] = "";
+	int		 fd, e;
+	FILE		*fp;
+	size_t		 n;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+		(void)snprintf(errbuf, errlen, "socket: %s", strerror(errno));
+		return BM_ENET;
+	}
+	e = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, strlen(name)) ==
+	    0 ? 0 : errno;
+	(void)close(fd);
+	if (e == 0)
+		return 0;
+	if (e != EPERM && e != ENOENT) {
+		(void)snprintf(errbuf, errlen, "setsockopt TCP_CONGESTION: %s",
+		    strerror(e));
+		return BM_EINVAL;
+	}
+	/* tcp(7): the algorithms this kernel has, and those any user may set. */
+	key = e == EPERM ? "tcp_allowed_congestion_control" :
+	    "tcp_available_congestion_control";
+	(void)snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", key);
+	if ((fp = fopen(path, "re")) != NULL) {
+		if (fgets(list, sizeof(list), fp) == NULL)
+			list[0] = '\0';
+		(void)fclose(fp);
+	}
+	n = strcspn(list, "\n");
+	list[n] = '\0';
+	(void)snprintf(errbuf, errlen, "%s (net.ipv4.%s: %s)", e == EPERM ?
+	    "not allowed for this user" : "this kernel has no such algorithm",
+	    key, n > 0 ? list : "unknown");
+	return BM_EINVAL;
 }

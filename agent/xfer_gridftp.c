@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "biomirror/clock.h"
@@ -441,6 +442,18 @@ sess_flush(struct gsess *s)
 	return 0;
 }
 
+/*
+ * tcp_congestion on a socket the engine made (fd -1: nothing to do); a
+ * refusal is ignored, as in xfer_curl.c: sync.c checked the name first.
+ */
+static void
+sock_congestion(const struct gridftp *g, int fd)
+{
+	if (fd != -1 && g->opts.tcp_congestion != NULL)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION,
+		    g->opts.tcp_congestion, strlen(g->opts.tcp_congestion));
+}
+
 /* stall_timeout in seconds (60 where the options leave it 0). */
 static unsigned
 stall_s(const struct gridftp *g)
@@ -474,6 +487,8 @@ sess_listen(struct gsess *s)
 		return BM_ENET;
 	s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0);
+	/* The data connection accepted on it inherits tcp_congestion. */
+	sock_congestion(s->g, s->lfd);
 	if (s->lfd == -1 || bind(s->lfd, (struct sockaddr *)&ss, sl) == -1 ||
 	    listen(s->lfd, 4) == -1 ||
 	    getsockname(s->lfd, (struct sockaddr *)&ss, &sl) == -1)
@@ -1112,6 +1127,7 @@ sess_open(struct gridftp *g)
 		free(s);
 		return BM_ENET;
 	}
+	sock_congestion(g, s->ctl);
 	s->state = GS_CONNECTING;
 	s->deadline = clock_mono_ns() + (int64_t)(g->opts.connect_timeout ?
 	    g->opts.connect_timeout : 30) * 1000000000;

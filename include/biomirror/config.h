@@ -66,6 +66,9 @@ struct mirror_conf {
 	bool		 ftp_active;	/* ftp_active: PORT/EPRT, not passive */
 	bool		 follow_symlinks; /* fetch symlink targets (FTP) */
 	bool		 ftp_mode_e;	/* ftp_mode = extended: GridFTP MODE E */
+	char		 tcp_congestion[16]; /* TCP_CONGESTION of biomirror's
+					   sockets, "" = auto (the kernel's
+					   default) */
 	unsigned	 line;		/* line of the section header, 0 ad-hoc */
 	unsigned	 metrics_line;	/* line of metrics_file, 0 if not from a file */
 };

@@ -158,6 +158,11 @@ struct xfer_opts {
 	bool		 ftp_active;	/* FTP: active mode (PORT/EPRT) */
 	const char	*user;		/* borrowed: FTP login, NULL = anonymous */
 	const char	*password;	/* borrowed: FTP password, NULL if none */
+	const char	*tcp_congestion; /* borrowed: TCP_CONGESTION (tcp(7))
+					   of every socket the transport
+					   makes, NULL = the kernel's default;
+					   check it first with
+					   xfer_tcp_congestion_check() */
 	bool		 ftp_gridftp;	/* FTP: the server is GridFTP (FEAT
 					   lists DCAU): TYPE I before every
 					   file's data connection (it fixes a
@@ -173,6 +178,18 @@ struct xfer_opts {
 #define XFER_TLS_REQUIRE	2
 
 struct xfer;
+
+/*
+ * Whether this kernel lets biomirror's sockets use the TCP congestion
+ * control name (tcp_congestion; the TCP_CONGESTION socket option of
+ * tcp(7)), tried on a TCP socket that is never connected (as root this
+ * may load the algorithm's module).  Returns 0; BM_EINVAL with the
+ * reason in errbuf when the kernel has no such algorithm or does not
+ * allow it for this user (the reason quotes the sysctl listing the
+ * names it offers); BM_ENET when no socket could be made.
+ */
+int	xfer_tcp_congestion_check(const char *name, char *errbuf,
+	    size_t errlen);
 
 /* Called for each finished job (from inside xfer_poll). */
 typedef void (*xfer_done_fn)(void *ctx, struct xfer_job *job);

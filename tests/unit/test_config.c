@@ -679,6 +679,42 @@ test_ftp(struct ctx *t)
 	    "ftp_mode = extended\n", 1, "ftp_mode = extended needs an ftp:// "
 	    "source without TLS (its data connections carry none here) in "
 	    "section [m]");
+	/* tcp_congestion: auto or a tcp(7) TCP_CONGESTION name. */
+	rc = load(t, HEAD, &c);
+	if (c != NULL)
+		is_str(c->mirrors[0]->tcp_congestion, "",
+		    "tcp_congestion auto by default");
+	config_free(c);
+	c = NULL;
+	rc = load(t, HEAD "tcp_congestion = bbr\n", &c);
+	is_int(rc, 0, "tcp_congestion = bbr accepted");
+	if (c != NULL)
+		is_str(c->mirrors[0]->tcp_congestion, "bbr",
+		    "tcp_congestion = bbr set");
+	config_free(c);
+	c = NULL;
+	rc = load(t, HEAD "tcp_congestion = abcdefghijklmn_\n", &c);
+	is_int(rc, 0, "tcp_congestion of 15 bytes accepted");
+	if (c != NULL)
+		is_str(c->mirrors[0]->tcp_congestion, "abcdefghijklmn_",
+		    "tcp_congestion of 15 bytes set");
+	config_free(c);
+	c = NULL;
+	rc = load(t, HEAD "tcp_congestion = Auto\n", &c);
+	is_int(rc, 0, "tcp_congestion = Auto accepted");
+	if (c != NULL)
+		is_str(c->mirrors[0]->tcp_congestion, "",
+		    "tcp_congestion = Auto: the kernel's default");
+	config_free(c);
+	c = NULL;
+	fails(t, HEAD "tcp_congestion = abcdefghijklmnop\n", 4,
+	    "tcp_congestion = abcdefghijklmnop: expected auto or an "
+	    "algorithm name (bbr, cubic, reno, ...) of at most 15 letters, "
+	    "digits, '_' or '-'");
+	fails(t, HEAD "tcp_congestion = bbr/2\n", 4,
+	    "tcp_congestion = bbr/2: expected auto or an algorithm name "
+	    "(bbr, cubic, reno, ...) of at most 15 letters, digits, '_' or "
+	    "'-'");
 	/* password_file: exists, regular, not world-readable. */
 	(void)snprintf(pw, sizeof(pw), "%s/pw", t->dir);
 	write_file(pw, "s3cret\n");
