@@ -115,29 +115,53 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	return 0;
 }
 
+/* Why a path of another type in the way stays (plan_clear()). */
+#define CLEAR_WHY(up, local) {						\
+	"upstream has a " up " here; the local " local " stays "	\
+	    "(delete = yes replaces it)",				\
+	"upstream has a " up " here; the local " local " is not the "	\
+	    "one biomirror committed: it stays, not replaced" }
+
+static const char *const clear_why[2][4][2] = {
+	/* upstream has a directory: local file, directory, symlink, other */
+	{ CLEAR_WHY("directory", "file"), { NULL, NULL },
+	  CLEAR_WHY("directory", "symlink"),
+	  CLEAR_WHY("directory", "special file") },
+	/* upstream has a file */
+	{ { NULL, NULL }, CLEAR_WHY("file", "directory"),
+	  CLEAR_WHY("file", "symlink"), CLEAR_WHY("file", "special file") },
+};
+
 /*
- * Something of another type is in the way of row's path locally: with
- * do_delete, delete it first (PHASE_CLEAR; a directory's recorded
- * contents follow it into the clearing phase in plan_build()) and
- * return 0; without, plan an ACT_CONFLICT that says why and return 1
- * (the caller plans nothing else for the path).  <0 on error.
+ * Something of another type (local: 'f', 'd', 'l' or '?') is in the way
+ * of row's path locally.  It is deleted first (PHASE_CLEAR; a
+ * directory's recorded contents follow it into the clearing phase in
+ * plan_build()) only with do_delete, and only when it is what biomirror
+ * committed there and upstream changed that type (the executor also
+ * checks a file's size and mtime, run_not_committed() in sync.c): then
+ * 0 is returned.  Anything else in the way (an admin's or another
+ * tool's file, directory or link, untracked or put in place of a
+ * committed path) is never deleted: an ACT_CONFLICT says why and 1 is
+ * returned (the caller plans nothing else for the path).  <0 on error.
  */
 static int
-plan_clear(struct plan_ctx *c, const struct diff_row *row)
+plan_clear(struct plan_ctx *c, const struct diff_row *row, int local)
 {
 	struct diff_row	 r = *row;
 	char		**v;
-	int		 rc;
+	int		 rc, li;
+	bool		 ours;
 
-	if (!c->do_delete) {
-		rc = plan_add(c->p, row, ACT_CONFLICT, row->type == ENTRY_DIR ?
-		    "upstream has a directory here; the local file stays "
-		    "(delete = yes replaces it)" : "upstream has a file here; "
-		    "the local directory stays (delete = yes replaces it)");
+	ours = row->recorded && row->rec_type != row->type &&
+	    local == (int)row->rec_type;
+	if (!c->do_delete || !ours) {
+		li = local == 'f' ? 0 : local == 'd' ? 1 : local == 'l' ? 2 : 3;
+		rc = plan_add(c->p, row, ACT_CONFLICT, clear_why[row->type ==
+		    ENTRY_DIR ? 0 : 1][li][ours ? 0 : 1]);
 		return rc == 0 ? 1 : rc;
 	}
 	/* Only a local directory (upstream now a file) has contents to clear. */
-	if (row->type == ENTRY_FILE) {
+	if (local == 'd') {
 		v = reallocarray(c->clear, c->nclear + 1, sizeof(*v));
 		if (v == NULL)
 			return BM_ENOMEM;
@@ -147,7 +171,7 @@ plan_clear(struct plan_ctx *c, const struct diff_row *row)
 			return BM_ENOMEM;
 		c->nclear++;
 	}
-	r.type = row->type == ENTRY_DIR ? ENTRY_FILE : ENTRY_DIR;
+	r.type = row->rec_type;
 	r.etag = NULL;
 	if ((rc = plan_add(c->p, &r, ACT_DELETE,
 	    "type changed upstream")) != 0)
@@ -256,7 +280,7 @@ plan_dir(struct plan_ctx *c, const struct diff_row *row)
 		if (rc == 0 && st.type == 'd')
 			return row->kind == DIFF_NEW ? plan_add(c->p, row,
 			    ACT_MKDIR, "new") : 0;
-		if (rc == 0 && (rc = plan_clear(c, row)) != 0)
+		if (rc == 0 && (rc = plan_clear(c, row, st.type)) != 0)
 			return rc < 0 ? rc : 0;
 	}
 	return plan_add(c->p, row, ACT_MKDIR,
@@ -275,7 +299,7 @@ plan_local(struct plan_ctx *c, const struct diff_row *row,
 	    BM_ENOENT)
 		return plan_add(c->p, row, ACT_FETCH, "local missing");
 	if (rc != 0 || st.type != 'f') {
-		if (rc == 0 && (rc = plan_clear(c, row)) != 0)
+		if (rc == 0 && (rc = plan_clear(c, row, st.type)) != 0)
 			return rc < 0 ? rc : 0;
 		return plan_add(c->p, row, ACT_FETCH, "local not a file");
 	}
@@ -400,7 +424,7 @@ plan_row(void *arg, const struct diff_row *row)
 	case DIFF_CHANGED:
 		/* Something else (a directory) in the way goes first. */
 		if (c->s != NULL && store_stat(c->s, row->path, &st) == 0 &&
-		    st.type != 'f' && (rc = plan_clear(c, row)) != 0)
+		    st.type != 'f' && (rc = plan_clear(c, row, st.type)) != 0)
 			return rc < 0 ? rc : 0;
 		return plan_add(c->p, row, ACT_FETCH,
 		    row->kind == DIFF_NEW ? "new" : "changed");

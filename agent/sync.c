@@ -553,10 +553,16 @@ run_symlinks(struct run *r)
 	return 0;
 }
 
-/* Type changes left alone (delete = no) are failures that say why. */
-static void
+/*
+ * Paths with something of another type in the way that stays (plan.c
+ * plan_clear(): delete = no, or not what biomirror committed there) are
+ * failures that say why, recorded as events of the run (history).
+ * Returns 0 or BM_EDB.
+ */
+static int
 run_conflicts(struct run *r)
 {
+	struct commit_rec rec;
 	const struct action *a;
 	size_t		 i;
 
@@ -567,23 +573,30 @@ run_conflicts(struct run *r)
 		log_warnx("%s: %s", a->path, a->why);
 		(void)result_add_error(r->res, a->path, "conflict", a->why);
 		r->res->failed++;
+		memset(&rec, 0, sizeof(rec));
+		rec.path = a->path;
+		rec.type = a->type;
+		rec.op = COMMIT_FAILED;
+		rec.reason = a->why;
+		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+			return BM_EDB;
 	}
+	return 0;
 }
 
 /*
- * A path gone upstream whose local copy is no longer what was committed
- * there: a file of another size, or a path that is no longer of the
- * type committed (a file, directory or symlink replaced by something
- * else: an admin's or another tool's; the content differs, as
- * plan_local() judges a listed file; an mtime alone is no content):
- * why it is kept, in buf; NULL to delete it.
+ * Whether the path of a delete (gone upstream, or its type changed
+ * upstream: a->replace) is still what was committed there; if not (a
+ * file of another size or mtime: an edit; a path that is no longer of
+ * the type committed: a file, directory or symlink replaced by an
+ * admin's or another tool's), why it is kept, in buf; NULL to delete it.
  */
 static const char *
 run_not_committed(struct run *r, const struct action *a, char *buf,
     size_t len)
 {
 	struct local_stat st;
-	const char	*what;
+	const char	*what, *event;
 	int		 want;
 
 	switch (a->type) {
@@ -604,16 +617,21 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
 	}
 	if (store_stat(r->s, a->path, &st) != 0)
 		return NULL;
+	event = a->replace ? "its type changed upstream" : "gone upstream";
 	if (st.type != want)
-		(void)snprintf(buf, len, "gone upstream, but the local path "
-		    "is no longer the %s committed: kept, no longer tracked",
-		    what);
+		(void)snprintf(buf, len, "%s, but the local path is no longer "
+		    "the %s committed: kept, no longer tracked", event, what);
 	else if (want == 'f' && a->local_size >= 0 &&
 	    st.size != a->local_size)
-		(void)snprintf(buf, len, "gone upstream, but the local file "
-		    "is not the one committed (%lld bytes, committed %lld): "
-		    "kept, no longer tracked", (long long)st.size,
+		(void)snprintf(buf, len, "%s, but the local file is not the "
+		    "one committed (%lld bytes, committed %lld): kept, no "
+		    "longer tracked", event, (long long)st.size,
 		    (long long)a->local_size);
+	else if (want == 'f' && a->local_mtime >= 0 &&
+	    st.mtime != a->local_mtime)
+		(void)snprintf(buf, len, "%s, but the local file is not the "
+		    "one committed (its mtime changed since): kept, no "
+		    "longer tracked", event);
 	else
 		return NULL;
 	return buf;
@@ -655,8 +673,8 @@ run_deletes(struct run *r, enum action_phase phase)
 		memset(&rec, 0, sizeof(rec));
 		rec.path = a->path;
 		rec.type = a->type;
-		if (phase == PHASE_DELETE && (rec.reason = run_not_committed(r,
-		    a, why, sizeof(why))) != NULL) {
+		if ((rec.reason = run_not_committed(r, a, why,
+		    sizeof(why))) != NULL) {
 			rec.op = COMMIT_RELEASED;
 			log_warnx("%s: delete: %s", a->path, rec.reason);
 			(void)result_add_error(r->res, a->path, "delete",
@@ -1429,8 +1447,8 @@ run_execute(struct run *r)
 
 	if ((rc = run_resume_prepare(r, &rs)) != 0)
 		return rc;
-	run_conflicts(r);
-	if ((rc = run_deletes(r, PHASE_CLEAR)) != 0 ||
+	if ((rc = run_conflicts(r)) != 0 ||
+	    (rc = run_deletes(r, PHASE_CLEAR)) != 0 ||
 	    (rc = run_mkdirs(r)) != 0 || (rc = run_adopts(r)) != 0 ||
 	    (rc = run_symlinks(r)) != 0) {
 		resume_set_free(rs);

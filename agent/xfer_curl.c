@@ -46,6 +46,9 @@ struct curl_rec {
 					   its lines joined by " / ", or "" */
 	bool		 ftp_multi;	/* FTP: inside a multi-line reply */
 	bool		 ftp_refusing;	/* FTP: ... that is a refusal */
+	char		 ftp_unreadable[120]; /* FTP: a 2xx reply that says the
+					   listed directory could not be read
+					   (vsftpd), or "" */
 	struct curl_rec	*next, *prev;	/* list of records in flight */
 };
 
@@ -186,6 +189,16 @@ ftp_reply_line(struct curl_rec *r, const char *buf, size_t n)
 	if (!r->ftp_multi) {
 		if (!code)
 			return;
+		/*
+		 * vsftpd answers LIST of a directory it cannot open
+		 * (permissions changed, or gone since CWD) with an empty
+		 * listing and "226 Transfer done (but failed to open
+		 * directory)." (vsftpd 3.0 ls.c): never an empty directory.
+		 */
+		if (buf[0] == '2' && memmem(buf, len, "failed to open "
+		    "directory", 24) != NULL)
+			(void)snprintf(r->ftp_unreadable,
+			    sizeof(r->ftp_unreadable), "%.*s", (int)len, buf);
 		r->ftp_multi = buf[3] == '-';
 		r->ftp_refusing = buf[0] == '4' || buf[0] == '5';
 		r->ftp_refusal[0] = '\0';
@@ -824,6 +837,15 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 		}
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s",
 		    r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
+		return;
+	}
+	if (j->ftp_command != NULL && r->ftp_unreadable[0] != '\0') {
+		/* A listing that did not happen: exit 3, no deletes. */
+		res->rc = BM_EPROTO;
+		res->cls = XFER_PERMANENT;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s: the "
+		    "server could not read the directory: %s",
+		    j->ftp_command, r->ftp_unreadable);
 		return;
 	}
 	if (!j->validate && ((j->len > 0 && res->bytes != j->len) ||

@@ -1086,6 +1086,8 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx)
 		r.list_prec = (enum mtime_prec)sqlite3_column_int(st, 5);
 		r.target = col_str(st, 6, NULL);
 		r.recorded = sqlite3_column_int(st, 7) != 0;
+		r.rec_type = r.recorded ? (enum entry_type)
+		    sqlite3_column_int(st, 8) : r.type;
 		r.up_size = col_opt(st, 14);
 		r.up_mtime = col_opt(st, 15);
 		r.etag = col_str(st, 16, NULL);
@@ -1142,6 +1144,7 @@ diff_gone(struct manifest *m, manifest_diff_fn fn, void *ctx)
 		r.pathlen = f.pathlen;
 		r.kind = DIFF_GONE;
 		r.type = f.type;
+		r.rec_type = f.type;
 		r.list_size = f.list_size;
 		r.list_size_exact = f.list_size_exact;
 		r.list_mtime = f.list_mtime;

@@ -111,6 +111,8 @@ struct diff_row {
 	enum mtime_prec	 list_prec;	/* staged precision */
 	const char	*target;	/* staged symlink target or NULL (borrowed) */
 	bool		 recorded;	/* the manifest has a committed row */
+	enum entry_type	 rec_type;	/* type committed; the listed type
+					   when not recorded */
 	int64_t		 up_size;	/* exact size from the last GET, -1 unknown */
 	int64_t		 up_mtime;	/* exact mtime from the last GET, ns, -1 unknown */
 	const char	*etag;		/* ETag from the last GET, NULL if none (borrowed) */

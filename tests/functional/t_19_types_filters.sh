@@ -1,6 +1,9 @@
 #!/bin/bash
 # Upstream changes a path's type (file -> directory, directory -> file):
 # with delete = yes the local entry is replaced and the mirror converges;
+# a local path of another type that biomirror did not commit there (an
+# admin's file in place of a directory, an untracked file where upstream
+# adds a directory) is never replaced: a conflict, kept, in history;
 # excluded paths are never deleted, even with --delete and a generous
 # max_delete (as rsync keeps excluded files without --delete-excluded).
 . "$(dirname "$0")/lib.sh"
@@ -43,7 +46,29 @@ assert_exit 1 bm --json sync up
 assert_eq "$(jerrors | grep -c '^x')" 1 "errors for x and beneath it"
 assert_eq "$(jfield failed)" 1 "failed"
 grep -q 'x/in' "$LAST_ERR" && fail "a file beneath the conflict was tried"
+
+echo "# ... and with delete = yes: the local file x is not what biomirror"
+echo "# committed there (a directory): kept, never replaced, in history"
 sed -i 's/^delete = no$/delete = yes/' "$T/bm.conf"
+assert_exit 1 bm --json sync up
+assert_eq "$(cat "$T/mirror/x")" local "the admin's file x"
+grep -qxF 'biomirror: x: upstream has a directory here; the local file is not the one biomirror committed: it stays, not replaced' \
+    "$LAST_ERR" || fail "no conflict for the admin's file x"
+run=$(jfield run)
+assert_exit 0 bm history up --run "$run"
+grep -q 'x.*upstream has a directory here' "$T/last.out" ||
+    fail "the conflict is not in the run's history"
+rm "$T/mirror/x"
+assert_exit 0 bm --json sync up
+assert_trees_equal "$T/up" "$T/mirror"
+
+echo "# an untracked local file where upstream adds a directory: kept"
+mkdir "$T/up/newdir"; echo n > "$T/up/newdir/n.txt"
+echo mine > "$T/mirror/newdir"
+assert_exit 1 bm --json sync up
+assert_eq "$(cat "$T/mirror/newdir")" mine "the admin's file newdir"
+assert_eq "$(jerrors | tr '\n' ,)" "newdir conflict," "errors"
+rm "$T/mirror/newdir"
 assert_exit 0 bm --json sync up
 assert_trees_equal "$T/up" "$T/mirror"
 

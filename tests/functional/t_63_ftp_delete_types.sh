@@ -9,7 +9,10 @@
 #    are kept, reported (exit 1, errors op "delete") and released;
 #  - sub, gone upstream with its file sub/kept.txt edited locally: the
 #    file is released, and so is sub, which now holds it (reported once:
-#    the next run is clean, exit 0, not a failure every run).
+#    the next run is clean, exit 0, not a failure every run);
+#  - a directory vsftpd cannot read (mode 0711): its LIST is empty with
+#    "226 Transfer done (but failed to open directory).": exit 3, its
+#    files neither deleted nor released.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -83,6 +86,29 @@ echo "# the next run is clean; what was kept stays"
 assert_exit 0 bm --json sync up
 expect_counts 0 0 0 0
 assert_eq "$(tree)" "d ./d,d ./sub,f ./d/f,f ./e,f ./k,f ./lnk,f ./sub/kept.txt,f ./x," "last tree"
+
+echo "# a directory vsftpd cannot read (mode 0711: CWD works, LIST does not)"
+# vsftpd answers its LIST with no lines and "226 Transfer done (but failed
+# to open directory).": an incomplete listing (exit 3), nothing deleted,
+# never an empty directory.
+mkdir "$U/locked"
+printf 'one\n' > "$U/locked/one.txt"
+printf 'two\n' > "$U/locked/two.txt"
+chmod -R a+rX "$U/locked"
+assert_exit 0 bm --json sync up
+[ -f "$T/mirror/locked/two.txt" ] || fail "locked/two.txt not mirrored"
+chmod 0711 "$U/locked"
+assert_exit 3 bm --json sync up
+assert_eq "$(jfield status)" failed "status"
+grep -qF 'locked/: LIST: the server could not read the directory: 226 Transfer done (but failed to open directory).' \
+    "$LAST_ERR" || fail "no reason for the unreadable directory"
+[ -f "$T/mirror/locked/one.txt" ] && [ -f "$T/mirror/locked/two.txt" ] ||
+    fail "files of the unreadable directory deleted"
+assert_eq "$(manifest_sql "$T/state" up "select count(*) from files where cast(path as text) like 'locked/%'")" 2 \
+    "rows of the unreadable directory"
+chmod 0755 "$U/locked"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
 
 stop_servers
 [ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
