@@ -1462,6 +1462,41 @@ dest_relation_set(const char *a, const char *b)
 	return r;
 }
 
+
+/*
+ * A canonical absolute path (dest_canon()) with its longest existing
+ * prefix resolved through symlinks (realpath(3)), canonical again: a
+ * destination that does not exist yet still compares by where it will
+ * be.  A copy of canon when nothing resolves.  Owned; NULL on ENOMEM.
+ */
+static char *
+dest_resolve(const char *canon)
+{
+	char	*head, *cut, *res, *out = NULL;
+
+	if ((head = strdup(canon)) == NULL)
+		return NULL;
+	for (;;) {
+		if ((res = realpath(head, NULL)) != NULL) {
+			if (asprintf(&out, "%s/%s", res, canon +
+			    strlen(head)) < 0)
+				out = NULL;
+			free(res);
+			break;
+		}
+		if (errno == ENOMEM)
+			break;
+		if ((cut = strrchr(head, '/')) == NULL || cut == head) {
+			out = strdup(canon);
+			break;
+		}
+		*cut = '\0';
+	}
+	free(head);
+	if (out != NULL)
+		fileio_path_canon(out);
+	return out;
+}
 /*
  * The dest just read from the file, on the current line: it must be
  * absolute (a relative one would resolve against the working directory,
@@ -1545,6 +1580,7 @@ config_check_adhoc_dest(const struct config *c, const char *dest,
     char *errbuf, size_t errlen)
 {
 	char		*cwd = NULL, *abs = NULL, *a = NULL, *b = NULL;
+	char		*ra = NULL, *rb = NULL;
 	size_t		 i;
 	int		 r, rc = 0, saved;
 
@@ -1572,10 +1608,15 @@ config_check_adhoc_dest(const struct config *c, const char *dest,
 		rc = BM_ENOMEM;
 		goto out;
 	}
+	if ((ra = dest_resolve(a)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
 	for (i = 0; c != NULL && i < c->nmirrors && rc == 0; i++) {
 		if (c->mirrors[i]->dest == NULL)
 			continue;
-		if ((b = dest_canon(c->mirrors[i]->dest)) == NULL) {
+		if ((b = dest_canon(c->mirrors[i]->dest)) == NULL ||
+		    (rb = dest_resolve(b)) == NULL) {
 			rc = BM_ENOMEM;
 			goto out;
 		}
@@ -1584,13 +1625,23 @@ config_check_adhoc_dest(const struct config *c, const char *dest,
 			    "[%s]: mirrors must not share or nest "
 			    "destinations", dest, dest_rel_words[r],
 			    c->mirrors[i]->dest, c->mirrors[i]->name);
+		else if ((r = dest_relation_set(ra, rb)) != 0)
+			rc = conf_fmt(errbuf, errlen, "--dest %s %s dest %s of "
+			    "[%s] through symlinks (%s and %s): mirrors must "
+			    "not share or nest destinations", dest,
+			    dest_rel_words[r], c->mirrors[i]->dest,
+			    c->mirrors[i]->name, ra, rb);
 		free(b);
-		b = NULL;
+		free(rb);
+		b = rb = NULL;
 	}
 out:
 	free(cwd);
 	free(abs);
 	free(a);
+	free(ra);
+	free(b);
+	free(rb);
 	return rc;
 }
 

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Ad-hoc runs and a user's odd spellings, against real nginx:
 # (a) sync --source --dest where DEST is the dest of a configured mirror,
-#     inside it, around it or inside its DEST.biomirror, or has a '..'
-#     component, is a usage error (exit 2) that names the mirror; nothing
+#     inside it, around it or inside its DEST.biomirror (also through
+#     symlinks), or has a '..' component, is a usage error (exit 2) that names the mirror; nothing
 #     is fetched and no ad-hoc manifest is made (the two runs would hold
 #     different locks over one tree, and one's temp clean-up would remove
 #     the other's resumable files);
@@ -44,6 +44,21 @@ grep -q "^biomirror: sync: --dest mirror is the same directory as dest $T/mirror
 adhoc 2 "$T/other/../mirror"
 grep -q "'..' components are not allowed" "$T/last.err" ||
     fail "no '..' message"
+# The same tree through symlinks: an alias of the dest, a path inside it
+# through an alias, and a new directory under an alias of its parent
+# (a sibling of the dest: allowed, planned only).
+ln -s "$T/mirror" "$T/alias"
+ln -s "$T" "$T/top"
+adhoc 2 "$T/alias"
+grep -qxF "biomirror: sync: --dest $T/alias is the same directory as dest $T/mirror of [up] through symlinks ($T/mirror and $T/mirror): mirrors must not share or nest destinations" \
+    "$T/last.err" || fail "alias of the dest: wrong message"
+adhoc 2 "$T/alias/sub/new"
+grep -q "is inside dest $T/mirror of \[up\] through symlinks" "$T/last.err" ||
+    fail "a path inside the dest through an alias: wrong message"
+adhoc 2 "$T/top/mirror"
+assert_exit 0 "$BM" -c "$T/bm.conf" --state-dir "$T/state-sibling" plan \
+    --source "$NGINX_URL" --dest "$T/top/sibling"
+rm "$T/alias" "$T/top"
 left=$(ls "$T/state/manifests" | grep -c '^adhoc-')
 assert_eq "$left" 0 "ad-hoc manifests after refused runs"
 assert_eq "$(manifest_sql "$T/state" up "SELECT count(*) FROM files")" \
