@@ -1087,6 +1087,17 @@ run_open(struct run *r)
 	if ((rc = state_manifest_path(r->o->state_dir, r->o->key, path,
 	    sizeof(path))) != 0)
 		return rc;
+	/*
+	 * A manifest of 0 bytes is one whose first run died before its
+	 * first commit, or one truncated since: either way it is started
+	 * afresh (nothing tracked, so nothing is deleted), and said so.
+	 */
+	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+		log_warnx("%s: manifest %s is empty (0 bytes: a first run "
+		    "that died before its first commit, or a truncated "
+		    "file): starting a new one; files already in the "
+		    "destination are fetched again, earlier runs' history is "
+		    "gone", r->c->name, path);
 	if ((rc = manifest_open(path, true, &r->m, r->err,
 	    sizeof(r->err))) != 0)
 		return rc == BM_ENOMEM ? rc : BM_EDB;

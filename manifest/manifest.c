@@ -578,7 +578,9 @@ manifest_setup(struct manifest *m, bool create)
 		return rc;
 	if (version == 0 && !create) {
 		(void)snprintf(m->err, sizeof(m->err),
-		    "%s: empty database, not a biomirror manifest", m->path);
+		    "%s: an empty manifest: no run has committed to it yet "
+		    "(or the file was truncated); the next sync starts it "
+		    "afresh", m->path);
 		return BM_EDB;
 	}
 	if (m->readonly && version < MANIFEST_VERSION) {

@@ -13,6 +13,8 @@
 #    If-Range answered 200) starts over and ends up as the new version;
 #  - ENOSPC on a small tmpfs: stop, exit 1, what finished is committed,
 #    no partial file under a final name, no temp file, a clear message;
+#  - an empty (0-byte) manifest: status exit 2 saying so; sync warns and
+#    starts it afresh;
 #  - a corrupt or a locked manifest: exit 2, an error naming the file,
 #    the file left as it was (never recreated).
 . "$(dirname "$0")/lib.sh"
@@ -175,9 +177,19 @@ grep -q "$db: file is not a database" "$LAST_ERR" || fail "the corrupt manifest 
 cmp -s "$T/garbage.db" "$db" || fail "the corrupt manifest was changed"
 [ -e "$T/mirror/big.bin" ] && fail "a file was fetched with a corrupt manifest"
 
-echo "# a locked manifest: exit 2 after the busy timeout, named"
+echo "# a manifest of 0 bytes: read-only commands say so (exit 2); sync warns"
+echo "# and starts it afresh (nothing deleted: nothing is tracked)"
 rm -f "$db" "$db-wal" "$db-shm"
+: > "$db"
+assert_exit 2 bm status up
+grep -qxF "biomirror: $db: an empty manifest: no run has committed to it yet (or the file was truncated); the next sync starts it afresh" \
+    "$LAST_ERR" || fail "status: no message for the empty manifest"
 assert_exit 0 bm --json sync up
+grep -qxF "biomirror: up: manifest $db is empty (0 bytes: a first run that died before its first commit, or a truncated file): starting a new one; files already in the destination are fetched again, earlier runs' history is gone" \
+    "$LAST_ERR" || fail "sync: no warning for the empty manifest"
+assert_trees_equal "$T/up" "$T/mirror"
+
+echo "# a locked manifest: exit 2 after the busy timeout, named"
 python3 - "$db" "$T/locked" <<'PY' &
 import sqlite3, sys, time, os
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
