@@ -422,6 +422,8 @@ run_list(struct run *r)
 		log_warnx("%s: list: %zu directories not entered: their "
 		    "entries repeat an ancestor's (a server-side symlink loop)",
 		    r->c->name, loops);
+	if (rc == BM_EINTR)
+		r->err[0] = '\0';	/* the fetch it cut short: run_status says why */
 	if (rc == BM_ENOMEM || rc == BM_EINTR)
 		return rc;
 	if (rc != 0) {

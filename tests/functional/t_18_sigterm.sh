@@ -4,7 +4,9 @@
 # that finished are committed (manifest and disk), nothing partial under a
 # final name, the big file's temp file kept with its finished ranges
 # recorded, and the next run continues it and completes.  Then the same while a new version of the big file is
-# being fetched: the old complete copy stays under the final name.
+# being fetched: the old complete copy stays under the final name.  And
+# SIGTERM while a listing page waits for its retry: the reason recorded is
+# the signal, not the page.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -153,5 +155,28 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert [x["status"] for x in r] == ["ok", "interrupted", "ok", "interrupted"], r
 assert r[1]["error"] == "stopped by SIGTERM", r[1]
+PY
+
+echo "# SIGTERM while a listing page is being retried (503, Retry-After: 30):"
+echo "# interrupted, and the reason is the signal, not the page"
+stop_servers
+start_faultserver "$T/up" retry-after --pages --fail 100 --retry-after 30
+write_conf "$FAULT_URL"
+"$BM" -c "$T/bm.conf" --state-dir "$T/state-list" --json sync up \
+    > "$T/list.out" 2> "$T/list.err" &
+pid=$!
+for _ in $(seq 1 100); do
+	[ "$(fault_stat requests 2>/dev/null || echo 0)" -ge 1 ] && break
+	sleep 0.05
+done
+[ "$(fault_stat requests)" -ge 1 ] || fail "the listing did not start"
+kill -TERM "$pid"
+wait "$pid"
+assert_eq "$?" 1 "exit status after SIGTERM in the listing"
+python3 - "$T/list.out" <<'PY' || { cat "$T/list.out" "$T/list.err" >&2; fail "SIGTERM in the listing: --json"; }
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+assert r["status"] == "interrupted", r
+assert [(e["op"], e["reason"]) for e in r["errors"]] == [("run", "stopped by SIGTERM")], r["errors"]
 PY
 echo PASS
