@@ -548,7 +548,8 @@ published_snapshot(struct cli *c, const char *name, char *buf, size_t len,
 static int
 status_one(struct cli *c, const char *name, json_t *arr)
 {
-	char		 path[PATH_MAX], err[512], snap[PATH_MAX];
+	char		 path[PATH_MAX], err[PATH_MAX + 512], snap[PATH_MAX];
+	char		*esc;
 	const char	*published, *dest = NULL;
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL, ok;
@@ -562,10 +563,13 @@ status_one(struct cli *c, const char *name, json_t *arr)
 	(void)clock_gettime(CLOCK_REALTIME, &now);
 	if (state_manifest_path(c->state_dir, name, path, sizeof(path)) != 0)
 		return 2;
+	err[0] = '\0';
 	rc = manifest_open_read(path, &m, err, sizeof(err));
 	if (rc == 0) {
 		if (manifest_runs(m, 1, &runs, &nruns) != 0) {
-			log_errx("%s: %s", path, manifest_errmsg(m));
+			(void)snprintf(err, sizeof(err), "%s: %s", path,
+			    manifest_errmsg(m));
+			log_errx("%s", err);
 			status = 2;
 		} else
 			holder = fix_running(c, name, runs, nruns);
@@ -589,6 +593,13 @@ status_one(struct cli *c, const char *name, json_t *arr)
 		if (o != NULL && holder > 0)
 			(void)json_object_set_new(o, "pid",
 			    json_integer((json_int_t)holder));
+		/* The manifest could not be read: not a mirror never run. */
+		if (o != NULL && status != 0 &&
+		    report_utf8_escape(err, &esc) == 0) {
+			(void)json_object_set_new(o, "error",
+			    json_string(esc));
+			free(esc);
+		}
 		if (o != NULL && published != NULL)
 			(void)json_object_set_new(o, "published",
 			    json_string(published));

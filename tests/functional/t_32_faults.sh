@@ -184,6 +184,12 @@ rm -f "$db" "$db-wal" "$db-shm"
 assert_exit 2 bm status up
 grep -qxF "biomirror: $db: an empty manifest: no run has committed to it yet (or the file was truncated); the next sync starts it afresh" \
     "$LAST_ERR" || fail "status: no message for the empty manifest"
+assert_exit 2 bm --json status up
+python3 - "$LAST_OUT" "$db" <<'PY' || fail "status --json: no error for the empty manifest"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+assert r["last_run"] is None and r["error"].startswith(sys.argv[2] + ": an empty manifest"), r
+PY
 assert_exit 0 bm --json sync up
 grep -qxF "biomirror: up: manifest $db is empty (0 bytes: a first run that died before its first commit, or a truncated file): starting a new one; files already in the destination are fetched again, earlier runs' history is gone" \
     "$LAST_ERR" || fail "sync: no warning for the empty manifest"
