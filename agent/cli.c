@@ -651,9 +651,13 @@ known_mirror(struct cli *c, const char *name)
 	return stat(path, &st) == 0;
 }
 
-/* status of every ad-hoc mirror that has a manifest. */
+/*
+ * status of every manifest in the state directory that no configured
+ * mirror claims: ad-hoc mirrors, and mirrors of a config file not read
+ * this time (the demo's, with --state-dir only).  *ret_n counts them.
+ */
 static int
-status_adhoc(struct cli *c, json_t *arr)
+status_unclaimed(struct cli *c, json_t *arr, size_t *ret_n)
 {
 	char		 dir[PATH_MAX], name[256];
 	struct dirent	*de;
@@ -661,17 +665,21 @@ status_adhoc(struct cli *c, json_t *arr)
 	size_t		 len;
 	int		 status = 0, s;
 
+	*ret_n = 0;
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/manifests", c->state_dir) >=
 	    sizeof(dir) || (d = opendir(dir)) == NULL)
 		return 0;
 	while ((de = readdir(d)) != NULL) {
 		len = strlen(de->d_name);
-		if (strncmp(de->d_name, "adhoc-", 6) != 0 || len < 4 ||
+		if (de->d_name[0] == '.' || len < 4 ||
 		    strcmp(de->d_name + len - 3, ".db") != 0 ||
 		    len - 3 >= sizeof(name))
 			continue;
 		memcpy(name, de->d_name, len - 3);
 		name[len - 3] = '\0';
+		if (config_find(c->conf, name) != NULL)
+			continue;
+		(*ret_n)++;
 		if ((s = status_one(c, name, arr)) != 0)
 			status = s;
 	}
@@ -683,7 +691,7 @@ static int
 cmd_status(struct cli *c, int argc, char **argv)
 {
 	json_t	*arr = NULL;
-	size_t	 i;
+	size_t	 i, n;
 	int	 status, s;
 
 	if ((status = load_config(c, false)) != 0 ||
@@ -706,8 +714,16 @@ cmd_status(struct cli *c, int argc, char **argv)
 			if ((s = status_one(c, c->conf->mirrors[i]->name,
 			    arr)) != 0)
 				status = s;
-		if ((s = status_adhoc(c, arr)) != 0)
+		if ((s = status_unclaimed(c, arr, &n)) != 0)
 			status = s;
+		if (c->conf->nmirrors == 0 && n == 0) {
+			/* A typo in --state-dir must not look like all-clear. */
+			log_errx("status: no mirrors: %s, and no manifest in "
+			    "%s/manifests", c->conf->path != NULL ?
+			    "the config file has none" : "no config file was "
+			    "read", c->state_dir);
+			status = 2;
+		}
 	}
 	if (arr != NULL) {
 		(void)json_dumpf(arr, stdout, JSON_INDENT(2) |

@@ -15,7 +15,9 @@
 #     "differs" line for the lock (before: "differs : another run holds
 #     the lock");
 # (e) a --state-dir inside the dest, or inside DEST.biomirror (kept for
-#     publish = set, as the config file keeps it), is exit 2.
+#     publish = set, as the config file keeps it), is exit 2;
+# (f) status without a config file shows every manifest in the state
+#     directory, and exits 2 (saying so) when there is none.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -117,6 +119,18 @@ for sd in "$T/mirror/state" "$T/mirror.biomirror/state"; do
 	rm -rf "$sd"
 done
 rmdir "$T/mirror.biomirror"
+
+echo "# (f) status without a config file: every manifest of the state"
+echo "# directory (a configured mirror's too), and exit 2 when there is none"
+if [ -e /etc/biomirror/biomirror.conf ]; then
+	echo "# not run: /etc/biomirror/biomirror.conf exists on this machine"
+else
+	assert_exit 0 "$BM" --state-dir "$T/state" status
+	grep -q '^up: last run ' "$LAST_OUT" || fail "status: [up]'s manifest not shown"
+	assert_exit 2 "$BM" --state-dir "$T/no-such-state" status
+	grep -qxF "biomirror: status: no mirrors: no config file was read, and no manifest in $T/no-such-state/manifests" \
+	    "$LAST_ERR" || fail "status: no message when there is nothing to show"
+fi
 
 stop_servers
 [ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
