@@ -57,9 +57,10 @@ usage(FILE *fp)
 "  status [NAME]                  last runs and age of the last success\n"
 "  ls NAME [PATH]                 what the manifest holds\n"
 "  history NAME [--runs N | --run ID]  runs, or the files one run changed\n"
-"  resync NAME [--checksum] [--adopt] [--dry-run]\n"
+"  resync NAME|--source URL --dest DIR [--checksum] [--adopt] [--dry-run]\n"
 "                                 full re-check and repair of a mirror\n"
-"  verify NAME [--repair]         re-hash local files against their digests\n"
+"  verify NAME|--source URL --dest DIR [--repair]\n"
+"                                 re-hash local files against their digests\n"
 "  check-config                   validate the config and exit (also: -n;\n"
 "                                 --json: {config, ok, mirrors or error})\n"
 "sync and plan options (each overrides the config key of the same name):\n"
@@ -310,6 +311,41 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 	return status;
 }
 
+/*
+ * The mirror of an ad-hoc --source/--dest pair for command cmd ("sync",
+ * "plan", "resync", "verify"): its destination checked against the
+ * configured ones, its name the key of the destination (written into
+ * key, keylen bytes).  NULL after logging why (a usage error: exit 2).
+ */
+static struct mirror_conf *
+adhoc_mirror(struct cli *c, const char *cmd, const char *source,
+    const char *dest, char *key, size_t keylen)
+{
+	struct mirror_conf *m;
+	char		 err[512];
+
+	err[0] = '\0';
+	if (config_check_adhoc_dest(c->conf, dest, err, sizeof(err)) != 0) {
+		log_errx("%s: %s", cmd, err[0] ? err : "out of memory");
+		return NULL;
+	}
+	if (state_adhoc_key(dest, key, keylen) != 0) {
+		log_errx("%s: cannot make an ad-hoc key", dest);
+		return NULL;
+	}
+	/* The key names the run too, so two ad-hoc mirrors differ. */
+	if ((m = mirror_conf_new(key)) == NULL)
+		return NULL;
+	err[0] = '\0';
+	if (mirror_conf_set(m, "source", source, err, sizeof(err)) != 0 ||
+	    mirror_conf_set(m, "dest", dest, err, sizeof(err)) != 0) {
+		log_errx("%s: %s", cmd, err);
+		mirror_conf_free(m);
+		return NULL;
+	}
+	return m;
+}
+
 static int
 cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 {
@@ -334,13 +370,14 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 		    cmd);
 		goto out;
 	}
-	if (strcmp(cmd, "resync") == 0 && (a.nnames != 1 || a.source)) {
-		log_errx("usage: biomirror resync NAME [--checksum] [--adopt] "
-		    "[--dry-run]");
+	if (strcmp(cmd, "resync") == 0 && (a.source != NULL ? a.nnames != 0 :
+	    a.nnames != 1)) {
+		log_errx("usage: biomirror resync NAME|--source URL --dest DIR "
+		    "[--checksum] [--adopt] [--dry-run]");
 		goto out;
 	}
 	if ((a.source != NULL) != (a.dest != NULL)) {
-		log_errx("sync: --source and --dest go together");
+		log_errx("%s: --source and --dest go together", cmd);
 		goto out;
 	}
 	if (plan && a.source == NULL && a.nnames != 1) {
@@ -357,26 +394,9 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 			    "each other");
 			goto out;
 		}
-		err[0] = '\0';
-		if (config_check_adhoc_dest(c->conf, a.dest, err,
-		    sizeof(err)) != 0) {
-			log_errx("sync: %s", err[0] ? err : "out of memory");
+		if ((adhoc = adhoc_mirror(c, cmd, a.source, a.dest, key,
+		    sizeof(key))) == NULL)
 			goto out;
-		}
-		if (state_adhoc_key(a.dest, key, sizeof(key)) != 0) {
-			log_errx("%s: cannot make an ad-hoc key", a.dest);
-			goto out;
-		}
-		/* The key names the run too, so two ad-hoc mirrors differ. */
-		if ((adhoc = mirror_conf_new(key)) == NULL)
-			goto out;
-		err[0] = '\0';
-		if (mirror_conf_set(adhoc, "source", a.source, err,
-		    sizeof(err)) != 0 || mirror_conf_set(adhoc, "dest", a.dest,
-		    err, sizeof(err)) != 0) {
-			log_errx("sync: %s", err);
-			goto out;
-		}
 		n = 1;
 		ms = calloc(1, sizeof(*ms));
 		keys = calloc(1, sizeof(*keys));
@@ -1002,29 +1022,56 @@ verify_text(const struct mirror_result *r)
 static int
 cmd_verify(struct cli *c, int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "repair",	no_argument,	   NULL, 'r' },
+		{ "source",	required_argument, NULL, 's' },
+		{ "dest",	required_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 }
+	};
 	struct mirror_result *res = NULL;
-	struct mirror_conf *m;
+	struct mirror_conf *m, *adhoc = NULL;
 	struct sync_args a;
 	struct sync_opts so;
-	const char	*key;
-	char		 err[512];
-	bool		 repair = argc == 3 && strcmp(argv[2], "--repair") == 0;
-	int		 status;
+	const char	*key, *source = NULL, *dest = NULL;
+	char		 err[512], akey[64];
+	bool		 repair = false;
+	int		 status, ch;
 
-	if (argc != 2 && !repair) {
-		log_errx("usage: biomirror verify NAME [--repair]");
+	optind = 0;
+	opterr = 1;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (ch == 'r')
+			repair = true;
+		else if (ch == 's')
+			source = optarg;
+		else if (ch == 'd')
+			dest = optarg;
+		else
+			optind = argc + 1;	/* a usage error */
+	}
+	if (optind > argc || (source != NULL) != (dest != NULL) ||
+	    argc - optind != (source != NULL ? 0 : 1)) {
+		log_errx("usage: biomirror verify NAME|--source URL --dest DIR "
+		    "[--repair]");
 		return 2;
 	}
-	if ((status = load_config(c, true)) != 0 ||
+	if ((status = load_config(c, source == NULL)) != 0 ||
 	    (status = resolve_state_dir(c)) != 0)
 		return status;
-	if ((m = config_find(c->conf, argv[1])) == NULL) {
-		log_errx("%s: no such mirror in %s", argv[1], c->conf->path);
+	if (source != NULL) {
+		if ((adhoc = adhoc_mirror(c, "verify", source, dest, akey,
+		    sizeof(akey))) == NULL)
+			return 2;
+		m = adhoc;
+	} else if ((m = config_find(c->conf, argv[optind])) == NULL) {
+		log_errx("%s: no such mirror in %s", argv[optind],
+		    c->conf->path);
 		return 2;
 	}
 	err[0] = '\0';
 	if (mirror_conf_check(m, err, sizeof(err)) != 0) {
 		log_errx("%s: %s", m->name, err);
+		mirror_conf_free(adhoc);
 		return 2;
 	}
 	memset(&so, 0, sizeof(so));
@@ -1033,6 +1080,7 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	so.stop = c->stop;
 	if (sync_verify(&so, m, &res) != 0) {
 		result_free(res);
+		mirror_conf_free(adhoc);
 		return 2;
 	}
 	if (c->json && !repair)
@@ -1050,6 +1098,7 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	} else if (repair && c->json)
 		(void)report_json(&res, 1, stdout);
 	result_free(res);
+	mirror_conf_free(adhoc);
 	return status;
 }
 
