@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "biomirror/log.h"
+#include "biomirror/report.h"
 
 static int	log_level;	/* -1 quiet .. 2 debug */
 static bool	log_journal;	/* JOURNAL_STREAM was set at log_init() */
@@ -45,9 +46,11 @@ log_to_journal(void)
 static void
 log_emit(int prio, int errnum, const char *fmt, va_list ap)
 {
-	char	 msg[4096];
+	char	 raw[4096], msg[4 * sizeof(raw)];
 
-	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	(void)vsnprintf(raw, sizeof(raw), fmt, ap);
+	/* Upstream names are hostile: no control or reordering bytes out. */
+	report_text_escape(raw, msg, sizeof(msg));
 	if (log_dirty) {
 		/* Erase the progress line; it is drawn again on its next update. */
 		fputs("\r\033[K", stderr);

@@ -198,6 +198,53 @@ report_utf8_escape(const char *s, char **ret)
 	return 0;
 }
 
+/*
+ * Whether the valid UTF-8 sequence p (need bytes) must not reach a
+ * terminal or the journal as it is: a C0 control or DEL, a C1 control
+ * (U+0080-U+009F), or a bidirectional embedding, override or isolate
+ * (U+202A-U+202E, U+2066-U+2069: they reorder the text shown; Unicode
+ * UAX #9).
+ */
+static bool
+text_unsafe(const unsigned char *p, size_t need)
+{
+	if (need == 1)
+		return p[0] < 0x20 || p[0] == 0x7f;
+	if (need == 2)
+		return p[0] == 0xc2 && p[1] < 0xa0;
+	return need == 3 && p[0] == 0xe2 && ((p[1] == 0x80 && p[2] >= 0xaa &&
+	    p[2] <= 0xae) || (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9));
+}
+
+void
+report_text_escape(const char *s, char *buf, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t		 n = strlen(s), i = 0, o = 0, need, k;
+
+	if (len == 0)
+		return;
+	while (i < n) {
+		need = utf8_seq_len(p + i, n - i);
+		if (need == 0 || text_unsafe(p + i, need)) {
+			if (need == 0)
+				need = 1;
+			if (o + 4 * need >= len)
+				break;
+			for (k = 0; k < need; k++, o += 4)
+				(void)snprintf(buf + o, 5, "\\x%02X", p[i + k]);
+			i += need;
+			continue;
+		}
+		if (o + need >= len)
+			break;
+		memcpy(buf + o, p + i, need);
+		o += need;
+		i += need;
+	}
+	buf[o] = '\0';
+}
+
 /* Set key to a string that may not be UTF-8. */
 static int
 json_set_bytes(json_t *obj, const char *key, const char *s)

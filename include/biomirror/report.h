@@ -84,6 +84,17 @@ int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
  * ambiguity.  *ret is malloc'd.  Returns 0 or BM_ENOMEM.
  */
 int	report_utf8_escape(const char *s, char **ret);
+/*
+ * Copy the byte string s into buf (len bytes; always NUL-terminated when
+ * len > 0, cut short at a whole character when it does not fit) for a
+ * terminal or the journal: as report_utf8_escape(), each byte of
+ * invalid UTF-8 becomes "\xHH", and so does each byte of a C0 control
+ * (newline, ESC, ...), DEL, a C1 control, or a Unicode bidirectional
+ * override or isolate (U+202A-U+202E, U+2066-U+2069), which could
+ * rewrite or reorder what is shown; a backslash stays single (log lines
+ * are read, not parsed back).  Never fails.
+ */
+void	report_text_escape(const char *s, char *buf, size_t len);
 
 /*
  * The live progress line: one line on stderr, redrawn in place ("\r")

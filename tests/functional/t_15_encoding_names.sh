@@ -172,4 +172,23 @@ grep -qF '"path": "gone\\xFF x.txt"' "$T/last.out" ||
 cmp -s "$T/st/$(printf 'caf\xe9.txt')" "$T/m-static/$(printf 'caf\xe9.txt')" ||
     fail "caf\\xe9.txt not mirrored from the static index"
 assert_eq "$(find "$T/m-static" -mindepth 1 -maxdepth 1 -printf x | wc -c)" 1 "entries in the static mirror"
+# ... and its log line (stderr, a terminal or the journal) escapes the
+# byte too.
+LC_ALL=C grep -qF ': gone\xFF x.txt: fetch: HTTP 404 (listed, but gone upstream; not deleted)' \
+    "$T/last.err" || fail "log line: the name is not escaped"
+LC_ALL=C grep -q $'gone\xff' "$T/last.err" && fail "log line: a raw 0xFF byte"
+
+echo "# a name with a bidirectional override (U+202E, valid UTF-8) is kept"
+echo "# as a name, and escaped in log lines (never reorders the terminal)"
+stop_servers
+mkdir -p "$T/bidi"
+printf 'b\n' > "$T/bidi/$(printf 'evil\xe2\x80\xaetxt.exe')"
+chmod -R a+rX "$T/bidi"
+start_nginx "$T/bidi"
+assert_exit 0 "$BM" -vv --state-dir "$T/state" sync --source "$NGINX_URL" \
+    --dest "$T/m-bidi"
+assert_trees_equal "$T/bidi" "$T/m-bidi"
+LC_ALL=C grep -q 'evil\\xE2\\x80\\xAEtxt.exe: ' "$T/last.err" ||
+    fail "log line: the override is not escaped"
+LC_ALL=C grep -q $'\xe2\x80\xae' "$T/last.err" && fail "log line: a raw U+202E"
 echo PASS

@@ -45,6 +45,36 @@ test_escape(void)
 }
 
 static void
+text(const char *in, size_t len, const char *want, const char *what)
+{
+	char	 buf[64];
+
+	report_text_escape(in, buf, len);
+	is_str(buf, want, "%s", what);
+}
+
+/* Log lines: controls, bidi overrides and invalid UTF-8 as \xHH. */
+static void
+test_text_escape(void)
+{
+	text("plain a\\b", 64, "plain a\\b", "ASCII and a backslash kept");
+	text("caf\xc3\xa9 \xe6\x97\xa5", 64, "caf\xc3\xa9 \xe6\x97\xa5",
+	    "valid UTF-8 kept");
+	text("a\nb\tc\x1b[31md\x7f", 64, "a\\x0Ab\\x09c\\x1B[31md\\x7F",
+	    "C0 controls and DEL escaped");
+	text("x\xc2\x9by", 64, "x\\xC2\\x9By", "a C1 control escaped");
+	text("evil\xe2\x80\xaetxt.exe", 64, "evil\\xE2\\x80\\xAEtxt.exe",
+	    "U+202E RIGHT-TO-LEFT OVERRIDE escaped");
+	text("\xe2\x81\xa6i\xe2\x81\xa9", 64,
+	    "\\xE2\\x81\\xA6i\\xE2\\x81\\xA9", "U+2066/U+2069 isolates escaped");
+	text("\xe2\x80\x94", 64, "\xe2\x80\x94", "U+2014 EM DASH kept");
+	text("caf\xe9", 64, "caf\\xE9", "invalid UTF-8 escaped");
+	text("abcdef", 4, "abc", "cut short, NUL-terminated");
+	text("ab\x01", 5, "ab", "an escape that does not fit is left out whole");
+	text("a\xe6\x97\xa5", 3, "a", "a character that does not fit is left out whole");
+}
+
+static void
 test_json(void)
 {
 	struct mirror_result *r;
@@ -144,6 +174,7 @@ int
 main(void)
 {
 	test_escape();
+	test_text_escape();
 	test_json();
 	test_digest_recorded();
 	return done_testing();
