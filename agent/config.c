@@ -1464,40 +1464,6 @@ dest_relation_set(const char *a, const char *b)
 
 
 /*
- * A canonical absolute path (dest_canon()) with its longest existing
- * prefix resolved through symlinks (realpath(3)), canonical again: a
- * destination that does not exist yet still compares by where it will
- * be.  A copy of canon when nothing resolves.  Owned; NULL on ENOMEM.
- */
-static char *
-dest_resolve(const char *canon)
-{
-	char	*head, *cut, *res, *out = NULL;
-
-	if ((head = strdup(canon)) == NULL)
-		return NULL;
-	for (;;) {
-		if ((res = realpath(head, NULL)) != NULL) {
-			if (asprintf(&out, "%s/%s", res, canon +
-			    strlen(head)) < 0)
-				out = NULL;
-			free(res);
-			break;
-		}
-		if (errno == ENOMEM)
-			break;
-		if ((cut = strrchr(head, '/')) == NULL || cut == head) {
-			out = strdup(canon);
-			break;
-		}
-		*cut = '\0';
-	}
-	free(head);
-	if (out != NULL)
-		fileio_path_canon(out);
-	return out;
-}
-/*
  * The dest just read from the file, on the current line: it must be
  * absolute (a relative one would resolve against the working directory,
  * which is / under systemd), not the root, and neither the same as nor
@@ -1608,7 +1574,7 @@ config_check_adhoc_dest(const struct config *c, const char *dest,
 		rc = BM_ENOMEM;
 		goto out;
 	}
-	if ((ra = dest_resolve(a)) == NULL) {
+	if ((ra = fileio_path_resolve(a)) == NULL) {
 		rc = BM_ENOMEM;
 		goto out;
 	}
@@ -1616,7 +1582,7 @@ config_check_adhoc_dest(const struct config *c, const char *dest,
 		if (c->mirrors[i]->dest == NULL)
 			continue;
 		if ((b = dest_canon(c->mirrors[i]->dest)) == NULL ||
-		    (rb = dest_resolve(b)) == NULL) {
+		    (rb = fileio_path_resolve(b)) == NULL) {
 			rc = BM_ENOMEM;
 			goto out;
 		}

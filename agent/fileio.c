@@ -1,6 +1,7 @@
 /* Whole-file reads (see include/biomirror/fileio.h). */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,4 +84,49 @@ fileio_path_canon(char *p)
 	if (w == p)
 		*w++ = abs ? '/' : '.';
 	*w = '\0';
+}
+
+char *
+fileio_path_resolve(const char *path)
+{
+	char	*cwd = NULL, *canon = NULL, *head = NULL, *cut, *res;
+	char	*out = NULL;
+
+	if (path[0] == '/') {
+		if ((canon = malloc(strlen(path) + 2)) == NULL)
+			return NULL;
+		memcpy(canon, path, strlen(path) + 1);
+	} else {
+		if ((cwd = getcwd(NULL, 0)) == NULL ||
+		    asprintf(&canon, "%s/%s", cwd, path) < 0) {
+			free(cwd);
+			return NULL;
+		}
+		free(cwd);
+	}
+	fileio_path_canon(canon);
+	if ((head = strdup(canon)) == NULL)
+		goto out;
+	for (;;) {
+		if ((res = realpath(head, NULL)) != NULL) {
+			if (asprintf(&out, "%s/%s", res, canon +
+			    strlen(head)) < 0)
+				out = NULL;
+			free(res);
+			break;
+		}
+		if (errno == ENOMEM)
+			break;
+		if ((cut = strrchr(head, '/')) == NULL || cut == head) {
+			out = strdup(canon);
+			break;
+		}
+		*cut = '\0';
+	}
+	if (out != NULL)
+		fileio_path_canon(out);
+out:
+	free(head);
+	free(canon);
+	return out;
 }

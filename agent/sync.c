@@ -983,30 +983,38 @@ run_set_finish(struct run *r, int rc)
  * could otherwise overwrite the manifest, and a delete could remove it;
  * nor may the state directory lie in DEST.biomirror (publish = set's
  * snapshots, a name kept for every mirror, as config_load() keeps it).
- * Compared after resolving symlinks (realpath), so aliases are caught.
+ * Compared after resolving symlinks (fileio_path_resolve(): the longest
+ * existing prefix of each), so aliases are caught, and checked before
+ * either is written to.  Returns 0, BM_EINVAL (why in r->err) or
+ * BM_ENOMEM.
  */
 static int
 run_check_overlap(struct run *r)
 {
-	char	 st[PATH_MAX], de[PATH_MAX], set[PATH_MAX + 16];
+	char	*st, *de, *set = NULL;
+	int	 rc = 0;
 
-	if (realpath(r->o->state_dir, st) == NULL ||
-	    realpath(store_path(r->s), de) == NULL)
-		return 0;	/* both exist by now; nothing to compare if not */
-	if (path_within(st, de) || path_within(de, st)) {
+	st = fileio_path_resolve(r->o->state_dir);
+	de = fileio_path_resolve(r->c->dest);
+	if (st == NULL || de == NULL || asprintf(&set, "%s.biomirror",
+	    de) < 0) {
+		set = NULL;
+		rc = BM_ENOMEM;
+	} else if (path_within(st, de) || path_within(de, st)) {
 		(void)snprintf(r->err, sizeof(r->err), "the state directory "
 		    "%.200s and the destination %.200s overlap", st, de);
-		return BM_EINVAL;
-	}
-	/* DEST.biomirror is publish = set's, kept for every mirror. */
-	(void)snprintf(set, sizeof(set), "%s.biomirror", de);
-	if (path_within(st, set)) {
+		rc = BM_EINVAL;
+	} else if (path_within(st, set)) {
+		/* DEST.biomirror is publish = set's, kept for every mirror. */
 		(void)snprintf(r->err, sizeof(r->err), "the state directory "
 		    "%.200s is inside the snapshot directory %.200s (kept for "
 		    "publish = set)", st, set);
-		return BM_EINVAL;
+		rc = BM_EINVAL;
 	}
-	return 0;
+	free(st);
+	free(de);
+	free(set);
+	return rc;
 }
 
 /*
@@ -1115,8 +1123,6 @@ run_open(struct run *r)
 			return BM_EINVAL;
 		}
 	}
-	if (r->s != NULL && (rc = run_check_overlap(r)) != 0)
-		return rc;
 	if ((rc = run_ftp_source(r)) != 0)
 		return rc;
 	memset(&xo, 0, sizeof(xo));
@@ -2094,6 +2100,9 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 		return BM_ENOMEM;
 	r.res->dry_run = o->dry_run;
 	(void)clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* Before anything is made in either: a refused run leaves nothing. */
+	if ((rc = run_check_overlap(&r)) != 0)
+		goto done;
 	if ((rc = state_prepare(o->state_dir)) != 0) {
 		(void)snprintf(r.err, sizeof(r.err), "%s: mkdir: %s",
 		    o->state_dir, strerror(errno));

@@ -25,5 +25,15 @@ int	fileio_read_all(int fd, size_t max, char **ret, size_t *ret_len);
  * wrong across symlinks.  So "/srv//x/./" is "/srv/x".  Never fails.
  */
 void	fileio_path_canon(char *p);
+/*
+ * Where path (absolute, or relative to the working directory) is: made
+ * absolute and canonical (fileio_path_canon()), then its longest prefix
+ * that exists resolved through symlinks (realpath(3)) and the rest
+ * appended, so a directory not made yet still compares by where it will
+ * be.  ".." components are resolved only inside the existing prefix.
+ * Returns a malloc'd string; NULL on ENOMEM or when the working
+ * directory is gone (errno says which).
+ */
+char	*fileio_path_resolve(const char *path);
 
 #endif

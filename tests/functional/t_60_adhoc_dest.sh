@@ -116,6 +116,7 @@ for sd in "$T/mirror/state" "$T/mirror.biomirror/state"; do
 	assert_exit 2 "$BM" -c "$T/bm.conf" --state-dir "$sd" sync up
 	grep -qE "the state directory $sd (and the destination $T/mirror overlap|is inside the snapshot directory $T/mirror.biomirror)" \
 	    "$T/last.err" || fail "no state directory message for $sd: $(cat "$T/last.err")"
+	assert_eq "$(ls -A "$sd")" "" "what the refused run left in $sd"
 	rm -rf "$sd"
 done
 rmdir "$T/mirror.biomirror"
