@@ -920,6 +920,38 @@ crawl_take(struct ftp_crawl *c, struct entry *e, size_t di)
 }
 
 /*
+ * Whether e, the one entry of an MLSD reply for the directory URL url
+ * (ending in '/'), is a file named as the last segment of url (compared
+ * percent-encoded, as the URL was made): the server listed that path as
+ * a file.
+ */
+static bool
+mlsd_lists_itself(const struct entry *e, const char *url)
+{
+	const char	*name, *end, *seg;
+	char		*enc;
+	size_t		 n;
+	bool		 same;
+
+	if (e->type != ENTRY_FILE)
+		return false;
+	name = strrchr(e->path, '/');
+	name = name != NULL ? name + 1 : e->path;
+	n = strlen(url);
+	if (n < 2 || url[n - 1] != '/')
+		return false;
+	end = url + n - 1;
+	for (seg = end; seg > url && seg[-1] != '/'; seg--)
+		;
+	if (path_encode(name, strlen(name), &enc) != 0)
+		return false;
+	same = strlen(enc) == (size_t)(end - seg) &&
+	    memcmp(enc, seg, (size_t)(end - seg)) == 0;
+	free(enc);
+	return same;
+}
+
+/*
  * Parse one directory's reply and take its entries.  With MLSD, the
  * reply's cdir line must carry the unique= its parent listed for it:
  * else the server listed another directory (one that mangles names in
@@ -939,11 +971,39 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
 	size_t		 i, skipped = 0;
 	int		 rc;
 
+	/*
+	 * Every line of a LIST or MLSD reply ends in CRLF (RFC 959 4.1.3,
+	 * RFC 3659 7.2): one that stops in the middle of a line was cut
+	 * short (its 226 notwithstanding), and its last name is a piece of
+	 * one.  The listing is incomplete: nothing of it is taken.
+	 */
+	if (pg->len > 0 && pg->body[pg->len - 1] != '\n') {
+		if (c->fail == 0)
+			c->fail = BM_EPROTO;
+		crawl_err(c, url, "the listing stops in the middle of a line "
+		    "(no CRLF after its last line): cut short");
+		return 0;
+	}
 	if ((tmp = listing_new(SIZE_MAX)) == NULL)
 		return BM_ENOMEM;
 	rc = parse_reply(pg->body, pg->len, c->mlsd, c->opts->now_wall,
 	    d->prefix, tmp, &skipped, &cdir);
 	c->skipped += skipped;
+	if (rc == 0 && c->mlsd && cdir == NULL && listing_count(tmp) == 1 &&
+	    mlsd_lists_itself(listing_get(tmp, 0), url)) {
+		/*
+		 * MLSD of a file (GridFTP in MODE E names the path; the
+		 * source, or a directory replaced upstream by a file) lists
+		 * that file alone, under its own name, with no cdir line:
+		 * not the directory's contents.
+		 */
+		if (c->fail == 0)
+			c->fail = BM_EPROTO;
+		crawl_err(c, url, "not a directory: MLSD listed the path "
+		    "itself (one file of the same name, no cdir line)");
+		listing_free(tmp);
+		return 0;
+	}
 	if (rc == 0 && d->unique != NULL && cdir != NULL &&
 	    strcmp(d->unique, cdir) != 0) {
 		if (c->fail == 0)
