@@ -617,6 +617,19 @@ check_source(const char *v, char *errbuf, size_t errlen)
 		    "without them)");
 		goto out;
 	}
+	/*
+	 * libcurl takes ";type=X" anywhere in an FTP URL's path as RFC 1738
+	 * section 3.2.2's typecode: ";type=d" would make every fetch an
+	 * NLST, ";type=a" every listing a LIST in ASCII.
+	 */
+	if (slen >= 3 && strncasecmp(v, "ftp", 3) == 0 &&
+	    strcasestr(sep + 3, ";type=") != NULL) {
+		rc = conf_bad(errbuf, errlen, "source", v, "an FTP ;type= "
+		    "typecode (RFC 1738 3.2.2) is not allowed: biomirror "
+		    "chooses the commands and binary mode itself (write %%3B "
+		    "for a ';' that is part of a name)");
+		goto out;
+	}
 	rc = 0;
 out:
 	curl_free(part);

@@ -475,6 +475,23 @@ test_unsupported(struct ctx *t)
 	fails(t, "[m]\nsource = http://h/./x/\n", 2, "source = "
 	    "http://h/./x/: '.' and '..' path segments are not allowed "
 	    "(write the directory without them)");
+	/* RFC 1738 FTP typecodes: libcurl would obey them. */
+	fails(t, "[m]\nsource = ftp://h/pub/;type=d\n", 2, "source = "
+	    "ftp://h/pub/;type=d: an FTP ;type= typecode (RFC 1738 3.2.2) "
+	    "is not allowed: biomirror chooses the commands and binary mode "
+	    "itself (write %3B for a ';' that is part of a name)");
+	fails(t, "[m]\nsource = ftps://h/a;TYPE=A/b/\n", 2, "source = "
+	    "ftps://h/a;TYPE=A/b/: an FTP ;type= typecode (RFC 1738 3.2.2) "
+	    "is not allowed: biomirror chooses the commands and binary mode "
+	    "itself (write %3B for a ';' that is part of a name)");
+	{
+		struct config	*c = NULL;
+
+		is_int(load(t, "[m]\nsource = http://h/x;type=d/\n"
+		    "dest = /srv/d\n", &c), 0, "';type=' in an HTTP path is a "
+		    "name");
+		config_free(c);
+	}
 	{
 		struct config	*c = NULL;
 
