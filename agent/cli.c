@@ -66,8 +66,8 @@ usage(FILE *fp)
 "sync and plan options (each overrides the config key of the same name):\n"
 "  --concurrency N|auto  --max-connections N  --include GLOB  --exclude GLOB\n"
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
-"  --stall-timeout S  --listing-timezone TZ  --transport tcp\n"
-"  --verify size|sidecar|checksum  --ca-file PEM\n"
+"  --stall-timeout S  --listing-timezone TZ  --ftp-timezone TZ\n"
+"  --transport tcp  --verify size|sidecar|checksum  --ca-file PEM\n"
 "  --ftp-mode stream|extended  --tcp-congestion auto|NAME\n"
 "  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
 "exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
@@ -155,6 +155,7 @@ static const struct option sync_longopts[] = {
 	{ "stall-timeout",	required_argument, NULL, 'o' },
 	{ "verify",		required_argument, NULL, 'o' },
 	{ "listing-timezone",	required_argument, NULL, 'o' },
+	{ "ftp-timezone",	required_argument, NULL, 'o' },
 	{ "ca-file",		required_argument, NULL, 'o' },
 	{ "ftp-mode",		required_argument, NULL, 'o' },
 	{ "tcp-congestion",	required_argument, NULL, 'o' },

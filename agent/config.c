@@ -1075,11 +1075,23 @@ check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
 			key = "follow_symlinks";
 		else if (m->ftp_mode_e)
 			key = "ftp_mode";
+		else if (m->ftp_tz.kind != TZ_UTC)
+			key = "ftp_timezone";
 		if (key != NULL)
 			return conf_fmt(errbuf, errlen, "%s applies only to "
 			    "ftp:// and ftps:// sources", key);
 		return 0;
 	}
+	/* The FTP lister reads LIST times in ftp_timezone, never this. */
+	if (m->listing_tz.kind != TZ_UTC)
+		return conf_fmt(errbuf, errlen, "listing_timezone applies "
+		    "only to http:// and https:// sources (an FTP server's "
+		    "LIST times take ftp_timezone)");
+	/* Else the secret would go out as the anonymous login's password. */
+	if (m->password_file != NULL && m->user == NULL)
+		return conf_fmt(errbuf, errlen, "password_file needs user "
+		    "(without it the password would be sent as the anonymous "
+		    "login's)");
 	if (strncasecmp(m->source, "ftps://", 7) == 0 &&
 	    m->ftp_tls != FTP_TLS_DEFAULT && m->ftp_tls != FTP_TLS_REQUIRE)
 		return conf_fmt(errbuf, errlen, "an ftps:// source requires "

@@ -50,9 +50,16 @@ extra=$(cd "$T/mirror" && find . -mindepth 1 ! -path ./good.txt ! -path ./evil)
 [ -z "$extra" ] || fail "unexpected entries in the mirror: $extra"
 grep -q 'evil' "$T/last.err" || fail "the refused path is not reported"
 
-# delete = yes: the symlink is replaced by the real directory; its target
-# is never written to.
+# delete = yes: the symlink is not what biomirror committed there, so it
+# is not deleted either (a conflict, exit 1); its target is never written
+# to.  Once the admin removes it, the real directory is mirrored.
 sed -i 's/^delete = no$/delete = yes/' "$T/bm.conf"
+assert_exit 1 bm --json sync up
+[ -L "$T/mirror/evil" ] || fail "the planted symlink was deleted"
+grep -qxF 'biomirror: evil: upstream has a directory here; the local symlink is not the one biomirror committed: it stays, not replaced' \
+    "$T/last.err" || fail "no conflict for the planted symlink"
+assert_eq "$(ls -A "$T/outside" | wc -l)" "$before_outside" "files written outside"
+rm "$T/mirror/evil"
 assert_exit 0 bm --json sync up
 [ -L "$T/mirror/evil" ] && fail "the planted symlink is still there"
 [ -d "$T/mirror/evil" ] || fail "evil/ is not a directory now"

@@ -189,7 +189,6 @@ static const char full_conf[] =
     "timeout = 3600\n"
     "stall_timeout = 86400\n"
     "listing_timezone = Europe/London\n"
-    "ftp_timezone = -05:30\n"
     "file_mode = 444\n"
     "dir_mode = 02775\n"
     "ca_file = %s\n"
@@ -250,8 +249,7 @@ test_every_key(struct ctx *t)
 	is_int(m->stall_timeout, 86400, "stall_timeout max");
 	is_int(m->listing_tz.kind, TZ_NAMED, "listing_timezone named");
 	is_str(m->listing_tz.name, "Europe/London", "zone name");
-	is_int(m->ftp_tz.kind, TZ_FIXED, "ftp_timezone fixed");
-	is_int(m->ftp_tz.offset, -(5 * 3600 + 30 * 60), "offset -05:30");
+	is_int(m->ftp_tz.kind, TZ_UTC, "ftp_timezone UTC (an HTTP source)");
 	is_int(m->file_mode, 0444, "file_mode 444 is octal");
 	is_int(m->dir_mode, 02775, "dir_mode 02775");
 	is_str(m->ca_file, ca, "ca_file");
@@ -261,7 +259,7 @@ test_every_key(struct ctx *t)
 out:
 	config_free(c);
 	snprintf(text, sizeof(text), full_conf, ca);
-	fails(t, text, 34, "unknown key 'key;semi' in section "
+	fails(t, text, 33, "unknown key 'key;semi' in section "
 	    "[blast.db_2-x]");
 	(void)unlink(ca);
 }
@@ -639,6 +637,24 @@ test_ftp(struct ctx *t)
 	}
 	config_free(c);
 	c = NULL;
+	rc = load(t, "[m]\nsource = ftp://h/\ndest = /srv/m\n"
+	    "ftp_timezone = -05:30\n", &c);
+	is_int(rc, 0, "ftp_timezone = -05:30 accepted");
+	if (c != NULL) {
+		is_int(c->mirrors[0]->ftp_tz.kind, TZ_FIXED,
+		    "ftp_timezone fixed");
+		is_int(c->mirrors[0]->ftp_tz.offset, -(5 * 3600 + 30 * 60),
+		    "offset -05:30");
+	}
+	config_free(c);
+	c = NULL;
+	/* Each zone key for its own kind of source: never ignored. */
+	fails(t, HEAD "ftp_timezone = +0100\n", 1, "ftp_timezone applies "
+	    "only to ftp:// and ftps:// sources in section [m]");
+	fails(t, "[m]\nsource = ftp://h/\ndest = /srv/m\n"
+	    "listing_timezone = +0100\n", 1, "listing_timezone applies only "
+	    "to http:// and https:// sources (an FTP server's LIST times "
+	    "take ftp_timezone) in section [m]");
 	rc = load(t, "[m]\nsource = ftps://h/%2Fdata/\ndest = /srv/m\n"
 	    "ftp_tls = require\nuser = mirror\nftp_active = yes\n"
 	    "ftp_timezone = Europe/Berlin\nfollow_symlinks = no\n", &c);
@@ -737,11 +753,17 @@ test_ftp(struct ctx *t)
 	write_file(pw, "s3cret\n");
 	(void)chmod(pw, 0644);
 	(void)snprintf(text, sizeof(text), "[m]\nsource = ftp://h/\n"
-	    "dest = /srv/m\npassword_file = %s\n", pw);
+	    "dest = /srv/m\nuser = u\npassword_file = %s\n", pw);
 	(void)snprintf(msg, sizeof(msg), "password_file = %s: readable by "
 	    "everyone (chmod o-r it)", pw);
-	fails(t, text, 4, msg);
+	fails(t, text, 5, msg);
 	(void)chmod(pw, 0640);
+	(void)snprintf(text, sizeof(text), "[m]\nsource = ftp://h/\n"
+	    "dest = /srv/m\npassword_file = %s\n", pw);
+	fails(t, text, 1, "password_file needs user (without it the "
+	    "password would be sent as the anonymous login's) in section [m]");
+	(void)snprintf(text, sizeof(text), "[m]\nsource = ftp://h/\n"
+	    "dest = /srv/m\nuser = u\npassword_file = %s\n", pw);
 	rc = load(t, text, &c);
 	is_int(rc, 0, "password_file 0640 accepted");
 	if (c != NULL)
@@ -750,7 +772,7 @@ test_ftp(struct ctx *t)
 	(void)unlink(pw);
 	(void)snprintf(msg, sizeof(msg), "password_file = %s: No such file "
 	    "or directory", pw);
-	fails(t, text, 4, msg);
+	fails(t, text, 5, msg);
 }
 
 /*
