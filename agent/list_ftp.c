@@ -752,6 +752,10 @@ struct ftp_crawl {
 	size_t		 nreals;
 	bool		 mlsd;		/* MLSD, else LIST */
 	bool		 gridftp;	/* FEAT listed DCAU */
+	char		*root_abs;	/* owned: the source's absolute path
+					   upstream (a "%2F" URL path, RFC
+					   1738), no trailing '/'; NULL if
+					   the URL is relative to the login */
 	size_t		 skipped, loops, dangling;
 	bool		 depth_hit;	/* a directory lay past max_depth */
 	int		 fail;		/* first failed reply's code */
@@ -875,6 +879,79 @@ crawl_link_add(struct ftp_crawl *c, struct entry *e, size_t di)
 }
 
 /* Move one parsed entry of dirs[di] into the output, queueing directories. */
+/*
+ * The source's absolute path upstream when its URL path starts with
+ * "%2F" (RFC 1738 section 3.2.2: the path is then absolute), decoded,
+ * without a trailing '/' ("" for "/"); NULL when the path is relative
+ * to the login directory, or on ENOMEM (then links just stay absolute).
+ */
+static char *
+source_root_abs(const char *source)
+{
+	const char	*p = strstr(source, "://");
+	char		*out = NULL;
+	size_t		 n;
+
+	if (p == NULL || (p = strchr(p + 3, '/')) == NULL)
+		return NULL;
+	p++;
+	if (strncasecmp(p, "%2F", 3) != 0)
+		return NULL;
+	if (path_decode(p, strlen(p), &out, &n) != 0)
+		return NULL;
+	while (n > 0 && out[n - 1] == '/')
+		out[--n] = '\0';
+	return out;
+}
+
+/*
+ * A GridFTP symlink target (UNIX.slink: always the resolved absolute
+ * path) inside the source made relative to
+ * the link's real directory dir ("" for the root), the way a relative
+ * link would have been listed; so the store's and the follower's inside
+ * checks see where it leads.  NULL when it is not absolute, lies outside
+ * the source, or the source's absolute path is unknown, or on ENOMEM.
+ */
+static char *
+target_rel(const struct ftp_crawl *c, const char *dir, const char *target)
+{
+	size_t	 n, depth = 0;
+	char	*out = NULL;
+	const char *rest, *p;
+
+	/*
+	 * Only GridFTP's: its targets are paths of the FTP name space.  A
+	 * LIST line shows the link as written on the server's disk, where
+	 * an absolute path need not be the FTP path (a chroot).
+	 */
+	if (!c->gridftp || c->root_abs == NULL || target == NULL ||
+	    target[0] != '/')
+		return NULL;
+	n = strlen(c->root_abs);
+	if (strncmp(target, c->root_abs, n) != 0 ||
+	    (target[n] != '/' && target[n] != '\0'))
+		return NULL;
+	for (rest = target + n; *rest == '/'; rest++)
+		;
+	if (dir[0] != '\0')
+		for (depth = 1, p = dir; (p = strchr(p, '/')) != NULL; p++)
+			depth++;
+	/* "../" per level of dir, then the rest: "a/b" from "x/y" is "../../a/b". */
+	if ((out = malloc(depth * 3 + strlen(rest) + 2)) == NULL)
+		return NULL;
+	for (n = 0; depth > 0; depth--) {
+		memcpy(out + n, "../", 3);
+		n += 3;
+	}
+	if (rest[0] != '\0')
+		memcpy(out + n, rest, strlen(rest) + 1);
+	else if (n > 0)
+		out[n - 1] = '\0';	/* the root itself: "..", "../.." */
+	else
+		memcpy(out, ".", 2);
+	return out;
+}
+
 static int
 crawl_take(struct ftp_crawl *c, struct entry *e, size_t di)
 {
@@ -885,6 +962,11 @@ crawl_take(struct ftp_crawl *c, struct entry *e, size_t di)
 	bool		 fresh = true;
 	int		 rc;
 
+	if (e->type == ENTRY_SYMLINK && (real = target_rel(c,
+	    c->dirs[di].real, e->target)) != NULL) {
+		free(e->target);
+		e->target = real;
+	}
 	if (e->type == ENTRY_SYMLINK && c->links != NULL)
 		return crawl_link_add(c, e, di);
 	if (e->type == ENTRY_DIR) {
@@ -1416,6 +1498,7 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 
 	memset(&c, 0, sizeof(c));
 	c.source = source_url;
+	c.root_abs = source_root_abs(source_url);
 	c.opts = opts;
 	c.out = out;
 	c.errbuf = errbuf;
@@ -1469,6 +1552,7 @@ out:
 	listing_free(c.links);
 	free(c.linkdir);
 	free(c.reals);
+	free(c.root_abs);
 	for (i = 0; i < c.ndirs; i++) {
 		free(c.dirs[i].prefix);
 		free(c.dirs[i].real);

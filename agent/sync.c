@@ -1071,14 +1071,16 @@ run_ftp_source(struct run *r)
 static void
 run_tcp_congestion(struct run *r, struct xfer_opts *xo)
 {
-	char	 why[320];
+	char	 why[320], dflt[64];
 
 	if (r->c->tcp_congestion[0] == '\0')
 		return;
 	if (xfer_tcp_congestion_check(r->c->tcp_congestion, why,
 	    sizeof(why)) != 0) {
+		xfer_tcp_congestion_default(dflt, sizeof(dflt));
 		log_warnx("%s: tcp_congestion = %s: %s: the kernel's default "
-		    "is used", r->c->name, r->c->tcp_congestion, why);
+		    "(%s) is used", r->c->name, r->c->tcp_congestion, why,
+		    dflt);
 		return;
 	}
 	xo->tcp_congestion = r->c->tcp_congestion;

@@ -1263,13 +1263,35 @@ xfer_free(struct xfer *x)
 	free(x);
 }
 
+/*
+ * The first line of /proc/sys/net/ipv4/KEY, without its newline, into
+ * buf (len bytes); returns its length, 0 when it cannot be read.
+ */
+static size_t
+sysctl_line(const char *key, char *buf, size_t len)
+{
+	char	 path[96];
+	FILE	*fp;
+	size_t	 n = 0;
+
+	buf[0] = '\0';
+	(void)snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", key);
+	if ((fp = fopen(path, "re")) != NULL) {
+		if (fgets(buf, (int)len, fp) == NULL)
+			buf[0] = '\0';
+		(void)fclose(fp);
+	}
+	n = strcspn(buf, "\n");
+	buf[n] = '\0';
+	return n;
+}
+
 int
 xfer_tcp_congestion_check(const char *name, char *errbuf, size_t errlen)
 {
 	const char	*key;
-	char		 path[96], list[256] = "";
+	char		 list[256];
 	int		 fd, e;
-	FILE		*fp;
 	size_t		 n;
 
 	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
@@ -1289,16 +1311,16 @@ xfer_tcp_congestion_check(const char *name, char *errbuf, size_t errlen)
 	/* tcp(7): the algorithms this kernel has, and those any user may set. */
 	key = e == EPERM ? "tcp_allowed_congestion_control" :
 	    "tcp_available_congestion_control";
-	(void)snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", key);
-	if ((fp = fopen(path, "re")) != NULL) {
-		if (fgets(list, sizeof(list), fp) == NULL)
-			list[0] = '\0';
-		(void)fclose(fp);
-	}
-	n = strcspn(list, "\n");
-	list[n] = '\0';
+	n = sysctl_line(key, list, sizeof(list));
 	(void)snprintf(errbuf, errlen, "%s (net.ipv4.%s: %s)", e == EPERM ?
 	    "not allowed for this user" : "this kernel has no such algorithm",
 	    key, n > 0 ? list : "unknown");
 	return BM_EINVAL;
+}
+
+void
+xfer_tcp_congestion_default(char *buf, size_t len)
+{
+	if (sysctl_line("tcp_congestion_control", buf, len) == 0)
+		(void)snprintf(buf, len, "unknown");
 }

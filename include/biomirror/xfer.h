@@ -190,6 +190,12 @@ struct xfer;
  */
 int	xfer_tcp_congestion_check(const char *name, char *errbuf,
 	    size_t errlen);
+/*
+ * The kernel's default TCP congestion control (net.ipv4.
+ * tcp_congestion_control, tcp(7)) into buf (len bytes), "unknown" when
+ * it cannot be read.
+ */
+void	xfer_tcp_congestion_default(char *buf, size_t len);
 
 /* Called for each finished job (from inside xfer_poll). */
 typedef void (*xfer_done_fn)(void *ctx, struct xfer_job *job);

@@ -117,7 +117,7 @@ rm -rf "$T/state" "$T/mirror"
 start_nginx "$T/up"
 write_conf "$NGINX_URL"
 assert_exit 0 bm sync --tcp-congestion nosuchcc up
-grep -qxF "biomirror: up: tcp_congestion = nosuchcc: this kernel has no such algorithm (net.ipv4.tcp_available_congestion_control: $AVAIL): the kernel's default is used" "$LAST_ERR" ||
+grep -qxF "biomirror: up: tcp_congestion = nosuchcc: this kernel has no such algorithm (net.ipv4.tcp_available_congestion_control: $AVAIL): the kernel's default ($DEFAULT) is used" "$LAST_ERR" ||
     fail "no warning for an unknown algorithm"
 assert_trees_equal "$T/up" "$T/mirror"
 
@@ -135,7 +135,7 @@ if [ -n "$NOTALLOWED" ]; then
 	assert_exit 0 runuser -u nobody -- "$BM" --state-dir "$T/nobody/state" \
 	    sync --source "$NGINX_URL" --dest "$T/nobody/mirror" \
 	    --tcp-congestion "$NOTALLOWED"
-	grep -qF "tcp_congestion = $NOTALLOWED: not allowed for this user (net.ipv4.tcp_allowed_congestion_control: $(cat "$PROC/tcp_allowed_congestion_control")): the kernel's default is used" "$LAST_ERR" ||
+	grep -qF "tcp_congestion = $NOTALLOWED: not allowed for this user (net.ipv4.tcp_allowed_congestion_control: $(cat "$PROC/tcp_allowed_congestion_control")): the kernel's default ($DEFAULT) is used" "$LAST_ERR" ||
 	    fail "no warning for an algorithm not allowed"
 	assert_trees_equal "$T/up" "$T/nobody/mirror"
 else

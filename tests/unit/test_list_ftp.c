@@ -932,6 +932,88 @@ test_follow_gridftp(void)
 	listing_free(l);
 }
 
+/* A GridFTP-like MLSD server whose links name absolute resolved paths. */
+static int
+abs_fetch(void *ctx, struct http_page *pages, size_t n)
+{
+	const char	*body;
+	size_t		 i;
+
+	(void)ctx;
+	for (i = 0; i < n; i++) {
+		if (strcmp(pages[i].command, "FEAT") == 0)
+			body = "211-Features\r\n MLST type*;size*;\r\n DCAU\r\n"
+			    "211 E\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/%2Fsrv/m/") == 0)
+			body = "Type=cdir;Unique=R; /srv/m\r\n"
+			    "Type=dir;Unique=D;Modify=20240101000000; data\r\n"
+			    "Type=file;Size=3;Modify=20240101000000;"
+			    "UNIX.slink=/srv/m/data/f1.txt; link-file\r\n"
+			    "Type=dir;Modify=20240101000000;"
+			    "UNIX.slink=/srv/m/data; link-dir\r\n"
+			    "Type=file;Size=3;Modify=20240101000000;"
+			    "UNIX.slink=/srv/other/x; out\r\n"
+			    "Type=file;Size=3;Modify=20240101000000;"
+			    "UNIX.slink=/srv/mm/x; near\r\n";
+		else if (strcmp(pages[i].url, "ftp://h/%2Fsrv/m/data/") == 0)
+			body = "Type=cdir;Unique=D; /srv/m/data\r\n"
+			    "Type=file;Size=3;Modify=20240101000000; f1.txt\r\n"
+			    "Type=dir;Modify=20240101000000;"
+			    "UNIX.slink=/srv/m; up\r\n";
+		else {
+			pages[i].rc = BM_ENOENT;
+			continue;
+		}
+		pages[i].len = strlen(body);
+		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+			return BM_ENOMEM;
+		memcpy(pages[i].body, body, pages[i].len);
+	}
+	return 0;
+}
+
+/*
+ * GridFTP's UNIX.slink is the resolved absolute path: one inside the
+ * "%2F" source becomes relative to the link's directory (so the store
+ * recreates it); one outside, or beside with a longer name, stays.
+ */
+static void
+test_abs_targets(void)
+{
+	struct ftp_crawl_opts o;
+	struct listing	*l = listing_new(100);
+	const struct entry *e;
+	char		 err[256];
+
+	memset(&o, 0, sizeof(o));
+	o.max_depth = 8;
+	o.batch = 4;
+	is_int(list_ftp_crawl("ftp://h/%2Fsrv/m/", &o, abs_fetch, NULL, l,
+	    err, sizeof(err)), 0, "abs targets: crawl");
+	e = find(l, "link-file");
+	is_str(e != NULL ? e->target : NULL, "data/f1.txt",
+	    "abs targets: a file link inside, relative");
+	e = find(l, "link-dir");
+	is_str(e != NULL ? e->target : NULL, "data",
+	    "abs targets: a directory link inside, relative");
+	e = find(l, "data/up");
+	is_str(e != NULL ? e->target : NULL, "..",
+	    "abs targets: a link to the root from below, '..'");
+	e = find(l, "out");
+	is_str(e != NULL ? e->target : NULL, "/srv/other/x",
+	    "abs targets: outside, kept absolute");
+	e = find(l, "near");
+	is_str(e != NULL ? e->target : NULL, "/srv/mm/x",
+	    "abs targets: /srv/mm is not inside /srv/m");
+	listing_free(l);
+	l = listing_new(100);
+	(void)list_ftp_crawl("ftp://h/srv/m/", &o, abs_fetch, NULL, l, err,
+	    sizeof(err));
+	ok(find(l, "link-file") == NULL, "abs targets: a relative URL path "
+	    "is another directory (nothing listed here)");
+	listing_free(l);
+}
+
 int
 main(void)
 {
@@ -950,6 +1032,7 @@ main(void)
 	test_size_huge();
 	test_feat();
 	test_crawl();
+	test_abs_targets();
 	test_follow();
 	return done_testing();
 }

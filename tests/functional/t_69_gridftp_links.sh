@@ -1,0 +1,55 @@
+#!/bin/bash
+# Symlinks on real globus-gridftp-server with follow_symlinks = no (the
+# default), in stream and in extended mode.  GridFTP's MLSD names a link
+# by its resolved absolute path (UNIX.slink=/srv/.../data/f1.txt): a
+# target inside the "%2F" source is recreated as a relative symlink that
+# leads to the same mirrored file or directory (before: every such link
+# was "outside the mirror: recorded, not created"); one outside the
+# source is recorded, not created.  A no-change run changes nothing.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+
+S=$T/srv/tree
+mkdir -p "$S/data/deep" "$T/srv/other"
+printf 'one\n' > "$S/data/f1.txt"
+printf 'two\n' > "$S/data/deep/f2.txt"
+printf 'x\n' > "$T/srv/other/x.txt"
+ln -s data/f1.txt "$S/link-file"
+ln -s data "$S/link-dir"
+ln -s ../f1.txt "$S/data/deep/up-file"
+ln -s ../other/x.txt "$S/out"
+touch -h -d '2022-03-04 05:06:07 UTC' "$S"/* "$S/data"/* "$S/data/deep"/*
+chmod -R a+rX "$T/srv"
+start_gridftp "$T/srv"
+
+for mode in stream extended; do
+	echo "# ftp_mode = $mode"
+	rm -rf "$T/mirror" "$T/state"
+	write_conf "${GRIDFTP_URL}tree/"
+	printf 'ftp_mode = %s\n' "$mode" >> "$T/bm.conf"
+	assert_exit 0 bm --json sync up
+	for l in link-file link-dir data/deep/up-file; do
+		[ -L "$T/mirror/$l" ] || fail "$mode: $l is not a symlink"
+		case $(readlink "$T/mirror/$l") in
+		/*) fail "$mode: $l points at an absolute path: $(readlink "$T/mirror/$l")" ;;
+		esac
+	done
+	assert_eq "$(readlink "$T/mirror/link-file")" data/f1.txt "$mode: link-file"
+	assert_eq "$(readlink "$T/mirror/link-dir")" data "$mode: link-dir"
+	# The server gives the resolved path: made relative from data/deep.
+	assert_eq "$(readlink "$T/mirror/data/deep/up-file")" ../../data/f1.txt "$mode: up-file"
+	assert_eq "$(cat "$T/mirror/link-file")" one "$mode: link-file leads to f1.txt"
+	assert_eq "$(cat "$T/mirror/link-dir/deep/f2.txt")" two "$mode: link-dir leads to data"
+	assert_eq "$(cat "$T/mirror/data/deep/up-file")" one "$mode: up-file leads to f1.txt"
+	[ -e "$T/mirror/out" ] || [ -L "$T/mirror/out" ] &&
+	    fail "$mode: the link outside the source was created"
+	grep -q 'out -> .*other/x.txt: symlink target outside the mirror: recorded, not created' \
+	    "$LAST_ERR" || fail "$mode: no message for the link outside"
+	grep -q 'link-file.*outside the mirror' "$LAST_ERR" &&
+	    fail "$mode: link-file judged outside"
+	assert_exit 0 bm --json sync up
+	expect_counts 0 0 0 0
+done
+stop_servers
+echo PASS
