@@ -1494,6 +1494,7 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 {
 	struct ftp_crawl c;
 	size_t		 next, nextlink, i;
+	char		 why[96];
 	int		 rc;
 
 	memset(&c, 0, sizeof(c));
@@ -1533,8 +1534,10 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 	if (c.fail != 0)
 		rc = c.fail;
 	else if (c.depth_hit) {
-		crawl_err(&c, source_url,
-		    "directories below max_depth not listed");
+		(void)snprintf(why, sizeof(why), "directories more than %u "
+		    "levels below the source not listed (the depth limit)",
+		    opts->max_depth);
+		crawl_err(&c, source_url, why);
 		rc = BM_ELIMIT;
 	} else
 		rc = 0;

@@ -2363,7 +2363,7 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
     size_t errlen)
 {
 	struct crawl	 c;
-	char		*url = NULL, *prefix = NULL;
+	char		*url = NULL, *prefix = NULL, why[96];
 	const char	*spath;
 	size_t		 next, n, batch, i;
 	int		 rc;
@@ -2398,8 +2398,10 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 	if (c.fail != 0)
 		rc = c.fail;
 	else if (c.depth_hit) {
-		set_err(errbuf, errlen, source_url,
-		    "directories below max_depth not listed");
+		(void)snprintf(why, sizeof(why), "directories more than %u "
+		    "levels below the source not listed (the depth limit)",
+		    opts->max_depth);
+		set_err(errbuf, errlen, source_url, why);
 		rc = BM_ELIMIT;
 	} else
 		rc = 0;

@@ -444,7 +444,8 @@ resume_file_check(struct resume_file *rf, const char *etag, int64_t mtime,
 	if (strcmp(rf->etag, etag != NULL ? etag : "") != 0 ||
 	    rf->mtime != mtime) {
 		(void)snprintf(errbuf, errlen, "upstream changed between "
-		    "ranges (ETag or Last-Modified differ): starting over");
+		    "ranges (ETag, Last-Modified or FTP MDTM differ): "
+		    "starting over");
 		return BM_ECHANGED;
 	}
 	return 0;
