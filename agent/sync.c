@@ -2325,6 +2325,8 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
     struct mirror_result **ret)
 {
 	struct run	 r;
+	struct stat	 st;
+	char		 path[4096];
 	long		 holder = 0;
 	size_t		 i;
 	int		 lockfd = -1, rc;
@@ -2335,7 +2337,14 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	if ((r.res = result_new(c->name)) == NULL)
 		return BM_ENOMEM;
 	r.res->verify = true;
-	if ((rc = state_lock(o->state_dir, o->key, &lockfd, &holder)) != 0) {
+	if (state_manifest_path(o->state_dir, o->key, path, sizeof(path)) ==
+	    0 && stat(path, &st) == -1 && errno == ENOENT) {
+		/* Nothing to check against: say so, not "locks: ENOENT". */
+		(void)snprintf(r.err, sizeof(r.err), "never synced: no "
+		    "manifest %.300s (run sync first)", path);
+		rc = BM_EINVAL;
+	} else if ((rc = state_lock(o->state_dir, o->key, &lockfd,
+	    &holder)) != 0) {
 		if (rc == BM_ELOCKED) {
 			(void)snprintf(r.err, sizeof(r.err), "another run "
 			    "holds the lock (pid %ld)", holder);

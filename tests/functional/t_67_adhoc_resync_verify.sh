@@ -8,6 +8,7 @@
 #  - "verify --source --dest" checks it against the published MD5
 #    sidecar: exit 0; a same-size edit of the data file: exit 1, "differs";
 #    "verify --repair" fetches it again: identical, exit 0;
+#  - verify of a mirror never synced: exit 2, "never synced";
 #  - usage errors: --source without --dest, a name and --source together,
 #    no name: exit 2 with the usage line; an ad-hoc --dest that is a
 #    configured mirror's dest: exit 2.
@@ -49,6 +50,11 @@ grep -q '^differs sub/data.bin' "$LAST_OUT" || fail "verify: the edited file is 
 assert_exit 0 "$BM" "${S[@]}" verify --repair "${ADHOC[@]}"
 assert_trees_equal "$T/up" "$T/copy"
 assert_exit 0 "$BM" "${S[@]}" verify "${ADHOC[@]}"
+
+echo "# verify of a mirror never synced: exit 2, saying so"
+assert_exit 2 "$BM" --state-dir "$T/state-new" verify --source "$NGINX_URL" --dest "$T/fresh"
+grep -q ': never synced: no manifest .*/state-new/manifests/adhoc-.*\.db (run sync first)$' \
+    "$LAST_ERR" || fail "verify of a mirror never synced: message"
 
 echo "# usage errors"
 for args in "verify --source $NGINX_URL" "verify name --source $NGINX_URL --dest $T/copy" \
