@@ -77,6 +77,9 @@ struct xfer {
 	size_t		 npaused;	/* records paused by the rate limit */
 	struct gridftp	*gftp;		/* owned: MODE E engine, NULL if off */
 	long		 host_cap;	/* CURLMOPT_MAX_HOST_CONNECTIONS now */
+	long		 conn_limit;	/* connections the server took before
+					   it refused one with 421 (FTP), 0
+					   while none was refused */
 	bool		 fd_high;	/* libcurl made a socket at or above
 					   FD_SETSIZE: curl_multi_fdset()
 					   cannot see every socket */
@@ -789,6 +792,26 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 		res->size = -1;
 		return;
 	}
+	if (cc != CURLE_OK && strncmp(r->ftp_refusal, "421", 3) == 0) {
+		/*
+		 * 421 (RFC 959 4.2: service not available), as a greeting
+		 * the server's limit of connections from one address or of
+		 * users (vsftpd's max_per_ip, max_clients); libcurl calls
+		 * it a timeout.  The connections it took stay the most this
+		 * run opens to it, one fewer per refusal, at least one, so
+		 * the refused jobs queue instead of knocking again.
+		 */
+		if (r->x->host_cap > 1) {
+			r->x->conn_limit = r->x->host_cap - 1;
+			host_cap(r->x);
+		}
+		res->rc = BM_ENET;
+		res->cls = XFER_RETRY;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s (now at "
+		    "most %ld connection%s)", r->ftp_refusal, r->x->host_cap,
+		    r->x->host_cap == 1 ? "" : "s");
+		return;
+	}
 	if (cc != CURLE_OK) {
 		res->rc = BM_ENET;
 		res->cls = XFER_RETRY;
@@ -1212,8 +1235,10 @@ static void
 host_cap(struct xfer *x)
 {
 	long	 mc = x->opts.max_connections ? x->opts.max_connections : 8;
-	long	 n = (long)gridftp_sessions(x->gftp);
+	long	 n = x->gftp != NULL ? (long)gridftp_sessions(x->gftp) : 0;
 
+	if (x->conn_limit > 0 && x->conn_limit < mc)
+		mc = x->conn_limit;
 	mc = mc > n ? mc - n : 1;
 	if (mc != x->host_cap) {
 		(void)curl_multi_setopt(x->multi,
