@@ -855,6 +855,17 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 			(void)snprintf(res->errmsg, sizeof(res->errmsg),
 			    "RETR: %s", r->ftp_refusal);
 			return;
+		case CURLE_LOGIN_DENIED:
+			/*
+			 * 530 after USER/PASS: a wrong login, or a server's
+			 * user limit (some use 530 for it): retried, with the
+			 * server's words, not libcurl's "Access denied: 530".
+			 */
+			if (r->ftp_refusal[0] == '\0')
+				break;
+			(void)snprintf(res->errmsg, sizeof(res->errmsg),
+			    "login refused: %s", r->ftp_refusal);
+			return;
 		default:
 			break;	/* 421, 530, 425/426, resets: retried */
 		}

@@ -69,7 +69,7 @@ printf 'wrong-%s\n' "$PW" > "$T/pw"
 printf 'changed\n' > "$T/up/a.txt"
 assert_exit 3 bm --json sync up
 expect_counts 0 0 0 0
-grep -q "up: list: ${VSFTPD_URL}: Access denied: 530" "$T/last.err" ||
+grep -q "up: list: ${VSFTPD_URL}: login refused: 530 Login incorrect." "$T/last.err" ||
     fail "login failure message"
 assert_eq "$(grep -c 'retry' "$T/last.err")" 0 "retries with retries = 0"
 assert_eq "$(cat "$T/mirror/a.txt")" hello "a.txt untouched"
