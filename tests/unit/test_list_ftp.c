@@ -85,6 +85,17 @@ parse_fix(const char *name, bool mlsd, const char *now, size_t *ret_skipped)
 	return l;
 }
 
+/* A fake server's reply: a malloc'd copy of body.  0 or BM_ENOMEM. */
+static int
+page_body(struct http_page *pg, const char *body)
+{
+	pg->len = strlen(body);
+	if ((pg->body = malloc(pg->len)) == NULL)
+		return BM_ENOMEM;
+	memcpy(pg->body, body, pg->len);
+	return 0;
+}
+
 static const struct entry *
 find(const struct listing *l, const char *path)
 {
@@ -629,10 +640,8 @@ fake_fetch(void *ctx, struct http_page *pages, size_t n)
 			    sizeof(pages[i].errmsg), "550 nope");
 			continue;
 		}
-		pages[i].len = strlen(body);
-		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
-		memcpy(pages[i].body, body, pages[i].len);
 	}
 	return 0;
 }
@@ -723,10 +732,8 @@ link_fetch(void *ctx, struct http_page *pages, size_t n)
 			pages[i].rc = BM_ENOENT;
 			continue;
 		}
-		pages[i].len = strlen(body);
-		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
-		memcpy(pages[i].body, body, pages[i].len);
 	}
 	return 0;
 }
@@ -812,10 +819,8 @@ dup_fetch(void *ctx, struct http_page *pages, size_t n)
 			pages[i].rc = BM_ENOENT;
 			continue;
 		}
-		pages[i].len = strlen(body);
-		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
-		memcpy(pages[i].body, body, pages[i].len);
 	}
 	return 0;
 }
@@ -889,10 +894,8 @@ gslink_fetch(void *ctx, struct http_page *pages, size_t n)
 			pages[i].rc = BM_ENOENT;
 			continue;
 		}
-		pages[i].len = strlen(body);
-		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
-		memcpy(pages[i].body, body, pages[i].len);
 	}
 	return 0;
 }
@@ -964,10 +967,8 @@ abs_fetch(void *ctx, struct http_page *pages, size_t n)
 			pages[i].rc = BM_ENOENT;
 			continue;
 		}
-		pages[i].len = strlen(body);
-		if ((pages[i].body = malloc(pages[i].len)) == NULL)
+		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
-		memcpy(pages[i].body, body, pages[i].len);
 	}
 	return 0;
 }
