@@ -1048,9 +1048,9 @@ cmd_verify(struct cli *c, int argc, char **argv)
 		else if (ch == 'd')
 			dest = optarg;
 		else
-			optind = argc + 1;	/* a usage error */
+			break;		/* getopt said why: a usage error */
 	}
-	if (optind > argc || (source != NULL) != (dest != NULL) ||
+	if (ch != -1 || (source != NULL) != (dest != NULL) ||
 	    argc - optind != (source != NULL ? 0 : 1)) {
 		log_errx("usage: biomirror verify NAME|--source URL --dest DIR "
 		    "[--repair]");

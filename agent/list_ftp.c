@@ -1499,7 +1499,6 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 
 	memset(&c, 0, sizeof(c));
 	c.source = source_url;
-	c.root_abs = source_root_abs(source_url);
 	c.opts = opts;
 	c.out = out;
 	c.errbuf = errbuf;
@@ -1511,6 +1510,7 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 		crawl_err(&c, source_url, "source URL must end in '/'");
 		return BM_EINVAL;
 	}
+	c.root_abs = source_root_abs(source_url);
 	if ((rc = crawl_feat(&c, fetch, ctx)) != 0)
 		goto out;
 	if (opts->follow && (c.links = listing_new(MAX_LINKS)) == NULL) {

@@ -46,6 +46,10 @@ struct curl_rec {
 					   its lines joined by " / ", or "" */
 	bool		 ftp_multi;	/* FTP: inside a multi-line reply */
 	bool		 ftp_refusing;	/* FTP: ... that is a refusal */
+	bool		 ftp_greeted;	/* FTP: a reply code was seen (the
+					   first one is the greeting, 220 or a
+					   refusal) */
+	bool		 ftp_refused_hello; /* FTP: the greeting was a 421 */
 	char		 ftp_unreadable[120]; /* FTP: a 2xx reply that says the
 					   listed directory could not be read
 					   (vsftpd), or "" */
@@ -87,6 +91,18 @@ struct xfer {
 
 static int	multi_new(struct xfer *);
 static void	host_cap(struct xfer *);
+
+/*
+ * Connections this run may open to the server in all (libcurl's and the
+ * MODE E sessions together): max_connections, lowered by 421 greetings.
+ */
+static long
+host_limit(const struct xfer *x)
+{
+	long	 mc = x->opts.max_connections ? x->opts.max_connections : 8;
+
+	return x->conn_limit > 0 && x->conn_limit < mc ? x->conn_limit : mc;
+}
 
 /*
  * The run-wide rate limit (bwlimit) is a token bucket shared by every
@@ -192,6 +208,17 @@ ftp_reply_line(struct curl_rec *r, const char *buf, size_t n)
 	if (!r->ftp_multi) {
 		if (!code)
 			return;
+		/*
+		 * A 421 as the first reply this job sees on a new control
+		 * connection is a refusal to serve it (a limit), not a
+		 * timeout later on (vsftpd's "421 Data timeout").  A job on
+		 * a reused connection sees no greeting: its first reply is
+		 * that of its first command, never a 421 of this kind.
+		 */
+		if (!r->ftp_greeted) {
+			r->ftp_greeted = true;
+			r->ftp_refused_hello = strncmp(buf, "421", 3) == 0;
+		}
 		/*
 		 * vsftpd answers LIST of a directory it cannot open
 		 * (permissions changed, or gone since CWD) with an empty
@@ -779,7 +806,7 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 {
 	struct xfer_job	*j = r->job;
 	struct xfer_result *res = &j->res;
-	long		 unmet = 0;
+	long		 unmet = 0, n;
 
 	res->total = -1;
 	if (j->len > 0 || j->ftp_command != NULL)
@@ -792,7 +819,8 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 		res->size = -1;
 		return;
 	}
-	if (cc != CURLE_OK && strncmp(r->ftp_refusal, "421", 3) == 0) {
+	if (cc != CURLE_OK && r->ftp_refused_hello &&
+	    strncmp(r->ftp_refusal, "421", 3) == 0) {
 		/*
 		 * 421 (RFC 959 4.2: service not available), as a greeting
 		 * the server's limit of connections from one address or of
@@ -801,15 +829,16 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 		 * run opens to it, one fewer per refusal, at least one, so
 		 * the refused jobs queue instead of knocking again.
 		 */
-		if (r->x->host_cap > 1) {
-			r->x->conn_limit = r->x->host_cap - 1;
+		if ((n = host_limit(r->x)) > 1) {
+			r->x->conn_limit = n - 1;
 			host_cap(r->x);
 		}
+		n = host_limit(r->x);
 		res->rc = BM_ENET;
 		res->cls = XFER_RETRY;
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s (now at "
-		    "most %ld connection%s)", r->ftp_refusal, r->x->host_cap,
-		    r->x->host_cap == 1 ? "" : "s");
+		    "most %ld connection%s)", r->ftp_refusal, n,
+		    n == 1 ? "" : "s");
 		return;
 	}
 	if (cc != CURLE_OK) {
@@ -1156,7 +1185,7 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 	}
 	if (n > 0)
 		return 0;
-	if (running > (int)x->npaused && !curl_waits_on_socket(x)) {
+	if (x->npaused == 0 && running > 0 && !curl_waits_on_socket(x)) {
 		/*
 		 * libcurl 7.88's FTP can stop a transfer where it has no
 		 * socket to wait on and no timer due (after the reply to
@@ -1170,8 +1199,7 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 			return rc;
 		if (n > 0)
 			return 0;
-		if (running > (int)x->npaused && !curl_waits_on_socket(x) &&
-		    timeout_ms > 1)
+		if (running > 0 && !curl_waits_on_socket(x) && timeout_ms > 1)
 			timeout_ms = 1;
 	}
 	/*
@@ -1245,11 +1273,9 @@ multi_new(struct xfer *x)
 static void
 host_cap(struct xfer *x)
 {
-	long	 mc = x->opts.max_connections ? x->opts.max_connections : 8;
+	long	 mc = host_limit(x);
 	long	 n = x->gftp != NULL ? (long)gridftp_sessions(x->gftp) : 0;
 
-	if (x->conn_limit > 0 && x->conn_limit < mc)
-		mc = x->conn_limit;
 	mc = mc > n ? mc - n : 1;
 	if (mc != x->host_cap) {
 		(void)curl_multi_setopt(x->multi,

@@ -64,6 +64,14 @@ for args in "verify --source $NGINX_URL" "verify name --source $NGINX_URL --dest
 	grep -qE 'usage: biomirror (verify|resync) NAME\|--source URL --dest DIR|--source and --dest go together' \
 	    "$LAST_ERR" || fail "no usage line for: $args"
 done
+# An unknown option or a missing argument: exit 2 at once (before, verify
+# spun in getopt for good).
+for args in "verify name --bogus" "verify --bogus name" "verify --source"; do
+	# shellcheck disable=SC2086
+	assert_exit 2 timeout 20 "$BM" "${S[@]}" $args
+	grep -q 'usage: biomirror verify NAME|--source URL --dest DIR' "$LAST_ERR" ||
+	    fail "no usage line for: $args"
+done
 write_conf "$NGINX_URL"
 sed -i "s|^dest = .*|dest = $T/copy|" "$T/bm.conf"
 assert_exit 2 "$BM" -c "$T/bm.conf" "${S[@]}" verify "${ADHOC[@]}"
