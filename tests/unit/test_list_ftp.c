@@ -85,10 +85,17 @@ parse_fix(const char *name, bool mlsd, const char *now, size_t *ret_skipped)
 	return l;
 }
 
-/* A fake server's reply: a malloc'd copy of body.  0 or BM_ENOMEM. */
+/*
+ * A fake server's reply: a malloc'd copy of body, or BM_ENOENT in
+ * pg->rc when body is NULL (no such directory).  0 or BM_ENOMEM.
+ */
 static int
 page_body(struct http_page *pg, const char *body)
 {
+	if (body == NULL) {
+		pg->rc = BM_ENOENT;
+		return 0;
+	}
 	pg->len = strlen(body);
 	if ((pg->body = malloc(pg->len)) == NULL)
 		return BM_ENOMEM;
@@ -728,10 +735,8 @@ link_fetch(void *ctx, struct http_page *pages, size_t n)
 			    "lrwxrwxrwx 1 0 0 2 Jan 02 2020 loop -> ..\r\n"
 			    "lrwxrwxrwx 1 0 0 6 Jan 02 2020 up -> ../sub/\r\n"
 			    "lrwxrwxrwx 1 0 0 8 Jan 02 2020 f -> ../a.txt\r\n";
-		else {
-			pages[i].rc = BM_ENOENT;
-			continue;
-		}
+		else
+			body = NULL;
 		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
 	}
@@ -814,11 +819,8 @@ dup_fetch(void *ctx, struct http_page *pages, size_t n)
 			    "type=file;size=2; f\r\n";
 		else if (strcmp(pages[i].url, "ftp://h/d/") == 0)
 			body = "type=file;size=3; in\r\n";
-		else {
-			/* x/ must not be listed: x is a file */
-			pages[i].rc = BM_ENOENT;
-			continue;
-		}
+		else
+			body = NULL;	/* x/ must not be listed: x is a file */
 		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
 	}
@@ -890,10 +892,8 @@ gslink_fetch(void *ctx, struct http_page *pages, size_t n)
 		else if (strcmp(pages[i].url, "ftp://h/od/") == 0)
 			body = "Type=cdir;Unique=O; .\r\n"
 			    "Type=file;Size=4;Unique=X; x.txt\r\n";
-		else {
-			pages[i].rc = BM_ENOENT;
-			continue;
-		}
+		else
+			body = NULL;
 		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
 	}
@@ -963,10 +963,8 @@ abs_fetch(void *ctx, struct http_page *pages, size_t n)
 			    "Type=file;Size=3;Modify=20240101000000; f1.txt\r\n"
 			    "Type=dir;Modify=20240101000000;"
 			    "UNIX.slink=/srv/m; up\r\n";
-		else {
-			pages[i].rc = BM_ENOENT;
-			continue;
-		}
+		else
+			body = NULL;
 		if (page_body(&pages[i], body) != 0)
 			return BM_ENOMEM;
 	}
