@@ -84,6 +84,8 @@ struct xfer {
 	long		 conn_limit;	/* connections the server took before
 					   it refused one with 421 (FTP), 0
 					   while none was refused */
+	bool		 ftp_logged_in;	/* an FTP login of this run was taken
+					   (230): a later 530 is a limit */
 	bool		 fd_high;	/* libcurl made a socket at or above
 					   FD_SETSIZE: curl_multi_fdset()
 					   cannot see every socket */
@@ -219,6 +221,8 @@ ftp_reply_line(struct curl_rec *r, const char *buf, size_t n)
 			r->ftp_greeted = true;
 			r->ftp_refused_hello = strncmp(buf, "421", 3) == 0;
 		}
+		if (strncmp(buf, "230", 3) == 0)
+			r->x->ftp_logged_in = true;	/* RFC 959: logged in */
 		/*
 		 * vsftpd answers LIST of a directory it cannot open
 		 * (permissions changed, or gone since CWD) with an empty
@@ -793,8 +797,9 @@ url_became_dir(const char *url, const char *eff)
 /*
  * An FTP job's result.  550 (no such file) is gone; a refused REST or a
  * REST past the end is an ignored range (the scheduler goes to one
- * stream); 421 and 530 (too many connections or users: servers use both
- * for their limits) and broken connections are retried with backoff; a
+ * stream); 421 and a 530 that is a limit (ftp_530_is_limit: too many
+ * connections or users) and broken connections are retried with backoff,
+ * a 530 that is a wrong login is not; a
  * body of another length than SIZE said, or a range cut short, is
  * retried, never published.  A conditional RETR whose MDTM is not newer
  * (libcurl skips the RETR: CURLINFO_CONDITION_UNMET) is not modified,
@@ -886,14 +891,33 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 			return;
 		case CURLE_LOGIN_DENIED:
 			/*
-			 * 530 after USER/PASS: a wrong login, or a server's
-			 * user limit (some use 530 for it): retried, with the
-			 * server's words, not libcurl's "Access denied: 530".
+			 * 530 after USER/PASS: a server's limit on users or
+			 * sessions is retried, within one connection fewer
+			 * once this run had logged in (as for a 421
+			 * greeting); a wrong login is not (ftp_530_is_limit).
+			 * The server's words, not libcurl's "Access denied:
+			 * 530".
 			 */
 			if (r->ftp_refusal[0] == '\0')
 				break;
+			if (!ftp_530_is_limit(r->ftp_refusal,
+			    r->x->opts.user == NULL, r->x->ftp_logged_in)) {
+				res->rc = BM_EPROTO;
+				res->cls = XFER_PERMANENT;
+				(void)snprintf(res->errmsg, sizeof(res->errmsg),
+				    "login refused: %s", r->ftp_refusal);
+				return;
+			}
+			if (r->x->ftp_logged_in &&
+			    (n = host_limit(r->x)) > 1) {
+				r->x->conn_limit = n - 1;
+				host_cap(r->x);
+			}
+			n = host_limit(r->x);
 			(void)snprintf(res->errmsg, sizeof(res->errmsg),
-			    "login refused: %s", r->ftp_refusal);
+			    "login refused: %.160s (a limit: retried, at most %ld "
+			    "connection%s)", r->ftp_refusal, n,
+			    n == 1 ? "" : "s");
 			return;
 		default:
 			break;	/* 421, 530, 425/426, resets: retried */

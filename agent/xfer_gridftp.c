@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,8 @@ struct gridftp {
 					   FEAT showed no GridFTP: no jobs */
 	bool		 probing;	/* FEAT not judged yet: FEAT jobs only,
 					   and sessions pause after PASS */
+	bool		 logged_in;	/* a session of this engine logged in:
+					   a 530 from now on is a limit */
 	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
 	size_t		 active;	/* jobs queued or held */
 	uint8_t		*buf;		/* owned: GS_DATABUF bytes */
@@ -155,6 +158,32 @@ static int
 code_of(const char *p)
 {
 	return (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
+}
+
+bool
+ftp_530_is_limit(const char *text, bool anonymous, bool logged_in)
+{
+	static const char *const pats[2] = {
+		"too many|overloaded|try (again |back )?later|is restricted "
+		"to|maximum number|number of connect|only.*session.*allowed|"
+		"more connection|already connected|simultaneous login",
+		"login incorrect",
+	};
+	regex_t	 re;
+	bool	 hit = false;
+	int	 i;
+
+	if (logged_in)
+		return true;
+	for (i = 0; i < (anonymous ? 2 : 1) && !hit; i++) {
+		/* Only on a 530: a compile per call costs nothing here. */
+		if (regcomp(&re, pats[i], REG_EXTENDED | REG_ICASE |
+		    REG_NOSUB) != 0)
+			return true;	/* unsure: keep the old retry */
+		hit = regexec(&re, text, 0, NULL, 0) == 0;
+		regfree(&re);
+	}
+	return hit;
 }
 
 long
@@ -769,6 +798,14 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		s->step = ST_USER;
 		break;
 	case GS_LOGIN:
+		if (code == 530 && s->step <= ST_PASS &&
+		    !ftp_530_is_limit(text, s->g->opts.user == NULL,
+		    s->g->logged_in)) {
+			/* A wrong login: no retry (ftp_530_is_limit). */
+			sess_fail(s, BM_EPROTO, XFER_PERMANENT, "login refused: "
+			    "%s", text);
+			return;
+		}
 		if (s->step == ST_USER && code == 230)
 			s->step = ST_PASS;	/* no password asked */
 		else if (s->step == ST_USER && code != 331) {
@@ -789,6 +826,8 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 			    "stream mode from now on", text);
 			return;
 		}
+		if (s->step == ST_PASS)
+			s->g->logged_in = true;
 		s->step++;
 		break;
 	case GS_CMD:

@@ -3,7 +3,8 @@
 # this test (useradd + chpasswd; chrooted to the test tree through
 # local_root; anonymous login off; removed again by the cleanup trap):
 # the tree is mirrored as that user; a wrong password fails the listing
-# with the server's refusal (exit 3, nothing fetched) after retries = 0.
+# with the server's refusal (exit 3, nothing fetched) after one login:
+# a wrong login is not retried.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -64,14 +65,19 @@ for eol in '\n' '\r\n'; do
 done
 sed -i "s#^password_file = .*#password_file = $T/pw#" "$T/bm.conf"
 
-echo "# wrong password: the listing fails, nothing is fetched or deleted"
+echo "# wrong password: the listing fails, nothing is fetched or deleted;"
+echo "# a wrong login is tried once, also with retries at its default (5)"
 printf 'wrong-%s\n' "$PW" > "$T/pw"
 printf 'changed\n' > "$T/up/a.txt"
+sed -i '/^retries = 0$/d' "$T/bm.conf"
+failed=$(grep -c "\[$FTPU\] FAIL LOGIN" "$VSFTPD_LOG" || true)
 assert_exit 3 bm --json sync up
 expect_counts 0 0 0 0
 grep -q "up: list: ${VSFTPD_URL}: login refused: 530 Login incorrect." "$T/last.err" ||
     fail "login failure message"
-assert_eq "$(grep -c 'retry' "$T/last.err")" 0 "retries with retries = 0"
+assert_eq "$(grep -c 'retry' "$T/last.err")" 0 "retries of a wrong login"
+assert_eq "$(( $(grep -c "\[$FTPU\] FAIL LOGIN" "$VSFTPD_LOG") - failed ))" 1 \
+    "logins tried with a wrong password"
 assert_eq "$(cat "$T/mirror/a.txt")" hello "a.txt untouched"
 [ -f "$T/mirror/sub dir/b.bin" ] || fail "sub dir/b.bin deleted"
 echo "PASS"

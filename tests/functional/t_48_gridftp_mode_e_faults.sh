@@ -279,6 +279,20 @@ assert_eq "$(modeefault_stat 's["feat"]')" 0 "login refused: FEAT commands"
 assert_eq "$(modeefault_stat 's["retrs"]')" "{}" "login refused: RETRs"
 [ -z "$(ls -A "$T/mirror" 2>/dev/null)" ] || fail "login refused: files in the mirror"
 
+# The same refusal of a named user is a wrong login, not an anonymous
+# slot limit (ftp_530_is_limit): tried once, never retried.
+echo "# PASS refused (530) for a named user: not retried"
+printf 'secret\n' > "$T/pw"
+chmod 0600 "$T/pw"
+CASE_CONF="user = bmuser
+password_file = $T/pw
+" run_case 3 --refuse-login
+expect_counts 0 0 0 0
+grep -q ': list: login refused: 530 Login incorrect\.$' "$T/last.err" ||
+    fail "wrong login: message: $(cat "$T/last.err")"
+grep -q 'retry' "$T/last.err" && fail "wrong login: retried: $(grep retry "$T/last.err")"
+assert_eq "$(($(modeefault_stat 's["total"]') - CASE_CONNS0))" 1 "wrong login: control connections"
+
 stop_servers
 [ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
 echo "PASS"

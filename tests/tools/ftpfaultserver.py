@@ -23,6 +23,12 @@ MDTM, REST) with one fault chosen by --mode:
               --rewrite-at K bytes of the file (version A) and then the
               rest from B; MDTM and SIZE after the N-th RETR, and later
               RETRs, are B's
+  users530    a per-host session limit answered with 530 at PASS, in
+              ProFTPD's words ("530 Sorry, the maximum number of clients
+              (N) from your host are already connected."): at most
+              --busy N sessions logged in at once
+  deny530     every PASS refused with "530 Login authentication failed."
+              (Pure-FTPd's words for a wrong password)
   no150       MDTM is not understood (500), and the first RETR of each
               file is answered "226 Transfer complete." at once, without
               a 150 or any data (a confused server: libcurl's "RETR
@@ -31,7 +37,8 @@ MDTM, REST) with one fault chosen by --mode:
 Statistics (JSON, rewritten after every change, --stats): retrs, mdtms
 and sizes (MDTM and SIZE commands) per path, rests (REST commands
 accepted), max_concurrent and total control connections, busy (421s
-sent).
+sent, refused530 (530s sent), logins (PASS
+taken), max_logged_in (most sessions logged in at once).
 """
 import argparse
 import json
@@ -46,7 +53,8 @@ from pyftpdlib.servers import FTPServer
 
 LOCK = threading.Lock()
 STATE = {"retrs": {}, "mdtms": {}, "sizes": {}, "rests": 0, "open": 0,
-         "max_concurrent": 0, "total": 0, "busy": 0}
+         "max_concurrent": 0, "total": 0, "busy": 0, "refused530": 0,
+         "logins": 0, "logged_in": 0, "max_logged_in": 0}
 ARGS = None
 
 
@@ -161,6 +169,36 @@ class FaultFTP(FTPHandler):
     def on_disconnect(self):
         with LOCK:
             STATE["open"] -= 1
+            if getattr(self, "counted", False):
+                STATE["logged_in"] -= 1
+                self.counted = False
+            save()
+
+    def ftp_PASS(self, line):
+        with LOCK:
+            refuse = ARGS.mode == "deny530" or (
+                ARGS.mode == "users530" and
+                STATE["logged_in"] >= ARGS.busy)
+            if refuse:
+                STATE["refused530"] += 1
+                save()
+        if refuse and ARGS.mode == "deny530":
+            self.respond("530 Login authentication failed.")
+            return
+        if refuse:
+            self.respond("530 Sorry, the maximum number of clients (%d) "
+                         "from your host are already connected." %
+                         ARGS.busy)
+            return
+        return FTPHandler.ftp_PASS(self, line)
+
+    def on_login(self, username):
+        with LOCK:
+            STATE["logins"] += 1
+            STATE["logged_in"] += 1
+            STATE["max_logged_in"] = max(STATE["max_logged_in"],
+                                         STATE["logged_in"])
+            self.counted = True
             save()
 
     def handle(self):
@@ -233,7 +271,8 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--mode", default="normal",
                    choices=["normal", "drop", "short", "norest", "busy",
-                            "listshort", "rewrite", "no150"])
+                            "listshort", "rewrite", "no150", "users530",
+                            "deny530"])
     p.add_argument("--busy", type=int, default=2)
     p.add_argument("--rewrite-with", default="")
     p.add_argument("--rewrite-after", type=int, default=4)

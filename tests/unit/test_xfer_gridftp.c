@@ -106,10 +106,40 @@ test_replies(void)
 	reply(big, -1, 0, "a multi-line reply longer than the buffer");
 }
 
+/* Which 530 replies are a server's limit (retried) and which a wrong login. */
+static void
+test_530(void)
+{
+	/* ProFTPD MaxClientsPerHost, Pure-FTPd, wu-ftpd wordings. */
+	ok(ftp_530_is_limit("530 Sorry, the maximum number of clients (2) "
+	    "from your host are already connected.", false, false),
+	    "ProFTPD's per-host limit is a limit");
+	ok(ftp_530_is_limit("530 Too many users, try later", false, false),
+	    "too many users");
+	ok(ftp_530_is_limit("530 Server OVERLOADED", false, false),
+	    "case is ignored");
+	ok(ftp_530_is_limit("530-Sorry , you are not allowed to connect more "
+	    "than 2 times / 530 .", false, false) == false,
+	    "text outside lftp's expression is a refusal");
+	ok(!ftp_530_is_limit("530 Login incorrect.", false, false),
+	    "a wrong password (vsftpd) is no limit");
+	ok(!ftp_530_is_limit("530 Login authentication failed", false, false),
+	    "a wrong password (Pure-FTPd) is no limit");
+	ok(ftp_530_is_limit("530 Login incorrect.", true, false),
+	    "... but for an anonymous login it is (lftp's "
+	    "retry-530-anonymous)");
+	ok(!ftp_530_is_limit("530 This FTP server is anonymous only.", true,
+	    false), "anonymous refused outright");
+	ok(ftp_530_is_limit("530 Login incorrect.", false, true),
+	    "after a login of this run was taken, a 530 is a limit");
+	ok(!ftp_530_is_limit("", false, false), "an empty text is a refusal");
+}
+
 int
 main(void)
 {
 	test_blocks();
 	test_replies();
+	test_530();
 	return done_testing();
 }
