@@ -524,15 +524,32 @@ status_text(const char *name, const struct run_record *last,
 		return;
 	}
 	fmt_time(last->start_ns, ts, sizeof(ts));
-	secs = last->end_ns > last->start_ns ?
-	    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
-	rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
-	printf("%s: last run %lld at %s: %s in %.1f s, fetched %lld files "
-	    "(%lld bytes, %.1f MB/s), touched %lld, deleted %lld, failed %lld"
-	    "%s%s\n", name, (long long)last->id, ts, last->status, secs,
-	    (long long)last->fetched, (long long)last->bytes, rate,
-	    (long long)last->touched, (long long)last->deleted,
-	    (long long)last->failed, last->error[0] ? "; " : "", last->error);
+	if (last->end_ns <= 0) {
+		/*
+		 * No end recorded: running now (its time so far), or
+		 * interrupted (no time, no counts: they are recorded at the
+		 * end).
+		 */
+		if (strcmp(last->status, "running") == 0)
+			printf("%s: last run %lld at %s: running for %.0f s\n",
+			    name, (long long)last->id, ts, now > last->start_ns ?
+			    (double)(now - last->start_ns) / 1e9 : 0.0);
+		else
+			printf("%s: last run %lld at %s: %s%s%s\n", name,
+			    (long long)last->id, ts, last->status,
+			    last->error[0] ? "; " : "", last->error);
+	} else {
+		secs = last->end_ns > last->start_ns ?
+		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
+		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
+		printf("%s: last run %lld at %s: %s in %.1f s, fetched %lld "
+		    "files (%lld bytes, %.1f MB/s), touched %lld, deleted "
+		    "%lld, failed %lld%s%s\n", name, (long long)last->id, ts,
+		    last->status, secs, (long long)last->fetched,
+		    (long long)last->bytes, rate, (long long)last->touched,
+		    (long long)last->deleted, (long long)last->failed,
+		    last->error[0] ? "; " : "", last->error);
+	}
 	if (ok == NULL)
 		printf("%s: no successful run yet\n", name);
 	else

@@ -32,6 +32,8 @@ assert s["pid"] == int(sys.argv[2]), s
 PY
 assert_exit 0 bm status up
 grep -q "^up: running now (pid $slow)$" "$LAST_OUT" || fail "status text while running"
+grep -q "^up: last run 1 at .*: running for [0-9]* s$" "$LAST_OUT" ||
+    fail "status text of the running run: $(cat "$LAST_OUT")"
 
 kill -9 "$slow"
 wait "$slow" 2>/dev/null
@@ -49,7 +51,9 @@ assert "pid" not in s, s
 assert s["last_success"] is None, s
 PY
 assert_exit 0 bm status up
-grep -q "^up: last run 1 at .*: interrupted in 0.0 s" "$LAST_OUT" || fail "status text"
+grep -q "^up: last run 1 at .*: interrupted; the run ended without recording its end" "$LAST_OUT" ||
+    fail "status text: $(cat "$LAST_OUT")"
+grep -q "interrupted in 0.0 s" "$LAST_OUT" && fail "an interrupted run shown with a time"
 grep -q "running" "$LAST_OUT" && fail "status still says running"
 assert_exit 0 bm history up
 grep -q "^ *1 .* interrupted " "$LAST_OUT" || fail "history text"
