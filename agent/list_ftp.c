@@ -1108,6 +1108,28 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
 	return rc;
 }
 
+/*
+ * Note dirs[di], reached through a followed link, as refused by the
+ * server (opts->unlisted): its path, and the reason in size_display.
+ */
+static int
+unlisted_add(struct ftp_crawl *c, size_t di, const struct http_page *pg)
+{
+	struct entry	*e;
+	int		 rc;
+
+	if ((rc = listing_append(c->opts->unlisted, &e)) != 0)
+		return rc;
+	e->type = ENTRY_DIR;
+	if ((e->path = strdup(c->dirs[di].prefix)) == NULL ||
+	    (e->size_display = strdup(pg->errmsg[0] ? pg->errmsg :
+	    bm_strerror(pg->rc))) == NULL) {
+		listing_pop(c->opts->unlisted);
+		return BM_ENOMEM;
+	}
+	return 0;
+}
+
 /* List dirs [first, first + n) with one fetch call. */
 static int
 crawl_batch(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx,
@@ -1139,6 +1161,14 @@ crawl_batch(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx,
 	if ((rc = fetch(ctx, pg, n)) != 0)
 		goto out;
 	for (i = 0; i < n; i++) {
+		if (pg[i].rc != 0 && c->opts->unlisted != NULL &&
+		    c->dirs[first + i].via_link && pg[i].status >= 500 &&
+		    pg[i].status < 600) {
+			/* A followed link the server will not serve. */
+			if ((rc = unlisted_add(c, first + i, &pg[i])) != 0)
+				goto out;
+			continue;
+		}
 		if (pg[i].rc != 0) {
 			if (c->fail == 0)
 				c->fail = pg[i].rc;

@@ -396,6 +396,24 @@ plan_link(struct plan_ctx *c, const struct diff_row *row)
 	return 0;
 }
 
+/* True when path is, or lies beneath, a directory po->keep names. */
+static bool
+plan_unlisted(const struct plan_ctx *c, const char *path)
+{
+	const struct entry *e;
+	size_t		 i, n;
+
+	for (i = 0; c->po != NULL && c->po->keep != NULL &&
+	    i < listing_count(c->po->keep); i++) {
+		e = listing_get(c->po->keep, i);
+		n = strlen(e->path);
+		if (strncmp(path, e->path, n) == 0 && (path[n] == '\0' ||
+		    path[n] == '/' || n == 0))
+			return true;
+	}
+	return false;
+}
+
 static int
 plan_row(void *arg, const struct diff_row *row)
 {
@@ -406,6 +424,8 @@ plan_row(void *arg, const struct diff_row *row)
 	if (row->kind == DIFF_GONE) {
 		if (!plan_taken(c->filter, row->path, row->type))
 			return plan_add(c->p, row, ACT_KEEP, "excluded");
+		if (plan_unlisted(c, row->path))
+			return plan_add(c->p, row, ACT_KEEP, "not listed");
 		return plan_add(c->p, row,
 		    c->do_delete ? ACT_DELETE : ACT_KEEP, "gone upstream");
 	}

@@ -74,6 +74,9 @@ struct run {
 					   warned about this run (run_note_once) */
 	size_t		 nnoted;
 	bool		 complete;	/* the listing is complete */
+	struct listing	*unlisted;	/* owned, NULL: directories inside
+					   followed links the server refused to
+					   list (kept, not deleted beneath) */
 	struct run_digest *digests;	/* owned: resync --checksum's digests
 					   to record (run_queue_digest) */
 	size_t		 ndigests;
@@ -349,6 +352,31 @@ run_feat(void *ctx, bool mlsd, bool gridftp)
 	    XFER_MODE_E_OFF);
 }
 
+/*
+ * Each directory of a followed link that the server refused to list
+ * (list_ftp.h: unlisted) is a failure of this run (exit 1), named with
+ * the server's reply; the plan keeps what lies beneath it (plan_opts
+ * keep), so the rest of the tree, deletes included, goes on.
+ */
+static void
+run_unlisted(struct run *r)
+{
+	const struct entry *e;
+	char		 why[320];
+	size_t		 i;
+
+	for (i = 0; r->unlisted != NULL && i < listing_count(r->unlisted);
+	    i++) {
+		e = listing_get(r->unlisted, i);
+		(void)snprintf(why, sizeof(why), "followed symlink: the server "
+		    "refused to list it (%.200s): nothing beneath it fetched "
+		    "or deleted", e->size_display ? e->size_display : "");
+		log_warnx("%s: %s: %s", r->c->name, e->path, why);
+		(void)result_add_error(r->res, e->path, "list", why);
+		r->res->failed++;
+	}
+}
+
 /* The FTP crawl: the same fetch callback, FEAT then MLSD or LIST. */
 static int
 run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
@@ -369,6 +397,9 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	fo.ret_skipped = ret_skipped;
 	fo.follow = r->c->follow_symlinks;
 	fo.ret_dangling = &dangling;
+	if (fo.follow && (fo.unlisted = r->unlisted =
+	    listing_new(MAX_LISTING)) == NULL)
+		return BM_ENOMEM;
 	fo.on_feat = run_feat;
 	/* FEAT on the session that goes on in MODE E (xfer_gridftp.h). */
 	if (r->c->ftp_mode_e && xfer_set_ftp_mode_e(r->x,
@@ -386,6 +417,7 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 		log_warnx("%s: list: %zu symlinks not followed: their target "
 		    "is not in the listing (dangling, or excluded)",
 		    r->c->name, dangling);
+	run_unlisted(r);
 	return rc;
 }
 
@@ -1992,6 +2024,7 @@ run_plan(struct run *r)
 
 	memset(&po, 0, sizeof(po));
 	po.adopt = r->o->adopt;
+	po.keep = r->unlisted;
 	if (r->o->checksum && r->s != NULL) {
 		/* The sidecars are kept (run_drop_listing). */
 		if ((rc = run_load_sums(r, &r->sums)) != 0)
@@ -2145,6 +2178,7 @@ done:
 	run_record(&r, start, &rec);
 	plan_free(r.p);
 	listing_free(r.l);
+	listing_free(r.unlisted);
 	for (i = 0; i < r.ndirs; i++)
 		free(r.dirs[i].path);
 	free(r.dirs);

@@ -864,11 +864,21 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 			res->rc = BM_ELIMIT;
 			res->cls = XFER_PERMANENT;
 			break;
+		case CURLE_REMOTE_ACCESS_DENIED:
+			/*
+			 * A CWD refused ("Server denied you to change to the
+			 * given directory"): the server's words.
+			 */
+			res->cls = XFER_PERMANENT;
+			if (r->ftp_refusal[0] == '\0')
+				break;
+			(void)snprintf(res->errmsg, sizeof(res->errmsg),
+			    "directory refused: %s", r->ftp_refusal);
+			return;
 		case CURLE_UNSUPPORTED_PROTOCOL:
 		case CURLE_URL_MALFORMAT:
 		case CURLE_USE_SSL_FAILED:
 		case CURLE_PEER_FAILED_VERIFICATION:
-		case CURLE_REMOTE_ACCESS_DENIED:
 			res->cls = XFER_PERMANENT;
 			break;
 		case CURLE_FTP_COULDNT_RETR_FILE:

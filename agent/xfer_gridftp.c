@@ -756,6 +756,7 @@ sess_job_refused(struct gsess *s, int code, const char *text)
 	int		 rc = BM_EPROTO;
 	enum xfer_class	 cls = XFER_PERMANENT;
 
+	j->res.status = code;	/* the reply, as libcurl's RESPONSE_CODE */
 	/*
 	 * 550, or GridFTP's 500 "... No such file or directory", is gone;
 	 * 4xx (421 too many users, 425/426 data connection) is retried.

@@ -96,6 +96,16 @@ struct ftp_crawl_opts {
 	bool		 follow;	/* follow_symlinks: fetch link targets */
 	size_t		*ret_dangling;	/* borrowed, may be NULL: followed links
 					   whose target is not in the listing */
+	struct listing	*unlisted;	/* borrowed, may be NULL: directories
+					   inside a followed link (the link's
+					   own, or below it) that the server
+					   refused to list with a 5xx reply
+					   (RFC 959: permanent; e.g. a target
+					   outside the paths it serves) are
+					   appended here (ENTRY_DIR, path, the
+					   reply as size_display) instead of
+					   failing the listing; NULL: they fail
+					   it */
 	/*
 	 * May be NULL: called once FEAT is read, before the first listing,
 	 * with the fetch callback's ctx, whether MLSD will be used and

@@ -106,6 +106,10 @@ struct plan_opts {
 					   check (if set) finds the same: ACT_ADOPT */
 	plan_check_fn	 check;		/* NULL: trust size and mtime */
 	void		*check_ctx;	/* borrowed: check's first argument */
+	const struct listing *keep;	/* borrowed, NULL: directories the
+					   listing could not list; nothing the
+					   manifest holds beneath them (or at
+					   them) is deleted: ACT_KEEP */
 };
 
 /*

@@ -6,6 +6,8 @@
 # leads to the same mirrored file or directory (before: every such link
 # was "outside the mirror: recorded, not created"); one outside the
 # source is recorded, not created.  A no-change run changes nothing.
+# With follow_symlinks = yes, a link to a directory the server will not
+# list fails alone: what lies beneath it is kept, the rest goes on.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -50,6 +52,46 @@ for mode in stream extended; do
 	    fail "$mode: link-file judged outside"
 	assert_exit 0 bm --json sync up
 	expect_counts 0 0 0 0
+done
+
+# follow_symlinks = yes with a link to a directory outside the paths the
+# server serves (-restrict-paths): the server refuses to list it ("550
+# ... Path not allowed").  That link fails (exit 1, the server's reply
+# in the error) and what the mirror holds beneath it is kept, while the
+# rest of the tree, deletes included, goes on (before: the whole listing
+# failed, exit 3, and no delete ever ran).
+mkdir -p "$T/elsewhere/d" "$S/outdir"
+printf 'x\n' > "$T/elsewhere/d/x.txt"
+printf 'kept\n' > "$S/outdir/k.txt"
+printf 'gone\n' > "$S/data/gone.txt"
+chmod -R a+rX "$T/srv" "$T/elsewhere"
+for mode in stream extended; do
+	echo "# follow_symlinks, a link the server will not list, ftp_mode = $mode"
+	rm -rf "$T/mirror" "$T/state" "$S/outdir"
+	mkdir -p "$S/outdir"
+	printf 'kept\n' > "$S/outdir/k.txt"
+	printf 'gone\n' > "$S/data/gone.txt"
+	chmod -R a+rX "$S"
+	write_conf "${GRIDFTP_URL}tree/"
+	printf 'ftp_mode = %s\nfollow_symlinks = yes\n' "$mode" >> "$T/bm.conf"
+	assert_exit 0 bm --json sync up
+	assert_eq "$(cat "$T/mirror/outdir/k.txt")" kept "$mode: outdir/k.txt mirrored"
+	# outdir becomes a link to a directory outside -restrict-paths.
+	rm -rf "$S/outdir" "$S/data/gone.txt"
+	ln -s "$T/elsewhere/d" "$S/outdir"
+	printf 'new\n' > "$S/data/new.txt"
+	chmod a+r "$S/data/new.txt"
+	for round in 1 2; do
+		assert_exit 1 bm --json sync up
+		assert_eq "$(jfield failed)" 1 "$mode round $round: failed"
+		grep -q "up: outdir: followed symlink: the server refused to list it (.*5[0-9][0-9] .*Path not allowed.*): nothing beneath it fetched or deleted" \
+		    "$LAST_ERR" || fail "$mode: message: $(grep outdir "$LAST_ERR")"
+		assert_eq "$(cat "$T/mirror/outdir/k.txt")" kept "$mode round $round: outdir/k.txt kept"
+		[ -e "$T/mirror/outdir/x.txt" ] && fail "$mode: a file beneath the refused link fetched"
+		[ -e "$T/mirror/data/gone.txt" ] && fail "$mode round $round: data/gone.txt not deleted"
+		assert_eq "$(cat "$T/mirror/data/new.txt")" new "$mode round $round: data/new.txt"
+	done
+	rm -f "$S/outdir" "$S/data/new.txt"
 done
 stop_servers
 echo PASS

@@ -664,6 +664,50 @@ test_gone(void)
 	fx_close(&fx);
 }
 
+/*
+ * plan_opts.keep: beneath a directory the listing could not list (a
+ * followed link the server refused), nothing is deleted; the rest is.
+ */
+static void
+test_keep_unlisted(void)
+{
+	static const struct spec before[] = {
+		{ "link", 'd', -1, NULL, T0 },
+		{ "link/a", 'f', 3, NULL, T0 },
+		{ "link/sub", 'd', -1, NULL, T0 },
+		{ "link/sub/b", 'f', 4, NULL, T0 },
+		{ "linkx", 'f', 5, NULL, T0 },
+		{ "other", 'f', 6, NULL, T0 },
+	}, after[] = {
+		{ "link", 'd', -1, NULL, T0 },
+	};
+	struct fx	 fx;
+	struct plan	*p = NULL;
+	struct plan_opts po;
+	struct listing	*keep;
+	struct entry	*e;
+
+	fx_open(&fx);
+	sync_to(&fx, before, NELEM(before), true);
+	keep = listing_new(16);
+	MUST(listing_append(keep, &e));
+	e->type = ENTRY_DIR;
+	e->path = strdup("link");
+	memset(&po, 0, sizeof(po));
+	po.keep = keep;
+	stage(&fx, after, NELEM(after));
+	MUST(plan_build_opts(fx.m, fx.s, true, NULL, &po, &p));
+	is_act(p, "link/a", ACT_KEEP, "not listed", "unlisted: link/a");
+	is_act(p, "link/sub", ACT_KEEP, "not listed", "unlisted: link/sub");
+	is_act(p, "link/sub/b", ACT_KEEP, "not listed", "unlisted: link/sub/b");
+	is_act(p, "linkx", ACT_DELETE, "gone upstream",
+	    "unlisted: a sibling sharing the prefix is deleted");
+	is_act(p, "other", ACT_DELETE, "gone upstream", "unlisted: other");
+	plan_free(p);
+	listing_free(keep);
+	fx_close(&fx);
+}
+
 /* Deep ordering with names that sort between parent and child. */
 static void
 test_order(void)
@@ -918,6 +962,7 @@ main(void)
 	test_change_rule();
 	test_inexact();
 	test_gone();
+	test_keep_unlisted();
 	test_order();
 	test_guard();
 	return done_testing();
