@@ -370,7 +370,8 @@ plan_adopt(struct plan_ctx *c, const struct diff_row *row)
  * An upstream symlink (FTP): recreated when new or changed, or when the
  * local one is missing; an unchanged one that is there needs nothing.
  * Whether its target stays inside the mirror is the executor's call
- * (store_link_inside()): one outside is recorded, not created.
+ * (store_link_inside()): one outside is recorded, not created, and so
+ * planned again only when it changes upstream.
  */
 static int
 plan_link(struct plan_ctx *c, const struct diff_row *row)
@@ -380,8 +381,13 @@ plan_link(struct plan_ctx *c, const struct diff_row *row)
 	int		 rc;
 	bool		 there;
 
-	there = c->s != NULL && store_stat(c->s, row->path, &st) == 0 &&
-	    st.type == 'l';
+	/*
+	 * One that is never created (target outside the mirror, or not
+	 * known) and is unchanged needs nothing either: it was recorded.
+	 */
+	there = (c->s != NULL && store_stat(c->s, row->path, &st) == 0 &&
+	    st.type == 'l') || row->target == NULL ||
+	    !store_link_inside(row->path, row->target);
 	if ((row->kind == DIFF_SAME || row->kind == DIFF_UNKNOWN) && there) {
 		c->p->unchanged++;
 		return 0;

@@ -52,6 +52,11 @@ for mode in stream extended; do
 	    fail "$mode: link-file judged outside"
 	assert_exit 0 bm --json sync up
 	expect_counts 0 0 0 0
+	# The link outside is recorded once, not again on every run.
+	grep -q 'out -> ' "$LAST_ERR" && fail "$mode: the outside link recorded again: $(grep 'out -> ' "$LAST_ERR")"
+	run=$(jfield run)
+	assert_exit 0 bm history up --run "$run"
+	grep -q 'out' "$LAST_OUT" && fail "$mode: history of a no-change run lists the outside link: $(cat "$LAST_OUT")"
 done
 
 # follow_symlinks = yes with a link to a directory outside the paths the
