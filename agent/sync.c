@@ -2042,6 +2042,7 @@ static int
 run_body(struct run *r)
 {
 	uint64_t	 avail = UINT64_MAX;
+	size_t		 i;
 	int		 rc;
 	bool		 none;
 
@@ -2095,7 +2096,11 @@ run_body(struct run *r)
 	if (r->o->dry_run) {
 		r->res->fetched = r->p->nfetch;
 		r->res->touched = r->p->ntouch;
-		r->res->deleted = r->p->ndelete;
+		/* Files, as a sync counts them (run_deletes). */
+		for (i = 0; i < r->p->nacts; i++)
+			if (r->p->acts[i].op == ACT_DELETE &&
+			    r->p->acts[i].type == ENTRY_FILE)
+				r->res->deleted++;
 		r->res->bytes = r->p->fetch_bytes;
 		return 0;
 	}

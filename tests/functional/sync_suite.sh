@@ -86,6 +86,18 @@ assert_eq "$(tree_sum "$T/mirror")" "$before" "mirror after --dry-run"
 assert_exit 0 bm sync up
 assert_trees_equal "$T/up" "$T/mirror"
 
+echo "# a dry run counts deleted files as the sync does (not directories)"
+mkdir -p "$T/up/gonedir"
+printf 'g\n' > "$T/up/gonedir/g.txt"
+chmod -R a+rX "$T/up/gonedir"
+assert_exit 0 bm sync up
+rm -rf "$T/up/gonedir"
+assert_exit 0 bm --json sync --dry-run up
+assert_eq "$(jfield deleted)" 1 "dry run: deleted files"
+assert_exit 0 bm --json sync up
+assert_eq "$(jfield deleted)" 1 "sync: deleted files"
+[ -e "$T/mirror/gonedir" ] && fail "gonedir not deleted"
+
 echo "# an empty upstream is refused and nothing is deleted"
 mkdir "$T/hold"
 mv "$T/up"/* "$T/up"/.[!.]* "$T/hold"/ 2>/dev/null || mv "$T/up"/* "$T/hold"/
