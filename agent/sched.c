@@ -109,7 +109,10 @@ struct sfile_try {
 struct sfile_done {
 	int64_t		 size;		/* upstream size, or the bytes received */
 	int64_t		 up_mtime;	/* ns from Last-Modified/MDTM, -1 */
-	uint64_t	 bytes;		/* body bytes received */
+	uint64_t	 bytes;		/* body bytes the file holds */
+	uint64_t	 received;	/* ... of them received by this run's
+					   last try (bytes held from an
+					   earlier run or try not counted) */
 	char		 etag[sizeof(((struct xfer_result *)0)->etag)];
 	char		 checksum[DIGEST_TEXT_MAX]; /* to record, "" if none */
 };
@@ -231,7 +234,10 @@ sched_streams(const struct sched *sc)
 	return sc->o->tune ? tune_streams(sc->o->tune) : sc->o->streams;
 }
 
-/* Bytes a try wrote (they no longer count for progress if it failed). */
+/*
+ * Body bytes a try received, its end check aside (they no longer count
+ * for progress if it failed; a resumed try has only the gaps).
+ */
 static uint64_t
 try_bytes(const struct sfile_try *t)
 {
@@ -239,7 +245,8 @@ try_bytes(const struct sfile_try *t)
 	unsigned	 i;
 
 	for (i = 0; t != NULL && t->jobs != NULL && i < t->njobs; i++)
-		n += t->jobs[i].res.bytes;
+		if (!t->jobs[i].validate)
+			n += t->jobs[i].res.bytes;
 	return n;
 }
 
@@ -610,7 +617,7 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 	r->etag = d->etag[0] ? d->etag : NULL;
 	r->local_size = (int64_t)d->bytes;
 	r->local_mtime = f->mtime;
-	r->bytes = (int64_t)d->bytes;
+	r->bytes = (int64_t)d->received;
 	r->checksum = d->checksum[0] ? d->checksum : NULL;
 }
 
@@ -667,7 +674,7 @@ commit_done(void *ctx, void *arg)
 			    "commit", why);
 		} else {
 			sc->res->fetched++;
-			sc->res->bytes += d->bytes;
+			sc->res->bytes += d->received;
 			log_debug("%s: fetched %llu bytes", f->act->path,
 			    (unsigned long long)d->bytes);
 		}
@@ -789,6 +796,9 @@ sched_publish(struct sched *sc, struct sfile *f)
 	d->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
 	d->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
 	d->bytes = res->bytes;
+	d->received = try_bytes(f->t);
+	if (d->received > d->bytes)
+		d->received = d->bytes;
 	(void)snprintf(d->etag, sizeof(d->etag), "%s", res->etag);
 	(void)snprintf(d->checksum, sizeof(d->checksum), "%s",
 	    f->t->checksum);
