@@ -1133,6 +1133,16 @@ run_open(struct run *r)
 	    sizeof(path))) != 0)
 		return rc;
 	/*
+	 * A destination that is there but no directory (nor a symlink to
+	 * one) is a config error (exit 2) found before the manifest is
+	 * made: a refused run leaves no state behind.
+	 */
+	if (stat(r->c->dest, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		(void)snprintf(r->err, sizeof(r->err), "%s: %s", r->c->dest,
+		    strerror(ENOTDIR));
+		return BM_EINVAL;
+	}
+	/*
 	 * A manifest of 0 bytes is one whose first run died before its
 	 * first commit, or one truncated since: either way it is started
 	 * afresh (nothing tracked, so nothing is deleted), and said so.

@@ -121,6 +121,14 @@ for sd in "$T/mirror/state" "$T/mirror.biomirror/state"; do
 done
 rmdir "$T/mirror.biomirror"
 
+echo "# (e2) a --dest that is a file: exit 2, no manifest made"
+printf 'x\n' > "$T/afile"
+assert_exit 2 "$BM" --state-dir "$T/st-file" sync --source "$NGINX_URL" --dest "$T/afile"
+grep -q "$T/afile: Not a directory" "$T/last.err" || fail "no message for a file dest: $(cat "$T/last.err")"
+[ -z "$(ls -A "$T/st-file/manifests" 2>/dev/null)" ] ||
+    fail "a manifest made for a refused run: $(ls "$T/st-file/manifests")"
+assert_eq "$(cat "$T/afile")" x "the file given as --dest"
+
 echo "# (f) status without a config file: every manifest of the state"
 echo "# directory (a configured mirror's too), and exit 2 when there is none"
 if [ -e /etc/biomirror/biomirror.conf ]; then
