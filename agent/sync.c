@@ -1024,14 +1024,24 @@ run_set_finish(struct run *r, int rc)
 static int
 run_check_overlap(struct run *r)
 {
-	char	*st, *de, *set = NULL;
+	char	*st, *de, *dl = NULL, *set = NULL;
 	int	 rc = 0;
 
 	st = fileio_path_resolve(r->o->state_dir);
 	de = fileio_path_resolve(r->c->dest);
-	if (st == NULL || de == NULL || asprintf(&set, "%s.biomirror",
-	    de) < 0) {
-		set = NULL;
+	/*
+	 * DEST.biomirror lies beside DEST as written: with publish = set
+	 * DEST is a symlink into it, so it is not named after the resolved
+	 * DEST (a snapshot) but resolved itself.
+	 */
+	if ((dl = malloc(strlen(r->c->dest) + sizeof(".biomirror") + 1)) !=
+	    NULL) {
+		memcpy(dl, r->c->dest, strlen(r->c->dest) + 1);
+		fileio_path_canon(dl);
+		memcpy(dl + strlen(dl), ".biomirror", sizeof(".biomirror"));
+	}
+	if (st == NULL || de == NULL || dl == NULL ||
+	    (set = fileio_path_resolve(dl)) == NULL) {
 		rc = BM_ENOMEM;
 	} else if (path_within(st, de) || path_within(de, st)) {
 		(void)snprintf(r->err, sizeof(r->err), "the state directory "
@@ -1046,6 +1056,7 @@ run_check_overlap(struct run *r)
 	}
 	free(st);
 	free(de);
+	free(dl);
 	free(set);
 	return rc;
 }

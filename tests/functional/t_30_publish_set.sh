@@ -229,4 +229,15 @@ expect_counts 11 0 0 0
 runf=$(jfield run)
 assert_eq "$(readlink "$T/fresh/db")" "db.biomirror/snapshots/$runf" "fresh DEST target"
 assert_trees_equal "$T/up" "$T/fresh/db/"
+
+# DEST is a symlink into DEST.biomirror now: a state directory there is
+# still refused (it was named after the resolved DEST, a snapshot).
+echo "# a --state-dir inside DEST.biomirror once DEST is a symlink"
+sd=$T/fresh/db.biomirror/state
+mkdir -p "$sd"
+assert_exit 2 "$BM" -c "$T/bm.conf" --state-dir "$sd" sync fresh
+grep -q "the state directory $sd is inside the snapshot directory $T/fresh/db.biomirror" \
+    "$T/last.err" || fail "no state directory message: $(cat "$T/last.err")"
+assert_eq "$(ls -A "$sd")" "" "what the refused run left in $sd"
+rmdir "$sd"
 echo "PASS"
