@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -42,6 +43,8 @@ struct curl_rec {
 	bool		 refused;	/* body not for the sink (error status) */
 	bool		 paused;	/* paused by the rate limit */
 	bool		 ftp;		/* an ftp:// or ftps:// job */
+	bool		 desync;	/* stopped: bytes waited on the reused
+					   connection before the request */
 	char		 ftp_refusal[200]; /* FTP: the last 4xx/5xx reply,
 					   its lines joined by " / ", or "" */
 	bool		 ftp_multi;	/* FTP: inside a multi-line reply */
@@ -69,6 +72,9 @@ struct curl_rec {
  */
 #define XFER_GRIDFTP_FDS	(3 * 256)
 
+/* Connection sockets libcurl made, kept for the check before a request. */
+#define XFER_SOCKS		1024
+
 struct xfer {
 	CURLM		*multi;		/* owned */
 	CURL		*spare[XFER_SPARE]; /* owned: reset handles to reuse */
@@ -86,6 +92,10 @@ struct xfer {
 					   while none was refused */
 	bool		 ftp_logged_in;	/* an FTP login of this run was taken
 					   (230): a later 530 is a limit */
+	int		 socks[XFER_SOCKS]; /* descriptors of connections libcurl
+					   made (sockopt_cb); closed ones are
+					   dropped as they are found */
+	size_t		 nsocks;
 	bool		 fd_high;	/* libcurl made a socket at or above
 					   FD_SETSIZE: curl_multi_fdset()
 					   cannot see every socket */
@@ -627,13 +637,96 @@ sockopt_cb(void *arg, curl_socket_t fd, curlsocktype purpose)
 {
 	struct xfer	*x = arg;
 
-	(void)purpose;
+	size_t		 i;
+
 	if (fd >= FD_SETSIZE)
 		x->fd_high = true;
+	if (purpose == CURLSOCKTYPE_IPCXN) {
+		for (i = 0; i < x->nsocks && x->socks[i] != (int)fd; i++)
+			;
+		if (i == x->nsocks && x->nsocks < XFER_SOCKS)
+			x->socks[x->nsocks++] = (int)fd;
+	}
 	if (x->opts.tcp_congestion != NULL)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION,
 		    x->opts.tcp_congestion, strlen(x->opts.tcp_congestion));
 	return CURL_SOCKOPT_OK;
+}
+
+/* The port of a socket address (IPv4 or IPv6), -1 for another family. */
+static int
+sa_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	return -1;
+}
+
+/*
+ * The descriptor of the connection from local_port to port (libcurl's
+ * CURLINFO_ACTIVESOCKET is not set yet before a request), or -1.  A
+ * remembered descriptor that is no socket any more is forgotten.
+ */
+static int
+sock_of(struct xfer *x, int local_port, int port)
+{
+	struct sockaddr_storage ss;
+	socklen_t	 sl;
+	size_t		 i;
+
+	for (i = 0; i < x->nsocks;) {
+		sl = sizeof(ss);
+		if (getsockname(x->socks[i], (struct sockaddr *)&ss,
+		    &sl) == -1) {
+			x->socks[i] = x->socks[--x->nsocks];
+			continue;
+		}
+		if (sa_port(&ss) == local_port) {
+			sl = sizeof(ss);
+			if (getpeername(x->socks[i], (struct sockaddr *)&ss,
+			    &sl) == 0 && sa_port(&ss) == port)
+				return x->socks[i];
+		}
+		i++;
+	}
+	return -1;
+}
+
+/*
+ * CURLOPT_PREREQFUNCTION, plain http:// (HTTP/1.x) only: before a
+ * request goes out on its connection, nothing may be waiting there.
+ * Bytes that wait came after the previous response on a reused
+ * connection: a server or proxy sent more than its Content-Length (RFC
+ * 9112 section 6.3: the message ends there; libcurl reads no further),
+ * and libcurl would read them as this request's response, another
+ * file's bytes published under this name.  The transfer is stopped
+ * (libcurl closes the connection) and retried on a new one.  A connection
+ * the server closed (EOF) is left to libcurl, which retries a request on
+ * a dead reused connection itself.  Over TLS the socket holds records,
+ * not responses (a late session ticket is normal), and HTTP/2 frames
+ * every response.
+ */
+static int
+prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port)
+{
+	struct curl_rec	*r = arg;
+	char		*scheme = NULL, c;
+	int		 fd;
+
+	(void)ip;
+	(void)local_ip;
+	/* The URL now: a redirect may have gone to https. */
+	if (curl_easy_getinfo(r->easy, CURLINFO_SCHEME, &scheme) != CURLE_OK ||
+	    scheme == NULL || strcasecmp(scheme, "http") != 0 ||
+	    (fd = sock_of(r->x, local_port, port)) == -1)
+		return CURL_PREREQFUNC_OK;
+	if (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
+		r->desync = true;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	return CURL_PREREQFUNC_OK;
 }
 
 static int
@@ -660,6 +753,10 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	(void)curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
 	(void)curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
 	(void)curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, x);
+	if (!r->ftp) {
+		(void)curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, prereq_cb);
+		(void)curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
+	}
 	/*
 	 * Fewer, larger writes for big bodies; a body the sink holds in
 	 * memory (a small file) gets libcurl's default 16 KiB, as hundreds of
@@ -1014,6 +1111,14 @@ classify(struct curl_rec *r, CURLcode cc)
 	char		*eff = NULL, *loc = NULL;
 
 	measure_path(r);
+	if (r->desync) {
+		res->rc = BM_EPROTO;
+		res->cls = XFER_RETRY;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "bytes waited "
+		    "on the reused connection before the request (a response "
+		    "ran past its Content-Length): retried on a new one");
+		return;
+	}
 	(void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
 	(void)curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &loc);
 	if (loc)

@@ -66,6 +66,29 @@ write_conf "$FAULT_URL"
 assert_exit 0 bm --json sync up
 assert_trees_equal "$T/up2" "$T/mirror"
 
+# A whole second response past a body's Content-Length, the connection
+# kept open: the next request on it would read that response as its own
+# (published as "EVIL!": whichever of a.txt and b.txt comes second).  It
+# is retried on a new connection.
+for conc in 1 2; do
+	echo "# a response smuggled past Content-Length on a kept-alive connection (concurrency $conc)"
+	stop_servers; rm -rf "$T/mirror" "$T/state" "$T/up5"
+	mkdir -p "$T/up5"
+	printf 'aaaaa\n' > "$T/up5/a.txt"
+	printf 'bbbbb\n' > "$T/up5/b.txt"
+	chmod -R a+rX "$T/up5"
+	start_faultserver "$T/up5" normal --fault '/a.txt=smuggle,body=EVIL!\n,times=1' \
+	    --fault '/b.txt=smuggle,body=EVIL!\n,times=1'
+	write_conf "$FAULT_URL"
+	printf 'max_connections = 1\n' >> "$T/bm.conf"
+	assert_exit 0 bm --json sync --concurrency "$conc" up
+	assert_eq "$(cat "$T/mirror/a.txt")$(cat "$T/mirror/b.txt")" aaaaabbbbb \
+	    "a.txt and b.txt after a smuggled response"
+	assert_trees_equal "$T/up5" "$T/mirror"
+	grep -q '[ab].txt: fetch: bytes waited on the reused connection before the request' "$LAST_ERR" ||
+	    fail "no message for the smuggled response: $(cat "$LAST_ERR")"
+done
+
 for streams in 1 4; do
 	echo "# an HTML error page sent with 200 is never published ($streams stream(s))"
 	stop_servers; rm -rf "$T/mirror" "$T/state"

@@ -25,6 +25,11 @@ with KIND one of
 
   truncate      close the connection after at= body bytes
   long          send extra= bytes (default 100) past Content-Length
+  smuggle       right after the body, on the same kept-alive connection,
+                a whole second response (200, Content-Length, body=
+                bytes, default "EVIL!\n") that no request asked for: what
+                the next request on the connection would read (a proxy
+                that lost track of message lengths)
   reset         send at= body bytes, then reset the connection (RST)
   stall         send at= body bytes, then stop for for= seconds
   ignore-range  answer a Range request with 200 and the whole file
@@ -315,6 +320,13 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "long":
             data += b"X" * (length_sent - length)
             self.close_connection = True
+        if kind == "smuggle":
+            body = fault.get("body", "EVIL!\n").encode().decode(
+                "unicode_escape").encode()
+            data += (b"HTTP/1.1 200 OK\r\nContent-Type: "
+                     b"application/octet-stream\r\nLast-Modified: " +
+                     lm.encode() + b"\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
         self.count_sent(rel, len(data))
         if mode in ("stall", "short-body") and first:
             self.wfile.write(data[:length // 2])
