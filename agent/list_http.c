@@ -1771,6 +1771,45 @@ pctx_init(struct pctx *pc, const char *page_url, const char *prefix,
 }
 
 /*
+ * Where tag (lower case, e.g. "</html") last starts in body, case
+ * ignored, or -1.
+ */
+static ssize_t
+last_tag(const uint8_t *body, size_t len, const char *tag)
+{
+	size_t	 n = strlen(tag), i;
+
+	for (i = len; i >= n; i--)
+		if (strncasecmp((const char *)body + i - n, tag, n) == 0)
+			return (ssize_t)(i - n);
+	return -1;
+}
+
+/*
+ * An HTML document cut short: it opens <html> but has no </html> after
+ * its last link.  A server or proxy that closes the connection early (no
+ * Content-Length), or sends complete chunked framing around half a page,
+ * gives a body that parses as a smaller listing (libxml2's HTML parser
+ * closes what is open at the end, as HTML allows), and the files past
+ * the cut would be taken as gone upstream.  Every index format biomirror
+ * knows (tests/fixtures/LISTINGS.md) ends with </html>; a page that
+ * never opens <html> cannot be judged and is taken as it is.
+ */
+static bool
+html_cut_short(const uint8_t *body, size_t len)
+{
+	ssize_t	 end;
+
+	if (last_tag(body, len, "<html") < 0)
+		return false;
+	if ((end = last_tag(body, len, "</html")) < 0)
+		return true;
+	return last_tag(body, len, "<a ") > end ||
+	    last_tag(body, len, "<a\n") > end ||
+	    last_tag(body, len, "<a\t") > end;
+}
+
+/*
  * Parse one index page into out (see list_http.h).  Borrowed arguments,
  * entries appended to out; returns 0, BM_EPROTO, BM_ENOMEM or BM_ELIMIT.
  * An HTML page of no known format with no link at all (blank, garbage,
@@ -1815,6 +1854,12 @@ list_http_parse(const uint8_t *body, size_t len, const char *content_type,
 		malformed = rc == 2;
 	}
 	cs = ct_charset(content_type);
+	if (!malformed && html_cut_short(body, len)) {
+		set_err(errbuf, errlen, "incomplete index page",
+		    "the HTML ends before its </html> (cut short in transit?)");
+		rc = BM_EPROTO;
+		goto out;
+	}
 	rc = parse_html(&pc, body, len, cs, errbuf, errlen);
 	/*
 	 * XML that libxml2 refused (nginx writes a name's control

@@ -3,7 +3,8 @@
 # or 500) exits 3 and deletes nothing, even with delete = yes: files of the
 # failing subdirectory and files really gone upstream stay; the part that
 # listed fine is still fetched.  A root that is 404 and a server that is
-# down exit 3 and change nothing.
+# down exit 3 and change nothing.  So does an index page cut short in
+# transit (our fault server), at a line end or in the middle of one.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -149,4 +150,30 @@ expect_counts 0 0 1 0
 [ -e "$T/mirror/old.txt" ] && fail "old.txt not deleted by a complete listing"
 for d in . sub ok; do rm "$T/up/$d/index.html"; done
 assert_trees_equal "$T/up" "$T/mirror"
+stop_servers
+
+# An index page cut short in transit (no Content-Length, then the
+# connection closes; complete chunked framing around half a page looks
+# the same to a client) parses as a shorter listing: its missing files
+# were deleted as gone upstream (break-it brk6 #1).  It is an incomplete
+# listing now: exit 3, nothing deleted.
+mkdir -p "$T/up6/d"
+for i in $(seq -w 1 50); do printf 'f%s\n' "$i" > "$T/up6/d/f$i.txt"; done
+chmod -R a+rX "$T/up6"
+for how in "" ",midline=1"; do
+	echo "# an index page cut at 90%${how:+ (mid-line)}: exit 3, nothing deleted"
+	rm -rf "$T/mirror" "$T/state"
+	start_faultserver "$T/up6" normal
+	write_conf "$FAULT_URL"
+	assert_exit 0 bm --json sync up
+	stop_servers
+	start_faultserver "$T/up6" normal --fault "/d/=cutpage$how"
+	write_conf "$FAULT_URL"
+	assert_exit 3 bm --json sync up
+	expect_counts 0 0 0 0
+	grep -q "list: ${FAULT_URL}d/: incomplete index page: the HTML ends before its </html>" "$LAST_ERR" ||
+	    fail "cut page: message: $(grep list "$LAST_ERR")"
+	assert_trees_equal "$T/up6" "$T/mirror"
+	stop_servers
+done
 echo PASS

@@ -25,6 +25,10 @@ with KIND one of
 
   truncate      close the connection after at= body bytes
   long          send extra= bytes (default 100) past Content-Length
+  cutpage       (a directory's PATH, ending in '/') its index page cut at
+                at= percent (default 90), back to a line end unless
+                midline=1, sent without Content-Length and the connection
+                closed: a page cut short in transit
   smuggle       right after the body, on the same kept-alive connection,
                 a whole second response (200, Content-Length, body=
                 bytes, default "EVIL!\n") that no request asked for: what
@@ -178,7 +182,24 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_plain(
                     503, b"busy\n",
                     extra={"Retry-After": str(ARGS.retry_after)})
-            return self.send_plain(200, nginx_index(rel, path), "text/html")
+            page = nginx_index(rel, path)
+            cut = [f for f in FAULTS.get(rel, []) if f["kind"] == "cutpage"]
+            if cut and self.command == "GET":
+                # at= percent of the page, back to a line end unless
+                # midline=1; no Content-Length, then the connection
+                # closes: a page cut short in transit.
+                at = len(page) * int(cut[0].get("at", 90)) // 100
+                while cut[0].get("midline") != "1" and at > 0 and \
+                        page[at - 1:at] != b"\n":
+                    at -= 1
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(page[:at])
+                self.close_connection = True
+                return
+            return self.send_plain(200, page, "text/html")
         if not os.path.isfile(path):
             return self.send_plain(404, b"not found\n")
         self.send_file(path, n, rel)

@@ -766,6 +766,54 @@ parse_page(const char *body, size_t len, struct listing *l, char *err,
 }
 
 /* An empty index is 0 entries; a page with no links at all is an error. */
+/*
+ * Every HTML fixture cut short (at 90% of its bytes: at a line end, and
+ * in the middle of a line), as a proxy or a server that closes the
+ * connection early would deliver it: refused as incomplete, never a
+ * smaller listing (its missing files would be taken as gone upstream).
+ */
+static void
+test_cut_pages(void)
+{
+	struct listing	*l;
+	char		 path[256], err[256];
+	char		*body;
+	size_t		 len, cut, f, k;
+	int		 rc;
+
+	for (f = 0; f < sizeof(html_fixtures) / sizeof(html_fixtures[0]);
+	    f++) {
+		snprintf(path, sizeof(path), FIX "%s.html",
+		    html_fixtures[f].file);
+		if ((body = slurp(path, &len)) == NULL) {
+			ok(0, "%s: read fixture", path);
+			continue;
+		}
+		for (k = 0; k < 2; k++) {
+			cut = len * 9 / 10;
+			while (k == 0 && cut > 0 && body[cut - 1] != '\n')
+				cut--;
+			while (k == 1 && cut > 0 && (body[cut - 1] == '\n' ||
+			    body[cut] == '\n'))
+				cut--;
+			l = listing_new(10000);
+			err[0] = '\0';
+			rc = list_http_parse((const uint8_t *)body, cut,
+			    "text/html", html_fixtures[f].url, "", l, NULL,
+			    NULL, err, sizeof(err));
+			is_int(rc, BM_EPROTO, "%s cut at %zu of %zu (%s): "
+			    "refused", html_fixtures[f].file, cut, len,
+			    k ? "mid-line" : "line end");
+			ok(strstr(err, "incomplete index page") != NULL,
+			    "%s cut: message (%s)", html_fixtures[f].file, err);
+			is_int(listing_count(l), 0, "%s cut: no entries",
+			    html_fixtures[f].file);
+			listing_free(l);
+		}
+		free(body);
+	}
+}
+
 static void
 test_not_index(void)
 {
@@ -1251,6 +1299,7 @@ main(void)
 	test_hostile();
 	test_tmp_prefix();
 	test_not_index();
+	test_cut_pages();
 	test_crawl();
 	test_crawl_wide();
 	test_crawl_docker();
