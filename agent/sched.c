@@ -27,6 +27,7 @@
  * published, or, on a mismatch, discarded and retried.  A hasher whose
  * try failed is detached and freed when its task comes back.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,7 @@ struct sfile {
 	int64_t		 not_before;	/* monotonic ns before which not to retry */
 	struct store_file *sf;		/* owned while running: the temp file */
 	int		 open_rc;	/* result of the worker's store_file_open */
+	int		 open_err;	/* its errno when open_rc is BM_EIO */
 	struct sfile_try *t;		/* owned: the try in flight */
 	struct sfile_done *d;		/* owned: what a published try left */
 	struct hasher	*h;		/* owned by sched's list: the try's digest, NULL if none */
@@ -589,9 +591,16 @@ rec_new(struct sched *sc, const struct action *a, enum commit_op op,
 }
 
 /* Why item rc (non-zero) was not published. */
+/*
+ * Why a store call failed: for BM_EIO the errno it kept (err, 0 if none),
+ * so that "Permission denied" or "Read-only file system" is not shown as
+ * an "I/O error" that sends an admin looking for a disk fault.
+ */
 static const char *
-item_reason(int rc)
+store_reason(int rc, int err)
 {
+	if (rc == BM_EIO && err != 0)
+		return strerror(err);
 	return rc == BM_EUNSAFE ? "a directory or symlink is in the way" :
 	    bm_strerror(rc);
 }
@@ -608,7 +617,7 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 
 	if (b->items[i].rc != 0) {
 		rec_from_action(r, f->act, COMMIT_FAILED);
-		r->reason = item_reason(b->items[i].rc);
+		r->reason = store_reason(b->items[i].rc, b->items[i].err);
 		return;
 	}
 	rec_from_action(r, f->act, COMMIT_FETCHED);
@@ -661,7 +670,8 @@ commit_done(void *ctx, void *arg)
 
 		f->sf = NULL;	/* store_commit freed it */
 		if (b->items[i].rc != 0) {
-			const char *why = item_reason(b->items[i].rc);
+			const char *why = store_reason(b->items[i].rc,
+			    b->items[i].err);
 
 			f->state = SF_FAILED;
 			sc->res->failed++;
@@ -857,7 +867,8 @@ sched_retry(struct sched *sc, struct sfile *f)
  * digest, if it has one), or fail the file.
  */
 static void
-sched_body_ready(struct sched *sc, struct sfile *f, int rc, const char *what)
+sched_body_ready(struct sched *sc, struct sfile *f, int rc, int err,
+    const char *what)
 {
 	struct xfer_result *res = &f->t->res;
 
@@ -865,7 +876,7 @@ sched_body_ready(struct sched *sc, struct sfile *f, int rc, const char *what)
 		if (rc == BM_ENOSPC)
 			sc->fatal = BM_ENOSPC;
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s: %s",
-		    what, bm_strerror(rc));
+		    what, store_reason(rc, err));
 		hash_abandon(sc, f);
 		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
 		return;
@@ -884,6 +895,7 @@ static void
 sched_finish(struct sched *sc, struct sfile *f)
 {
 	struct xfer_result *res = &f->t->res;
+	int		 rc;
 
 	if (f->state == SF_DONE || f->state == SF_FAILED)
 		return;
@@ -909,8 +921,9 @@ sched_finish(struct sched *sc, struct sfile *f)
 			return;
 		}
 		/* An empty body never reached sink_store(): open it now. */
-		sched_body_ready(sc, f, f->sf != NULL ? 0 :
-		    store_file_open(sc->s, f->act->path, -1, &f->sf),
+		rc = f->sf != NULL ? 0 :
+		    store_file_open(sc->s, f->act->path, -1, &f->sf);
+		sched_body_ready(sc, f, rc, rc == BM_EIO ? errno : 0,
 		    "open temp file");
 		return;
 	case XFER_NOT_MODIFIED:
@@ -1297,7 +1310,7 @@ sched_jobs(struct sched *sc, struct sfile *f)
 
 /* A try that failed before any request: end it as a permanent failure. */
 static void
-sched_start_failed(struct sched *sc, struct sfile *f, int rc,
+sched_start_failed(struct sched *sc, struct sfile *f, int rc, int err,
     const char *what)
 {
 	if (rc == BM_ENOSPC)
@@ -1306,7 +1319,7 @@ sched_start_failed(struct sched *sc, struct sfile *f, int rc,
 	f->t->res.cls = XFER_PERMANENT;
 	f->t->res.rc = rc;
 	(void)snprintf(f->t->res.errmsg, sizeof(f->t->res.errmsg), "%s: %s",
-	    what, bm_strerror(rc));
+	    what, store_reason(rc, err));
 	sched_finish(sc, f);
 }
 
@@ -1379,6 +1392,7 @@ open_task(void *arg)
 	}
 	f->open_rc = store_file_open(f->sc->s, a->path, a->list_size_exact ?
 	    a->list_size : -1, &f->sf);
+	f->open_err = f->open_rc == BM_EIO ? errno : 0;
 }
 
 /* Worker thread: write f's in-memory body to a new temp file. */
@@ -1391,8 +1405,10 @@ write_task(void *arg)
 
 	rc = store_file_open(f->sc->s, a->path, (int64_t)f->t->mem_len,
 	    &f->sf);
+	f->open_err = rc == BM_EIO ? errno : 0;
 	if (rc == 0 && f->t->mem_len > 0 && (rc = store_file_write(f->sf, 0,
 	    f->t->mem, f->t->mem_len)) != 0) {
+		f->open_err = rc == BM_EIO ? errno : 0;
 		store_file_abort(f->sf);
 		f->sf = NULL;
 	}
@@ -1405,7 +1421,7 @@ write_done(struct sched *sc, struct sfile *f)
 {
 	sc->writing--;
 	mem_drop(f);
-	sched_body_ready(sc, f, f->open_rc, "write temp file");
+	sched_body_ready(sc, f, f->open_rc, f->open_err, "write temp file");
 }
 
 /* Loop thread: a temp file is ready (or not): start the transfer. */
@@ -1423,7 +1439,8 @@ open_done(void *ctx, void *arg)
 	if (f->state != SF_OPENING)
 		return;	/* abandoned meanwhile: sched_run aborts the file */
 	if (f->open_rc != 0) {
-		sched_start_failed(sc, f, f->open_rc, "open temp file");
+		sched_start_failed(sc, f, f->open_rc, f->open_err,
+		    "open temp file");
 		return;
 	}
 	if ((rc = sched_launch(sc, f)) != 0 && sc->fatal == 0)
@@ -1792,7 +1809,7 @@ hash_check(struct sched *sc, struct sfile *f)
 		return;
 	}
 	if (rc == BM_ENOSPC) {		/* a queued write found the disk full */
-		sched_body_ready(sc, f, rc, "write");
+		sched_body_ready(sc, f, rc, 0, "write");
 		return;
 	}
 	if (rc != BM_ECHECKSUM)

@@ -1297,14 +1297,17 @@ store_commit_sync_parents(struct store_commit_item *items, size_t n)
 {
 	struct store_commit_item	**v;
 	size_t				  i, j, nv = 0;
+	int				  err;
 	bool				  good;
 
 	if ((v = calloc(n, sizeof(*v))) == NULL) {
 		/* XXX: out of memory: fsync every parent, slow but right. */
 		for (i = 0; i < n; i++)
 			if (items[i].rc == 0 &&
-			    fsync(items[i].file->dirfd) == -1)
+			    fsync(items[i].file->dirfd) == -1) {
 				items[i].rc = BM_EIO;
+				items[i].err = errno;
+			}
 		return;
 	}
 	for (i = 0; i < n; i++)
@@ -1313,9 +1316,12 @@ store_commit_sync_parents(struct store_commit_item *items, size_t n)
 	qsort(v, nv, sizeof(*v), store_cmp_parent);
 	for (i = 0; i < nv; i = j) {
 		good = fsync(v[i]->file->dirfd) == 0;
+		err = good ? 0 : errno;
 		for (j = i; j < nv && store_cmp_parent(&v[i], &v[j]) == 0; j++)
-			if (!good)
+			if (!good) {
 				v[j]->rc = BM_EIO;
+				v[j]->err = err;
+			}
 	}
 	free(v);
 }
@@ -1341,20 +1347,26 @@ store_commit(struct store *s, struct store_commit_item *items, size_t n)
 
 	store_stat_forget(s);
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		items[i].rc = store_commit_prepare(s, &items[i]);
+		items[i].err = items[i].rc == BM_EIO ? errno : 0;
+	}
 	if (syncfs(s->fd) == -1) {
 		err = errno;
 		for (i = 0; i < n; i++)
-			if (items[i].rc == 0)
+			if (items[i].rc == 0) {
 				items[i].rc = BM_EIO;
+				items[i].err = err;
+			}
 		errno = err;
 		rc = BM_EIO;
 		goto out;
 	}
 	for (i = 0; i < n; i++)
-		if (items[i].rc == 0)
+		if (items[i].rc == 0) {
 			items[i].rc = store_commit_rename(items[i].file);
+			items[i].err = items[i].rc == BM_EIO ? errno : 0;
+		}
 	for (i = 0; i < n; i++)
 		if (items[i].rc == 0)
 			s->changes++;

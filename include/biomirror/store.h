@@ -139,6 +139,9 @@ struct store_commit_item {
 	int64_t		 size;		/* expected byte count, checked against the file */
 	int64_t		 mtime;		/* ns since epoch to set */
 	int		 rc;		/* out: 0, or why this item was not published */
+	int		 err;		/* out: errno of the failed call when rc
+					   is BM_EIO (EACCES, EPERM, EROFS ...),
+					   else 0 */
 };
 /*
  * Publish a batch: for each item check the byte count (BM_ECHECKSUM on

@@ -16,7 +16,9 @@
 #  - an empty (0-byte) manifest: status exit 2 saying so; sync warns and
 #    starts it afresh;
 #  - a corrupt or a locked manifest: exit 2, an error naming the file,
-#    the file left as it was (never recreated).
+#    the file left as it was (never recreated);
+#  - a destination directory the run may not write in: the file fails
+#    with "Permission denied", not "I/O error".
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -212,4 +214,23 @@ grep -q "$db: database is locked" "$LAST_ERR" || fail "the locked manifest is no
 kill "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null
 cmp -s "$T/before.db" "$db" || fail "the locked manifest was changed"
+
+# A destination directory the run may not write in (here: owned by root,
+# the run as nobody): the file fails with the system's reason, not a bare
+# "I/O error" that sends an admin looking for a disk fault.
+echo "# a directory that cannot be written: the reason is named (EACCES)"
+stop_servers
+mkdir -p "$T/up7/d"
+printf 'a\n' > "$T/up7/d/a.txt"
+chmod -R a+rX "$T/up7"
+start_nginx "$T/up7"
+mkdir -p "$T/m7/d" "$T/st7"
+chown nobody "$T/m7" "$T/st7"
+chmod 0755 "$T/m7/d"	# root's: nobody may not create files in it
+assert_exit 1 runuser -u nobody -- "$BM" --state-dir "$T/st7" sync \
+    --source "$NGINX_URL" --dest "$T/m7"
+grep -q 'd/a.txt: fetch: write temp file: Permission denied' "$LAST_ERR" ||
+    fail "unwritable directory: message: $(cat "$LAST_ERR")"
+grep -q 'I/O error' "$LAST_ERR" && fail "EACCES shown as an I/O error"
+stop_servers
 echo PASS
