@@ -26,6 +26,7 @@
  *   fsync each distinct parent (by st_dev/st_ino) once.
  * The store never logs: callers log once where they decide (rule 24).
  */
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -168,6 +169,28 @@ store_errno_rc(int err)
 	if (err == ENOSPC || err == EDQUOT)
 		return BM_ENOSPC;
 	return BM_EIO;
+}
+
+/*
+ * Hold the destination for this store's life: flock(2) on its directory
+ * (DEST, or DEST.biomirror with publish = set), released when the store
+ * closes it or the process dies.  The run's own lock lives in its state
+ * directory; two runs with different state directories (two configs, or
+ * an ad-hoc run) on one destination would otherwise remove each other's
+ * temp files and snapshots as left over.  A flock is the open file's, so
+ * other descriptors of the directory opened and closed meanwhile do not
+ * release it.  Returns 0, BM_ELOCKED (another process holds it) or
+ * BM_EIO (errno kept).
+ */
+static int
+store_lock_dir(int fd)
+{
+	while (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		if (errno == EINTR)
+			continue;
+		return errno == EWOULDBLOCK ? BM_ELOCKED : BM_EIO;
+	}
+	return 0;
 }
 
 static void
@@ -496,6 +519,8 @@ store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
 		rc = BM_EIO;
 		goto out;
 	}
+	if ((rc = store_lock_dir(s->fd)) != 0)
+		goto out;
 	*ret = s;
 	s = NULL;
 	rc = 0;
@@ -2658,6 +2683,8 @@ store_set_setup(struct store *s, struct store_set *set, char *errbuf,
 		errno = rc;
 		return (rc == ELOOP || rc == ENOTDIR) ? BM_EUNSAFE : BM_EIO;
 	}
+	if (!ro && (rc = store_lock_dir(set->mfd)) != 0)
+		return rc;
 	if (set->mfd != -1) {
 		if (!ro && mkdirat(set->mfd, SET_SNAPS, 0755) == -1 &&
 		    errno != EEXIST)

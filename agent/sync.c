@@ -920,6 +920,28 @@ run_set_prev(struct manifest *m, int64_t self, int64_t *ret)
 }
 
 /*
+ * The destination could not be opened (store_open, store_open_set; why:
+ * the store's own message or ""): r->err says why, and the result is
+ * BM_ELOCKED (exit 75) when another run holds the destination (one with
+ * another state directory: the store's flock), BM_ENOMEM, or BM_EINVAL
+ * (exit 2: an unusable destination is a config error).
+ */
+static int
+run_store_failed(struct run *r, int rc, const char *why)
+{
+	if (rc == BM_ELOCKED)
+		(void)snprintf(r->err, sizeof(r->err), "the destination %s is "
+		    "in use by another run (one with another state directory "
+		    "or config file)", r->c->dest);
+	else if (why != NULL && why[0] != '\0')
+		(void)snprintf(r->err, sizeof(r->err), "%s", why);
+	else
+		(void)snprintf(r->err, sizeof(r->err), "%s: %s", r->c->dest,
+		    rc == BM_EIO ? strerror(errno) : bm_strerror(rc));
+	return rc == BM_ENOMEM || rc == BM_ELOCKED ? rc : BM_EINVAL;
+}
+
+/*
  * publish = set: open the destination (store_open_set), once the run id
  * that names a new snapshot is known; read-only in a dry run.
  */
@@ -948,16 +970,8 @@ run_set_open(struct run *r)
 		    "longer describes it; starting again from the published "
 		    "one", r->c->name, (long long)info.discarded,
 		    r->o->dry_run ? "ignored" : "discarded", (long long)prev);
-	if (rc != 0) {
-		if (why[0] != '\0')
-			(void)snprintf(r->err, sizeof(r->err), "%s", why);
-		else
-			(void)snprintf(r->err, sizeof(r->err), "%s: %s",
-			    r->c->dest, rc == BM_EIO ? strerror(errno) :
-			    bm_strerror(rc));
-		/* An unusable destination is a config error: exit 2. */
-		return rc == BM_ENOMEM ? rc : BM_EINVAL;
-	}
+	if (rc != 0)
+		return run_store_failed(r, rc, why);
 	return 0;
 }
 
@@ -1171,13 +1185,8 @@ run_open(struct run *r)
 		;	/* run_set_open, once the run id is known */
 	else if (!r->o->dry_run || stat(r->c->dest, &st) == 0) {
 		if ((rc = store_open(r->c->dest, r->c->file_mode,
-		    r->c->dir_mode, &r->s)) != 0) {
-			(void)snprintf(r->err, sizeof(r->err), "%s: %s",
-			    r->c->dest, rc == BM_EIO ? strerror(errno) :
-			    bm_strerror(rc));
-			/* An unusable destination is a config error: exit 2. */
-			return BM_EINVAL;
-		}
+		    r->c->dir_mode, &r->s)) != 0)
+			return run_store_failed(r, rc, NULL);
 	}
 	if ((rc = run_ftp_source(r)) != 0)
 		return rc;
@@ -1588,6 +1597,9 @@ run_status(struct run *r, int rc)
 	if (rc == BM_ELIMIT) {
 		res->status = "refused";
 		res->exit_code = 4;
+	} else if (rc == BM_ELOCKED) {
+		res->status = "locked";
+		res->exit_code = 75;
 	} else if (rc == BM_EDB || rc == BM_EINVAL) {
 		res->status = "failed";
 		res->exit_code = 2;
@@ -2319,15 +2331,8 @@ verify_open_tree(struct run *r)
 	else
 		rc = store_open(r->c->dest, r->c->file_mode, r->c->dir_mode,
 		    &r->s);
-	if (rc != 0) {
-		if (why[0] != '\0')
-			(void)snprintf(r->err, sizeof(r->err), "%s", why);
-		else
-			(void)snprintf(r->err, sizeof(r->err), "%s: %s",
-			    r->c->dest, rc == BM_EIO ? strerror(errno) :
-			    bm_strerror(rc));
-		return rc == BM_ENOMEM ? rc : BM_EINVAL;
-	}
+	if (rc != 0)
+		return run_store_failed(r, rc, why);
 	store_set_get_info(r->s, &info);
 	if (r->s == NULL)
 		log_info("%s: verify: %s does not exist (nothing published "

@@ -1,5 +1,7 @@
 #!/bin/bash
-# A concurrent second run exits 75 and names the holder's PID; kill -9
+# A concurrent second run exits 75 and names the holder's PID (also one
+# with another state directory on the same destination: the destination
+# is locked too, and the running run's temp files stay); kill -9
 # during a large transfer leaves no partial file under a final name, and
 # the next run continues the temp file from its recorded ranges (or
 # removes it when none were recorded yet) and completes.
@@ -33,6 +35,17 @@ echo "# a second run while the first holds the lock"
 assert_exit 75 bm --json sync up
 assert_eq "$(jfield status)" locked "status"
 grep -q "pid $slow" "$T/last.err" || fail "the holder's PID ($slow) is not named"
+
+# Another state directory (an ad-hoc run, or a second config) on the same
+# destination: before, it removed the first run's temp files as left over
+# (the first then failed with "commit: I/O error").  The destination
+# itself is locked now.
+echo "# a run with another state directory on the same destination"
+assert_exit 75 "$BM" --state-dir "$T/other-state" --json sync \
+    --source "$NGINX_URL" --dest "$T/mirror"
+grep -q "the destination $T/mirror is in use by another run" "$LAST_ERR" ||
+    fail "no destination-lock message: $(cat "$LAST_ERR")"
+[ -e "$tmp" ] || fail "the running run's temp file was removed by the other run"
 
 echo "# kill -9 mid-transfer"
 kill -9 "$slow"
