@@ -527,11 +527,17 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	if (f->sf == NULL && (rc = store_file_open(f->sc->s, f->act->path,
 	    -1, &f->sf)) != 0)
 		return rc;
-	/* The first byte of a response: same upstream version as held? */
+	/*
+	 * The first byte of a response: same upstream version as held?  If
+	 * not, the next try is one stream (sfile_ranges() says why).
+	 */
 	if (f->rf != NULL && j->res.bytes == 0 && (rc = resume_file_check(
 	    f->rf, j->res.etag, j->res.mtime, j->res.full ? -1 : j->res.total,
-	    j->res.errmsg, sizeof(j->res.errmsg))) != 0)
+	    j->res.errmsg, sizeof(j->res.errmsg))) != 0) {
+		if (rc == BM_ECHANGED && f->t->njobs > 1)
+			f->single = true;
 		return rc;
+	}
 	/*
 	 * A streamed body is copied to the store's writer threads, so that
 	 * its page-cache copy does not hold up the loop (store.h); its
@@ -1061,10 +1067,19 @@ sfile_ranges(struct sfile *f)
 		res->bytes += ri->bytes;
 		if (ri->total != r0->total || ri->mtime != r0->mtime ||
 		    strcmp(ri->etag, r0->etag) != 0) {
+			/*
+			 * A file that changed, or a server behind a load
+			 * balancer whose backends give one file each their
+			 * own ETag: either way one response, not ranges from
+			 * several, is what can be trusted, so the next try
+			 * is one stream (else such a file never completes).
+			 */
+			f->single = true;
 			res->cls = XFER_CHANGED;
 			res->rc = BM_ECHANGED;
 			(void)snprintf(res->errmsg, sizeof(res->errmsg),
-			    "upstream changed between ranges");
+			    "upstream changed between ranges: starting over "
+			    "in one stream");
 			return false;
 		}
 	}

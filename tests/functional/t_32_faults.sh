@@ -11,6 +11,7 @@
 #    deleted; a later complete listing without it deletes it;
 #  - a file that changes upstream during the transfer (ranges disagree;
 #    If-Range answered 200) starts over and ends up as the new version;
+#    ETags that differ per request (a load balancer) end in one stream;
 #  - ENOSPC on a small tmpfs: stop, exit 1, what finished is committed,
 #    no partial file under a final name, no temp file, a clear message;
 #  - an empty (0-byte) manifest: status exit 2 saying so; sync warns and
@@ -122,6 +123,18 @@ expect_counts 3 0 0 0
 cmp -s "$T/alt/big.bin" "$T/mirror/big.bin" || fail "big.bin is not the new version"
 grep -q 'big.bin: fetch: upstream changed between ranges' "$LAST_ERR" ||
     fail "the change between ranges was not reported"
+no_temps "$T/mirror"
+
+# A load balancer whose backends each give the file their own ETag: the
+# ranges never agree, so every try in ranges started over and the file
+# never completed.  After one disagreement the next try is one stream.
+echo "# ETags that differ per request (load balancer): one stream completes it"
+fresh --fault "/big.bin=lbetag"
+assert_exit 0 bm --json sync up
+expect_counts 3 0 0 0
+cmp -s "$T/up/big.bin" "$T/mirror/big.bin" || fail "lbetag: big.bin differs"
+assert_eq "$(grep -c 'big.bin: fetch: upstream changed between ranges.*starting over' "$LAST_ERR")" 1 \
+    "lbetag: tries started over"
 no_temps "$T/mirror"
 
 echo "# ... and when a range is continued: If-Range answered 200, start over"

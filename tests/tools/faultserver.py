@@ -29,6 +29,9 @@ with KIND one of
                 at= percent (default 90), back to a line end unless
                 midline=1, sent without Content-Length and the connection
                 closed: a page cut short in transit
+  lbetag        the same bytes and Last-Modified, but an ETag that
+                alternates request by request (two backends behind a
+                load balancer, each with its own)
   smuggle       right after the body, on the same kept-alive connection,
                 a whole second response (200, Content-Length, body=
                 bytes, default "EVIL!\n") that no request asked for: what
@@ -256,6 +259,10 @@ class Handler(BaseHTTPRequestHandler):
         size = st.st_size
         lm = email.utils.formatdate(st.st_mtime, usegmt=True)
         etag = '"%x-%x"' % (int(st.st_mtime), size)
+        if any(f["kind"] == "lbetag" for f in FAULTS.get(rel, [])):
+            # Two backends behind a load balancer, each with its own ETag
+            # for the same bytes: they take turns, request by request.
+            etag = '"%x-%x-%s"' % (int(st.st_mtime), size, "ab"[n % 2])
         mode = ARGS.mode
         first = n == 1
         rng = self.headers.get("Range")
