@@ -1214,6 +1214,13 @@ add_entry(struct pctx *pc, const char *name, bool is_dir, const char *href,
 		return rc;
 	}
 	if (rc == 1) {
+		/*
+		 * "x" and "x/" on one page: the first is kept, as for any
+		 * name listed twice, and the other is counted as skipped,
+		 * so that the run says so.
+		 */
+		if (listing_get(pc->out, dup)->type != e->type)
+			pc->skipped++;
 		merge_entry(listing_get_mut(pc->out, dup), e);
 		listing_pop(pc->out);
 	}

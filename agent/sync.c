@@ -448,8 +448,9 @@ run_list(struct run *r)
 		    r->err, sizeof(r->err));
 	r->complete = rc == 0;
 	if (skipped > 0)
-		log_info("%s: list: %zu %s skipped (unsafe names, or "
-		    "outside the source)", r->c->name, skipped,
+		log_info("%s: list: %zu %s skipped (unsafe names, outside "
+		    "the source, or a name listed both as a file and as a "
+		    "directory: the first kept)", r->c->name, skipped,
 		    mirror_is_ftp(r->c) ? "entries" : "links");
 	if (loops > 0)
 		log_warnx("%s: list: %zu directories not entered: their "

@@ -814,6 +814,32 @@ test_cut_pages(void)
 	}
 }
 
+/* "x" and "x/" on one page: the first kept, the other counted skipped. */
+static void
+test_file_and_dir(void)
+{
+	static const char page[] = "<html><body><pre>"
+	    "<a href=\"dup\">dup</a>\n<a href=\"dup/\">dup/</a>\n"
+	    "<a href=\"x/\">x/</a>\n<a href=\"x\">x</a>\n"
+	    "<a href=\"same\">same</a>\n<a href=\"same\">same</a>\n"
+	    "</pre></body></html>";
+	struct listing	*l = listing_new(100);
+	char		 err[256] = "";
+	size_t		 skipped = 0;
+
+	is_int(list_http_parse((const uint8_t *)page, strlen(page),
+	    "text/html", "http://h/", "", l, NULL, &skipped, err,
+	    sizeof(err)), 0, "file and directory of one name: rc 0 (%s)", err);
+	is_int(listing_count(l), 3, "file and directory: one entry each name");
+	ok(find(l, "dup") != NULL && find(l, "dup")->type == ENTRY_FILE,
+	    "dup: the first (a file) kept");
+	ok(find(l, "x") != NULL && find(l, "x")->type == ENTRY_DIR,
+	    "x: the first (a directory) kept");
+	is_int(skipped, 2, "file and directory: the other two counted "
+	    "skipped (a name listed twice alike is not)");
+	listing_free(l);
+}
+
 static void
 test_not_index(void)
 {
@@ -1300,6 +1326,7 @@ main(void)
 	test_tmp_prefix();
 	test_not_index();
 	test_cut_pages();
+	test_file_and_dir();
 	test_crawl();
 	test_crawl_wide();
 	test_crawl_docker();
