@@ -2195,8 +2195,8 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 			*ret = r.res;
 			return 0;
 		}
-		(void)snprintf(r.err, sizeof(r.err), "%s/locks: %s",
-		    o->state_dir, strerror(errno));
+		(void)snprintf(r.err, sizeof(r.err), "%s/locks/%s.lock: %s",
+		    o->state_dir, o->key, strerror(errno));
 		rc = BM_EINVAL;
 		goto done;
 	}
@@ -2421,8 +2421,8 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 			*ret = r.res;
 			return 0;
 		}
-		(void)snprintf(r.err, sizeof(r.err), "%s/locks: %s",
-		    o->state_dir, strerror(errno));
+		(void)snprintf(r.err, sizeof(r.err), "%s/locks/%s.lock: %s",
+		    o->state_dir, o->key, strerror(errno));
 		rc = BM_EINVAL;
 	} else
 		rc = verify_body(&r);

@@ -75,7 +75,7 @@ echo "# a sync on the full disk: a clear error, nothing lost"
 printf 'new\n' > "$T/up/new.txt"
 chmod a+r "$T/up/new.txt"
 assert_exit 2 "$BM" -c "$T/bm.conf" --state-dir "$STATE" --json sync up
-grep -qE "^biomirror: up: $STATE/locks: No space left on device$|$STATE/manifests/up.db: (database or disk is full|disk I/O error)" "$LAST_ERR" ||
+grep -qE "^biomirror: up: $STATE/locks/up.lock: No space left on device$|$STATE/manifests/up.db: (database or disk is full|disk I/O error)" "$LAST_ERR" ||
     fail "full disk: no clear error: $(cat "$LAST_ERR")"
 rm "$T/fs/fill"
 readers after "$BM"
