@@ -1161,9 +1161,11 @@ run_open(struct run *r)
 	/*
 	 * A destination that is there but no directory (nor a symlink to
 	 * one) is a config error (exit 2) found before the manifest is
-	 * made: a refused run leaves no state behind.
+	 * made: a refused run leaves no state behind.  publish = set judges
+	 * its DEST itself (store_open_set: what it may replace).
 	 */
-	if (stat(r->c->dest, &st) == 0 && !S_ISDIR(st.st_mode)) {
+	if (r->c->publish != PUBLISH_SET && stat(r->c->dest, &st) == 0 &&
+	    !S_ISDIR(st.st_mode)) {
 		(void)snprintf(r->err, sizeof(r->err), "%s: %s", r->c->dest,
 		    strerror(ENOTDIR));
 		return BM_EINVAL;
