@@ -1515,9 +1515,12 @@ out:
  * Returns 0, BM_ENOENT, BM_EUNSAFE, BM_EINVAL (NULL), BM_ENOSPC (the copy)
  * or BM_EIO.
  * Sandbox: write attributes beneath the destination.
+ * dir_only (store_set_dir_mtime()): anything but a directory is left
+ * alone, BM_EUNSAFE.
  */
-int
-store_set_mtime(struct store *s, const char *path, int64_t mtime)
+static int
+store_set_mtime_of(struct store *s, const char *path, int64_t mtime,
+    bool dir_only)
 {
 	struct timespec	 ts[2];
 	struct stat	 st;
@@ -1530,6 +1533,10 @@ store_set_mtime(struct store *s, const char *path, int64_t mtime)
 	ts[1] = ts[0];
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
 		rc = (errno == ENOENT) ? BM_ENOENT : BM_EIO;
+		goto out;
+	}
+	if (dir_only && !S_ISDIR(st.st_mode)) {
+		rc = BM_EUNSAFE;
 		goto out;
 	}
 	if (st.st_mtim.tv_sec == ts[0].tv_sec &&
@@ -1549,6 +1556,18 @@ store_set_mtime(struct store *s, const char *path, int64_t mtime)
 out:
 	store_close_fd(dirfd);
 	return rc;
+}
+
+int
+store_set_mtime(struct store *s, const char *path, int64_t mtime)
+{
+	return store_set_mtime_of(s, path, mtime, false);
+}
+
+int
+store_set_dir_mtime(struct store *s, const char *path, int64_t mtime)
+{
+	return store_set_mtime_of(s, path, mtime, true);
 }
 
 /*

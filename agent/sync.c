@@ -773,7 +773,8 @@ run_dir_mtimes(struct run *r)
 	size_t	 i;
 
 	for (i = r->ndirs; i-- > 0;)
-		(void)store_set_mtime(r->s, r->dirs[i].path, r->dirs[i].mtime);
+		(void)store_set_dir_mtime(r->s, r->dirs[i].path,
+		    r->dirs[i].mtime);
 }
 
 /* True when the last component of path is a sidecar checksum file. */

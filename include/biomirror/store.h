@@ -159,6 +159,12 @@ int	store_commit(struct store *s, struct store_commit_item *items,
 /* Set the mtime (ns) of an existing file or directory, not following symlinks. */
 int	store_set_mtime(struct store *s, const char *path, int64_t mtime);
 /*
+ * The same for a directory only: anything else at path (a file of the
+ * admin's where upstream has a directory: a conflict, left alone) is
+ * BM_EUNSAFE and keeps its mtime.
+ */
+int	store_set_dir_mtime(struct store *s, const char *path, int64_t mtime);
+/*
  * Make path a symlink to target (replacing an existing symlink or file).
  * Returns 0, BM_EUNSAFE (target absolute or escaping), BM_EIO.
  */

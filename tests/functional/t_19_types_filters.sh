@@ -65,8 +65,13 @@ assert_trees_equal "$T/up" "$T/mirror"
 echo "# an untracked local file where upstream adds a directory: kept"
 mkdir "$T/up/newdir"; echo n > "$T/up/newdir/n.txt"
 echo mine > "$T/mirror/newdir"
+touch -d '2019-05-05 05:05:05 UTC' "$T/mirror/newdir"
 assert_exit 1 bm --json sync up
 assert_eq "$(cat "$T/mirror/newdir")" mine "the admin's file newdir"
+# Directory mtimes are set last, to directories only: not to the file of
+# the admin's where upstream has the directory.
+assert_eq "$(stat -c %Y "$T/mirror/newdir")" "$(date -d '2019-05-05 05:05:05 UTC' +%s)" \
+    "the mtime of the admin's file newdir"
 assert_eq "$(jerrors | tr '\n' ,)" "newdir conflict," "errors"
 rm "$T/mirror/newdir"
 assert_exit 0 bm --json sync up
