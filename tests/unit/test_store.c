@@ -149,7 +149,7 @@ make_file(struct ctx *c, const char *rel, const char *s)
 static int
 commit_one(struct ctx *c, struct store_file *f, int64_t size, int *ret_rc)
 {
-	struct store_commit_item it = { f, size, MTIME1, 99 };
+	struct store_commit_item it = { f, size, MTIME1, 99, 0 };
 	int			 rc;
 
 	rc = store_commit(c->s, &it, 1);
