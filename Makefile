@@ -37,7 +37,7 @@ DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
 	   libinih-dev libssl-dev libxml2-dev libjansson-dev sqlite3 curl \
 	   nginx-light apache2 python3 procps iproute2 openssl \
 	   systemd groff-base rsync vsftpd globus-gridftp-server-progs python3-pyftpdlib \
-	   clang
+	   clang strace
 
 # libFuzzer targets (STYLE.md rule 53, tests/fuzz/README.md): built with
 # clang into tests/fuzz/obj/, apart from the gcc build.

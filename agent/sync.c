@@ -2052,6 +2052,83 @@ out:
 	return rc;
 }
 
+/* The intents (manifest_intent) of a killed run that were carried out. */
+struct intents {
+	struct run	*r;
+	struct commit_rec *v;		/* owned; paths borrowed from paths */
+	char		**paths;	/* owned: v[i].path */
+	size_t		 n, cap;
+};
+
+static int
+intent_seen(void *ctx, const struct commit_rec *c)
+{
+	struct intents	*in = ctx;
+	struct local_stat st;
+	struct commit_rec *nv;
+	char		**np;
+	size_t		 cap;
+
+	if (store_stat(in->r->s, c->path, &st) != 0 || st.type != 'f' ||
+	    st.size != c->local_size || st.mtime != c->local_mtime)
+		return 0;	/* not renamed: its temp file is a left-over */
+	if (in->n == in->cap) {
+		cap = in->cap ? 2 * in->cap : 64;
+		if ((nv = reallocarray(in->v, cap, sizeof(*nv))) == NULL)
+			return BM_ENOMEM;
+		in->v = nv;
+		if ((np = reallocarray(in->paths, cap, sizeof(*np))) == NULL)
+			return BM_ENOMEM;
+		in->paths = np;
+		in->cap = cap;
+	}
+	in->v[in->n] = *c;
+	if ((in->paths[in->n] = strdup(c->path)) == NULL)
+		return BM_ENOMEM;
+	in->v[in->n].path = in->paths[in->n];
+	in->v[in->n++].reason = "published by an earlier run that was "
+	    "stopped before it recorded it";
+	return 0;
+}
+
+/*
+ * A run killed after a batch's renames and before its manifest
+ * transaction left intents (manifest_intent): each file that is there
+ * with the size and mtime the intent names is biomirror's, and is
+ * recorded as adopted, so that the plan replaces or deletes it like any
+ * file biomirror committed (not "kept, not the one committed").  The
+ * others were never renamed.  Every intent is then dropped.  Returns 0,
+ * BM_ENOMEM or BM_EDB (r->err set).
+ */
+static int
+run_intents(struct run *r)
+{
+	struct intents	 in;
+	size_t		 i;
+	int		 rc;
+
+	if (r->s == NULL || r->o->dry_run)
+		return 0;
+	memset(&in, 0, sizeof(in));
+	in.r = r;
+	rc = manifest_intents(r->m, intent_seen, &in);
+	if (rc == 0 && in.n > 0 && (rc = manifest_commit(r->m, r->run, in.v,
+	    in.n)) == 0)
+		log_info("%s: %zu files published by an earlier run that was "
+		    "stopped before it recorded them: recorded now",
+		    r->c->name, in.n);
+	if (rc == 0)
+		rc = manifest_intents_clear(r->m);
+	if (rc == BM_EDB)
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+	for (i = 0; i < in.n; i++)
+		free(in.paths[i]);
+	free(in.paths);
+	free(in.v);
+	return rc;
+}
+
 /* The plan, with resync's options (--checksum, --adopt). */
 static int
 run_plan(struct run *r)
@@ -2093,6 +2170,8 @@ run_body(struct run *r)
 		return BM_EDB;
 	}
 	if (r->c->publish == PUBLISH_SET && (rc = run_set_open(r)) != 0)
+		return rc;
+	if ((rc = run_intents(r)) != 0)
 		return rc;
 	/*
 	 * The planner stats every listed file: warm the destination's

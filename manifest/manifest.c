@@ -4,8 +4,8 @@
  * failures are BM_E* codes plus "PATH: reason" text in the caller's buffer
  * (manifest_open) or in manifest_errmsg().
  *
- * Schema (version 2; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
- * user_version 2; WAL, synchronous=NORMAL, busy timeout 5 s):
+ * Schema (version 3; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
+ * user_version 3; WAL, synchronous=NORMAL, busy timeout 5 s):
  *
  *   files(path BLOB PRIMARY KEY, type, list_size, list_size_exact,
  *         list_mtime, list_prec, up_size, up_mtime, etag, target, checksum,
@@ -44,6 +44,14 @@
  *	"START-END START-END ..." (END exclusive, sorted, disjoint), run
  *	the run that wrote the row.  FETCHED, NOT_MODIFIED, DELETED and
  *	VANISHED commits remove the row of their path.
+ *   intents(path BLOB PRIMARY KEY, list_size, list_size_exact,
+ *        list_mtime, list_prec, local_size, local_mtime) WITHOUT ROWID
+ *        (since version 3)
+ *	One row per file a batch commit is about to publish, written
+ *	before its renames (manifest_intent): the listed values and the
+ *	size and mtime (ns) the file will have.  FETCHED and FAILED commits
+ *	remove the row of their path; rows left say what a killed run may
+ *	have published (manifest_intents).
  *   temp.staging(path BLOB PRIMARY KEY, type, size, size_exact, mtime,
  *        prec, target BLOB) WITHOUT ROWID
  *	Per connection (TEMP): the listing of the current run, loaded by
@@ -171,6 +179,22 @@ static const char *const manifest_migrations[] = {
 	" run INTEGER"
 	") WITHOUT ROWID;"
 	"PRAGMA user_version = 2;",
+	/*
+	 * 2 -> 3: files a batch commit is about to publish, written before
+	 * its renames and dropped by its manifest transaction, so that a run
+	 * killed in between leaves a record of what it published
+	 * (manifest_intent)
+	 */
+	"CREATE TABLE intents ("
+	" path BLOB PRIMARY KEY NOT NULL,"
+	" list_size INTEGER NOT NULL,"
+	" list_size_exact INTEGER NOT NULL,"
+	" list_mtime INTEGER NOT NULL,"
+	" list_prec INTEGER NOT NULL,"
+	" local_size INTEGER NOT NULL,"
+	" local_mtime INTEGER NOT NULL"
+	") WITHOUT ROWID;"
+	"PRAGMA user_version = 3;",
 };
 #define MANIFEST_VERSION \
 	((int)(sizeof(manifest_migrations) / sizeof(manifest_migrations[0])))
@@ -222,6 +246,10 @@ enum manifest_st {
 	ST_PARTIAL_PUT,
 	ST_PARTIAL_DEL,
 	ST_PARTIALS,
+	ST_INTENT_PUT,
+	ST_INTENT_DEL,
+	ST_INTENTS,
+	ST_INTENT_CLEAR,
 	ST__MAX
 };
 
@@ -328,6 +356,15 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_PARTIALS] =
 	    "SELECT path, tmpname, size, list_mtime, up_mtime, etag, ranges"
 	    " FROM main.partials ORDER BY path",
+	[ST_INTENT_PUT] =
+	    "INSERT OR REPLACE INTO main.intents (path, list_size,"
+	    " list_size_exact, list_mtime, list_prec, local_size, local_mtime)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_INTENT_DEL] = "DELETE FROM main.intents WHERE path = ?1",
+	[ST_INTENTS] =
+	    "SELECT path, list_size, list_size_exact, list_mtime, list_prec,"
+	    " local_size, local_mtime FROM main.intents ORDER BY path",
+	[ST_INTENT_CLEAR] = "DELETE FROM main.intents",
 };
 
 struct manifest {
@@ -1242,6 +1279,16 @@ commit_op_name(enum commit_op op)
 	}
 }
 
+/* Drop the intents row of path, if any. */
+static int
+intent_del(struct manifest *m, const char *path)
+{
+	sqlite3_stmt	*st = m->st[ST_INTENT_DEL];
+
+	(void)bind_path(st, 1, path);
+	return st_run(m, st);
+}
+
 /* Drop the partials row of path, if any. */
 static int
 partial_del(struct manifest *m, const char *path)
@@ -1263,6 +1310,10 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 	    c->op == COMMIT_DELETED || c->op == COMMIT_RELEASED ||
 	    c->op == COMMIT_VANISHED) &&
 	    (rc = partial_del(m, c->path)) != 0)
+		return rc;
+	/* The batch's outcome is recorded: its intent is done with. */
+	if ((c->op == COMMIT_FETCHED || c->op == COMMIT_FAILED) &&
+	    (rc = intent_del(m, c->path)) != 0)
 		return rc;
 	switch (c->op) {
 	case COMMIT_FETCHED:
@@ -1360,6 +1411,75 @@ out:
 	if (rc != 0)
 		tx_rollback(m);
 	return rc;
+}
+
+int
+manifest_intent(struct manifest *m, const struct commit_rec *recs, size_t n)
+{
+	sqlite3_stmt	*st = m->st[ST_INTENT_PUT];
+	size_t		 i;
+	int		 rc;
+
+	if (n == 0)
+		return 0;
+	if ((rc = tx_begin(m, true)) != 0)
+		return rc;
+	for (i = 0; i < n; i++) {
+		(void)bind_path(st, 1, recs[i].path);
+		(void)sqlite3_bind_int64(st, 2, recs[i].list_size);
+		(void)sqlite3_bind_int(st, 3, recs[i].list_size_exact);
+		(void)sqlite3_bind_int64(st, 4, recs[i].list_mtime);
+		(void)sqlite3_bind_int(st, 5, (int)recs[i].list_prec);
+		(void)sqlite3_bind_int64(st, 6, recs[i].local_size);
+		(void)sqlite3_bind_int64(st, 7, recs[i].local_mtime);
+		if ((rc = st_run(m, st)) != 0)
+			goto out;
+	}
+	rc = tx_commit(m);
+out:
+	if (rc != 0)
+		tx_rollback(m);
+	return rc;
+}
+
+int
+manifest_intents(struct manifest *m, manifest_intent_fn fn, void *ctx)
+{
+	sqlite3_stmt	*st = m->st[ST_INTENTS];
+	struct commit_rec c;
+	int		 rc = 0, src;
+
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&c, 0, sizeof(c));
+		c.op = COMMIT_ADOPTED;
+		c.type = ENTRY_FILE;
+		c.path = col_str(st, 0, NULL);
+		c.list_size = sqlite3_column_int64(st, 1);
+		c.list_size_exact = sqlite3_column_int(st, 2) != 0;
+		c.list_mtime = sqlite3_column_int64(st, 3);
+		c.list_prec = (enum mtime_prec)sqlite3_column_int(st, 4);
+		c.up_size = c.up_mtime = -1;
+		c.local_size = sqlite3_column_int64(st, 5);
+		c.local_mtime = sqlite3_column_int64(st, 6);
+		c.bytes = 0;
+		if (c.path == NULL) {
+			rc = BM_EDB;
+			goto out;
+		}
+		if ((rc = fn(ctx, &c)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}
+
+int
+manifest_intents_clear(struct manifest *m)
+{
+	return st_run(m, m->st[ST_INTENT_CLEAR]);
 }
 
 /* Walk the rows of a FILE_COLS statement already bound. */

@@ -179,6 +179,30 @@ struct commit_rec {
 int	manifest_commit(struct manifest *m, int64_t run,
 	    const struct commit_rec *recs, size_t n);
 
+/*
+ * Before a batch's renames: record the n files it is about to publish
+ * (recs borrowed: path, list_size, list_size_exact, list_mtime,
+ * list_prec, local_size, local_mtime), in one transaction of their own.
+ * manifest_commit() drops each path's intent with its FETCHED or FAILED
+ * record.  A run killed between the renames and that transaction leaves
+ * its intents: the next run learns from them which files it published
+ * (manifest_intents()), instead of taking them for files it never
+ * committed.  Returns 0 or BM_EDB.
+ */
+int	manifest_intent(struct manifest *m, const struct commit_rec *recs,
+	    size_t n);
+
+/*
+ * Called with each intent left (a commit_rec: op COMMIT_ADOPTED, type
+ * ENTRY_FILE, the recorded fields; up_size, up_mtime -1; strings valid
+ * during the call only); a non-zero return stops the walk.
+ */
+typedef int (*manifest_intent_fn)(void *ctx, const struct commit_rec *c);
+/* Walk the intents left in path order.  0, fn's value, or BM_EDB. */
+int	manifest_intents(struct manifest *m, manifest_intent_fn fn, void *ctx);
+/* Drop every intent.  0 or BM_EDB. */
+int	manifest_intents_clear(struct manifest *m);
+
 /* ---- reading ---- */
 
 struct file_row {
