@@ -1038,6 +1038,66 @@ prow_cb(void *ctx, const struct partial_rec *p)
 	return 0;
 }
 
+/* Intents: what a batch is about to publish, left when it is killed. */
+struct intent_seen {
+	char	 paths[4][32];
+	int64_t	 local_size[4], local_mtime[4];
+	int	 op[4];
+	size_t	 n;
+};
+
+static int
+intent_cb(void *ctx, const struct commit_rec *c)
+{
+	struct intent_seen *s = ctx;
+
+	if (s->n < 4) {
+		(void)snprintf(s->paths[s->n], sizeof(s->paths[0]), "%s",
+		    c->path);
+		s->local_size[s->n] = c->local_size;
+		s->local_mtime[s->n] = c->local_mtime;
+		s->op[s->n] = (int)c->op;
+	}
+	s->n++;
+	return 0;
+}
+
+static void
+test_intents(const char *dir)
+{
+	char			 p[512], err[600];
+	struct manifest		*m = NULL;
+	struct commit_rec	 c[2];
+	struct intent_seen	 s;
+	int64_t			 run = 0;
+
+	join(p, sizeof(p), dir, "intents.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "intents: open");
+	(void)manifest_run_begin(m, "sync", 1, &run);
+	c[0] = rec("a.txt", COMMIT_FETCHED, ENTRY_FILE, 11, 100, MTIME_SECOND);
+	c[1] = rec("d/b.txt", COMMIT_FETCHED, ENTRY_FILE, 22, 200,
+	    MTIME_MINUTE);
+	is_int(manifest_intent(m, c, 2), 0, "intents: two recorded");
+	memset(&s, 0, sizeof(s));
+	is_int(manifest_intents(m, intent_cb, &s), 0, "intents: walk");
+	is_int(s.n, 2, "intents: two left");
+	is_str(s.paths[0], "a.txt", "intents: first path");
+	is_int(s.local_size[1], 22, "intents: local size");
+	is_int(s.local_mtime[1], 200 * NS, "intents: local mtime");
+	is_int(s.op[0], COMMIT_ADOPTED, "intents: given as adoptions");
+	/* The batch's transaction drops the intents it records. */
+	is_int(manifest_commit(m, run, c, 1), 0, "intents: a.txt committed");
+	memset(&s, 0, sizeof(s));
+	is_int(manifest_intents(m, intent_cb, &s), 0, "intents: walk again");
+	is_int(s.n, 1, "intents: the committed one dropped");
+	is_str(s.paths[0], "d/b.txt", "intents: d/b.txt left");
+	is_int(manifest_intents_clear(m), 0, "intents: clear");
+	memset(&s, 0, sizeof(s));
+	(void)manifest_intents(m, intent_cb, &s);
+	is_int(s.n, 0, "intents: none after clear");
+	manifest_close(m);
+}
+
 static void
 test_partials(const char *dir)
 {
@@ -1051,12 +1111,13 @@ test_partials(const char *dir)
 	int64_t			 run = 0;
 
 	join(p, sizeof(p), dir, "partials.db");
-	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open v2");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open (current schema)");
 	manifest_close(m);
 	m = NULL;
 	/* Make it look like a schema 1 manifest: open migrates it. */
 	db = raw_open(p);
-	raw_exec(db, "DROP TABLE partials; PRAGMA user_version = 1;");
+	raw_exec(db, "DROP TABLE partials; DROP TABLE intents; "
+	    "PRAGMA user_version = 1;");
 	(void)sqlite3_close(db);
 	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
 	    "schema 1 is migrated: %s", err);
@@ -1149,6 +1210,7 @@ main(void)
 	test_bulk(dir);
 	test_locked(dir);
 	test_partials(dir);
+	test_intents(dir);
 	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
 	    sizeof(cmd))
 		if (system(cmd) != 0)
