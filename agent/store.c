@@ -1166,7 +1166,8 @@ store_file_resume(struct store *s, const char *path, const char *tmpname,
 	f->s = s;
 	f->dirfd = dirfd;
 	dirfd = -1;
-	f->fd = openat(f->dirfd, tmpname, O_WRONLY | O_NOFOLLOW | O_CLOEXEC |
+	/* Readable too: store_file_dup() hands it to the hashers. */
+	f->fd = openat(f->dirfd, tmpname, O_RDWR | O_NOFOLLOW | O_CLOEXEC |
 	    O_NONBLOCK);
 	if (f->fd == -1) {
 		rc = errno == ENOENT ? BM_ENOENT : errno == ELOOP ?

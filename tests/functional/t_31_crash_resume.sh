@@ -89,4 +89,25 @@ echo "# bytes sent for the big files over $((KILLS + 1)) runs: $sent" \
 [ "$sent" -ge "$tree_bytes" ] || fail "fewer bytes sent ($sent) than the tree holds"
 [ "$sent" -lt $((tree_bytes * 3 / 2)) ] ||
     fail "resume did not work: $sent bytes sent for a $tree_bytes-byte tree"
+
+# verify = checksum hashes each file from its temp file: a continued one
+# was reopened write-only, its digest failed ("digest: I/O error") and it
+# was fetched again from byte 0 (break-it brk7 #2).
+echo "# verify = checksum: a continued file is hashed, not fetched again"
+make_big_file "$T/up/sub/cs.bin" 64 checksum
+printf 'verify = checksum\n' >> "$T/bm.conf"
+"$BM" -c "$T/bm.conf" --state-dir "$T/state" sync up > "$T/cs1.out" 2> "$T/cs1.err" &
+pid=$!
+for _ in $(seq 1 100); do
+	n=$(manifest_sql "$T/state" up "select count(*) from partials where path = cast('sub/cs.bin' as blob)")
+	[ "$n" = 1 ] && break
+	sleep 0.1
+done
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+[ "$n" = 1 ] || fail "no ranges of sub/cs.bin recorded before the kill"
+assert_exit 0 bm --json sync up
+grep -q 'sub/cs.bin: continuing with' "$LAST_ERR" || fail "sub/cs.bin was not continued"
+grep -q 'digest' "$LAST_ERR" && fail "the continued file's digest failed: $(grep digest "$LAST_ERR")"
+assert_trees_equal "$T/up" "$T/mirror"
 echo PASS
