@@ -312,7 +312,8 @@ plan_local(struct plan_ctx *c, const struct diff_row *row,
 		return plan_add(c->p, row, ACT_TOUCH, "local mtime drifted");
 	if (same_op == ACT_COND_FETCH) {
 		if ((rc = plan_add(c->p, row, ACT_COND_FETCH,
-		    "no size or date")) != 0)
+		    row->list_prec == MTIME_UNKNOWN ? "no size or date" :
+		    "recorded before its listed minute ended")) != 0)
 			return rc;
 		/* A 304 keeps the content: the mtime is set back then. */
 		c->p->acts[c->p->nacts - 1].touch = st.mtime != row->local_mtime;

@@ -268,8 +268,10 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    " s.target, f.path IS NOT NULL, f.type, f.list_size,"
 	    " f.list_size_exact, f.list_mtime, f.list_prec, f.target,"
 	    " f.up_size, f.up_mtime, f.etag, f.local_size, f.local_mtime,"
-	    " f.checksum FROM temp.staging AS s LEFT JOIN main.files AS f"
-	    " ON f.path = s.path ORDER BY s.path",
+	    " f.checksum, rr.start_ns FROM temp.staging AS s"
+	    " LEFT JOIN main.files AS f ON f.path = s.path"
+	    " LEFT JOIN main.runs AS rr ON rr.id = f.seen_run"
+	    " ORDER BY s.path",
 	[ST_GONE] =
 	    "SELECT " FILE_COLS " FROM main.files AS f WHERE NOT EXISTS"
 	    " (SELECT 1 FROM temp.staging AS s WHERE s.path = f.path)"
@@ -1104,6 +1106,18 @@ diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
 		if (!bytes_equal(r->target, tlen, rtarget, rtlen))
 			return DIFF_CHANGED;
 	}
+	/*
+	 * A time listed to the minute (or day) that had not ended when the
+	 * run that recorded the file started: a same-size rewrite later in
+	 * that minute shows the same listing, so the file is asked for once
+	 * more, conditionally (DIFF_UNKNOWN); the run that does so records
+	 * it after the minute ended, which settles it.
+	 */
+	if (r->type == ENTRY_FILE && (r->list_prec == MTIME_MINUTE ||
+	    r->list_prec == MTIME_DAY) && sqlite3_column_type(st, 20) !=
+	    SQLITE_NULL && sqlite3_column_int64(st, 20) < r->list_mtime +
+	    (r->list_prec == MTIME_DAY ? 86400LL : 60LL) * 1000000000LL)
+		return DIFF_UNKNOWN;
 	return DIFF_SAME;
 }
 

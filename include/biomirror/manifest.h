@@ -95,7 +95,9 @@ int	manifest_stage(struct manifest *m, const struct listing *l);
 enum diff_kind {
 	DIFF_NEW = 0,	/* not in the manifest, or never committed */
 	DIFF_CHANGED,	/* listed size, mtime or type differ from what was recorded */
-	DIFF_UNKNOWN,	/* listing shows neither size nor mtime: conditional GET */
+	DIFF_UNKNOWN,	/* listing shows neither size nor mtime, or its minute
+			   (day) had not ended when the file was recorded:
+			   conditional GET */
 	DIFF_SAME,	/* listing unchanged: the planner still checks the local file */
 	DIFF_GONE,	/* in the manifest, not in the listing */
 };
