@@ -1778,17 +1778,27 @@ pctx_init(struct pctx *pc, const char *page_url, const char *prefix,
 }
 
 /*
- * Where tag (lower case, e.g. "</html") last starts in body, case
- * ignored, or -1.
+ * Where tag (lower case, e.g. "</html") starts in body, case ignored:
+ * the first place at or after from, or with last the last place; -1 if
+ * nowhere.
  */
 static ssize_t
-last_tag(const uint8_t *body, size_t len, const char *tag)
+find_tag(const uint8_t *body, size_t len, size_t from, const char *tag,
+    bool last)
 {
 	size_t	 n = strlen(tag), i;
 
-	for (i = len; i >= n; i--)
-		if (strncasecmp((const char *)body + i - n, tag, n) == 0)
-			return (ssize_t)(i - n);
+	if (len < n || from > len - n)
+		return -1;
+	if (last) {
+		for (i = len - n + 1; i-- > from;)
+			if (strncasecmp((const char *)body + i, tag, n) == 0)
+				return (ssize_t)i;
+		return -1;
+	}
+	for (i = from; i <= len - n; i++)
+		if (strncasecmp((const char *)body + i, tag, n) == 0)
+			return (ssize_t)i;
 	return -1;
 }
 
@@ -1800,20 +1810,24 @@ last_tag(const uint8_t *body, size_t len, const char *tag)
  * closes what is open at the end, as HTML allows), and the files past
  * the cut would be taken as gone upstream.  Every index format biomirror
  * knows (tests/fixtures/LISTINGS.md) ends with </html>; a page that
- * never opens <html> cannot be judged and is taken as it is.
+ * never opens <html> cannot be judged and is taken as it is.  The last
+ * </html> is looked for from the end and links only after it, so a
+ * whole page costs a scan of its tail.
  */
 static bool
 html_cut_short(const uint8_t *body, size_t len)
 {
-	ssize_t	 end;
+	ssize_t	 end, a;
 
-	if (last_tag(body, len, "<html") < 0)
-		return false;
-	if ((end = last_tag(body, len, "</html")) < 0)
-		return true;
-	return last_tag(body, len, "<a ") > end ||
-	    last_tag(body, len, "<a\n") > end ||
-	    last_tag(body, len, "<a\t") > end;
+	if ((end = find_tag(body, len, 0, "</html", true)) < 0)
+		return find_tag(body, len, 0, "<html", false) >= 0;
+	for (a = end; (a = find_tag(body, len, (size_t)a, "<a", false)) >= 0;
+	    a += 2)
+		if ((size_t)a + 2 < len && (body[a + 2] == ' ' ||
+		    body[a + 2] == '\t' || body[a + 2] == '\n' ||
+		    body[a + 2] == '\r'))
+			return true;
+	return false;
 }
 
 /*

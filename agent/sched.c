@@ -650,13 +650,11 @@ commit_task(void *arg)
 	 * first (manifest_intent): a run killed between the renames and the
 	 * manifest transaction below leaves the next run a record that these
 	 * files are biomirror's.  A failure here shows again in that
-	 * transaction (db_rc).
+	 * transaction (db_rc).  Every item's rc is still 0 here, so its
+	 * record is the FETCHED one it gets if published.
 	 */
-	for (i = 0; i < b->nitems; i++) {
-		rec_from_action(&b->all[i], b->itemf[i]->act, COMMIT_FETCHED);
-		b->all[i].local_size = (int64_t)b->itemf[i]->d->bytes;
-		b->all[i].local_mtime = b->itemf[i]->mtime;
-	}
+	for (i = 0; i < b->nitems; i++)
+		item_record(b, i, &b->all[i]);
 	(void)manifest_intent(sc->m, b->all, b->nitems);
 	if (b->nitems > 0 && (b->store_rc = store_commit(sc->s, b->items,
 	    b->nitems)) != 0)
