@@ -192,6 +192,8 @@ struct sched {
 	int64_t		 batch_start;	/* monotonic ns of the batch's first file */
 	int		 fatal;		/* BM_ENOSPC, BM_EDB, BM_EINTR: stop */
 	uint64_t	 bytes_seen;	/* body bytes written, for progress */
+	size_t		 kept;		/* temp files kept for the next run */
+	size_t		 dropped;	/* temp files removed at the end */
 	struct progress	*progress;	/* owned: the live line, may be a no-op */
 	struct workq	*wq;		/* owned: creates temp files off the loop */
 	struct workq	*cq;		/* owned: the committer thread */
@@ -304,7 +306,7 @@ resume_end_try(struct sfile *f)
 /*
  * The run is over for f's temp file: kept when its ranges are recorded
  * (unless the disk is full: then it is removed to give the space back),
- * else removed.
+ * else removed.  Counted in sc->kept or sc->dropped.
  */
 static void
 resume_close(struct sched *sc, struct sfile *f)
@@ -315,8 +317,10 @@ resume_close(struct sched *sc, struct sfile *f)
 	    sc->fatal != BM_ENOSPC) {
 		store_file_keep(f->sf);
 		f->sf = NULL;
+		sc->kept++;
 		return;
 	}
+	sc->dropped++;
 	resume_forget(f);
 }
 
@@ -1556,6 +1560,8 @@ sched_abandon(struct sched *sc)
 		struct sfile *f = &sc->files[i];
 		if (f->state == SF_HASHING) {
 			hash_abandon(sc, f);
+			if (f->sf != NULL)
+				sc->dropped++;
 			store_file_abort(f->sf);
 			f->sf = NULL;
 			try_free(f->t);
@@ -1580,6 +1586,26 @@ sched_abandon(struct sched *sc)
 			sc->writing--;
 		}
 	}
+}
+
+/*
+ * What an interrupted run leaves of the files it had in flight: the
+ * temp files with recorded ranges stay for the next run to continue;
+ * the others (nothing recorded yet) are removed.
+ */
+static void
+sched_log_stop(const struct sched *sc)
+{
+	char	 gone[128];
+
+	gone[0] = '\0';
+	if (sc->dropped > 0)
+		(void)snprintf(gone, sizeof(gone), "; %zu other in-flight "
+		    "files removed (nothing recorded yet: fetched again from "
+		    "the start)", sc->dropped);
+	log_warnx("%s: interrupted: finished files committed; %zu partly "
+	    "fetched files kept for the next run to continue%s",
+	    MIRROR(sc), sc->kept, gone);
 }
 
 static int
@@ -1997,9 +2023,6 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 		goto out;
 	(void)sched_flush(&sc, true);
 	rc = sc.fatal;
-	if (rc == BM_EINTR)
-		log_warnx("%s: interrupted: in-flight files abandoned, "
-		    "finished files committed", MIRROR(&sc));
 out:
 	progress_free(sc.progress);
 	/* Every temp file a worker made is in its sfile once this returns. */
@@ -2025,6 +2048,8 @@ out:
 		for (i = 0; i < sc.nfiles; i++)
 			resume_file_free(sc.files[i].rf);
 	}
+	if (rc == BM_EINTR && sc.fatal == BM_EINTR)
+		sched_log_stop(&sc);
 	if (sc.reasons)
 		for (i = 0; i < sc.nrecs; i++)
 			free(sc.reasons[i]);

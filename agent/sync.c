@@ -478,29 +478,59 @@ run_list(struct run *r)
 	return 0;
 }
 
+/*
+ * A plan's actions to fp, each with its reason and the bytes it moves
+ * ("about" when the size is a listing's rounded figure); then, for a
+ * refused one, the guard that refused it (guard, NULL if none).
+ */
 static void
-print_plan(const struct run *r, FILE *fp)
+print_plan(const struct run *r, FILE *fp, const char *guard)
 {
 	const struct action *a;
+	int64_t		 b;
 	size_t		 i;
 
 	for (i = 0; i < r->p->nacts; i++) {
 		a = &r->p->acts[i];
 		if (a->op == ACT_KEEP)
 			continue;
-		if (a->op == ACT_FETCH || a->op == ACT_COND_FETCH) {
-			if (a->list_size >= 0)
-				fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
-				    action_name(a->op), a->path, a->why,
-				    a->list_size_exact ? "" : "about ",
-				    (long long)a->list_size);
-			else
-				fprintf(fp, "%-6s %s (%s)\n",
-				    action_name(a->op), a->path, a->why);
-		} else
+		b = action_bytes(a);
+		if (b >= 0 && (a->op == ACT_FETCH || a->op == ACT_COND_FETCH ||
+		    (a->op == ACT_DELETE && a->type == ENTRY_FILE)))
+			fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
+			    action_name(a->op), a->path, a->why,
+			    a->op != ACT_DELETE && a->list_size == b &&
+			    !a->list_size_exact ? "about " : "", (long long)b);
+		else
 			fprintf(fp, "%-6s %s (%s)\n", action_name(a->op),
 			    a->path, a->why);
 	}
+	if (guard != NULL)
+		fprintf(fp, "refused: %s\n", guard);
+}
+
+/* A dry run's result: what a sync would count, and its actions. */
+static int
+run_plan_result(struct run *r)
+{
+	const struct action *a;
+	size_t		 i;
+	int		 rc;
+
+	r->res->fetched = r->p->nfetch;
+	r->res->touched = r->p->ntouch;
+	r->res->bytes = r->p->fetch_bytes;
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		/* Files, as a sync counts them (run_deletes). */
+		if (a->op == ACT_DELETE && a->type == ENTRY_FILE)
+			r->res->deleted++;
+		if (r->o->actions && a->op != ACT_KEEP &&
+		    (rc = result_add_action(r->res, a->path,
+		    action_name(a->op), action_bytes(a), a->why)) != 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* Create listed directories that are missing and record them. */
@@ -2156,8 +2186,7 @@ static int
 run_body(struct run *r)
 {
 	uint64_t	 avail = UINT64_MAX;
-	size_t		 i;
-	int		 rc;
+	int		 rc, grc;
 	bool		 none;
 
 	if ((rc = run_open(r)) != 0)
@@ -2200,26 +2229,20 @@ run_body(struct run *r)
 	 * and plan_guard counts only planned deletes), so the part that
 	 * did list is fetched and the run ends with exit 3.
 	 */
-	if ((rc = plan_guard(r->p, r->c, avail, r->err,
-	    sizeof(r->err))) != 0) {
+	if ((grc = plan_guard(r->p, r->c, avail, r->o->allow_empty, r->err,
+	    sizeof(r->err))) != 0)
 		log_errx("%s: %s", r->c->name, r->err);
-		return rc;
-	}
-	/* resync reports what it found before repairing it. */
+	/*
+	 * resync reports what it found before repairing it; a refused
+	 * plan still shows what the run would do, then why it may not.
+	 */
 	if (r->o->plan_out && (r->o->dry_run || (r->o->command &&
 	    strcmp(r->o->command, "resync") == 0)))
-		print_plan(r, r->o->plan_out);
-	if (r->o->dry_run) {
-		r->res->fetched = r->p->nfetch;
-		r->res->touched = r->p->ntouch;
-		/* Files, as a sync counts them (run_deletes). */
-		for (i = 0; i < r->p->nacts; i++)
-			if (r->p->acts[i].op == ACT_DELETE &&
-			    r->p->acts[i].type == ENTRY_FILE)
-				r->res->deleted++;
-		r->res->bytes = r->p->fetch_bytes;
-		return 0;
-	}
+		print_plan(r, r->o->plan_out, grc != 0 ? r->err : NULL);
+	if (r->o->dry_run && (rc = run_plan_result(r)) != 0)
+		return rc;
+	if (grc != 0 || r->o->dry_run)
+		return grc;
 	if ((rc = run_record_digests(r)) != 0)
 		return rc;
 	if (r->c->publish != PUBLISH_SET)
