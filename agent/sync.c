@@ -506,7 +506,7 @@ print_plan(const struct run *r, FILE *fp, const char *guard)
 			    a->path, a->why);
 	}
 	if (guard != NULL)
-		fprintf(fp, "refused: %s\n", guard);
+		fprintf(fp, "%s\n", guard);
 }
 
 /* A dry run's result: what a sync would count, and its actions. */
