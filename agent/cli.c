@@ -181,7 +181,7 @@ struct sync_args {
 	int		 progress;	/* 1 --progress, -1 --no-progress, 0 default */
 	bool		 checksum;	/* resync --checksum */
 	bool		 adopt;		/* resync --adopt */
-	bool		 allow_empty;	/* --allow-empty: no empty-listing guard */
+	bool		 allow_empty;	/* --allow-empty */
 	const char	*command;	/* static: "sync", "plan" or "resync" */
 	struct override	*ov;		/* owned */
 	size_t		 nov;

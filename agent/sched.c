@@ -1591,7 +1591,8 @@ sched_abandon(struct sched *sc)
 /*
  * What an interrupted run leaves of the files it had in flight: the
  * temp files with recorded ranges stay for the next run to continue;
- * the others (nothing recorded yet) are removed.
+ * the others (nothing recorded yet, or waiting for their digest) are
+ * removed.
  */
 static void
 sched_log_stop(const struct sched *sc)
@@ -1601,8 +1602,8 @@ sched_log_stop(const struct sched *sc)
 	gone[0] = '\0';
 	if (sc->dropped > 0)
 		(void)snprintf(gone, sizeof(gone), "; %zu other in-flight "
-		    "files removed (nothing recorded yet: fetched again from "
-		    "the start)", sc->dropped);
+		    "files removed (fetched again from the start)",
+		    sc->dropped);
 	log_warnx("%s: interrupted: finished files committed; %zu partly "
 	    "fetched files kept for the next run to continue%s",
 	    MIRROR(sc), sc->kept, gone);

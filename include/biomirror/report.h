@@ -25,7 +25,7 @@ struct report_action {
 	char		*path;		/* owned */
 	const char	*op;		/* static: "fetch", "delete", ... */
 	int64_t		 bytes;		/* bytes it moves, -1 unknown */
-	const char	*reason;	/* static: "new", "gone upstream", ... */
+	const char	*reason;	/* static: "new", "gone upstream" */
 };
 
 struct mirror_result {

@@ -879,7 +879,7 @@ test_guard(void)
 	is_counts(p, 0, 0, 0, 0, 5, 0, 0, "guard: --allow-empty deletes 5");
 	a = is_act(p, "f00", ACT_DELETE, "gone upstream", "allow-empty");
 	if (a != NULL)
-		is_int(action_bytes(a), 100, "guard: a delete removes 100 bytes");
+		is_int(action_bytes(a), 100, "guard: a delete frees 100 bytes");
 	plan_free(p);
 	is_int(guard_case_opts(20, 0, "yes", "10%", UINT64_MAX, true, err,
 	    sizeof(err), NULL), BM_ELIMIT,
