@@ -29,6 +29,7 @@
 
 #include "biomirror/clock.h"
 #include "biomirror/error.h"
+#include "biomirror/ftp_proto.h"
 #include "biomirror/xfer.h"
 #include "biomirror/xfer_gridftp.h"
 
@@ -211,9 +212,7 @@ static void
 ftp_reply_line(struct curl_rec *r, const char *buf, size_t n)
 {
 	size_t	 len, have;
-	bool	 code = n >= 4 && buf[0] >= '1' && buf[0] <= '5' &&
-		    buf[1] >= '0' && buf[1] <= '9' && buf[2] >= '0' &&
-		    buf[2] <= '9' && (buf[3] == ' ' || buf[3] == '-');
+	bool	 code = ftp_reply_start(buf, n);
 
 	for (len = 0; len < n && buf[len] != '\r' && buf[len] != '\n'; len++)
 		;

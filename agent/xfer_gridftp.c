@@ -13,7 +13,6 @@
  */
 #include <errno.h>
 #include <netdb.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +26,11 @@
 
 #include "biomirror/clock.h"
 #include "biomirror/error.h"
-#include "biomirror/list_ftp.h"
+#include "biomirror/ftp_proto.h"
 #include "biomirror/listing.h"
 #include "biomirror/xfer_gridftp.h"
 
-#define GS_INBUF	8192		/* control replies held at once */
+#define GS_INBUF	(2 * FTP_REPLY_MAX) /* control replies held at once */
 #define GS_OUTBUF	4352		/* one command (a path of 4 KiB) */
 #define GS_DATABUF	(256 * 1024)	/* one read of the data connection */
 
@@ -135,83 +134,6 @@ gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN], struct gridftp_block *ret)
 		return BM_EPROTO;
 	*ret = b;
 	return 0;
-}
-
-/* Length of the line at buf (through its LF), 0 if incomplete. */
-static size_t
-line_len(const char *buf, size_t len)
-{
-	const char	*nl = memchr(buf, '\n', len);
-
-	return nl == NULL ? 0 : (size_t)(nl - buf) + 1;
-}
-
-static bool
-is_code(const char *p, size_t n)
-{
-	return n >= 4 && p[0] >= '1' && p[0] <= '5' && p[1] >= '0' &&
-	    p[1] <= '9' && p[2] >= '0' && p[2] <= '9';
-}
-
-/* The reply code of a line that is_code() accepted. */
-static int
-code_of(const char *p)
-{
-	return (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
-}
-
-bool
-ftp_530_is_limit(const char *text, bool anonymous, bool logged_in)
-{
-	static const char *const pats[2] = {
-		"too many|overloaded|try (again |back )?later|is restricted "
-		"to|maximum number|number of connect|only.*session.*allowed|"
-		"more connection|already connected|simultaneous login",
-		"login incorrect",
-	};
-	regex_t	 re;
-	bool	 hit = false;
-	int	 i;
-
-	if (logged_in)
-		return true;
-	for (i = 0; i < (anonymous ? 2 : 1) && !hit; i++) {
-		/* Only on a 530: a compile per call costs nothing here. */
-		if (regcomp(&re, pats[i], REG_EXTENDED | REG_ICASE |
-		    REG_NOSUB) != 0)
-			return true;	/* unsure: keep the old retry */
-		hit = regexec(&re, text, 0, NULL, 0) == 0;
-		regfree(&re);
-	}
-	return hit;
-}
-
-long
-gridftp_reply_end(const char *buf, size_t len, int *ret_code)
-{
-	size_t	 n, off;
-
-	if ((n = line_len(buf, len)) == 0)
-		return len > GS_INBUF / 2 ? -1 : 0;
-	if (!is_code(buf, n) || (buf[3] != ' ' && buf[3] != '-' &&
-	    buf[3] != '\r' && buf[3] != '\n'))
-		return -1;
-	if (buf[3] != '-') {
-		*ret_code = code_of(buf);
-		return (long)n;
-	}
-	/* Multi-line: ends with a line of the same code and a space. */
-	for (off = n; off < len; off += n) {
-		if ((n = line_len(buf + off, len - off)) == 0)
-			break;
-		if (n >= 4 && memcmp(buf + off, buf, 3) == 0 &&
-		    (buf[off + 3] == ' ' || buf[off + 3] == '\r' ||
-		    buf[off + 3] == '\n')) {
-			*ret_code = code_of(buf);
-			return (long)(off + n);
-		}
-	}
-	return len > GS_INBUF / 2 ? -1 : 0;
 }
 
 /* "ftp://host[:port]/path" -> host:port in g->host form, path start. */
@@ -870,7 +792,7 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 			/* "213 time-val" (RFC 3659 section 3). */
 			while (4 + len < n && p[len] != '\r' && p[len] != '\n')
 				len++;
-			if (list_ftp_time_val(p, len, &t, &ns) != 0) {
+			if (ftp_time_val(p, len, &t, &ns) != 0) {
 				sess_fail(s, BM_EPROTO, XFER_RETRY, "bad MDTM "
 				    "reply: %s", text);
 				return;
@@ -943,7 +865,7 @@ sess_read_ctl(struct gsess *s)
 			s->deadline = clock_mono_ns() + stall_ns(s->g);
 		s->inlen += (size_t)r;
 		while (s->state != GS_DEAD && s->inlen > 0) {
-			if ((n = gridftp_reply_end(s->in, s->inlen, &code)) <
+			if ((n = ftp_reply_end(s->in, s->inlen, &code)) <
 			    0 && s->state == GS_CMD && s->jstep == JS_FEAT &&
 			    s->inlen >= GS_INBUF / 2) {
 				/*

@@ -72,35 +72,6 @@ int	gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN],
 	    struct gridftp_block *ret);
 
 /*
- * Find the end of the first complete FTP reply in buf[0..len) (RFC 959
- * section 4.2: "ddd text" or "ddd-text" ... "ddd text", lines ending in
- * CRLF or LF).  Returns its length in bytes with *ret_code set, 0 when
- * more bytes are needed, or -1 for a line that is no reply, or for no
- * end within the first 4 KiB (BM_EPROTO to the caller: half of the
- * session's 8 KiB input buffer, so that it never fills).
- */
-long	gridftp_reply_end(const char *buf, size_t len, int *ret_code);
-
-/*
- * Whether a 530 reply to USER or PASS (text: the reply, its lines joined,
- * a C string) is a server's limit, to be retried later, rather than a
- * refused login.  RFC 959 gives 530 for both ("Not logged in"); servers
- * use it for wrong passwords and for their user and per-host limits
- * (ProFTPD's MaxClientsPerHost: "530 Sorry, the maximum number of clients
- * ... are already connected").  True when the text matches lftp's
- * ftp:retry-530 expression (lftp(1): "too many|overloaded|try (again
- * |back )?later|is restricted to|maximum number|number of connect|only.*
- * session.*allowed|more connection|already connected|simultaneous
- * login", case ignored), or for an anonymous login its
- * ftp:retry-530-anonymous ("Login incorrect": what servers say when
- * their anonymous slots are full), or when logged_in: this run already
- * logged in to the server with the same credentials, so a refusal now is
- * a limit on sessions.  Anything else is a wrong login: retrying it only
- * makes the run wait and the server count failures.
- */
-bool	ftp_530_is_limit(const char *text, bool anonymous, bool logged_in);
-
-/*
  * Make an engine for jobs of one host, with the transport's options
  * (copied; strings borrowed for its lifetime) and at most
  * o->max_connections sessions; probe: it takes FEAT jobs only until
