@@ -43,7 +43,8 @@ bool	ftp_530_is_limit(const char *text, bool anonymous, bool logged_in);
  * Seconds since the epoch of a calendar time read as UTC (timegm), or -1
  * for a date or time that does not exist (Feb 30, 25:00).
  */
-int64_t	ftp_wall_time(int year, int mon, int day, int hour, int min, int sec);
+int64_t	ftp_wall_time(int year, int mon, int day, int hour, int min,
+	    int sec);
 
 /*
  * An RFC 3659 time-val (section 2.3: "YYYYMMDDHHMMSS[.sss]", UTC), the

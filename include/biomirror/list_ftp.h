@@ -65,7 +65,7 @@ bool	list_ftp_feat_mlst(const uint8_t *body, size_t len);
  * list_ftp_feat_mlst() is list_ftp_feat_has(body, len, "MLST").  A FEAT
  * listing DCAU (data channel authentication, OGF GFD.20) comes from a
  * GridFTP server, which fixes a data connection's TYPE when the
- * connection opens (see xfer_opts.ftp_gridftp).
+ * connection opens (see xfer_ftp_opts.gridftp).
  */
 bool	list_ftp_feat_has(const uint8_t *body, size_t len, const char *name);
 
