@@ -34,7 +34,7 @@
 #include "biomirror/xfer.h"
 
 struct curl_rec {
-	struct curl_xfer	*x;		/* borrowed: the engine */
+	struct curl_xfer *x;		/* borrowed: the transport */
 	CURL		*easy;		/* owned */
 	struct xfer_job	*job;		/* borrowed */
 	struct curl_slist *headers;	/* owned: request headers */
