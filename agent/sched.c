@@ -249,7 +249,7 @@ try_bytes(const struct sfile_try *t)
 	unsigned	 i;
 
 	for (i = 0; t != NULL && t->jobs != NULL && i < t->njobs; i++)
-		if (!t->jobs[i].validate)
+		if (t->jobs[i].kind != XFER_JOB_VALIDATE)
 			n += t->jobs[i].res.bytes;
 	return n;
 }
@@ -1164,7 +1164,7 @@ check_start(struct sched *sc, struct sfile *f)
 		return BM_ENOMEM;
 	t->check = j;
 	j->url = t->url;
-	j->validate = true;
+	j->kind = XFER_JOB_VALIDATE;
 	j->expect_size = -1;
 	j->if_modified_since = -1;
 	j->owner = f;

@@ -159,7 +159,9 @@ page_submit(struct run *r, struct page_try *t)
 	t->job.max_size = MAX_PAGE_BYTES;
 	t->job.if_modified_since = -1;
 	t->job.no_redirect = true;
-	t->job.ftp_command = t->command;
+	t->job.kind = t->command != NULL && strcmp(t->command, "FEAT") == 0 ?
+	    XFER_JOB_PROBE : XFER_JOB_PAGE;
+	t->job.ftp.mlsd = t->command != NULL && strcmp(t->command, "MLSD") == 0;
 	t->job.sink = sink_page;
 	t->job.sink_arg = &t->buf;
 	t->job.owner = t;
@@ -339,7 +341,7 @@ run_feat(void *ctx, bool mlsd, bool gridftp)
 {
 	struct run	*r = ctx;
 
-	xfer_set_ftp_gridftp(r->x, gridftp);
+	xfer_hint(r->x, XFER_HINT_GRIDFTP, gridftp);
 	if (!r->c->ftp_mode_e)
 		return;
 	if (gridftp && !mlsd)
@@ -348,8 +350,7 @@ run_feat(void *ctx, bool mlsd, bool gridftp)
 	else if (gridftp)
 		log_debug("%s: listings and files in GridFTP extended block "
 		    "mode (MODE E)", r->c->name);
-	(void)xfer_set_ftp_mode_e(r->x, gridftp && mlsd ? XFER_MODE_E_ON :
-	    XFER_MODE_E_OFF);
+	xfer_hint(r->x, XFER_HINT_MODE_E, gridftp && mlsd);
 }
 
 /*
@@ -401,11 +402,6 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	    listing_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
 	fo.on_feat = run_feat;
-	/* FEAT on the session that goes on in MODE E (xfer_gridftp.h). */
-	if (r->c->ftp_mode_e && xfer_set_ftp_mode_e(r->x,
-	    XFER_MODE_E_PROBE) != 0)
-		log_warnx("%s: ftp_mode = extended: out of memory: stream mode",
-		    r->c->name);
 	rc = list_ftp_crawl(r->c->source, &fo, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
 	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
@@ -1227,20 +1223,23 @@ run_open(struct run *r)
 	memset(&xo, 0, sizeof(xo));
 	xo.max_connections = r->c->max_connections ? r->c->max_connections :
 	    mirror_is_ftp(r->c) ? 4 : 8;
-	xo.ftp_tls = r->c->ftp_tls == FTP_TLS_REQUIRE ||
+	xo.net = r->c->transport == TRANSPORT_UDT ? XFER_NET_UDT :
+	    XFER_NET_TCP;
+	xo.ftp.tls = r->c->ftp_tls == FTP_TLS_REQUIRE ||
 	    strncasecmp(r->c->source, "ftps://", 7) == 0 ? XFER_TLS_REQUIRE :
 	    r->c->ftp_tls == FTP_TLS_TRY ? XFER_TLS_TRY : XFER_TLS_NONE;
-	xo.ftp_active = r->c->ftp_active;
-	xo.ftp_gridftp = true;	/* until FEAT says otherwise */
-	xo.user = r->c->user;
-	xo.password = r->password;
+	xo.ftp.active = r->c->ftp_active;
+	xo.ftp.gridftp = true;	/* until FEAT says otherwise */
+	xo.ftp.mode_e = r->c->ftp_mode_e;
+	xo.ftp.user = r->c->user;
+	xo.ftp.password = r->password;
 	xo.connect_timeout = r->c->timeout;
 	xo.stall_timeout = r->c->stall_timeout;
 	xo.user_agent = r->c->user_agent ? r->c->user_agent : r->o->user_agent;
 	xo.ca_file = r->c->ca_file;
 	xo.bwlimit = r->c->bwlimit;
 	run_tcp_congestion(r, &xo);
-	return xfer_curl_new(&xo, &r->x);
+	return xfer_open(r->c->source, &xo, &r->x);
 }
 
 /*
