@@ -1117,6 +1117,7 @@ test_partials(const char *dir)
 	/* Make it look like a schema 1 manifest: open migrates it. */
 	db = raw_open(p);
 	raw_exec(db, "DROP TABLE partials; DROP TABLE intents; "
+	    "DROP TABLE mismatches; ALTER TABLE files DROP COLUMN sidecar; "
 	    "PRAGMA user_version = 1;");
 	(void)sqlite3_close(db);
 	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
