@@ -1838,7 +1838,7 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 	}
 	n = strlen(res->errmsg);
 	(void)snprintf(res->errmsg + n, sizeof(res->errmsg) - n, " again "
-	    "(the same body twice, its sidecar fetched again): not fetched "
+	    "(the same body twice, its sidecar asked for again): not fetched "
 	    "again until upstream's file or sidecar changes");
 	resume_forget(f);
 	f->state = SF_FAILED;

@@ -1589,7 +1589,7 @@ recheck_known_bad(struct recheck *rc, const struct mism *m,
 	    "still fails its sidecar (it says %.150s, run %lld got %.75s): "
 	    "not fetched again until upstream's file or sidecar changes",
 	    m->want, (long long)m->run, m->got);
-	log_warnx("%s: %s", path, why);
+	log_warnx("%s: %s: %s", rc->r->c->name, path, why);
 	(void)result_add_error(rc->r->res, path, "fetch", why);
 	rc->r->res->failed++;
 	*ret = recheck_queue(rc, path, COMMIT_FAILED, why);
@@ -1637,12 +1637,12 @@ recheck_row(void *ctx, const struct file_row *row)
 	why = run_local_differs(r, row->path, row->checksum, NULL, NULL);
 	r->sums = keep;
 	if (why == NULL) {
-		log_info("%s: its sidecar's digest changed: the local copy "
-		    "matches", row->path);
+		log_info("%s: %s: its sidecar's digest changed: the local "
+		    "copy matches", r->c->name, row->path);
 		return recheck_queue(rc, row->path, COMMIT_SIDECAR, now);
 	}
-	log_warnx("%s: its sidecar's digest changed: local content %s: "
-	    "fetching it again", row->path, why);
+	log_warnx("%s: %s: its sidecar's digest changed: local content %s: "
+	    "fetching it again", r->c->name, row->path, why);
 	if ((ret = plan_add_refetch(r->p, row, "differs from its sidecar")) !=
 	    0)
 		return ret;

@@ -95,7 +95,8 @@
  *		file committed, so it is not deleted, and no longer tracked).
  *   FAILED, VANISHED the row is left exactly as it was, so the next run
  *		sees the same difference and retries.
- *   SIDECAR	set sidecar of an existing row (nothing else).
+ *   SIDECAR	set sidecar of an existing row; one that is not "" (the
+ *		local content matches) also drops the mismatches row.
  *   MISMATCH	the row is left as it was (as FAILED); the mismatches row
  *		of the path is replaced (want = sidecar, got = checksum).
  * FETCHED also sets sidecar from the record.  FETCHED, NOT_MODIFIED,
@@ -1410,7 +1411,8 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 
 	if ((c->op == COMMIT_FETCHED || c->op == COMMIT_ADOPTED ||
 	    c->op == COMMIT_DELETED || c->op == COMMIT_RELEASED ||
-	    c->op == COMMIT_VANISHED) &&
+	    c->op == COMMIT_VANISHED || (c->op == COMMIT_SIDECAR &&
+	    c->sidecar != NULL && c->sidecar[0] != '\0')) &&
 	    (rc = mismatch_del(m, c->path)) != 0)
 		return rc;
 

@@ -152,7 +152,8 @@ enum commit_op {
 				   one committed: kept, row deleted */
 	COMMIT_SIDECAR,		/* the local file was hashed against its
 				   published digests: record sidecar (required;
-				   "" when it matched none); nothing else changes */
+				   "" when it matched none; a match drops the
+				   path's mismatch); nothing else changes */
 	COMMIT_MISMATCH,	/* a failure (row kept as it was, event
 				   "failed"): upstream's body (digest checksum)
 				   kept failing the published sidecar; both and
