@@ -1452,6 +1452,7 @@ struct recheck {
 					   run fetched them, NULL: none fetched */
 	struct sidecar_set *sums;	/* borrowed: the sidecars now */
 	size_t		 nsorted;	/* the plan's sorted actions */
+	const char	**paths;	/* owned: their paths (borrowed), sorted */
 	struct mism	*mm;		/* owned, path order */
 	size_t		 nmm;
 	struct commit_rec *recs;	/* owned: SIDECAR and FAILED records */
@@ -1503,29 +1504,21 @@ recheck_find_mism(const struct recheck *rc, const char *path)
 	return NULL;
 }
 
-/* The planned fetch or touch of path (among the sorted actions), or NULL. */
-static struct action *
+static int
+str_ptr_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * True when the plan has an action for path (fetched, touched, gone,
+ * kept, in conflict): the re-check leaves it to the plan.
+ */
+static bool
 recheck_planned(const struct recheck *rc, const char *path)
 {
-	struct action	*acts = rc->r->p->acts;
-	size_t		 lo = 0, hi = rc->nsorted, mid;
-	int		 c;
-
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		c = (int)acts[mid].phase - (int)PHASE_XFER;
-		if (c == 0)
-			c = strcmp(acts[mid].path, path);
-		if (c == 0)
-			return acts[mid].op == ACT_FETCH ||
-			    acts[mid].op == ACT_COND_FETCH ||
-			    acts[mid].op == ACT_TOUCH ? &acts[mid] : NULL;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	return bsearch(&path, rc->paths, rc->nsorted, sizeof(*rc->paths),
+	    str_ptr_cmp) != NULL;
 }
 
 /* Queue a record of op for path: SIDECAR (text) or FAILED (text: why). */
@@ -1616,7 +1609,7 @@ recheck_row(void *ctx, const struct file_row *row)
 
 	if (row->type != ENTRY_FILE || is_sidecar(row->path) ||
 	    !sidecar_set_find(rc->sums, row->path, &sum) ||
-	    recheck_planned(rc, row->path) != NULL ||
+	    recheck_planned(rc, row->path) ||
 	    sidecar_sum_text(&sum, now, sizeof(now)) != 0)
 		return 0;
 	if (recheck_known_bad(rc, recheck_find_mism(rc, row->path), row->path,
@@ -1675,6 +1668,13 @@ run_recheck(struct run *r, struct sidecar_set *old, struct sidecar_set *sums)
 	rc.old = old;
 	rc.sums = sums;
 	rc.nsorted = r->p->nacts;
+	ret = BM_ENOMEM;
+	if ((rc.paths = calloc(rc.nsorted ? rc.nsorted : 1,
+	    sizeof(*rc.paths))) == NULL)
+		goto out;
+	for (i = 0; i < rc.nsorted; i++)
+		rc.paths[i] = r->p->acts[i].path;
+	qsort(rc.paths, rc.nsorted, sizeof(*rc.paths), str_ptr_cmp);
 	if ((ret = manifest_mismatches(r->m, recheck_mism, &rc)) != 0)
 		goto out;
 	for (i = 0; i < rc.nsorted && rc.nmm > 0; i++) {
@@ -1707,6 +1707,7 @@ out:
 		free(rc.mm[i].got);
 	}
 	free(rc.mm);
+	free(rc.paths);
 	for (i = 0; i < 2 * rc.nrecs; i++)
 		free(rc.strs[i]);
 	free(rc.strs);
