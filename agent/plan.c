@@ -544,6 +544,30 @@ out:
 	return rc;
 }
 
+int
+plan_add_refetch(struct plan *p, const struct file_row *row, const char *why)
+{
+	struct diff_row	 r;
+
+	memset(&r, 0, sizeof(r));
+	r.path = row->path;
+	r.pathlen = row->pathlen;
+	r.kind = DIFF_SAME;
+	r.type = r.rec_type = row->type;
+	r.recorded = true;
+	r.list_size = row->list_size;
+	r.list_size_exact = row->list_size_exact;
+	r.list_mtime = row->list_mtime;
+	r.list_prec = row->list_prec;
+	r.up_size = row->up_size;
+	r.up_mtime = row->up_mtime;
+	r.etag = row->etag;
+	r.local_size = row->local_size;
+	r.local_mtime = row->local_mtime;
+	r.checksum = row->checksum;
+	return plan_add(p, &r, ACT_FETCH, why);
+}
+
 void
 plan_free(struct plan *p)
 {
@@ -555,6 +579,7 @@ plan_free(struct plan *p)
 		free(p->acts[i].path);
 		free(p->acts[i].etag);
 		free(p->acts[i].target);
+		free(p->acts[i].got);
 	}
 	free(p->acts);
 	free(p);

@@ -96,6 +96,7 @@ struct sfile_try {
 	bool		 checking;	/* check is in flight */
 	struct xfer_result res;		/* the try's result (sfile_result) */
 	char		 checksum[DIGEST_TEXT_MAX]; /* "sha256:HEX" to record, "" if none */
+	char		 sidecar[SIDECAR_TEXT_MAX]; /* published digests it matched, "" if none */
 	uint8_t		*mem;		/* owned: body of an in-memory try, or NULL */
 	size_t		 mem_len;	/* bytes of mem received */
 	size_t		 mem_cap;	/* bytes mem holds: the listed size */
@@ -116,6 +117,7 @@ struct sfile_done {
 					   earlier run or try not counted) */
 	char		 etag[sizeof(((struct xfer_result *)0)->etag)];
 	char		 checksum[DIGEST_TEXT_MAX]; /* to record, "" if none */
+	char		 sidecar[SIDECAR_TEXT_MAX]; /* to record, "" if none */
 };
 
 /* The digest of one try (see the file comment). */
@@ -638,6 +640,7 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 	r->local_mtime = f->mtime;
 	r->bytes = (int64_t)d->received;
 	r->checksum = d->checksum[0] ? d->checksum : NULL;
+	r->sidecar = d->sidecar[0] ? d->sidecar : NULL;
 }
 
 /* Committer thread: publish batch b, then record it in the manifest. */
@@ -833,6 +836,7 @@ sched_publish(struct sched *sc, struct sfile *f)
 	(void)snprintf(d->etag, sizeof(d->etag), "%s", res->etag);
 	(void)snprintf(d->checksum, sizeof(d->checksum), "%s",
 	    f->t->checksum);
+	(void)snprintf(d->sidecar, sizeof(d->sidecar), "%s", f->t->sidecar);
 	f->state = SF_DONE;
 	if (res->mtime >= 0)
 		f->mtime = res->mtime * NS;
@@ -1663,6 +1667,8 @@ sched_wants(const struct sched_opts *o, const struct action *a)
 
 	if (o->pass == SCHED_PASS_ALL)
 		return true;
+	if (o->pass == SCHED_PASS_PARKED)
+		return a->parked;
 	base = strrchr(a->path, '/');
 	base = base ? base + 1 : a->path;
 	return sidecar_name(base, NULL) == (o->pass == SCHED_PASS_SIDECARS);
@@ -1816,9 +1822,84 @@ hash_kick(struct sched *sc, struct hasher *h)
 }
 
 /*
+ * The try of f failed its published digests (res->errmsg says how; got:
+ * the body's digest): with o->park_mismatch (and a retry left) the file
+ * is parked for the caller, who fetches its sidecar again (sched.h);
+ * after such a park, the same body again ends the file with a
+ * COMMIT_MISMATCH record naming both digests.  Else true: retry it.
+ */
+static bool
+hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
+    const char *got)
+{
+	struct xfer_result *res = &f->t->res;
+	struct commit_rec *r;
+	struct action	*a = f->act;
+	char		*buf, *g;
+	size_t		 n;
+
+	if (sc->o->park_mismatch && got[0] && f->attempts <= sc->o->retries &&
+	    !*sc->o->stop) {
+		if ((g = strdup(got)) == NULL)
+			return true;
+		free(a->got);
+		a->got = g;
+		a->parked = true;
+		log_info("%s: %s: fetch: %s: fetching its sidecar again",
+		    MIRROR(sc), a->path, res->errmsg);
+		resume_forget(f);
+		f->state = SF_FAILED;	/* this pass: no record, not counted */
+		sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
+		    try_bytes(f->t) : sc->bytes_seen;
+		try_free(f->t);
+		f->t = NULL;
+		return false;
+	}
+	if (a->got == NULL || got[0] == '\0' || strcmp(a->got, got) != 0) {
+		/* Another body: upstream is changing; try again. */
+		if (got[0] && (g = strdup(got)) != NULL) {
+			free(a->got);
+			a->got = g;
+		}
+		return true;
+	}
+	n = strlen(res->errmsg);
+	(void)snprintf(res->errmsg + n, sizeof(res->errmsg) - n, " again "
+	    "(the same body twice, its sidecar asked for again): not fetched "
+	    "again until upstream's file or sidecar changes");
+	resume_forget(f);
+	f->state = SF_FAILED;
+	/* One allocation owns the strings: reason, want, got, etag. */
+	if (asprintf(&buf, "%s%c%s%c%s%c%s", res->errmsg, 0, want, 0, got, 0,
+	    res->etag) < 0) {
+		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
+		return false;
+	}
+	r = rec_new(sc, a, COMMIT_FAILED, NULL);
+	sc->reasons[sc->nrecs - 1] = buf;
+	r->op = COMMIT_MISMATCH;
+	r->reason = buf;
+	r->sidecar = buf + strlen(buf) + 1;
+	r->checksum = r->sidecar + strlen(r->sidecar) + 1;
+	r->etag = r->checksum + strlen(r->checksum) + 1;
+	if (r->etag[0] == '\0')
+		r->etag = NULL;
+	r->up_size = res->size;
+	r->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	log_warnx("%s: %s: fetch: %s", MIRROR(sc), a->path, res->errmsg);
+	(void)result_add_error(sc->res, a->path, "fetch", res->errmsg);
+	sc->res->failed++;
+	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
+	    try_bytes(f->t) : sc->bytes_seen;
+	try_free(f->t);
+	f->t = NULL;
+	return false;
+}
+
+/*
  * All bytes of f are hashed: compare with the published digests, keep
  * the SHA-256 to record, then publish, or discard and retry on a
- * mismatch (the old file stays as it is).
+ * mismatch (the old file stays as it is; hash_mismatch).
  */
 static void
 hash_check(struct sched *sc, struct sfile *f)
@@ -1826,15 +1907,24 @@ hash_check(struct sched *sc, struct sfile *f)
 	struct hasher	*h = f->h;
 	struct xfer_result *res = &f->t->res;
 	struct digest_value v;
-	char		 want[DIGEST_TEXT_MAX], got[DIGEST_TEXT_MAX];
+	char		 want[SIDECAR_TEXT_MAX], got[DIGEST_TEXT_MAX];
+	char		 one[DIGEST_TEXT_MAX];
 	int		 i, rc = h->rc;
 
 	sc->hashing--;
+	got[0] = '\0';
+	if (sidecar_sum_text(&h->sum, want, sizeof(want)) != 0)
+		want[0] = '\0';
 	for (i = 0; rc == 0 && i < DIGEST__N; i++) {
 		if (!h->sum.has[i])
 			continue;
+		if ((rc = digest_final(h->d, (enum digest_alg)i, &v)) != 0)
+			break;
 		if (h->sum.conflict[i]) {
-			/* Two digests for one file: neither can vouch. */
+			/*
+			 * Two digests for one file: neither can vouch (and
+			 * no body can match: retried as usual, not parked).
+			 */
 			(void)snprintf(res->errmsg, sizeof(res->errmsg),
 			    "checksum mismatch: %.60s gives conflicting %s "
 			    "digests", h->sum.from[i],
@@ -1842,15 +1932,13 @@ hash_check(struct sched *sc, struct sfile *f)
 			rc = BM_ECHECKSUM;
 			break;
 		}
-		if ((rc = digest_final(h->d, (enum digest_alg)i, &v)) != 0)
-			break;
+		(void)digest_to_text(&v, got, sizeof(got));
 		if (digest_equal(&v, &h->sum.v[i]))
 			continue;
-		(void)digest_to_text(&h->sum.v[i], want, sizeof(want));
-		(void)digest_to_text(&v, got, sizeof(got));
+		(void)digest_to_text(&h->sum.v[i], one, sizeof(one));
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "checksum "
 		    "mismatch: %.60s says %.75s, got %.75s", h->sum.from[i],
-		    want, got);
+		    one, got);
 		rc = BM_ECHECKSUM;
 	}
 	if (rc == 0 && sc->o->record_digest &&
@@ -1858,6 +1946,8 @@ hash_check(struct sched *sc, struct sfile *f)
 		(void)digest_to_text(&v, f->t->checksum, sizeof(f->t->checksum));
 	hash_abandon(sc, f);
 	if (rc == 0) {
+		(void)snprintf(f->t->sidecar, sizeof(f->t->sidecar), "%s",
+		    want);
 		sched_publish(sc, f);
 		return;
 	}
@@ -1868,6 +1958,8 @@ hash_check(struct sched *sc, struct sfile *f)
 	if (rc != BM_ECHECKSUM)
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "digest: %s",
 		    bm_strerror(rc));
+	else if (!hash_mismatch(sc, f, want, got))
+		return;
 	/* Wrong bytes: none of them may be continued by a later try. */
 	resume_forget(f);
 	res->cls = XFER_CHANGED;

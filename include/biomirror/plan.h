@@ -56,6 +56,11 @@ struct action {
 	int64_t		 local_size;	/* recorded local size, -1 if none */
 	int64_t		 local_mtime;	/* recorded local mtime ns, -1 if none */
 	char		*target;	/* owned: ACT_SYMLINK target, NULL unknown */
+	char		*got;		/* owned: the body digest ("ALG:HEX") of a
+					   try that failed its sidecar (sched.h
+					   park_mismatch), NULL if none */
+	bool		 parked;	/* that try is not yet judged: fetch the
+					   sidecar again, then the file */
 };
 
 struct plan {
@@ -120,6 +125,15 @@ struct plan_opts {
 int	plan_build_opts(struct manifest *m, struct store *s, bool do_delete,
 	    const struct filter *filter, const struct plan_opts *po,
 	    struct plan **ret);
+struct file_row;
+/*
+ * Append to p a fetch (why: static text) of the committed file row
+ * (borrowed) whose listing did not change: the recorded listing values
+ * are recorded again.  The appended action comes after the sorted ones.
+ * 0 or BM_ENOMEM.
+ */
+int	plan_add_refetch(struct plan *p, const struct file_row *row,
+	    const char *why);
 /* Free a plan.  NULL is a no-op. */
 void	plan_free(struct plan *p);
 
