@@ -105,16 +105,14 @@ dl_init(struct dest_lock *l, const char *dest, const struct dest_who *self)
 
 	if (dest == NULL || dest[0] == '\0')
 		return BM_EINVAL;
-	if (dest[0] == '/')
-		l->dest = malloc(strlen(dest) + 2);
-	else if ((cwd = getcwd(NULL, 0)) == NULL ||
-	    asprintf(&l->dest, "%s/%s", cwd, dest) < 0)
+	if (dest[0] != '/' && (cwd = getcwd(NULL, 0)) == NULL)
+		return errno == ENOMEM ? BM_ENOMEM : BM_EIO;
+	if (asprintf(&l->dest, "%s%s%s", cwd != NULL ? cwd : "",
+	    cwd != NULL ? "/" : "", dest) < 0)
 		l->dest = NULL;
 	free(cwd);
 	if (l->dest == NULL)
 		return BM_ENOMEM;
-	if (dest[0] == '/')
-		memcpy(l->dest, dest, strlen(dest) + 1);
 	fileio_path_canon(l->dest);
 	slash = strrchr(l->dest, '/');
 	if (slash == NULL || slash[1] == '\0' || strcmp(slash + 1, "..") == 0)
@@ -122,9 +120,13 @@ dl_init(struct dest_lock *l, const char *dest, const struct dest_who *self)
 	l->parent = slash == l->dest ? strdup("/") :
 	    strndup(l->dest, (size_t)(slash - l->dest));
 	l->name = strdup(slash + 1);
-	if (l->parent == NULL || l->name == NULL ||
-	    asprintf(&l->meta, "%s" DL_META, l->name) < 0 ||
-	    asprintf(&l->beside, ".%s" DL_BESIDE, l->name) < 0)
+	if (l->parent == NULL || l->name == NULL)
+		return BM_ENOMEM;
+	if (asprintf(&l->meta, "%s" DL_META, l->name) < 0)
+		l->meta = NULL;
+	if (asprintf(&l->beside, ".%s" DL_BESIDE, l->name) < 0)
+		l->beside = NULL;
+	if (l->meta == NULL || l->beside == NULL)
 		return BM_ENOMEM;
 	dl_clean(l->mirror, sizeof(l->mirror), self->mirror);
 	if ((rc = dl_resolved(l->config, sizeof(l->config),

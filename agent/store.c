@@ -2090,8 +2090,9 @@ store_free_space(struct store *s, uint64_t *ret)
  * until the next publication.  An unpublished snapshot is continued only
  * by the run right after the one that left it (its id is the preceding
  * run's id, store_open_set's cont): only then does the manifest still
- * describe it.  Any other run in between (publish = file writing into the
- * published snapshot, a run refused before it opened the snapshots) may
+ * describe it.  Any other run in between (a run refused before it opened
+ * the snapshots; publish = file runs on a set tree are refused, see
+ * agent/destlock.c) may
  * have recorded deletes and fetches the unpublished snapshot lacks, so a
  * later set run discards it and starts again from the published one
  * (whose files that differ from the manifest the plan fetches again).
