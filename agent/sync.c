@@ -28,8 +28,7 @@
 #include "biomirror/error.h"
 #include "biomirror/fileio.h"
 #include "biomirror/hook.h"
-#include "biomirror/list_ftp.h"
-#include "biomirror/list_http.h"
+#include "biomirror/lister.h"
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
 #include "biomirror/manifest.h"
@@ -58,6 +57,7 @@ struct dir_mtime {
 struct run {
 	const struct sync_opts *o;	/* borrowed */
 	const struct mirror_conf *c;	/* borrowed */
+	const struct lister_ops *lister; /* borrowed: the source's (run_open) */
 	struct mirror_result *res;	/* borrowed */
 	struct manifest	*m;		/* owned */
 	struct store	*s;		/* owned, NULL in a dry run without dest */
@@ -320,40 +320,14 @@ out:
 	return rc;
 }
 
-/*
- * The server's clock as wall time (seconds read as if UTC) in the
- * ftp_timezone, for the year of LIST dates that show none.
- */
-static int64_t
-ftp_now_wall(const struct tzspec *tz)
-{
-	int64_t	 now = clock_real_ns() / NS, utc;
-
-	if (tzspec_to_utc(tz, now, &utc) != 0)
-		return now;
-	return now + (now - utc);
-}
-
-/*
- * ftp_crawl_opts.on_feat: TYPE I before each file on GridFTP, and with
- * ftp_mode = extended its MLSD listings and whole files in MODE E from
- * the first listing on (the listing's sessions then carry the files).
- */
+/* lister_run.hint: what the lister learned goes to the transport. */
 static void
-run_feat(void *ctx, bool mlsd, bool gridftp)
+run_hint(void *ctx, enum lister_hint h, bool on)
 {
 	struct run	*r = ctx;
 
-	xfer_hint(r->x, XFER_HINT_GRIDFTP, gridftp);
-	if (!r->c->ftp_mode_e)
-		return;
-	if (gridftp && !mlsd)
-		log_warnx("%s: ftp_mode = extended: the server offers no MLSD: "
-		    "stream mode", r->c->name);
-	else if (gridftp)
-		log_debug("%s: listings and files in GridFTP extended block "
-		    "mode (MODE E)", r->c->name);
-	xfer_hint(r->x, XFER_HINT_MODE_E, gridftp && mlsd);
+	xfer_hint(r->x, h == LISTER_HINT_GRIDFTP ? XFER_HINT_GRIDFTP :
+	    XFER_HINT_MODE_E, on);
 }
 
 /*
@@ -381,80 +355,65 @@ run_unlisted(struct run *r)
 	}
 }
 
-/* The FTP crawl: the same fetch callback, FEAT then MLSD or LIST. */
-static int
-run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
+/* The per-host connection cap: max_connections, or the lister's default. */
+static unsigned
+run_connections(const struct run *r)
 {
-	struct ftp_crawl_opts fo;
-	bool		 mlsd = false, gridftp = true;
-	size_t		 dangling = 0;
-	int		 rc;
+	return r->c->max_connections ? r->c->max_connections :
+	    r->lister->connections;
+}
 
-	memset(&fo, 0, sizeof(fo));
-	fo.filter = &r->filter;
-	fo.max_depth = MAX_DEPTH;
-	fo.batch = r->c->max_connections ? r->c->max_connections : 4;
-	fo.now_wall = ftp_now_wall(&r->c->ftp_tz);
-	fo.ret_mlsd = &mlsd;
-	fo.ret_gridftp = &gridftp;
-	fo.ret_loops = ret_loops;
-	fo.ret_skipped = ret_skipped;
-	fo.follow = r->c->follow_symlinks;
-	fo.ret_dangling = &dangling;
-	if (fo.follow && (fo.unlisted = r->unlisted =
-	    listing_new(MAX_LISTING)) == NULL)
-		return BM_ENOMEM;
-	fo.on_feat = run_feat;
-	rc = list_ftp_crawl(r->c->source, &fo, fetch_pages, r, r->l, r->err,
-	    sizeof(r->err));
-	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
-	    gridftp ? ", TYPE I before each file (GridFTP)" : "");
-	if (r->c->ftp_mode_e && !gridftp && rc == 0)
-		log_warnx("%s: ftp_mode = extended: the server does not speak "
-		    "GridFTP (FEAT lists no DCAU): stream mode", r->c->name);
-	if (dangling > 0)
-		log_warnx("%s: list: %zu symlinks not followed: their target "
-		    "is not in the listing (dangling, or excluded)",
-		    r->c->name, dangling);
-	run_unlisted(r);
-	return rc;
+/* The zone of the listed times: the key the lister's table names. */
+static const struct tzspec *
+run_zone(const struct run *r)
+{
+	return r->lister->zone == LISTER_ZONE_FTP ? &r->c->ftp_tz :
+	    &r->c->listing_tz;
 }
 
 static int
 run_list(struct run *r)
 {
-	struct crawl_opts co;
-	size_t		 skipped = 0, loops = 0;
+	struct lister_run lr;
+	struct lister_stats st;
 	int		 rc;
 
 	r->filter.include = (const char *const *)r->c->include;
 	r->filter.ninclude = r->c->ninclude;
 	r->filter.exclude = (const char *const *)r->c->exclude;
 	r->filter.nexclude = r->c->nexclude;
-	memset(&co, 0, sizeof(co));
-	co.filter = &r->filter;
-	co.max_depth = MAX_DEPTH;
-	co.max_page_bytes = MAX_PAGE_BYTES;
-	co.batch = r->c->max_connections ? r->c->max_connections * 2 : 16;
 	if ((r->l = listing_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
-	co.ret_skipped = &skipped;
-	co.ret_loops = &loops;
-	if (mirror_is_ftp(r->c))
-		rc = run_list_ftp(r, &skipped, &loops);
-	else
-		rc = list_http_crawl(r->c->source, &co, fetch_pages, r, r->l,
-		    r->err, sizeof(r->err));
+	if (r->c->follow_symlinks &&
+	    (r->unlisted = listing_new(MAX_LISTING)) == NULL)
+		return BM_ENOMEM;
+	memset(&lr, 0, sizeof(lr));
+	memset(&st, 0, sizeof(st));
+	lr.name = r->c->name;
+	lr.source = r->c->source;
+	lr.filter = &r->filter;
+	lr.tz = run_zone(r);
+	lr.max_depth = MAX_DEPTH;
+	lr.max_page_bytes = MAX_PAGE_BYTES;
+	lr.connections = run_connections(r);
+	lr.follow = r->c->follow_symlinks;
+	lr.mode_e = r->c->ftp_mode_e;
+	lr.fetch = fetch_pages;
+	lr.ctx = r;
+	lr.hint = run_hint;
+	lr.unlisted = r->unlisted;
+	rc = r->lister->list(&lr, r->l, &st, r->err, sizeof(r->err));
+	run_unlisted(r);
 	r->complete = rc == 0;
-	if (skipped > 0)
+	if (st.skipped > 0)
 		log_info("%s: list: %zu %s skipped (unsafe names, outside "
 		    "the source, or a name listed both as a file and as a "
-		    "directory: the first kept)", r->c->name, skipped,
-		    mirror_is_ftp(r->c) ? "entries" : "links");
-	if (loops > 0)
+		    "directory: the first kept)", r->c->name, st.skipped,
+		    r->lister->unit);
+	if (st.loops > 0)
 		log_warnx("%s: list: %zu directories not entered: their "
 		    "entries repeat an ancestor's (a server-side symlink loop)",
-		    r->c->name, loops);
+		    r->c->name, st.loops);
 	if (rc == BM_EINTR)
 		r->err[0] = '\0';	/* the fetch it cut short: run_status says why */
 	if (rc == BM_ENOMEM || rc == BM_EINTR)
@@ -463,8 +422,7 @@ run_list(struct run *r)
 		log_errx("%s: list: %s", r->c->name, r->err);
 		(void)result_add_error(r->res, "", "list", r->err);
 	}
-	if ((rc = listing_resolve_times(r->l, mirror_is_ftp(r->c) ?
-	    &r->c->ftp_tz : &r->c->listing_tz)) != 0)
+	if ((rc = listing_resolve_times(r->l, run_zone(r))) != 0)
 		return rc;
 	if ((rc = listing_sort(r->l)) != 0)
 		return rc;
@@ -1229,6 +1187,11 @@ run_open(struct run *r)
 	struct stat	 st;
 	int		 rc;
 
+	if ((r->lister = lister_find(r->c->source)) == NULL) {
+		(void)snprintf(r->err, sizeof(r->err), "%s: no lister for its "
+		    "scheme", r->c->source);
+		return BM_EINVAL;
+	}
 	if ((rc = state_manifest_path(r->o->state_dir, r->o->key, path,
 	    sizeof(path))) != 0)
 		return rc;
@@ -1273,8 +1236,7 @@ run_open(struct run *r)
 	if ((rc = run_ftp_source(r)) != 0)
 		return rc;
 	memset(&xo, 0, sizeof(xo));
-	xo.max_connections = r->c->max_connections ? r->c->max_connections :
-	    mirror_is_ftp(r->c) ? 4 : 8;
+	xo.max_connections = run_connections(r);
 	xo.net = r->c->transport == TRANSPORT_UDT ? XFER_NET_UDT :
 	    XFER_NET_TCP;
 	xo.ftp.tls = r->c->ftp_tls == FTP_TLS_REQUIRE ||
@@ -2011,8 +1973,7 @@ run_tune_new(struct run *r, struct tune **ret)
 	to.streams_auto = r->c->streams_auto;
 	to.concurrency = r->c->concurrency;
 	to.streams = r->c->streams;
-	to.max_connections = r->c->max_connections ? r->c->max_connections :
-	    mirror_is_ftp(r->c) ? 4 : 8;	/* as the transport's budget */
+	to.max_connections = run_connections(r); /* the transport's budget */
 	to.min_split = r->c->min_split;
 	return tune_new(&to, ret);
 }
