@@ -37,7 +37,9 @@
 #include "biomirror/config.h"
 #include "biomirror/error.h"
 #include "biomirror/fileio.h"
+#include "biomirror/lister.h"
 #include "biomirror/listing.h"
+#include "biomirror/xfer.h"
 
 #define CONF_MAX_FILE	(1024 * 1024)	/* bytes of config file read */
 #define CONF_NAME_MAX	64		/* bytes of a mirror name */
@@ -539,7 +541,8 @@ source_has_dot_segment(const char *v)
 }
 
 /*
- * Check an upstream URL: http, https, ftp or ftps, with a host, no
+ * Check an upstream URL: a scheme that a lister lists and a transport
+ * carries (lister.h and xfer.h registries), with a host, no
  * query or fragment (the lister appends paths), no "." or ".." path
  * segment, and no user or password: the source is logged, stored in
  * every run's errors and shown by status and --json, so a password
@@ -550,6 +553,8 @@ static int
 check_source(const char *v, char *errbuf, size_t errlen)
 {
 	static const char *const later[] = { "udt" };
+	struct xfer_opts xo;
+	char		 schemes[128];
 	CURLU		*u = NULL;
 	CURLUcode	 uc;
 	char		*part = NULL;
@@ -557,9 +562,10 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	size_t		 i, slen;
 	int		 rc = BM_EINVAL;
 
+	lister_schemes(schemes, sizeof(schemes));
 	if ((sep = strstr(v, "://")) == NULL) {
 		rc = conf_bad(errbuf, errlen, "source", v, "not a URL "
-		    "(expected http://, https://, ftp:// or ftps://HOST/PATH)");
+		    "(expected %sHOST/PATH)", schemes);
 		goto out;
 	}
 	slen = (size_t)(sep - v);
@@ -570,12 +576,12 @@ check_source(const char *v, char *errbuf, size_t errlen)
 			    "not supported by this build yet", later[i]);
 			goto out;
 		}
-	if (!((slen == 4 && strncasecmp(v, "http", 4) == 0) ||
-	    (slen == 5 && strncasecmp(v, "https", 5) == 0) ||
-	    (slen == 3 && strncasecmp(v, "ftp", 3) == 0) ||
-	    (slen == 4 && strncasecmp(v, "ftps", 4) == 0))) {
+	/* A lister lists it and a transport carries it (the registries). */
+	memset(&xo, 0, sizeof(xo));
+	xo.net = XFER_NET_TCP;
+	if (lister_find(v) == NULL || !xfer_handles(v, &xo)) {
 		rc = conf_bad(errbuf, errlen, "source", v, "unsupported "
-		    "scheme (use http://, https://, ftp:// or ftps://)");
+		    "scheme (use %s)", schemes);
 		goto out;
 	}
 	if ((u = curl_url()) == NULL) {
@@ -622,7 +628,7 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	 * section 3.2.2's typecode: ";type=d" would make every fetch an
 	 * NLST, ";type=a" every listing a LIST in ASCII.
 	 */
-	if (slen >= 3 && strncasecmp(v, "ftp", 3) == 0 &&
+	if (lister_find(v) == &lister_ftp_ops &&
 	    strcasestr(sep + 3, ";type=") != NULL) {
 		rc = conf_bad(errbuf, errlen, "source", v, "an FTP ;type= "
 		    "typecode (RFC 1738 3.2.2) is not allowed: biomirror "
@@ -1052,8 +1058,7 @@ dest_has_dotdot(const char *dest)
 bool
 mirror_is_ftp(const struct mirror_conf *m)
 {
-	return m->source != NULL && (strncasecmp(m->source, "ftp://", 6) == 0 ||
-	    strncasecmp(m->source, "ftps://", 7) == 0);
+	return lister_find(m->source) == &lister_ftp_ops;
 }
 
 /* FTP-only keys with an HTTP source, and ftps:// with ftp_tls = no. */

@@ -50,6 +50,12 @@ registry_find(size_t i, const char *url, const struct xfer_opts *o)
 	return NULL;
 }
 
+bool
+xfer_handles(const char *url, const struct xfer_opts *o)
+{
+	return registry_find(0, url, o) != NULL;
+}
+
 int
 xfer_open(const char *url, const struct xfer_opts *o, struct xfer **ret)
 {

@@ -116,7 +116,7 @@ int	mirror_conf_set(struct mirror_conf *m, const char *key,
  * Returns 0 or BM_EINVAL with a reason in errbuf.
  */
 int	mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen);
-/* True when the mirror's source is ftp:// or ftps://. */
+/* True when the mirror's source is the FTP lister's (ftp://, ftps://). */
 bool	mirror_is_ftp(const struct mirror_conf *m);
 /* The mirror named name, or NULL (borrowed). */
 struct mirror_conf *config_find(const struct config *c, const char *name);
