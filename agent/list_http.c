@@ -1836,7 +1836,7 @@ html_cut_short(const uint8_t *body, size_t len)
  * An HTML page of no known format with no link at all (blank, garbage,
  * an error page served with 200) is BM_EPROTO "not an index page"; an
  * empty directory's index (parent or sort links, or an "Index of" title)
- * is 0 entries.  Names starting with STORE_TMP_PREFIX are hostile
+ * is 0 entries.  Names starting with LISTING_TMP_PREFIX are hostile
  * (name_is_safe()).
  * Follows nginx/Apache/lighttpd/IIS/Caddy index formats as documented in
  * tests/fixtures/LISTINGS.md, RFC 3986 for hrefs.

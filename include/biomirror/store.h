@@ -17,7 +17,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_TMP_PREFIX	".biomirror-tmp."
+#include "biomirror/listing.h"
+
+/* The store's temp-file names (no listed path may use them: listing.h). */
+#define STORE_TMP_PREFIX	LISTING_TMP_PREFIX
 
 struct store;
 struct store_file;
