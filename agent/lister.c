@@ -49,8 +49,11 @@ lister_schemes(char *buf, size_t len)
 		for (s = lister_registry[i]->schemes; *s != NULL; s++, k++) {
 			n = snprintf(buf + used, len - used, "%s%s://",
 			    k == 0 ? "" : k + 1 == total ? " or " : ", ", *s);
-			if (n < 0 || (size_t)n >= len - used)
+			if (n < 0 || (size_t)n >= len - used) {
+				if (len > 0)
+					buf[used] = '\0'; /* whole names only */
 				return;
+			}
 			used += (size_t)n;
 		}
 }

@@ -104,7 +104,7 @@ extern const struct lister_ops lister_ftp_ops;
 const struct lister_ops *lister_find(const char *url);
 /*
  * The registry's schemes for a message, "http://, https://, ftp:// or
- * ftps://", into buf (len bytes; cut short when it does not fit).
+ * ftps://", into buf (len bytes; as many whole names as fit).
  */
 void	lister_schemes(char *buf, size_t len);
 
