@@ -17,11 +17,11 @@ struct crawl {
 	struct crawl_params p;		/* borrowed pointers */
 	struct crawl_dir *dirs;		/* owned: the queue */
 	size_t		 ndirs, capdirs;
-	char		**seen;		/* owned: sorted unique= of dirs taken */
+	char		**seen;		/* owned: sorted unique= taken */
 	size_t		 nseen, capseen;
 	struct crawl_stats stats;
 	bool		 depth_hit;	/* a directory lay past max_depth */
-	int		 fail;		/* first failed page's code, 0 if none */
+	int		 fail;		/* first failure's code, 0 if none */
 };
 
 int

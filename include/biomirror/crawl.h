@@ -21,7 +21,7 @@
 
 /* A directory of the queue (index 0 is the source itself). */
 struct crawl_dir {
-	char		*prefix;	/* owned: relative path, "" for the root */
+	char		*prefix;	/* owned: relative path, "" for root */
 	char		*real;		/* owned: its path upstream when not
 					   prefix (inside a followed link),
 					   NULL: prefix */
@@ -41,7 +41,7 @@ struct crawl_stats {
 };
 
 struct crawl_params {
-	const char	*source;	/* borrowed: absolute URL ending in '/' */
+	const char	*source;	/* borrowed: absolute, ends in '/' */
 	const struct filter *filter;	/* borrowed: NULL for all */
 	unsigned	 max_depth;	/* directory levels below the source */
 	size_t		 batch;		/* pages per fetch call, 0 as 1 */

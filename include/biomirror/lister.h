@@ -18,11 +18,11 @@
 /* One page to fetch, filled in by the fetch callback. */
 struct http_page {
 	const char	*url;		/* borrowed: absolute URL to GET */
-	const char	*command;	/* borrowed: FTP "FEAT", "MLSD" or "LIST";
-					   NULL for HTTP */
+	const char	*command;	/* borrowed: FTP "FEAT", "MLSD" or
+					   "LIST"; NULL for HTTP */
 	int		 rc;		/* 0, or BM_E* when the fetch failed */
-	long		 status;	/* HTTP status (FTP: last reply), 0 if none */
-	uint8_t		*body;		/* owned (malloc): body bytes, NULL if none */
+	long		 status;	/* HTTP status (FTP: reply), 0: none */
+	uint8_t		*body;		/* owned (malloc): body, NULL if none */
 	size_t		 len;		/* body length in bytes */
 	char		*content_type;	/* owned: Content-Type or NULL */
 	char		*effective_url;	/* owned: URL after redirects or NULL */
@@ -67,7 +67,8 @@ struct lister_run {
 					/* may be NULL */
 	struct listing	*unlisted;	/* borrowed, may be NULL: directories
 					   inside followed links that the
-					   server refused to list (list_ftp.h) */
+					   server refused to list
+					   (list_ftp.h) */
 };
 
 /* What a listing counted, for the run's log. */
@@ -85,7 +86,7 @@ struct lister_stats {
 struct lister_ops {
 	const char	*name;		/* "http", "ftp" */
 	const char *const *schemes;	/* NULL-terminated, lower case */
-	unsigned	 connections;	/* per-host cap when max_connections is 0 */
+	unsigned	 connections;	/* per-host cap, max_connections 0 */
 	const char	*unit;		/* what ret->skipped counts ("links") */
 	enum lister_zone zone;		/* the zone of its listed times */
 	int		(*list)(const struct lister_run *lr,

@@ -51,7 +51,8 @@ fake_fetch(void *ctx, struct http_page *pg, size_t n)
 		f->max_batch = n;
 	for (i = 0; i < n; i++) {
 		if (f->nasked < 64) {
-			(void)snprintf(f->asked[f->nasked], 64, "%s", pg[i].url);
+			(void)snprintf(f->asked[f->nasked], 64, "%s",
+			    pg[i].url);
 			(void)snprintf(f->cmds[f->nasked], 8, "%s",
 			    pg[i].command ? pg[i].command : "");
 			f->nasked++;
@@ -63,7 +64,8 @@ fake_fetch(void *ctx, struct http_page *pg, size_t n)
 			    f->pages[j].body != NULL) {
 				pg[i].rc = 0;
 				pg[i].errmsg[0] = '\0';
-				pg[i].body = (uint8_t *)strdup(f->pages[j].body);
+				pg[i].body =
+				    (uint8_t *)strdup(f->pages[j].body);
 				pg[i].len = strlen(f->pages[j].body);
 			}
 	}
@@ -199,8 +201,9 @@ run_crawl(struct run *r, const struct fake_page *pages, size_t npages,
 		tap_bail("crawl_new");
 	r->rc = crawl_run(c, &fake_ops, &r->f);
 	for (i = 0; i < listing_count(r->l); i++)
-		used += (size_t)snprintf(r->paths + used, sizeof(r->paths) - used,
-		    "%s%s", i ? " " : "", listing_get(r->l, i)->path);
+		used += (size_t)snprintf(r->paths + used,
+		    sizeof(r->paths) - used, "%s%s", i ? " " : "",
+		    listing_get(r->l, i)->path);
 	r->ndirs = crawl_ndirs(c);
 	for (d = 0; d < r->ndirs; d++)
 		if (strcmp(crawl_dir(c, d)->prefix, "l") == 0) {
@@ -319,7 +322,8 @@ test_crawl_limits(void)
 		    "a failed fetch call: its code");
 		is_str(r.err, SRC "a/: fetch failed",
 		    "a failed fetch call: its first URL named");
-		is_int(listing_count(l), 3, "a failed fetch call: the root kept");
+		is_int(listing_count(l), 3,
+		    "a failed fetch call: the root kept");
 		crawl_free(c);
 		listing_free(l);
 	}
