@@ -1307,7 +1307,7 @@ mirror_name_ok(const char *s, size_t n)
 /*
  * End of the section being read: check the mirror it described (unless
  * a bad source or dest line already said what is missing), and drop a
- * broken section's scratch mirror.
+ * broken section's scratch mirror (its header's error says enough).
  */
 static void
 close_section(struct conf_load *ld)
@@ -1316,7 +1316,7 @@ close_section(struct conf_load *ld)
 	char			 why[CONF_REASON];
 	int			 rc;
 
-	if ((ld->kind == SECT_MIRROR || ld->kind == SECT_BROKEN) &&
+	if (ld->kind == SECT_MIRROR &&
 	    !(m->source == NULL && ld->seen[MK_SOURCE] != 0) &&
 	    !(m->dest == NULL && ld->seen[MK_DEST] != 0)) {
 		rc = mirror_conf_check(m, why, sizeof(why));
