@@ -75,6 +75,8 @@ usage(FILE *fp)
 "  --transport tcp  --verify size|sidecar|checksum  --ca-file PEM\n"
 "  --ftp-mode stream|extended  --tcp-congestion auto|NAME\n"
 "  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
+"  --allow-empty  (no config key) an empty listing is not refused: for an\n"
+"                 upstream that really was emptied; max_delete still applies\n"
 "exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
 "manifest error, 3 listing failed or incomplete, 4 refused by a safety\n"
 "guard, 75 another run holds the lock.\n");
@@ -235,6 +237,7 @@ static const struct option sync_longopts[] = {
 	{ "tcp-congestion",	required_argument, NULL, 'o' },
 	{ "checksum",		no_argument,	   NULL, 'C' },
 	{ "adopt",		no_argument,	   NULL, 'A' },
+	{ "allow-empty",	no_argument,	   NULL, 'E' },
 	{ "help",		no_argument,	   NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
@@ -252,6 +255,7 @@ struct sync_args {
 	int		 progress;	/* 1 --progress, -1 --no-progress, 0 default */
 	bool		 checksum;	/* resync --checksum */
 	bool		 adopt;		/* resync --adopt */
+	bool		 allow_empty;	/* --allow-empty */
 	const char	*command;	/* static: "sync", "plan" or "resync" */
 	struct override	*ov;		/* owned */
 	size_t		 nov;
@@ -291,6 +295,9 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 			break;
 		case 'A':
 			a->adopt = true;
+			break;
+		case 'E':
+			a->allow_empty = true;
 			break;
 		case 'D':
 		case 'o':
@@ -376,6 +383,7 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		memset(&so, 0, sizeof(so));
 		so.state_dir = c->state_dir;
 		so.key = keys[i];
+		so.config_file = a->source != NULL ? NULL : c->conf->path;
 		so.user_agent = c->conf->user_agent ? c->conf->user_agent :
 		    "biomirror/" BM_VERSION;
 		so.dry_run = dry_run;
@@ -385,6 +393,8 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		so.command = a->command;
 		so.checksum = a->checksum;
 		so.adopt = a->adopt;
+		so.allow_empty = a->allow_empty;
+		so.actions = c->json && dry_run;
 		so.conf = c->conf;
 		if (*c->stop)
 			break;
@@ -1327,6 +1337,7 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	memset(&so, 0, sizeof(so));
 	so.state_dir = c->state_dir;
 	so.key = m->name;
+	so.config_file = source != NULL ? NULL : c->conf->path;
 	so.stop = c->stop;
 	if (sync_verify(&so, m, &res) != 0) {
 		result_free(res);
@@ -1342,6 +1353,8 @@ cmd_verify(struct cli *c, int argc, char **argv)
 		memset(&a, 0, sizeof(a));
 		a.command = "resync";
 		a.checksum = true;
+		a.source = source;	/* ad-hoc: no config file */
+		a.dest = dest;
 		key = m->name;
 		status = run_mirrors(c, &m, &key, 1, &a,
 		    c->verbosity >= 0, false);

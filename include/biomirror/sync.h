@@ -17,6 +17,9 @@ struct mirror_result;
 struct sync_opts {
 	const char	*state_dir;	/* borrowed: state directory */
 	const char	*key;		/* borrowed: manifest/lock name (mirror name or adhoc key) */
+	const char	*config_file;	/* borrowed: the mirror's config file,
+					   NULL for an ad-hoc run (the
+					   destination's owner record) */
 	const char	*user_agent;	/* borrowed: User-Agent */
 	bool		 dry_run;	/* plan only: change nothing */
 	bool		 progress;	/* live progress line (only ever on a tty) */
@@ -28,6 +31,10 @@ struct sync_opts {
 	bool		 checksum;	/* resync --checksum: re-hash local files
 					   against recorded and sidecar digests */
 	bool		 adopt;		/* resync --adopt: record matching local files */
+	bool		 allow_empty;	/* --allow-empty: an empty listing is
+					   not refused (plan_guard()) */
+	bool		 actions;	/* a dry run keeps its actions in the
+					   result (plan --json) */
 	const struct config *conf;	/* borrowed: the whole config (its
 					   mirror names for metrics_file),
 					   NULL if unknown */
