@@ -583,10 +583,34 @@ published_snapshot(struct cli *c, const char *name, char *buf, size_t len,
 	return buf;
 }
 
+/*
+ * Mirror name's manifest could not be read (why: "PATH: reason"; fault
+ * BM_ECORRUPT when it is damaged): log it once, a damaged one with the
+ * command that rebuilds it, and keep the text in buf (len bytes; may be
+ * why itself) for --json.
+ */
+static void
+manifest_failed(struct cli *c, const char *name, int fault, const char *why,
+    char *buf, size_t len)
+{
+	char	 w[PATH_MAX + 512], msg[PATH_MAX + 3072];
+
+	(void)snprintf(w, sizeof(w), "%s", why);
+	if (fault == BM_ECORRUPT) {
+		sync_fault_msg(BM_ECORRUPT, w, c->conf, c->state_dir, name,
+		    NULL, NULL, msg, sizeof(msg));
+		log_errx("%s: %s", name, msg);
+	} else {
+		(void)snprintf(msg, sizeof(msg), "%s", w);
+		log_errx("%s", msg);
+	}
+	(void)snprintf(buf, len, "%s", msg);
+}
+
 static int
 status_one(struct cli *c, const char *name, json_t *arr)
 {
-	char		 path[PATH_MAX], err[PATH_MAX + 512], snap[PATH_MAX];
+	char		 path[PATH_MAX], err[PATH_MAX + 3072], snap[PATH_MAX];
 	char		*esc;
 	const char	*published, *dest = NULL;
 	struct manifest	*m = NULL;
@@ -604,16 +628,16 @@ status_one(struct cli *c, const char *name, json_t *arr)
 	err[0] = '\0';
 	rc = manifest_open_read(path, &m, err, sizeof(err));
 	if (rc == 0) {
-		if (manifest_runs(m, 1, &runs, &nruns) != 0) {
-			(void)snprintf(err, sizeof(err), "%s: %s", path,
-			    manifest_errmsg(m));
-			log_errx("%s", err);
+		if (manifest_runs(m, 1, &runs, &nruns) != 0 ||
+		    (rc = manifest_last_success(m, &ok)) == BM_EDB) {
+			manifest_failed(c, name, manifest_fault(m),
+			    manifest_errmsg(m), err, sizeof(err));
 			status = 2;
 		} else
 			holder = fix_running(c, name, runs, nruns);
-		have_ok = manifest_last_success(m, &ok) == 0;
+		have_ok = status == 0 && rc == 0;
 	} else if (rc != BM_ENOENT) {
-		log_errx("%s", err);
+		manifest_failed(c, name, rc, err, err, sizeof(err));
 		status = 2;
 	}
 	/*
@@ -810,7 +834,7 @@ static int
 open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
     struct manifest **ret)
 {
-	char	 err[512];
+	char	 err[PATH_MAX + 512];
 	int	 status, rc;
 
 	if ((status = load_config(c, false)) != 0 ||
@@ -826,10 +850,21 @@ open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
 		if (rc == BM_ENOENT)
 			log_errx("%s: no manifest yet (never synced)", name);
 		else
-			log_errx("%s", err);
+			manifest_failed(c, name, rc, err, err, sizeof(err));
 		return 2;
 	}
 	return 0;
+}
+
+/* A read of mirror name's open manifest m failed: say so (exit 2). */
+static int
+read_failed(struct cli *c, const char *name, struct manifest *m)
+{
+	char	 err[PATH_MAX + 3072];
+
+	manifest_failed(c, name, manifest_fault(m), manifest_errmsg(m), err,
+	    sizeof(err));
+	return 2;
 }
 
 static int
@@ -867,10 +902,8 @@ cmd_ls(struct cli *c, int argc, char **argv)
 		return 2;
 	}
 	status = 0;
-	if (manifest_ls(m, prefix, ls_row, &x) != 0) {
-		log_errx("%s: %s", path, manifest_errmsg(m));
-		status = 2;
-	}
+	if (manifest_ls(m, prefix, ls_row, &x) != 0)
+		status = read_failed(c, argv[1], m);
 	if (x.arr != NULL) {
 		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
 		    JSON_ENSURE_ASCII);
@@ -948,8 +981,7 @@ cmd_history(struct cli *c, int argc, char **argv)
 	if (run > 0) {
 		/* Runs are never deleted: ids 1 to the newest all exist. */
 		if (manifest_runs(m, 1, &runs, &n) != 0) {
-			log_errx("%s: %s", path, manifest_errmsg(m));
-			status = 2;
+			status = read_failed(c, argv[1], m);
 			goto out;
 		}
 		if (n == 0 || (uint64_t)runs[0].id < run) {
@@ -958,16 +990,14 @@ cmd_history(struct cli *c, int argc, char **argv)
 			status = 2;
 			goto out;
 		}
-		if (manifest_events(m, (int64_t)run, history_event, &x) != 0) {
-			log_errx("%s: %s", path, manifest_errmsg(m));
-			status = 2;
-		} else if (x.n == 0 && x.arr == NULL)
+		if (manifest_events(m, (int64_t)run, history_event, &x) != 0)
+			status = read_failed(c, argv[1], m);
+		else if (x.n == 0 && x.arr == NULL)
 			printf("run %llu: no files fetched, touched, deleted or "
 			    "failed\n", (unsigned long long)run);
-	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0) {
-		log_errx("%s: %s", path, manifest_errmsg(m));
-		status = 2;
-	} else {
+	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0)
+		status = read_failed(c, argv[1], m);
+	else {
 		(void)fix_running(c, argv[1], runs, n);
 		for (i = 0; i < n; i++) {
 			if (x.arr != NULL) {
@@ -1096,6 +1126,7 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	so.state_dir = c->state_dir;
 	so.key = m->name;
 	so.stop = c->stop;
+	so.conf = c->conf;
 	if (sync_verify(&so, m, &res) != 0) {
 		result_free(res);
 		mirror_conf_free(adhoc);
