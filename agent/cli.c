@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <jansson.h>
 
@@ -512,11 +513,46 @@ fix_running(struct cli *c, const char *name, struct run_record *runs,
 	return holder;
 }
 
+/*
+ * How long ago (now, ns) run r ended, or started when no end is
+ * recorded, in seconds (0 for a time ahead of the clock).
+ */
+static int64_t
+run_age(const struct run_record *r, int64_t now)
+{
+	int64_t	 t = r->end_ns > 0 ? r->end_ns : r->start_ns;
+
+	return now > t ? (now - t) / NS : 0;
+}
+
+/* An age in seconds as "45s", "12m 5s", "3h 0m", "2d 4h". */
+static void
+fmt_age(int64_t s, char *buf, size_t len)
+{
+	if (s < 60)
+		(void)snprintf(buf, len, "%llds", (long long)s);
+	else if (s < 3600)
+		(void)snprintf(buf, len, "%lldm %llds", (long long)(s / 60),
+		    (long long)(s % 60));
+	else if (s < 86400)
+		(void)snprintf(buf, len, "%lldh %lldm", (long long)(s / 3600),
+		    (long long)(s % 3600 / 60));
+	else
+		(void)snprintf(buf, len, "%lldd %lldh", (long long)(s / 86400),
+		    (long long)(s % 86400 / 3600));
+}
+
+/*
+ * The text of status NAME: the last recorded run with when it started
+ * and how long ago it ended (a run that could not be recorded, as on a
+ * full state disk, is not shown: the age says nothing ran since), then
+ * the last success, when it ended and how long ago.
+ */
 static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32];
+	char	 ts[32], age[32];
 	double	 secs, rate;
 
 	if (last == NULL) {
@@ -524,6 +560,7 @@ status_text(const char *name, const struct run_record *last,
 		return;
 	}
 	fmt_time(last->start_ns, ts, sizeof(ts));
+	fmt_age(run_age(last, now), age, sizeof(age));
 	if (last->end_ns <= 0) {
 		/*
 		 * No end recorded: running now (its time so far), or
@@ -535,26 +572,30 @@ status_text(const char *name, const struct run_record *last,
 			    name, (long long)last->id, ts, now > last->start_ns ?
 			    (double)(now - last->start_ns) / 1e9 : 0.0);
 		else
-			printf("%s: last run %lld at %s: %s%s%s\n", name,
-			    (long long)last->id, ts, last->status,
+			printf("%s: last run %lld at %s (%s ago): %s%s%s\n",
+			    name, (long long)last->id, ts, age, last->status,
 			    last->error[0] ? "; " : "", last->error);
 	} else {
 		secs = last->end_ns > last->start_ns ?
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
 		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
-		printf("%s: last run %lld at %s: %s in %.1f s, fetched %lld "
-		    "files (%lld bytes, %.1f MB/s), touched %lld, deleted "
-		    "%lld, failed %lld%s%s\n", name, (long long)last->id, ts,
-		    last->status, secs, (long long)last->fetched,
+		printf("%s: last run %lld at %s (ended %s ago): %s in %.1f s, "
+		    "fetched %lld files (%lld bytes, %.1f MB/s), touched %lld, "
+		    "deleted %lld, failed %lld%s%s\n", name,
+		    (long long)last->id, ts, age, last->status, secs,
+		    (long long)last->fetched,
 		    (long long)last->bytes, rate, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}
-	if (ok == NULL)
+	if (ok == NULL) {
 		printf("%s: no successful run yet\n", name);
-	else
-		printf("%s: last success %lld s ago (run %lld)\n", name,
-		    (long long)((now - ok->end_ns) / NS), (long long)ok->id);
+		return;
+	}
+	fmt_time(ok->end_ns, ts, sizeof(ts));
+	fmt_age(run_age(ok, now), age, sizeof(age));
+	printf("%s: last success %s ago (run %lld, ended %s)\n", name, age,
+	    (long long)ok->id, ts);
 }
 
 /*
@@ -672,6 +713,11 @@ status_one(struct cli *c, const char *name, json_t *arr)
 			(void)json_object_set_new(o, "last_success_age_seconds",
 			    json_integer((json_int_t)(((int64_t)now.tv_sec *
 			    NS + now.tv_nsec - ok.end_ns) / NS)));
+		/* Since the last recorded run ended (or began: no end). */
+		if (o != NULL && nruns > 0)
+			(void)json_object_set_new(o, "last_run_age_seconds",
+			    json_integer((json_int_t)run_age(&runs[0],
+			    (int64_t)now.tv_sec * NS + now.tv_nsec)));
 		if (o != NULL)
 			(void)json_array_append_new(arr, o);
 	} else if (status == 0) {
@@ -749,6 +795,27 @@ status_unclaimed(struct cli *c, json_t *arr, size_t *ret_n)
 	return status;
 }
 
+/*
+ * A state directory on a full file system (under 64 KiB, or no inode,
+ * left for this user): no run can take its lock or record itself there,
+ * so the runs status shows stay the last ones; say so once.
+ */
+static void
+warn_state_full(struct cli *c)
+{
+	struct statvfs	 sv;
+	uint64_t	 blocks;
+
+	if (statvfs(c->state_dir, &sv) == -1)
+		return;
+	blocks = geteuid() == 0 ? sv.f_bfree : sv.f_bavail;
+	if (blocks * sv.f_frsize < 64 * 1024 || (sv.f_files > 0 &&
+	    (geteuid() == 0 ? sv.f_ffree : sv.f_favail) == 0))
+		log_warnx("%s: the state directory is full: no run can start "
+		    "or be recorded until space is freed (the runs shown are "
+		    "the last recorded)", c->state_dir);
+}
+
 static int
 cmd_status(struct cli *c, int argc, char **argv)
 {
@@ -761,6 +828,7 @@ cmd_status(struct cli *c, int argc, char **argv)
 		return status;
 	if (c->json && (arr = json_array()) == NULL)
 		return 2;
+	warn_state_full(c);
 	if (argc > 1) {
 		for (i = 1; i < (size_t)argc; i++) {
 			if (!known_mirror(c, argv[i])) {

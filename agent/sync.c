@@ -2308,10 +2308,11 @@ sync_fault_msg(int fault, const char *why, const struct config *conf,
 		return;
 	if (fault == BM_ENOSPC) {
 		(void)snprintf(buf, len, "the state directory %s is full (%s): "
-		    "nothing was synced, and this run is not recorded (status "
-		    "shows the last run that was); free space on its file "
-		    "system, which holds the manifests, locks and run "
-		    "history, and run again", state_dir, why);
+		    "%s; free space on its file system (it holds the "
+		    "manifests, locks and run history) and run again",
+		    state_dir, why, source != NULL ? "nothing was synced or "
+		    "recorded" : "the run stopped (the next run records what "
+		    "this one could not)");
 		return;
 	}
 	(void)snprintf(cmd, sizeof(cmd), "biomirror");
@@ -2352,13 +2353,16 @@ sync_fault_msg(int fault, const char *why, const struct config *conf,
 static void
 run_state_failed(struct run *r, int e, const char *dir, const char *op)
 {
+	bool	 full = e == ENOSPC || e == EDQUOT;
+
+	/* A full disk's message names the directory already. */
 	if (strcmp(op, "lock") == 0)
-		(void)snprintf(r->err, sizeof(r->err), "%s/locks/%s.lock: %s",
-		    dir, r->o->key, strerror(e));
+		(void)snprintf(r->err, sizeof(r->err), "%s%slocks/%s.lock: %s",
+		    full ? "" : dir, full ? "" : "/", r->o->key, strerror(e));
 	else
 		(void)snprintf(r->err, sizeof(r->err), "%s: %s: %s", dir, op,
 		    strerror(e));
-	if (e == ENOSPC || e == EDQUOT)
+	if (full)
 		r->state_fault = BM_ENOSPC;
 }
 
@@ -2372,14 +2376,19 @@ static int
 run_fault(struct run *r, int rc)
 {
 	char	 why[sizeof(r->err)];
+	bool	 began = r->run > 0 && r->state_fault == 0;
 
 	if (rc == BM_EDB && r->state_fault == 0 && r->m != NULL)
 		r->state_fault = manifest_fault(r->m);
 	if (rc == 0 || r->state_fault == 0)
 		return rc;
-	(void)snprintf(why, sizeof(why), "%s", r->err);
+	/* The scheduler logged a failed commit itself; r->err is empty. */
+	(void)snprintf(why, sizeof(why), "%s", r->err[0] != '\0' || r->m ==
+	    NULL ? r->err : manifest_errmsg(r->m));
+	/* A full disk: source NULL says the run began (and stopped). */
 	sync_fault_msg(r->state_fault, why, r->o->conf, r->o->state_dir,
-	    r->o->key, r->c->source, r->c->dest, r->err, sizeof(r->err));
+	    r->o->key, began && r->state_fault == BM_ENOSPC ? NULL :
+	    r->c->source, r->c->dest, r->err, sizeof(r->err));
 	return r->state_fault == BM_ECORRUPT ? BM_ECORRUPT : BM_EDB;
 }
 

@@ -400,13 +400,18 @@ static int
 db_fail(struct manifest *m, int src)
 {
 	const char	*msg;
+	int		 c = src & 0xff, e = 0;
 
 	msg = m->db != NULL ? sqlite3_errmsg(m->db) : sqlite3_errstr(src);
 	(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path, msg);
 	m->src = src;
-	if ((src & 0xff) == SQLITE_CORRUPT || (src & 0xff) == SQLITE_NOTADB)
+	/* "disk I/O error" when the WAL index could not grow, say. */
+	if (m->db != NULL && (c == SQLITE_IOERR || c == SQLITE_CANTOPEN))
+		e = sqlite3_system_errno(m->db);
+	if (c == SQLITE_CORRUPT || c == SQLITE_NOTADB)
 		m->fault = BM_ECORRUPT;
-	else if ((src & 0xff) == SQLITE_FULL && m->fault == 0)
+	else if ((c == SQLITE_FULL || e == ENOSPC || e == EDQUOT) &&
+	    m->fault == 0)
 		m->fault = BM_ENOSPC;
 	return db_code(src);
 }
