@@ -651,7 +651,8 @@ manifest_failed(struct cli *c, const char *name, int fault, const char *why,
 static int
 status_one(struct cli *c, const char *name, json_t *arr)
 {
-	char		 path[PATH_MAX], err[PATH_MAX + 3072], snap[PATH_MAX];
+	char		 path[PATH_MAX], snap[PATH_MAX];
+	char		 err[PATH_MAX + 3072];
 	char		*esc;
 	const char	*published, *dest = NULL;
 	struct manifest	*m = NULL;

@@ -380,8 +380,8 @@ struct manifest {
 	sqlite3_stmt	*st[ST__MAX];	/* owned: prepared at open */
 	char		 err[512];	/* last error "PATH: reason", or "" */
 	int		 src;		/* last SQLite result code (db_fail) */
-	int		 fault;		/* BM_ECORRUPT, BM_ENOSPC once SQLite
-					   said so (db_fail), else 0 */
+	int		 fault;		/* BM_ECORRUPT, BM_ENOSPC once
+					   SQLite said so (db_fail), or 0 */
 	bool		 readonly;	/* opened read-only: no set-up writes */
 };
 
@@ -647,7 +647,8 @@ manifest_check(struct manifest *m)
 	}
 	res = (const char *)sqlite3_column_text(st, 0);
 	if (res == NULL || strcmp(res, "ok") != 0) {
-		if (res != NULL && strncmp(res, banner, sizeof(banner) - 1) == 0)
+		if (res != NULL &&
+		    strncmp(res, banner, sizeof(banner) - 1) == 0)
 			res += sizeof(banner) - 1;
 		(void)snprintf(m->err, sizeof(m->err), "%s: quick_check: %s",
 		    m->path, res != NULL ? res : "failed");

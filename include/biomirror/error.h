@@ -22,7 +22,7 @@
 #define BM_EUNSAFE	(-13)	/* hostile path or symlink in the way */
 #define BM_EHTTP	(-14)	/* HTTP error status that is not retryable */
 #define BM_EINTR	(-15)	/* stopped by a signal (SIGTERM, SIGINT) */
-#define BM_ECORRUPT	(-16)	/* the manifest file is damaged (or empty) */
+#define BM_ECORRUPT	(-16)	/* the manifest is damaged (or empty) */
 
 /*
  * Return a static, human-readable string for a BM_E* code (or "ok").

@@ -52,9 +52,9 @@ int	sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
  * and dest, "URL" and "DIR" when NULL).  All arguments borrowed; conf,
  * source and dest may be NULL.
  */
-void	sync_fault_msg(int fault, const char *why, const struct config *conf,
-	    const char *state_dir, const char *name, const char *source,
-	    const char *dest, char *buf, size_t len);
+void	sync_fault_msg(int fault, const char *why,
+	    const struct config *conf, const char *state_dir, const char *name,
+	    const char *source, const char *dest, char *buf, size_t len);
 /*
  * verify NAME: re-hash every committed file of mirror c against its
  * recorded digest and the sidecar files on disk, without listing
