@@ -71,6 +71,8 @@ usage(FILE *fp)
 "  --transport tcp  --verify size|sidecar|checksum  --ca-file PEM\n"
 "  --ftp-mode stream|extended  --tcp-congestion auto|NAME\n"
 "  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
+"  --allow-empty  (no config key) an empty listing is not refused: for an\n"
+"                 upstream that really was emptied; max_delete still applies\n"
 "exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
 "manifest error, 3 listing failed or incomplete, 4 refused by a safety\n"
 "guard, 75 another run holds the lock.\n");
@@ -162,6 +164,7 @@ static const struct option sync_longopts[] = {
 	{ "tcp-congestion",	required_argument, NULL, 'o' },
 	{ "checksum",		no_argument,	   NULL, 'C' },
 	{ "adopt",		no_argument,	   NULL, 'A' },
+	{ "allow-empty",	no_argument,	   NULL, 'E' },
 	{ "help",		no_argument,	   NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
@@ -179,6 +182,7 @@ struct sync_args {
 	int		 progress;	/* 1 --progress, -1 --no-progress, 0 default */
 	bool		 checksum;	/* resync --checksum */
 	bool		 adopt;		/* resync --adopt */
+	bool		 allow_empty;	/* --allow-empty */
 	const char	*command;	/* static: "sync", "plan" or "resync" */
 	struct override	*ov;		/* owned */
 	size_t		 nov;
@@ -218,6 +222,9 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 			break;
 		case 'A':
 			a->adopt = true;
+			break;
+		case 'E':
+			a->allow_empty = true;
 			break;
 		case 'D':
 		case 'o':
@@ -291,6 +298,8 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		so.command = a->command;
 		so.checksum = a->checksum;
 		so.adopt = a->adopt;
+		so.allow_empty = a->allow_empty;
+		so.actions = c->json && dry_run;
 		so.conf = c->conf;
 		if (*c->stop)
 			break;

@@ -11,6 +11,7 @@
  * path_is_safe() before they are joined to the sidecar's directory.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -587,6 +588,29 @@ sidecar_set_conflicts(struct sidecar_set *s, sidecar_conflict_fn fn,
 			if (sum.conflict[a] &&
 			    (rc = fn(ctx, sum.from[a], s->e[i].path)) != 0)
 				return rc;
+	}
+	return 0;
+}
+
+int
+sidecar_sum_text(const struct sidecar_sum *sum, char *buf, size_t len)
+{
+	char	 one[DIGEST_TEXT_MAX];
+	size_t	 n = 0;
+	int	 i, w;
+
+	if (len == 0)
+		return BM_ELIMIT;
+	buf[0] = '\0';
+	for (i = 0; i < DIGEST__N; i++) {
+		if (!sum->has[i])
+			continue;
+		if (digest_to_text(&sum->v[i], one, sizeof(one)) != 0)
+			return BM_ELIMIT;
+		w = snprintf(buf + n, len - n, "%s%s", n ? " " : "", one);
+		if (w < 0 || (size_t)w >= len - n)
+			return BM_ELIMIT;
+		n += (size_t)w;
 	}
 	return 0;
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "biomirror/error.h"
+#include "biomirror/ftp_proto.h"
 #include "biomirror/list_ftp.h"
 #include "biomirror/listing.h"
 
@@ -79,32 +80,6 @@ num_n(const char *p, size_t n)
 }
 
 /*
- * Seconds (as if UTC) of a calendar time, or -1 when the date does not
- * exist (Feb 30, Feb 29 of a common year).
- */
-static int64_t
-wall_time(int year, int mon, int day, int hour, int min, int sec)
-{
-	struct tm	 tm;
-	time_t		 t;
-
-	if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour < 0 ||
-	    hour > 23 || min < 0 || min > 59 || sec < 0 || sec > 60)
-		return -1;
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = year - 1900;
-	tm.tm_mon = mon - 1;
-	tm.tm_mday = day;
-	tm.tm_hour = hour;
-	tm.tm_min = min;
-	tm.tm_sec = sec;
-	t = timegm(&tm);
-	if (tm.tm_mday != day || tm.tm_mon != mon - 1)
-		return -1;
-	return (int64_t)t;
-}
-
-/*
  * The year of a date listed without one: the most recent year that puts
  * it no more than one day after now_wall (FileZilla's rule, which is how
  * ls(1) chooses between "HH:MM" and "YYYY": within six months of now).
@@ -120,7 +95,7 @@ infer_year(int mon, int day, int hour, int min, int64_t now_wall)
 	if (gmtime_r(&now, &tm) == NULL)
 		return -1;
 	for (y = tm.tm_year + 1900 + 1; y > tm.tm_year + 1900 - 8; y--) {
-		t = wall_time(y, mon, day, hour, min, 0);
+		t = ftp_wall_time(y, mon, day, hour, min, 0);
 		if (t >= 0 && t <= now_wall + DAY_SECONDS)
 			return t;
 	}
@@ -323,7 +298,7 @@ parse_unix(const char *line, size_t len, int64_t now_wall,
 			fl->prec = MTIME_MINUTE;
 		} else if (tlen[m + 2] == 4 &&
 		    (year = num_n(tok[m + 2], 4)) >= 1900) {
-			fl->wall = wall_time((int)year, mon, (int)day, 0, 0,
+			fl->wall = ftp_wall_time((int)year, mon, (int)day, 0, 0,
 			    0);
 			fl->prec = MTIME_DAY;
 		} else
@@ -400,7 +375,8 @@ parse_dos(const char *line, size_t len, struct ftp_line *fl)
 		if (toupper((unsigned char)tok[1][n - 2]) == 'P')
 			hour += 12;
 	}
-	if ((fl->wall = wall_time((int)y, (int)mo, (int)d, hour, min, 0)) < 0)
+	if ((fl->wall = ftp_wall_time((int)y, (int)mo, (int)d, hour, min,
+	    0)) < 0)
 		return LINE_BAD;
 	fl->prec = MTIME_MINUTE;
 	if (tlen[2] == 5 && memcmp(tok[2], "<DIR>", 5) == 0)
@@ -446,34 +422,11 @@ mlsd_type(const char *v, size_t n, struct ftp_line *fl)
 	return LINE_ENTRY;
 }
 
-int
-list_ftp_time_val(const char *v, size_t n, int64_t *ret_secs,
-    int32_t *ret_nsec)
-{
-	int64_t	 t;
-	size_t	 i;
-	int32_t	 ns = 0, scale = 100000000;
-
-	if (n < 14 || num_n(v, 14) < 0 || (n > 14 && (v[14] != '.' ||
-	    n == 15 || n > 24 || num_n(v + 15, n - 15) < 0)))
-		return BM_EINVAL;
-	t = wall_time((int)num_n(v, 4), (int)num_n(v + 4, 2),
-	    (int)num_n(v + 6, 2), (int)num_n(v + 8, 2), (int)num_n(v + 10, 2),
-	    (int)num_n(v + 12, 2));
-	if (t < 0)
-		return BM_EINVAL;
-	for (i = 15; i < n; i++, scale /= 10)
-		ns += (v[i] - '0') * scale;
-	*ret_secs = t;
-	*ret_nsec = ns;
-	return 0;
-}
-
 /* modify=YYYYMMDDHHMMSS[.sss] (RFC 3659 section 2.3), UTC. */
 static bool
 mlsd_time(const char *v, size_t n, struct ftp_line *fl)
 {
-	if (list_ftp_time_val(v, n, &fl->wall, &fl->nsec) != 0)
+	if (ftp_time_val(v, n, &fl->wall, &fl->nsec) != 0)
 		return false;
 	fl->prec = n > 14 ? MTIME_NS : MTIME_SECOND;
 	fl->utc = true;

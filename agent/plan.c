@@ -15,6 +15,7 @@
 #include "biomirror/error.h"
 #include "biomirror/manifest.h"
 #include "biomirror/plan.h"
+#include "biomirror/report.h"
 #include "biomirror/store.h"
 
 struct plan_ctx {
@@ -42,6 +43,25 @@ action_name(enum action_op op)
 	case ACT_SYMLINK:	return "symlink";
 	}
 	return "?";
+}
+
+int64_t
+action_bytes(const struct action *a)
+{
+	switch (a->op) {
+	case ACT_FETCH:
+	case ACT_COND_FETCH:
+		if (a->list_size > 0)
+			return a->list_size;
+		if (a->up_size > 0)
+			return a->up_size;
+		return a->list_size == 0 ? 0 : -1;
+	case ACT_DELETE:
+		return a->type == ENTRY_FILE && a->local_size > 0 ?
+		    a->local_size : 0;
+	default:
+		return 0;
+	}
 }
 
 static int
@@ -87,12 +107,9 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	case ACT_FETCH:
 	case ACT_COND_FETCH:
 		p->nfetch++;
-		if (op == ACT_COND_FETCH)
-			break;	/* a 304 costs a round trip, not the size */
-		if (row->list_size > 0)
-			p->fetch_bytes += (uint64_t)row->list_size;
-		else if (row->up_size > 0)
-			p->fetch_bytes += (uint64_t)row->up_size;
+		/* A 304 costs a round trip, not the size. */
+		if (op == ACT_FETCH && action_bytes(a) > 0)
+			p->fetch_bytes += (uint64_t)action_bytes(a);
 		break;
 	case ACT_TOUCH:
 		p->ntouch++;
@@ -224,10 +241,8 @@ plan_skip(struct plan *p, struct action *a)
 	case ACT_FETCH:
 	case ACT_COND_FETCH:
 		p->nfetch--;
-		if (a->op == ACT_FETCH && a->list_size > 0)
-			p->fetch_bytes -= (uint64_t)a->list_size;
-		else if (a->op == ACT_FETCH && a->up_size > 0)
-			p->fetch_bytes -= (uint64_t)a->up_size;
+		if (a->op == ACT_FETCH && action_bytes(a) > 0)
+			p->fetch_bytes -= (uint64_t)action_bytes(a);
 		break;
 	case ACT_TOUCH:
 		p->ntouch--;
@@ -529,6 +544,30 @@ out:
 	return rc;
 }
 
+int
+plan_add_refetch(struct plan *p, const struct file_row *row, const char *why)
+{
+	struct diff_row	 r;
+
+	memset(&r, 0, sizeof(r));
+	r.path = row->path;
+	r.pathlen = row->pathlen;
+	r.kind = DIFF_SAME;
+	r.type = r.rec_type = row->type;
+	r.recorded = true;
+	r.list_size = row->list_size;
+	r.list_size_exact = row->list_size_exact;
+	r.list_mtime = row->list_mtime;
+	r.list_prec = row->list_prec;
+	r.up_size = row->up_size;
+	r.up_mtime = row->up_mtime;
+	r.etag = row->etag;
+	r.local_size = row->local_size;
+	r.local_mtime = row->local_mtime;
+	r.checksum = row->checksum;
+	return plan_add(p, &r, ACT_FETCH, why);
+}
+
 void
 plan_free(struct plan *p)
 {
@@ -540,15 +579,34 @@ plan_free(struct plan *p)
 		free(p->acts[i].path);
 		free(p->acts[i].etag);
 		free(p->acts[i].target);
+		free(p->acts[i].got);
 	}
 	free(p->acts);
 	free(p);
 }
 
+/*
+ * "3.0 MiB (3145728 bytes)" into buf: the guard messages say how much in
+ * a form a person reads and one a script compares.
+ */
+static void
+guard_bytes(uint64_t b, char *buf, size_t len)
+{
+	char	 hb[32];
+
+	report_human_bytes(b, hb, sizeof(hb));
+	if (b < 1024)
+		(void)snprintf(buf, len, "%s", hb);
+	else
+		(void)snprintf(buf, len, "%s (%llu bytes)", hb,
+		    (unsigned long long)b);
+}
+
 int
 plan_guard(const struct plan *p, const struct mirror_conf *c,
-    uint64_t free_bytes, char *errbuf, size_t errlen)
+    uint64_t free_bytes, bool allow_empty, char *errbuf, size_t errlen)
 {
+	char		 need[64], have[64], miss[64];
 	uint64_t	 limit;
 	int64_t		 gone_files = 0;
 	size_t		 i;
@@ -563,9 +621,10 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 		if (p->acts[i].op == ACT_DELETE && !p->acts[i].replace &&
 		    p->acts[i].type == ENTRY_FILE)
 			gone_files++;
-	if (p->listed == 0 && p->manifest_files > 0) {
+	if (p->listed == 0 && p->manifest_files > 0 && !allow_empty) {
 		(void)snprintf(errbuf, errlen, "upstream listing is empty "
-		    "but the manifest holds %lld files: refusing",
+		    "but the manifest holds %lld files: refusing (if "
+		    "upstream really was emptied, run with --allow-empty)",
 		    (long long)p->manifest_files);
 		return BM_ELIMIT;
 	}
@@ -576,17 +635,26 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 	} else
 		limit = c->max_delete;
 	if (c->delete && (uint64_t)gone_files > limit) {
-		(void)snprintf(errbuf, errlen, "%lld files gone upstream, "
-		    "more than max_delete (%llu%s = %llu): refusing",
-		    (long long)gone_files, (unsigned long long)c->max_delete,
-		    c->max_delete_pct ? "%" : "", (unsigned long long)limit);
+		if (c->max_delete_pct)
+			(void)snprintf(need, sizeof(need), " (%llu%% of %lld "
+			    "files)", (unsigned long long)c->max_delete,
+			    (long long)p->manifest_files);
+		else
+			need[0] = '\0';
+		(void)snprintf(errbuf, errlen, "max_delete: would delete "
+		    "%lld files, max_delete allows %llu%s: refusing "
+		    "(--max-delete raises it for one run)",
+		    (long long)gone_files, (unsigned long long)limit, need);
 		return BM_ELIMIT;
 	}
 	if (free_bytes != UINT64_MAX && p->fetch_bytes > free_bytes) {
-		(void)snprintf(errbuf, errlen, "%llu bytes to fetch, only "
-		    "%llu free on the destination: refusing",
-		    (unsigned long long)p->fetch_bytes,
-		    (unsigned long long)free_bytes);
+		guard_bytes(p->fetch_bytes, need, sizeof(need));
+		guard_bytes(free_bytes, have, sizeof(have));
+		guard_bytes(p->fetch_bytes - free_bytes, miss, sizeof(miss));
+		(void)snprintf(errbuf, errlen, "free space: would fetch %lld "
+		    "files, %s; %s free on %s: %s missing: refusing",
+		    (long long)p->nfetch, need, have, c->dest != NULL ?
+		    c->dest : "the destination", miss);
 		return BM_ELIMIT;
 	}
 	return 0;

@@ -46,6 +46,9 @@ result_free(struct mirror_result *r)
 		free(r->errors[i].reason);
 	}
 	free(r->errors);
+	for (i = 0; i < r->nactions; i++)
+		free(r->actions[i].path);
+	free(r->actions);
 	free(r->mirror);
 	free(r);
 }
@@ -82,8 +85,32 @@ result_add_error(struct mirror_result *r, const char *path, const char *op,
 	return 0;
 }
 
-static void
-human_bytes(uint64_t b, char *buf, size_t len)
+int
+result_add_action(struct mirror_result *r, const char *path, const char *op,
+    int64_t bytes, const char *reason)
+{
+	struct report_action *v, *a;
+	size_t		 ncap;
+
+	if (r->nactions == r->actions_cap) {
+		ncap = r->actions_cap ? r->actions_cap * 2 : 64;
+		if ((v = reallocarray(r->actions, ncap, sizeof(*v))) == NULL)
+			return BM_ENOMEM;
+		r->actions = v;
+		r->actions_cap = ncap;
+	}
+	a = &r->actions[r->nactions];
+	if ((a->path = strdup(path)) == NULL)
+		return BM_ENOMEM;
+	a->op = op;
+	a->bytes = bytes;
+	a->reason = reason;
+	r->nactions++;
+	return 0;
+}
+
+void
+report_human_bytes(uint64_t b, char *buf, size_t len)
 {
 	const char	*units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
 	double		 v = (double)b;
@@ -105,7 +132,7 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	char	 hb[32];
 	double	 rate;
 
-	human_bytes(r->bytes, hb, sizeof(hb));
+	report_human_bytes(r->bytes, hb, sizeof(hb));
 	if (r->dry_run) {
 		fprintf(fp, "%s: plan %s: listed %lld, would fetch %lld (%s), "
 		    "touch %lld, delete %lld\n", r->mirror, r->status,
@@ -286,6 +313,33 @@ tuned_json(const struct mirror_result *r)
 	return a;
 }
 
+/* The "actions" array of a plan.  NULL on out-of-memory. */
+static json_t *
+actions_json(const struct mirror_result *r)
+{
+	const struct report_action *a;
+	json_t	*arr, *o;
+	size_t	 i;
+
+	if ((arr = json_array()) == NULL)
+		return NULL;
+	for (i = 0; i < r->nactions; i++) {
+		a = &r->actions[i];
+		if ((o = json_object()) == NULL ||
+		    json_array_append_new(arr, o) != 0 ||
+		    json_set_bytes(o, "path", a->path) != 0 ||
+		    json_object_set_new(o, "op", json_string(a->op)) != 0 ||
+		    json_object_set_new(o, "bytes", a->bytes < 0 ?
+		    json_null() : json_integer((json_int_t)a->bytes)) != 0 ||
+		    json_object_set_new(o, "reason",
+		    json_string(a->reason)) != 0) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
 static json_t *
 result_json(const struct mirror_result *r)
 {
@@ -332,6 +386,11 @@ result_json(const struct mirror_result *r)
 		goto fail;
 	}
 	if (r->tuned && json_object_set_new(o, "auto", tuned_json(r)) != 0) {
+		json_decref(errs);
+		goto fail;
+	}
+	if (r->dry_run && json_object_set_new(o, "actions",
+	    actions_json(r)) != 0) {
 		json_decref(errs);
 		goto fail;
 	}
@@ -426,8 +485,8 @@ progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
 	p->last_ns = now;
 	secs = (double)(now - p->start_ns) / 1e9;
 	rate = secs > 0 ? (double)bytes_done / secs : 0;
-	human_bytes(bytes_done, done, sizeof(done));
-	human_bytes(p->total_bytes, total, sizeof(total));
+	report_human_bytes(bytes_done, done, sizeof(done));
+	report_human_bytes(p->total_bytes, total, sizeof(total));
 	if (rate > 0 && p->total_bytes > bytes_done) {
 		long s = (long)((double)(p->total_bytes - bytes_done) / rate);
 		(void)snprintf(eta, sizeof(eta), "%ld:%02ld:%02ld", s / 3600,

@@ -96,6 +96,7 @@ struct sfile_try {
 	bool		 checking;	/* check is in flight */
 	struct xfer_result res;		/* the try's result (sfile_result) */
 	char		 checksum[DIGEST_TEXT_MAX]; /* "sha256:HEX" to record, "" if none */
+	char		 sidecar[SIDECAR_TEXT_MAX]; /* published digests it matched, "" if none */
 	uint8_t		*mem;		/* owned: body of an in-memory try, or NULL */
 	size_t		 mem_len;	/* bytes of mem received */
 	size_t		 mem_cap;	/* bytes mem holds: the listed size */
@@ -116,6 +117,7 @@ struct sfile_done {
 					   earlier run or try not counted) */
 	char		 etag[sizeof(((struct xfer_result *)0)->etag)];
 	char		 checksum[DIGEST_TEXT_MAX]; /* to record, "" if none */
+	char		 sidecar[SIDECAR_TEXT_MAX]; /* to record, "" if none */
 };
 
 /* The digest of one try (see the file comment). */
@@ -192,6 +194,8 @@ struct sched {
 	int64_t		 batch_start;	/* monotonic ns of the batch's first file */
 	int		 fatal;		/* BM_ENOSPC, BM_EDB, BM_EINTR: stop */
 	uint64_t	 bytes_seen;	/* body bytes written, for progress */
+	size_t		 kept;		/* temp files kept for the next run */
+	size_t		 dropped;	/* temp files removed at the end */
 	struct progress	*progress;	/* owned: the live line, may be a no-op */
 	struct workq	*wq;		/* owned: creates temp files off the loop */
 	struct workq	*cq;		/* owned: the committer thread */
@@ -247,7 +251,7 @@ try_bytes(const struct sfile_try *t)
 	unsigned	 i;
 
 	for (i = 0; t != NULL && t->jobs != NULL && i < t->njobs; i++)
-		if (!t->jobs[i].validate)
+		if (t->jobs[i].kind != XFER_JOB_VALIDATE)
 			n += t->jobs[i].res.bytes;
 	return n;
 }
@@ -304,7 +308,7 @@ resume_end_try(struct sfile *f)
 /*
  * The run is over for f's temp file: kept when its ranges are recorded
  * (unless the disk is full: then it is removed to give the space back),
- * else removed.
+ * else removed.  Counted in sc->kept or sc->dropped.
  */
 static void
 resume_close(struct sched *sc, struct sfile *f)
@@ -315,8 +319,10 @@ resume_close(struct sched *sc, struct sfile *f)
 	    sc->fatal != BM_ENOSPC) {
 		store_file_keep(f->sf);
 		f->sf = NULL;
+		sc->kept++;
 		return;
 	}
+	sc->dropped++;
 	resume_forget(f);
 }
 
@@ -634,6 +640,7 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 	r->local_mtime = f->mtime;
 	r->bytes = (int64_t)d->received;
 	r->checksum = d->checksum[0] ? d->checksum : NULL;
+	r->sidecar = d->sidecar[0] ? d->sidecar : NULL;
 }
 
 /* Committer thread: publish batch b, then record it in the manifest. */
@@ -829,6 +836,7 @@ sched_publish(struct sched *sc, struct sfile *f)
 	(void)snprintf(d->etag, sizeof(d->etag), "%s", res->etag);
 	(void)snprintf(d->checksum, sizeof(d->checksum), "%s",
 	    f->t->checksum);
+	(void)snprintf(d->sidecar, sizeof(d->sidecar), "%s", f->t->sidecar);
 	f->state = SF_DONE;
 	if (res->mtime >= 0)
 		f->mtime = res->mtime * NS;
@@ -1160,7 +1168,7 @@ check_start(struct sched *sc, struct sfile *f)
 		return BM_ENOMEM;
 	t->check = j;
 	j->url = t->url;
-	j->validate = true;
+	j->kind = XFER_JOB_VALIDATE;
 	j->expect_size = -1;
 	j->if_modified_since = -1;
 	j->owner = f;
@@ -1556,6 +1564,8 @@ sched_abandon(struct sched *sc)
 		struct sfile *f = &sc->files[i];
 		if (f->state == SF_HASHING) {
 			hash_abandon(sc, f);
+			if (f->sf != NULL)
+				sc->dropped++;
 			store_file_abort(f->sf);
 			f->sf = NULL;
 			try_free(f->t);
@@ -1580,6 +1590,27 @@ sched_abandon(struct sched *sc)
 			sc->writing--;
 		}
 	}
+}
+
+/*
+ * What an interrupted run leaves of the files it had in flight: the
+ * temp files with recorded ranges stay for the next run to continue;
+ * the others (nothing recorded yet, or waiting for their digest) are
+ * removed.
+ */
+static void
+sched_log_stop(const struct sched *sc)
+{
+	char	 gone[128];
+
+	gone[0] = '\0';
+	if (sc->dropped > 0)
+		(void)snprintf(gone, sizeof(gone), "; %zu other in-flight "
+		    "files removed (fetched again from the start)",
+		    sc->dropped);
+	log_warnx("%s: interrupted: finished files committed; %zu partly "
+	    "fetched files kept for the next run to continue%s",
+	    MIRROR(sc), sc->kept, gone);
 }
 
 static int
@@ -1636,6 +1667,8 @@ sched_wants(const struct sched_opts *o, const struct action *a)
 
 	if (o->pass == SCHED_PASS_ALL)
 		return true;
+	if (o->pass == SCHED_PASS_PARKED)
+		return a->parked;
 	base = strrchr(a->path, '/');
 	base = base ? base + 1 : a->path;
 	return sidecar_name(base, NULL) == (o->pass == SCHED_PASS_SIDECARS);
@@ -1789,9 +1822,84 @@ hash_kick(struct sched *sc, struct hasher *h)
 }
 
 /*
+ * The try of f failed its published digests (res->errmsg says how; got:
+ * the body's digest): with o->park_mismatch (and a retry left) the file
+ * is parked for the caller, who fetches its sidecar again (sched.h);
+ * after such a park, the same body again ends the file with a
+ * COMMIT_MISMATCH record naming both digests.  Else true: retry it.
+ */
+static bool
+hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
+    const char *got)
+{
+	struct xfer_result *res = &f->t->res;
+	struct commit_rec *r;
+	struct action	*a = f->act;
+	char		*buf, *g;
+	size_t		 n;
+
+	if (sc->o->park_mismatch && got[0] && f->attempts <= sc->o->retries &&
+	    !*sc->o->stop) {
+		if ((g = strdup(got)) == NULL)
+			return true;
+		free(a->got);
+		a->got = g;
+		a->parked = true;
+		log_info("%s: %s: fetch: %s: fetching its sidecar again",
+		    MIRROR(sc), a->path, res->errmsg);
+		resume_forget(f);
+		f->state = SF_FAILED;	/* this pass: no record, not counted */
+		sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
+		    try_bytes(f->t) : sc->bytes_seen;
+		try_free(f->t);
+		f->t = NULL;
+		return false;
+	}
+	if (a->got == NULL || got[0] == '\0' || strcmp(a->got, got) != 0) {
+		/* Another body: upstream is changing; try again. */
+		if (got[0] && (g = strdup(got)) != NULL) {
+			free(a->got);
+			a->got = g;
+		}
+		return true;
+	}
+	n = strlen(res->errmsg);
+	(void)snprintf(res->errmsg + n, sizeof(res->errmsg) - n, " again "
+	    "(the same body twice, its sidecar asked for again): not fetched "
+	    "again until upstream's file or sidecar changes");
+	resume_forget(f);
+	f->state = SF_FAILED;
+	/* One allocation owns the strings: reason, want, got, etag. */
+	if (asprintf(&buf, "%s%c%s%c%s%c%s", res->errmsg, 0, want, 0, got, 0,
+	    res->etag) < 0) {
+		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
+		return false;
+	}
+	r = rec_new(sc, a, COMMIT_FAILED, NULL);
+	sc->reasons[sc->nrecs - 1] = buf;
+	r->op = COMMIT_MISMATCH;
+	r->reason = buf;
+	r->sidecar = buf + strlen(buf) + 1;
+	r->checksum = r->sidecar + strlen(r->sidecar) + 1;
+	r->etag = r->checksum + strlen(r->checksum) + 1;
+	if (r->etag[0] == '\0')
+		r->etag = NULL;
+	r->up_size = res->size;
+	r->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	log_warnx("%s: %s: fetch: %s", MIRROR(sc), a->path, res->errmsg);
+	(void)result_add_error(sc->res, a->path, "fetch", res->errmsg);
+	sc->res->failed++;
+	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
+	    try_bytes(f->t) : sc->bytes_seen;
+	try_free(f->t);
+	f->t = NULL;
+	return false;
+}
+
+/*
  * All bytes of f are hashed: compare with the published digests, keep
  * the SHA-256 to record, then publish, or discard and retry on a
- * mismatch (the old file stays as it is).
+ * mismatch (the old file stays as it is; hash_mismatch).
  */
 static void
 hash_check(struct sched *sc, struct sfile *f)
@@ -1799,15 +1907,24 @@ hash_check(struct sched *sc, struct sfile *f)
 	struct hasher	*h = f->h;
 	struct xfer_result *res = &f->t->res;
 	struct digest_value v;
-	char		 want[DIGEST_TEXT_MAX], got[DIGEST_TEXT_MAX];
+	char		 want[SIDECAR_TEXT_MAX], got[DIGEST_TEXT_MAX];
+	char		 one[DIGEST_TEXT_MAX];
 	int		 i, rc = h->rc;
 
 	sc->hashing--;
+	got[0] = '\0';
+	if (sidecar_sum_text(&h->sum, want, sizeof(want)) != 0)
+		want[0] = '\0';
 	for (i = 0; rc == 0 && i < DIGEST__N; i++) {
 		if (!h->sum.has[i])
 			continue;
+		if ((rc = digest_final(h->d, (enum digest_alg)i, &v)) != 0)
+			break;
 		if (h->sum.conflict[i]) {
-			/* Two digests for one file: neither can vouch. */
+			/*
+			 * Two digests for one file: neither can vouch (and
+			 * no body can match: retried as usual, not parked).
+			 */
 			(void)snprintf(res->errmsg, sizeof(res->errmsg),
 			    "checksum mismatch: %.60s gives conflicting %s "
 			    "digests", h->sum.from[i],
@@ -1815,15 +1932,13 @@ hash_check(struct sched *sc, struct sfile *f)
 			rc = BM_ECHECKSUM;
 			break;
 		}
-		if ((rc = digest_final(h->d, (enum digest_alg)i, &v)) != 0)
-			break;
+		(void)digest_to_text(&v, got, sizeof(got));
 		if (digest_equal(&v, &h->sum.v[i]))
 			continue;
-		(void)digest_to_text(&h->sum.v[i], want, sizeof(want));
-		(void)digest_to_text(&v, got, sizeof(got));
+		(void)digest_to_text(&h->sum.v[i], one, sizeof(one));
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "checksum "
 		    "mismatch: %.60s says %.75s, got %.75s", h->sum.from[i],
-		    want, got);
+		    one, got);
 		rc = BM_ECHECKSUM;
 	}
 	if (rc == 0 && sc->o->record_digest &&
@@ -1831,6 +1946,8 @@ hash_check(struct sched *sc, struct sfile *f)
 		(void)digest_to_text(&v, f->t->checksum, sizeof(f->t->checksum));
 	hash_abandon(sc, f);
 	if (rc == 0) {
+		(void)snprintf(f->t->sidecar, sizeof(f->t->sidecar), "%s",
+		    want);
 		sched_publish(sc, f);
 		return;
 	}
@@ -1841,6 +1958,8 @@ hash_check(struct sched *sc, struct sfile *f)
 	if (rc != BM_ECHECKSUM)
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "digest: %s",
 		    bm_strerror(rc));
+	else if (!hash_mismatch(sc, f, want, got))
+		return;
 	/* Wrong bytes: none of them may be continued by a later try. */
 	resume_forget(f);
 	res->cls = XFER_CHANGED;
@@ -1997,9 +2116,6 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 		goto out;
 	(void)sched_flush(&sc, true);
 	rc = sc.fatal;
-	if (rc == BM_EINTR)
-		log_warnx("%s: interrupted: in-flight files abandoned, "
-		    "finished files committed", MIRROR(&sc));
 out:
 	progress_free(sc.progress);
 	/* Every temp file a worker made is in its sfile once this returns. */
@@ -2025,6 +2141,8 @@ out:
 		for (i = 0; i < sc.nfiles; i++)
 			resume_file_free(sc.files[i].rf);
 	}
+	if (rc == BM_EINTR && sc.fatal == BM_EINTR)
+		sched_log_stop(&sc);
 	if (sc.reasons)
 		for (i = 0; i < sc.nrecs; i++)
 			free(sc.reasons[i]);

@@ -162,7 +162,9 @@ page_submit(struct run *r, struct page_try *t)
 	t->job.max_size = MAX_PAGE_BYTES;
 	t->job.if_modified_since = -1;
 	t->job.no_redirect = true;
-	t->job.ftp_command = t->command;
+	t->job.kind = t->command != NULL && strcmp(t->command, "FEAT") == 0 ?
+	    XFER_JOB_PROBE : XFER_JOB_PAGE;
+	t->job.ftp.mlsd = t->command != NULL && strcmp(t->command, "MLSD") == 0;
 	t->job.sink = sink_page;
 	t->job.sink_arg = &t->buf;
 	t->job.owner = t;
@@ -342,7 +344,7 @@ run_feat(void *ctx, bool mlsd, bool gridftp)
 {
 	struct run	*r = ctx;
 
-	xfer_set_ftp_gridftp(r->x, gridftp);
+	xfer_hint(r->x, XFER_HINT_GRIDFTP, gridftp);
 	if (!r->c->ftp_mode_e)
 		return;
 	if (gridftp && !mlsd)
@@ -351,8 +353,7 @@ run_feat(void *ctx, bool mlsd, bool gridftp)
 	else if (gridftp)
 		log_debug("%s: listings and files in GridFTP extended block "
 		    "mode (MODE E)", r->c->name);
-	(void)xfer_set_ftp_mode_e(r->x, gridftp && mlsd ? XFER_MODE_E_ON :
-	    XFER_MODE_E_OFF);
+	xfer_hint(r->x, XFER_HINT_MODE_E, gridftp && mlsd);
 }
 
 /*
@@ -404,11 +405,6 @@ run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
 	    listing_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
 	fo.on_feat = run_feat;
-	/* FEAT on the session that goes on in MODE E (xfer_gridftp.h). */
-	if (r->c->ftp_mode_e && xfer_set_ftp_mode_e(r->x,
-	    XFER_MODE_E_PROBE) != 0)
-		log_warnx("%s: ftp_mode = extended: out of memory: stream mode",
-		    r->c->name);
 	rc = list_ftp_crawl(r->c->source, &fo, fetch_pages, r, r->l, r->err,
 	    sizeof(r->err));
 	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
@@ -481,29 +477,59 @@ run_list(struct run *r)
 	return 0;
 }
 
+/*
+ * A plan's actions to fp, each with its reason and the bytes it moves
+ * ("about" when the size is a listing's rounded figure); then, for a
+ * refused one, the guard that refused it (guard, NULL if none).
+ */
 static void
-print_plan(const struct run *r, FILE *fp)
+print_plan(const struct run *r, FILE *fp, const char *guard)
 {
 	const struct action *a;
+	int64_t		 b;
 	size_t		 i;
 
 	for (i = 0; i < r->p->nacts; i++) {
 		a = &r->p->acts[i];
 		if (a->op == ACT_KEEP)
 			continue;
-		if (a->op == ACT_FETCH || a->op == ACT_COND_FETCH) {
-			if (a->list_size >= 0)
-				fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
-				    action_name(a->op), a->path, a->why,
-				    a->list_size_exact ? "" : "about ",
-				    (long long)a->list_size);
-			else
-				fprintf(fp, "%-6s %s (%s)\n",
-				    action_name(a->op), a->path, a->why);
-		} else
+		b = action_bytes(a);
+		if (b >= 0 && (a->op == ACT_FETCH || a->op == ACT_COND_FETCH ||
+		    (a->op == ACT_DELETE && a->type == ENTRY_FILE)))
+			fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
+			    action_name(a->op), a->path, a->why,
+			    a->op != ACT_DELETE && a->list_size == b &&
+			    !a->list_size_exact ? "about " : "", (long long)b);
+		else
 			fprintf(fp, "%-6s %s (%s)\n", action_name(a->op),
 			    a->path, a->why);
 	}
+	if (guard != NULL)
+		fprintf(fp, "%s\n", guard);
+}
+
+/* A dry run's result: what a sync would count, and its actions. */
+static int
+run_plan_result(struct run *r)
+{
+	const struct action *a;
+	size_t		 i;
+	int		 rc;
+
+	r->res->fetched = r->p->nfetch;
+	r->res->touched = r->p->ntouch;
+	r->res->bytes = r->p->fetch_bytes;
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		/* Files, as a sync counts them (run_deletes). */
+		if (a->op == ACT_DELETE && a->type == ENTRY_FILE)
+			r->res->deleted++;
+		if (r->o->actions && a->op != ACT_KEEP &&
+		    (rc = result_add_action(r->res, a->path,
+		    action_name(a->op), action_bytes(a), a->why)) != 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* Create listed directories that are missing and record them. */
@@ -1216,20 +1242,23 @@ run_open(struct run *r)
 	memset(&xo, 0, sizeof(xo));
 	xo.max_connections = r->c->max_connections ? r->c->max_connections :
 	    mirror_is_ftp(r->c) ? 4 : 8;
-	xo.ftp_tls = r->c->ftp_tls == FTP_TLS_REQUIRE ||
+	xo.net = r->c->transport == TRANSPORT_UDT ? XFER_NET_UDT :
+	    XFER_NET_TCP;
+	xo.ftp.tls = r->c->ftp_tls == FTP_TLS_REQUIRE ||
 	    strncasecmp(r->c->source, "ftps://", 7) == 0 ? XFER_TLS_REQUIRE :
 	    r->c->ftp_tls == FTP_TLS_TRY ? XFER_TLS_TRY : XFER_TLS_NONE;
-	xo.ftp_active = r->c->ftp_active;
-	xo.ftp_gridftp = true;	/* until FEAT says otherwise */
-	xo.user = r->c->user;
-	xo.password = r->password;
+	xo.ftp.active = r->c->ftp_active;
+	xo.ftp.gridftp = true;	/* until FEAT says otherwise */
+	xo.ftp.mode_e = r->c->ftp_mode_e;
+	xo.ftp.user = r->c->user;
+	xo.ftp.password = r->password;
 	xo.connect_timeout = r->c->timeout;
 	xo.stall_timeout = r->c->stall_timeout;
 	xo.user_agent = r->c->user_agent ? r->c->user_agent : r->o->user_agent;
 	xo.ca_file = r->c->ca_file;
 	xo.bwlimit = r->c->bwlimit;
 	run_tcp_congestion(r, &xo);
-	return xfer_curl_new(&xo, &r->x);
+	return xfer_open(r->c->source, &xo, &r->x);
 }
 
 /*
@@ -1401,10 +1430,12 @@ run_notes_free(struct run *r)
  * (after the sidecar pass fetched the changed ones), per-file sidecars
  * ("X.md5") before lists ("MD5SUMS"), so that the more specific one wins.
  * A sidecar this run failed to fetch is left out (its old copy may not
- * match new data; the failure is reported already).
+ * match new data; the failure is reported already).  quiet: nothing is
+ * logged (the copies before this run fetches them: run_recheck; one not
+ * there yet is left out).
  */
 static int
-run_load_sums(struct run *r, struct sidecar_set **ret)
+run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 {
 	struct sidecar_set *set;
 	char		*text;
@@ -1425,19 +1456,23 @@ run_load_sums(struct run *r, struct sidecar_set **ret)
 			if (run_failed_path(r, p))
 				continue;
 			if ((rc = run_read_sidecar(r, p, &text, &len)) != 0) {
-				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
+				if (!quiet)
+					log_warnx("%s: sidecar: %s", p,
+					    bm_strerror(rc));
 				continue;
 			}
 			bad = 0;
 			rc = sidecar_set_add(set, p, text, len, NULL, &bad);
 			free(text);
-			if (rc != 0)
+			if (quiet)
+				;
+			else if (rc != 0)
 				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
 			else if (bad > 0 && run_note_once(r, p, ""))
 				log_info("%s: sidecar: %zu lines ignored "
 				    "(malformed, or unsafe names)", p, bad);
 		}
-	if (rc != BM_ENOMEM)
+	if (rc != BM_ENOMEM && !quiet)
 		rc = sidecar_set_conflicts(set, run_note_conflict, r);
 	if (rc == BM_ENOMEM) {
 		sidecar_set_free(set);
@@ -1449,30 +1484,452 @@ run_load_sums(struct run *r, struct sidecar_set **ret)
 	return 0;
 }
 
+/* A file whose upstream body kept failing its sidecar (manifest_mismatches). */
+struct mism {
+	char		*path;		/* owned */
+	int64_t		 list_size, list_mtime, run;
+	bool		 list_size_exact;
+	enum mtime_prec	 list_prec;
+	char		*want, *got;	/* owned */
+};
+
+/* What run_recheck() works with. */
+struct recheck {
+	struct run	*r;
+	struct sidecar_set *old;	/* borrowed: the sidecars before this
+					   run fetched them, NULL: none fetched */
+	struct sidecar_set *sums;	/* borrowed: the sidecars now */
+	size_t		 nsorted;	/* the plan's sorted actions */
+	const char	**paths;	/* owned: their paths (borrowed), sorted */
+	struct mism	*mm;		/* owned, path order */
+	size_t		 nmm;
+	struct commit_rec *recs;	/* owned: SIDECAR and FAILED records */
+	char		**strs;		/* owned: recs[i]'s path and text */
+	size_t		 nrecs, cap;
+};
+
+/* manifest_mismatch_fn: keep a copy of each row. */
+static int
+recheck_mism(void *ctx, const struct mismatch_rec *m)
+{
+	struct recheck	*rc = ctx;
+	struct mism	*v, *e;
+
+	if ((v = reallocarray(rc->mm, rc->nmm + 1, sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	rc->mm = v;
+	e = &v[rc->nmm];
+	memset(e, 0, sizeof(*e));
+	e->list_size = m->list_size;
+	e->list_size_exact = m->list_size_exact;
+	e->list_mtime = m->list_mtime;
+	e->list_prec = m->list_prec;
+	e->run = m->run;
+	rc->nmm++;
+	if ((e->path = strdup(m->path)) == NULL ||
+	    (e->want = strdup(m->want)) == NULL ||
+	    (e->got = strdup(m->got)) == NULL)
+		return BM_ENOMEM;
+	return 0;
+}
+
+/* The mismatch recorded for path, or NULL. */
+static const struct mism *
+recheck_find_mism(const struct recheck *rc, const char *path)
+{
+	size_t	 lo = 0, hi = rc->nmm, mid;
+	int	 c;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if ((c = strcmp(rc->mm[mid].path, path)) == 0)
+			return &rc->mm[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int
+str_ptr_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * True when the plan has an action for path (fetched, touched, gone,
+ * kept, in conflict): the re-check leaves it to the plan.
+ */
+static bool
+recheck_planned(const struct recheck *rc, const char *path)
+{
+	return bsearch(&path, rc->paths, rc->nsorted, sizeof(*rc->paths),
+	    str_ptr_cmp) != NULL;
+}
+
+/* Queue a record of op for path: SIDECAR (text) or FAILED (text: why). */
+static int
+recheck_queue(struct recheck *rc, const char *path, enum commit_op op,
+    const char *text)
+{
+	struct commit_rec *v;
+	char		**sv;
+	size_t		 cap;
+
+	if (rc->nrecs == rc->cap) {
+		cap = rc->cap ? 2 * rc->cap : 16;
+		if ((v = reallocarray(rc->recs, cap, sizeof(*v))) == NULL)
+			return BM_ENOMEM;
+		rc->recs = v;
+		if ((sv = reallocarray(rc->strs, 2 * cap, sizeof(*sv))) ==
+		    NULL)
+			return BM_ENOMEM;
+		rc->strs = sv;
+		rc->cap = cap;
+	}
+	v = &rc->recs[rc->nrecs];
+	memset(v, 0, sizeof(*v));
+	rc->strs[2 * rc->nrecs] = strdup(path);
+	rc->strs[2 * rc->nrecs + 1] = strdup(text);
+	rc->nrecs++;
+	if (rc->strs[2 * rc->nrecs - 2] == NULL ||
+	    rc->strs[2 * rc->nrecs - 1] == NULL)
+		return BM_ENOMEM;
+	v->path = rc->strs[2 * rc->nrecs - 2];
+	v->op = op;
+	v->type = ENTRY_FILE;
+	if (op == COMMIT_SIDECAR)
+		v->sidecar = rc->strs[2 * rc->nrecs - 1];
+	else
+		v->reason = rc->strs[2 * rc->nrecs - 1];
+	return 0;
+}
+
+/*
+ * A file whose upstream body failed its sidecar before (m) and whose
+ * listing (size, mtime: the values given) and published digests (now)
+ * have not changed since: true after it is failed again without a
+ * request (exit 1).  A listing that does not show both size and mtime
+ * cannot tell: false (it is fetched).
+ */
+static bool
+recheck_known_bad(struct recheck *rc, const struct mism *m,
+    const char *path, int64_t size, bool exact, int64_t mtime,
+    enum mtime_prec prec, const char *now, int *ret)
+{
+	char	 why[400];
+
+	*ret = 0;
+	if (m == NULL || strcmp(m->want, now) != 0 || m->list_size != size ||
+	    m->list_size_exact != exact || m->list_mtime != mtime ||
+	    m->list_prec != prec || prec == MTIME_UNKNOWN || size < 0)
+		return false;
+	(void)snprintf(why, sizeof(why), "checksum mismatch: upstream's copy "
+	    "still fails its sidecar (it says %.150s, run %lld got %.75s): "
+	    "not fetched again until upstream's file or sidecar changes",
+	    m->want, (long long)m->run, m->got);
+	log_warnx("%s: %s: %s", rc->r->c->name, path, why);
+	(void)result_add_error(rc->r->res, path, "fetch", why);
+	rc->r->res->failed++;
+	*ret = recheck_queue(rc, path, COMMIT_FAILED, why);
+	return true;
+}
+
+/*
+ * manifest_file_fn of run_recheck(): a committed data file that nothing
+ * fetches this run, and whose published digests now are not the ones it
+ * last matched (the recorded ones; for a row recorded before biomirror
+ * kept them, those of the sidecars before this run fetched them), is
+ * hashed: a match is recorded, a mismatch fetches it again.
+ */
+static int
+recheck_row(void *ctx, const struct file_row *row)
+{
+	struct recheck	*rc = ctx;
+	struct run	*r = rc->r;
+	struct sidecar_sum sum, os;
+	struct sidecar_set *keep;
+	char		 now[SIDECAR_TEXT_MAX], was[SIDECAR_TEXT_MAX];
+	const char	*rec = NULL, *why;
+	int		 ret;
+
+	if (row->type != ENTRY_FILE || is_sidecar(row->path) ||
+	    !sidecar_set_find(rc->sums, row->path, &sum) ||
+	    recheck_planned(rc, row->path) ||
+	    sidecar_sum_text(&sum, now, sizeof(now)) != 0)
+		return 0;
+	if (recheck_known_bad(rc, recheck_find_mism(rc, row->path), row->path,
+	    row->list_size, row->list_size_exact, row->list_mtime,
+	    row->list_prec, now, &ret))
+		return ret;
+	if (row->sidecar != NULL)
+		rec = row->sidecar;
+	else if (rc->old == NULL)
+		rec = now;	/* no sidecar fetched: nothing new */
+	else if (sidecar_set_find(rc->old, row->path, &os) &&
+	    sidecar_sum_text(&os, was, sizeof(was)) == 0)
+		rec = was;
+	if (rec != NULL && strcmp(rec, now) == 0)
+		return 0;
+	keep = r->sums;
+	r->sums = rc->sums;
+	why = run_local_differs(r, row->path, row->checksum, NULL, NULL);
+	r->sums = keep;
+	if (why == NULL) {
+		log_info("%s: %s: its sidecar's digest changed: the local "
+		    "copy matches", r->c->name, row->path);
+		return recheck_queue(rc, row->path, COMMIT_SIDECAR, now);
+	}
+	log_warnx("%s: %s: its sidecar's digest changed: local content %s: "
+	    "fetching it again", r->c->name, row->path, why);
+	if ((ret = plan_add_refetch(r->p, row, "differs from its sidecar")) !=
+	    0)
+		return ret;
+	return recheck_queue(rc, row->path, COMMIT_SIDECAR, "");
+}
+
+/*
+ * After the sidecar pass, before the data pass (verify = sidecar |
+ * checksum): a planned fetch of a file whose upstream body failed its
+ * sidecar before, with neither its listing nor its published digests
+ * changed since, is not made (the file fails again, exit 1); a committed
+ * file whose published digests changed is re-checked (recheck_row).
+ * old: the sidecars before this run fetched them (NULL: none fetched),
+ * sums: as they are now.  Returns 0, BM_ENOMEM or BM_EDB (r->err set).
+ */
+static int
+run_recheck(struct run *r, struct sidecar_set *old, struct sidecar_set *sums)
+{
+	struct recheck	 rc;
+	struct sidecar_sum sum;
+	struct action	*a;
+	char		 now[SIDECAR_TEXT_MAX];
+	size_t		 i;
+	int		 ret;
+
+	if (sidecar_set_count(sums) == 0)
+		return 0;
+	memset(&rc, 0, sizeof(rc));
+	rc.r = r;
+	rc.old = old;
+	rc.sums = sums;
+	rc.nsorted = r->p->nacts;
+	ret = BM_ENOMEM;
+	if ((rc.paths = calloc(rc.nsorted ? rc.nsorted : 1,
+	    sizeof(*rc.paths))) == NULL)
+		goto out;
+	for (i = 0; i < rc.nsorted; i++)
+		rc.paths[i] = r->p->acts[i].path;
+	qsort(rc.paths, rc.nsorted, sizeof(*rc.paths), str_ptr_cmp);
+	if ((ret = manifest_mismatches(r->m, recheck_mism, &rc)) != 0)
+		goto out;
+	for (i = 0; i < rc.nsorted && rc.nmm > 0; i++) {
+		a = &r->p->acts[i];
+		if ((a->op != ACT_FETCH && a->op != ACT_COND_FETCH) ||
+		    is_sidecar(a->path) ||
+		    !sidecar_set_find(sums, a->path, &sum) ||
+		    sidecar_sum_text(&sum, now, sizeof(now)) != 0)
+			continue;
+		if (recheck_known_bad(&rc, recheck_find_mism(&rc, a->path),
+		    a->path, a->list_size, a->list_size_exact, a->list_mtime,
+		    a->list_prec, now, &ret)) {
+			a->op = ACT_KEEP;	/* not fetched */
+			a->why = "fails its sidecar";
+		}
+		if (ret != 0)
+			goto out;
+	}
+	if ((ret = manifest_ls(r->m, "", recheck_row, &rc)) != 0)
+		goto out;
+	if (rc.nrecs > 0)
+		ret = manifest_commit(r->m, r->run, rc.recs, rc.nrecs);
+out:
+	if (ret == BM_EDB)
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+	for (i = 0; i < rc.nmm; i++) {
+		free(rc.mm[i].path);
+		free(rc.mm[i].want);
+		free(rc.mm[i].got);
+	}
+	free(rc.mm);
+	free(rc.paths);
+	for (i = 0; i < 2 * rc.nrecs; i++)
+		free(rc.strs[i]);
+	free(rc.strs);
+	free(rc.recs);
+	return ret;
+}
+
+/* True when the plan fetches a sidecar file. */
+static bool
+run_fetches_sidecar(const struct run *r)
+{
+	size_t	 i;
+
+	for (i = 0; i < r->p->nacts; i++)
+		if ((r->p->acts[i].op == ACT_FETCH ||
+		    r->p->acts[i].op == ACT_COND_FETCH) &&
+		    is_sidecar(r->p->acts[i].path))
+			return true;
+	return false;
+}
+
+/*
+ * manifest_file_fn: a conditional fetch (a 304 when it is as this run
+ * fetched it) of the committed sidecar row, into a plan.
+ */
+static int
+parked_sidecar(void *ctx, const struct file_row *row)
+{
+	struct plan	*p = ctx;
+	int		 rc;
+
+	if (row->type != ENTRY_FILE)
+		return 0;
+	if ((rc = plan_add_refetch(p, row, "a file it covers failed it")) == 0)
+		p->acts[p->nacts - 1].op = ACT_COND_FETCH;
+	return rc;
+}
+
+/*
+ * Files parked by the data pass (sched.h park_mismatch: their body
+ * failed its sidecar): the sidecars that gave their digests are asked
+ * for again, conditionally (one rewritten upstream after this run
+ * fetched it comes again), then
+ * the files, once, against the digests the sidecars say now (or, when a
+ * sidecar could not be fetched again, as before): the same body again
+ * ends the file (a mismatch record), another one is retried as usual.
+ * *sums is replaced by the new digests.
+ */
+static int
+run_parked(struct run *r, struct sched_opts *so, struct sidecar_set **sums)
+{
+	struct plan	*sp;
+	struct sidecar_sum sum;
+	struct sidecar_set *ns = NULL;
+	int64_t		 failed = r->res->failed;
+	size_t		 i, j;
+	int		 k, rc = BM_ENOMEM;
+
+	if ((sp = calloc(1, sizeof(*sp))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < r->p->nacts; i++) {
+		if (!r->p->acts[i].parked ||
+		    !sidecar_set_find(*sums, r->p->acts[i].path, &sum))
+			continue;
+		for (k = 0; k < DIGEST__N; k++) {
+			if (!sum.has[k])
+				continue;
+			for (j = 0; j < sp->nacts; j++)
+				if (strcmp(sp->acts[j].path, sum.from[k]) == 0)
+					break;
+			if (j == sp->nacts && (rc = manifest_ls(r->m,
+			    sum.from[k], parked_sidecar, sp)) != 0)
+				goto out;
+		}
+	}
+	so->pass = SCHED_PASS_ALL;
+	so->sums = NULL;
+	so->park_mismatch = false;
+	if ((rc = sched_run(so, r->x, r->s, r->m, sp->acts, sp->nacts,
+	    r->res)) != 0)
+		goto out;
+	if (r->res->failed == failed) {
+		if ((rc = run_load_sums(r, false, &ns)) != 0)
+			goto out;
+		sidecar_set_free(*sums);
+		*sums = ns;
+	}
+	so->pass = SCHED_PASS_PARKED;
+	so->sums = *sums;
+	so->retries = r->c->retries - 1;	/* one try was made */
+	rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts, r->res);
+	so->retries = r->c->retries;
+	for (i = 0; i < r->p->nacts; i++)
+		r->p->acts[i].parked = false;	/* tried again */
+out:
+	plan_free(sp);
+	return rc;
+}
+
+/*
+ * Parked files that the run did not try again (it stopped, or failed):
+ * each is a failure of the run.
+ */
+static int
+run_fail_parked(struct run *r)
+{
+	struct commit_rec rec;
+	char		 why[200];
+	size_t		 i;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		if (!r->p->acts[i].parked)
+			continue;
+		r->p->acts[i].parked = false;
+		(void)snprintf(why, sizeof(why), "checksum mismatch: got %.75s; "
+		    "not tried again (the run stopped)", r->p->acts[i].got ?
+		    r->p->acts[i].got : "?");
+		(void)result_add_error(r->res, r->p->acts[i].path, "fetch", why);
+		r->res->failed++;
+		memset(&rec, 0, sizeof(rec));
+		rec.path = r->p->acts[i].path;
+		rec.op = COMMIT_FAILED;
+		rec.type = ENTRY_FILE;
+		rec.reason = why;
+		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+			return BM_EDB;
+	}
+	return 0;
+}
+
 /*
  * The fetches: in one pass with verify = size; else sidecar files first,
- * then the data checked against what they say (and, with verify =
- * checksum, every fetched file's SHA-256 recorded).
+ * then the files whose published digests changed re-checked
+ * (run_recheck), then the data checked against what the sidecars say
+ * (and, with verify = checksum, every fetched file's SHA-256 recorded);
+ * a file whose body fails them gets one more try after its sidecar is
+ * fetched again (run_parked).
  */
 static int
 run_transfers(struct run *r, struct sched_opts *so)
 {
-	struct sidecar_set *sums = NULL;
-	int		 rc;
+	struct sidecar_set *old = NULL, *sums = NULL;
+	size_t		 i;
+	int		 rc, frc;
+	bool		 parked = false;
 
 	if (r->c->verify == VERIFY_SIZE)
 		return sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts,
 		    r->res);
+	/* The sidecars as they are before this run fetches them. */
+	if (run_fetches_sidecar(r) && (rc = run_load_sums(r, true,
+	    &old)) != 0)
+		return rc;
 	so->pass = SCHED_PASS_SIDECARS;
 	so->record_digest = r->c->verify == VERIFY_CHECKSUM;
 	if ((rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts,
 	    r->res)) != 0)
-		return rc;
-	if ((rc = run_load_sums(r, &sums)) != 0)
-		return rc;
+		goto out;
+	if ((rc = run_load_sums(r, false, &sums)) != 0 ||
+	    (rc = run_recheck(r, old, sums)) != 0)
+		goto out;
 	so->pass = SCHED_PASS_DATA;
 	so->sums = sums;
+	so->park_mismatch = r->c->retries > 0;
 	rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts, r->res);
+	for (i = 0; i < r->p->nacts && !parked; i++)
+		parked = r->p->acts[i].parked;
+	if (rc == 0 && parked && !*r->o->stop)
+		rc = run_parked(r, so, &sums);
+out:
+	if ((frc = run_fail_parked(r)) != 0 && rc == 0)
+		rc = frc;
+	so->sums = NULL;
+	sidecar_set_free(old);
 	sidecar_set_free(sums);
 	return rc;
 }
@@ -2160,7 +2617,7 @@ run_plan(struct run *r)
 	po.keep = r->unlisted;
 	if (r->o->checksum && r->s != NULL) {
 		/* The sidecars are kept (run_drop_listing). */
-		if ((rc = run_load_sums(r, &r->sums)) != 0)
+		if ((rc = run_load_sums(r, false, &r->sums)) != 0)
 			return rc;
 		po.check = run_check_local;
 		po.check_ctx = r;
@@ -2175,8 +2632,7 @@ static int
 run_body(struct run *r)
 {
 	uint64_t	 avail = UINT64_MAX;
-	size_t		 i;
-	int		 rc;
+	int		 rc, grc;
 	bool		 none;
 
 	if ((rc = run_open(r)) != 0)
@@ -2219,26 +2675,20 @@ run_body(struct run *r)
 	 * and plan_guard counts only planned deletes), so the part that
 	 * did list is fetched and the run ends with exit 3.
 	 */
-	if ((rc = plan_guard(r->p, r->c, avail, r->err,
-	    sizeof(r->err))) != 0) {
+	if ((grc = plan_guard(r->p, r->c, avail, r->o->allow_empty, r->err,
+	    sizeof(r->err))) != 0)
 		log_errx("%s: %s", r->c->name, r->err);
-		return rc;
-	}
-	/* resync reports what it found before repairing it. */
+	/*
+	 * resync reports what it found before repairing it; a refused
+	 * plan still shows what the run would do, then why it may not.
+	 */
 	if (r->o->plan_out && (r->o->dry_run || (r->o->command &&
 	    strcmp(r->o->command, "resync") == 0)))
-		print_plan(r, r->o->plan_out);
-	if (r->o->dry_run) {
-		r->res->fetched = r->p->nfetch;
-		r->res->touched = r->p->ntouch;
-		/* Files, as a sync counts them (run_deletes). */
-		for (i = 0; i < r->p->nacts; i++)
-			if (r->p->acts[i].op == ACT_DELETE &&
-			    r->p->acts[i].type == ENTRY_FILE)
-				r->res->deleted++;
-		r->res->bytes = r->p->fetch_bytes;
-		return 0;
-	}
+		print_plan(r, r->o->plan_out, grc != 0 ? r->err : NULL);
+	if (r->o->dry_run && (rc = run_plan_result(r)) != 0)
+		return rc;
+	if (grc != 0 || r->o->dry_run)
+		return grc;
 	if ((rc = run_record_digests(r)) != 0)
 		return rc;
 	if (r->c->publish != PUBLISH_SET)
@@ -2612,7 +3062,7 @@ verify_body(struct run *r)
 		return rc;
 	if ((r->s != NULL &&
 	    ((rc = manifest_ls(r->m, "", verify_sidecars, r)) != 0 ||
-	    (rc = run_load_sums(r, &r->sums)) != 0)) ||
+	    (rc = run_load_sums(r, false, &r->sums)) != 0)) ||
 	    (rc = manifest_ls(r->m, "", verify_file, r)) != 0) {
 		if (rc == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",

@@ -1,5 +1,6 @@
 /*
- * The TCP transport: HTTP and HTTPS jobs on one libcurl multi handle
+ * The "curl" transport (xfer.h): HTTP, HTTPS, FTP and FTPS jobs on one
+ * libcurl multi handle
  * (STYLE.md rules 20, 38, 39).  Each job gets an easy handle whose
  * CURLOPT_PRIVATE points at our per-transfer record; connections are
  * pooled by the multi handle and reused across jobs, with at most
@@ -29,11 +30,11 @@
 
 #include "biomirror/clock.h"
 #include "biomirror/error.h"
+#include "biomirror/ftp_proto.h"
 #include "biomirror/xfer.h"
-#include "biomirror/xfer_gridftp.h"
 
 struct curl_rec {
-	struct xfer	*x;		/* borrowed: the engine */
+	struct curl_xfer *x;		/* borrowed: the transport */
 	CURL		*easy;		/* owned */
 	struct xfer_job	*job;		/* borrowed */
 	struct curl_slist *headers;	/* owned: request headers */
@@ -66,16 +67,10 @@ struct curl_rec {
  */
 #define XFER_SPARE	64
 
-/*
- * Sockets of MODE E sessions polled at once: 3 per session, at most
- * max_connections (256 at most, agent/config.c) sessions.
- */
-#define XFER_GRIDFTP_FDS	(3 * 256)
-
 /* Connection sockets libcurl made, kept for the check before a request. */
 #define XFER_SOCKS		1024
 
-struct xfer {
+struct curl_xfer {
 	CURLM		*multi;		/* owned */
 	CURL		*spare[XFER_SPARE]; /* owned: reset handles to reuse */
 	size_t		 nspare;
@@ -85,7 +80,9 @@ struct xfer {
 	double		 tokens;	/* rate limit: bytes that may arrive now */
 	int64_t		 refill_ns;	/* monotonic time of the last refill */
 	size_t		 npaused;	/* records paused by the rate limit */
-	struct gridftp	*gftp;		/* owned: MODE E engine, NULL if off */
+	size_t		 others;	/* connections a transport stacked on
+					   this one holds to the host
+					   (struct xfer_wait) */
 	long		 host_cap;	/* CURLMOPT_MAX_HOST_CONNECTIONS now */
 	long		 conn_limit;	/* connections the server took before
 					   it refused one with 421 (FTP), 0
@@ -101,15 +98,16 @@ struct xfer {
 					   cannot see every socket */
 };
 
-static int	multi_new(struct xfer *);
-static void	host_cap(struct xfer *);
+static int	multi_new(struct curl_xfer *);
+static void	host_cap(struct curl_xfer *);
 
 /*
- * Connections this run may open to the server in all (libcurl's and the
- * MODE E sessions together): max_connections, lowered by 421 greetings.
+ * Connections this run may open to the server in all (libcurl's and a
+ * stacked transport's together): max_connections, lowered by 421
+ * greetings.
  */
 static long
-host_limit(const struct xfer *x)
+host_limit(const struct curl_xfer *x)
 {
 	long	 mc = x->opts.max_connections ? x->opts.max_connections : 8;
 
@@ -120,12 +118,12 @@ host_limit(const struct xfer *x)
  * The run-wide rate limit (bwlimit) is a token bucket shared by every
  * transfer: the write callback pauses a transfer when the bucket is empty
  * (CURL_WRITEFUNC_PAUSE; libcurl delivers the same bytes again after
- * curl_easy_pause(CURLPAUSE_CONT)), and xfer_poll() resumes paused
+ * curl_easy_pause(CURLPAUSE_CONT)), and curl_poll() resumes paused
  * transfers as tokens come back.  The bucket holds at most 1/10 s of
  * bytes (at least 64 KiB), so bursts stay small.
  */
 static void
-bucket_refill(struct xfer *x)
+bucket_refill(struct curl_xfer *x)
 {
 	int64_t	 now = clock_mono_ns();
 	double	 cap = (double)x->opts.bwlimit / 10;
@@ -140,7 +138,7 @@ bucket_refill(struct xfer *x)
 }
 
 static void
-rec_unlink(struct xfer *x, struct curl_rec *r)
+rec_unlink(struct curl_xfer *x, struct curl_rec *r)
 {
 	if (r->paused)
 		x->npaused--;
@@ -154,7 +152,7 @@ rec_unlink(struct xfer *x, struct curl_rec *r)
 }
 
 static void
-rec_free(struct xfer *x, struct curl_rec *r)
+rec_free(struct curl_xfer *x, struct curl_rec *r)
 {
 	if (r == NULL)
 		return;
@@ -200,6 +198,20 @@ header_is(const char *buf, size_t n, const char *name, size_t *ret_off)
 }
 
 /*
+ * The FTP command a job sends instead of RETR: FEAT for a probe, MLSD or
+ * LIST for a listing page, NULL for a file or validator job.
+ */
+static const char *
+ftp_command(const struct xfer_job *j)
+{
+	if (j->kind == XFER_JOB_PROBE)
+		return "FEAT";
+	if (j->kind == XFER_JOB_PAGE)
+		return j->ftp.mlsd ? "MLSD" : "LIST";
+	return NULL;
+}
+
+/*
  * Note one FTP reply line libcurl saw (buf: n bytes, no C string): the
  * last reply, when it is a refusal (4xx or 5xx, RFC 959 section 4.2:
  * "ddd-" opens a multi-line reply, "ddd " ends it), is kept in
@@ -211,9 +223,7 @@ static void
 ftp_reply_line(struct curl_rec *r, const char *buf, size_t n)
 {
 	size_t	 len, have;
-	bool	 code = n >= 4 && buf[0] >= '1' && buf[0] <= '5' &&
-		    buf[1] >= '0' && buf[1] <= '9' && buf[2] >= '0' &&
-		    buf[2] <= '9' && (buf[3] == ' ' || buf[3] == '-');
+	bool	 code = ftp_reply_start(buf, n);
 
 	for (len = 0; len < n && buf[len] != '\r' && buf[len] != '\n'; len++)
 		;
@@ -275,8 +285,7 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 		 * section 4.2), and for FEAT every line (sink), in order.
 		 */
 		ftp_reply_line(r, buf, n);
-		if (r->job->ftp_command == NULL ||
-		    strcmp(r->job->ftp_command, "FEAT") != 0)
+		if (r->job->kind != XFER_JOB_PROBE)
 			return n;
 		if (res->bytes + n > 65536 || r->job->sink(r->job->sink_arg,
 		    res->bytes, buf, n) != 0)
@@ -414,7 +423,7 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 	long		 status = 0;
 	int		 rc;
 
-	if (j->validate) {
+	if (j->kind == XFER_JOB_VALIDATE) {
 		/*
 		 * Over FTP no body was asked for: libcurl writes what MDTM and
 		 * SIZE said as header lines ("Last-Modified: ...") here,
@@ -497,11 +506,13 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-int
-xfer_curl_new(const struct xfer_opts *o, struct xfer **ret)
+/* xfer_ops.open: a multi handle; o copied, its strings borrowed. */
+static int
+curl_open(const struct xfer_opts *o, const char *url, void **ret)
 {
-	struct xfer	*x;
+	struct curl_xfer	*x;
 
+	(void)url;
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return BM_ENOMEM;
 	x->opts = *o;
@@ -549,27 +560,29 @@ setup_url(struct curl_rec *r)
  * directory (a GridFTP server's files: none, the whole path in RETR;
  * libcurl keeps RFC 1738's reading: relative to the login directory, %2F
  * makes it absolute), MDTM for the exact mtime, SIZE only
- * when the listing gave no exact size or for a range.  A
- * directory job sends its ftp_command instead of RETR; FEAT goes as a
- * quote command on a control connection without any transfer.
+ * when the listing gave no exact size or for a range.  A listing page
+ * sends MLSD or LIST instead of RETR; a probe's FEAT goes as a quote
+ * command on a control connection without any transfer.
  */
 static int
-setup_ftp(struct xfer *x, struct curl_rec *r)
+setup_ftp(struct curl_xfer *x, struct curl_rec *r)
 {
 	struct xfer_job	*j = r->job;
 	CURL		*e = r->easy;
 	struct curl_slist *l;
+	const char	*cmd = ftp_command(j);
 
-	(void)curl_easy_setopt(e, CURLOPT_USE_SSL, (long)(x->opts.ftp_tls ==
+	(void)curl_easy_setopt(e, CURLOPT_USE_SSL, (long)(x->opts.ftp.tls ==
 	    XFER_TLS_REQUIRE || ftp_is_ftps(j->url) ? CURLUSESSL_ALL :
-	    x->opts.ftp_tls == XFER_TLS_TRY ? CURLUSESSL_TRY :
+	    x->opts.ftp.tls == XFER_TLS_TRY ? CURLUSESSL_TRY :
 	    CURLUSESSL_NONE));
 	(void)curl_easy_setopt(e, CURLOPT_FTPSSLAUTH, (long)CURLFTPAUTH_TLS);
-	if (x->opts.user != NULL)
-		(void)curl_easy_setopt(e, CURLOPT_USERNAME, x->opts.user);
-	if (x->opts.password != NULL)
-		(void)curl_easy_setopt(e, CURLOPT_PASSWORD, x->opts.password);
-	if (x->opts.ftp_active)
+	if (x->opts.ftp.user != NULL)
+		(void)curl_easy_setopt(e, CURLOPT_USERNAME, x->opts.ftp.user);
+	if (x->opts.ftp.password != NULL)
+		(void)curl_easy_setopt(e, CURLOPT_PASSWORD,
+		    x->opts.ftp.password);
+	if (x->opts.ftp.active)
 		(void)curl_easy_setopt(e, CURLOPT_FTPPORT, "-");
 	/*
 	 * A file on a GridFTP server goes by its whole path (no CWD): the
@@ -577,12 +590,12 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 	 * a leading '~', so "RETR  name" or "RETR ~name" after CWD would
 	 * name another file.  Listings keep one CWD to their directory.
 	 */
-	(void)curl_easy_setopt(e, CURLOPT_FTP_FILEMETHOD, (long)(j->ftp_command
-	    == NULL && x->opts.ftp_gridftp ? CURLFTPMETHOD_NOCWD :
+	(void)curl_easy_setopt(e, CURLOPT_FTP_FILEMETHOD, (long)(cmd == NULL &&
+	    x->opts.ftp.gridftp ? CURLFTPMETHOD_NOCWD :
 	    CURLFTPMETHOD_SINGLECWD));
 	(void)curl_easy_setopt(e, CURLOPT_SERVER_RESPONSE_TIMEOUT,
 	    (long)x->opts.stall_timeout);
-	if (j->ftp_command == NULL) {
+	if (cmd == NULL) {
 		/*
 		 * TYPE I before the data connection is set up, not only after
 		 * EPSV where libcurl sends it: GridFTP fixes a data
@@ -591,7 +604,7 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 		 * Other servers apply TYPE to the next transfer (RFC 959
 		 * 3.1.1): one round trip per file saved.
 		 */
-		if (x->opts.ftp_gridftp) {
+		if (x->opts.ftp.gridftp) {
 			if ((l = curl_slist_append(r->headers, "TYPE I")) ==
 			    NULL)
 				return BM_ENOMEM;
@@ -607,12 +620,12 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 			(void)curl_easy_setopt(e,
 			    CURLOPT_IGNORE_CONTENT_LENGTH, 1L);
 		/* Nor MDTM when the listing gave the time to the second. */
-		if (j->mtime_listed && !j->validate)
+		if (j->mtime_listed && j->kind != XFER_JOB_VALIDATE)
 			(void)curl_easy_setopt(e, CURLOPT_FILETIME, 0L);
 		return 0;
 	}
 	(void)curl_easy_setopt(e, CURLOPT_FILETIME, 0L);
-	if (strcmp(j->ftp_command, "FEAT") == 0) {
+	if (j->kind == XFER_JOB_PROBE) {
 		if ((l = curl_slist_append(r->headers, "FEAT")) == NULL)
 			return BM_ENOMEM;
 		r->headers = l;
@@ -620,7 +633,7 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 		(void)curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 		return 0;
 	}
-	(void)curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, j->ftp_command);
+	(void)curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, cmd);
 	return 0;
 }
 
@@ -635,7 +648,7 @@ setup_ftp(struct xfer *x, struct curl_rec *r)
 static int
 sockopt_cb(void *arg, curl_socket_t fd, curlsocktype purpose)
 {
-	struct xfer	*x = arg;
+	struct curl_xfer	*x = arg;
 
 	size_t		 i;
 
@@ -670,7 +683,7 @@ sa_port(const struct sockaddr_storage *ss)
  * remembered descriptor that is no socket any more is forgotten.
  */
 static int
-sock_of(struct xfer *x, int local_port, int port)
+sock_of(struct curl_xfer *x, int local_port, int port)
 {
 	struct sockaddr_storage ss;
 	socklen_t	 sl;
@@ -730,7 +743,7 @@ prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port)
 }
 
 static int
-setup_easy(struct xfer *x, struct curl_rec *r)
+setup_easy(struct curl_xfer *x, struct curl_rec *r)
 {
 	struct xfer_job	*j = r->job;
 	CURL		*e = r->easy;
@@ -789,9 +802,9 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	 * byte, as a range like those just fetched (a server that refuses
 	 * or mangles HEAD answers it as it answered them).
 	 */
-	if (j->validate && r->ftp)
+	if (j->kind == XFER_JOB_VALIDATE && r->ftp)
 		(void)curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-	else if (j->validate)
+	else if (j->kind == XFER_JOB_VALIDATE)
 		(void)curl_easy_setopt(e, CURLOPT_RANGE, "0-0");
 	if (j->len > 0 && r->ftp && j->to_end) {
 		(void)snprintf(range, sizeof(range), "%llu-",
@@ -837,20 +850,14 @@ setup_easy(struct xfer *x, struct curl_rec *r)
 	return 0;
 }
 
-int
-xfer_submit(struct xfer *x, struct xfer_job *job)
+/* xfer_ops.submit: an easy handle in the multi (res reset by xfer.c). */
+static int
+curl_submit(void *impl, struct xfer_job *job)
 {
+	struct curl_xfer *x = impl;
 	struct curl_rec	*r;
 	int		 rc = BM_ENOMEM;
 
-	memset(&job->res, 0, sizeof(job->res));
-	job->res.size = -1;
-	job->res.mtime = -1;
-	job->res.retry_after = -1;
-	job->res.range_start = job->res.range_end = job->res.total = -1;
-	job->res.path.rtt_us = job->res.path.body_us = -1;
-	if (x->gftp != NULL && gridftp_wants(x->gftp, job))
-		return gridftp_submit(x->gftp, job);
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return BM_ENOMEM;
 	r->job = job;
@@ -911,7 +918,7 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 	long		 unmet = 0, n;
 
 	res->total = -1;
-	if (j->len > 0 || j->ftp_command != NULL)
+	if (j->len > 0 || ftp_command(j) != NULL)
 		res->size = -1;
 	if (cc == CURLE_OK && j->if_modified_since >= 0 &&
 	    curl_easy_getinfo(r->easy, CURLINFO_CONDITION_UNMET,
@@ -1008,7 +1015,7 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 			if (r->ftp_refusal[0] == '\0')
 				break;
 			if (!ftp_530_is_limit(r->ftp_refusal,
-			    r->x->opts.user == NULL, r->x->ftp_logged_in)) {
+			    r->x->opts.ftp.user == NULL, r->x->ftp_logged_in)) {
 				res->rc = BM_EPROTO;
 				res->cls = XFER_PERMANENT;
 				(void)snprintf(res->errmsg, sizeof(res->errmsg),
@@ -1033,17 +1040,18 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 		    r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
 		return;
 	}
-	if (j->ftp_command != NULL && r->ftp_unreadable[0] != '\0') {
+	if (ftp_command(j) != NULL && r->ftp_unreadable[0] != '\0') {
 		/* A listing that did not happen: exit 3, no deletes. */
 		res->rc = BM_EPROTO;
 		res->cls = XFER_PERMANENT;
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "%s: the "
 		    "server could not read the directory: %s",
-		    j->ftp_command, r->ftp_unreadable);
+		    ftp_command(j), r->ftp_unreadable);
 		return;
 	}
-	if (!j->validate && ((j->len > 0 && res->bytes != j->len) ||
-	    (j->len == 0 && j->ftp_command == NULL && cl >= 0 &&
+	if (j->kind != XFER_JOB_VALIDATE && ((j->len > 0 &&
+	    res->bytes != j->len) ||
+	    (j->len == 0 && ftp_command(j) == NULL && cl >= 0 &&
 	    (uint64_t)cl != res->bytes))) {
 		res->rc = BM_ECHECKSUM;
 		res->cls = XFER_RETRY;
@@ -1197,7 +1205,8 @@ classify(struct curl_rec *r, CURLcode cc)
 		    "a trailing '/': not mirrored");
 		return;
 	}
-	if ((status == 200 || status == 206) && r->job->validate) {
+	if ((status == 200 || status == 206) &&
+	    r->job->kind == XFER_JOB_VALIDATE) {
 		/* The size: Content-Range's total, or a 200's length. */
 		if (status == 206)
 			res->size = res->total;
@@ -1236,7 +1245,7 @@ classify(struct curl_rec *r, CURLcode cc)
  * *ret_running how many transfers libcurl still runs.
  */
 static int
-xfer_drain(struct xfer *x, xfer_done_fn done, void *ctx, size_t *ret_n,
+xfer_drain(struct curl_xfer *x, xfer_done_fn done, void *ctx, size_t *ret_n,
     int *ret_running)
 {
 	struct curl_rec	*r;
@@ -1269,11 +1278,11 @@ xfer_drain(struct xfer *x, xfer_done_fn done, void *ctx, size_t *ret_n,
  * Whether libcurl has a socket to wait on (curl_multi_fdset(3): maxfd is
  * -1 when none).  That call leaves out sockets at or above FD_SETSIZE,
  * so once libcurl made one (sockopt_cb) the answer is always yes, and a
- * stop as described in xfer_poll() lasts until the next event or the
+ * stop as described in curl_poll() lasts until the next event or the
  * poll's timeout, as it did before this check.
  */
 static bool
-curl_waits_on_socket(struct xfer *x)
+curl_waits_on_socket(struct curl_xfer *x)
 {
 	fd_set	rd, wr, ex;
 	int	maxfd = -1;
@@ -1288,13 +1297,19 @@ curl_waits_on_socket(struct xfer *x)
 	return maxfd >= 0;
 }
 
-int
-xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
+/*
+ * xfer_ops.poll.  wait (a transport stacked on this one, NULL if none):
+ * its connections leave libcurl fewer of max_connections, and its
+ * sockets wait beside libcurl's.
+ */
+static int
+curl_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
+    xfer_done_fn done, void *ctx)
 {
+	struct curl_xfer *x = impl;
 	struct curl_rec	*r;
-	struct pollfd	 pfd[XFER_GRIDFTP_FDS];
-	struct curl_waitfd wfd[XFER_GRIDFTP_FDS];
-	size_t		 n, gn = 0, nfd = 0, i;
+	struct curl_waitfd wfd[XFER_WAIT_MAX];
+	size_t		 n, nfd = 0, i;
 	int		 rc, running;
 
 	if (x->npaused > 0) {
@@ -1308,20 +1323,20 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 		if (x->npaused > 0 && timeout_ms > 10)
 			timeout_ms = 10;
 	}
+	if (wait != NULL) {
+		x->others = wait->others;
+		host_cap(x);
+		nfd = wait->nfds < XFER_WAIT_MAX ? wait->nfds : XFER_WAIT_MAX;
+		for (i = 0; i < wait->nfds; i++)
+			wait->fds[i].revents = 0;
+	}
 	/*
 	 * Work first, then wait: data that arrived since the last call is
 	 * handled at once, and a call that finished jobs returns without
 	 * sleeping, so that the caller can start the next ones.
 	 */
-	if (x->gftp != NULL)
-		host_cap(x);
 	if ((rc = xfer_drain(x, done, ctx, &n, &running)) != 0)
 		return rc;
-	if (x->gftp != NULL) {
-		/* Deadlines and queued jobs only: no socket was polled. */
-		(void)gridftp_run(x->gftp, x->active, pfd, 0, done, ctx, &gn);
-		n += gn;
-	}
 	if (n > 0)
 		return 0;
 	if (x->npaused == 0 && running > 0 && !curl_waits_on_socket(x)) {
@@ -1341,39 +1356,28 @@ xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
 		if (running > 0 && !curl_waits_on_socket(x) && timeout_ms > 1)
 			timeout_ms = 1;
 	}
-	/*
-	 * With nothing in flight this just sleeps (a retry is due later).
-	 * The MODE E sessions' sockets wait beside libcurl's.
-	 */
-	if (x->gftp != NULL)
-		nfd = gridftp_fds(x->gftp, pfd, XFER_GRIDFTP_FDS, &timeout_ms);
+	/* With nothing in flight this just sleeps (a retry is due later). */
 	for (i = 0; i < nfd; i++) {
-		wfd[i].fd = pfd[i].fd;
-		wfd[i].events = (short)((pfd[i].events & POLLIN ?
-		    CURL_WAIT_POLLIN : 0) | (pfd[i].events & POLLOUT ?
+		wfd[i].fd = wait->fds[i].fd;
+		wfd[i].events = (short)((wait->fds[i].events & POLLIN ?
+		    CURL_WAIT_POLLIN : 0) | (wait->fds[i].events & POLLOUT ?
 		    CURL_WAIT_POLLOUT : 0));
 		wfd[i].revents = 0;
 	}
 	if (curl_multi_poll(x->multi, nfd ? wfd : NULL, (unsigned)nfd,
 	    timeout_ms, NULL) != CURLM_OK)
 		return BM_ENET;
-	if ((rc = xfer_drain(x, done, ctx, &n, &running)) != 0)
-		return rc;
 	for (i = 0; i < nfd; i++)
-		pfd[i].revents = wfd[i].revents;
-	if (x->gftp != NULL)
-		(void)gridftp_run(x->gftp, x->active, pfd, nfd, done, ctx,
-		    &gn);
-	return 0;
+		wait->fds[i].revents = wfd[i].revents;
+	return xfer_drain(x, done, ctx, &n, &running);
 }
 
-void
-xfer_cancel(struct xfer *x, struct xfer_job *job)
+/* xfer_ops.cancel: drop job's easy handle, no done call. */
+static void
+curl_cancel(void *impl, struct xfer_job *job)
 {
+	struct curl_xfer *x = impl;
 	struct curl_rec	*r;
-
-	if (x->gftp != NULL && gridftp_cancel(x->gftp, job))
-		return;
 
 	for (r = x->head; r != NULL; r = r->next)
 		if (r->job == job) {
@@ -1383,15 +1387,19 @@ xfer_cancel(struct xfer *x, struct xfer_job *job)
 		}
 }
 
-void
-xfer_set_ftp_gridftp(struct xfer *x, bool on)
+/* xfer_ops.hint: GridFTP's TYPE I and whole paths (xfer_ftp_opts). */
+static void
+curl_hint(void *impl, enum xfer_hint h, bool on)
 {
-	x->opts.ftp_gridftp = on;
+	struct curl_xfer *x = impl;
+
+	if (h == XFER_HINT_GRIDFTP)
+		x->opts.ftp.gridftp = on;
 }
 
 /* A new multi handle with the transport's options (none in flight). */
 static int
-multi_new(struct xfer *x)
+multi_new(struct curl_xfer *x)
 {
 	long	 mc = x->opts.max_connections ? x->opts.max_connections : 8;
 
@@ -1406,14 +1414,14 @@ multi_new(struct xfer *x)
 }
 
 /*
- * libcurl may open what the MODE E sessions leave of max_connections (at
- * least one, so that ranges and resume checks never wait forever).
+ * libcurl may open what a stacked transport leaves of max_connections
+ * (at least one, so that ranges and resume checks never wait forever).
  */
 static void
-host_cap(struct xfer *x)
+host_cap(struct curl_xfer *x)
 {
 	long	 mc = host_limit(x);
-	long	 n = x->gftp != NULL ? (long)gridftp_sessions(x->gftp) : 0;
+	long	 n = (long)x->others;
 
 	mc = mc > n ? mc - n : 1;
 	if (mc != x->host_cap) {
@@ -1423,32 +1431,26 @@ host_cap(struct xfer *x)
 	}
 }
 
-int
-xfer_set_ftp_mode_e(struct xfer *x, enum xfer_mode_e m)
+static void
+curl_wakeup(void *impl)
 {
-	if (m == XFER_MODE_E_PROBE)
-		return x->gftp != NULL ? 0 : gridftp_new(&x->opts, true,
-		    &x->gftp);
-	if (x->gftp != NULL)
-		gridftp_settle(x->gftp, m == XFER_MODE_E_ON);
-	return 0;
-}
+	struct curl_xfer *x = impl;
 
-void
-xfer_wakeup(struct xfer *x)
-{
 	(void)curl_multi_wakeup(x->multi);
 }
 
-size_t
-xfer_active(const struct xfer *x)
+static size_t
+curl_active(const void *impl)
 {
-	return x->active + (x->gftp != NULL ? gridftp_active(x->gftp) : 0);
+	const struct curl_xfer *x = impl;
+
+	return x->active;
 }
 
-void
-xfer_free(struct xfer *x)
+static void
+curl_close(void *impl)
 {
+	struct curl_xfer *x = impl;
 	struct curl_rec	*r, *next;
 
 	if (x == NULL)
@@ -1459,69 +1461,28 @@ xfer_free(struct xfer *x)
 	}
 	while (x->nspare > 0)
 		curl_easy_cleanup(x->spare[--x->nspare]);
-	gridftp_free(x->gftp);
 	curl_multi_cleanup(x->multi);
 	free(x);
 }
 
-/*
- * The first line of /proc/sys/net/ipv4/KEY, without its newline, into
- * buf (len bytes); returns its length, 0 when it cannot be read.
- */
-static size_t
-sysctl_line(const char *key, char *buf, size_t len)
+/* Over TCP: http://, https://, ftp:// and ftps:// (explicit TLS). */
+static bool
+curl_handles(const char *url, const struct xfer_opts *o)
 {
-	char	 path[96];
-	FILE	*fp;
-	size_t	 n = 0;
-
-	buf[0] = '\0';
-	(void)snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", key);
-	if ((fp = fopen(path, "re")) != NULL) {
-		if (fgets(buf, (int)len, fp) == NULL)
-			buf[0] = '\0';
-		(void)fclose(fp);
-	}
-	n = strcspn(buf, "\n");
-	buf[n] = '\0';
-	return n;
+	return o->net == XFER_NET_TCP && (strncasecmp(url, "http://", 7) ==
+	    0 || strncasecmp(url, "https://", 8) == 0 ||
+	    strncasecmp(url, "ftp://", 6) == 0 || ftp_is_ftps(url));
 }
 
-int
-xfer_tcp_congestion_check(const char *name, char *errbuf, size_t errlen)
-{
-	const char	*key;
-	char		 list[256];
-	int		 fd, e;
-	size_t		 n;
-
-	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
-		(void)snprintf(errbuf, errlen, "socket: %s", strerror(errno));
-		return BM_ENET;
-	}
-	e = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, strlen(name)) ==
-	    0 ? 0 : errno;
-	(void)close(fd);
-	if (e == 0)
-		return 0;
-	if (e != EPERM && e != ENOENT) {
-		(void)snprintf(errbuf, errlen, "setsockopt TCP_CONGESTION: %s",
-		    strerror(e));
-		return BM_EINVAL;
-	}
-	/* tcp(7): the algorithms this kernel has, and those any user may set. */
-	key = e == EPERM ? "tcp_allowed_congestion_control" :
-	    "tcp_available_congestion_control";
-	n = sysctl_line(key, list, sizeof(list));
-	(void)snprintf(errbuf, errlen, "%s (net.ipv4.%s: %s)", e == EPERM ?
-	    "not allowed for this user" : "this kernel has no such algorithm",
-	    key, n > 0 ? list : "unknown");
-	return BM_EINVAL;
-}
-
-void
-xfer_tcp_congestion_default(char *buf, size_t len)
-{
-	if (sysctl_line("tcp_congestion_control", buf, len) == 0)
-		(void)snprintf(buf, len, "unknown");
-}
+const struct xfer_ops xfer_curl_ops = {
+	.name = "curl",
+	.handles = curl_handles,
+	.open = curl_open,
+	.submit = curl_submit,
+	.poll = curl_poll,
+	.cancel = curl_cancel,
+	.active = curl_active,
+	.wakeup = curl_wakeup,
+	.hint = curl_hint,
+	.close = curl_close,
+};

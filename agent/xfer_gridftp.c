@@ -1,11 +1,11 @@
 /*
- * GridFTP extended block mode for MLSD listings and whole files
- * (xfer_gridftp.h): up to
+ * The "gridftp" transport (xfer_gridftp.h): an engine of up to
  * max_connections control connections ("sessions") to the one upstream
  * host, each with its own listening socket for the server's data
- * connection, which stays open across transfers.  Non-blocking throughout;
- * agent/xfer_curl.c polls our sockets beside libcurl's and calls
- * gridftp_run().  Invariant: a job is either queued, held by exactly one
+ * connection, which stays open across transfers, stacked on the next
+ * transport of the registry (gx_*, at the end).  Non-blocking throughout;
+ * the transport below polls our sockets beside its own, then gx_poll()
+ * calls gridftp_run().  Invariant: a job is either queued, held by exactly one
  * session, or finished (with a slot in g->finished, reserved when it was
  * submitted) and reported once through the done callback.  Any failure
  * inside a transfer closes its session: the next job logs in afresh
@@ -13,7 +13,6 @@
  */
 #include <errno.h>
 #include <netdb.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +26,11 @@
 
 #include "biomirror/clock.h"
 #include "biomirror/error.h"
-#include "biomirror/list_ftp.h"
+#include "biomirror/ftp_proto.h"
 #include "biomirror/listing.h"
 #include "biomirror/xfer_gridftp.h"
 
-#define GS_INBUF	8192		/* control replies held at once */
+#define GS_INBUF	(2 * FTP_REPLY_MAX) /* control replies held at once */
 #define GS_OUTBUF	4352		/* one command (a path of 4 KiB) */
 #define GS_DATABUF	(256 * 1024)	/* one read of the data connection */
 
@@ -137,83 +136,6 @@ gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN], struct gridftp_block *ret)
 	return 0;
 }
 
-/* Length of the line at buf (through its LF), 0 if incomplete. */
-static size_t
-line_len(const char *buf, size_t len)
-{
-	const char	*nl = memchr(buf, '\n', len);
-
-	return nl == NULL ? 0 : (size_t)(nl - buf) + 1;
-}
-
-static bool
-is_code(const char *p, size_t n)
-{
-	return n >= 4 && p[0] >= '1' && p[0] <= '5' && p[1] >= '0' &&
-	    p[1] <= '9' && p[2] >= '0' && p[2] <= '9';
-}
-
-/* The reply code of a line that is_code() accepted. */
-static int
-code_of(const char *p)
-{
-	return (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
-}
-
-bool
-ftp_530_is_limit(const char *text, bool anonymous, bool logged_in)
-{
-	static const char *const pats[2] = {
-		"too many|overloaded|try (again |back )?later|is restricted "
-		"to|maximum number|number of connect|only.*session.*allowed|"
-		"more connection|already connected|simultaneous login",
-		"login incorrect",
-	};
-	regex_t	 re;
-	bool	 hit = false;
-	int	 i;
-
-	if (logged_in)
-		return true;
-	for (i = 0; i < (anonymous ? 2 : 1) && !hit; i++) {
-		/* Only on a 530: a compile per call costs nothing here. */
-		if (regcomp(&re, pats[i], REG_EXTENDED | REG_ICASE |
-		    REG_NOSUB) != 0)
-			return true;	/* unsure: keep the old retry */
-		hit = regexec(&re, text, 0, NULL, 0) == 0;
-		regfree(&re);
-	}
-	return hit;
-}
-
-long
-gridftp_reply_end(const char *buf, size_t len, int *ret_code)
-{
-	size_t	 n, off;
-
-	if ((n = line_len(buf, len)) == 0)
-		return len > GS_INBUF / 2 ? -1 : 0;
-	if (!is_code(buf, n) || (buf[3] != ' ' && buf[3] != '-' &&
-	    buf[3] != '\r' && buf[3] != '\n'))
-		return -1;
-	if (buf[3] != '-') {
-		*ret_code = code_of(buf);
-		return (long)n;
-	}
-	/* Multi-line: ends with a line of the same code and a space. */
-	for (off = n; off < len; off += n) {
-		if ((n = line_len(buf + off, len - off)) == 0)
-			break;
-		if (n >= 4 && memcmp(buf + off, buf, 3) == 0 &&
-		    (buf[off + 3] == ' ' || buf[off + 3] == '\r' ||
-		    buf[off + 3] == '\n')) {
-			*ret_code = code_of(buf);
-			return (long)(off + n);
-		}
-	}
-	return len > GS_INBUF / 2 ? -1 : 0;
-}
-
 /* "ftp://host[:port]/path" -> host:port in g->host form, path start. */
 static int
 url_split(const char *url, char *host, size_t hlen, const char **ret_path)
@@ -263,10 +185,11 @@ path_of(const char *p, char **ret)
 static bool
 is_feat(const struct xfer_job *j)
 {
-	return j->ftp_command != NULL && strcmp(j->ftp_command, "FEAT") == 0;
+	return j->kind == XFER_JOB_PROBE;
 }
 
-bool
+/* Does job qualify (see above)?  The first job taken fixes the host. */
+static bool
 gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
 {
 	char		 host[sizeof(g->host)];
@@ -275,18 +198,24 @@ gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
 
 	/* While probing, FEAT only; after, MLSD listings and files. */
 	if (g->refused || feat != g->probing || j->off != 0 || j->len != 0 ||
-	    j->validate || (j->ftp_command != NULL && !feat &&
-	    strcmp(j->ftp_command, "MLSD") != 0) ||
+	    j->kind == XFER_JOB_VALIDATE || (j->kind == XFER_JOB_PAGE &&
+	    !j->ftp.mlsd) ||
 	    j->if_modified_since >= 0 ||
-	    g->opts.bwlimit != 0 || g->opts.ftp_tls == XFER_TLS_REQUIRE ||
-	    g->opts.ftp_tls == XFER_TLS_TRY)
+	    g->opts.bwlimit != 0 || g->opts.ftp.tls == XFER_TLS_REQUIRE ||
+	    g->opts.ftp.tls == XFER_TLS_TRY)
 		return false;
 	if (url_split(j->url, host, sizeof(host), &path) != 0)
 		return false;
 	return g->host[0] == '\0' || strcmp(host, g->host) == 0;
 }
 
-int
+/*
+ * Make an engine for jobs of one host, with the transport's options
+ * (copied; strings borrowed for its lifetime) and at most
+ * o->max_connections sessions; probe: it takes FEAT jobs only until
+ * gridftp_settle().  Returns 0 or BM_ENOMEM.
+ */
+static int
 gridftp_new(const struct xfer_opts *o, bool probe, struct gridftp **ret)
 {
 	struct gridftp	*g;
@@ -569,11 +498,11 @@ sess_login_next(struct gsess *s)
 	}
 	switch (s->step) {
 	case ST_USER:
-		return sess_send(s, "USER %s", o->user ? o->user :
+		return sess_send(s, "USER %s", o->ftp.user ? o->ftp.user :
 		    "anonymous");
 	case ST_PASS:
-		return sess_send(s, "PASS %s", o->password ? o->password :
-		    "ftp@example.com");
+		return sess_send(s, "PASS %s", o->ftp.password ?
+		    o->ftp.password : "ftp@example.com");
 	case ST_TYPE:
 		return sess_send(s, "TYPE I");
 	case ST_MODE:
@@ -628,9 +557,11 @@ sess_job_next(struct gsess *s)
 	if (s->jstep == JS_FEAT && !is_feat(j))
 		s->jstep = JS_MDTM;
 	/* A listing (MLSD) is its command alone. */
-	if (s->jstep == JS_MDTM && (j->mtime_listed || j->ftp_command))
+	if (s->jstep == JS_MDTM && (j->mtime_listed ||
+	    j->kind != XFER_JOB_FILE))
 		s->jstep = JS_SIZE;
-	if (s->jstep == JS_SIZE && (j->size_checked || j->ftp_command))
+	if (s->jstep == JS_SIZE && (j->size_checked ||
+	    j->kind != XFER_JOB_FILE))
 		s->jstep = JS_RETR;
 	switch (s->jstep) {
 	case JS_FEAT:
@@ -651,11 +582,10 @@ sess_job_next(struct gsess *s)
 	s->boff = 0;
 	s->eod = s->eof = s->done_reply = s->close_after = false;
 	s->eods = 0;
-	if (j->ftp_command != NULL)
+	if (j->kind == XFER_JOB_PAGE)
 		/* RFC 3659 7.1: no argument lists the current directory. */
-		return s->path[0] == '\0' ? sess_send(s, "%s",
-		    j->ftp_command) : sess_send(s, "%s %s", j->ftp_command,
-		    s->path);
+		return s->path[0] == '\0' ? sess_send(s, "MLSD") :
+		    sess_send(s, "MLSD %s", s->path);
 	return sess_send(s, "RETR %s", s->path);
 }
 
@@ -800,7 +730,7 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		break;
 	case GS_LOGIN:
 		if (code == 530 && s->step <= ST_PASS &&
-		    !ftp_530_is_limit(text, s->g->opts.user == NULL,
+		    !ftp_530_is_limit(text, s->g->opts.ftp.user == NULL,
 		    s->g->logged_in)) {
 			/* A wrong login: no retry (ftp_530_is_limit). */
 			sess_fail(s, BM_EPROTO, XFER_PERMANENT, "login refused: "
@@ -870,7 +800,7 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 			/* "213 time-val" (RFC 3659 section 3). */
 			while (4 + len < n && p[len] != '\r' && p[len] != '\n')
 				len++;
-			if (list_ftp_time_val(p, len, &t, &ns) != 0) {
+			if (ftp_time_val(p, len, &t, &ns) != 0) {
 				sess_fail(s, BM_EPROTO, XFER_RETRY, "bad MDTM "
 				    "reply: %s", text);
 				return;
@@ -943,7 +873,7 @@ sess_read_ctl(struct gsess *s)
 			s->deadline = clock_mono_ns() + stall_ns(s->g);
 		s->inlen += (size_t)r;
 		while (s->state != GS_DEAD && s->inlen > 0) {
-			if ((n = gridftp_reply_end(s->in, s->inlen, &code)) <
+			if ((n = ftp_reply_end(s->in, s->inlen, &code)) <
 			    0 && s->state == GS_CMD && s->jstep == JS_FEAT &&
 			    s->inlen >= GS_INBUF / 2) {
 				/*
@@ -1181,7 +1111,11 @@ sess_open(struct gridftp *g)
 	return 0;
 }
 
-int
+/*
+ * Queue job (borrowed until done; res already reset by the caller).
+ * Returns 0, BM_ENOMEM, or BM_EINVAL for a URL it cannot take.
+ */
+static int
 gridftp_submit(struct gridftp *g, struct xfer_job *job)
 {
 	struct gjob	*q;
@@ -1214,7 +1148,11 @@ gridftp_submit(struct gridftp *g, struct xfer_job *job)
 	return 0;
 }
 
-size_t
+/*
+ * Fill fds (room for max) with the sockets to poll and the events wanted;
+ * returns how many.  *ret_timeout_ms is lowered to the next deadline.
+ */
+static size_t
 gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
     int *ret_timeout_ms)
 {
@@ -1296,7 +1234,8 @@ sess_step(struct gsess *s, int64_t now)
 		    stall_s(s->g));
 }
 
-size_t
+/* Sessions open or opening. */
+static size_t
 gridftp_sessions(const struct gridftp *g)
 {
 	return g->nsess;
@@ -1317,7 +1256,17 @@ sess_ready(const struct gsess *s, const struct pollfd *ready, size_t nready)
 	return false;
 }
 
-int
+/*
+ * Do all work that is possible without blocking (reads, writes, accepts,
+ * connects, deadlines) and call done for each job that ended; *ret_n is
+ * how many did.  others: connections the transport holds to the host
+ * outside the engine (libcurl's transfers in flight): new sessions keep
+ * sessions + others within max_connections, and idle sessions are closed
+ * while others > 0 and no job waits.  ready: nready results of poll(2)
+ * over gridftp_fds()'s list; only sessions with a reported socket (or a
+ * deadline passed) do I/O; NULL steps every session.  Returns 0.
+ */
+static int
 gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
     size_t nready, xfer_done_fn done, void *ctx, size_t *ret_n)
 {
@@ -1393,7 +1342,8 @@ gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
 	return 0;
 }
 
-bool
+/* Forget job without a done call (its session, if any, is closed). */
+static bool
 gridftp_cancel(struct gridftp *g, struct xfer_job *job)
 {
 	struct gjob	*q, *prev = NULL;
@@ -1429,7 +1379,13 @@ gridftp_cancel(struct gridftp *g, struct xfer_job *job)
 	return false;
 }
 
-void
+/*
+ * End a probe: on, FEAT showed GridFTP (DCAU) with MLSD, and the engine
+ * takes listings and files from now on, the probing session first; off,
+ * it takes no more jobs and its idle sessions close.  A no-op on an
+ * engine that is not probing.
+ */
+static void
 gridftp_settle(struct gridftp *g, bool on)
 {
 	struct gsess	*s;
@@ -1445,13 +1401,15 @@ gridftp_settle(struct gridftp *g, bool on)
 			sess_close(s);
 }
 
-size_t
+/* Jobs queued or running. */
+static size_t
 gridftp_active(const struct gridftp *g)
 {
 	return g->active;
 }
 
-void
+/* Close every session and free g (no done calls).  NULL is a no-op. */
+static void
 gridftp_free(struct gridftp *g)
 {
 	struct gsess	*s;
@@ -1474,3 +1432,139 @@ gridftp_free(struct gridftp *g)
 	free(g->buf);
 	free(g);
 }
+
+/* The transport: the engine, and below it the one for all other jobs. */
+struct gridftp_xfer {
+	struct gridftp	*g;		/* owned: the MODE E engine */
+	struct xfer	*below;		/* owned: stream mode (libcurl) */
+};
+
+/* Plain ftp:// over TCP with ftp_mode = extended. */
+static bool
+gx_handles(const char *url, const struct xfer_opts *o)
+{
+	return o->net == XFER_NET_TCP && o->ftp.mode_e &&
+	    strncasecmp(url, "ftp://", 6) == 0;
+}
+
+static void
+gx_close(void *impl)
+{
+	struct gridftp_xfer *gx = impl;
+
+	if (gx == NULL)
+		return;
+	gridftp_free(gx->g);
+	xfer_free(gx->below);
+	free(gx);
+}
+
+/* xfer_ops.open: the transport below, then a probing engine. */
+static int
+gx_open(const struct xfer_opts *o, const char *url, void **ret)
+{
+	struct gridftp_xfer *gx;
+	int		 rc;
+
+	if ((gx = calloc(1, sizeof(*gx))) == NULL)
+		return BM_ENOMEM;
+	if ((rc = xfer_open_below(&xfer_gridftp_ops, url, o,
+	    &gx->below)) != 0 || (rc = gridftp_new(o, true, &gx->g)) != 0) {
+		gx_close(gx);
+		return rc;
+	}
+	*ret = gx;
+	return 0;
+}
+
+/* xfer_ops.submit: to the engine if it wants job, else below. */
+static int
+gx_submit(void *impl, struct xfer_job *job)
+{
+	struct gridftp_xfer *gx = impl;
+
+	if (gridftp_wants(gx->g, job))
+		return gridftp_submit(gx->g, job);
+	return gx->below->ops->submit(gx->below->impl, job);
+}
+
+/*
+ * xfer_ops.poll: the engine's deadlines and queued jobs first, then the
+ * transport below waits on its sockets and ours (not at all when the
+ * engine just finished jobs: the caller starts the next ones), then the
+ * engine's sockets that are ready.
+ */
+static int
+gx_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
+    xfer_done_fn done, void *ctx)
+{
+	struct gridftp_xfer *gx = impl;
+	struct pollfd	 pfd[XFER_WAIT_MAX];
+	struct xfer_wait w;
+	size_t		 gn = 0;
+	int		 rc;
+
+	(void)wait;	/* nothing is stacked on this one */
+	(void)gridftp_run(gx->g, xfer_active(gx->below), pfd, 0, done, ctx,
+	    &gn);
+	w.fds = pfd;
+	w.nfds = gridftp_fds(gx->g, pfd, XFER_WAIT_MAX, &timeout_ms);
+	w.others = gridftp_sessions(gx->g);
+	if ((rc = gx->below->ops->poll(gx->below->impl, gn > 0 ? 0 :
+	    timeout_ms, &w, done, ctx)) != 0)
+		return rc;
+	(void)gridftp_run(gx->g, xfer_active(gx->below), pfd, w.nfds, done,
+	    ctx, &gn);
+	return 0;
+}
+
+static void
+gx_cancel(void *impl, struct xfer_job *job)
+{
+	struct gridftp_xfer *gx = impl;
+
+	if (!gridftp_cancel(gx->g, job))
+		xfer_cancel(gx->below, job);
+}
+
+static size_t
+gx_active(const void *impl)
+{
+	const struct gridftp_xfer *gx = impl;
+
+	return gridftp_active(gx->g) + xfer_active(gx->below);
+}
+
+/* The engine waits inside the poll of the transport below. */
+static void
+gx_wakeup(void *impl)
+{
+	struct gridftp_xfer *gx = impl;
+
+	xfer_wakeup(gx->below);
+}
+
+/* xfer_ops.hint: MODE E settles the engine; the rest goes below. */
+static void
+gx_hint(void *impl, enum xfer_hint h, bool on)
+{
+	struct gridftp_xfer *gx = impl;
+
+	if (h == XFER_HINT_MODE_E)
+		gridftp_settle(gx->g, on);
+	else
+		xfer_hint(gx->below, h, on);
+}
+
+const struct xfer_ops xfer_gridftp_ops = {
+	.name = "gridftp",
+	.handles = gx_handles,
+	.open = gx_open,
+	.submit = gx_submit,
+	.poll = gx_poll,
+	.cancel = gx_cancel,
+	.active = gx_active,
+	.wakeup = gx_wakeup,
+	.hint = gx_hint,
+	.close = gx_close,
+};

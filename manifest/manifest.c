@@ -4,12 +4,13 @@
  * failures are BM_E* codes plus "PATH: reason" text in the caller's buffer
  * (manifest_open) or in manifest_errmsg().
  *
- * Schema (version 3; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
- * user_version 3; WAL, synchronous=NORMAL, busy timeout 5 s):
+ * Schema (version 4; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
+ * user_version 4; WAL, synchronous=NORMAL, busy timeout 5 s):
  *
  *   files(path BLOB PRIMARY KEY, type, list_size, list_size_exact,
  *         list_mtime, list_prec, up_size, up_mtime, etag, target, checksum,
- *         local_size, local_mtime, seen_run, fetched_run) WITHOUT ROWID
+ *         local_size, local_mtime, seen_run, fetched_run, sidecar)
+ *         WITHOUT ROWID
  *	One row per committed path.  type is the entry_type char code ('f',
  *	'd', 'l' as integers).  list_* are what the listing showed when the
  *	row was last committed: size in bytes (-1 unknown, then never
@@ -26,7 +27,15 @@
  *	FAILED, VANISHED, DIGEST), and the run that last fetched it.  A
  *	run that finds a row unchanged writes nothing to it: a no-change
  *	run of a large tree would otherwise rewrite every row (and its WAL
- *	pages).
+ *	pages).  sidecar (since version 4) is the published digests the
+ *	content last matched ("md5:HEX", "md5:HEX sha256:HEX"), "" when
+ *	it was found to match none, NULL when not known.
+ *   mismatches(path BLOB PRIMARY KEY, list_size, list_size_exact,
+ *        list_mtime, list_prec, up_size, up_mtime, etag, want, got, run)
+ *        WITHOUT ROWID (since version 4)
+ *	One row per file whose upstream body failed its published digests
+ *	(want) twice with the same digest (got): what the listing and the
+ *	GET said then, so that it is not fetched again until one changes.
  *   runs(id INTEGER PRIMARY KEY, command, start_ns, end_ns, status,
  *        listed, fetched, touched, deleted, failed, bytes, error)
  *	One row per run; status "running" until manifest_run_end().
@@ -86,8 +95,14 @@
  *		file committed, so it is not deleted, and no longer tracked).
  *   FAILED, VANISHED the row is left exactly as it was, so the next run
  *		sees the same difference and retries.
- * FETCHED, NOT_MODIFIED, DELETED, RELEASED and VANISHED also delete the
- * path's partials row (its temp file was published or is of no use).
+ *   SIDECAR	set sidecar of an existing row; one that is not "" (the
+ *		local content matches) also drops the mismatches row.
+ *   MISMATCH	the row is left as it was (as FAILED); the mismatches row
+ *		of the path is replaced (want = sidecar, got = checksum).
+ * FETCHED also sets sidecar from the record.  FETCHED, NOT_MODIFIED,
+ * DELETED, RELEASED and VANISHED also delete the path's partials row (its
+ * temp file was published or is of no use); FETCHED, ADOPTED, DELETED,
+ * RELEASED and VANISHED its mismatches row.
  *
  * Migrations: manifest_migrations[v] turns schema version v into v + 1
  * and sets user_version itself; open applies the missing steps in one
@@ -200,6 +215,27 @@ static const char *const manifest_migrations[] = {
 	" local_mtime INTEGER NOT NULL"
 	") WITHOUT ROWID;"
 	"PRAGMA user_version = 3;",
+	/*
+	 * 3 -> 4: the published digests each committed file last matched
+	 * (files.sidecar), and the files whose upstream body kept failing
+	 * its sidecar (mismatches), so that neither a changed sidecar nor a
+	 * wrong upstream copy goes unnoticed or is fetched run after run
+	 */
+	"ALTER TABLE files ADD COLUMN sidecar TEXT;"
+	"CREATE TABLE mismatches ("
+	" path BLOB PRIMARY KEY NOT NULL,"
+	" list_size INTEGER NOT NULL,"
+	" list_size_exact INTEGER NOT NULL,"
+	" list_mtime INTEGER NOT NULL,"
+	" list_prec INTEGER NOT NULL,"
+	" up_size INTEGER,"
+	" up_mtime INTEGER,"
+	" etag TEXT,"
+	" want TEXT NOT NULL,"
+	" got TEXT NOT NULL,"
+	" run INTEGER"
+	") WITHOUT ROWID;"
+	"PRAGMA user_version = 4;",
 };
 #define MANIFEST_VERSION \
 	((int)(sizeof(manifest_migrations) / sizeof(manifest_migrations[0])))
@@ -219,7 +255,7 @@ static const char manifest_staging_sql[] =
 #define FILE_COLS \
 	"path, type, list_size, list_size_exact, list_mtime, list_prec," \
 	" up_size, up_mtime, etag, local_size, local_mtime, seen_run," \
-	" fetched_run, target, checksum"
+	" fetched_run, target, checksum, sidecar"
 #define RUN_COLS \
 	"id, command, start_ns, end_ns, status, listed, fetched, touched," \
 	" deleted, failed, bytes, error"
@@ -255,6 +291,10 @@ enum manifest_st {
 	ST_INTENT_DEL,
 	ST_INTENTS,
 	ST_INTENT_CLEAR,
+	ST_SIDECAR,
+	ST_MISMATCH_PUT,
+	ST_MISMATCH_DEL,
+	ST_MISMATCHES,
 	ST__MAX
 };
 
@@ -286,9 +326,10 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_UPSERT] =
 	    "INSERT INTO main.files (path, type, list_size, list_size_exact,"
 	    " list_mtime, list_prec, up_size, up_mtime, etag, target,"
-	    " checksum, local_size, local_mtime, seen_run, fetched_run)"
+	    " checksum, local_size, local_mtime, seen_run, fetched_run,"
+	    " sidecar)"
 	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?15, ?11,"
-	    " ?12, ?13, ?14)"
+	    " ?12, ?13, ?14, ?16)"
 	    " ON CONFLICT (path) DO UPDATE SET type = excluded.type,"
 	    " list_size = excluded.list_size,"
 	    " list_size_exact = excluded.list_size_exact,"
@@ -296,6 +337,7 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    " list_prec = excluded.list_prec, up_size = excluded.up_size,"
 	    " up_mtime = excluded.up_mtime, etag = excluded.etag,"
 	    " target = excluded.target, checksum = excluded.checksum,"
+	    " sidecar = excluded.sidecar,"
 	    " local_size = excluded.local_size,"
 	    " local_mtime = excluded.local_mtime,"
 	    " seen_run = excluded.seen_run,"
@@ -372,6 +414,17 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "SELECT path, list_size, list_size_exact, list_mtime, list_prec,"
 	    " local_size, local_mtime FROM main.intents ORDER BY path",
 	[ST_INTENT_CLEAR] = "DELETE FROM main.intents",
+	[ST_SIDECAR] = "UPDATE main.files SET sidecar = ?2 WHERE path = ?1",
+	[ST_MISMATCH_PUT] =
+	    "INSERT OR REPLACE INTO main.mismatches (path, list_size,"
+	    " list_size_exact, list_mtime, list_prec, up_size, up_mtime, etag,"
+	    " want, got, run) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+	    " ?11)",
+	[ST_MISMATCH_DEL] = "DELETE FROM main.mismatches WHERE path = ?1",
+	[ST_MISMATCHES] =
+	    "SELECT path, list_size, list_size_exact, list_mtime, list_prec,"
+	    " up_size, up_mtime, etag, want, got, run FROM main.mismatches"
+	    " ORDER BY path",
 };
 
 struct manifest {
@@ -1421,6 +1474,7 @@ file_from_row(sqlite3_stmt *st, struct file_row *f)
 	f->fetched_run = col_opt(st, 12);
 	f->target = col_str(st, 13, NULL);
 	f->checksum = col_str(st, 14, NULL);
+	f->sidecar = col_str(st, 15, NULL);
 }
 
 /* Walk the committed rows that are not staged (DIFF_GONE). */
@@ -1532,6 +1586,8 @@ commit_op_name(enum commit_op op)
 	case COMMIT_ADOPTED:		return "adopted";
 	case COMMIT_DIGEST:		return "digest";
 	case COMMIT_RELEASED:		return "released";
+	case COMMIT_SIDECAR:		return "checked";
+	case COMMIT_MISMATCH:		return "failed";
 	default:			return NULL;
 	}
 }
@@ -1556,12 +1612,52 @@ partial_del(struct manifest *m, const char *path)
 	return st_run(m, st);
 }
 
+/* Drop the mismatches row of path, if any. */
+static int
+mismatch_del(struct manifest *m, const char *path)
+{
+	sqlite3_stmt	*st = m->st[ST_MISMATCH_DEL];
+
+	(void)bind_path(st, 1, path);
+	return st_run(m, st);
+}
+
+/* Record c (COMMIT_MISMATCH) in mismatches: want c->sidecar, got c->checksum. */
+static int
+mismatch_put(struct manifest *m, int64_t run, const struct commit_rec *c)
+{
+	sqlite3_stmt	*st = m->st[ST_MISMATCH_PUT];
+	bool		 known = c->list_prec != MTIME_UNKNOWN;
+
+	if (c->sidecar == NULL || c->checksum == NULL)
+		return BM_EINVAL;
+	(void)bind_path(st, 1, c->path);
+	(void)sqlite3_bind_int64(st, 2, c->list_size < 0 ? -1 : c->list_size);
+	(void)sqlite3_bind_int(st, 3, c->list_size >= 0 && c->list_size_exact);
+	(void)sqlite3_bind_int64(st, 4, known ? c->list_mtime : 0);
+	(void)sqlite3_bind_int(st, 5, known ? (int)c->list_prec : 0);
+	(void)bind_opt(st, 6, c->up_size);
+	(void)bind_opt(st, 7, c->up_mtime);
+	(void)bind_text(st, 8, c->etag);
+	(void)bind_text(st, 9, c->sidecar);
+	(void)bind_text(st, 10, c->checksum);
+	(void)sqlite3_bind_int64(st, 11, run);
+	return st_run(m, st);
+}
+
 /* Apply one record's row change (see the file comment). */
 static int
 commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 {
 	sqlite3_stmt	*st;
 	int		 rc;
+
+	if ((c->op == COMMIT_FETCHED || c->op == COMMIT_ADOPTED ||
+	    c->op == COMMIT_DELETED || c->op == COMMIT_RELEASED ||
+	    c->op == COMMIT_VANISHED || (c->op == COMMIT_SIDECAR &&
+	    c->sidecar != NULL && c->sidecar[0] != '\0')) &&
+	    (rc = mismatch_del(m, c->path)) != 0)
+		return rc;
 
 	if ((c->op == COMMIT_FETCHED || c->op == COMMIT_NOT_MODIFIED ||
 	    c->op == COMMIT_DELETED || c->op == COMMIT_RELEASED ||
@@ -1581,6 +1677,7 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 		if (c->op == COMMIT_FETCHED) {
 			(void)sqlite3_bind_int64(st, 14, run);
 			(void)bind_text(st, 15, c->checksum);
+			(void)bind_text(st, 16, c->sidecar);
 		}
 		return st_run(m, st);
 	case COMMIT_NOT_MODIFIED:
@@ -1608,6 +1705,15 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 		st = m->st[ST_DELETE];
 		(void)bind_path(st, 1, c->path);
 		return st_run(m, st);
+	case COMMIT_SIDECAR:
+		if (c->sidecar == NULL)
+			return BM_EINVAL;
+		st = m->st[ST_SIDECAR];
+		(void)bind_path(st, 1, c->path);
+		(void)bind_text(st, 2, c->sidecar);
+		return st_run(m, st);
+	case COMMIT_MISMATCH:
+		return mismatch_put(m, run, c);
 	case COMMIT_FAILED:
 	case COMMIT_VANISHED:
 		return 0;
@@ -1981,6 +2087,42 @@ manifest_partials(struct manifest *m, manifest_partial_fn fn, void *ctx)
 		if (p.path == NULL || p.tmpname == NULL)
 			continue;
 		if ((rc = fn(ctx, &p)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}
+
+/*
+ * Walk the mismatches rows in path order (strings borrowed until fn
+ * returns).  Returns 0, fn's non-zero value or BM_EDB.
+ */
+int
+manifest_mismatches(struct manifest *m, manifest_mismatch_fn fn, void *ctx)
+{
+	sqlite3_stmt		*st = m->st[ST_MISMATCHES];
+	struct mismatch_rec	 r;
+	int			 rc = 0, src;
+
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&r, 0, sizeof(r));
+		r.path = col_str(st, 0, NULL);
+		r.list_size = sqlite3_column_int64(st, 1);
+		r.list_size_exact = sqlite3_column_int(st, 2) != 0;
+		r.list_mtime = sqlite3_column_int64(st, 3);
+		r.list_prec = (enum mtime_prec)sqlite3_column_int(st, 4);
+		r.up_size = col_opt(st, 5);
+		r.up_mtime = col_opt(st, 6);
+		r.etag = col_str(st, 7, NULL);
+		r.want = col_str(st, 8, NULL);
+		r.got = col_str(st, 9, NULL);
+		r.run = col_opt(st, 10);
+		if (r.path == NULL || r.want == NULL || r.got == NULL)
+			continue;
+		if ((rc = fn(ctx, &r)) != 0)
 			goto out;
 	}
 	if (src != SQLITE_DONE)

@@ -153,4 +153,12 @@ int	sidecar_set_conflicts(struct sidecar_set *s, sidecar_conflict_fn fn,
 /* Entries in the set. */
 size_t	sidecar_set_count(const struct sidecar_set *s);
 
+#define SIDECAR_TEXT_MAX	(DIGEST__N * DIGEST_TEXT_MAX)
+/*
+ * Write the digests sum has as "ALG:HEX" words in algorithm order
+ * ("md5:HEX", "md5:HEX sha256:HEX") into buf (len bytes,
+ * SIDECAR_TEXT_MAX is enough); "" when it has none.  0 or BM_ELIMIT.
+ */
+int	sidecar_sum_text(const struct sidecar_sum *sum, char *buf, size_t len);
+
 #endif

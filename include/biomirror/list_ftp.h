@@ -52,17 +52,6 @@ int	list_ftp_parse(const uint8_t *body, size_t len, bool mlsd,
 	    size_t *ret_skipped);
 
 /*
- * An RFC 3659 time-val (section 2.3: "YYYYMMDDHHMMSS[.sss]", UTC), the
- * form of MLSD's modify= fact and of the MDTM reply: the n bytes at v
- * (borrowed, no NUL needed) to whole seconds since the epoch in
- * *ret_secs and nanoseconds of the fraction (0 without one) in
- * *ret_nsec.  Returns 0, or BM_EINVAL for another form or a date that
- * does not exist (Feb 30).
- */
-int	list_ftp_time_val(const char *v, size_t n, int64_t *ret_secs,
-	    int32_t *ret_nsec);
-
-/*
  * True when a FEAT reply (RFC 2389; the server's reply lines as
  * received, borrowed) advertises MLST, i.e. MLSD can be used (RFC 3659
  * section 7.8).
@@ -76,7 +65,7 @@ bool	list_ftp_feat_mlst(const uint8_t *body, size_t len);
  * list_ftp_feat_mlst() is list_ftp_feat_has(body, len, "MLST").  A FEAT
  * listing DCAU (data channel authentication, OGF GFD.20) comes from a
  * GridFTP server, which fixes a data connection's TYPE when the
- * connection opens (see xfer_opts.ftp_gridftp).
+ * connection opens (see xfer_ftp_opts.gridftp).
  */
 bool	list_ftp_feat_has(const uint8_t *body, size_t len, const char *name);
 

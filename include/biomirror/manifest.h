@@ -167,6 +167,14 @@ enum commit_op {
 				   (resync --checksum); nothing else changes */
 	COMMIT_RELEASED,	/* gone upstream, but the local file is not the
 				   one committed: kept, row deleted */
+	COMMIT_SIDECAR,		/* the local file was hashed against its
+				   published digests: record sidecar (required;
+				   "" when it matched none; a match drops the
+				   path's mismatch); nothing else changes */
+	COMMIT_MISMATCH,	/* a failure (row kept as it was, event
+				   "failed"): upstream's body (digest checksum)
+				   kept failing the published sidecar; both and
+				   the validators go into mismatches */
 };
 
 struct commit_rec {
@@ -187,6 +195,10 @@ struct commit_rec {
 	const char	*checksum;	/* borrowed: FETCHED (or ADOPTED, NOT_MODIFIED:
 					   kept when NULL; DIGEST: required)
 					   content's "ALG:HEX", NULL if none */
+	const char	*sidecar;	/* borrowed: FETCHED, SIDECAR: the published
+					   digests the content matched
+					   (sidecar_sum_text), NULL if none;
+					   MISMATCH: those it failed */
 	const char	*reason;	/* borrowed: failure reason, NULL if none */
 };
 
@@ -238,6 +250,8 @@ struct file_row {
 	int64_t		 seen_run, fetched_run;
 	const char	*target;	/* borrowed: symlink target or NULL */
 	const char	*checksum;	/* borrowed: recorded "ALG:HEX" digest or NULL */
+	const char	*sidecar;	/* borrowed: published digests the content
+					   last matched, "" none, NULL unknown */
 };
 typedef int (*manifest_file_fn)(void *ctx, const struct file_row *row);
 /*
@@ -291,6 +305,31 @@ typedef int (*manifest_partial_fn)(void *ctx, const struct partial_rec *row);
  * or BM_EDB.
  */
 int	manifest_partials(struct manifest *m, manifest_partial_fn fn,
+	    void *ctx);
+
+/* ---- checksum mismatches (upstream's body fails its sidecar) ---- */
+
+/* A file whose fetched body twice gave the same digest, not the published one. */
+struct mismatch_rec {
+	const char	*path;		/* borrowed */
+	int64_t		 list_size;	/* listed when it failed, -1 unknown */
+	bool		 list_size_exact;
+	int64_t		 list_mtime;	/* ns */
+	enum mtime_prec	 list_prec;
+	int64_t		 up_size;	/* from the GET, -1 unknown */
+	int64_t		 up_mtime;	/* ns, -1 unknown */
+	const char	*etag;		/* NULL if none */
+	const char	*want;		/* the published digests (sidecar_sum_text) */
+	const char	*got;		/* the body's "ALG:HEX" */
+	int64_t		 run;		/* the run that recorded it */
+};
+typedef int (*manifest_mismatch_fn)(void *ctx, const struct mismatch_rec *r);
+/*
+ * Walk the mismatches in path order (COMMIT_MISMATCH records them;
+ * FETCHED, ADOPTED, DELETED, RELEASED and VANISHED drop the path's).
+ * Returns 0, fn's value or BM_EDB.
+ */
+int	manifest_mismatches(struct manifest *m, manifest_mismatch_fn fn,
 	    void *ctx);
 
 #endif

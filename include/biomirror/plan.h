@@ -56,6 +56,11 @@ struct action {
 	int64_t		 local_size;	/* recorded local size, -1 if none */
 	int64_t		 local_mtime;	/* recorded local mtime ns, -1 if none */
 	char		*target;	/* owned: ACT_SYMLINK target, NULL unknown */
+	char		*got;		/* owned: the body digest ("ALG:HEX") of a
+					   try that failed its sidecar (sched.h
+					   park_mismatch), NULL if none */
+	bool		 parked;	/* that try is not yet judged: fetch the
+					   sidecar again, then the file */
 };
 
 struct plan {
@@ -120,20 +125,40 @@ struct plan_opts {
 int	plan_build_opts(struct manifest *m, struct store *s, bool do_delete,
 	    const struct filter *filter, const struct plan_opts *po,
 	    struct plan **ret);
+struct file_row;
+/*
+ * Append to p a fetch (why: static text) of the committed file row
+ * (borrowed) whose listing did not change: the recorded listing values
+ * are recorded again.  The appended action comes after the sorted ones.
+ * 0 or BM_ENOMEM.
+ */
+int	plan_add_refetch(struct plan *p, const struct file_row *row,
+	    const char *why);
 /* Free a plan.  NULL is a no-op. */
 void	plan_free(struct plan *p);
 
 /*
  * The safety guards, before anything is changed: an empty listing where
- * the manifest holds files; more deletes than max_delete (a count, or a
- * percentage of the manifest's files rounded up, at least 1); fewer free
- * bytes than the planned fetches (free_bytes, UINT64_MAX if unknown).
- * Returns 0, or BM_ELIMIT with the reason in errbuf (exit 4).
+ * the manifest holds files (unless allow_empty: --allow-empty, for an
+ * upstream that really was emptied; max_delete still applies to its
+ * deletes); more deletes than max_delete (a count, or a percentage of
+ * the manifest's files rounded up, at least 1); fewer free bytes than
+ * the planned fetches (free_bytes, UINT64_MAX if unknown).  Returns 0,
+ * or BM_ELIMIT with the guard and by how much in errbuf ("max_delete:
+ * would delete 3 files, max_delete allows 1 ...": exit 4).
  */
 int	plan_guard(const struct plan *p, const struct mirror_conf *c,
-	    uint64_t free_bytes, char *errbuf, size_t errlen);
+	    uint64_t free_bytes, bool allow_empty, char *errbuf,
+	    size_t errlen);
 
 /* Short name of an action ("fetch", "touch", ...). */
 const char *action_name(enum action_op op);
+/*
+ * Bytes action a moves: what a fetch (or a conditional fetch answered
+ * 200) transfers, listed size first, then the recorded one (-1 when
+ * neither is known); the recorded local size a delete of a file
+ * removes; 0 for the others.
+ */
+int64_t	action_bytes(const struct action *a);
 
 #endif

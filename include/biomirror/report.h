@@ -20,6 +20,14 @@ struct report_error {
 	char		*reason;	/* owned */
 };
 
+/* One planned action of a plan (--json "actions"). */
+struct report_action {
+	char		*path;		/* owned */
+	const char	*op;		/* static: "fetch", "delete", ... */
+	int64_t		 bytes;		/* bytes it moves, -1 unknown */
+	const char	*reason;	/* static: "new", "gone upstream" */
+};
+
 struct mirror_result {
 	char		*mirror;	/* owned: mirror name */
 	int64_t		 run;		/* run id, 0 if none was recorded */
@@ -48,6 +56,9 @@ struct mirror_result {
 	double		 tuned_conn_rate; /* bytes/s per connection, 0 unknown */
 	struct report_error *errors;	/* owned */
 	size_t		 nerrors, cap;
+	struct report_action *actions;	/* owned: a plan's actions, NULL
+					   if none were collected */
+	size_t		 nactions, actions_cap;
 	size_t		 nerrors_dropped; /* past REPORT_MAX_ERRORS */
 };
 
@@ -62,6 +73,12 @@ void	result_free(struct mirror_result *r);
 int	result_add_error(struct mirror_result *r, const char *path,
 	    const char *op, const char *reason);
 /*
+ * Add one planned action (path copied; op and reason are static strings,
+ * borrowed).  Returns 0 or BM_ENOMEM.
+ */
+int	result_add_action(struct mirror_result *r, const char *path,
+	    const char *op, int64_t bytes, const char *reason);
+/*
  * Print the one-line summary ("blast: ok: listed 120, fetched 3, touched
  * 0, deleted 0, failed 0, 4.2 MiB in 1.3 s (3.2 MB/s)") to fp.
  */
@@ -74,9 +91,12 @@ void	report_summary(const struct mirror_result *r, FILE *fp);
  * has "digest_checked" and "size_only" (see struct mirror_result); a
  * run with concurrency or streams = auto has "auto": {"concurrency",
  * "streams", "rtt_ms" (null unknown), "rate_per_connection" (bytes/s,
- * null unknown)}.  Returns 0 or BM_ENOMEM.
+ * null unknown)}; a plan (dry_run) has "actions": [{path, op, bytes
+ * (null unknown), reason}].  Returns 0 or BM_ENOMEM.
  */
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
+/* "4.2 MiB" (or "300 B") for b bytes into buf (len bytes).  Never fails. */
+void	report_human_bytes(uint64_t b, char *buf, size_t len);
 /*
  * Make a JSON-safe copy of the byte string s: valid UTF-8 is kept, each
  * invalid byte becomes "\xHH" (backslash, x, two uppercase hex digits)

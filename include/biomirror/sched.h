@@ -27,6 +27,7 @@ enum sched_pass {
 	SCHED_PASS_ALL = 0,	/* every action */
 	SCHED_PASS_SIDECARS,	/* only sidecar checksum files (sidecar_name) */
 	SCHED_PASS_DATA,	/* everything but sidecar checksum files */
+	SCHED_PASS_PARKED,	/* only the actions parked (park_mismatch) */
 };
 struct resume_set;
 
@@ -47,6 +48,17 @@ struct sched_opts {
 	enum sched_pass	 pass;		/* which actions (verify = sidecar: two passes) */
 	struct sidecar_set *sums;	/* borrowed: published digests to check, NULL for none */
 	bool		 record_digest;	/* record each fetched file's SHA-256 (verify = checksum) */
+	bool		 park_mismatch;	/* a body that fails its published
+					   digests (with a retry left) is not
+					   retried: its action gets the body's
+					   digest (got) and parked, and it ends
+					   this pass unrecorded and uncounted;
+					   the caller fetches its sidecar again
+					   and runs the parked actions.  In any
+					   pass, an action whose got that same
+					   body repeats ends at once: a
+					   COMMIT_MISMATCH record, both digests
+					   in the error (exit 1) */
 	const struct resume_set *resume; /* borrowed: ranges kept by earlier
 					   runs (resume_prepare), NULL if none */
 	struct tune	*tune;		/* borrowed: concurrency/streams = auto
@@ -65,7 +77,8 @@ struct sched_opts {
  * its contiguous prefix grows (pread back from the temp file) and is
  * published only when every published digest matches (a mismatch
  * discards the temp file, keeps the old file and retries like a changed
- * upstream, failing the file after o->retries),
+ * upstream, failing the file after o->retries; see park_mismatch),
+ * recording the digests it matched (commit_rec sidecar),
  * records through m, counts and per-file errors into res.  Large files
  * of exact size keep their finished ranges (agent/resume.c): a retry
  * fetches only what is missing, the ranges are recorded in the manifest

@@ -28,6 +28,10 @@ struct sync_opts {
 	bool		 checksum;	/* resync --checksum: re-hash local files
 					   against recorded and sidecar digests */
 	bool		 adopt;		/* resync --adopt: record matching local files */
+	bool		 allow_empty;	/* --allow-empty: an empty listing is
+					   not refused (plan_guard()) */
+	bool		 actions;	/* a dry run keeps its actions in the
+					   result (plan --json) */
 	const struct config *conf;	/* borrowed: the whole config (its
 					   mirror names for metrics_file),
 					   NULL if unknown */

@@ -2,35 +2,26 @@
  * The transport seam (DESIGN.md): a transport takes jobs "fetch bytes
  * [off, off+len) of this upstream URL into this sink" and reports each
  * job's end with the response metadata (size, mtime, ETag) or an error
- * class.  The scheduler above does not know which protocol carries a job.
- * Only transports touch sockets.  This build has one transport: libcurl's
- * multi interface over HTTP/HTTPS and FTP/FTPS (agent/xfer_curl.c), with
- * GridFTP's extended block mode for MLSD listings and whole files beside
- * it when asked for (agent/xfer_gridftp.c, ftp_mode = extended).
+ * class.  The scheduler above sees only struct xfer and the calls below,
+ * which go through the transport's table (struct xfer_ops, one file per
+ * transport, in the style of curl's lib/vtls backends); xfer_open()'s
+ * registry (agent/xfer.c) picks the transport for a source.  Only
+ * transports touch sockets.  Transports: "gridftp" (agent/xfer_gridftp.c:
+ * GridFTP MODE E for ftp:// with ftp_mode = extended, stacked on the
+ * next) and "curl" (agent/xfer_curl.c: libcurl's multi interface over
+ * HTTP/HTTPS and FTP/FTPS).
  *
- * FTP (an ftp:// URL; ftps:// sources are given as ftp:// with ftp_tls
- * set, i.e. explicit AUTH TLS, RFC 4217): a file job is SIZE + MDTM +
- * RETR, a ranged one REST + RETR of len bytes (RFC 3659 section 5);
- * res.status is the last FTP reply code, res.mtime the MDTM time,
- * res.size the SIZE reply (whole-file jobs), res.total -1.  A server that
- * refuses REST ends a ranged job with res.ignored_range set, as a 200 to
- * a Range does.  A directory URL with ftp_command "MLSD" or "LIST"
- * delivers the listing; "FEAT" delivers the server's reply lines (the
- * FEAT reply among them) to the sink, without a data connection.
- *
- * A validator job (xfer_job.validate) asks for a file's validators,
- * not its body: over HTTP a GET of its first byte (Range: bytes=0-0; RFC
- * 9110 section 14.2: a 206 with Content-Range's total size, ETag and
- * Last-Modified; a 200 is read no further than its headers), over FTP
- * MDTM + SIZE without RETR (RFC 3659 sections 3 and 4).  It ends XFER_OK
- * with res.etag, res.mtime and res.size (Content-Range total, Content-
- * Length of a 200, or the SIZE reply; -1 unknown) filled in; the sink is
- * never called.  The scheduler sends one after the last range of a file
- * fetched in ranges, to see that upstream did not change while they ran.
+ * FTP (an ftp:// URL; ftps:// is explicit TLS, AUTH TLS, RFC 4217): a
+ * file job is SIZE + MDTM + RETR, a ranged one REST + RETR of len bytes
+ * (RFC 3659 section 5); res.status is the last FTP reply code, res.mtime
+ * the MDTM time, res.size the SIZE reply (whole-file jobs), res.total
+ * -1.  A server that refuses REST ends a ranged job with
+ * res.ignored_range set, as a 200 to a Range does.
  */
 #ifndef BIOMIRROR_XFER_H
 #define BIOMIRROR_XFER_H
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,7 +97,27 @@ struct xfer_result {
 	struct xfer_path path;		/* what the job measured of the path */
 };
 
+/* What a job asks for. */
+enum xfer_kind {
+	XFER_JOB_FILE = 0,	/* a file's bytes: whole (len 0) or a range */
+	XFER_JOB_PAGE,		/* a listing page: over HTTP a GET of the
+				   index page; over FTP the directory URL's
+				   listing (ftp.mlsd: MLSD, else LIST) */
+	XFER_JOB_VALIDATE,	/* a file's validators, not its body: over
+				   HTTP a GET of byte 0 (RFC 9110 14.2: a
+				   206's Content-Range total, ETag,
+				   Last-Modified; a 200 read no further than
+				   its headers), over FTP MDTM + SIZE, no RETR
+				   (RFC 3659 sections 3, 4); ends XFER_OK with
+				   res.etag, res.mtime, res.size (-1 unknown);
+				   off, len and sink unused */
+	XFER_JOB_PROBE,		/* what the server offers: over FTP the FEAT
+				   reply lines (RFC 2389) to the sink, no data
+				   connection */
+};
+
 struct xfer_job {
+	enum xfer_kind	 kind;		/* what is asked for */
 	const char	*url;		/* borrowed: absolute URL; ftps:// is
 					   explicit TLS (AUTH TLS) on the FTP
 					   port */
@@ -115,63 +126,76 @@ struct xfer_job {
 	bool		 accept_full;	/* with off 0: take a 200 as the whole file */
 	int64_t		 expect_size;	/* exact size expected, -1 unknown; more is refused */
 	uint64_t	 max_size;	/* hard cap on body bytes (rule 31), 0 = none */
-	bool		 to_end;	/* a range ending at the listed end of the
-					   file: over FTP it asks for the rest of
-					   the file (REST off, RETR to the end),
-					   so that a file longer than listed
-					   shows as more than len bytes (upstream
-					   changed) instead of a silent cut */
+	bool		 to_end;	/* a range ending at the listed end
+					   of the file: a transport that can
+					   asks for the rest of the file (FTP:
+					   REST off, RETR to the end), so that
+					   a file longer than listed shows as
+					   more than len bytes (upstream
+					   changed), not a silent cut */
 	bool		 in_memory;	/* the sink holds the body in memory (a
-					   small file): libcurl gets a small
-					   receive buffer */
+					   small file): a small receive buffer */
 	bool		 size_checked;	/* whole file: the caller checks the body
-					   length against an exact listed size,
-					   so FTP sends no SIZE before RETR */
+					   length against an exact listed size
+					   (FTP then sends no SIZE) */
 	bool		 mtime_listed;	/* the caller has the mtime to the second
-					   from the listing (MLSD modify=), so FTP
-					   sends no MDTM; res.mtime stays -1 */
+					   from the listing (FTP then sends no
+					   MDTM; res.mtime stays -1) */
 	const char	*if_none_match;	/* borrowed ETag for If-None-Match, NULL if none */
 	const char	*if_range;	/* borrowed strong ETag or HTTP-date for
 					   If-Range on a ranged job, NULL if none:
 					   a 200 then means upstream changed */
 	int64_t		 if_modified_since; /* seconds, -1 for none */
 	bool		 no_redirect;	/* report 3xx (res.location), do not follow */
-	bool		 validate;	/* validators only (HTTP: byte 0; FTP
-					   MDTM + SIZE): see the file comment;
-					   off, len and sink unused */
-	const char	*ftp_command;	/* borrowed: FTP "FEAT", "MLSD" or "LIST"
-					   for a directory URL; NULL for a file */
+	struct {
+		bool	 mlsd;		/* an XFER_JOB_PAGE: MLSD, not LIST */
+	} ftp;				/* FTP only */
 	xfer_sink_fn	 sink;		/* where body bytes go */
 	void		*sink_arg;	/* borrowed: the sink's state */
 	void		*owner;		/* borrowed: the scheduler's record */
 	struct xfer_result res;		/* filled in when the job ends */
 };
 
+/* Which network carries the data (the transport key). */
+enum xfer_net {
+	XFER_NET_TCP = 0,
+	XFER_NET_UDT,		/* no transport of this build takes it */
+};
+
+/* FTP's options (ftp:// and ftps:// sources). */
+struct xfer_ftp_opts {
+	int		 tls;		/* XFER_TLS_NONE, _TRY or _REQUIRE */
+	bool		 active;	/* active mode (PORT/EPRT) */
+	const char	*user;		/* borrowed: login, NULL = anonymous */
+	const char	*password;	/* borrowed: password, NULL if none */
+	bool		 gridftp;	/* the server is GridFTP (FEAT lists
+					   DCAU; XFER_HINT_GRIDFTP changes it):
+					   TYPE I before every file's data
+					   connection (it fixes a data
+					   connection's type when it opens),
+					   and a file named by its whole path,
+					   no CWD (it trims a leading space and
+					   expands a leading '~' of an
+					   argument) */
+	bool		 mode_e;	/* ftp_mode = extended: GridFTP's MODE E
+					   for MLSD listings and whole files
+					   (the "gridftp" transport) */
+};
+
 struct xfer_opts {
+	enum xfer_net	 net;		/* the transport key */
 	unsigned	 max_connections; /* per host, shared by all jobs */
 	unsigned	 connect_timeout; /* seconds */
 	unsigned	 stall_timeout;	/* seconds without a byte */
 	const char	*user_agent;	/* borrowed */
 	const char	*ca_file;	/* borrowed, NULL = system trust */
 	uint64_t	 bwlimit;	/* bytes per second for all jobs together, 0 = none */
-	int		 ftp_tls;	/* XFER_TLS_NONE, _TRY or _REQUIRE (FTP) */
-	bool		 ftp_active;	/* FTP: active mode (PORT/EPRT) */
-	const char	*user;		/* borrowed: FTP login, NULL = anonymous */
-	const char	*password;	/* borrowed: FTP password, NULL if none */
 	const char	*tcp_congestion; /* borrowed: TCP_CONGESTION (tcp(7))
 					   of every socket the transport
 					   makes, NULL = the kernel's default;
 					   check it first with
 					   xfer_tcp_congestion_check() */
-	bool		 ftp_gridftp;	/* FTP: the server is GridFTP (FEAT
-					   lists DCAU): TYPE I before every
-					   file's data connection (it fixes a
-					   data connection's type when it
-					   opens; else libcurl's own TYPE, once
-					   per control connection), and a file
-					   named by its whole path, no CWD (it
-					   trims a leading space and expands a
-					   leading '~' of an argument) */
+	struct xfer_ftp_opts ftp;	/* FTP only */
 };
 #define XFER_TLS_NONE		0
 #define XFER_TLS_TRY		1
@@ -200,14 +224,81 @@ void	xfer_tcp_congestion_default(char *buf, size_t len);
 /* Called for each finished job (from inside xfer_poll). */
 typedef void (*xfer_done_fn)(void *ctx, struct xfer_job *job);
 
+/* What a lister learned of the server, for the jobs from now on. */
+enum xfer_hint {
+	XFER_HINT_GRIDFTP,	/* on: FEAT listed DCAU (see
+				   xfer_ftp_opts.gridftp) */
+	XFER_HINT_MODE_E,	/* on: FEAT showed GridFTP with MLSD: MLSD and
+				   whole-file jobs in MODE E; off: stream mode */
+};
+
+/* Sockets polled at once beside a transport's own (XFER_WAIT_MAX). */
+#define XFER_WAIT_MAX	(3 * 256)
+
 /*
- * Make a libcurl transport (one multi handle).  curl_global_init must
- * have been called by main().  Returns 0, BM_ENOMEM or BM_EINVAL.
+ * What a transport stacked on another hands to the lower one's poll:
+ * its sockets, waited on beside the lower one's own (revents filled in;
+ * all 0 when the call did not wait), and the connections it holds to the
+ * host, which the lower one leaves out of max_connections.
  */
-int	xfer_curl_new(const struct xfer_opts *o, struct xfer **ret);
+struct xfer_wait {
+	struct pollfd	*fds;		/* borrowed: nfds entries */
+	size_t		 nfds;		/* at most XFER_WAIT_MAX */
+	size_t		 others;	/* connections held beside */
+};
+
 /*
- * Start job (borrowed until its done callback ran).  Returns 0 or
- * BM_ENOMEM.
+ * A transport's table.  impl is what open made.  Calls as the public
+ * ones below, which call through it; hint may ignore what it does not
+ * use; poll's wait is NULL unless a transport is stacked on this one.
+ */
+struct xfer_ops {
+	const char	*name;		/* "curl", "gridftp" */
+	bool		(*handles)(const char *url,
+			    const struct xfer_opts *o);
+	int		(*open)(const struct xfer_opts *o, const char *url,
+			    void **ret_impl);
+	int		(*submit)(void *impl, struct xfer_job *job);
+	int		(*poll)(void *impl, int timeout_ms,
+			    struct xfer_wait *wait, xfer_done_fn done,
+			    void *ctx);
+	void		(*cancel)(void *impl, struct xfer_job *job);
+	size_t		(*active)(const void *impl);
+	void		(*wakeup)(void *impl);
+	void		(*hint)(void *impl, enum xfer_hint h, bool on);
+	void		(*close)(void *impl);
+};
+
+/* A transport: its table and its state. */
+struct xfer {
+	const struct xfer_ops *ops;	/* borrowed: static table */
+	void		*impl;		/* owned: the transport's state */
+};
+
+/* The transports of this build (agent/xfer_curl.c, agent/xfer_gridftp.c). */
+extern const struct xfer_ops xfer_curl_ops;
+extern const struct xfer_ops xfer_gridftp_ops;
+
+/*
+ * Open the first transport of the registry that handles url (the
+ * source) with o (copied; strings borrowed for the transport's life).
+ * curl_global_init must have been called by main().  Returns 0,
+ * BM_ENOMEM, or BM_EINVAL when no transport takes url over o->net.
+ */
+int	xfer_open(const char *url, const struct xfer_opts *o,
+	    struct xfer **ret);
+/*
+ * The same, among the transports after above in the registry: the one a
+ * stacked transport hands the jobs it does not take.
+ */
+int	xfer_open_below(const struct xfer_ops *above, const char *url,
+	    const struct xfer_opts *o, struct xfer **ret);
+/* Open the transport of table ops (tests: a fake transport). */
+int	xfer_open_ops(const struct xfer_ops *ops, const char *url,
+	    const struct xfer_opts *o, struct xfer **ret);
+/*
+ * Start job (borrowed until its done callback ran); job->res is reset
+ * first.  Returns 0, BM_ENOMEM, or BM_EINVAL for a URL x cannot take.
  */
 int	xfer_submit(struct xfer *x, struct xfer_job *job);
 /*
@@ -218,33 +309,15 @@ int	xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done,
 	    void *ctx);
 /* Cancel job (no done callback follows); a no-op for unknown jobs. */
 void	xfer_cancel(struct xfer *x, struct xfer_job *job);
-/*
- * Change xfer_opts.ftp_gridftp for jobs submitted from now on (the FTP
- * lister learns from FEAT whether the server is GridFTP).
- */
-void	xfer_set_ftp_gridftp(struct xfer *x, bool on);
-/* GridFTP extended block mode (ftp_mode = extended), in three steps. */
-enum xfer_mode_e {
-	XFER_MODE_E_PROBE,	/* before the listing: FEAT goes through the
-				   engine (xfer_gridftp.h), whose session
-				   then goes on in MODE E if ... */
-	XFER_MODE_E_ON,		/* ... FEAT showed GridFTP with MLSD: MLSD
-				   and whole-file FTP jobs in MODE E */
-	XFER_MODE_E_OFF		/* ... it did not: stream mode (libcurl) */
-};
-/*
- * Set x's extended block mode: PROBE makes the engine (before any FTP
- * job); ON and OFF settle it after FEAT (no-ops without a probe, or once
- * settled).  Returns 0, or BM_ENOMEM (PROBE only: stream mode stays).
- */
-int	xfer_set_ftp_mode_e(struct xfer *x, enum xfer_mode_e m);
 /* Jobs in flight. */
 size_t	xfer_active(const struct xfer *x);
 /*
- * Make a blocked xfer_poll() return at once.  Thread-safe (libcurl's
- * curl_multi_wakeup); for worker threads that finished a task.
+ * Make a blocked xfer_poll() return at once.  Thread-safe; for worker
+ * threads that finished a task.
  */
 void	xfer_wakeup(struct xfer *x);
+/* Tell x what a lister learned (enum xfer_hint); ignored if unused. */
+void	xfer_hint(struct xfer *x, enum xfer_hint h, bool on);
 /* Cancel everything and free the transport.  NULL is a no-op. */
 void	xfer_free(struct xfer *x);
 

@@ -1,8 +1,10 @@
 /*
- * GridFTP extended block mode (MODE E) for whole-file FTP jobs, a part of
- * the TCP transport (xfer.h): agent/xfer_curl.c hands it the jobs that
- * qualify (gridftp_wants) and drives it from its event loop, polling the
- * sockets it lists (gridftp_fds) beside libcurl's.
+ * The "gridftp" transport (xfer.h: xfer_gridftp_ops): GridFTP extended
+ * block mode (MODE E) for MLSD listings and whole-file FTP jobs, chosen
+ * by the registry for ftp:// with ftp_mode = extended.  It is stacked on
+ * the next transport of the registry (curl, stream mode), which gets
+ * every job the engine does not take and waits on the engine's sockets
+ * beside its own (struct xfer_wait).
  *
  * libcurl speaks stream mode only, where the end of a file is the end of
  * its data connection: one passive port, one TCP handshake and one
@@ -21,16 +23,16 @@
  * [SIZE] RETR per file.  A session is opened for each queued job that no
  * session logging in will take, within max_connections.
  *
- * An engine made to probe takes the lister's FEAT first (RFC 2389): its
+ * The engine probes first: it takes the lister's FEAT (RFC 2389), whose
  * session logs in (USER, PASS), asks FEAT and waits; once the lister has
- * judged the reply (gridftp_settle), that session finishes its set-up
+ * judged the reply (XFER_HINT_MODE_E), that session finishes its set-up
  * and carries the listing, or closes: a GridFTP server sees one control
  * connection fewer than with FEAT on a libcurl connection of its own.
  *
  * Jobs taken: plain ftp:// (no TLS), no bwlimit; while probing, FEAT
  * alone; after, a whole file (off 0, len 0) or an MLSD listing (RFC 3659
  * section 7, its lines in MODE E blocks like a file's bytes), no LIST, no
- * validator, no If-Modified-Since.  Everything else stays with libcurl.
+ * validator, no If-Modified-Since.  Everything else goes below.
  * The sessions that list a tree then carry its files.  Results follow
  * xfer.h: res.status is the last reply code, res.mtime the MDTM time (-1
  * when the listing gave it), res.size the SIZE reply (-1 when not asked);
@@ -40,14 +42,11 @@
 #ifndef BIOMIRROR_XFER_GRIDFTP_H
 #define BIOMIRROR_XFER_GRIDFTP_H
 
-#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "biomirror/xfer.h"
-
-struct gridftp;
 
 /* Parsed MODE E block header (GFD.20 section 3.4.1). */
 struct gridftp_block {
@@ -70,84 +69,5 @@ struct gridftp_block {
  */
 int	gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN],
 	    struct gridftp_block *ret);
-
-/*
- * Find the end of the first complete FTP reply in buf[0..len) (RFC 959
- * section 4.2: "ddd text" or "ddd-text" ... "ddd text", lines ending in
- * CRLF or LF).  Returns its length in bytes with *ret_code set, 0 when
- * more bytes are needed, or -1 for a line that is no reply, or for no
- * end within the first 4 KiB (BM_EPROTO to the caller: half of the
- * session's 8 KiB input buffer, so that it never fills).
- */
-long	gridftp_reply_end(const char *buf, size_t len, int *ret_code);
-
-/*
- * Whether a 530 reply to USER or PASS (text: the reply, its lines joined,
- * a C string) is a server's limit, to be retried later, rather than a
- * refused login.  RFC 959 gives 530 for both ("Not logged in"); servers
- * use it for wrong passwords and for their user and per-host limits
- * (ProFTPD's MaxClientsPerHost: "530 Sorry, the maximum number of clients
- * ... are already connected").  True when the text matches lftp's
- * ftp:retry-530 expression (lftp(1): "too many|overloaded|try (again
- * |back )?later|is restricted to|maximum number|number of connect|only.*
- * session.*allowed|more connection|already connected|simultaneous
- * login", case ignored), or for an anonymous login its
- * ftp:retry-530-anonymous ("Login incorrect": what servers say when
- * their anonymous slots are full), or when logged_in: this run already
- * logged in to the server with the same credentials, so a refusal now is
- * a limit on sessions.  Anything else is a wrong login: retrying it only
- * makes the run wait and the server count failures.
- */
-bool	ftp_530_is_limit(const char *text, bool anonymous, bool logged_in);
-
-/*
- * Make an engine for jobs of one host, with the transport's options
- * (copied; strings borrowed for its lifetime) and at most
- * o->max_connections sessions; probe: it takes FEAT jobs only until
- * gridftp_settle().  Returns 0 or BM_ENOMEM.
- */
-int	gridftp_new(const struct xfer_opts *o, bool probe,
-	    struct gridftp **ret);
-/*
- * End a probe: on, FEAT showed GridFTP (DCAU) with MLSD, and the engine
- * takes listings and files from now on, the probing session first; off,
- * it takes no more jobs and its idle sessions close.  A no-op on an
- * engine that is not probing.
- */
-void	gridftp_settle(struct gridftp *g, bool on);
-/* Does job qualify (see above)?  The first job taken fixes the host. */
-bool	gridftp_wants(const struct gridftp *g, const struct xfer_job *job);
-/*
- * Queue job (borrowed until done; res already reset by the caller).
- * Returns 0, BM_ENOMEM, or BM_EINVAL for a URL it cannot take.
- */
-int	gridftp_submit(struct gridftp *g, struct xfer_job *job);
-/*
- * Fill fds (room for max) with the sockets to poll and the events wanted;
- * returns how many.  *ret_timeout_ms is lowered to the next deadline.
- */
-size_t	gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
-	    int *ret_timeout_ms);
-/*
- * Do all work that is possible without blocking (reads, writes, accepts,
- * connects, deadlines) and call done for each job that ended; *ret_n is
- * how many did.  others: connections the transport holds to the host
- * outside the engine (libcurl's transfers in flight): new sessions keep
- * sessions + others within max_connections, and idle sessions are closed
- * while others > 0 and no job waits.  ready: nready results of poll(2)
- * over gridftp_fds()'s list; only sessions with a reported socket (or a
- * deadline passed) do I/O; NULL steps every session.  Returns 0.
- */
-int	gridftp_run(struct gridftp *g, size_t others,
-	    const struct pollfd *ready, size_t nready, xfer_done_fn done,
-	    void *ctx, size_t *ret_n);
-/* Sessions open or opening. */
-size_t	gridftp_sessions(const struct gridftp *g);
-/* Forget job without a done call (its session, if any, is closed). */
-bool	gridftp_cancel(struct gridftp *g, struct xfer_job *job);
-/* Jobs queued or running. */
-size_t	gridftp_active(const struct gridftp *g);
-/* Close every session and free g (no done calls).  NULL is a no-op. */
-void	gridftp_free(struct gridftp *g);
 
 #endif

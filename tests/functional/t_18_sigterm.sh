@@ -1,6 +1,7 @@
 #!/bin/bash
 # SIGTERM during a large transfer: exit 1 (status interrupted, the reason
-# "stopped by SIGTERM" in --json, the run record and history), the small files
+# "stopped by SIGTERM" in --json, the run record and history; the log says
+# the file in flight is kept for the next run), the small files
 # that finished are committed (manifest and disk), nothing partial under a
 # final name, the big file's temp file kept with its finished ranges
 # recorded, and the next run continues it and completes.  Then the same while a new version of the big file is
@@ -75,7 +76,9 @@ assert json.load(open(sys.argv[1]))[0]["errors"] == [
 PY
 grep -q '^biomirror: up: stopped by SIGTERM$' "$T/cold.err" ||
     fail "the interruption is not logged"
-grep -q 'interrupted' "$T/cold.err" || fail "no 'interrupted' message"
+# What becomes of the file in flight: kept for the next run, not abandoned.
+grep -qxF 'biomirror: up: interrupted: finished files committed; 1 partly fetched files kept for the next run to continue' \
+    "$T/cold.err" || fail "the interrupt message does not say the in-flight file is kept"
 [ -e "$T/mirror/big/big.bin" ] && fail "partial big.bin under its final name"
 for f in $smalls; do
 	cmp -s "$T/up/$f" "$T/mirror/$f" || fail "$f not committed"

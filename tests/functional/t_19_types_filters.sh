@@ -21,7 +21,7 @@ echo "# x becomes a directory, y becomes a file"
 rm "$T/up/x"; mkdir "$T/up/x"; echo f > "$T/up/x/f"
 rm -r "$T/up/y"; echo yy > "$T/up/y"
 assert_exit 0 bm plan up
-grep -q '^delete x (type changed upstream)' "$T/last.out" || fail "x not cleared first"
+grep -q '^delete x (type changed upstream, 2 bytes)$' "$T/last.out" || fail "x not cleared first"
 assert_exit 0 bm --json sync up
 assert_eq "$(jfield failed)" 0 "failed"
 assert_trees_equal "$T/up" "$T/mirror"

@@ -285,6 +285,20 @@ test_set(void)
 	    strlen(SHA_ABC) + 9, &n, NULL), 0, "top SHA256SUMS");
 	ok(sidecar_set_find(s, "db/a.gz", &sum) && sum.has[DIGEST_MD5] &&
 	    sum.has[DIGEST_SHA256], "both algorithms for db/a.gz");
+	{
+		char	 t[SIDECAR_TEXT_MAX];
+		struct sidecar_sum none;
+
+		is_int(sidecar_sum_text(&sum, t, sizeof(t)), 0, "sum text");
+		is_str(t, "md5:" MD5_EMPTY " sha256:" SHA_ABC,
+		    "sum text: both, algorithm order");
+		is_int(sidecar_sum_text(&sum, t, 40), BM_ELIMIT,
+		    "sum text: short buffer");
+		memset(&none, 0, sizeof(none));
+		is_int(sidecar_sum_text(&none, t, sizeof(t)), 0,
+		    "sum text: none");
+		is_str(t, "", "sum text: none is empty");
+	}
 	sidecar_set_free(s);
 
 	s = sidecar_set_new(1);

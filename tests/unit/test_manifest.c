@@ -1224,6 +1224,86 @@ test_intents(const char *dir)
 	manifest_close(m);
 }
 
+/* manifest_mismatches(): collect "path want got run" lines. */
+static int
+mism_cb(void *ctx, const struct mismatch_rec *r)
+{
+	char	*out = ctx;
+	size_t	 n = strlen(out);
+
+	(void)snprintf(out + n, 512 - n, "%s %s %s %lld %lld;", r->path,
+	    r->want, r->got, (long long)r->run, (long long)r->up_size);
+	return 0;
+}
+
+/* manifest_ls(): collect "path sidecar" lines ("-" for NULL). */
+static int
+sidecar_cb(void *ctx, const struct file_row *f)
+{
+	char	*out = ctx;
+	size_t	 n = strlen(out);
+
+	(void)snprintf(out + n, 512 - n, "%s %s;", f->path,
+	    f->sidecar ? f->sidecar : "-");
+	return 0;
+}
+
+static void
+test_sidecar_mismatch(const char *dir)
+{
+	char			 p[512], err[600], out[512];
+	struct manifest		*m = NULL;
+	struct commit_rec	 c[3];
+	int64_t			 run = 0;
+
+	join(p, sizeof(p), dir, "mism.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "mism: open");
+	(void)manifest_run_begin(m, "sync", 1, &run);
+	c[0] = rec("a", COMMIT_FETCHED, ENTRY_FILE, 11, 100, MTIME_SECOND);
+	c[0].sidecar = "md5:aa";
+	c[1] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 22, 200, MTIME_SECOND);
+	is_int(manifest_commit(m, run, c, 2), 0, "mism: two fetched");
+	out[0] = '\0';
+	(void)manifest_ls(m, NULL, sidecar_cb, out);
+	is_str(out, "a md5:aa;b -;", "mism: sidecar recorded with the fetch");
+	/* A mismatch leaves the row; a SIDECAR "" records a failed check. */
+	c[0] = rec("a", COMMIT_MISMATCH, ENTRY_FILE, 11, 100, MTIME_SECOND);
+	c[0].sidecar = "md5:bb";
+	c[0].checksum = "md5:aa";
+	c[0].up_size = 11;
+	c[0].reason = "checksum mismatch";
+	c[1] = rec("a", COMMIT_SIDECAR, ENTRY_FILE, 0, 0, MTIME_UNKNOWN);
+	c[1].sidecar = "";
+	c[2] = rec("new", COMMIT_MISMATCH, ENTRY_FILE, 5, 50, MTIME_SECOND);
+	c[2].sidecar = "md5:cc";
+	c[2].checksum = "md5:dd";
+	c[2].up_size = -1;
+	is_int(manifest_commit(m, run, c, 3), 0, "mism: mismatches");
+	out[0] = '\0';
+	(void)manifest_ls(m, NULL, sidecar_cb, out);
+	is_str(out, "a ;b -;", "mism: no row made, a's check recorded");
+	out[0] = '\0';
+	is_int(manifest_mismatches(m, mism_cb, out), 0, "mism: walk");
+	is_str(out, "a md5:bb md5:aa 1 11;new md5:cc md5:dd 1 -1;",
+	    "mism: both recorded");
+	c[0] = rec("a", COMMIT_MISMATCH, ENTRY_FILE, 11, 100, MTIME_SECOND);
+	c[0].checksum = "md5:aa";
+	is_int(manifest_commit(m, run, c, 1), BM_EINVAL,
+	    "mism: a mismatch needs both digests");
+	/* A match or a fetch forgets the mismatch. */
+	c[0] = rec("a", COMMIT_SIDECAR, ENTRY_FILE, 0, 0, MTIME_UNKNOWN);
+	c[0].sidecar = "md5:bb";
+	c[1] = rec("new", COMMIT_FETCHED, ENTRY_FILE, 5, 60, MTIME_SECOND);
+	is_int(manifest_commit(m, run, c, 2), 0, "mism: fixed");
+	out[0] = '\0';
+	(void)manifest_mismatches(m, mism_cb, out);
+	is_str(out, "", "mism: none left");
+	out[0] = '\0';
+	(void)manifest_ls(m, NULL, sidecar_cb, out);
+	is_str(out, "a md5:bb;b -;new -;", "mism: a's match recorded");
+	manifest_close(m);
+}
+
 static void
 test_partials(const char *dir)
 {
@@ -1243,6 +1323,7 @@ test_partials(const char *dir)
 	/* Make it look like a schema 1 manifest: open migrates it. */
 	db = raw_open(p);
 	raw_exec(db, "DROP TABLE partials; DROP TABLE intents; "
+	    "DROP TABLE mismatches; ALTER TABLE files DROP COLUMN sidecar; "
 	    "PRAGMA user_version = 1;");
 	(void)sqlite3_close(db);
 	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
@@ -1339,6 +1420,7 @@ main(void)
 	test_locked(dir);
 	test_partials(dir);
 	test_intents(dir);
+	test_sidecar_mismatch(dir);
 	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
 	    sizeof(cmd))
 		if (system(cmd) != 0)

@@ -439,8 +439,13 @@ test_change_rule(void)
 		is_int(a->type, ENTRY_FILE, "new: a/x type file");
 	}
 	a = is_act(p, "plain", ACT_FETCH, "new", "new");
-	if (a != NULL)
+	if (a != NULL) {
 		is_int(a->list_size, -1, "new: plain list_size unknown");
+		is_int(action_bytes(a), -1, "new: plain bytes unknown");
+	}
+	a = is_act(p, "a/x", ACT_FETCH, "new", "new");
+	if (a != NULL)
+		is_int(action_bytes(a), 100, "new: a/x fetches 100 bytes");
 	a = is_act(p, "a", ACT_MKDIR, "new", "new");
 	if (a != NULL)
 		is_int(a->type, ENTRY_DIR, "new: a type dir");
@@ -456,7 +461,7 @@ test_change_rule(void)
 	is_int(p->fetch_bytes, 0,
 	    "same: conditional fetches count no bytes (a 304 is free)");
 	c = conf("no", "10%");
-	is_int(plan_guard(p, c, 1, err, sizeof(err)), 0,
+	is_int(plan_guard(p, c, 1, false, err, sizeof(err)), 0,
 	    "same: an undated mirror bigger than the free space is not "
 	    "refused");
 	mirror_conf_free(c);
@@ -794,9 +799,9 @@ files(size_t n)
  * run the guard with delete and max_delete; returns its code.
  */
 static int
-guard_case(size_t total, size_t kept, const char *delete,
-    const char *max_delete, uint64_t free_bytes, char *err, size_t errlen,
-    struct plan **ret)
+guard_case_opts(size_t total, size_t kept, const char *delete,
+    const char *max_delete, uint64_t free_bytes, bool allow_empty, char *err,
+    size_t errlen, struct plan **ret)
 {
 	struct fx	 fx;
 	struct mirror_conf *c;
@@ -808,7 +813,7 @@ guard_case(size_t total, size_t kept, const char *delete,
 	sync_to(&fx, files(total), total, true);
 	p = mkplan(&fx, files(total), kept, c->delete, false);
 	err[0] = '\0';
-	rc = plan_guard(p, c, free_bytes, err, errlen);
+	rc = plan_guard(p, c, free_bytes, allow_empty, err, errlen);
 	if (ret != NULL)
 		*ret = p;
 	else
@@ -818,9 +823,20 @@ guard_case(size_t total, size_t kept, const char *delete,
 	return rc;
 }
 
+/* guard_case_opts() without --allow-empty. */
+static int
+guard_case(size_t total, size_t kept, const char *delete,
+    const char *max_delete, uint64_t free_bytes, char *err, size_t errlen,
+    struct plan **ret)
+{
+	return guard_case_opts(total, kept, delete, max_delete, free_bytes,
+	    false, err, errlen, ret);
+}
+
 static void
 test_guard(void)
 {
+	const struct action *a;
 	struct fx	 fx;
 	struct mirror_conf *c;
 	struct plan	*p;
@@ -828,6 +844,8 @@ test_guard(void)
 	static const struct spec two[] = {
 		{ "a", 'f', 100, NULL, T0 },
 		{ "b", 'f', 200, NULL, T0 },
+	}, big[] = {
+		{ "big", 'f', 3145728, NULL, T0 },
 	}, dirs[] = {
 		{ "d", 'd', -1, NULL, T0 },
 		{ "d/f", 'f', 100, NULL, T0 },
@@ -841,19 +859,41 @@ test_guard(void)
 	is_int(guard_case(5, 0, "yes", "100%", UINT64_MAX, err, sizeof(err),
 	    NULL), BM_ELIMIT, "guard: empty listing refused (delete = yes)");
 	is_str(err, "upstream listing is empty but the manifest holds 5 "
-	    "files: refusing", "guard: empty listing reason");
+	    "files: refusing (if upstream really was emptied, run with "
+	    "--allow-empty)", "guard: empty listing reason names "
+	    "--allow-empty");
 	is_int(guard_case(5, 0, "no", "10%", UINT64_MAX, err, sizeof(err),
 	    &p), BM_ELIMIT, "guard: empty listing refused (delete = no)");
 	is_str(err, "upstream listing is empty but the manifest holds 5 "
-	    "files: refusing", "guard: empty listing reason (delete = no)");
+	    "files: refusing (if upstream really was emptied, run with "
+	    "--allow-empty)", "guard: empty listing reason (delete = no)");
 	is_counts(p, 0, 0, 0, 0, 0, 5, 0, "guard: empty listing plan");
 	plan_free(p);
+
+	/* --allow-empty: the empty listing passes; max_delete still counts. */
+	is_int(guard_case_opts(5, 0, "no", "10%", UINT64_MAX, true, err,
+	    sizeof(err), NULL), 0, "guard: --allow-empty, delete = no: ok");
+	is_str(err, "", "guard: --allow-empty, delete = no: no reason");
+	is_int(guard_case_opts(5, 0, "yes", "100%", UINT64_MAX, true, err,
+	    sizeof(err), &p), 0, "guard: --allow-empty, max_delete 100%%: ok");
+	is_counts(p, 0, 0, 0, 0, 5, 0, 0, "guard: --allow-empty deletes 5");
+	a = is_act(p, "f00", ACT_DELETE, "gone upstream", "allow-empty");
+	if (a != NULL)
+		is_int(action_bytes(a), 100, "guard: a delete frees 100 bytes");
+	plan_free(p);
+	is_int(guard_case_opts(20, 0, "yes", "10%", UINT64_MAX, true, err,
+	    sizeof(err), NULL), BM_ELIMIT,
+	    "guard: --allow-empty, max_delete 10%%: refused by max_delete");
+	is_str(err, "max_delete: would delete 20 files, max_delete allows 2 "
+	    "(10% of 20 files): refusing (--max-delete raises it for one run)",
+	    "guard: --allow-empty, max_delete reason");
 
 	/* max_delete as a count. */
 	is_int(guard_case(10, 6, "yes", "3", UINT64_MAX, err, sizeof(err),
 	    NULL), BM_ELIMIT, "guard: 4 gone, max_delete 3: refused");
-	is_str(err, "4 files gone upstream, more than max_delete (3 = 3): "
-	    "refusing", "guard: max_delete count reason");
+	is_str(err, "max_delete: would delete 4 files, max_delete allows 3: "
+	    "refusing (--max-delete raises it for one run)",
+	    "guard: max_delete count reason");
 	is_int(guard_case(10, 7, "yes", "3", UINT64_MAX, err, sizeof(err),
 	    NULL), 0, "guard: 3 gone, max_delete 3: ok");
 	is_str(err, "", "guard: no reason when ok");
@@ -869,14 +909,16 @@ test_guard(void)
 	    NULL), 0, "guard: 10%% of 5 is 1: 1 gone ok");
 	is_int(guard_case(5, 3, "yes", "10%", UINT64_MAX, err, sizeof(err),
 	    NULL), BM_ELIMIT, "guard: 10%% of 5 is 1: 2 gone refused");
-	is_str(err, "2 files gone upstream, more than max_delete (10% = 1): "
-	    "refusing", "guard: max_delete percentage reason");
+	is_str(err, "max_delete: would delete 2 files, max_delete allows 1 "
+	    "(10% of 5 files): refusing (--max-delete raises it for one run)",
+	    "guard: max_delete percentage reason");
 	is_int(guard_case(11, 9, "yes", "10%", UINT64_MAX, err, sizeof(err),
 	    NULL), 0, "guard: 10%% of 11 is 2: 2 gone ok");
 	is_int(guard_case(11, 8, "yes", "10%", UINT64_MAX, err, sizeof(err),
 	    NULL), BM_ELIMIT, "guard: 10%% of 11 is 2: 3 gone refused");
-	is_str(err, "3 files gone upstream, more than max_delete (10% = 2): "
-	    "refusing", "guard: 10%% of 11 reason");
+	is_str(err, "max_delete: would delete 3 files, max_delete allows 2 "
+	    "(10% of 11 files): refusing (--max-delete raises it for one run)",
+	    "guard: 10%% of 11 reason");
 	is_int(guard_case(20, 18, "yes", "10%", UINT64_MAX, err, sizeof(err),
 	    NULL), 0, "guard: 10%% of 20 is 2: 2 gone ok");
 	is_int(guard_case(20, 17, "yes", "10%", UINT64_MAX, err, sizeof(err),
@@ -900,7 +942,7 @@ test_guard(void)
 	sync_to(&fx, dirs, NELEM(dirs), true);
 	p = mkplan(&fx, dirs + 2, NELEM(dirs) - 2, true, false);
 	is_counts(p, 4, 0, 0, 0, 2, 0, 4, "guard: dir and file gone");
-	is_int(plan_guard(p, c, UINT64_MAX, err, sizeof(err)), 0,
+	is_int(plan_guard(p, c, UINT64_MAX, false, err, sizeof(err)), 0,
 	    "guard: a gone dir does not count (1 file of 20%% of 5)");
 	plan_free(p);
 	mirror_conf_free(c);
@@ -911,23 +953,34 @@ test_guard(void)
 	c = conf("no", "10%");
 	p = mkplan(&fx, two, NELEM(two), false, false);
 	is_int(p->fetch_bytes, 300, "guard: fetch_bytes 300");
-	is_int(plan_guard(p, c, 299, err, sizeof(err)), BM_ELIMIT,
+	is_int(plan_guard(p, c, 299, false, err, sizeof(err)), BM_ELIMIT,
 	    "guard: 299 bytes free: refused");
-	is_str(err, "300 bytes to fetch, only 299 free on the destination: "
-	    "refusing", "guard: free space reason");
-	is_int(plan_guard(p, c, 300, err, sizeof(err)), 0,
+	is_str(err, "free space: would fetch 2 files, 300 B; 299 B free on "
+	    "the destination: 1 B missing: refusing", "guard: free space "
+	    "reason");
+	is_int(plan_guard(p, c, 300, false, err, sizeof(err)), 0,
 	    "guard: 300 bytes free: ok");
-	is_int(plan_guard(p, c, UINT64_MAX, err, sizeof(err)), 0,
+	is_int(plan_guard(p, c, UINT64_MAX, false, err, sizeof(err)), 0,
 	    "guard: UINT64_MAX free (unknown): ok");
-	is_int(plan_guard(p, c, 0, err, sizeof(err)), BM_ELIMIT,
+	is_int(plan_guard(p, c, 0, false, err, sizeof(err)), BM_ELIMIT,
 	    "guard: 0 bytes free: refused");
+	a = is_act(p, "b", ACT_FETCH, "new", "free space");
+	if (a != NULL)
+		is_int(action_bytes(a), 200, "guard: b fetches 200 bytes");
+	plan_free(p);
+	p = mkplan(&fx, big, NELEM(big), false, false);
+	is_int(plan_guard(p, c, 1048576, false, err, sizeof(err)), BM_ELIMIT,
+	    "guard: 3 MiB to fetch, 1 MiB free: refused");
+	is_str(err, "free space: would fetch 1 files, 3.0 MiB (3145728 "
+	    "bytes); 1.0 MiB (1048576 bytes) free on the destination: 2.0 MiB "
+	    "(2097152 bytes) missing: refusing", "guard: how much is missing");
 	plan_free(p);
 
 	/* A first run of an empty upstream into an empty manifest is fine. */
 	p = mkplan(&fx, two, 0, false, false);
 	is_counts(p, 0, 0, 0, 0, 0, 0, 0, "guard: empty upstream, empty "
 	    "manifest");
-	is_int(plan_guard(p, c, 0, err, sizeof(err)), 0,
+	is_int(plan_guard(p, c, 0, false, err, sizeof(err)), 0,
 	    "guard: empty listing and empty manifest: ok");
 	plan_free(p);
 	mirror_conf_free(c);

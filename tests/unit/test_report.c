@@ -170,6 +170,67 @@ test_digest_recorded(void)
 	result_free(r);
 }
 
+/* A plan's "actions": in --json only for a dry run; bytes null unknown. */
+static void
+test_actions(void)
+{
+	struct mirror_result *r;
+	char		*buf = NULL;
+	size_t		 len = 0;
+	FILE		*fp;
+	json_t		*j, *o, *a;
+	json_error_t	 err;
+	int		 pass;
+
+	if (!ok((r = result_new("m")) != NULL, "result_new"))
+		return;
+	r->status = "refused";
+	ok(result_add_action(r, "a/x.bin", "fetch", 300, "new") == 0,
+	    "add a fetch");
+	ok(result_add_action(r, "caf\xe9", "delete", 100, "gone upstream") == 0,
+	    "add a delete with a Latin-1 path");
+	ok(result_add_action(r, "plain", "fetch", -1, "new") == 0,
+	    "add a fetch of unknown size");
+	is_int(r->nactions, 3, "three actions kept");
+	for (pass = 0; pass < 2; pass++) {
+		r->dry_run = pass == 1;
+		buf = NULL;
+		len = 0;
+		if ((fp = open_memstream(&buf, &len)) == NULL)
+			break;
+		ok(report_json(&r, 1, fp) == 0, "report_json");
+		fclose(fp);
+		j = json_loads(buf, 0, &err);
+		free(buf);
+		if (!ok(j != NULL, "valid JSON"))
+			continue;
+		o = json_array_get(j, 0);
+		a = json_object_get(o, "actions");
+		if (pass == 0) {
+			ok(a == NULL, "no actions when not a dry run");
+			json_decref(j);
+			continue;
+		}
+		is_int(json_array_size(a), 3, "dry run: three actions");
+		is_str(json_string_value(json_object_get(json_array_get(a, 0),
+		    "path")), "a/x.bin", "action 0 path");
+		is_str(json_string_value(json_object_get(json_array_get(a, 0),
+		    "op")), "fetch", "action 0 op");
+		is_int(json_integer_value(json_object_get(json_array_get(a, 0),
+		    "bytes")), 300, "action 0 bytes");
+		is_str(json_string_value(json_object_get(json_array_get(a, 0),
+		    "reason")), "new", "action 0 reason");
+		is_str(json_string_value(json_object_get(json_array_get(a, 1),
+		    "path")), "caf\\xE9", "action 1 path escaped");
+		is_str(json_string_value(json_object_get(json_array_get(a, 1),
+		    "op")), "delete", "action 1 op");
+		ok(json_is_null(json_object_get(json_array_get(a, 2), "bytes")),
+		    "action 2: bytes null when unknown");
+		json_decref(j);
+	}
+	result_free(r);
+}
+
 int
 main(void)
 {
@@ -177,5 +238,6 @@ main(void)
 	test_text_escape();
 	test_json();
 	test_digest_recorded();
+	test_actions();
 	return done_testing();
 }

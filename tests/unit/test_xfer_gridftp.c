@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "biomirror/error.h"
+#include "biomirror/ftp_proto.h"
 #include "biomirror/xfer_gridftp.h"
 
 #include "tap.h"
@@ -67,7 +68,7 @@ reply(const char *text, long want_len, int want_code, const char *what)
 	int	 code = -1;
 	long	 n;
 
-	n = gridftp_reply_end(text, strlen(text), &code);
+	n = ftp_reply_end(text, strlen(text), &code);
 	is_int(n, want_len, "%s: length", what);
 	if (want_len > 0)
 		is_int(code, want_code, "%s: code", what);

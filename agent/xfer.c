@@ -1,0 +1,187 @@
+/*
+ * The transport registry and the calls through a transport's table
+ * (xfer.h): one row per transport, tried in order; a stacked transport
+ * (gridftp) comes before the one it hands the rest to (curl).  Also the
+ * TCP congestion checks that every transport's sockets share.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "biomirror/error.h"
+#include "biomirror/xfer.h"
+
+static const struct xfer_ops *const xfer_registry[] = {
+	&xfer_gridftp_ops,
+	&xfer_curl_ops,
+};
+#define XFER_NREGISTRY	(sizeof(xfer_registry) / sizeof(xfer_registry[0]))
+
+int
+xfer_open_ops(const struct xfer_ops *ops, const char *url,
+    const struct xfer_opts *o, struct xfer **ret)
+{
+	struct xfer	*x;
+	int		 rc;
+
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return BM_ENOMEM;
+	x->ops = ops;
+	if ((rc = ops->open(o, url, &x->impl)) != 0) {
+		free(x);
+		return rc;
+	}
+	*ret = x;
+	return 0;
+}
+
+/* The first row from index i on that handles url, or NULL. */
+static const struct xfer_ops *
+registry_find(size_t i, const char *url, const struct xfer_opts *o)
+{
+	for (; i < XFER_NREGISTRY; i++)
+		if (xfer_registry[i]->handles(url, o))
+			return xfer_registry[i];
+	return NULL;
+}
+
+int
+xfer_open(const char *url, const struct xfer_opts *o, struct xfer **ret)
+{
+	const struct xfer_ops *ops = registry_find(0, url, o);
+
+	return ops == NULL ? BM_EINVAL : xfer_open_ops(ops, url, o, ret);
+}
+
+int
+xfer_open_below(const struct xfer_ops *above, const char *url,
+    const struct xfer_opts *o, struct xfer **ret)
+{
+	const struct xfer_ops *ops = NULL;
+	size_t		 i;
+
+	for (i = 0; i < XFER_NREGISTRY; i++)
+		if (xfer_registry[i] == above) {
+			ops = registry_find(i + 1, url, o);
+			break;
+		}
+	return ops == NULL ? BM_EINVAL : xfer_open_ops(ops, url, o, ret);
+}
+
+int
+xfer_submit(struct xfer *x, struct xfer_job *job)
+{
+	memset(&job->res, 0, sizeof(job->res));
+	job->res.size = -1;
+	job->res.mtime = -1;
+	job->res.retry_after = -1;
+	job->res.range_start = job->res.range_end = job->res.total = -1;
+	job->res.path.rtt_us = job->res.path.body_us = -1;
+	return x->ops->submit(x->impl, job);
+}
+
+int
+xfer_poll(struct xfer *x, int timeout_ms, xfer_done_fn done, void *ctx)
+{
+	return x->ops->poll(x->impl, timeout_ms, NULL, done, ctx);
+}
+
+void
+xfer_cancel(struct xfer *x, struct xfer_job *job)
+{
+	x->ops->cancel(x->impl, job);
+}
+
+size_t
+xfer_active(const struct xfer *x)
+{
+	return x->ops->active(x->impl);
+}
+
+void
+xfer_wakeup(struct xfer *x)
+{
+	x->ops->wakeup(x->impl);
+}
+
+void
+xfer_hint(struct xfer *x, enum xfer_hint h, bool on)
+{
+	x->ops->hint(x->impl, h, on);
+}
+
+void
+xfer_free(struct xfer *x)
+{
+	if (x == NULL)
+		return;
+	x->ops->close(x->impl);
+	free(x);
+}
+
+/*
+ * The first line of /proc/sys/net/ipv4/KEY, without its newline, into
+ * buf (len bytes); returns its length, 0 when it cannot be read.
+ */
+static size_t
+sysctl_line(const char *key, char *buf, size_t len)
+{
+	char	 path[96];
+	FILE	*fp;
+	size_t	 n = 0;
+
+	buf[0] = '\0';
+	(void)snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", key);
+	if ((fp = fopen(path, "re")) != NULL) {
+		if (fgets(buf, (int)len, fp) == NULL)
+			buf[0] = '\0';
+		(void)fclose(fp);
+	}
+	n = strcspn(buf, "\n");
+	buf[n] = '\0';
+	return n;
+}
+
+int
+xfer_tcp_congestion_check(const char *name, char *errbuf, size_t errlen)
+{
+	const char	*key;
+	char		 list[256];
+	int		 fd, e;
+	size_t		 n;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+		(void)snprintf(errbuf, errlen, "socket: %s", strerror(errno));
+		return BM_ENET;
+	}
+	e = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, strlen(name)) ==
+	    0 ? 0 : errno;
+	(void)close(fd);
+	if (e == 0)
+		return 0;
+	if (e != EPERM && e != ENOENT) {
+		(void)snprintf(errbuf, errlen, "setsockopt TCP_CONGESTION: %s",
+		    strerror(e));
+		return BM_EINVAL;
+	}
+	/* tcp(7): the algorithms this kernel has, and those any user may set. */
+	key = e == EPERM ? "tcp_allowed_congestion_control" :
+	    "tcp_available_congestion_control";
+	n = sysctl_line(key, list, sizeof(list));
+	(void)snprintf(errbuf, errlen, "%s (net.ipv4.%s: %s)", e == EPERM ?
+	    "not allowed for this user" : "this kernel has no such algorithm",
+	    key, n > 0 ? list : "unknown");
+	return BM_EINVAL;
+}
+
+void
+xfer_tcp_congestion_default(char *buf, size_t len)
+{
+	if (sysctl_line("tcp_congestion_control", buf, len) == 0)
+		(void)snprintf(buf, len, "unknown");
+}
