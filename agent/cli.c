@@ -289,6 +289,7 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		memset(&so, 0, sizeof(so));
 		so.state_dir = c->state_dir;
 		so.key = keys[i];
+		so.config_file = a->source != NULL ? NULL : c->conf->path;
 		so.user_agent = c->conf->user_agent ? c->conf->user_agent :
 		    "biomirror/" BM_VERSION;
 		so.dry_run = dry_run;
@@ -1203,6 +1204,7 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	memset(&so, 0, sizeof(so));
 	so.state_dir = c->state_dir;
 	so.key = m->name;
+	so.config_file = source != NULL ? NULL : c->conf->path;
 	so.stop = c->stop;
 	so.conf = c->conf;
 	if (sync_verify(&so, m, &res) != 0) {
@@ -1219,6 +1221,8 @@ cmd_verify(struct cli *c, int argc, char **argv)
 		memset(&a, 0, sizeof(a));
 		a.command = "resync";
 		a.checksum = true;
+		a.source = source;	/* ad-hoc: no config file */
+		a.dest = dest;
 		key = m->name;
 		status = run_mirrors(c, &m, &key, 1, &a,
 		    c->verbosity >= 0);

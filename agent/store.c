@@ -26,7 +26,6 @@
  *   fsync each distinct parent (by st_dev/st_ino) once.
  * The store never logs: callers log once where they decide (rule 24).
  */
-#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -169,28 +168,6 @@ store_errno_rc(int err)
 	if (err == ENOSPC || err == EDQUOT)
 		return BM_ENOSPC;
 	return BM_EIO;
-}
-
-/*
- * Hold the destination for this store's life: flock(2) on its directory
- * (DEST, or DEST.biomirror with publish = set), released when the store
- * closes it or the process dies.  The run's own lock lives in its state
- * directory; two runs with different state directories (two configs, or
- * an ad-hoc run) on one destination would otherwise remove each other's
- * temp files and snapshots as left over.  A flock is the open file's, so
- * other descriptors of the directory opened and closed meanwhile do not
- * release it.  Returns 0, BM_ELOCKED (another process holds it) or
- * BM_EIO (errno kept).
- */
-static int
-store_lock_dir(int fd)
-{
-	while (flock(fd, LOCK_EX | LOCK_NB) == -1) {
-		if (errno == EINTR)
-			continue;
-		return errno == EWOULDBLOCK ? BM_ELOCKED : BM_EIO;
-	}
-	return 0;
 }
 
 static void
@@ -465,6 +442,25 @@ store_mkdir_p(const char *dest, mode_t mode, bool *ret_made)
 }
 
 /*
+ * See include/biomirror/store.h.
+ * Sandbox: create directories along dest.
+ */
+int
+store_make_dest(const char *dest, mode_t dir_mode)
+{
+	bool	 made;
+	int	 fd, rc;
+
+	if ((rc = store_mkdir_p(dest, dir_mode, &made)) != 0 || !made)
+		return rc;
+	if ((fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return BM_EIO;
+	rc = fchmod(fd, dir_mode) == -1 ? BM_EIO : 0;
+	store_close_fd(fd);
+	return rc;
+}
+
+/*
  * Open the destination directory dest (a path from the config; borrowed,
  * copied) with O_DIRECTORY|O_CLOEXEC, creating it and missing parents
  * first (mkdir -p; dest itself gets exactly dir_mode when we create it,
@@ -519,8 +515,6 @@ store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
 		rc = BM_EIO;
 		goto out;
 	}
-	if ((rc = store_lock_dir(s->fd)) != 0)
-		goto out;
 	*ret = s;
 	s = NULL;
 	rc = 0;
@@ -2096,8 +2090,9 @@ store_free_space(struct store *s, uint64_t *ret)
  * until the next publication.  An unpublished snapshot is continued only
  * by the run right after the one that left it (its id is the preceding
  * run's id, store_open_set's cont): only then does the manifest still
- * describe it.  Any other run in between (publish = file writing into the
- * published snapshot, a run refused before it opened the snapshots) may
+ * describe it.  Any other run in between (a run refused before it opened
+ * the snapshots; publish = file runs on a set tree are refused, see
+ * agent/destlock.c) may
  * have recorded deletes and fetches the unpublished snapshot lacks, so a
  * later set run discards it and starts again from the published one
  * (whose files that differ from the manifest the plan fetches again).
@@ -2703,8 +2698,6 @@ store_set_setup(struct store *s, struct store_set *set, char *errbuf,
 		errno = rc;
 		return (rc == ELOOP || rc == ENOTDIR) ? BM_EUNSAFE : BM_EIO;
 	}
-	if (!ro && (rc = store_lock_dir(set->mfd)) != 0)
-		return rc;
 	if (set->mfd != -1) {
 		if (!ro && mkdirat(set->mfd, SET_SNAPS, 0755) == -1 &&
 		    errno != EEXIST)

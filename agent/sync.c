@@ -23,6 +23,7 @@
 #include "biomirror/autotune.h"
 #include "biomirror/clock.h"
 #include "biomirror/config.h"
+#include "biomirror/destlock.h"
 #include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/fileio.h"
@@ -60,6 +61,8 @@ struct run {
 	struct mirror_result *res;	/* borrowed */
 	struct manifest	*m;		/* owned */
 	struct store	*s;		/* owned, NULL in a dry run without dest */
+	struct dest_lock *dl;		/* owned: the destination's lock, NULL
+					   until run_claim_dest */
 	struct xfer	*x;		/* owned */
 	struct listing	*l;		/* owned */
 	struct plan	*p;		/* owned */
@@ -953,23 +956,65 @@ run_set_prev(struct manifest *m, int64_t self, int64_t *ret)
 /*
  * The destination could not be opened (store_open, store_open_set; why:
  * the store's own message or ""): r->err says why, and the result is
- * BM_ELOCKED (exit 75) when another run holds the destination (one with
- * another state directory: the store's flock), BM_ENOMEM, or BM_EINVAL
- * (exit 2: an unusable destination is a config error).
+ * BM_ENOMEM or BM_EINVAL (exit 2: an unusable destination is a config
+ * error).
  */
 static int
 run_store_failed(struct run *r, int rc, const char *why)
 {
-	if (rc == BM_ELOCKED)
-		(void)snprintf(r->err, sizeof(r->err), "the destination %s is "
-		    "in use by another run (one with another state directory "
-		    "or config file)", r->c->dest);
-	else if (why != NULL && why[0] != '\0')
+	if (why != NULL && why[0] != '\0')
 		(void)snprintf(r->err, sizeof(r->err), "%s", why);
 	else
 		(void)snprintf(r->err, sizeof(r->err), "%s: %s", r->c->dest,
 		    rc == BM_EIO ? strerror(errno) : bm_strerror(rc));
-	return rc == BM_ENOMEM || rc == BM_ELOCKED ? rc : BM_EINVAL;
+	return rc == BM_ENOMEM ? rc : BM_EINVAL;
+}
+
+/*
+ * Check the destination's kind and lock it (dest_lock_take: one lock
+ * per destination whatever the state directory or config file): shared
+ * for a read-only run, which makes nothing.  Returns 0, BM_ELOCKED (exit
+ * 75, the holder named in r->err), BM_EINVAL (exit 2: refused, the owner
+ * named; or an unusable destination) or BM_ENOMEM.
+ */
+static int
+run_claim_dest(struct run *r, bool readonly)
+{
+	struct dest_who	 who;
+	char		 why[sizeof(r->err)];
+	int		 rc;
+
+	who.mirror = r->o->key;
+	who.config = r->o->config_file;
+	who.state_dir = r->o->state_dir;
+	who.set = r->c->publish == PUBLISH_SET;
+	rc = dest_lock_take(r->c->dest, &who, readonly ? DEST_LOCK_SHARED :
+	    DEST_LOCK_CREATE, r->c->dir_mode, &r->dl, why, sizeof(why));
+	if (rc == 0 || rc == BM_ENOMEM)
+		return rc;
+	(void)snprintf(r->err, sizeof(r->err), "%s", why[0] != '\0' ? why :
+	    bm_strerror(rc));
+	return rc == BM_ELOCKED ? rc : BM_EINVAL;
+}
+
+/*
+ * Once the store opened the tree: the destination's owner record names
+ * this run.  Not fatal: without it a refused run names no owner.
+ */
+static void
+run_record_owner(struct run *r)
+{
+	int	 err;
+
+	if (dest_lock_record(r->dl) == 0)
+		return;
+	err = errno;
+	if (err == EACCES || err == EROFS || err == EPERM)
+		log_debug("%s: no owner record beside %s: %s", r->c->name,
+		    r->c->dest, strerror(err));
+	else
+		log_warnx("%s: owner record of %s: %s", r->c->name,
+		    r->c->dest, strerror(err));
 }
 
 /*
@@ -1003,6 +1048,8 @@ run_set_open(struct run *r)
 		    r->o->dry_run ? "ignored" : "discarded", (long long)prev);
 	if (rc != 0)
 		return run_store_failed(r, rc, why);
+	if (!r->o->dry_run)
+		run_record_owner(r);
 	return 0;
 }
 
@@ -1222,6 +1269,9 @@ run_open(struct run *r)
 		    strerror(ENOTDIR));
 		return BM_EINVAL;
 	}
+	/* Refused, or locked by another run: before the manifest is made. */
+	if ((rc = run_claim_dest(r, r->o->dry_run)) != 0)
+		return rc;
 	rc = manifest_open(path, true, &r->m, r->err, sizeof(r->err));
 	if (rc == BM_ECORRUPT && r->o->adopt && !r->o->dry_run)
 		rc = run_rebuild(r, path);
@@ -1236,6 +1286,8 @@ run_open(struct run *r)
 		if ((rc = store_open(r->c->dest, r->c->file_mode,
 		    r->c->dir_mode, &r->s)) != 0)
 			return run_store_failed(r, rc, NULL);
+		if (!r->o->dry_run)
+			run_record_owner(r);
 	}
 	if ((rc = run_ftp_source(r)) != 0)
 		return rc;
@@ -2925,6 +2977,7 @@ done:
 	run_post_sync(&r, &rec);
 	run_metrics(&r, &rec);
 	manifest_close(r.m);
+	dest_lock_free(r.dl);
 	state_unlock(lockfd);
 	*ret = r.res;
 	return 0;
@@ -3004,6 +3057,8 @@ verify_open_tree(struct run *r)
 	int64_t		 newest;
 	int		 rc;
 
+	if ((rc = run_claim_dest(r, true)) != 0)
+		return rc;
 	if (r->c->publish == PUBLISH_SET) {
 		if ((rc = run_set_prev(r->m, 0, &newest)) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
@@ -3126,6 +3181,7 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	run_notes_free(&r);
 	store_close(r.s);
 	manifest_close(r.m);
+	dest_lock_free(r.dl);
 	state_unlock(lockfd);
 	*ret = r.res;
 	return rc == BM_ENOMEM ? rc : 0;

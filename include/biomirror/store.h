@@ -32,6 +32,14 @@ struct store_file;
  */
 int	store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
 	    struct store **ret);
+/*
+ * mkdir -p of dest (a path from the config, followed like store_open's),
+ * dest itself getting exactly dir_mode when made here, its parents
+ * dir_mode under the umask: what store_open() makes, for a caller that
+ * must lock DEST before the store opens it (agent/destlock.c).  Returns
+ * 0 or BM_EIO (errno kept).
+ */
+int	store_make_dest(const char *dest, mode_t dir_mode);
 /* Close the destination fd.  Open store_files must be finished first. */
 void	store_close(struct store *s);
 

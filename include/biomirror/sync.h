@@ -17,6 +17,9 @@ struct mirror_result;
 struct sync_opts {
 	const char	*state_dir;	/* borrowed: state directory */
 	const char	*key;		/* borrowed: manifest/lock name (mirror name or adhoc key) */
+	const char	*config_file;	/* borrowed: the mirror's config file,
+					   NULL for an ad-hoc run (the
+					   destination's owner record) */
 	const char	*user_agent;	/* borrowed: User-Agent */
 	bool		 dry_run;	/* plan only: change nothing */
 	bool		 progress;	/* live progress line (only ever on a tty) */

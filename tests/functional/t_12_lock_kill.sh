@@ -43,8 +43,8 @@ grep -q "pid $slow" "$T/last.err" || fail "the holder's PID ($slow) is not named
 echo "# a run with another state directory on the same destination"
 assert_exit 75 "$BM" --state-dir "$T/other-state" --json sync \
     --source "$NGINX_URL" --dest "$T/mirror"
-grep -q "the destination $T/mirror is in use by another run" "$LAST_ERR" ||
-    fail "no destination-lock message: $(cat "$LAST_ERR")"
+grep -q "the destination $T/mirror is in use by another run: mirror up of $T/bm.conf (state directory $T/state, pid $slow, running)" "$LAST_ERR" ||
+    fail "no destination-lock message naming the holder: $(cat "$LAST_ERR")"
 [ -e "$tmp" ] || fail "the running run's temp file was removed by the other run"
 
 echo "# kill -9 mid-transfer"

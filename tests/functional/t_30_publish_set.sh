@@ -62,6 +62,9 @@ assert_exit 0 bm --json sync up
 expect_counts 11 0 0 0
 [ -d "$D" ] && [ ! -L "$D" ] || fail "DEST is not a real directory"
 ino0=$(stat -c %i "$D")
+# The plain tree's owner record is beside it, not inside the mirror.
+grep -qx "mirror up" "$T/.mirror.biomirror-owner" ||
+	fail "no owner record beside the plain tree"
 sum0=$(tree_sum "$D")
 
 echo "# plan with publish = set: nothing converted, nothing made"
@@ -80,8 +83,14 @@ assert_eq "$(tree_sum "$D/")" "$sum0" "content after conversion"
 assert_eq "$(snaps)" "0 " "no new snapshot without a change"
 grep -q 'no change: nothing to publish' "$LAST_ERR" ||
 	fail "no 'nothing to publish' message"
-ls -A "$T/mirror.biomirror" | grep -qvx snapshots &&
+# DEST.biomirror holds the snapshots and the owner record, nothing else;
+# the record beside the plain tree went with the conversion.
+ls -A "$T/mirror.biomirror" | grep -qvxE 'snapshots|owner' &&
 	fail "leftovers in mirror.biomirror: $(ls -A "$T/mirror.biomirror")"
+grep -qx "mirror up" "$T/mirror.biomirror/owner" ||
+	fail "owner record: $(cat "$T/mirror.biomirror/owner")"
+[ -e "$T/.mirror.biomirror-owner" ] &&
+	fail "the plain tree's owner record is still beside DEST"
 
 echo "# a sync changing every volume, read all along"
 version v2

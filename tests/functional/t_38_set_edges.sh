@@ -6,8 +6,10 @@
 #   complete tree;
 # - verify after a failed run on a published mirror reports no false
 #   differences (it checks the unpublished snapshot);
-# - set -> file -> set: the file run's deletes stick, the stale unpublished
-#   snapshot is discarded, not resurrected;
+# - set -> file: the file run is refused (exit 2, naming the owner and the
+#   remedy), the published snapshot unchanged; the next set run continues
+#   the unpublished snapshot; the way back to publish = file that
+#   biomirror.conf(5) gives works, and so does set again;
 # - a file at DEST, a tmpfs at DEST and a tmpfs at DEST.biomirror are
 #   refused with their reason, leaving no DEST.biomirror/snapshots;
 # - dest = .../sub//y//. works, dest = .../y/.. is refused (FILE:LINE);
@@ -98,24 +100,47 @@ grep -qx "biomirror: up: verify: checking unpublished snapshot $r5, which the ma
 grep -qx "up: verify ok: checked 0 files against digests, 4 files have no recorded digest or sidecar (size and mtime only), 0 differ" "$LAST_OUT" ||
 	fail "false differences: $(cat "$LAST_OUT")"
 
-echo "# set -> file -> set: z deleted by the file run stays deleted"
+echo "# set -> file: refused, nothing written into the published snapshot"
 rm -f "$T/up/z" "$T/up/c.new"
 chmod 644 "$T/up/c"
+listing() { (cd "$1" && find . -printf '%P %y %i %s %T@\n' | LC_ALL=C sort); }
+pub_list=$(listing "$SNAPS/$r4")
 conf file
-assert_exit 0 bm --json sync up
-absent "$D/z"
-assert_trees_equal "$T/up" "$D/"
-assert_eq "$(readlink "$D")" "mirror.biomirror/snapshots/$r4" "file run keeps the link"
+assert_exit 2 bm --json sync up
+grep -qF "$D is a publish = set tree (a symlink to a snapshot in $D.biomirror) of mirror up of $T/bm.conf (state directory $T/state, pid " "$LAST_ERR" ||
+	fail "the refusal does not name the owner: $(cat "$LAST_ERR")"
+grep -qF "not running now): a publish = file or ad-hoc run would write into its published snapshot: refused (set publish = set again; to go back to publish = file see publish in biomirror.conf(5))" "$LAST_ERR" ||
+	fail "the refusal gives no remedy: $(cat "$LAST_ERR")"
+assert_eq "$(readlink "$D")" "mirror.biomirror/snapshots/$r4" "the refused file run keeps the link"
+assert_eq "$(listing "$SNAPS/$r4")" "$pub_list" "published snapshot after the refused run"
 conf set
 assert_exit 0 bm --json sync up
-grep -q "up: unpublished snapshot $r5 discarded: the run before this one ($((r5 + 1))) did not leave it" "$LAST_ERR" ||
-	fail "no 'discarded' warning"
+# The refused run recorded no run: this one continued r5's snapshot.
+r6=$(jfield run)
+assert_eq "$(readlink "$D")" "mirror.biomirror/snapshots/$r6" "DEST target"
 absent "$D/z"
 absent "$SNAPS/$r5"
 assert_trees_equal "$T/up" "$D/"
 assert_exit 0 bm verify up
 grep -qx "up: verify ok: checked 0 files against digests, 3 files have no recorded digest or sidecar (size and mtime only), 0 differ" "$LAST_OUT" ||
-	fail "verify after the switch: $(cat "$LAST_OUT")"
+	fail "verify after the set run: $(cat "$LAST_OUT")"
+
+echo "# back to publish = file as biomirror.conf(5) says, then set again"
+id=$(readlink "$D")
+id=${id##*/}
+rm "$D" && mv "$SNAPS/$id" "$D" && rm -r "$T/mirror.biomirror" ||
+	fail "the switch back"
+conf file
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+[ -d "$D" ] && [ ! -L "$D" ] || fail "DEST is not a directory"
+assert_trees_equal "$T/up" "$D/"
+grep -qx "mirror up" "$T/.mirror.biomirror-owner" ||
+	fail "no owner record beside the plain tree"
+conf set
+assert_exit 0 bm --json sync up
+assert_eq "$(readlink "$D")" "mirror.biomirror/snapshots/0" "DEST converted again"
+assert_trees_equal "$T/up" "$D/"
 
 echo "# status: a published snapshot that is gone is reported missing"
 pub=$(readlink "$D")

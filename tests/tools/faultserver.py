@@ -39,6 +39,11 @@ with KIND one of
                 that lost track of message lengths)
   reset         send at= body bytes, then reset the connection (RST)
   stall         send at= body bytes, then stop for for= seconds
+  hold          send at= body bytes (default half), then write one line
+                to the FIFO fifo= (its open waits for the test to read:
+                the test then knows the transfer is under way) and wait
+                for a line back on it before sending the rest: a run held
+                mid-transfer for as long as the test needs, no sleeps
   ignore-range  answer a Range request with 200 and the whole file
   wrong-range   answer a Range request with a Content-Range one byte later
   html-200      answer 200 with an HTML error page
@@ -345,6 +350,16 @@ class Handler(BaseHTTPRequestHandler):
                 os.close(self.connection.detach())
             self.close_connection = True
             return
+        if kind == "hold":
+            at = int(fault.get("at", length // 2))
+            self.wfile.write(data[:at])
+            self.wfile.flush()
+            self.count_sent(rel, min(at, len(data)))
+            with open(fault["fifo"], "w") as f:
+                f.write("held %s\n" % rel)
+            with open(fault["fifo"]) as f:
+                f.readline()
+            data = data[at:]
         if kind == "long":
             data += b"X" * (length_sent - length)
             self.close_connection = True

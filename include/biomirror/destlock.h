@@ -1,0 +1,74 @@
+/*
+ * The destination lock and its owner record: one lock per destination,
+ * whatever the run's publish mode, config file or state directory
+ * (docs/operations.md "Who owns a destination").
+ * - The lock is an flock(2) of DEST.biomirror when it exists, and of DEST
+ *   itself when it is a directory (opened with O_NOFOLLOW: never the
+ *   snapshot a publish = set symlink points at, which changes with every
+ *   publication).  A publish = set run on a plain tree holds both while
+ *   it converts DEST.
+ * - The owner record, written by the holder once the store opened the
+ *   tree: DEST.biomirror/owner when DEST.biomirror exists, else
+ *   .NAME.biomirror-owner beside DEST (nothing is added inside the tree).
+ *   Lines "pid N", "mirror NAME", "config FILE" (absent: an ad-hoc run),
+ *   "state_dir DIR", "publish file|set".  The record stays after the run:
+ *   it names the owner when nobody holds the lock.
+ * - Before locking, the destination's kind is checked: a publish = file
+ *   or ad-hoc run on a publish = set tree (DEST our symlink into
+ *   DEST.biomirror/snapshots/), any run whose DEST lies inside a snapshot,
+ *   and a publish = set run on a plain tree whose record names another
+ *   mirror are refused, naming the owner.
+ * The module never logs; callers log once (STYLE.md rule 24).
+ */
+#ifndef BIOMIRROR_DESTLOCK_H
+#define BIOMIRROR_DESTLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct dest_lock;
+
+/* Who a run is: what the owner record says and what is compared. */
+struct dest_who {
+	const char	*mirror;	/* borrowed: mirror name (ad-hoc: its key) */
+	const char	*config;	/* borrowed: config file, NULL: ad-hoc run */
+	const char	*state_dir;	/* borrowed: state directory */
+	bool		 set;		/* publish = set */
+};
+
+#define DEST_LOCK_SHARED	0x1	/* read-only run (plan, verify): LOCK_SH */
+#define DEST_LOCK_CREATE	0x2	/* make DEST (publish = file) or
+					   DEST.biomirror (set) when missing */
+
+/*
+ * Check dest's kind against self and lock it (see above); never blocks.
+ * dest and self are borrowed (copied); dir_mode is the mode of a DEST
+ * made here (DEST_LOCK_CREATE, as store_open() would make it).  *ret is
+ * the caller's (dest_lock_free); with nothing there to lock (a read-only
+ * run on a missing DEST) it holds no lock.  Returns 0; BM_EUNSAFE when
+ * refused by kind (errbuf names the owner: exit 2); BM_ELOCKED when
+ * another run holds it (errbuf names the holder: exit 75); BM_EINVAL (a
+ * dest without a last component); BM_EIO (errbuf says which path and
+ * why); BM_ENOMEM.
+ * Sandbox: read-write in DEST's parent (DEST, DEST.biomirror).
+ */
+int	dest_lock_take(const char *dest, const struct dest_who *self,
+	    unsigned flags, mode_t dir_mode, struct dest_lock **ret,
+	    char *errbuf, size_t errlen);
+/*
+ * Write the owner record of a held write lock (once the store opened the
+ * tree, so a run the store refuses leaves no record); a publish = set
+ * run whose DEST is now its symlink drops the plain-tree record beside
+ * DEST.  A no-op for a shared or empty lock.  Returns 0 or BM_EIO (errno
+ * kept: EACCES or EROFS when DEST's parent is not writable).
+ */
+int	dest_lock_record(struct dest_lock *l);
+/*
+ * Release the lock (closing its descriptors) and free l; NULL is a no-op.
+ * A DEST.biomirror that dest_lock_take made and that is still empty (the
+ * store refused the tree) is removed.  Keeps errno.
+ */
+void	dest_lock_free(struct dest_lock *l);
+
+#endif

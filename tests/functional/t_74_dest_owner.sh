@@ -1,0 +1,135 @@
+#!/bin/bash
+# One lock and one owner per destination, whatever the config file, state
+# directory or publish mode (issue 18 item 2).  While a publish = set run
+# of [slow] is held mid-transfer (the faultserver holds one file on a
+# FIFO):
+# - an ad-hoc run on its dest (another state directory, no config file)
+#   and a run of a second config file with publish = file on that dest
+#   are refused with exit 2 naming the owner (mirror, config file, state
+#   directory, PID, running), as is an ad-hoc run into a directory inside
+#   the snapshot; the published snapshot (names, inodes, sizes, mtimes)
+#   and DEST's symlink are unchanged (before: exit 0, files added to the
+#   published snapshot through the symlink);
+# - a publish = set run of a third config on that dest exits 75 and names
+#   the holder;
+# - kill -9 of the held run: the ad-hoc run is still refused (the owner
+#   not running now), nothing changed, and the owner's next run completes
+#   (it continues the killed run's snapshot and publishes it);
+# - a publish = set run of another mirror on a plain tree that a
+#   publish = file mirror owns is refused (exit 2), the tree untouched;
+#   once the record named in the message is removed, it converts it.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+slow=""
+trap 'rc=$?; [ -n "$slow" ] && kill -9 "$slow" 2>/dev/null; (exit $rc); bm_cleanup' EXIT
+
+mkdir -p "$T/up"
+python3 - "$T/up" <<'EOF' || fail "upstream"
+import os, sys
+for i in (0, 2):
+    with open(os.path.join(sys.argv[1], "vol.%02d" % i), "wb") as f:
+        f.write(bytes((i * 13 + k) % 251 for k in range(200000)))
+EOF
+touch -d '2021-01-01 UTC' "$T/up"/vol.*
+mkfifo "$T/hold" || fail "mkfifo"
+# The first GET of vol.01 (not upstream yet) stops half-way until told.
+start_faultserver "$T/up" normal --fault "/vol.01=hold,fifo=$T/hold,times=1"
+D=$T/srv/slow/db
+SNAPS=$D.biomirror/snapshots
+# conf FILE NAME STATE DEST [KEY...]: a config of one mirror.
+conf() {
+	local f=$1 name=$2 state=$3 dest=$4
+	shift 4
+	{
+		printf '[global]\nstate_dir = %s\n\n[%s]\n' "$state" "$name"
+		printf 'source = %s\ndest = %s\nconcurrency = 1\n' "$FAULT_URL" "$dest"
+		for k in "$@"; do echo "$k"; done
+	} > "$f"
+}
+listing() { (cd "$1" && find . -printf '%P %y %i %s %T@\n' | LC_ALL=C sort); }
+conf "$T/a.conf" slow "$T/state-a" "$D" "publish = set"
+conf "$T/b.conf" other "$T/state-b" "$D"
+conf "$T/c.conf" third "$T/state-c" "$D" "publish = set"
+
+echo "# [slow] publishes its first snapshot"
+assert_exit 0 "$BM" -c "$T/a.conf" --json sync slow
+r1=$(jfield run)
+assert_eq "$(readlink "$D")" "db.biomirror/snapshots/$r1" "DEST target"
+
+echo "# a new volume: the next [slow] run is held while fetching it"
+cp "$T/up/vol.00" "$T/up/vol.01"
+"$BM" -c "$T/a.conf" sync slow > "$T/slow.out" 2> "$T/slow.err" &
+slow=$!
+timeout 60 bash -c 'read -r line < "$1"' _ "$T/hold" ||
+	fail "the run was not held: $(cat "$T/slow.err")"
+kill -0 "$slow" || fail "the held run is gone"
+before=$(listing "$SNAPS/$r1")
+link=$(readlink "$D")
+owner="mirror slow of $T/a.conf (state directory $T/state-a, pid $slow"
+refusal="$D is a publish = set tree (a symlink to a snapshot in $D.biomirror) of $owner, running): a publish = file or ad-hoc run would write into its published snapshot: refused"
+
+echo "# an ad-hoc run on that dest, another state directory: refused"
+assert_exit 2 "$BM" --state-dir "$T/other" --json sync --source "$FAULT_URL" --dest "$D"
+grep -qF "$refusal" "$LAST_ERR" || fail "no refusal naming the owner: $(cat "$LAST_ERR")"
+assert_eq "$(jfield status)" failed "status"
+
+echo "# a second config file, publish = file, same dest: refused"
+assert_exit 2 "$BM" -c "$T/b.conf" sync other
+grep -qF "$refusal" "$LAST_ERR" || fail "no refusal naming the owner: $(cat "$LAST_ERR")"
+
+echo "# an ad-hoc run into a directory inside the snapshot: refused"
+assert_exit 2 "$BM" --state-dir "$T/other" sync --source "$FAULT_URL" --dest "$D/sub"
+grep -qF "$D/sub lies inside a snapshot of the publish = set tree $D of $owner, running): a run there would change a published snapshot: refused" "$LAST_ERR" ||
+	fail "no refusal for a dest inside the snapshot: $(cat "$LAST_ERR")"
+
+echo "# a third config file, publish = set too: locked, the holder named"
+assert_exit 75 "$BM" -c "$T/c.conf" --json sync third
+assert_eq "$(jfield status)" locked "status"
+grep -qF "the destination $D is in use by another run: $owner, running)" "$LAST_ERR" ||
+	fail "no holder named: $(cat "$LAST_ERR")"
+
+assert_eq "$(readlink "$D")" "$link" "DEST target while held"
+grep -qx "pid $slow" "$D.biomirror/owner" || fail "owner record: $(cat "$D.biomirror/owner")"
+assert_eq "$(listing "$SNAPS/$r1")" "$before" "published snapshot while held"
+[ -e "$D/sub" ] && fail "a refused run made $D/sub"
+
+echo "# kill -9 of the held run; the ad-hoc run is still refused"
+kill -9 "$slow"
+wait "$slow" 2>/dev/null
+echo go > "$T/hold"	# lets the server's held request end
+assert_exit 2 "$BM" --state-dir "$T/other" sync --source "$FAULT_URL" --dest "$D"
+grep -qF "$D is a publish = set tree (a symlink to a snapshot in $D.biomirror) of $owner, not running now): a publish = file or ad-hoc run would write into its published snapshot: refused" "$LAST_ERR" ||
+	fail "no refusal naming the stopped owner: $(cat "$LAST_ERR")"
+assert_eq "$(readlink "$D")" "$link" "DEST target after the kill"
+assert_eq "$(listing "$SNAPS/$r1")" "$before" "published snapshot after the kill"
+
+echo "# the owner's next run completes and publishes"
+assert_exit 0 "$BM" -c "$T/a.conf" --json sync slow
+r3=$(jfield run)
+assert_eq "$(readlink "$D")" "db.biomirror/snapshots/$r3" "DEST target"
+assert_trees_equal "$T/up" "$D/"
+assert_eq "$(listing "$SNAPS/$r1")" "$before" "the previous snapshot"
+assert_eq "$(cd "$SNAPS" && ls | LC_ALL=C sort -n | tr '\n' ' ')" "$r1 $r3 " \
+	"snapshots (the killed run's, continued and renamed, and the previous)"
+no_temps "$D.biomirror"
+
+echo "# a publish = set run of another mirror on a plain tree: refused"
+P=$T/srv/plain
+conf "$T/p.conf" plain "$T/state-p" "$P"
+conf "$T/q.conf" conv "$T/state-q" "$P" "publish = set"
+assert_exit 0 "$BM" -c "$T/p.conf" sync plain
+plain=$(listing "$P")
+assert_exit 2 "$BM" -c "$T/q.conf" sync conv
+grep -qF "$P is a plain tree of mirror plain of $T/p.conf (state directory $T/state-p, pid " "$LAST_ERR" ||
+	fail "no refusal naming the plain tree's owner: $(cat "$LAST_ERR")"
+grep -qF "not running now): a publish = set run of another mirror would move it into its snapshots: refused (if that mirror no longer uses it, remove $T/srv/.plain.biomirror-owner)" "$LAST_ERR" ||
+	fail "no remedy in the refusal: $(cat "$LAST_ERR")"
+[ -d "$P" ] && [ ! -L "$P" ] || fail "the plain tree was converted"
+[ -e "$P.biomirror" ] && fail "the refused run made $P.biomirror"
+assert_eq "$(listing "$P")" "$plain" "the plain tree after the refusal"
+rm "$T/srv/.plain.biomirror-owner"
+assert_exit 0 "$BM" -c "$T/q.conf" sync conv
+[ -L "$P" ] || fail "not converted once the record was removed"
+assert_trees_equal "$T/up" "$P/"
+echo PASS
