@@ -1111,8 +1111,13 @@ manifest_set_aside(const char *path, char *ret_name, size_t len,
 		    path, ts) : snprintf(name, sizeof(name), "%s.corrupt-%s-%d",
 		    path, ts, n)) >= (int)sizeof(name))
 			goto out;
-		if (lstat(name, &sb) == -1 && errno == ENOENT)
-			break;
+		if (lstat(name, &sb) == -1) {
+			if (errno == ENOENT)
+				break;
+			e = errno;
+			rc = BM_EIO;
+			goto out;
+		}
 	}
 	if (n == 100 || strlen(name) >= len)
 		goto out;
