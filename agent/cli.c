@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <jansson.h>
 
@@ -636,11 +637,46 @@ fix_running(struct cli *c, const char *name, struct run_record *runs,
 	return holder;
 }
 
+/*
+ * How long ago (now, ns) run r ended, or started when no end is
+ * recorded, in seconds (0 for a time ahead of the clock).
+ */
+static int64_t
+run_age(const struct run_record *r, int64_t now)
+{
+	int64_t	 t = r->end_ns > 0 ? r->end_ns : r->start_ns;
+
+	return now > t ? (now - t) / NS : 0;
+}
+
+/* An age in seconds as "45s", "12m 5s", "3h 0m", "2d 4h". */
+static void
+fmt_age(int64_t s, char *buf, size_t len)
+{
+	if (s < 60)
+		(void)snprintf(buf, len, "%llds", (long long)s);
+	else if (s < 3600)
+		(void)snprintf(buf, len, "%lldm %llds", (long long)(s / 60),
+		    (long long)(s % 60));
+	else if (s < 86400)
+		(void)snprintf(buf, len, "%lldh %lldm", (long long)(s / 3600),
+		    (long long)(s % 3600 / 60));
+	else
+		(void)snprintf(buf, len, "%lldd %lldh", (long long)(s / 86400),
+		    (long long)(s % 86400 / 3600));
+}
+
+/*
+ * The text of status NAME: the last recorded run with when it started
+ * and how long ago it ended (a run that could not be recorded, as on a
+ * full state disk, is not shown: the age says nothing ran since), then
+ * the last success, when it ended and how long ago.
+ */
 static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32];
+	char	 ts[32], age[32];
 	double	 secs, rate;
 
 	if (last == NULL) {
@@ -648,6 +684,7 @@ status_text(const char *name, const struct run_record *last,
 		return;
 	}
 	fmt_time(last->start_ns, ts, sizeof(ts));
+	fmt_age(run_age(last, now), age, sizeof(age));
 	if (last->end_ns <= 0) {
 		/*
 		 * No end recorded: running now (its time so far), or
@@ -659,26 +696,30 @@ status_text(const char *name, const struct run_record *last,
 			    name, (long long)last->id, ts, now > last->start_ns ?
 			    (double)(now - last->start_ns) / 1e9 : 0.0);
 		else
-			printf("%s: last run %lld at %s: %s%s%s\n", name,
-			    (long long)last->id, ts, last->status,
+			printf("%s: last run %lld at %s (%s ago): %s%s%s\n",
+			    name, (long long)last->id, ts, age, last->status,
 			    last->error[0] ? "; " : "", last->error);
 	} else {
 		secs = last->end_ns > last->start_ns ?
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
 		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
-		printf("%s: last run %lld at %s: %s in %.1f s, fetched %lld "
-		    "files (%lld bytes, %.1f MB/s), touched %lld, deleted "
-		    "%lld, failed %lld%s%s\n", name, (long long)last->id, ts,
-		    last->status, secs, (long long)last->fetched,
+		printf("%s: last run %lld at %s (ended %s ago): %s in %.1f s, "
+		    "fetched %lld files (%lld bytes, %.1f MB/s), touched %lld, "
+		    "deleted %lld, failed %lld%s%s\n", name,
+		    (long long)last->id, ts, age, last->status, secs,
+		    (long long)last->fetched,
 		    (long long)last->bytes, rate, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}
-	if (ok == NULL)
+	if (ok == NULL) {
 		printf("%s: no successful run yet\n", name);
-	else
-		printf("%s: last success %lld s ago (run %lld)\n", name,
-		    (long long)((now - ok->end_ns) / NS), (long long)ok->id);
+		return;
+	}
+	fmt_time(ok->end_ns, ts, sizeof(ts));
+	fmt_age(run_age(ok, now), age, sizeof(age));
+	printf("%s: last success %s ago (run %lld, ended %s)\n", name, age,
+	    (long long)ok->id, ts);
 }
 
 /*
@@ -706,6 +747,31 @@ published_snapshot(struct cli *c, const char *name, char *buf, size_t len,
 	*ret_missing = stat(m->dest, &st) == -1 || !S_ISDIR(st.st_mode);
 	return buf;
 }
+
+/*
+ * Mirror name's manifest could not be read (why: "PATH: reason"; fault
+ * BM_ECORRUPT when it is damaged): log it once, a damaged one with the
+ * command that rebuilds it, and keep the text in buf (len bytes; may be
+ * why itself) for --json.
+ */
+static void
+manifest_failed(struct cli *c, const char *name, int fault, const char *why,
+    char *buf, size_t len)
+{
+	char	 w[PATH_MAX + 512], msg[PATH_MAX + 3072];
+
+	(void)snprintf(w, sizeof(w), "%s", why);
+	if (fault == BM_ECORRUPT) {
+		sync_fault_msg(BM_ECORRUPT, w, c->conf, c->state_dir, name,
+		    NULL, NULL, msg, sizeof(msg));
+		log_errx("%s: %s", name, msg);
+	} else {
+		(void)snprintf(msg, sizeof(msg), "%s", w);
+		log_errx("%s", msg);
+	}
+	(void)snprintf(buf, len, "%s", msg);
+}
+
 
 /* Runs status reads: the newest, and those before it when it is going on. */
 #define STATUS_RUNS	8
@@ -752,7 +818,8 @@ static int
 status_one(struct cli *c, const char *name, json_t *arr,
     int64_t max_age)
 {
-	char		 path[PATH_MAX], err[PATH_MAX + 512], snap[PATH_MAX];
+	char		 path[PATH_MAX], snap[PATH_MAX];
+	char		 err[PATH_MAX + 3072];
 	char		*esc;
 	const char	*published, *dest = NULL;
 	struct manifest	*m = NULL;
@@ -770,16 +837,16 @@ status_one(struct cli *c, const char *name, json_t *arr,
 	err[0] = '\0';
 	rc = manifest_open_read(path, &m, err, sizeof(err));
 	if (rc == 0) {
-		if (manifest_runs(m, STATUS_RUNS, &runs, &nruns) != 0) {
-			(void)snprintf(err, sizeof(err), "%s: %s", path,
-			    manifest_errmsg(m));
-			log_errx("%s", err);
+		if (manifest_runs(m, STATUS_RUNS, &runs, &nruns) != 0 ||
+		    (rc = manifest_last_success(m, &ok)) == BM_EDB) {
+			manifest_failed(c, name, manifest_fault(m),
+			    manifest_errmsg(m), err, sizeof(err));
 			status = 2;
 		} else
 			holder = fix_running(c, name, runs, nruns);
-		have_ok = manifest_last_success(m, &ok) == 0;
+		have_ok = status == 0 && rc == 0;
 	} else if (rc != BM_ENOENT) {
-		log_errx("%s", err);
+		manifest_failed(c, name, rc, err, err, sizeof(err));
 		status = 2;
 	}
 	/*
@@ -814,6 +881,11 @@ status_one(struct cli *c, const char *name, json_t *arr,
 			(void)json_object_set_new(o, "last_success_age_seconds",
 			    json_integer((json_int_t)(((int64_t)now.tv_sec *
 			    NS + now.tv_nsec - ok.end_ns) / NS)));
+		/* Since the last recorded run ended (or began: no end). */
+		if (o != NULL && nruns > 0)
+			(void)json_object_set_new(o, "last_run_age_seconds",
+			    json_integer((json_int_t)run_age(&runs[0],
+			    (int64_t)now.tv_sec * NS + now.tv_nsec)));
 		if (o != NULL)
 			(void)json_array_append_new(arr, o);
 	} else if (status == 0) {
@@ -911,6 +983,27 @@ status_bad(struct cli *c, const struct mirror_conf *m, json_t *arr)
 }
 
 /*
+ * A state directory on a full file system (under 64 KiB, or no inode,
+ * left for this user): no run can take its lock or record itself there,
+ * so the runs status shows stay the last ones; say so once.
+ */
+static void
+warn_state_full(struct cli *c)
+{
+	struct statvfs	 sv;
+	uint64_t	 blocks;
+
+	if (statvfs(c->state_dir, &sv) == -1)
+		return;
+	blocks = geteuid() == 0 ? sv.f_bfree : sv.f_bavail;
+	if (blocks * sv.f_frsize < 64 * 1024 || (sv.f_files > 0 &&
+	    (geteuid() == 0 ? sv.f_ffree : sv.f_favail) == 0))
+		log_warnx("%s: the state directory is full: no run can start "
+		    "or be recorded until space is freed (the runs shown are "
+		    "the last recorded)", c->state_dir);
+}
+
+/*
  * status [--max-age DURATION] [NAME...]: exit 1 when a mirror's last
  * finished run is not ok or its last success is older than DURATION,
  * 2 for a mirror that cannot be read (or a config error).
@@ -952,6 +1045,7 @@ cmd_status(struct cli *c, int argc, char **argv)
 		return status;
 	if (c->json && (arr = json_array()) == NULL)
 		return 2;
+	warn_state_full(c);
 	if (argc > 1) {
 		for (i = 1; i < (size_t)argc; i++) {
 			if (!known_mirror(c, argv[i])) {
@@ -1038,7 +1132,7 @@ static int
 open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
     struct manifest **ret)
 {
-	char	 err[512];
+	char	 err[PATH_MAX + 512];
 	int	 status, rc;
 
 	if ((status = load_config(c, false)) != 0 ||
@@ -1060,10 +1154,21 @@ open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
 		if (rc == BM_ENOENT)
 			log_errx("%s: no manifest yet (never synced)", name);
 		else
-			log_errx("%s", err);
+			manifest_failed(c, name, rc, err, err, sizeof(err));
 		return 2;
 	}
 	return 0;
+}
+
+/* A read of mirror name's open manifest m failed: say so (exit 2). */
+static int
+read_failed(struct cli *c, const char *name, struct manifest *m)
+{
+	char	 err[PATH_MAX + 3072];
+
+	manifest_failed(c, name, manifest_fault(m), manifest_errmsg(m), err,
+	    sizeof(err));
+	return 2;
 }
 
 static int
@@ -1101,10 +1206,8 @@ cmd_ls(struct cli *c, int argc, char **argv)
 		return 2;
 	}
 	status = 0;
-	if (manifest_ls(m, prefix, ls_row, &x) != 0) {
-		log_errx("%s: %s", path, manifest_errmsg(m));
-		status = 2;
-	}
+	if (manifest_ls(m, prefix, ls_row, &x) != 0)
+		status = read_failed(c, argv[1], m);
 	if (x.arr != NULL) {
 		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
 		    JSON_ENSURE_ASCII);
@@ -1183,8 +1286,7 @@ cmd_history(struct cli *c, int argc, char **argv)
 	if (run > 0) {
 		/* Runs are never deleted: ids 1 to the newest all exist. */
 		if (manifest_runs(m, 1, &runs, &n) != 0) {
-			log_errx("%s: %s", path, manifest_errmsg(m));
-			status = 2;
+			status = read_failed(c, argv[1], m);
 			goto out;
 		}
 		if (n == 0 || (uint64_t)runs[0].id < run) {
@@ -1193,16 +1295,14 @@ cmd_history(struct cli *c, int argc, char **argv)
 			status = 2;
 			goto out;
 		}
-		if (manifest_events(m, (int64_t)run, history_event, &x) != 0) {
-			log_errx("%s: %s", path, manifest_errmsg(m));
-			status = 2;
-		} else if (x.n == 0 && x.arr == NULL)
+		if (manifest_events(m, (int64_t)run, history_event, &x) != 0)
+			status = read_failed(c, argv[1], m);
+		else if (x.n == 0 && x.arr == NULL)
 			printf("run %llu: no files fetched, touched, deleted or "
 			    "failed\n", (unsigned long long)run);
-	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0) {
-		log_errx("%s: %s", path, manifest_errmsg(m));
-		status = 2;
-	} else {
+	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0)
+		status = read_failed(c, argv[1], m);
+	else {
 		(void)fix_running(c, argv[1], runs, n);
 		for (i = 0; i < n; i++) {
 			if (x.arr != NULL) {
@@ -1339,6 +1439,7 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	so.key = m->name;
 	so.config_file = source != NULL ? NULL : c->conf->path;
 	so.stop = c->stop;
+	so.conf = c->conf;
 	if (sync_verify(&so, m, &res) != 0) {
 		result_free(res);
 		mirror_conf_free(adhoc);
