@@ -98,7 +98,6 @@ struct gsess {
 	struct gchan	*ch;		/* owned: nch data connections, room
 					   for GS_STREAMS_MAX */
 	size_t		 nch;
-	int64_t		 t0;		/* monotonic ns: the transfer's 1xx */
 	char		 in[GS_INBUF];
 	size_t		 inlen;
 	char		 out[GS_OUTBUF];
@@ -140,8 +139,6 @@ struct gridftp {
 	bool		 bufs_warned;	/* a short UDP buffer was logged */
 	unsigned	 streams;	/* data connections per file asked for */
 	udt_poll	*up;		/* owned: UDT sockets of all sessions */
-	uint64_t	 bytes_net[2];	/* file bytes by XFER_NET_TCP / _UDT */
-	int64_t		 ns_net[2];	/* ... and their transfer time */
 	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
 	size_t		 active;	/* jobs queued or held */
 	uint8_t		*buf;		/* owned: GS_DATABUF bytes */
@@ -734,7 +731,6 @@ sess_xfer_reset(struct gsess *s)
 	s->eods = s->neod = 0;
 	s->nrg = 0;
 	s->inorder = 0;
-	s->t0 = clock_mono_ns();
 }
 
 /* Send the job's next command (MDTM, SIZE, RETR), skipping those not
@@ -846,11 +842,8 @@ sess_job_done(struct gsess *s)
 		    (long long)res->size);
 		return;
 	}
+	/* XXX: sched/report do not show it per file yet. */
 	j->res.net = s->udt ? XFER_NET_UDT : XFER_NET_TCP;
-	if (j->kind == XFER_JOB_FILE) {
-		s->g->bytes_net[j->res.net] += res->bytes;
-		s->g->ns_net[j->res.net] += clock_mono_ns() - s->t0;
-	}
 	job_end(s->g, j, 0, XFER_OK, "%s", "");
 	for (i = 0; i < s->nch; i++)
 		if (s->ch[i].close_after)
