@@ -73,7 +73,8 @@ usage(FILE *fp)
 "  --concurrency N|auto  --max-connections N  --include GLOB  --exclude GLOB\n"
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
 "  --stall-timeout S  --listing-timezone TZ  --ftp-timezone TZ\n"
-"  --transport tcp  --verify size|sidecar|checksum  --ca-file PEM\n"
+"  --transport tcp|udt|auto  --udt-buffer SIZE  --verify size|sidecar|checksum\n"
+"  --ca-file PEM\n"
 "  --ftp-mode stream|extended  --tcp-congestion auto|NAME\n"
 "  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
 "  --allow-empty  (no config key) an empty listing is not refused: for an\n"
@@ -236,6 +237,7 @@ static const struct option sync_longopts[] = {
 	{ "ca-file",		required_argument, NULL, 'o' },
 	{ "ftp-mode",		required_argument, NULL, 'o' },
 	{ "tcp-congestion",	required_argument, NULL, 'o' },
+	{ "udt-buffer",		required_argument, NULL, 'o' },
 	{ "checksum",		no_argument,	   NULL, 'C' },
 	{ "adopt",		no_argument,	   NULL, 'A' },
 	{ "allow-empty",	no_argument,	   NULL, 'E' },

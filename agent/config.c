@@ -58,7 +58,7 @@ enum mkey {
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
 	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_FTP_MODE,
-	MK_TCP_CONGESTION, MK_COUNT
+	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -69,7 +69,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
 	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode",
-	"tcp_congestion"
+	"tcp_congestion", "udt_buffer"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -998,9 +998,18 @@ set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
 			m->transport = TRANSPORT_TCP;
 			return 0;
 		}
-		if (strcasecmp(v, "udt") != 0 && strcasecmp(v, "auto") != 0)
-			return conf_bad(errbuf, errlen, key, v,
-			    "expected tcp, udt or auto");
+		/* udt: checked against the source in check_ftp_keys(). */
+		if (strcasecmp(v, "udt") == 0) {
+			m->transport = TRANSPORT_UDT;
+			return 0;
+		}
+		/* auto: TCP for every source of this build. */
+		if (strcasecmp(v, "auto") == 0) {
+			m->transport = TRANSPORT_AUTO;
+			return 0;
+		}
+		return conf_bad(errbuf, errlen, key, v,
+		    "expected tcp, udt or auto");
 	} else if (k == MK_VERIFY) {
 		if (strcasecmp(v, "size") == 0)
 			m->verify = VERIFY_SIZE;
@@ -1078,6 +1087,8 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		    &m->streams_auto, errbuf, errlen);
 	case MK_MIN_SPLIT:
 		return set_size(key, value, 1, &m->min_split, errbuf, errlen);
+	case MK_UDT_BUFFER:
+		return set_size(key, value, 0, &m->udt_buffer, errbuf, errlen);
 	case MK_MAX_CONNECTIONS:
 		return set_uint(key, value, 0, 256, &m->max_connections,
 		    errbuf, errlen);
@@ -1209,6 +1220,12 @@ check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
 {
 	const char	*key = NULL;
 
+	/* UDT carries GridFTP's MODE E data only (stream mode: libcurl). */
+	if (m->transport == TRANSPORT_UDT && (!mirror_is_ftp(m) ||
+	    !m->ftp_mode_e))
+		return conf_fmt(errbuf, errlen, "transport = udt needs an "
+		    "ftp:// source with ftp_mode = extended (UDT carries "
+		    "GridFTP's extended block mode only)");
 	if (!mirror_is_ftp(m)) {
 		if (m->ftp_tls != FTP_TLS_DEFAULT)
 			key = "ftp_tls";

@@ -1302,6 +1302,8 @@ run_open(struct run *r)
 	xo.ftp.active = r->c->ftp_active;
 	xo.ftp.gridftp = true;	/* until FEAT says otherwise */
 	xo.ftp.mode_e = r->c->ftp_mode_e;
+	xo.ftp.streams = r->c->streams;
+	xo.udt_buffer = r->c->udt_buffer;
 	xo.ftp.user = r->c->user;
 	xo.ftp.password = r->password;
 	xo.connect_timeout = r->c->timeout;
@@ -2074,7 +2076,8 @@ run_execute(struct run *r)
 	so.source_url = r->c->source;
 	so.name = r->c->name;
 	so.concurrency = r->c->concurrency;
-	so.streams = r->c->streams;
+	/* MODE E: whole files, the streams are the engine's (Parallelism). */
+	so.streams = r->c->ftp_mode_e ? 1 : r->c->streams;
 	so.min_split = r->c->min_split;
 	so.progress = r->o->progress;
 	so.retries = r->c->retries;

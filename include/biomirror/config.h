@@ -41,7 +41,8 @@ struct mirror_conf {
 	bool		 streams_auto;	/* streams = auto: likewise */
 	uint64_t	 min_split;	/* bytes (default 16M) */
 	unsigned	 max_connections; /* per host; 0 = default by scheme */
-	enum transport_kind transport;	/* only tcp in this build */
+	enum transport_kind transport;	/* udt: ftp:// with ftp_mode =
+					   extended only; auto is tcp */
 	bool		 delete;	/* delete files gone upstream */
 	uint64_t	 max_delete;	/* count, or percent when max_delete_pct */
 	bool		 max_delete_pct; /* max_delete is a percentage 0..100 */
@@ -72,6 +73,8 @@ struct mirror_conf {
 	char		 tcp_congestion[16]; /* TCP_CONGESTION of biomirror's
 					   sockets, "" = auto (the kernel's
 					   default) */
+	uint64_t	 udt_buffer;	/* UDT/UDP receive buffer bytes,
+					   0 = sized by the transport */
 	unsigned	 line;		/* line of the section header, 0 ad-hoc */
 	unsigned	 metrics_line;	/* line of metrics_file, 0 if not from a file */
 	bool		 bad;		/* its section has errors (config

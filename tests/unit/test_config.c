@@ -424,10 +424,21 @@ test_publish(struct ctx *t)
 static void
 test_unsupported(struct ctx *t)
 {
-	bad_value(t, "transport", "udt",
-	    "transport = udt is not supported by this build yet");
-	bad_value(t, "transport", "auto",
-	    "transport = auto is not supported by this build yet");
+	struct config		*uc = NULL;
+
+	fails(t, HEAD "transport = udt\n", 1, "transport = udt needs an "
+	    "ftp:// source with ftp_mode = extended (UDT carries GridFTP's "
+	    "extended block mode only) in section [m]");
+	fails(t, "[m]\nsource = ftp://h.example/x/\ndest = /srv/m\n"
+	    "transport = udt\n", 1, "transport = udt needs an ftp:// source "
+	    "with ftp_mode = extended (UDT carries GridFTP's extended block "
+	    "mode only) in section [m]");
+	is_int(load(t, "[m]\nsource = ftp://h.example/x/\ndest = /srv/m\n"
+	    "transport = udt\nftp_mode = extended\nudt_buffer = 8M\n", &uc), 0,
+	    "transport = udt with ftp_mode = extended: %s", t->err);
+	ok(uc != NULL && uc->mirrors[0]->transport == TRANSPORT_UDT &&
+	    uc->mirrors[0]->udt_buffer == 8ULL << 20, "udt, udt_buffer 8M");
+	config_free(uc);
 	bad_value(t, "transport", "quic",
 	    "transport = quic: expected tcp, udt or auto");
 	bad_value(t, "verify", "md5",
@@ -1072,9 +1083,12 @@ test_set(void)
 	    BM_EINVAL, "unknown key");
 	is_str(err, "unknown key 'concurency'", "unknown key reason");
 	is_int(mirror_conf_set(m, "transport", "udt", err, sizeof(err)),
-	    BM_EINVAL, "--transport udt");
-	is_str(err, "transport = udt is not supported by this build yet",
-	    "udt reason");
+	    0, "--transport udt (checked against the source at the end)");
+	ok(m->transport == TRANSPORT_UDT, "transport udt set");
+	is_int(mirror_conf_set(m, "transport", "auto", err, sizeof(err)),
+	    0, "--transport auto");
+	is_int(mirror_conf_set(m, "transport", "tcp", err, sizeof(err)),
+	    0, "--transport tcp");
 	is_int(mirror_conf_set(m, "post_sync", "reindex \"$BIOMIRROR_DEST\"",
 	    err, sizeof(err)), 0, "post_sync");
 	is_str(m->post_sync, "reindex \"$BIOMIRROR_DEST\"", "post_sync kept "
