@@ -18,16 +18,25 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) $(HARDEN) -D_GNU_SOURCE -Iinclude \
 	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS	?=
 ALL_LDFLAGS = $(LDFLAGS) -pie -Wl,-z,relro,-z,now
-LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+# udt4 has no .pc file (STYLE.md rule 3): named directly.
+LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ludt -lstdc++ -lpthread
+# The UDT shim (agent/udt_shim.cpp), the only C++: the same hardening.
+CXX	?= g++
+CXXWARN	 = -std=c++11 -Wall -Wextra -Wformat=2 -Wshadow -Wpointer-arith \
+	   -Wcast-qual -Wwrite-strings -Wmissing-declarations -Wsign-compare
+CXXFLAGS ?= $(CFLAGS)
+ALL_CXXFLAGS = $(CXXFLAGS) $(CXXWARN) $(HARDEN) -D_GNU_SOURCE -Iinclude
 
 ifeq ($(CI),true)
 ALL_CFLAGS += -Werror
+ALL_CXXFLAGS += -Werror
 endif
 
 -include Makefile.local
 
 LIB_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c)) $(wildcard manifest/*.c)
-LIB_OBJS = $(LIB_SRCS:.c=.o)
+LIB_CXX_SRCS = $(wildcard agent/*.cpp)
+LIB_OBJS = $(LIB_SRCS:.c=.o) $(LIB_CXX_SRCS:.cpp=.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:.c=)
 HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard tests/unit/*.h)
@@ -37,11 +46,12 @@ DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
 	   libinih-dev libssl-dev libxml2-dev libjansson-dev sqlite3 curl \
 	   nginx-light apache2 python3 procps iproute2 openssl \
 	   systemd groff-base rsync vsftpd globus-gridftp-server-progs python3-pyftpdlib \
-	   clang strace
+	   clang strace libudt-dev libglobus-xio-udt-driver
 
 # libFuzzer targets (STYLE.md rule 53, tests/fuzz/README.md): built with
 # clang into tests/fuzz/obj/, apart from the gcc build.
 FUZZ_CC	 = clang
+FUZZ_CXX = clang++
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
 	   -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude \
@@ -49,7 +59,10 @@ FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
 	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_NAMES = path config list_http list_ftp crawl_http crawl_ftp manifest
 FUZZ_BINS = $(FUZZ_NAMES:%=tests/fuzz/fuzz_%)
-FUZZ_OBJS = $(LIB_SRCS:%.c=tests/fuzz/obj/%.o)
+FUZZ_CXXFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) -std=c++11 \
+	   -Wall -Wextra -D_GNU_SOURCE -Iinclude
+FUZZ_OBJS = $(LIB_SRCS:%.c=tests/fuzz/obj/%.o) \
+	   $(LIB_CXX_SRCS:%.cpp=tests/fuzz/obj/%.o)
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps check unit functional sanitize torture run install clean \
@@ -59,7 +72,7 @@ FUZZ_SECONDS ?= 60
 # change: objects, the library and binaries depend on it, so that objects
 # of a build with other flags (make sanitize's ASan build) are rebuilt
 # instead of being linked into this one.
-BUILD_FLAGS = $(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) $(LIBS)
+BUILD_FLAGS = $(CC) $(ALL_CFLAGS) $(CXX) $(ALL_CXXFLAGS) $(ALL_LDFLAGS) $(LIBS)
 .build-flags: FORCE
 	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
 
@@ -75,6 +88,9 @@ libbiomirror.a: $(LIB_OBJS)
 %.o: %.c $(HDRS) .build-flags
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+%.o: %.cpp $(HDRS) .build-flags
+	$(CXX) $(ALL_CXXFLAGS) -c -o $@ $<
+
 tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(HDRS) .build-flags
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< libbiomirror.a \
 	    $(ALL_LDFLAGS) $(LIBS)
@@ -82,6 +98,10 @@ tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(HDRS) .build-flags
 tests/fuzz/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+tests/fuzz/obj/%.o: %.cpp $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 tests/fuzz/obj/libbiomirror.a: $(FUZZ_OBJS)
 	rm -f $@

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <jansson.h>
 
@@ -41,6 +42,7 @@ struct cli {
 	int		 verbosity;	/* -1 .. 2 */
 	bool		 json;		/* --json */
 	bool		 check_only;	/* -n */
+	bool		 json_done;	/* the --json array is printed */
 	struct config	*conf;		/* owned */
 	volatile sig_atomic_t *stop;	/* borrowed */
 };
@@ -54,7 +56,10 @@ usage(FILE *fp)
 "  sync [NAME...]                 one run of the named mirrors (default: all)\n"
 "  sync --source URL --dest DIR   ad-hoc mirror without a config file\n"
 "  plan NAME                      what a sync would do (same as sync --dry-run)\n"
-"  status [NAME]                  last runs and age of the last success\n"
+"  status [--max-age DURATION] [NAME...]\n"
+"                                 last runs and age of the last success; exit 1\n"
+"                                 when a last finished run is not ok, or the last\n"
+"                                 success is older than DURATION (90m, 36h, 7d)\n"
 "  ls NAME [PATH]                 what the manifest holds\n"
 "  history NAME [--runs N | --run ID]  runs, or the files one run changed\n"
 "  resync NAME|--source URL --dest DIR [--checksum] [--adopt] [--dry-run]\n"
@@ -63,11 +68,13 @@ usage(FILE *fp)
 "                                 re-hash local files against their digests\n"
 "  check-config                   validate the config and exit (also: -n;\n"
 "                                 --json: {config, ok, mirrors or error})\n"
-"sync and plan options (each overrides the config key of the same name):\n"
+"sync and plan options (each overrides the config key of the same name;\n"
+"--include and --exclude replace the config's list, they do not add to it):\n"
 "  --concurrency N|auto  --max-connections N  --include GLOB  --exclude GLOB\n"
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
 "  --stall-timeout S  --listing-timezone TZ  --ftp-timezone TZ\n"
-"  --transport tcp  --verify size|sidecar|checksum  --ca-file PEM\n"
+"  --transport tcp|udt|auto  --udt-buffer SIZE  --verify size|sidecar|checksum\n"
+"  --ca-file PEM\n"
 "  --ftp-mode stream|extended  --tcp-congestion auto|NAME\n"
 "  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
 "  --allow-empty  (no config key) an empty listing is not refused: for an\n"
@@ -91,25 +98,94 @@ exit_rank(int code)
 	}
 }
 
+/*
+ * The config errors of mirror m (NULL: those in no mirror's section; all:
+ * every one) as a result with status "error", exit 2; each is logged,
+ * "NAME: skipped, config error at FILE:LINE: reason" for a mirror's.  NULL on ENOMEM.
+ */
+static struct mirror_result *
+config_errors(struct cli *c, const struct mirror_conf *m, bool all)
+{
+	struct mirror_result	*r;
+	const struct config_error *e;
+	size_t			 i;
+
+	if ((r = result_new(m != NULL ? m->name : NULL)) == NULL)
+		return NULL;
+	r->status = "error";
+	r->exit_code = 2;
+	for (i = 0; i < c->conf->nerrors; i++) {
+		e = &c->conf->errors[i];
+		if (!all && e->mirror != m)
+			continue;
+		if (m != NULL && !all)
+			log_errx("%s: skipped, config error at %s: %s",
+			    m->name, e->where, e->reason);
+		else
+			log_errx("%s: %s", e->where, e->reason);
+		if (result_add_error(r, e->where, "config", e->reason) != 0) {
+			result_free(r);
+			return NULL;
+		}
+	}
+	return r;
+}
+
+/* Print results[0..n) as the --json array (once per command). */
+static void
+json_results(struct cli *c, struct mirror_result *const *results, size_t n)
+{
+	if (!c->json || c->json_done)
+		return;
+	(void)report_json(results, n, stdout);
+	c->json_done = true;
+}
+
+/*
+ * Load the config (optional unless required: without -c a missing
+ * default file is no config).  A mirror's errors make only it unusable
+ * (the commands check m->bad); an unreadable file or an error outside
+ * the mirror sections is fatal: every error is logged, --json gets the
+ * one error object, and 2 is returned.
+ */
 static int
 load_config(struct cli *c, bool required)
 {
-	char		 err[1024];
-	const char	*path = c->config_path ? c->config_path : DEFAULT_CONFIG;
-	struct stat	 st;
-	int		 rc;
+	char			 err[1024];
+	const char		*path = c->config_path ? c->config_path :
+				    DEFAULT_CONFIG, *why;
+	struct mirror_result	*r = NULL;
+	struct stat		 st;
+	size_t			 n = strlen(path);
+	int			 rc;
 
+	if (c->conf != NULL)
+		return c->conf->fatal ? 2 : 0;
 	if (!required && c->config_path == NULL && stat(path, &st) == -1) {
 		if ((c->conf = config_new()) == NULL)
 			return 2;
 		return 0;
 	}
 	err[0] = '\0';
-	if ((rc = config_load(path, &c->conf, err, sizeof(err))) != 0) {
-		if (rc == BM_ENOENT)
-			log_errx("%s: cannot open config file", path);
-		else
-			log_errx("%s", err[0] ? err : bm_strerror(rc));
+	if ((rc = config_load_all(path, &c->conf, err, sizeof(err))) != 0) {
+		why = rc == BM_ENOENT ? "cannot open config file" : err[0] ?
+		    err : bm_strerror(rc);
+		/* "FILE: reason": the path goes in its own field. */
+		if (strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0)
+			why += n + 2;
+		log_errx("%s: %s", path, why);
+		if ((r = result_new(NULL)) != NULL) {
+			r->status = "error";
+			if (result_add_error(r, path, "config", why) == 0)
+				json_results(c, &r, 1);
+		}
+		result_free(r);
+		return 2;
+	}
+	if (c->conf->fatal) {
+		if ((r = config_errors(c, NULL, true)) != NULL)
+			json_results(c, &r, 1);
+		result_free(r);
 		return 2;
 	}
 	return 0;
@@ -161,6 +237,7 @@ static const struct option sync_longopts[] = {
 	{ "ca-file",		required_argument, NULL, 'o' },
 	{ "ftp-mode",		required_argument, NULL, 'o' },
 	{ "tcp-congestion",	required_argument, NULL, 'o' },
+	{ "udt-buffer",		required_argument, NULL, 'o' },
 	{ "checksum",		no_argument,	   NULL, 'C' },
 	{ "adopt",		no_argument,	   NULL, 'A' },
 	{ "allow-empty",	no_argument,	   NULL, 'E' },
@@ -254,13 +331,26 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 	return 0;
 }
 
+/*
+ * Apply the command-line overrides to m.  --include and --exclude
+ * replace the config's list (the first of them empties it), as every
+ * other option replaces its key.
+ */
 static int
 apply_overrides(struct mirror_conf *m, const struct sync_args *a)
 {
 	char	 err[512];
+	bool	 inc = false, exc = false;
 	size_t	 i;
 
 	for (i = 0; i < a->nov; i++) {
+		if (strcmp(a->ov[i].key, "include") == 0 && !inc) {
+			(void)mirror_conf_clear(m, "include");
+			inc = true;
+		} else if (strcmp(a->ov[i].key, "exclude") == 0 && !exc) {
+			(void)mirror_conf_clear(m, "exclude");
+			exc = true;
+		}
 		err[0] = '\0';
 		if (mirror_conf_set(m, a->ov[i].key, a->ov[i].value, err,
 		    sizeof(err)) != 0) {
@@ -272,19 +362,27 @@ apply_overrides(struct mirror_conf *m, const struct sync_args *a)
 	return 0;
 }
 
+/*
+ * Run ms[0..n) in turn (keys: their manifest names).  A bad mirror (an
+ * error in its section) is not run: its errors come after the runs of
+ * the others, and with all (a sync of every mirror) so do the errors in
+ * no mirror's section.  Prints the summaries or the --json array.
+ */
 static int
 run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
-    size_t n, const struct sync_args *a, bool progress)
+    size_t n, const struct sync_args *a, bool progress, bool all)
 {
 	bool		 dry_run = a->dry_run;
 	struct mirror_result **results;
 	struct sync_opts so;
-	size_t		 i;
+	size_t		 i, k = 0;
 	int		 status = 0;
 
-	if ((results = calloc(n ? n : 1, sizeof(*results))) == NULL)
+	if ((results = calloc(n + 1, sizeof(*results))) == NULL)
 		return 2;
 	for (i = 0; i < n; i++) {
+		if (ms[i]->bad)
+			continue;
 		memset(&so, 0, sizeof(so));
 		so.state_dir = c->state_dir;
 		so.key = keys[i];
@@ -303,20 +401,36 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		so.conf = c->conf;
 		if (*c->stop)
 			break;
-		if (sync_mirror(&so, ms[i], &results[i]) != 0) {
+		if (sync_mirror(&so, ms[i], &results[k]) != 0) {
 			log_errx("%s: out of memory", ms[i]->name);
 			status = 2;
 			break;
 		}
 		if (!c->json)
-			report_summary(results[i], stdout);
-		if (exit_rank(results[i]->exit_code) > exit_rank(status))
-			status = results[i]->exit_code;
+			report_summary(results[k], stdout);
+		if (exit_rank(results[k]->exit_code) > exit_rank(status))
+			status = results[k]->exit_code;
+		k++;
 	}
-	if (c->json)
-		(void)report_json(results, i, stdout);
+	/* The bad ones last: the others ran first. */
+	for (i = 0; i < n; i++) {
+		if (!ms[i]->bad)
+			continue;
+		status = 2;
+		if ((results[k] = config_errors(c, ms[i], false)) != NULL)
+			k++;
+	}
+	for (i = 0; all && i < c->conf->nerrors; i++)
+		if (c->conf->errors[i].mirror == NULL) {
+			status = 2;
+			if ((results[k] = config_errors(c, NULL, false)) !=
+			    NULL)
+				k++;
+			break;
+		}
+	json_results(c, results, k);
 	(void)fflush(stdout);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < k; i++)
 		result_free(results[i]);
 	free(results);
 	return status;
@@ -443,6 +557,8 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 		}
 	}
 	for (i = 0; i < n; i++) {
+		if (ms[i]->bad)
+			continue;	/* not run: run_mirrors() says why */
 		if (apply_overrides(ms[i], &a) != 0)
 			goto out;
 		err[0] = '\0';
@@ -453,7 +569,8 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	}
 	/* The line shows on a terminal only; -q or --no-progress hide it. */
 	status = run_mirrors(c, ms, keys, n, &a, a.progress > 0 ||
-	    (a.progress == 0 && c->verbosity >= 0));
+	    (a.progress == 0 && c->verbosity >= 0), a.source == NULL &&
+	    a.nnames == 0);
 out:
 	mirror_conf_free(adhoc);
 	free(ms);
@@ -522,11 +639,46 @@ fix_running(struct cli *c, const char *name, struct run_record *runs,
 	return holder;
 }
 
+/*
+ * How long ago (now, ns) run r ended, or started when no end is
+ * recorded, in seconds (0 for a time ahead of the clock).
+ */
+static int64_t
+run_age(const struct run_record *r, int64_t now)
+{
+	int64_t	 t = r->end_ns > 0 ? r->end_ns : r->start_ns;
+
+	return now > t ? (now - t) / NS : 0;
+}
+
+/* An age in seconds as "45s", "12m 5s", "3h 0m", "2d 4h". */
+static void
+fmt_age(int64_t s, char *buf, size_t len)
+{
+	if (s < 60)
+		(void)snprintf(buf, len, "%llds", (long long)s);
+	else if (s < 3600)
+		(void)snprintf(buf, len, "%lldm %llds", (long long)(s / 60),
+		    (long long)(s % 60));
+	else if (s < 86400)
+		(void)snprintf(buf, len, "%lldh %lldm", (long long)(s / 3600),
+		    (long long)(s % 3600 / 60));
+	else
+		(void)snprintf(buf, len, "%lldd %lldh", (long long)(s / 86400),
+		    (long long)(s % 86400 / 3600));
+}
+
+/*
+ * The text of status NAME: the last recorded run with when it started
+ * and how long ago it ended (a run that could not be recorded, as on a
+ * full state disk, is not shown: the age says nothing ran since), then
+ * the last success, when it ended and how long ago.
+ */
 static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32];
+	char	 ts[32], age[32];
 	double	 secs, rate;
 
 	if (last == NULL) {
@@ -534,6 +686,7 @@ status_text(const char *name, const struct run_record *last,
 		return;
 	}
 	fmt_time(last->start_ns, ts, sizeof(ts));
+	fmt_age(run_age(last, now), age, sizeof(age));
 	if (last->end_ns <= 0) {
 		/*
 		 * No end recorded: running now (its time so far), or
@@ -545,26 +698,30 @@ status_text(const char *name, const struct run_record *last,
 			    name, (long long)last->id, ts, now > last->start_ns ?
 			    (double)(now - last->start_ns) / 1e9 : 0.0);
 		else
-			printf("%s: last run %lld at %s: %s%s%s\n", name,
-			    (long long)last->id, ts, last->status,
+			printf("%s: last run %lld at %s (%s ago): %s%s%s\n",
+			    name, (long long)last->id, ts, age, last->status,
 			    last->error[0] ? "; " : "", last->error);
 	} else {
 		secs = last->end_ns > last->start_ns ?
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
 		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
-		printf("%s: last run %lld at %s: %s in %.1f s, fetched %lld "
-		    "files (%lld bytes, %.1f MB/s), touched %lld, deleted "
-		    "%lld, failed %lld%s%s\n", name, (long long)last->id, ts,
-		    last->status, secs, (long long)last->fetched,
+		printf("%s: last run %lld at %s (ended %s ago): %s in %.1f s, "
+		    "fetched %lld files (%lld bytes, %.1f MB/s), touched %lld, "
+		    "deleted %lld, failed %lld%s%s\n", name,
+		    (long long)last->id, ts, age, last->status, secs,
+		    (long long)last->fetched,
 		    (long long)last->bytes, rate, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}
-	if (ok == NULL)
+	if (ok == NULL) {
 		printf("%s: no successful run yet\n", name);
-	else
-		printf("%s: last success %lld s ago (run %lld)\n", name,
-		    (long long)((now - ok->end_ns) / NS), (long long)ok->id);
+		return;
+	}
+	fmt_time(ok->end_ns, ts, sizeof(ts));
+	fmt_age(run_age(ok, now), age, sizeof(age));
+	printf("%s: last success %s ago (run %lld, ended %s)\n", name, age,
+	    (long long)ok->id, ts);
 }
 
 /*
@@ -593,10 +750,78 @@ published_snapshot(struct cli *c, const char *name, char *buf, size_t len,
 	return buf;
 }
 
-static int
-status_one(struct cli *c, const char *name, json_t *arr)
+/*
+ * Mirror name's manifest could not be read (why: "PATH: reason"; fault
+ * BM_ECORRUPT when it is damaged): log it once, a damaged one with the
+ * command that rebuilds it, and keep the text in buf (len bytes; may be
+ * why itself) for --json.
+ */
+static void
+manifest_failed(struct cli *c, const char *name, int fault, const char *why,
+    char *buf, size_t len)
 {
-	char		 path[PATH_MAX], err[PATH_MAX + 512], snap[PATH_MAX];
+	char	 w[PATH_MAX + 512], msg[PATH_MAX + 3072];
+
+	(void)snprintf(w, sizeof(w), "%s", why);
+	if (fault == BM_ECORRUPT) {
+		sync_fault_msg(BM_ECORRUPT, w, c->conf, c->state_dir, name,
+		    NULL, NULL, msg, sizeof(msg));
+		log_errx("%s: %s", name, msg);
+	} else {
+		(void)snprintf(msg, sizeof(msg), "%s", w);
+		log_errx("%s", msg);
+	}
+	(void)snprintf(buf, len, "%s", msg);
+}
+
+
+/* Runs status reads: the newest, and those before it when it is going on. */
+#define STATUS_RUNS	8
+
+/*
+ * status's verdict on one mirror, logged when not 0: 1 when the newest
+ * finished run of runs[0..n) (newest first; "running" and "locked" are
+ * not finished) is not ok, or with max_age >= 0 when the last success
+ * ok (NULL: none) ended more than max_age seconds before now (ns).
+ */
+static int
+status_verdict(const char *name, const struct run_record *runs, size_t n,
+    const struct run_record *ok, int64_t now, int64_t max_age)
+{
+	int64_t	 age;
+	size_t	 i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(runs[i].status, "running") != 0 &&
+		    strcmp(runs[i].status, "locked") != 0)
+			break;
+	if (i < n && strcmp(runs[i].status, "ok") != 0) {
+		log_warnx("%s: the last finished run (%lld) is %s", name,
+		    (long long)runs[i].id, runs[i].status);
+		return 1;
+	}
+	if (max_age < 0)
+		return 0;
+	if (ok == NULL) {
+		log_warnx("%s: no successful run (--max-age %lld s)", name,
+		    (long long)max_age);
+		return 1;
+	}
+	if ((age = (now - ok->end_ns) / NS) > max_age) {
+		log_warnx("%s: last success %lld s ago (run %lld), more than "
+		    "--max-age %lld s", name, (long long)age,
+		    (long long)ok->id, (long long)max_age);
+		return 1;
+	}
+	return 0;
+}
+
+static int
+status_one(struct cli *c, const char *name, json_t *arr,
+    int64_t max_age)
+{
+	char		 path[PATH_MAX], snap[PATH_MAX];
+	char		 err[PATH_MAX + 3072];
 	char		*esc;
 	const char	*published, *dest = NULL;
 	struct manifest	*m = NULL;
@@ -614,16 +839,16 @@ status_one(struct cli *c, const char *name, json_t *arr)
 	err[0] = '\0';
 	rc = manifest_open_read(path, &m, err, sizeof(err));
 	if (rc == 0) {
-		if (manifest_runs(m, 1, &runs, &nruns) != 0) {
-			(void)snprintf(err, sizeof(err), "%s: %s", path,
-			    manifest_errmsg(m));
-			log_errx("%s", err);
+		if (manifest_runs(m, STATUS_RUNS, &runs, &nruns) != 0 ||
+		    (rc = manifest_last_success(m, &ok)) == BM_EDB) {
+			manifest_failed(c, name, manifest_fault(m),
+			    manifest_errmsg(m), err, sizeof(err));
 			status = 2;
 		} else
 			holder = fix_running(c, name, runs, nruns);
-		have_ok = manifest_last_success(m, &ok) == 0;
+		have_ok = status == 0 && rc == 0;
 	} else if (rc != BM_ENOENT) {
-		log_errx("%s", err);
+		manifest_failed(c, name, rc, err, err, sizeof(err));
 		status = 2;
 	}
 	/*
@@ -658,6 +883,11 @@ status_one(struct cli *c, const char *name, json_t *arr)
 			(void)json_object_set_new(o, "last_success_age_seconds",
 			    json_integer((json_int_t)(((int64_t)now.tv_sec *
 			    NS + now.tv_nsec - ok.end_ns) / NS)));
+		/* Since the last recorded run ended (or began: no end). */
+		if (o != NULL && nruns > 0)
+			(void)json_object_set_new(o, "last_run_age_seconds",
+			    json_integer((json_int_t)run_age(&runs[0],
+			    (int64_t)now.tv_sec * NS + now.tv_nsec)));
 		if (o != NULL)
 			(void)json_array_append_new(arr, o);
 	} else if (status == 0) {
@@ -676,6 +906,9 @@ status_one(struct cli *c, const char *name, json_t *arr)
 			printf("%s: published snapshot %s is missing (%s "
 			    "points at nothing)\n", name, published, dest);
 	}
+	if (status == 0)
+		status = status_verdict(name, runs, nruns, have_ok ? &ok :
+		    NULL, (int64_t)now.tv_sec * NS + now.tv_nsec, max_age);
 	free(runs);
 	manifest_close(m);
 	return status;
@@ -705,7 +938,7 @@ known_mirror(struct cli *c, const char *name)
  * this time (the demo's, with --state-dir only).  *ret_n counts them.
  */
 static int
-status_unclaimed(struct cli *c, json_t *arr, size_t *ret_n)
+status_unclaimed(struct cli *c, json_t *arr, int64_t max_age, size_t *ret_n)
 {
 	char		 dir[PATH_MAX], name[256];
 	struct dirent	*de;
@@ -728,25 +961,93 @@ status_unclaimed(struct cli *c, json_t *arr, size_t *ret_n)
 		if (config_find(c->conf, name) != NULL)
 			continue;
 		(*ret_n)++;
-		if ((s = status_one(c, name, arr)) != 0)
+		if (exit_rank(s = status_one(c, name, arr, max_age)) >
+		    exit_rank(status))
 			status = s;
 	}
 	(void)closedir(d);
 	return status;
 }
 
+/*
+ * status of a mirror whose section has errors (m), or with m NULL of the
+ * errors in no mirror's section: logged, an error object in arr.
+ */
+static int
+status_bad(struct cli *c, const struct mirror_conf *m, json_t *arr)
+{
+	struct mirror_result	*r;
+
+	if ((r = config_errors(c, m, false)) != NULL && arr != NULL)
+		(void)json_array_append_new(arr, report_result_json(r));
+	result_free(r);
+	return 2;
+}
+
+/*
+ * A state directory on a full file system (under 64 KiB, or no inode,
+ * left for this user): no run can take its lock or record itself there,
+ * so the runs status shows stay the last ones; say so once.
+ */
+static void
+warn_state_full(struct cli *c)
+{
+	struct statvfs	 sv;
+	uint64_t	 blocks;
+
+	if (statvfs(c->state_dir, &sv) == -1)
+		return;
+	blocks = geteuid() == 0 ? sv.f_bfree : sv.f_bavail;
+	if (blocks * sv.f_frsize < 64 * 1024 || (sv.f_files > 0 &&
+	    (geteuid() == 0 ? sv.f_ffree : sv.f_favail) == 0))
+		log_warnx("%s: the state directory is full: no run can start "
+		    "or be recorded until space is freed (the runs shown are "
+		    "the last recorded)", c->state_dir);
+}
+
+/*
+ * status [--max-age DURATION] [NAME...]: exit 1 when a mirror's last
+ * finished run is not ok or its last success is older than DURATION,
+ * 2 for a mirror that cannot be read (or a config error).
+ */
 static int
 cmd_status(struct cli *c, int argc, char **argv)
 {
-	json_t	*arr = NULL;
-	size_t	 i, n;
-	int	 status, s;
+	const struct mirror_conf *m;
+	json_t		*arr = NULL;
+	const char	*v;
+	uint64_t	 u;
+	int64_t		 max_age = -1;
+	size_t		 i, n;
+	int		 status, s, nn = 1;
 
+	for (i = 1; i < (size_t)argc; i++) {
+		if (strcmp(argv[i], "--max-age") == 0 && i + 1 < (size_t)argc)
+			v = argv[++i];
+		else if (strncmp(argv[i], "--max-age=", 10) == 0)
+			v = argv[i] + 10;
+		else if (argv[i][0] == '-') {
+			log_errx("usage: biomirror status [--max-age DURATION] "
+			    "[NAME...]");
+			return 2;
+		} else {
+			argv[nn++] = argv[i];
+			continue;
+		}
+		if (parse_duration(v, &u) != 0) {
+			log_errx("status: --max-age %s: expected seconds, or a "
+			    "number with s, m, h or d (90m, 36h, 7d)", v);
+			return 2;
+		}
+		max_age = (int64_t)u;
+	}
+	argc = nn;
 	if ((status = load_config(c, false)) != 0 ||
 	    (status = resolve_state_dir(c)) != 0)
 		return status;
 	if (c->json && (arr = json_array()) == NULL)
 		return 2;
+	warn_state_full(c);
 	if (argc > 1) {
 		for (i = 1; i < (size_t)argc; i++) {
 			if (!known_mirror(c, argv[i])) {
@@ -754,15 +1055,27 @@ cmd_status(struct cli *c, int argc, char **argv)
 				status = 2;
 				continue;
 			}
-			if ((s = status_one(c, argv[i], arr)) != 0)
+			m = config_find(c->conf, argv[i]);
+			s = m != NULL && m->bad ? status_bad(c, m, arr) :
+			    status_one(c, argv[i], arr, max_age);
+			if (exit_rank(s) > exit_rank(status))
 				status = s;
 		}
 	} else {
-		for (i = 0; i < c->conf->nmirrors; i++)
-			if ((s = status_one(c, c->conf->mirrors[i]->name,
-			    arr)) != 0)
+		for (i = 0; i < c->conf->nmirrors; i++) {
+			m = c->conf->mirrors[i];
+			s = m->bad ? status_bad(c, m, arr) :
+			    status_one(c, m->name, arr, max_age);
+			if (exit_rank(s) > exit_rank(status))
 				status = s;
-		if ((s = status_unclaimed(c, arr, &n)) != 0)
+		}
+		for (i = 0; i < c->conf->nerrors; i++)
+			if (c->conf->errors[i].mirror == NULL) {
+				status = status_bad(c, NULL, arr);
+				break;
+			}
+		if (exit_rank(s = status_unclaimed(c, arr, max_age, &n)) >
+		    exit_rank(status))
 			status = s;
 		if (c->conf->nmirrors == 0 && n == 0) {
 			/* A typo in --state-dir must not look like all-clear. */
@@ -778,6 +1091,7 @@ cmd_status(struct cli *c, int argc, char **argv)
 		    JSON_ENSURE_ASCII | JSON_REAL_PRECISION(12));
 		fputc('\n', stdout);
 		json_decref(arr);
+		c->json_done = true;
 	}
 	return status;
 }
@@ -820,7 +1134,7 @@ static int
 open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
     struct manifest **ret)
 {
-	char	 err[512];
+	char	 err[PATH_MAX + 512];
 	int	 status, rc;
 
 	if ((status = load_config(c, false)) != 0 ||
@@ -830,16 +1144,33 @@ open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
 		log_errx("%s: no such mirror", name);
 		return 2;
 	}
+	if (config_find(c->conf, name) != NULL &&
+	    config_find(c->conf, name)->bad) {
+		result_free(config_errors(c, config_find(c->conf, name),
+		    false));
+		return 2;
+	}
 	if (state_manifest_path(c->state_dir, name, path, PATH_MAX) != 0)
 		return 2;
 	if ((rc = manifest_open_read(path, ret, err, sizeof(err))) != 0) {
 		if (rc == BM_ENOENT)
 			log_errx("%s: no manifest yet (never synced)", name);
 		else
-			log_errx("%s", err);
+			manifest_failed(c, name, rc, err, err, sizeof(err));
 		return 2;
 	}
 	return 0;
+}
+
+/* A read of mirror name's open manifest m failed: say so (exit 2). */
+static int
+read_failed(struct cli *c, const char *name, struct manifest *m)
+{
+	char	 err[PATH_MAX + 3072];
+
+	manifest_failed(c, name, manifest_fault(m), manifest_errmsg(m), err,
+	    sizeof(err));
+	return 2;
 }
 
 static int
@@ -877,15 +1208,14 @@ cmd_ls(struct cli *c, int argc, char **argv)
 		return 2;
 	}
 	status = 0;
-	if (manifest_ls(m, prefix, ls_row, &x) != 0) {
-		log_errx("%s: %s", path, manifest_errmsg(m));
-		status = 2;
-	}
+	if (manifest_ls(m, prefix, ls_row, &x) != 0)
+		status = read_failed(c, argv[1], m);
 	if (x.arr != NULL) {
 		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
 		    JSON_ENSURE_ASCII);
 		fputc('\n', stdout);
 		json_decref(x.arr);
+		c->json_done = true;
 	}
 	manifest_close(m);
 	return status;
@@ -958,8 +1288,7 @@ cmd_history(struct cli *c, int argc, char **argv)
 	if (run > 0) {
 		/* Runs are never deleted: ids 1 to the newest all exist. */
 		if (manifest_runs(m, 1, &runs, &n) != 0) {
-			log_errx("%s: %s", path, manifest_errmsg(m));
-			status = 2;
+			status = read_failed(c, argv[1], m);
 			goto out;
 		}
 		if (n == 0 || (uint64_t)runs[0].id < run) {
@@ -968,16 +1297,14 @@ cmd_history(struct cli *c, int argc, char **argv)
 			status = 2;
 			goto out;
 		}
-		if (manifest_events(m, (int64_t)run, history_event, &x) != 0) {
-			log_errx("%s: %s", path, manifest_errmsg(m));
-			status = 2;
-		} else if (x.n == 0 && x.arr == NULL)
+		if (manifest_events(m, (int64_t)run, history_event, &x) != 0)
+			status = read_failed(c, argv[1], m);
+		else if (x.n == 0 && x.arr == NULL)
 			printf("run %llu: no files fetched, touched, deleted or "
 			    "failed\n", (unsigned long long)run);
-	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0) {
-		log_errx("%s: %s", path, manifest_errmsg(m));
-		status = 2;
-	} else {
+	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0)
+		status = read_failed(c, argv[1], m);
+	else {
 		(void)fix_running(c, argv[1], runs, n);
 		for (i = 0; i < n; i++) {
 			if (x.arr != NULL) {
@@ -1003,6 +1330,7 @@ cmd_history(struct cli *c, int argc, char **argv)
 		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
 		    JSON_ENSURE_ASCII | JSON_REAL_PRECISION(12));
 		fputc('\n', stdout);
+		c->json_done = true;
 	}
 out:
 	json_decref(x.arr);
@@ -1095,6 +1423,12 @@ cmd_verify(struct cli *c, int argc, char **argv)
 		log_errx("%s: no such mirror in %s", argv[optind],
 		    c->conf->path);
 		return 2;
+	} else if (m->bad) {
+		res = config_errors(c, m, false);
+		if (res != NULL)
+			json_results(c, &res, 1);
+		result_free(res);
+		return 2;
 	}
 	err[0] = '\0';
 	if (mirror_conf_check(m, err, sizeof(err)) != 0) {
@@ -1107,13 +1441,14 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	so.key = m->name;
 	so.config_file = source != NULL ? NULL : c->conf->path;
 	so.stop = c->stop;
+	so.conf = c->conf;
 	if (sync_verify(&so, m, &res) != 0) {
 		result_free(res);
 		mirror_conf_free(adhoc);
 		return 2;
 	}
 	if (c->json && !repair)
-		(void)report_json(&res, 1, stdout);
+		json_results(c, &res, 1);
 	else if (!c->json)
 		verify_text(res);
 	status = res->exit_code;
@@ -1125,41 +1460,63 @@ cmd_verify(struct cli *c, int argc, char **argv)
 		a.dest = dest;
 		key = m->name;
 		status = run_mirrors(c, &m, &key, 1, &a,
-		    c->verbosity >= 0);
+		    c->verbosity >= 0, false);
 	} else if (repair && c->json)
-		(void)report_json(&res, 1, stdout);
+		json_results(c, &res, 1);
 	result_free(res);
 	mirror_conf_free(adhoc);
 	return status;
 }
 
+/*
+ * check-config: every error of the file, each "FILE:LINE: reason", exit
+ * 2; else "configuration OK".  --json: {"config", "ok", "mirrors"}, or
+ * {"config", "ok": false, "error" (the first), "errors": [{path, op,
+ * reason}]}.
+ */
 static int
 cmd_check_config(struct cli *c)
 {
-	int	 status;
-
 	char		 err[1024];
 	const char	*path = c->config_path ? c->config_path : DEFAULT_CONFIG;
-	json_t		*o;
-	int		 rc;
+	struct mirror_result *r = NULL;
+	json_t		*o = NULL, *errs = NULL;
+	int		 status = 2, rc;
 
 	if (!c->json) {
 		if ((status = load_config(c, true)) != 0)
 			return status;
+		if (c->conf->nerrors > 0) {
+			result_free(config_errors(c, NULL, true));
+			return 2;
+		}
 		printf("%s: configuration OK (%zu mirror%s)\n", path,
 		    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" : "s");
 		return 0;
 	}
-	/* --json: {"config", "ok", "mirrors"} or {"config", "ok", "error"}. */
 	err[0] = '\0';
-	if ((rc = config_load(path, &c->conf, err, sizeof(err))) != 0 &&
-	    (rc == BM_ENOENT || err[0] == '\0'))
-		(void)snprintf(err, sizeof(err), "%s", rc == BM_ENOENT ?
-		    "cannot open config file" : bm_strerror(rc));
-	status = rc != 0 ? 2 : 0;
-	o = rc != 0 ? json_pack("{s:s,s:b,s:s}", "config", path, "ok", 0,
-	    "error", err) : json_pack("{s:s,s:b,s:I}", "config", path, "ok",
-	    1, "mirrors", (json_int_t)c->conf->nmirrors);
+	if ((rc = config_load_all(path, &c->conf, err, sizeof(err))) != 0) {
+		if (rc == BM_ENOENT || err[0] == '\0')
+			(void)snprintf(err, sizeof(err), "%s", rc == BM_ENOENT ?
+			    "cannot open config file" : bm_strerror(rc));
+		o = json_pack("{s:s,s:b,s:s,s:[{s:s,s:s,s:s}]}", "config",
+		    path, "ok", 0, "error", err, "errors", "path", path, "op",
+		    "config", "reason", err);
+	} else if (c->conf->nerrors > 0) {
+		(void)snprintf(err, sizeof(err), "%s: %s",
+		    c->conf->errors[0].where, c->conf->errors[0].reason);
+		if ((r = config_errors(c, NULL, true)) != NULL &&
+		    (o = report_result_json(r)) != NULL)
+			errs = json_incref(json_object_get(o, "errors"));
+		json_decref(o);
+		o = json_pack("{s:s,s:b,s:s,s:o*}", "config", path, "ok", 0,
+		    "error", err, "errors", errs);
+		result_free(r);
+	} else {
+		o = json_pack("{s:s,s:b,s:I}", "config", path, "ok", 1,
+		    "mirrors", (json_int_t)c->conf->nmirrors);
+		status = 0;
+	}
 	if (o == NULL)
 		return 2;
 	(void)json_dumpf(o, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
@@ -1205,6 +1562,24 @@ strip_global_flags(struct cli *c, int argc, char **argv, bool keep_dashdash)
 	argv[n] = NULL;
 	log_init(true, c->verbosity);
 	return n;
+}
+
+/*
+ * --json always prints one array: a command that failed before printing
+ * it (a usage error, an unknown mirror, no state directory) prints one
+ * error object with the last error logged.
+ */
+static void
+json_usage_error(struct cli *c)
+{
+	struct mirror_result	*r;
+
+	if ((r = result_new(NULL)) == NULL)
+		return;
+	r->status = "error";
+	if (result_add_error(r, "", "usage", log_last_error()) == 0)
+		json_results(c, &r, 1);
+	result_free(r);
 }
 
 static const struct option global_longopts[] = {
@@ -1304,6 +1679,9 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		log_errx("%s: unknown command (try --help)", cmd);
 		status = 2;
 	}
+	if (c.json && !c.json_done && status != 0 &&
+	    strcmp(cmd, "check-config") != 0)
+		json_usage_error(&c);
 	config_free(c.conf);
 	return status;
 }

@@ -11,7 +11,10 @@
  * key line, syntax error).  Section headers are handled here, from the
  * full text of the line; inih only delivers key/value pairs, and the
  * handler runs while the line the reader just returned is current, so
- * every error names its line.  The first error stops the parse.
+ * every error names its line.  A line in error reaches inih blank (or as
+ * "[]" when it was a section header), and the parse goes on: every error
+ * is recorded, each against the mirror whose section holds it (which is
+ * then bad) or, outside mirror sections, as fatal for the whole file.
  *
  * Invariants: a mirror in struct config has passed mirror_conf_check()
  * and, being from a file, has an absolute dest of its own (no other
@@ -45,6 +48,9 @@
 #define CONF_NAME_MAX	64		/* bytes of a mirror name */
 #define CONF_MAX_GLOBS	1024		/* include (or exclude) patterns */
 #define CONF_REASON	512		/* bytes of a reason string */
+#define CONF_MAX_ERRORS	1000		/* errors recorded, then the parse stops */
+#define CONF_STR2(x)	#x
+#define CONF_STR(x)	CONF_STR2(x)
 
 enum mkey {
 	MK_SOURCE, MK_DEST, MK_INCLUDE, MK_EXCLUDE, MK_CONCURRENCY,
@@ -54,7 +60,7 @@ enum mkey {
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
 	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_FTP_MODE,
-	MK_TCP_CONGESTION, MK_COUNT
+	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -65,7 +71,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
 	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode",
-	"tcp_congestion"
+	"tcp_congestion", "udt_buffer"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -74,7 +80,14 @@ static const char *const global_keys[GK_COUNT] = {
 	"state_dir", "log_level", "user_agent"
 };
 
-enum sect_kind { SECT_NONE = 0, SECT_GLOBAL, SECT_MIRROR };
+/*
+ * SECT_BROKEN: a malformed or duplicate section header; its keys go to a
+ * scratch mirror, checked and dropped, their errors to owner.
+ */
+enum sect_kind { SECT_NONE = 0, SECT_GLOBAL, SECT_MIRROR, SECT_BROKEN };
+
+/* What conf_reader() hands inih for a line it has looked at. */
+enum line_fate { LINE_KEEP = 0, LINE_BLANK, LINE_HEADER };
 
 /* State of one config_load(): the file in memory, the reader, the result. */
 struct conf_load {
@@ -90,13 +103,16 @@ struct conf_load {
 	unsigned	 prev_line;	/* line of that key */
 	struct config	*c;		/* borrowed: config being filled */
 	enum sect_kind	 kind;		/* section the current line is in */
-	struct mirror_conf *cur;	/* borrowed: the mirror of that section */
+	struct mirror_conf *cur;	/* borrowed: the mirror of that section
+					   (SECT_BROKEN: the scratch) */
+	struct mirror_conf *owner;	/* borrowed: SECT_BROKEN: the mirror
+					   its errors make bad, NULL if none */
+	struct mirror_conf *scratch;	/* owned: SECT_BROKEN's mirror */
 	bool		 seen_global;	/* a [global] header was seen */
 	unsigned	 global_line;	/* its line */
 	unsigned	 seen[MK_COUNT]; /* line each key was set on, 0 = not yet */
-	int		 rc;		/* first error, 0 while none */
-	char		*errbuf;	/* borrowed: caller's message buffer */
-	size_t		 errlen;	/* its size */
+	int		 rc;		/* BM_ENOMEM or BM_ELIMIT (too many
+					   errors): the parse stops; else 0 */
 };
 
 static int	conf_fmt(char *, size_t, const char *, ...)
@@ -105,6 +121,8 @@ static int	conf_bad(char *, size_t, const char *, const char *,
 		    const char *, ...) __attribute__((format(printf, 5, 6)));
 static void	load_fail(struct conf_load *, unsigned, int, const char *, ...)
 		    __attribute__((format(printf, 4, 5)));
+static void	mirror_fail(struct conf_load *, struct mirror_conf *, unsigned,
+		    int, const char *, ...) __attribute__((format(printf, 5, 6)));
 
 /* Write a reason into errbuf (if any); always returns BM_EINVAL. */
 static int
@@ -134,21 +152,88 @@ conf_bad(char *errbuf, size_t errlen, const char *key, const char *value,
 	return conf_fmt(errbuf, errlen, "%s = %s: %s", key, value, why);
 }
 
-/* Record the first error of a load as "FILE:LINE: reason". */
+/*
+ * Record one error of a load: "FILE:LINE" and the reason, against mirror
+ * m (made bad; NULL: none) or, when fatal, against the whole file.  Out
+ * of memory, or CONF_MAX_ERRORS reached, stops the parse (ld->rc).
+ */
+static void
+load_record(struct conf_load *ld, struct mirror_conf *m, bool fatal,
+    unsigned line, int rc, const char *why)
+{
+	struct config		*c = ld->c;
+	struct config_error	*v, *e;
+
+	if (ld->rc != 0)
+		return;
+	if (rc == BM_ENOMEM) {
+		ld->rc = BM_ENOMEM;
+		return;
+	}
+	if (c->nerrors == CONF_MAX_ERRORS) {
+		why = "more than " CONF_STR(CONF_MAX_ERRORS) " errors: the rest "
+		    "of the file was not read";
+		m = NULL;
+		fatal = true;
+		ld->rc = BM_ELIMIT;
+	}
+	if ((v = reallocarray(c->errors, c->nerrors + 1, sizeof(*v))) ==
+	    NULL) {
+		ld->rc = BM_ENOMEM;
+		return;
+	}
+	c->errors = v;
+	e = &v[c->nerrors];
+	e->mirror = m;
+	e->reason = strdup(why);
+	if (asprintf(&e->where, "%s:%u", ld->path, line) < 0)
+		e->where = NULL;
+	if (e->reason == NULL || e->where == NULL) {
+		free(e->reason);
+		free(e->where);
+		ld->rc = BM_ENOMEM;
+		return;
+	}
+	c->nerrors++;
+	if (m != NULL)
+		m->bad = true;
+	if (fatal)
+		c->fatal = true;
+}
+
+/*
+ * An error of the section being read: a mirror's makes it bad, a broken
+ * section's its owner (if any); [global] and no section are fatal.
+ */
 static void
 load_fail(struct conf_load *ld, unsigned line, int rc, const char *fmt, ...)
 {
 	char	 why[CONF_REASON * 2];
 	va_list	 ap;
 
-	if (ld->rc != 0)
-		return;
-	ld->rc = rc;
 	va_start(ap, fmt);
 	(void)vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	(void)conf_fmt(ld->errbuf, ld->errlen, "%s:%u: %s", ld->path, line,
-	    why);
+	if (ld->kind == SECT_MIRROR)
+		load_record(ld, ld->cur, false, line, rc, why);
+	else if (ld->kind == SECT_BROKEN)
+		load_record(ld, ld->owner, false, line, rc, why);
+	else
+		load_record(ld, NULL, true, line, rc, why);
+}
+
+/* An error of mirror m found after its section was read. */
+static void
+mirror_fail(struct conf_load *ld, struct mirror_conf *m, unsigned line,
+    int rc, const char *fmt, ...)
+{
+	char	 why[CONF_REASON * 2];
+	va_list	 ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	load_record(ld, m, false, line, rc, why);
 }
 
 static bool
@@ -212,6 +297,41 @@ parse_size(const char *s, uint64_t *ret)
 	if (v > (UINT64_MAX >> shift))
 		return BM_EINVAL;
 	*ret = (uint64_t)v << shift;
+	return 0;
+}
+
+/*
+ * Parse a duration: decimal seconds with an optional unit s, m, h or d
+ * (either case).  "90m" -> 5400.  *ret is written only on success.
+ * Returns 0 or BM_EINVAL (empty, sign, garbage, past INT64_MAX seconds).
+ */
+int
+parse_duration(const char *s, uint64_t *ret)
+{
+	unsigned long long	 v;
+	uint64_t		 mul = 1;
+	char			*end;
+
+	if (s == NULL || !isdigit((unsigned char)s[0]))
+		return BM_EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return BM_EINVAL;
+	if (*end != '\0') {
+		switch (*end) {
+		case 's': case 'S': mul = 1; break;
+		case 'm': case 'M': mul = 60; break;
+		case 'h': case 'H': mul = 3600; break;
+		case 'd': case 'D': mul = 86400; break;
+		default: return BM_EINVAL;
+		}
+		if (end[1] != '\0')
+			return BM_EINVAL;
+	}
+	if (v > (uint64_t)INT64_MAX / mul)
+		return BM_EINVAL;
+	*ret = (uint64_t)v * mul;
 	return 0;
 }
 
@@ -300,6 +420,11 @@ config_free(struct config *c)
 	for (i = 0; i < c->nmirrors; i++)
 		mirror_conf_free(c->mirrors[i]);
 	free(c->mirrors);
+	for (i = 0; i < c->nerrors; i++) {
+		free(c->errors[i].where);
+		free(c->errors[i].reason);
+	}
+	free(c->errors);
 	free(c->path);
 	free(c->state_dir);
 	free(c->user_agent);
@@ -879,9 +1004,18 @@ set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
 			m->transport = TRANSPORT_TCP;
 			return 0;
 		}
-		if (strcasecmp(v, "udt") != 0 && strcasecmp(v, "auto") != 0)
-			return conf_bad(errbuf, errlen, key, v,
-			    "expected tcp, udt or auto");
+		/* udt: checked against the source in check_ftp_keys(). */
+		if (strcasecmp(v, "udt") == 0) {
+			m->transport = TRANSPORT_UDT;
+			return 0;
+		}
+		/* auto: TCP for every source of this build. */
+		if (strcasecmp(v, "auto") == 0) {
+			m->transport = TRANSPORT_AUTO;
+			return 0;
+		}
+		return conf_bad(errbuf, errlen, key, v,
+		    "expected tcp, udt or auto");
 	} else if (k == MK_VERIFY) {
 		if (strcasecmp(v, "size") == 0)
 			m->verify = VERIFY_SIZE;
@@ -959,6 +1093,8 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		    &m->streams_auto, errbuf, errlen);
 	case MK_MIN_SPLIT:
 		return set_size(key, value, 1, &m->min_split, errbuf, errlen);
+	case MK_UDT_BUFFER:
+		return set_size(key, value, 0, &m->udt_buffer, errbuf, errlen);
 	case MK_MAX_CONNECTIONS:
 		return set_uint(key, value, 0, 256, &m->max_connections,
 		    errbuf, errlen);
@@ -1023,6 +1159,28 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 }
 
 /*
+ * Empty the include or exclude list of m (command-line options replace
+ * the config's list).  Returns 0, or BM_EINVAL for any other key.
+ */
+int
+mirror_conf_clear(struct mirror_conf *m, const char *key)
+{
+	if (m == NULL || key == NULL)
+		return BM_EINVAL;
+	if (strcmp(key, "include") == 0) {
+		free_globs(m->include, m->ninclude);
+		m->include = NULL;
+		m->ninclude = 0;
+	} else if (strcmp(key, "exclude") == 0) {
+		free_globs(m->exclude, m->nexclude);
+		m->exclude = NULL;
+		m->nexclude = 0;
+	} else
+		return BM_EINVAL;
+	return 0;
+}
+
+/*
  * dest spelled canonically (fileio_path_canon()), for comparing
  * destinations.  Returns a malloc'd string, or NULL on ENOMEM.
  */
@@ -1067,6 +1225,12 @@ check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
 {
 	const char	*key = NULL;
 
+	/* UDT carries GridFTP's MODE E data only (stream mode: libcurl). */
+	if (m->transport == TRANSPORT_UDT && (!mirror_is_ftp(m) ||
+	    !m->ftp_mode_e))
+		return conf_fmt(errbuf, errlen, "transport = udt needs an "
+		    "ftp:// source with ftp_mode = extended (UDT carries "
+		    "GridFTP's extended block mode only)");
 	if (!mirror_is_ftp(m)) {
 		if (m->ftp_tls != FTP_TLS_DEFAULT)
 			key = "ftp_tls";
@@ -1162,25 +1326,60 @@ mirror_name_ok(const char *s, size_t n)
 	return true;
 }
 
-/* End of the section being read: check the mirror it described. */
+/*
+ * End of the section being read: check the mirror it described (unless
+ * a bad source or dest line already said what is missing), and drop a
+ * broken section's scratch mirror (its header's error says enough).
+ */
 static void
 close_section(struct conf_load *ld)
 {
-	char	 why[CONF_REASON];
-	int	 rc;
+	struct mirror_conf	*m = ld->cur;
+	char			 why[CONF_REASON];
+	int			 rc;
 
-	if (ld->kind == SECT_MIRROR && ld->rc == 0) {
-		rc = mirror_conf_check(ld->cur, why, sizeof(why));
+	if (ld->kind == SECT_MIRROR &&
+	    !(m->source == NULL && ld->seen[MK_SOURCE] != 0) &&
+	    !(m->dest == NULL && ld->seen[MK_DEST] != 0)) {
+		rc = mirror_conf_check(m, why, sizeof(why));
 		if (rc == BM_ENOMEM)
-			load_fail(ld, ld->cur->line, rc, "out of memory");
+			load_fail(ld, m->line, rc, "out of memory");
 		else if (rc != 0)
-			load_fail(ld, ld->cur->line, rc, "%s in section [%s]",
-			    why, ld->cur->name);
+			load_fail(ld, m->line, rc, "%s in section [%s]", why,
+			    m->name);
 	}
+	mirror_conf_free(ld->scratch);
+	ld->scratch = NULL;
+	ld->owner = NULL;
 	ld->kind = SECT_NONE;
 	ld->cur = NULL;
 	ld->prev_name = false;
 	memset(ld->seen, 0, sizeof(ld->seen));
+}
+
+/*
+ * A section whose keys are checked into a scratch mirror and dropped:
+ * a malformed header (the n bytes at s as its name, for messages) or a
+ * repeated [NAME] (owner: the first, which its errors make bad).
+ */
+static void
+open_broken(struct conf_load *ld, const char *s, size_t n,
+    struct mirror_conf *owner)
+{
+	char	 name[CONF_NAME_MAX + 1];
+
+	if (n > CONF_NAME_MAX)
+		n = CONF_NAME_MAX;
+	memcpy(name, s, n);
+	name[n] = '\0';
+	if ((ld->scratch = mirror_conf_new(name)) == NULL) {
+		ld->rc = BM_ENOMEM;
+		return;
+	}
+	ld->scratch->line = ld->lineno;
+	ld->cur = ld->scratch;
+	ld->owner = owner;
+	ld->kind = SECT_BROKEN;
 }
 
 static void
@@ -1189,18 +1388,19 @@ open_mirror(struct conf_load *ld, const char *name)
 	struct mirror_conf	**nv, *m, *old;
 
 	if ((old = config_find(ld->c, name)) != NULL) {
+		open_broken(ld, name, strlen(name), old);
 		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate section [%s] "
 		    "(first on line %u)", name, old->line);
 		return;
 	}
 	if ((m = mirror_conf_new(name)) == NULL) {
-		load_fail(ld, ld->lineno, BM_ENOMEM, "out of memory");
+		ld->rc = BM_ENOMEM;
 		return;
 	}
 	nv = reallocarray(ld->c->mirrors, ld->c->nmirrors + 1, sizeof(*nv));
 	if (nv == NULL) {
 		mirror_conf_free(m);
-		load_fail(ld, ld->lineno, BM_ENOMEM, "out of memory");
+		ld->rc = BM_ENOMEM;
 		return;
 	}
 	m->line = ld->lineno;
@@ -1217,9 +1417,8 @@ open_section(struct conf_load *ld, const char *s, size_t n)
 	char	 name[CONF_NAME_MAX + 1];
 
 	close_section(ld);
-	if (ld->rc != 0)
-		return;
 	if (n == 6 && strncmp(s, "global", 6) == 0) {
+		ld->kind = SECT_GLOBAL;
 		if (ld->seen_global) {
 			load_fail(ld, ld->lineno, BM_EINVAL, "duplicate "
 			    "section [global] (first on line %u)",
@@ -1228,10 +1427,10 @@ open_section(struct conf_load *ld, const char *s, size_t n)
 		}
 		ld->seen_global = true;
 		ld->global_line = ld->lineno;
-		ld->kind = SECT_GLOBAL;
 		return;
 	}
 	if (!mirror_name_ok(s, n)) {
+		open_broken(ld, s, n, NULL);
 		load_fail(ld, ld->lineno, BM_EINVAL, "bad mirror name '%.*s' "
 		    "(1 to 64 letters, digits, '.', '_' or '-', starting with "
 		    "a letter or digit)", (int)n, s);
@@ -1240,6 +1439,7 @@ open_section(struct conf_load *ld, const char *s, size_t n)
 	memcpy(name, s, n);
 	name[n] = '\0';
 	if (strcasecmp(name, "global") == 0) {
+		open_broken(ld, s, n, NULL);
 		load_fail(ld, ld->lineno, BM_EINVAL, "mirror name '%s' is "
 		    "reserved (the global section is [global])", name);
 		return;
@@ -1267,28 +1467,40 @@ find_chars_or_comment(const char *s, const char *e, const char *chars)
 	return s;
 }
 
-static void
+/*
+ * A line that starts a section (at s, after the '[') but cannot be
+ * read as one: the section it starts is broken (its keys must not fall
+ * into the section before), and inih gets "[]" for it.
+ */
+static enum line_fate
+header_fail(struct conf_load *ld, const char *s, const char *e,
+    const char *why)
+{
+	close_section(ld);
+	open_broken(ld, s, (size_t)(e - s), NULL);
+	load_fail(ld, ld->lineno, BM_EINVAL, "%s", why);
+	return LINE_HEADER;
+}
+
+static enum line_fate
 classify_header(struct conf_load *ld, const char *start, const char *e)
 {
 	const char	*end, *p;
 
 	end = find_chars_or_comment(start + 1, e, "]");
-	if (end == e || *end != ']') {
-		load_fail(ld, ld->lineno, BM_EINVAL,
+	if (end == e || *end != ']')
+		return header_fail(ld, start + 1, end,
 		    "section header without closing ']'");
-		return;
-	}
 	for (p = end + 1; p < e && isspace((unsigned char)*p); p++)
 		continue;
-	if (p < e && *p != ';' && *p != '#') {
-		load_fail(ld, ld->lineno, BM_EINVAL,
+	if (p < e && *p != ';' && *p != '#')
+		return header_fail(ld, start + 1, end,
 		    "unexpected text after ']' in section header");
-		return;
-	}
 	open_section(ld, start + 1, (size_t)(end - start - 1));
+	return ld->kind == SECT_BROKEN ? LINE_HEADER : LINE_KEEP;
 }
 
-static void
+static enum line_fate
 classify_key(struct conf_load *ld, const char *start, const char *e)
 {
 	const char	*end, *ke;
@@ -1298,7 +1510,7 @@ classify_key(struct conf_load *ld, const char *start, const char *e)
 	if (end == e || (*end != '=' && *end != ':')) {
 		load_fail(ld, ld->lineno, BM_EINVAL, "missing '=' "
 		    "(expected 'key = value', a [section] or a ; comment)");
-		return;
+		return LINE_BLANK;
 	}
 	for (ke = end; ke > start && isspace((unsigned char)ke[-1]); ke--)
 		continue;
@@ -1309,6 +1521,7 @@ classify_key(struct conf_load *ld, const char *start, const char *e)
 	ld->prev_key[n] = '\0';
 	ld->prev_line = ld->lineno;
 	ld->prev_name = true;
+	return LINE_KEEP;
 }
 
 /*
@@ -1316,7 +1529,7 @@ classify_key(struct conf_load *ld, const char *start, const char *e)
  * what inih leaves to us: section headers, continuation lines (refused)
  * and syntax errors.  Key lines reach conf_handler() through inih.
  */
-static void
+static enum line_fate
 classify_line(struct conf_load *ld, const char *line)
 {
 	const char	*start = line, *e;
@@ -1330,35 +1543,57 @@ classify_line(struct conf_load *ld, const char *line)
 	while (start < e && isspace((unsigned char)*start))
 		start++;
 	if (start == e || strchr(ini_start_comment_prefixes, *start) != NULL)
-		return;
+		return LINE_KEEP;
 	if (ini_allow_multiline && ld->prev_name && start > line) {
 		load_fail(ld, ld->lineno, BM_EINVAL, "indented line would "
 		    "continue key '%s' from line %u (continuation lines are "
 		    "not supported: remove the indentation)", ld->prev_key,
 		    ld->prev_line);
-		return;
+		return LINE_BLANK;
 	}
 	if (*start == '[')
-		classify_header(ld, start, e);
-	else
-		classify_key(ld, start, e);
+		return classify_header(ld, start, e);
+	return classify_key(ld, start, e);
+}
+
+/*
+ * A line that cannot be handed over (NUL byte, too long): an error of
+ * the section it is in, or of the broken one it starts.
+ */
+static enum line_fate
+line_fail(struct conf_load *ld, const char *p, size_t n, const char *why)
+{
+	const char	*e = p + n, *end;
+
+	while (p < e && isspace((unsigned char)*p))
+		p++;
+	if (p < e && *p == '[') {
+		if ((end = memchr(p + 1, ']', (size_t)(e - p - 1))) == NULL)
+			end = e;
+		return header_fail(ld, p + 1, end, why);
+	}
+	load_fail(ld, ld->lineno, BM_EINVAL, "%s", why);
+	return LINE_BLANK;
 }
 
 /*
  * inih's reader: hand over exactly one physical line of the file per
  * call, so that inih's line count is ours, after refusing lines that do
  * not fit in inih's buffer of num bytes (it would split them) and NUL
- * bytes (it would cut the line short).  NULL ends the parse: at the end
- * of the file or at the first error.
+ * bytes (it would cut the line short).  A line in error goes over blank
+ * (or as "[]", a section inih can start, for a header).  NULL ends the
+ * parse: at the end of the file, out of memory, or too many errors.
  */
 static char *
 conf_reader(char *str, int num, void *stream)
 {
 	struct conf_load	*ld = stream;
 	const char		*p, *nl;
+	char			 why[64];
 	size_t			 n, body;
+	enum line_fate		 fate;
 
-	if (ld->rc != 0 || ld->pos >= ld->len)
+	if (ld->rc != 0 || ld->pos >= ld->len || num < 4)
 		return NULL;
 	p = ld->buf + ld->pos;
 	nl = memchr(p, '\n', ld->len - ld->pos);
@@ -1370,21 +1605,24 @@ conf_reader(char *str, int num, void *stream)
 		body--;
 	if (body > 0 && p[body - 1] == '\r')
 		body--;
-	if (memchr(p, '\0', n) != NULL) {
-		load_fail(ld, ld->lineno, BM_EINVAL, "NUL byte in line");
-		return NULL;
+	if (memchr(p, '\0', n) != NULL)
+		fate = line_fail(ld, p, strnlen(p, body), "NUL byte in line");
+	else if (body > (size_t)num - 3) {
+		/* inih needs room for "\r\n\0" after the longest line. */
+		(void)snprintf(why, sizeof(why), "line longer than %d bytes",
+		    num - 3);
+		fate = line_fail(ld, p, body, why);
+	} else {
+		memcpy(str, p, n);
+		str[n] = '\0';
+		ld->line = p;
+		ld->line_len = body;
+		fate = classify_line(ld, str);
 	}
-	/* inih needs room for "\r\n\0" after the longest line. */
-	if (num < 4 || body > (size_t)num - 3) {
-		load_fail(ld, ld->lineno, BM_EINVAL, "line longer than %d "
-		    "bytes", num < 4 ? 0 : num - 3);
-		return NULL;
-	}
-	memcpy(str, p, n);
-	str[n] = '\0';
-	ld->line = p;
-	ld->line_len = body;
-	classify_line(ld, str);
+	if (fate == LINE_BLANK)
+		(void)snprintf(str, (size_t)num, "\n");
+	else if (fate == LINE_HEADER)
+		(void)snprintf(str, (size_t)num, "[]\n");
 	return ld->rc == 0 ? str : NULL;
 }
 
@@ -1403,12 +1641,12 @@ conf_global_key(struct conf_load *ld, const char *name, const char *value)
 	if ((k = key_index(global_keys, GK_COUNT, name)) < 0) {
 		load_fail(ld, ld->lineno, BM_EINVAL,
 		    "unknown key '%s' in section [global]", name);
-		return 0;
+		return 1;
 	}
 	if (ld->seen[k] != 0) {
 		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate key '%s' in "
 		    "section [global] (first on line %u)", name, ld->seen[k]);
-		return 0;
+		return 1;
 	}
 	ld->seen[k] = ld->lineno;
 	if (k == GK_STATE_DIR) {
@@ -1433,7 +1671,7 @@ conf_global_key(struct conf_load *ld, const char *name, const char *value)
 	if (rc != 0)
 		load_fail(ld, ld->lineno, rc, "%s",
 		    rc == BM_ENOMEM ? "out of memory" : why);
-	return rc == 0;
+	return 1;
 }
 
 /*
@@ -1507,27 +1745,28 @@ check_file_dest(struct conf_load *ld)
 	struct mirror_conf	*m = ld->cur, *o;
 	char			*a = NULL, *b = NULL;
 	size_t			 i;
+	bool			 bad = false;
 	int			 r;
 
 	if (m->dest[0] != '/') {
 		load_fail(ld, ld->lineno, BM_EINVAL, "dest must be an absolute "
 		    "path (got '%s'; a relative path would resolve against "
 		    "the working directory)", m->dest);
-		return;
+		goto drop;
 	}
 	if (dest_has_dotdot(m->dest)) {
 		load_fail(ld, ld->lineno, BM_EINVAL, "dest = %s: '..' "
 		    "components are not allowed (write the directory without "
 		    "them: they resolve differently across symlinks)",
 		    m->dest);
-		return;
+		goto drop;
 	}
 	if ((a = dest_canon(m->dest)) == NULL)
 		goto nomem;
 	if (strcmp(a, "/") == 0) {
 		load_fail(ld, ld->lineno, BM_EINVAL, "dest = %s: the root "
 		    "directory cannot be a mirror's destination", m->dest);
-		goto out;
+		goto drop;
 	}
 
 	/* The state directory (manifests) must not share the tree either. */
@@ -1539,33 +1778,42 @@ check_file_dest(struct conf_load *ld)
 			    "%s state_dir %s: the manifests must stay out of "
 			    "the mirror", m->dest, m->name, dest_rel_words[r],
 			    ld->c->state_dir);
-			goto out;
+			goto drop;
 		}
 		free(b);
 		b = NULL;
 	}
-	for (i = 0; i < ld->c->nmirrors && ld->rc == 0; i++) {
-		if ((o = ld->c->mirrors[i]) == m || o->dest == NULL)
+	/* A repeated section is not compared with its first. */
+	for (i = 0; i < ld->c->nmirrors; i++) {
+		if ((o = ld->c->mirrors[i]) == m || o == ld->owner ||
+		    o->dest == NULL)
 			continue;
 		if ((b = dest_canon(o->dest)) == NULL)
 			goto nomem;
-		if ((r = dest_relation_set(a, b)) != 0)
+		if ((r = dest_relation_set(a, b)) != 0) {
 			load_fail(ld, ld->lineno, BM_EINVAL, "dest %s of [%s] "
 			    "%s dest %s of [%s] (section on line %u): mirrors "
 			    "must not share or nest destinations", m->dest,
 			    m->name, dest_rel_words[r], o->dest, o->name, o->line);
+			bad = true;
+		}
 		free(b);
 		b = NULL;
 	}
-	if (ld->rc == 0) {
-		/* Used canonical from now on: "/srv/db/." is "/srv/db". */
-		free(m->dest);
-		m->dest = a;
-		a = NULL;
-	}
+	if (bad)
+		goto drop;
+	/* Used canonical from now on: "/srv/db/." is "/srv/db". */
+	free(m->dest);
+	m->dest = a;
+	a = NULL;
 	goto out;
 nomem:
-	load_fail(ld, ld->lineno, BM_ENOMEM, "out of memory");
+	ld->rc = BM_ENOMEM;
+	goto out;
+drop:
+	/* Compared with no later mirror; its line said what is wrong. */
+	free(m->dest);
+	m->dest = NULL;
 out:
 	free(a);
 	free(b);
@@ -1673,13 +1921,13 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 	if ((k = key_index(mirror_keys, MK_COUNT, name)) < 0) {
 		load_fail(ld, ld->lineno, BM_EINVAL,
 		    "unknown key '%s' in section [%s]", name, ld->cur->name);
-		return 0;
+		return 1;
 	}
 	if (k != MK_INCLUDE && k != MK_EXCLUDE && ld->seen[k] != 0) {
 		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate key '%s' in "
 		    "section [%s] (first on line %u)", name, ld->cur->name,
 		    ld->seen[k]);
-		return 0;
+		return 1;
 	}
 	ld->seen[k] = ld->lineno;
 	if ((k == MK_CA_FILE || k == MK_PASSWORD_FILE) && value[0] != '\0' &&
@@ -1687,13 +1935,13 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 		load_fail(ld, ld->lineno, BM_EINVAL, "%s must be an absolute "
 		    "path (got '%s'; a relative path would resolve against "
 		    "the working directory)", name, value);
-		return 0;
+		return 1;
 	}
 	if ((rc = mirror_conf_set(ld->cur, name, value, why,
 	    sizeof(why))) != 0) {
 		load_fail(ld, ld->lineno, rc, "%s",
 		    rc == BM_ENOMEM ? "out of memory" : why);
-		return 0;
+		return 1;
 	}
 	if (k == MK_DEST)
 		check_file_dest(ld);
@@ -1701,7 +1949,7 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 		check_post_sync_line(ld, value);
 	else if (k == MK_METRICS_FILE)
 		ld->cur->metrics_line = ld->lineno;
-	return ld->rc == 0;
+	return 1;
 }
 
 /*
@@ -1715,7 +1963,8 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 static void
 check_metrics_files(struct conf_load *ld)
 {
-	const struct mirror_conf *m, *o;
+	struct mirror_conf	*m;
+	const struct mirror_conf *o;
 	char		*a = NULL, *b = NULL;
 	size_t		 i, j;
 	int		 r;
@@ -1732,7 +1981,7 @@ check_metrics_files(struct conf_load *ld)
 				continue;
 			r = dest_relation_set(a, b);
 			if (r == 1 || r == 2 || r == 4)
-				load_fail(ld, m->metrics_line, BM_EINVAL,
+				mirror_fail(ld, m, m->metrics_line, BM_EINVAL,
 				    "metrics_file %s of [%s] is inside dest %s "
 				    "of [%s]%s: a sync would delete it or "
 				    "leave it behind", m->metrics_file,
@@ -1746,7 +1995,7 @@ check_metrics_files(struct conf_load *ld)
 				goto nomem;
 			r = dest_relation(a, b);
 			if (r == 1 || r == 2)
-				load_fail(ld, m->metrics_line, BM_EINVAL,
+				mirror_fail(ld, m, m->metrics_line, BM_EINVAL,
 				    "metrics_file %s of [%s] is inside "
 				    "state_dir %s: the state directory holds "
 				    "only biomirror's manifests and locks",
@@ -1761,7 +2010,7 @@ check_metrics_files(struct conf_load *ld)
 	return;
 nomem:
 	free(a);
-	load_fail(ld, ld->lineno, BM_ENOMEM, "out of memory");
+	ld->rc = BM_ENOMEM;
 }
 
 /* inih's handler: one key line, in the section conf_reader() saw. */
@@ -1773,17 +2022,18 @@ conf_handler(void *user, const char *section, const char *name,
 
 	(void)section;	/* inih truncates it; ld->kind is exact */
 	if (ld->rc != 0)
-		return 0;
+		return 1;
 	switch (ld->kind) {
 	case SECT_GLOBAL:
 		return conf_global_key(ld, name, value);
 	case SECT_MIRROR:
+	case SECT_BROKEN:
 		return conf_mirror_key(ld, name, value);
 	default:
 		load_fail(ld, ld->lineno, BM_EINVAL, "key '%s' outside any "
 		    "section (put it under [global] or a [mirror] section)",
 		    name);
-		return 0;
+		return 1;
 	}
 }
 
@@ -1814,23 +2064,23 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
 }
 
 /*
- * Read and validate the config file at path (borrowed) into a new struct
- * config (*ret, owned by the caller, free with config_free()).  Returns 0;
- * BM_ENOENT when the file cannot be opened ("FILE: strerror" in errbuf);
- * BM_EINVAL with "FILE:LINE: reason" in errbuf for the first error in the
- * file, or "FILE: reason" for a file that is not regular or over 1 MiB;
- * BM_EIO on a read error; BM_ENOMEM.  A file without mirrors is valid.
- * Beyond mirror_conf_check(), a file's mirrors must have absolute dest
- * paths that are not "/" and neither equal nor nest inside one another
- * (check_file_dest()); a metrics_file must lie outside every dest (and
- * DEST.biomirror) and the state directory (check_metrics_files()), and a
- * post_sync line must hold no inline comment (check_post_sync_line()).
- * Lines are limited to INI_MAX_LINE - 3 bytes (197 with Debian's inih),
- * not counting the line end.  Follows DESIGN.md "Config" and
- * docs/biomirror.conf.5.
+ * Read and check the config file at path (borrowed) into a new struct
+ * config (*ret, owned by the caller, free with config_free()), recording
+ * every error in it rather than stopping at the first (config.h).
+ * Returns 0; BM_ENOENT when the file cannot be opened ("FILE: strerror"
+ * in errbuf); BM_EINVAL with "FILE: reason" for a file that is not
+ * regular or over 1 MiB; BM_EIO on a read error; BM_ENOMEM.  A file
+ * without mirrors is valid.  Beyond mirror_conf_check(), a file's mirrors
+ * must have absolute dest paths that are not "/" and neither equal nor
+ * nest inside one another (check_file_dest()); a metrics_file must lie
+ * outside every dest (and DEST.biomirror) and the state directory
+ * (check_metrics_files()), and a post_sync line must hold no inline
+ * comment (check_post_sync_line()).  Lines are limited to INI_MAX_LINE -
+ * 3 bytes (197 with Debian's inih), not counting the line end.  Follows
+ * DESIGN.md "Config" and docs/biomirror.conf.5.
  */
 int
-config_load(const char *path, struct config **ret, char *errbuf,
+config_load_all(const char *path, struct config **ret, char *errbuf,
     size_t errlen)
 {
 	struct conf_load	 ld;
@@ -1851,25 +2101,48 @@ config_load(const char *path, struct config **ret, char *errbuf,
 	ld.buf = buf;
 	ld.len = len;
 	ld.c = c;
-	ld.errbuf = errbuf;
-	ld.errlen = errlen;
 	irc = ini_parse_stream(conf_reader, &ld, conf_handler, &ld);
 	/* inih's own verdict, in case it disagrees with our classifier. */
 	if (irc == -2)
-		load_fail(&ld, ld.lineno, BM_ENOMEM, "out of memory");
+		ld.rc = BM_ENOMEM;
 	else if (irc > 0)
-		load_fail(&ld, (unsigned)irc, BM_EINVAL, "syntax error");
+		load_record(&ld, NULL, true, (unsigned)irc, BM_EINVAL,
+		    "syntax error");
 	close_section(&ld);
-	if (ld.rc == 0)
-		check_metrics_files(&ld);
-	if ((rc = ld.rc) != 0)
+	check_metrics_files(&ld);
+	if (ld.rc == BM_ENOMEM)
 		goto out;
 	*ret = c;
 	c = NULL;
+	rc = 0;
 out:
 	if (rc == BM_ENOMEM)
 		(void)conf_fmt(errbuf, errlen, "%s: out of memory", path);
 	config_free(c);
 	free(buf);
 	return rc;
+}
+
+/*
+ * config_load_all(), and any error in the file fails the load: BM_EINVAL
+ * with the first one, "FILE:LINE: reason", in errbuf; *ret is then left
+ * alone.  Other returns as config_load_all().
+ */
+int
+config_load(const char *path, struct config **ret, char *errbuf,
+    size_t errlen)
+{
+	struct config	*c = NULL;
+	int		 rc;
+
+	if ((rc = config_load_all(path, &c, errbuf, errlen)) != 0)
+		return rc;
+	if (c->nerrors > 0) {
+		(void)conf_fmt(errbuf, errlen, "%s: %s", c->errors[0].where,
+		    c->errors[0].reason);
+		config_free(c);
+		return BM_EINVAL;
+	}
+	*ret = c;
+	return 0;
 }

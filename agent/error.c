@@ -25,6 +25,7 @@ bm_strerror(int rc)
 	case BM_EUNSAFE:	return "unsafe path";
 	case BM_EHTTP:		return "HTTP error";
 	case BM_EINTR:		return "interrupted";
+	case BM_ECORRUPT:	return "damaged manifest";
 	default:		return "unknown error";
 	}
 }

@@ -16,6 +16,7 @@
 static int	log_level;	/* -1 quiet .. 2 debug */
 static bool	log_journal;	/* JOURNAL_STREAM was set at log_init() */
 static bool	log_dirty;	/* a progress line is on the terminal */
+static char	log_last[512];	/* the last error line, for --json */
 
 void
 log_progress_drawn(bool drawn)
@@ -64,6 +65,16 @@ log_emit(int prio, int errnum, const char *fmt, va_list ap)
 		fprintf(stderr, "%s: %s\n", msg, strerror(errnum));
 	else
 		fprintf(stderr, "%s\n", msg);
+	/* Cut short when long: it only says what went wrong. */
+	if (prio <= 3 && snprintf(log_last, sizeof(log_last), "%s%s%s", raw,
+	    errnum ? ": " : "", errnum ? strerror(errnum) : "") < 0)
+		log_last[0] = '\0';
+}
+
+const char *
+log_last_error(void)
+{
+	return log_last;
 }
 
 void

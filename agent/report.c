@@ -24,7 +24,7 @@ result_new(const char *name)
 
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return NULL;
-	if ((r->mirror = strdup(name)) == NULL) {
+	if (name != NULL && (r->mirror = strdup(name)) == NULL) {
 		free(r);
 		return NULL;
 	}
@@ -132,6 +132,12 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	char	 hb[32];
 	double	 rate;
 
+	if (strcmp(r->status, "error") == 0) {
+		fprintf(fp, "%s: error: not run (%zu error%s)\n",
+		    r->mirror != NULL ? r->mirror : "config", r->nerrors,
+		    r->nerrors == 1 ? "" : "s");
+		return;
+	}
 	report_human_bytes(r->bytes, hb, sizeof(hb));
 	if (r->dry_run) {
 		fprintf(fp, "%s: plan %s: listed %lld, would fetch %lld (%s), "
@@ -340,15 +346,57 @@ actions_json(const struct mirror_result *r)
 	return arr;
 }
 
+/* The "errors" array of r.  NULL on ENOMEM. */
 static json_t *
-result_json(const struct mirror_result *r)
+errors_json(const struct mirror_result *r)
 {
-	json_t	*o, *errs, *e;
+	json_t	*errs, *e;
 	size_t	 i;
+
+	if ((errs = json_array()) == NULL)
+		return NULL;
+	for (i = 0; i < r->nerrors; i++) {
+		if ((e = json_object()) == NULL ||
+		    json_array_append_new(errs, e) != 0)
+			goto fail;
+		if (json_set_bytes(e, "path", r->errors[i].path) != 0 ||
+		    json_set_bytes(e, "op", r->errors[i].op) != 0 ||
+		    json_set_bytes(e, "reason", r->errors[i].reason) != 0)
+			goto fail;
+	}
+	return errs;
+fail:
+	json_decref(errs);
+	return NULL;
+}
+
+/* A mirror not run (status "error"): its name, if any, and the errors. */
+static json_t *
+error_json(const struct mirror_result *r)
+{
+	json_t	*o;
 
 	if ((o = json_object()) == NULL)
 		return NULL;
-	if ((errs = json_array()) == NULL)
+	if ((r->mirror != NULL && json_set_bytes(o, "mirror", r->mirror) != 0) ||
+	    json_object_set_new(o, "status", json_string(r->status)) != 0 ||
+	    json_object_set_new(o, "errors", errors_json(r)) != 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *
+report_result_json(const struct mirror_result *r)
+{
+	json_t	*o, *errs;
+
+	if (strcmp(r->status, "error") == 0)
+		return error_json(r);
+	if ((o = json_object()) == NULL)
+		return NULL;
+	if ((errs = errors_json(r)) == NULL)
 		goto fail;
 	if (json_set_bytes(o, "mirror", r->mirror) != 0 ||
 	    json_object_set_new(o, "run", json_integer(r->run)) ||
@@ -399,15 +447,6 @@ result_json(const struct mirror_result *r)
 	if (json_object_set_new(o, "post_sync", r->post_sync_status < 0 ?
 	    json_null() : json_integer(r->post_sync_status)) != 0)
 		goto fail;
-	for (i = 0; i < r->nerrors; i++) {
-		if ((e = json_object()) == NULL ||
-		    json_array_append_new(errs, e) != 0)
-			goto fail;
-		if (json_set_bytes(e, "path", r->errors[i].path) != 0 ||
-		    json_set_bytes(e, "op", r->errors[i].op) != 0 ||
-		    json_set_bytes(e, "reason", r->errors[i].reason) != 0)
-			goto fail;
-	}
 	return o;
 fail:
 	json_decref(o);
@@ -424,7 +463,7 @@ report_json(struct mirror_result *const *results, size_t n, FILE *fp)
 	if ((arr = json_array()) == NULL)
 		return BM_ENOMEM;
 	for (i = 0; i < n; i++) {
-		if ((o = result_json(results[i])) == NULL)
+		if ((o = report_result_json(results[i])) == NULL)
 			goto out;
 		if (json_array_append_new(arr, o) != 0)
 			goto out;

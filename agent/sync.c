@@ -87,6 +87,9 @@ struct run {
 	int		 digests_rc;	/* first error queueing them, 0 if none */
 	char		*password;	/* owned: FTP password (password_file),
 					   NULL if none; wiped when freed */
+	int		 state_fault;	/* BM_ECORRUPT: the manifest is
+					   damaged; BM_ENOSPC: the state
+					   directory is full; 0 */
 	char		 err[512];	/* first fatal reason */
 };
 
@@ -1179,6 +1182,28 @@ run_tcp_congestion(struct run *r, struct xfer_opts *xo)
 	    r->c->tcp_congestion);
 }
 
+/*
+ * resync --adopt on a damaged manifest (r->err says how): move it aside
+ * (kept, with its -wal and -shm) and start a new one, which the plan's
+ * adoptions fill from the files in the destination.  Returns as
+ * manifest_open(); r->err says why on failure.
+ */
+static int
+run_rebuild(struct run *r, const char *path)
+{
+	char	 kept[PATH_MAX];
+	int	 rc;
+
+	log_warnx("%s: %s: moving the damaged manifest aside and rebuilding "
+	    "it from the files in %s", r->c->name, r->err, r->c->dest);
+	if ((rc = manifest_set_aside(path, kept, sizeof(kept), r->err,
+	    sizeof(r->err))) != 0)
+		return rc;
+	log_info("%s: the damaged manifest is kept as %s", r->c->name, kept);
+	r->err[0] = '\0';
+	return manifest_open(path, true, &r->m, r->err, sizeof(r->err));
+}
+
 static int
 run_open(struct run *r)
 {
@@ -1210,20 +1235,14 @@ run_open(struct run *r)
 	/* Refused, or locked by another run: before the manifest is made. */
 	if ((rc = run_claim_dest(r, r->o->dry_run)) != 0)
 		return rc;
-	/*
-	 * A manifest of 0 bytes is one whose first run died before its
-	 * first commit, or one truncated since: either way it is started
-	 * afresh (nothing tracked, so nothing is deleted), and said so.
-	 */
-	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
-		log_warnx("%s: manifest %s is empty (0 bytes: a first run "
-		    "that died before its first commit, or a truncated "
-		    "file): starting a new one; files already in the "
-		    "destination are fetched again, earlier runs' history is "
-		    "gone", r->c->name, path);
-	if ((rc = manifest_open(path, true, &r->m, r->err,
-	    sizeof(r->err))) != 0)
+	rc = manifest_open(path, true, &r->m, r->err, sizeof(r->err));
+	if (rc == BM_ECORRUPT && r->o->adopt && !r->o->dry_run)
+		rc = run_rebuild(r, path);
+	if (rc != 0) {
+		if (rc == BM_ECORRUPT || rc == BM_ENOSPC)
+			r->state_fault = rc;
 		return rc == BM_ENOMEM ? rc : BM_EDB;
+	}
 	if (r->c->publish == PUBLISH_SET)
 		;	/* run_set_open, once the run id is known */
 	else if (!r->o->dry_run || stat(r->c->dest, &st) == 0) {
@@ -1245,6 +1264,8 @@ run_open(struct run *r)
 	xo.ftp.active = r->c->ftp_active;
 	xo.ftp.gridftp = true;	/* until FEAT says otherwise */
 	xo.ftp.mode_e = r->c->ftp_mode_e;
+	xo.ftp.streams = r->c->streams;
+	xo.udt_buffer = r->c->udt_buffer;
 	xo.ftp.user = r->c->user;
 	xo.ftp.password = r->password;
 	xo.connect_timeout = r->c->timeout;
@@ -2016,7 +2037,8 @@ run_execute(struct run *r)
 	so.source_url = r->c->source;
 	so.name = r->c->name;
 	so.concurrency = r->c->concurrency;
-	so.streams = r->c->streams;
+	/* MODE E: whole files, the streams are the engine's (Parallelism). */
+	so.streams = r->c->ftp_mode_e ? 1 : r->c->streams;
 	so.min_split = r->c->min_split;
 	so.progress = r->o->progress;
 	so.retries = r->c->retries;
@@ -2074,7 +2096,7 @@ run_status(struct run *r, int rc)
 	} else if (rc == BM_ELOCKED) {
 		res->status = "locked";
 		res->exit_code = 75;
-	} else if (rc == BM_EDB || rc == BM_EINVAL) {
+	} else if (rc == BM_EDB || rc == BM_EINVAL || rc == BM_ECORRUPT) {
 		res->status = "failed";
 		res->exit_code = 2;
 	} else if (rc == BM_EINTR) {
@@ -2696,9 +2718,144 @@ run_body(struct run *r)
 		else
 			rc = run_execute(r);
 		rc = run_set_finish(r, rc);
-	} else
+	} else {
+		/* resync --adopt: the published snapshot holds those files. */
+		rc = run_adopts(r);
 		log_info("%s: no change: nothing to publish", r->c->name);
+	}
 	return rc;
+}
+
+/* ' ' and the shell's special characters: a word that needs quotes. */
+static bool
+shell_unsafe(const char *s)
+{
+	return s[0] == '\0' || s[strcspn(s, " \t\n'\"\\$`!*?[]{}()<>|&;#~")] !=
+	    '\0';
+}
+
+/* Append " WORD" to buf (len bytes, used *n), single-quoted if need be. */
+static void
+cmd_word(char *buf, size_t len, size_t *n, const char *w)
+{
+	const char	*p;
+
+	if (*n + 2 >= len)
+		return;
+	buf[(*n)++] = ' ';
+	if (!shell_unsafe(w)) {
+		*n += (size_t)snprintf(buf + *n, len - *n, "%.*s",
+		    (int)(len - *n - 1), w);
+		return;
+	}
+	buf[(*n)++] = '\'';
+	for (p = w; *p != '\0' && *n + 5 < len; p++) {
+		if (*p == '\'') {
+			memcpy(buf + *n, "'\\''", 4);
+			*n += 4;
+		} else
+			buf[(*n)++] = *p;
+	}
+	buf[(*n)++] = '\'';
+	buf[*n] = '\0';
+}
+
+void
+sync_fault_msg(int fault, const char *why, const struct config *conf,
+    const char *state_dir, const char *name, const char *source,
+    const char *dest, char *buf, size_t len)
+{
+	const struct mirror_conf *m = NULL;
+	char		 cmd[2048], dflt[PATH_MAX];
+	const char	*sd = NULL;
+	size_t		 n = 0;
+
+	if (len == 0)
+		return;
+	if (fault == BM_ENOSPC) {
+		(void)snprintf(buf, len, "the state directory %s is full (%s): "
+		    "%s; free space on its file system (it holds the "
+		    "manifests, locks and run history) and run again",
+		    state_dir, why, source != NULL ? "nothing was synced or "
+		    "recorded" : "the run stopped (the next run records what "
+		    "this one could not)");
+		return;
+	}
+	(void)snprintf(cmd, sizeof(cmd), "biomirror");
+	n = strlen(cmd);
+	if (conf != NULL && conf->path != NULL) {
+		cmd_word(cmd, sizeof(cmd), &n, "-c");
+		cmd_word(cmd, sizeof(cmd), &n, conf->path);
+		sd = conf->state_dir;
+	}
+	if (sd == NULL && state_default_dir(dflt, sizeof(dflt)) == 0)
+		sd = dflt;
+	if (sd == NULL || strcmp(sd, state_dir) != 0) {
+		cmd_word(cmd, sizeof(cmd), &n, "--state-dir");
+		cmd_word(cmd, sizeof(cmd), &n, state_dir);
+	}
+	cmd_word(cmd, sizeof(cmd), &n, "resync");
+	if (conf != NULL)
+		m = config_find(conf, name);
+	if (m == NULL && strncmp(name, "adhoc-", 6) == 0) {
+		/* An ad-hoc mirror is named by its source and dest. */
+		cmd_word(cmd, sizeof(cmd), &n, "--source");
+		cmd_word(cmd, sizeof(cmd), &n, source ? source : "URL");
+		cmd_word(cmd, sizeof(cmd), &n, "--dest");
+		cmd_word(cmd, sizeof(cmd), &n, dest ? dest : "DIR");
+	} else
+		cmd_word(cmd, sizeof(cmd), &n, name);
+	cmd_word(cmd, sizeof(cmd), &n, "--adopt");
+	(void)snprintf(buf, len, "%s; the manifest is damaged: rebuild it "
+	    "from the files in the mirror, without fetching them again, with: "
+	    "%s (the damaged file is kept as %s.db.corrupt-TIMESTAMP)", why,
+	    cmd, name);
+}
+
+/*
+ * The state directory (dir) could not be prepared or locked (op; errno
+ * e): r->err says so, and a full disk is a state fault (run_fault).
+ */
+static void
+run_state_failed(struct run *r, int e, const char *dir, const char *op)
+{
+	bool	 full = e == ENOSPC || e == EDQUOT;
+
+	/* A full disk's message names the directory already. */
+	if (strcmp(op, "lock") == 0)
+		(void)snprintf(r->err, sizeof(r->err), "%s%slocks/%s.lock: %s",
+		    full ? "" : dir, full ? "" : "/", r->o->key, strerror(e));
+	else
+		(void)snprintf(r->err, sizeof(r->err), "%s: %s: %s", dir, op,
+		    strerror(e));
+	if (full)
+		r->state_fault = BM_ENOSPC;
+}
+
+/*
+ * A run that failed (rc) on its manifest or state directory: a damaged
+ * manifest or a full state disk (r->state_fault, or what the manifest's
+ * failures said) gets r->err rewritten to say what to do.  Returns the
+ * run's code: BM_ECORRUPT or BM_EDB for those (exit 2), else rc.
+ */
+static int
+run_fault(struct run *r, int rc)
+{
+	char	 why[sizeof(r->err)];
+	bool	 began = r->run > 0 && r->state_fault == 0;
+
+	if (rc == BM_EDB && r->state_fault == 0 && r->m != NULL)
+		r->state_fault = manifest_fault(r->m);
+	if (rc == 0 || r->state_fault == 0)
+		return rc;
+	/* The scheduler logged a failed commit itself; r->err is empty. */
+	(void)snprintf(why, sizeof(why), "%s", r->err[0] != '\0' || r->m ==
+	    NULL ? r->err : manifest_errmsg(r->m));
+	/* A full disk: source NULL says the run began (and stopped). */
+	sync_fault_msg(r->state_fault, why, r->o->conf, r->o->state_dir,
+	    r->o->key, began && r->state_fault == BM_ENOSPC ? NULL :
+	    r->c->source, r->c->dest, r->err, sizeof(r->err));
+	return r->state_fault == BM_ECORRUPT ? BM_ECORRUPT : BM_EDB;
 }
 
 int
@@ -2724,8 +2881,7 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 	if ((rc = run_check_overlap(&r)) != 0)
 		goto done;
 	if ((rc = state_prepare(o->state_dir)) != 0) {
-		(void)snprintf(r.err, sizeof(r.err), "%s: mkdir: %s",
-		    o->state_dir, strerror(errno));
+		run_state_failed(&r, errno, o->state_dir, "mkdir");
 		rc = BM_EINVAL;
 		goto done;
 	}
@@ -2740,13 +2896,13 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 			*ret = r.res;
 			return 0;
 		}
-		(void)snprintf(r.err, sizeof(r.err), "%s/locks/%s.lock: %s",
-		    o->state_dir, o->key, strerror(errno));
+		run_state_failed(&r, errno, o->state_dir, "lock");
 		rc = BM_EINVAL;
 		goto done;
 	}
 	rc = run_body(&r);
 done:
+	rc = run_fault(&r, rc);
 	run_status(&r, rc);
 	if (rc != 0 && r.err[0]) {
 		if (rc != BM_ELIMIT)
@@ -2917,6 +3073,8 @@ verify_body(struct run *r)
 		if (rc == BM_ENOENT)
 			(void)snprintf(r->err, sizeof(r->err), "no manifest "
 			    "yet (never synced)");
+		if (rc == BM_ECORRUPT || rc == BM_ENOSPC)
+			r->state_fault = rc;
 		return rc == BM_ENOMEM ? rc : BM_EDB;
 	}
 	if ((rc = verify_open_tree(r)) != 0)
@@ -2969,11 +3127,11 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 			*ret = r.res;
 			return 0;
 		}
-		(void)snprintf(r.err, sizeof(r.err), "%s/locks/%s.lock: %s",
-		    o->state_dir, o->key, strerror(errno));
+		run_state_failed(&r, errno, o->state_dir, "lock");
 		rc = BM_EINVAL;
 	} else
 		rc = verify_body(&r);
+	rc = run_fault(&r, rc);
 	run_status(&r, rc);
 	if (rc != 0 && r.err[0]) {
 		log_errx("%s: %s", c->name, r.err);

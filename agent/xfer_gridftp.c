@@ -28,11 +28,16 @@
 #include "biomirror/error.h"
 #include "biomirror/ftp_proto.h"
 #include "biomirror/listing.h"
+#include "biomirror/log.h"
+#include "biomirror/udt_shim.h"
 #include "biomirror/xfer_gridftp.h"
 
 #define GS_INBUF	(2 * FTP_REPLY_MAX) /* control replies held at once */
 #define GS_OUTBUF	4352		/* one command (a path of 4 KiB) */
 #define GS_DATABUF	(256 * 1024)	/* one read of the data connection */
+#define GS_STREAMS_MAX	64		/* data connections per session */
+#define GS_RANGES_MAX	65536		/* byte ranges of one file held apart */
+#define GS_UDT_TICK_MS	5		/* longest wait while UDT data may come */
 
 enum gs_state {
 	GS_CONNECTING,		/* TCP connect in progress */
@@ -48,7 +53,8 @@ enum gs_state {
 
 /* Login steps, sent in this order. */
 enum gs_step {
-	ST_USER, ST_PASS, ST_TYPE, ST_MODE, ST_DCAU, ST_OPTS, ST_PORT, ST_DONE
+	ST_USER, ST_PASS, ST_NETSTACK, ST_TYPE, ST_MODE, ST_DCAU, ST_OPTS,
+	ST_PORT, ST_DONE
 };
 
 /*
@@ -59,12 +65,39 @@ enum gs_jstep { JS_FEAT, JS_MDTM, JS_SIZE, JS_RETR };
 
 #define GS_FEAT_MAX	65536	/* bytes of FEAT reply kept, as libcurl's */
 
+/*
+ * One data connection of a session (the server opens up to the
+ * session's parallelism), TCP or UDT, and its block parser.
+ */
+struct gchan {
+	int		 fd;		/* TCP data connection, -1 if UDT */
+	udt_sock	*u;		/* owned: UDT data connection, NULL if TCP */
+	uint8_t		 hdr[GRIDFTP_HDRLEN];
+	size_t		 hdrlen;
+	uint64_t	 left;		/* payload bytes left in this block */
+	uint64_t	 boff;		/* file offset of the next payload byte */
+	bool		 payload;	/* this block's payload is file data */
+	bool		 eod;		/* EOD seen in this transfer */
+	bool		 close_after;	/* ... with CLOSE: the server closes it */
+};
+
+/* Byte ranges of the file in hand, [a, b), sorted, apart. */
+struct grange {
+	uint64_t	 a, b;
+};
+
 struct gsess {
 	struct gridftp	*g;
 	enum gs_state	 state;
 	enum gs_step	 step;
 	enum gs_jstep	 jstep;
-	int		 ctl, lfd, dfd;	/* control, listener, data; -1 none */
+	int		 ctl, lfd;	/* control, TCP listener; -1 none */
+	udt_sock	*ul;		/* owned: UDT listener, NULL if none */
+	bool		 udt;		/* data connections over UDT */
+	unsigned	 par;		/* data connections asked for (OPTS) */
+	struct gchan	*ch;		/* owned: nch data connections, room
+					   for GS_STREAMS_MAX */
+	size_t		 nch;
 	char		 in[GS_INBUF];
 	size_t		 inlen;
 	char		 out[GS_OUTBUF];
@@ -73,13 +106,12 @@ struct gsess {
 	char		*path;		/* owned: the job's decoded path */
 	int64_t		 deadline;	/* monotonic ns: connect or stall */
 	/* The transfer in progress. */
-	uint8_t		 hdr[GRIDFTP_HDRLEN];
-	size_t		 hdrlen;
-	uint64_t	 left;		/* payload bytes left in this block */
-	uint64_t	 boff;		/* file offset of the next payload byte */
-	bool		 payload;	/* this block's payload is file data */
-	bool		 eod, eof, done_reply, close_after;
+	bool		 eof, done_reply;
 	uint64_t	 eods;		/* EOD count announced by EOF */
+	uint64_t	 neod;		/* EODs seen */
+	struct grange	*rg;		/* owned: ranges received (streams > 1) */
+	size_t		 nrg, rgcap;
+	uint64_t	 inorder;	/* one stream: the next offset due */
 	struct gsess	*next;
 };
 
@@ -101,6 +133,12 @@ struct gridftp {
 					   and sessions pause after PASS */
 	bool		 logged_in;	/* a session of this engine logged in:
 					   a 530 from now on is a limit */
+	bool		 udt;		/* data over UDT (SITE SETNETSTACK udt);
+					   false once the server refused it */
+	bool		 udt_up;	/* udt_shim_startup() done */
+	bool		 bufs_warned;	/* a short UDP buffer was logged */
+	unsigned	 streams;	/* data connections per file asked for */
+	udt_poll	*up;		/* owned: UDT sockets of all sessions */
 	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
 	size_t		 active;	/* jobs queued or held */
 	uint8_t		*buf;		/* owned: GS_DATABUF bytes */
@@ -113,6 +151,7 @@ struct gridftp {
 static void	sess_fail(struct gsess *, int, enum xfer_class, const char *,
 		    ...) __attribute__((format(printf, 4, 5)));
 static void	sess_start(struct gsess *);
+static void	gridftp_free(struct gridftp *);
 
 int
 gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN], struct gridftp_block *ret)
@@ -229,6 +268,20 @@ gridftp_new(const struct xfer_opts *o, bool probe, struct gridftp **ret)
 	g->opts = *o;
 	g->cap = o->max_connections ? o->max_connections : 4;
 	g->probing = probe;
+	g->streams = o->ftp.streams == 0 ? 1 : o->ftp.streams >
+	    GS_STREAMS_MAX ? GS_STREAMS_MAX : o->ftp.streams;
+	if (o->net == XFER_NET_UDT) {
+		if (udt_shim_startup(NULL, 0) != 0) {
+			gridftp_free(g);
+			return BM_ENET;
+		}
+		g->udt_up = true;
+		if (udt_poll_new(&g->up, NULL, 0) != 0) {
+			gridftp_free(g);
+			return BM_ENET;
+		}
+		g->udt = true;
+	}
 	*ret = g;
 	return 0;
 }
@@ -318,13 +371,60 @@ queue_pop(struct gridftp *g)
 	return job;
 }
 
+/*
+ * Close data connection c of s; it stays in s->ch, marked by fd -1 and
+ * u NULL, until chan_sweep() (callers may be iterating s->ch).
+ */
+static void
+chan_kill(struct gsess *s, struct gchan *c)
+{
+	if (c->u != NULL) {
+		udt_poll_del(s->g->up, c->u);
+		udt_sock_close(c->u);
+		c->u = NULL;
+	}
+	close_fd(&c->fd);
+}
+
+static bool
+chan_live(const struct gchan *c)
+{
+	return c->fd != -1 || c->u != NULL;
+}
+
+/* Drop closed data connections from s->ch. */
+static void
+chan_sweep(struct gsess *s)
+{
+	size_t	 i, n = 0;
+
+	for (i = 0; i < s->nch; i++)
+		if (chan_live(&s->ch[i]))
+			s->ch[n++] = s->ch[i];
+	s->nch = n;
+}
+
 /* Close s's sockets; its job, if any, must have been finished. */
 static void
 sess_close(struct gsess *s)
 {
+	size_t	 i;
+
 	close_fd(&s->ctl);
 	close_fd(&s->lfd);
-	close_fd(&s->dfd);
+	for (i = 0; i < s->nch; i++)
+		chan_kill(s, &s->ch[i]);
+	s->nch = 0;
+	free(s->ch);
+	s->ch = NULL;
+	if (s->ul != NULL) {
+		udt_poll_del(s->g->up, s->ul);
+		udt_sock_close(s->ul);
+		s->ul = NULL;
+	}
+	free(s->rg);
+	s->rg = NULL;
+	s->nrg = s->rgcap = 0;
 	free(s->path);
 	s->path = NULL;
 	s->job = NULL;
@@ -425,6 +525,63 @@ stall_ns(const struct gridftp *g)
 	return (int64_t)stall_s(g) * 1000000000;
 }
 
+/*
+ * The receive buffers of a UDT listener: udt_buffer, or (0) the server's
+ * flow window (libudt's UDT_FC default, 25600 packets of 1500 bytes) or
+ * the bandwidth-delay product at 1 Gbit/s of the control connection's
+ * RTT (TCP_INFO), whichever is more, within 256 MiB.
+ */
+static size_t
+udt_bufsize(const struct gsess *s)
+{
+	struct tcp_info	 ti;
+	socklen_t	 tl = sizeof(ti);
+	uint64_t	 v = s->g->opts.udt_buffer, bdp;
+
+	if (v == 0) {
+		v = 25600ULL * 1500;
+		if (getsockopt(s->ctl, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) {
+			bdp = (uint64_t)ti.tcpi_rtt * 125;	/* 1 Gbit/s */
+			if (bdp > v)
+				v = bdp;
+		}
+		if (v > 256ULL << 20)
+			v = 256ULL << 20;
+	}
+	return v > INT32_MAX ? INT32_MAX : (size_t)v;
+}
+
+/*
+ * A UDT listener at *ss (port 0; its address back in *ss): the server
+ * connects its streams to it after SITE SETNETSTACK udt.  A UDP buffer
+ * granted below the size asked is logged once per engine, naming the
+ * sysctl that caps it.
+ */
+static int
+udt_listen(struct gsess *s, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	struct udt_bufs	 want, got;
+	char		 err[256];
+	int		 rc;
+
+	memset(&want, 0, sizeof(want));
+	want.udt_rcvbuf = want.udp_rcvbuf = udt_bufsize(s);
+	if ((rc = udt_sock_listen((struct sockaddr *)ss, *sl, &want, &s->ul,
+	    &got, err, sizeof(err))) != 0)
+		return rc;
+	if (got.udp_rcvbuf < want.udp_rcvbuf && !s->g->bufs_warned) {
+		s->g->bufs_warned = true;
+		log_warnx("%s: UDT: UDP receive buffer %zu bytes, %zu asked "
+		    "for (udt_buffer): raise net.core.rmem_max", s->g->host,
+		    got.udp_rcvbuf, want.udp_rcvbuf);
+	}
+	*sl = sizeof(*ss);
+	if ((rc = udt_sock_name(s->ul, (struct sockaddr *)ss, sl)) != 0 ||
+	    (rc = udt_poll_add(s->g->up, s->ul)) != 0)
+		return rc;
+	return 0;
+}
+
 /* Open a listening socket beside the control connection's local address
  * and queue its PORT (IPv4) or EPRT (IPv6, RFC 2428) command. */
 static int
@@ -443,14 +600,19 @@ sess_listen(struct gsess *s)
 		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
 	else
 		return BM_ENET;
-	s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0);
-	/* The data connection accepted on it inherits tcp_congestion. */
-	sock_congestion(s->g, s->lfd);
-	if (s->lfd == -1 || bind(s->lfd, (struct sockaddr *)&ss, sl) == -1 ||
-	    listen(s->lfd, 4) == -1 ||
-	    getsockname(s->lfd, (struct sockaddr *)&ss, &sl) == -1)
-		return BM_ENET;
+	if (s->udt) {
+		if (udt_listen(s, &ss, &sl) != 0)
+			return BM_ENET;
+	} else {
+		s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0);
+		/* The data connections accepted inherit tcp_congestion. */
+		sock_congestion(s->g, s->lfd);
+		if (s->lfd == -1 || bind(s->lfd, (struct sockaddr *)&ss,
+		    sl) == -1 || listen(s->lfd, GS_STREAMS_MAX) == -1 ||
+		    getsockname(s->lfd, (struct sockaddr *)&ss, &sl) == -1)
+			return BM_ENET;
+	}
 	if (ss.ss_family == AF_INET) {
 		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
 		uint32_t	 h = ntohl(in->sin_addr.s_addr);
@@ -492,7 +654,7 @@ sess_login_next(struct gsess *s)
 {
 	const struct xfer_opts *o = &s->g->opts;
 
-	if (s->step == ST_TYPE && s->job == NULL && s->g->probing) {
+	if (s->step == ST_NETSTACK && s->job == NULL && s->g->probing) {
 		s->state = GS_IDLE;
 		return 0;
 	}
@@ -503,6 +665,11 @@ sess_login_next(struct gsess *s)
 	case ST_PASS:
 		return sess_send(s, "PASS %s", o->ftp.password ?
 		    o->ftp.password : "ftp@example.com");
+	case ST_NETSTACK:
+		if (s->g->udt)
+			return sess_send(s, "SITE SETNETSTACK udt");
+		s->step = ST_TYPE;
+		/* FALLTHROUGH */
 	case ST_TYPE:
 		return sess_send(s, "TYPE I");
 	case ST_MODE:
@@ -510,7 +677,9 @@ sess_login_next(struct gsess *s)
 	case ST_DCAU:
 		return sess_send(s, "DCAU N");
 	case ST_OPTS:
-		return sess_send(s, "OPTS RETR Parallelism=1,1,1;");
+		s->par = s->g->streams;
+		return sess_send(s, "OPTS RETR Parallelism=%u,%u,%u;", s->par,
+		    s->par, s->par);
 	case ST_PORT:
 		return sess_listen(s);
 	case ST_DONE:
@@ -545,6 +714,25 @@ reply_text(const char *r, size_t n, char *buf, size_t len)
 	buf[o] = '\0';
 }
 
+/* A new transfer on s's data connections. */
+static void
+sess_xfer_reset(struct gsess *s)
+{
+	struct gchan	*c;
+	size_t		 i;
+
+	for (i = 0; i < s->nch; i++) {
+		c = &s->ch[i];
+		c->hdrlen = 0;
+		c->left = c->boff = 0;
+		c->payload = c->eod = c->close_after = false;
+	}
+	s->eof = s->done_reply = false;
+	s->eods = s->neod = 0;
+	s->nrg = 0;
+	s->inorder = 0;
+}
+
 /* Send the job's next command (MDTM, SIZE, RETR), skipping those not
  * needed. */
 static int
@@ -577,11 +765,7 @@ sess_job_next(struct gsess *s)
 		break;
 	}
 	s->state = GS_RETR;
-	s->hdrlen = 0;
-	s->left = 0;
-	s->boff = 0;
-	s->eod = s->eof = s->done_reply = s->close_after = false;
-	s->eods = 0;
+	sess_xfer_reset(s);
 	if (j->kind == XFER_JOB_PAGE)
 		/* RFC 3659 7.1: no argument lists the current directory. */
 		return s->path[0] == '\0' ? sess_send(s, "MLSD") :
@@ -650,27 +834,51 @@ sess_job_done(struct gsess *s)
 {
 	struct xfer_job	*j = s->job;
 	struct xfer_result *res = &j->res;
+	size_t		 i;
 
-	if (!s->eof) {
-		/*
-		 * EOD on our one data connection and the final reply, but no
-		 * EOF: none can come now (GFD.20 3.4.1: the sender sends EOF
-		 * once, before or with its last EOD).
-		 */
-		sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: end of data "
-		    "without EOF");
-		return;
-	}
 	if (res->size >= 0 && (uint64_t)res->size != res->bytes) {
 		sess_fail(s, BM_ECHECKSUM, XFER_RETRY, "got %llu bytes, SIZE "
 		    "said %lld", (unsigned long long)res->bytes,
 		    (long long)res->size);
 		return;
 	}
+	/* XXX: sched/report do not show it per file yet. */
+	j->res.net = s->udt ? XFER_NET_UDT : XFER_NET_TCP;
 	job_end(s->g, j, 0, XFER_OK, "%s", "");
-	if (s->close_after)
-		close_fd(&s->dfd);	/* the server opens a new one */
+	for (i = 0; i < s->nch; i++)
+		if (s->ch[i].close_after)
+			chan_kill(s, &s->ch[i]); /* the server opens a new one */
 	sess_next(s);
+}
+
+/*
+ * Whether the transfer in hand is complete: EOF seen, as many EODs as it
+ * announced, no block part-read, and the final reply; then it ends.
+ * EODs on every connection and the final reply without EOF: none can
+ * come now (GFD.20 3.4.1: the sender sends EOF once, before or with its
+ * last EOD).
+ */
+static void
+sess_check_end(struct gsess *s)
+{
+	size_t	 i;
+	bool	 all_eod = true;
+
+	if (s->state == GS_DEAD || s->job == NULL || !s->done_reply)
+		return;
+	for (i = 0; i < s->nch; i++) {
+		if (!chan_live(&s->ch[i]) && !s->ch[i].eod)
+			continue;
+		if (s->ch[i].left > 0 || s->ch[i].hdrlen > 0)
+			return;
+		if (!s->ch[i].eod)
+			all_eod = false;
+	}
+	if (s->eof && s->neod >= s->eods)
+		sess_job_done(s);
+	else if (!s->eof && all_eod && s->neod > 0)
+		sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: end of data "
+		    "without EOF");
 }
 
 /*
@@ -745,6 +953,15 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		} else if (s->step == ST_PASS && code / 100 != 2) {
 			sess_fail(s, BM_ENET, XFER_RETRY, "login: %s", text);
 			return;
+		} else if (s->step == ST_NETSTACK) {
+			/* Refused (not whitelisted): TCP, said once. */
+			if (code / 100 == 2)
+				s->udt = true;
+			else if (s->g->udt) {
+				s->g->udt = false;
+				log_warnx("%s: SITE SETNETSTACK udt refused (%s): "
+				    "data over TCP", s->g->host, text);
+			}
 		} else if (s->step != ST_USER && code / 100 != 2) {
 			/*
 			 * TYPE I, MODE E, DCAU N, OPTS or PORT refused: no
@@ -834,8 +1051,7 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		}
 		s->state = GS_XFER;
 		s->done_reply = true;
-		if (s->eod && s->left == 0)
-			sess_job_done(s);
+		sess_check_end(s);
 		return;
 	default:
 		/* A reply nobody asked for (421 on an idle session). */
@@ -907,175 +1123,307 @@ sess_read_ctl(struct gsess *s)
 	}
 }
 
-/* Accept the server's data connection, from its address only. */
+/* Is a the control connection's peer (the same IP)? */
+static bool
+same_peer(const struct gsess *s, const struct sockaddr_storage *a)
+{
+	struct sockaddr_storage b;
+	socklen_t	 bl = sizeof(b);
+
+	if (getpeername(s->ctl, (struct sockaddr *)&b, &bl) != 0 ||
+	    a->ss_family != b.ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		    ((struct sockaddr_in *)&b)->sin_addr.s_addr;
+	return a->ss_family == AF_INET6 && memcmp(
+	    &((const struct sockaddr_in6 *)a)->sin6_addr,
+	    &((struct sockaddr_in6 *)&b)->sin6_addr, 16) == 0;
+}
+
+/* A new data connection of s (fd or u), its parser reset. */
+static void
+chan_add(struct gsess *s, int fd, udt_sock *u)
+{
+	struct gchan	*c = &s->ch[s->nch++];
+
+	memset(c, 0, sizeof(*c));
+	c->fd = fd;
+	c->u = u;
+	if (u != NULL && udt_poll_add(s->g->up, u) != 0)
+		chan_kill(s, c);	/* read each pass all the same */
+}
+
+/*
+ * Accept the server's data connections, from its address only, up to
+ * the parallelism asked for: TCP on s->lfd, UDT on s->ul.
+ */
 static void
 sess_accept(struct gsess *s)
 {
-	struct sockaddr_storage a, b;
-	socklen_t	 al = sizeof(a), bl = sizeof(b);
+	struct sockaddr_storage a;
+	socklen_t	 al = sizeof(a);
+	udt_sock	*u;
 	int		 fd;
-	bool		 same;
 
-	while ((fd = accept4(s->lfd, (struct sockaddr *)&a, &al,
-	    SOCK_NONBLOCK | SOCK_CLOEXEC)) != -1) {
-		same = getpeername(s->ctl, (struct sockaddr *)&b, &bl) == 0 &&
-		    a.ss_family == b.ss_family && (a.ss_family == AF_INET ?
-		    ((struct sockaddr_in *)&a)->sin_addr.s_addr ==
-		    ((struct sockaddr_in *)&b)->sin_addr.s_addr :
-		    memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr,
-		    &((struct sockaddr_in6 *)&b)->sin6_addr, 16) == 0);
-		if (!same || s->dfd != -1) {
-			/* Not the server, or a second one: never read. */
+	while (s->lfd != -1 && (fd = accept4(s->lfd, (struct sockaddr *)&a,
+	    &al, SOCK_NONBLOCK | SOCK_CLOEXEC)) != -1) {
+		/* Not the server, or one too many: never read. */
+		if (!same_peer(s, &a) || s->nch >= s->par)
 			(void)close(fd);
-		} else
-			s->dfd = fd;
+		else
+			chan_add(s, fd, NULL);
 		al = sizeof(a);
-		bl = sizeof(b);
+	}
+	while (s->ul != NULL && udt_sock_accept(s->ul, &u, (struct sockaddr *)
+	    &a, &al, NULL, 0) == 0) {
+		if (!same_peer(s, &a) || s->nch >= s->par)
+			udt_sock_close(u);
+		else
+			chan_add(s, -1, u);
+		al = sizeof(a);
 	}
 }
 
-/* Deliver n payload bytes at p to the job's sink. */
+/*
+ * Record [a, b) of the file as received (more than one stream: blocks
+ * come in any order, but never twice).  0, BM_EPROTO for an overlap,
+ * BM_ELIMIT past GS_RANGES_MAX ranges apart, BM_ENOMEM.
+ */
 static int
-sess_payload(struct gsess *s, const uint8_t *p, size_t n)
+range_add(struct gsess *s, uint64_t a, uint64_t b)
+{
+	struct grange	*v;
+	size_t		 lo = 0, hi = s->nrg, mid;
+
+	while (lo < hi) {		/* first range ending after a */
+		mid = (lo + hi) / 2;
+		if (s->rg[mid].b <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < s->nrg && s->rg[lo].a < b)
+		return BM_EPROTO;
+	if (lo > 0 && s->rg[lo - 1].b == a) {
+		s->rg[lo - 1].b = b;
+		if (lo < s->nrg && s->rg[lo].a == b) {
+			s->rg[lo - 1].b = s->rg[lo].b;
+			memmove(&s->rg[lo], &s->rg[lo + 1], (s->nrg - lo - 1) *
+			    sizeof(*s->rg));
+			s->nrg--;
+		}
+		return 0;
+	}
+	if (lo < s->nrg && s->rg[lo].a == b) {
+		s->rg[lo].a = a;
+		return 0;
+	}
+	if (s->nrg == s->rgcap) {
+		if (s->rgcap >= GS_RANGES_MAX)
+			return BM_ELIMIT;
+		if ((v = reallocarray(s->rg, s->rgcap ? s->rgcap * 2 : 64,
+		    sizeof(*v))) == NULL)
+			return BM_ENOMEM;
+		s->rg = v;
+		s->rgcap = s->rgcap ? s->rgcap * 2 : 64;
+	}
+	memmove(&s->rg[lo + 1], &s->rg[lo], (s->nrg - lo) * sizeof(*s->rg));
+	s->rg[lo].a = a;
+	s->rg[lo].b = b;
+	s->nrg++;
+	return 0;
+}
+
+/* Deliver n payload bytes at p of connection c to the job's sink. */
+static int
+sess_payload(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 {
 	struct xfer_job	*j = s->job;
 	uint64_t	 b = j->res.bytes;
 	int		 rc;
 
 	if (b + n < b || (j->max_size && b + n > j->max_size) ||
-	    (j->expect_size >= 0 && b + n > (uint64_t)j->expect_size)) {
+	    (j->expect_size >= 0 && (b + n > (uint64_t)j->expect_size ||
+	    c->boff + n > (uint64_t)j->expect_size))) {
 		sess_fail(s, BM_ELIMIT, XFER_PERMANENT, "body larger than the "
 		    "expected size");
 		return BM_ELIMIT;
 	}
-	if ((rc = j->sink(j->sink_arg, s->boff, p, n)) != 0) {
+	if ((rc = j->sink(j->sink_arg, c->boff, p, n)) != 0) {
 		sess_fail(s, rc, rc == BM_ECHANGED ? XFER_CHANGED :
 		    XFER_PERMANENT, "%s", bm_strerror(rc));
 		return rc;
 	}
 	j->res.bytes += n;
-	s->boff += n;
-	s->left -= n;
+	c->boff += n;
+	c->left -= n;
 	return 0;
 }
 
-/* Parse n bytes of the data connection at p: headers and payload. */
+/*
+ * A block header of connection c: its offset checked (one stream: in
+ * order, as it comes; more: no byte twice), EOF's EOD count against the
+ * parallelism asked for.  0, or s failed.
+ */
+static int
+chan_block(struct gsess *s, struct gchan *c, const struct gridftp_block *b)
+{
+	int	 rc;
+
+	if (b->desc & GRIDFTP_D_EOF) {
+		s->eof = true;
+		s->eods = b->offset;
+		if (s->eods > s->par) {
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: %llu data "
+			    "connections announced, %u asked for",
+			    (unsigned long long)s->eods, s->par);
+			return -1;
+		}
+		if (b->count > 0) {
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: an EOF "
+			    "block with data");
+			return -1;
+		}
+	}
+	c->payload = !(b->desc & GRIDFTP_D_RESTART);
+	if (c->payload && b->count > 0 && !(b->desc & GRIDFTP_D_EOF)) {
+		if (s->par <= 1 && b->offset != s->inorder) {
+			/* One stream comes in order; a gap is no file. */
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E block at "
+			    "offset %llu, expected %llu", (unsigned long long)
+			    b->offset, (unsigned long long)s->inorder);
+			return -1;
+		}
+		if (s->par > 1 && (b->offset + b->count < b->offset ||
+		    (rc = range_add(s, b->offset, b->offset + b->count)) !=
+		    0)) {
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E block at "
+			    "offset %llu: bytes sent twice",
+			    (unsigned long long)b->offset);
+			return -1;
+		}
+		c->boff = b->offset;
+		s->inorder = b->offset + b->count;
+	}
+	c->left = b->count;
+	if (b->desc & GRIDFTP_D_EOD) {
+		c->eod = true;
+		s->neod++;
+		c->close_after = (b->desc & GRIDFTP_D_CLOSE) != 0;
+	}
+	return 0;
+}
+
+/* Parse n bytes of data connection c at p: headers and payload. */
 static void
-sess_data(struct gsess *s, const uint8_t *p, size_t n)
+sess_data(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 {
 	struct gridftp_block b;
 	size_t		 k;
 
 	while (n > 0 && s->state != GS_DEAD) {
-		if (s->job == NULL || (s->eod && s->left == 0)) {
+		if (s->job == NULL || (c->eod && c->left == 0)) {
 			sess_fail(s, BM_EPROTO, XFER_RETRY, "data after the "
 			    "end of a file");
 			return;
 		}
-		if (s->left > 0) {
-			k = n < s->left ? n : (size_t)s->left;
-			if (s->payload) {
-				if (sess_payload(s, p, k) != 0)
+		if (c->left > 0) {
+			k = n < c->left ? n : (size_t)c->left;
+			if (c->payload) {
+				if (sess_payload(s, c, p, k) != 0)
 					return;
 			} else
-				s->left -= k;
+				c->left -= k;
 			p += k;
 			n -= k;
 			continue;
 		}
-		k = GRIDFTP_HDRLEN - s->hdrlen;
+		k = GRIDFTP_HDRLEN - c->hdrlen;
 		if (k > n)
 			k = n;
-		memcpy(s->hdr + s->hdrlen, p, k);
-		s->hdrlen += k;
+		memcpy(c->hdr + c->hdrlen, p, k);
+		c->hdrlen += k;
 		p += k;
 		n -= k;
-		if (s->hdrlen < GRIDFTP_HDRLEN)
+		if (c->hdrlen < GRIDFTP_HDRLEN)
 			return;
-		s->hdrlen = 0;
-		if (gridftp_block_parse(s->hdr, &b) != 0) {
+		c->hdrlen = 0;
+		if (gridftp_block_parse(c->hdr, &b) != 0) {
 			sess_fail(s, BM_EPROTO, XFER_RETRY, "bad MODE E block "
-			    "header (descriptor 0x%02x)", s->hdr[0]);
+			    "header (descriptor 0x%02x)", c->hdr[0]);
 			return;
 		}
-		if (b.desc & GRIDFTP_D_EOF) {
-			s->eof = true;
-			s->eods = b.offset;
-			if (s->eods != 1) {
-				/* We asked for one stream (Parallelism=1). */
-				sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: "
-				    "%llu data connections announced, 1 asked "
-				    "for", (unsigned long long)s->eods);
-				return;
-			}
-		}
-		s->payload = !(b.desc & GRIDFTP_D_RESTART);
-		if ((b.desc & GRIDFTP_D_EOF) && b.count > 0) {
-			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E: an EOF "
-			    "block with data");
+		if (chan_block(s, c, &b) != 0)
 			return;
-		}
-		if (s->payload && b.count > 0 && b.offset != s->boff &&
-		    !(b.desc & GRIDFTP_D_EOF)) {
-			/* One stream comes in order; a gap is no file. */
-			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E block at "
-			    "offset %llu, expected %llu", (unsigned long long)
-			    b.offset, (unsigned long long)s->boff);
-			return;
-		}
-		s->left = b.count;
-		if (b.desc & GRIDFTP_D_EOD) {
-			s->eod = true;
-			s->close_after = (b.desc & GRIDFTP_D_CLOSE) != 0;
-		}
 	}
-	if (s->state != GS_DEAD && s->eod && s->left == 0 && s->done_reply)
-		sess_job_done(s);
-}
-
-/* Read the data connection while a transfer runs. */
-static void
-sess_read_data(struct gsess *s)
-{
-	ssize_t	 r;
-
-	while (s->state == GS_XFER || s->state == GS_RETR) {
-		r = recv(s->dfd, s->g->buf, GS_DATABUF, 0);
-		if (r == -1 && (errno == EAGAIN || errno == EINTR))
-			return;
-		if (r <= 0) {
-			if (s->eod && s->left == 0 && s->close_after) {
-				close_fd(&s->dfd);
-				return;
-			}
-			sess_fail(s, BM_ENET, XFER_RETRY, "data connection %s "
-			    "before the end of the file%s%s", r == 0 ?
-			    "closed" : "failed", r == 0 ? "" : ": ", r == 0 ?
-			    "" : strerror(errno));
-			return;
-		}
-		s->deadline = clock_mono_ns() + stall_ns(s->g);
-		sess_data(s, s->g->buf, (size_t)r);
-	}
+	sess_check_end(s);
 }
 
 /*
- * The data connection of a session between transfers: the server may
- * close it (a new one comes with the next RETR); bytes between files are
- * no file.
+ * One read of data connection c: bytes (> 0), 0 when none are there, or
+ * -1 when it closed ("closed") or failed ("failed: reason" in why).
+ */
+static long
+chan_recv(struct gsess *s, struct gchan *c, char *why, size_t whylen)
+{
+	char	 err[128];
+	ssize_t	 r;
+	long	 n;
+
+	if (c->u != NULL) {
+		if ((n = udt_sock_recv(c->u, s->g->buf, GS_DATABUF, err,
+		    sizeof(err))) >= 0)
+			return n;
+		(void)snprintf(why, whylen, "failed: %s", err);
+		return -1;
+	}
+	r = recv(c->fd, s->g->buf, GS_DATABUF, 0);
+	if (r == -1 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (r <= 0) {
+		(void)snprintf(why, whylen, "%s%s", r == 0 ? "closed" :
+		    "failed: ", r == 0 ? "" : strerror(errno));
+		return -1;
+	}
+	return (long)r;
+}
+
+/*
+ * Read data connection c while it has bytes.  During a transfer: its
+ * blocks; a close after its EOD is the server's (CLOSE, or a connection
+ * it does not keep); before it is a cut file.  Between transfers (idle,
+ * logging in, MDTM or SIZE asked): bytes are no file; a close is the
+ * server's choice (a new connection comes with the next RETR).
  */
 static void
-sess_idle_data(struct gsess *s)
+chan_read(struct gsess *s, struct gchan *c)
 {
-	ssize_t	 r;
+	char	 why[200];
+	long	 r;
+	bool	 xfer;
 
-	r = recv(s->dfd, s->g->buf, GS_DATABUF, 0);
-	if (r == 0)
-		close_fd(&s->dfd);
-	else if (r > 0)
-		sess_fail(s, BM_EPROTO, XFER_RETRY, "data between files");
-	else if (errno != EAGAIN && errno != EINTR)
-		close_fd(&s->dfd);
+	while (s->state != GS_DEAD && chan_live(c)) {
+		xfer = s->state == GS_XFER || s->state == GS_RETR;
+		if ((r = chan_recv(s, c, why, sizeof(why))) == 0)
+			return;
+		if (r < 0) {
+			if (!xfer || (c->eod && c->left == 0))
+				chan_kill(s, c);
+			else
+				sess_fail(s, BM_ENET, XFER_RETRY, "data "
+				    "connection %s before the end of the "
+				    "file", why);
+			return;
+		}
+		if (!xfer) {
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "data between "
+			    "files");
+			return;
+		}
+		s->deadline = clock_mono_ns() + stall_ns(s->g);
+		sess_data(s, c, s->g->buf, (size_t)r);
+	}
 }
 
 /* Start a new session (connect in progress). */
@@ -1089,11 +1437,17 @@ sess_open(struct gridftp *g)
 		return rc;
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return BM_ENOMEM;
+	if ((s->ch = calloc(g->streams, sizeof(*s->ch))) == NULL) {
+		free(s);
+		return BM_ENOMEM;
+	}
 	s->g = g;
-	s->lfd = s->dfd = -1;
+	s->lfd = -1;
+	s->par = g->streams;
 	s->ctl = socket(g->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0);
 	if (s->ctl == -1) {
+		free(s->ch);
 		free(s);
 		return BM_ENET;
 	}
@@ -1157,7 +1511,7 @@ gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
     int *ret_timeout_ms)
 {
 	struct gsess	*s;
-	size_t		 n = 0;
+	size_t		 n = 0, i;
 	int64_t		 now = clock_mono_ns(), ms;
 
 	for (s = g->sess; s != NULL; s = s->next) {
@@ -1170,16 +1524,17 @@ gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
 				fds[n].events |= POLLOUT;
 			fds[n++].revents = 0;
 		}
-		if (s->lfd != -1 && s->dfd == -1 && n < max) {
+		if (s->lfd != -1 && s->nch < s->par && n < max) {
 			fds[n].fd = s->lfd;
 			fds[n].events = POLLIN;
 			fds[n++].revents = 0;
 		}
-		if (s->dfd != -1 && n < max) {
-			fds[n].fd = s->dfd;
-			fds[n].events = POLLIN;
-			fds[n++].revents = 0;
-		}
+		for (i = 0; i < s->nch && n < max; i++)
+			if (s->ch[i].fd != -1) {
+				fds[n].fd = s->ch[i].fd;
+				fds[n].events = POLLIN;
+				fds[n++].revents = 0;
+			}
 		if (s->state == GS_IDLE)
 			continue;
 		ms = (s->deadline - now) / 1000000 + 1;
@@ -1197,6 +1552,7 @@ sess_step(struct gsess *s, int64_t now)
 {
 	int	 err = 0, rc;
 	socklen_t el = sizeof(err);
+	size_t	 i;
 
 	if (s->state == GS_CONNECTING) {
 		struct pollfd pf = { .fd = s->ctl, .events = POLLOUT };
@@ -1214,14 +1570,12 @@ sess_step(struct gsess *s, int64_t now)
 	}
 	if (s->state != GS_CONNECTING && s->state != GS_DEAD)
 		sess_read_ctl(s);
-	if (s->state != GS_DEAD && s->lfd != -1 && s->dfd == -1)
+	if (s->state != GS_DEAD)
 		sess_accept(s);
-	/* Between transfers (idle, logging in, MDTM or SIZE asked). */
-	if (s->dfd != -1 && s->state != GS_RETR && s->state != GS_XFER &&
-	    s->state != GS_DEAD)
-		sess_idle_data(s);
-	if (s->state != GS_DEAD && s->dfd != -1)
-		sess_read_data(s);
+	for (i = 0; s->state != GS_DEAD && i < s->nch; i++)
+		chan_read(s, &s->ch[i]);
+	if (s->state != GS_DEAD)
+		chan_sweep(s);
 	if (s->state != GS_DEAD && s->state != GS_CONNECTING &&
 	    (rc = sess_flush(s)) != 0) {
 		sess_fail(s, rc, XFER_RETRY, "control connection: %s",
@@ -1232,6 +1586,19 @@ sess_step(struct gsess *s, int64_t now)
 		sess_fail(s, BM_ENET, XFER_RETRY, s->state == GS_CONNECTING ?
 		    "connect: timed out" : "stalled: no data for %u s",
 		    stall_s(s->g));
+}
+
+/* Does a session hold UDT sockets (a listener or data connections)? */
+static bool
+gridftp_udt_busy(const struct gridftp *g)
+{
+	const struct gsess *s;
+
+	for (s = g->sess; s != NULL; s = s->next)
+		if (s->state != GS_DEAD && s->udt && (s->ul != NULL ||
+		    s->nch > 0))
+			return true;
+	return false;
 }
 
 /* Sessions open or opening. */
@@ -1245,14 +1612,20 @@ gridftp_sessions(const struct gridftp *g)
 static bool
 sess_ready(const struct gsess *s, const struct pollfd *ready, size_t nready)
 {
-	size_t	 i;
+	size_t	 i, k;
 
-	if (ready == NULL)
+	/* UDT sockets are no fds: a session with any is always stepped. */
+	if (ready == NULL || s->udt)
 		return true;
-	for (i = 0; i < nready; i++)
-		if (ready[i].revents != 0 && (ready[i].fd == s->ctl ||
-		    ready[i].fd == s->lfd || ready[i].fd == s->dfd))
+	for (i = 0; i < nready; i++) {
+		if (ready[i].revents == 0)
+			continue;
+		if (ready[i].fd == s->ctl || ready[i].fd == s->lfd)
 			return true;
+		for (k = 0; k < s->nch; k++)
+			if (ready[i].fd == s->ch[k].fd)
+				return true;
+	}
 	return false;
 }
 
@@ -1430,6 +1803,9 @@ gridftp_free(struct gridftp *g)
 	}
 	free(g->finished);
 	free(g->buf);
+	udt_poll_free(g->up);
+	if (g->udt_up)
+		udt_shim_cleanup();
 	free(g);
 }
 
@@ -1439,12 +1815,11 @@ struct gridftp_xfer {
 	struct xfer	*below;		/* owned: stream mode (libcurl) */
 };
 
-/* Plain ftp:// over TCP with ftp_mode = extended. */
+/* Plain ftp:// with ftp_mode = extended, data over TCP or UDT. */
 static bool
 gx_handles(const char *url, const struct xfer_opts *o)
 {
-	return o->net == XFER_NET_TCP && o->ftp.mode_e &&
-	    strncasecmp(url, "ftp://", 6) == 0;
+	return o->ftp.mode_e && strncasecmp(url, "ftp://", 6) == 0;
 }
 
 static void
@@ -1463,12 +1838,16 @@ gx_close(void *impl)
 static int
 gx_open(const struct xfer_opts *o, const char *url, void **ret)
 {
+	struct xfer_opts bo;
 	struct gridftp_xfer *gx;
 	int		 rc;
 
 	if ((gx = calloc(1, sizeof(*gx))) == NULL)
 		return BM_ENOMEM;
-	if ((rc = xfer_open_below(&xfer_gridftp_ops, url, o,
+	/* Stream mode, validators and resumes below: TCP (libcurl). */
+	bo = *o;
+	bo.net = XFER_NET_TCP;
+	if ((rc = xfer_open_below(&xfer_gridftp_ops, url, &bo,
 	    &gx->below)) != 0 || (rc = gridftp_new(o, true, &gx->g)) != 0) {
 		gx_close(gx);
 		return rc;
@@ -1509,6 +1888,22 @@ gx_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
 	    &gn);
 	w.fds = pfd;
 	w.nfds = gridftp_fds(gx->g, pfd, XFER_WAIT_MAX, &timeout_ms);
+	/*
+	 * UDT sockets are no fds, so the poll below cannot wait on them:
+	 * none waits when the shim's epoll says one is readable, else at
+	 * most GS_UDT_TICK_MS.  XXX: a wakeup fd fed from UDT's epoll would
+	 * spare the ticks.
+	 */
+	if (gx->g->up != NULL && gridftp_udt_busy(gx->g)) {
+		udt_sock *r[1];
+		size_t	 nr = 0;
+
+		(void)udt_poll_wait(gx->g->up, 0, r, 1, &nr, NULL, 0);
+		if (nr > 0)
+			timeout_ms = 0;
+		else if (timeout_ms > GS_UDT_TICK_MS || timeout_ms < 0)
+			timeout_ms = GS_UDT_TICK_MS;
+	}
 	w.others = gridftp_sessions(gx->g);
 	if ((rc = gx->below->ops->poll(gx->below->impl, gn > 0 ? 0 :
 	    timeout_ms, &w, done, ctx)) != 0)

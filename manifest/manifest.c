@@ -106,11 +106,14 @@
  *
  * Migrations: manifest_migrations[v] turns schema version v into v + 1
  * and sets user_version itself; open applies the missing steps in one
- * IMMEDIATE transaction.  An existing file is never deleted or recreated:
- * an empty database (no schema, application_id and user_version 0, as
- * left by a first open that died before committing) is initialized, any
- * other file that is not ours, is corrupt, is newer, or stays locked past
- * the busy timeout is refused with BM_EDB.
+ * IMMEDIATE transaction.  A new manifest is built under PATH.new and
+ * renamed to PATH once its schema is committed, so PATH is never a file
+ * a first run left half-made.  An existing file is never deleted or
+ * recreated: one that is damaged (SQLite finds it corrupt, "not a
+ * database", PRAGMA quick_check fails, or it is empty: 0 bytes or no
+ * schema) is refused with BM_ECORRUPT; one that is not ours, is newer,
+ * or stays locked past the busy timeout with BM_EDB.
+ * manifest_set_aside() moves a damaged one away (resync --adopt).
  *
  * The hot statements are prepared once at open (SQLITE_PREPARE_PERSISTENT),
  * reset and cleared after every use, and finalized at close.  A callback
@@ -120,12 +123,14 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -428,6 +433,8 @@ struct manifest {
 	sqlite3_stmt	*st[ST__MAX];	/* owned: prepared at open */
 	char		 err[512];	/* last error "PATH: reason", or "" */
 	int		 src;		/* last SQLite result code (db_fail) */
+	int		 fault;		/* BM_ECORRUPT, BM_ENOSPC once
+					   SQLite said so (db_fail), or 0 */
 	bool		 readonly;	/* opened read-only: no set-up writes */
 };
 
@@ -438,15 +445,27 @@ db_code(int src)
 	return (src & 0xff) == SQLITE_NOMEM ? BM_ENOMEM : BM_EDB;
 }
 
-/* Record "PATH: reason" (the connection's message) as the last error. */
+/*
+ * Record "PATH: reason" (the connection's message) as the last error, and
+ * whether it says the file is damaged or the disk full (manifest_fault).
+ */
 static int
 db_fail(struct manifest *m, int src)
 {
 	const char	*msg;
+	int		 c = src & 0xff, e = 0;
 
 	msg = m->db != NULL ? sqlite3_errmsg(m->db) : sqlite3_errstr(src);
 	(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path, msg);
 	m->src = src;
+	/* "disk I/O error" when the WAL index could not grow, say. */
+	if (m->db != NULL && (c == SQLITE_IOERR || c == SQLITE_CANTOPEN))
+		e = sqlite3_system_errno(m->db);
+	if (c == SQLITE_CORRUPT || c == SQLITE_NOTADB)
+		m->fault = BM_ECORRUPT;
+	else if ((c == SQLITE_FULL || e == ENOSPC || e == EDQUOT) &&
+	    m->fault == 0)
+		m->fault = BM_ENOSPC;
 	return db_code(src);
 }
 
@@ -659,22 +678,62 @@ out:
 	return rc;
 }
 
+/*
+ * PRAGMA quick_check(1): every page of every b-tree read and checked
+ * (not index against table), stopping at the first fault; about 0.1 s a
+ * 100 MB file.  0, or BM_ECORRUPT with "PATH: quick_check: FAULT".
+ */
+static int
+manifest_check(struct manifest *m)
+{
+	static const char banner[] = "*** in database main ***\n";
+	sqlite3_stmt	*st = NULL;
+	const char	*res;
+	char		*nl;
+	int		 rc = BM_EDB, src;
+
+	if ((src = sqlite3_prepare_v2(m->db, "PRAGMA quick_check(1)", -1,
+	    &st, NULL)) != SQLITE_OK || (src = sqlite3_step(st)) !=
+	    SQLITE_ROW) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	res = (const char *)sqlite3_column_text(st, 0);
+	if (res == NULL || strcmp(res, "ok") != 0) {
+		if (res != NULL &&
+		    strncmp(res, banner, sizeof(banner) - 1) == 0)
+			res += sizeof(banner) - 1;
+		(void)snprintf(m->err, sizeof(m->err), "%s: quick_check: %s",
+		    m->path, res != NULL ? res : "failed");
+		/* One line: the first fault. */
+		if ((nl = strchr(m->err, '\n')) != NULL)
+			*nl = '\0';
+		m->fault = BM_ECORRUPT;
+		goto out;
+	}
+	rc = 0;
+out:
+	(void)sqlite3_finalize(st);
+	return rc == BM_EDB && m->fault == BM_ECORRUPT ? BM_ECORRUPT : rc;
+}
+
 /* Validate, migrate and set up an open connection; prepare statements. */
 static int
-manifest_setup(struct manifest *m, bool create)
+manifest_setup(struct manifest *m)
 {
 	int64_t	 version = 0;
 	int	 rc, src, i;
 
 	if ((rc = manifest_identify(m, &version)) != 0)
 		return rc;
-	if (version == 0 && !create) {
-		(void)snprintf(m->err, sizeof(m->err),
-		    "%s: an empty manifest: no run has committed to it yet "
-		    "(or the file was truncated); the next sync starts it "
-		    "afresh", m->path);
-		return BM_EDB;
+	if (version == 0) {
+		/* A new manifest is renamed into place with its schema. */
+		(void)snprintf(m->err, sizeof(m->err), "%s: an empty database "
+		    "(no manifest tables in it)", m->path);
+		return BM_ECORRUPT;
 	}
+	if ((rc = manifest_check(m)) != 0)
+		return rc;
 	if (m->readonly && version < MANIFEST_VERSION) {
 		(void)snprintf(m->err, sizeof(m->err), "%s: schema version "
 		    "%lld, read-only here: a run with write access to the "
@@ -764,13 +823,109 @@ open_immutable_ok(struct manifest *m)
 	return false;
 }
 
+/* unlink(2) base + suffix, a missing file being fine.  0 or errno. */
+static int
+unlink_sfx(const char *base, const char *suffix)
+{
+	char	 p[PATH_MAX];
+
+	if (snprintf(p, sizeof(p), "%s%s", base, suffix) >= (int)sizeof(p))
+		return ENAMETOOLONG;
+	return unlink(p) == -1 && errno != ENOENT ? errno : 0;
+}
+
+/* fsync(2) the directory that holds path.  0 or errno. */
+static int
+fsync_parent(const char *path)
+{
+	char		 dir[PATH_MAX];
+	char		*slash;
+	int		 fd, e = 0;
+
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+		return ENAMETOOLONG;
+	if ((slash = strrchr(dir, '/')) == NULL)
+		(void)snprintf(dir, sizeof(dir), ".");
+	else
+		slash[slash == dir ? 1 : 0] = '\0';
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return errno;
+	if (fsync(fd) == -1)
+		e = errno;
+	(void)close(fd);
+	return e;
+}
+
+/*
+ * Make a new manifest at m->path: the schema is committed in PATH.new
+ * (a rollback journal, synchronous = FULL: durable at COMMIT), which is
+ * then renamed to PATH, so that a run killed meanwhile leaves no PATH.
+ * What a killed creation left under PATH.new goes first, and so does a
+ * PATH-wal or PATH-shm without its PATH (SQLite would read that WAL into
+ * the new file).  The caller holds the run lock.  0 or BM_E* (m->err).
+ */
+static int
+manifest_create(struct manifest *m)
+{
+	static const char *const sfx[] = { "-journal", "-wal", "-shm", "" };
+	char		 tmp[PATH_MAX];
+	size_t		 i;
+	int		 rc = BM_EDB, src, e = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.new", m->path) >= (int)sizeof(tmp)) {
+		e = ENAMETOOLONG;
+		goto out;
+	}
+	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]) && e == 0; i++)
+		e = unlink_sfx(tmp, sfx[i]);
+	for (i = 1; i < 3 && e == 0; i++)
+		e = unlink_sfx(m->path, sfx[i]);
+	if (e != 0)
+		goto out;
+	src = sqlite3_open_v2(tmp, &m->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE, NULL);
+	if (src != SQLITE_OK) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	(void)sqlite3_extended_result_codes(m->db, 1);
+	(void)sqlite3_busy_timeout(m->db, MANIFEST_BUSY_MS);
+	if ((rc = manifest_migrate(m)) != 0)
+		goto out;
+	rc = BM_EDB;
+	if ((src = sqlite3_close(m->db)) != SQLITE_OK) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	m->db = NULL;
+	if (rename(tmp, m->path) == -1 || (e = fsync_parent(m->path)) != 0) {
+		e = e != 0 ? e : errno;
+		goto out;
+	}
+	rc = 0;
+out:
+	if (e != 0) {
+		(void)snprintf(m->err, sizeof(m->err), "%s: create: %s",
+		    m->path, strerror(e));
+		if (e == ENOSPC || e == EDQUOT)
+			m->fault = BM_ENOSPC;
+	}
+	(void)sqlite3_close(m->db);	/* NULL: a no-op */
+	m->db = NULL;
+	if (rc != 0)
+		for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++)
+			(void)unlink_sfx(tmp, sfx[i]);
+	return rc;
+}
+
 /*
  * Open the manifest at path (see manifest.h).  path is borrowed and
  * copied; errbuf (errlen bytes, may be 0) gets "PATH: reason" on failure.
  * Returns 0 and *ret (free with manifest_close), BM_ENOENT when the file
- * is missing and !create, BM_ENOMEM, or BM_EDB.  An existing file is
- * opened without SQLITE_OPEN_CREATE and is never removed.  reader: a
- * read-only open may fall back to an immutable one (open_immutable_ok).
+ * is missing and !create, BM_ENOMEM, BM_ECORRUPT, BM_ENOSPC (SQLite: the
+ * disk is full) or BM_EDB.  An existing file is opened without
+ * SQLITE_OPEN_CREATE and is never removed.  reader: a read-only open may
+ * fall back to an immutable one (open_immutable_ok).
  */
 static int
 open_any(const char *path, bool create, bool reader, struct manifest **ret,
@@ -779,7 +934,7 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 	struct manifest	*m = NULL;
 	struct stat	 sb;
 	char		*uri = NULL;
-	int		 rc = BM_ENOMEM, src, flags, saved;
+	int		 rc = BM_ENOMEM, src, saved;
 
 	if (errlen > 0)
 		errbuf[0] = '\0';
@@ -790,7 +945,6 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 			    bm_strerror(BM_ENOMEM));
 		goto out;
 	}
-	flags = SQLITE_OPEN_READWRITE;
 	if (stat(path, &sb) == -1) {
 		saved = errno;
 		if (saved != ENOENT || !create) {
@@ -799,17 +953,31 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 			rc = saved == ENOENT ? BM_ENOENT : BM_EDB;
 			goto out;
 		}
-		flags |= SQLITE_OPEN_CREATE;
+		if ((rc = manifest_create(m)) != 0)
+			goto out;
+	} else if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
+		/* Never one of ours (manifest_create): truncated. */
+		(void)snprintf(m->err, sizeof(m->err), "%s: empty (0 bytes)",
+		    path);
+		rc = BM_ECORRUPT;
+		goto out;
 	}
-	src = sqlite3_open_v2(path, &m->db, flags, NULL);
+	src = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE, NULL);
 	if (src != SQLITE_OK) {
 		rc = db_fail(m, src);
 		goto out;
 	}
+	/*
+	 * Until the file proved sound, a close must not checkpoint PATH-wal
+	 * into it and delete the WAL (SQLite opens one whatever the header
+	 * says): a damaged file is kept as it was, with its WAL.
+	 */
+	(void)sqlite3_db_config(m->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+	    NULL);
 	(void)sqlite3_extended_result_codes(m->db, 1);
 	(void)sqlite3_busy_timeout(m->db, MANIFEST_BUSY_MS);
 	m->readonly = sqlite3_db_readonly(m->db, "main") == 1;
-	if ((rc = manifest_setup(m, create)) != 0) {
+	if ((rc = manifest_setup(m)) != 0) {
 		if (!reader || !open_immutable_ok(m))
 			goto out;
 		/* The same file, read as it is, without its WAL index. */
@@ -830,16 +998,23 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 		}
 		(void)sqlite3_extended_result_codes(m->db, 1);
 		m->readonly = true;
-		if ((rc = manifest_setup(m, false)) != 0)
+		m->fault = 0;
+		if ((rc = manifest_setup(m)) != 0)
 			goto out;
 	}
+	(void)sqlite3_db_config(m->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0,
+	    NULL);
 	m->err[0] = '\0';
+	m->fault = 0;
 	*ret = m;
 	m = NULL;
 	rc = 0;
 out:
 	if (m != NULL && errlen > 0 && m->err[0] != '\0')
 		(void)snprintf(errbuf, errlen, "%s", m->err);
+	/* What SQLite said of the file decides: damaged, or a full disk. */
+	if (m != NULL && rc == BM_EDB && m->fault != 0)
+		rc = m->fault;
 	manifest_close(m);
 	free(uri);
 	return rc;
@@ -895,6 +1070,79 @@ manifest_set_busy_timeout(struct manifest *m, int ms)
 	if ((src = sqlite3_busy_timeout(m->db, ms)) != SQLITE_OK)
 		return db_fail(m, src);
 	return 0;
+}
+
+/*
+ * BM_ECORRUPT once SQLite found the file damaged, else BM_ENOSPC once it
+ * found the disk full, else 0 (the connection's failures so far).
+ */
+int
+manifest_fault(const struct manifest *m)
+{
+	return m->fault;
+}
+
+/*
+ * Move the manifest at path aside as PATH.corrupt-YYYYMMDDTHHMMSSZ (a
+ * "-N" added should that exist), its -wal and -shm first under the same
+ * name (so that the kept copy opens with its WAL, and no WAL is left for
+ * a new PATH to read), then the file; then fsync the directory.  The
+ * new name goes into ret_name (len bytes).  0, or BM_ELIMIT, BM_EIO
+ * (errno kept) with "PATH: reason" in errbuf.
+ */
+int
+manifest_set_aside(const char *path, char *ret_name, size_t len,
+    char *errbuf, size_t errlen)
+{
+	static const char *const sfx[] = { "-wal", "-shm", "" };
+	struct stat	 sb;
+	struct tm	 tm;
+	time_t		 now = time(NULL);
+	char		 name[PATH_MAX], from[PATH_MAX], to[PATH_MAX + 8];
+	char		 ts[32];
+	size_t		 i;
+	int		 n, rc = BM_ELIMIT, e = ENAMETOOLONG;
+
+	if (gmtime_r(&now, &tm) == NULL ||
+	    strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm) == 0)
+		goto out;
+	for (n = 1; n < 100; n++) {
+		if ((n == 1 ? snprintf(name, sizeof(name), "%s.corrupt-%s",
+		    path, ts) : snprintf(name, sizeof(name), "%s.corrupt-%s-%d",
+		    path, ts, n)) >= (int)sizeof(name))
+			goto out;
+		if (lstat(name, &sb) == -1) {
+			if (errno == ENOENT)
+				break;
+			e = errno;
+			rc = BM_EIO;
+			goto out;
+		}
+	}
+	if (n == 100 || strlen(name) >= len)
+		goto out;
+	rc = BM_EIO;
+	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		if (snprintf(from, sizeof(from), "%s%s", path, sfx[i]) >=
+		    (int)sizeof(from))
+			goto out;
+		(void)snprintf(to, sizeof(to), "%s%s", name, sfx[i]);
+		if (rename(from, to) == -1 && (errno != ENOENT ||
+		    sfx[i][0] == '\0')) {
+			e = errno;
+			goto out;
+		}
+	}
+	(void)snprintf(ret_name, len, "%s", name);
+	if ((e = fsync_parent(path)) != 0)
+		goto out;
+	rc = 0;
+out:
+	if (rc != 0 && errlen > 0)
+		(void)snprintf(errbuf, errlen, "%s: move aside: %s", path,
+		    strerror(e));
+	errno = e;
+	return rc;
 }
 
 /* Step a statement that returns no row; reset it.  Returns 0 or BM_E*. */

@@ -3,7 +3,10 @@
  * (DESIGN.md "Config").  Defaults are filled in first, then the handler
  * overrides them.  Unknown sections and keys, bad values, missing
  * source/dest and values this build cannot honour yet are errors that name
- * the file and line.  This module never logs (STYLE.md rule 24).
+ * the file and line.  An error inside a mirror's section makes only that
+ * mirror unusable (config_load_all()); one outside every mirror section
+ * ([global], before the first section) makes the whole file unusable.
+ * This module never logs (STYLE.md rule 24).
  */
 #ifndef BIOMIRROR_CONFIG_H
 #define BIOMIRROR_CONFIG_H
@@ -38,7 +41,8 @@ struct mirror_conf {
 	bool		 streams_auto;	/* streams = auto: likewise */
 	uint64_t	 min_split;	/* bytes (default 16M) */
 	unsigned	 max_connections; /* per host; 0 = default by scheme */
-	enum transport_kind transport;	/* only tcp in this build */
+	enum transport_kind transport;	/* udt: ftp:// with ftp_mode =
+					   extended only; auto is tcp */
 	bool		 delete;	/* delete files gone upstream */
 	uint64_t	 max_delete;	/* count, or percent when max_delete_pct */
 	bool		 max_delete_pct; /* max_delete is a percentage 0..100 */
@@ -69,8 +73,20 @@ struct mirror_conf {
 	char		 tcp_congestion[16]; /* TCP_CONGESTION of biomirror's
 					   sockets, "" = auto (the kernel's
 					   default) */
+	uint64_t	 udt_buffer;	/* UDT/UDP receive buffer bytes,
+					   0 = sized by the transport */
 	unsigned	 line;		/* line of the section header, 0 ad-hoc */
 	unsigned	 metrics_line;	/* line of metrics_file, 0 if not from a file */
+	bool		 bad;		/* its section has errors (config
+					   errors[]): never run or read */
+};
+
+/* One error found in a config file (config_load_all()). */
+struct config_error {
+	char		*where;		/* owned: "FILE:LINE" */
+	char		*reason;	/* owned: what is wrong there */
+	struct mirror_conf *mirror;	/* borrowed: the mirror whose section
+					   holds it (made bad), NULL if none */
 };
 
 struct config {
@@ -78,8 +94,13 @@ struct config {
 	char		*state_dir;	/* owned: NULL = built-in default */
 	int		 log_level;	/* -1 quiet .. 2 debug (log_level key) */
 	char		*user_agent;	/* owned: global User-Agent, NULL = default */
-	struct mirror_conf **mirrors;	/* owned: in file order */
+	struct mirror_conf **mirrors;	/* owned: in file order, bad ones too */
 	size_t		 nmirrors;
+	struct config_error *errors;	/* owned: every error, in the order
+					   found */
+	size_t		 nerrors;
+	bool		 fatal;		/* an error outside every mirror
+					   section: no mirror may be used */
 };
 
 /*
@@ -90,6 +111,20 @@ struct config {
  * lines are an error naming the line).
  */
 int	config_load(const char *path, struct config **ret,
+	    char *errbuf, size_t errlen);
+/*
+ * Read the INI file at path as config_load() does, but go on past
+ * errors: every error is in (*ret)->errors ("FILE:LINE" and reason).  An
+ * error in a mirror's section (a bad key or value, a missing source, a
+ * duplicate [NAME]) marks that mirror bad; the others stay usable.  An
+ * error outside every mirror section ([global], a key before the first
+ * section) sets (*ret)->fatal.  A malformed section header ("[a b]",
+ * "[x" or a reserved name) is an error of no mirror: its keys are
+ * checked and dropped.  Returns 0 with *ret for any file that could be
+ * read; BM_ENOENT, BM_EIO, BM_EINVAL (not a regular file, over 1 MiB)
+ * with "FILE: reason" in errbuf; BM_ENOMEM.
+ */
+int	config_load_all(const char *path, struct config **ret,
 	    char *errbuf, size_t errlen);
 /* Make a config holding no mirrors and all defaults (for ad-hoc runs). */
 struct config *config_new(void);
@@ -143,5 +178,17 @@ int	config_check_adhoc_dest(const struct config *c, const char *dest,
 int	parse_size(const char *s, uint64_t *ret);
 /* Parse a non-negative decimal integer in [min, max].  0 or BM_EINVAL. */
 int	parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+/*
+ * Parse a duration in seconds with an optional unit s, m, h or d ("3600",
+ * "90m", "36h", "7d") into *ret (seconds; 0 is allowed).  Returns 0 or
+ * BM_EINVAL (empty, garbage, more than 2^63 - 1 seconds).
+ */
+int	parse_duration(const char *s, uint64_t *ret);
+/*
+ * Empty a repeatable key's list (include or exclude) of m, so that the
+ * next mirror_conf_set() of it starts a new list (command-line options
+ * replace the config's).  Returns 0 or BM_EINVAL (not a list key).
+ */
+int	mirror_conf_clear(struct mirror_conf *m, const char *key);
 
 #endif

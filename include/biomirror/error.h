@@ -12,7 +12,7 @@
 #define BM_ENET		(-3)	/* network error, retryable */
 #define BM_EPROTO	(-4)	/* upstream spoke nonsense (bad page, bad reply) */
 #define BM_ECHECKSUM	(-5)	/* byte count or digest mismatch */
-#define BM_EDB		(-6)	/* manifest (SQLite) error, corrupt manifest */
+#define BM_EDB		(-6)	/* manifest (SQLite) error */
 #define BM_ELIMIT	(-7)	/* a fixed cap was reached */
 #define BM_EINVAL	(-8)	/* invalid argument, bad config value, bad path */
 #define BM_ENOENT	(-9)	/* no such file (local) or 404/410 (upstream) */
@@ -22,6 +22,7 @@
 #define BM_EUNSAFE	(-13)	/* hostile path or symlink in the way */
 #define BM_EHTTP	(-14)	/* HTTP error status that is not retryable */
 #define BM_EINTR	(-15)	/* stopped by a signal (SIGTERM, SIGINT) */
+#define BM_ECORRUPT	(-16)	/* the manifest is damaged (or empty) */
 
 /*
  * Return a static, human-readable string for a BM_E* code (or "ok").

@@ -2,7 +2,8 @@
  * Logging (STYLE.md rule 25).  Lines go to stderr; when JOURNAL_STREAM is
  * set (we run under systemd) each line gets a "<N>" syslog priority prefix.
  * Messages follow "object: operation: reason".  Besides the verbosity, the
- * module keeps one flag: whether a progress line must be erased first.
+ * module keeps one flag: whether a progress line must be erased first, and
+ * the text of the last error line (for --json, which must say something).
  */
 #ifndef BIOMIRROR_LOG_H
 #define BIOMIRROR_LOG_H
@@ -31,6 +32,11 @@ void	log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational (priority 6); hidden with -q. */
 void	log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * The last error (log_err, log_errx) logged, without the "biomirror: "
+ * prefix; "" if none.  Borrowed: valid until the next error.
+ */
+const char *log_last_error(void);
 /* Debug (priority 7); shown with -v -v. */
 void	log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

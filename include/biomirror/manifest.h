@@ -20,10 +20,13 @@ struct manifest;
 
 /*
  * Open the manifest at path (a file name; its directory must exist).
- * With create, a missing file is created with the current schema; an
- * existing older schema is migrated.  A file that is not a biomirror
- * manifest, is corrupt, has a newer schema, or stays locked past the busy
- * timeout gives BM_EDB with "PATH: reason" in errbuf; it is never
+ * With create, a missing file is created with the current schema (built
+ * under PATH.new and renamed into place); an existing older schema is
+ * migrated.  Every open checks the file (PRAGMA quick_check).  A damaged
+ * file (corrupt, not a database, empty: 0 bytes or no schema) gives
+ * BM_ECORRUPT; a full disk BM_ENOSPC; a file that is not a biomirror
+ * manifest, has a newer schema, or stays locked past the busy timeout
+ * BM_EDB; each with "PATH: reason" in errbuf.  An existing file is never
  * recreated.  Without create a missing file gives BM_ENOENT.
  * *ret is freed with manifest_close().
  */
@@ -46,6 +49,20 @@ int	manifest_open_read(const char *path, struct manifest **ret,
 void	manifest_close(struct manifest *m);
 /* Last error text of the connection ("" if none); borrowed. */
 const char *manifest_errmsg(const struct manifest *m);
+/*
+ * What the failures of m so far say of its file: BM_ECORRUPT once SQLite
+ * found it damaged, else BM_ENOSPC once it found the disk (or quota)
+ * full, else 0.  Statements themselves fail with BM_EDB.
+ */
+int	manifest_fault(const struct manifest *m);
+/*
+ * Move the (damaged) manifest at path and its -wal and -shm aside, as
+ * PATH.corrupt-YYYYMMDDTHHMMSSZ (UTC; kept, never removed); the name
+ * into ret_name (len bytes).  No connection may be open on it.  0, or
+ * BM_ELIMIT or BM_EIO with "PATH: reason" in errbuf.
+ */
+int	manifest_set_aside(const char *path, char *ret_name, size_t len,
+	    char *errbuf, size_t errlen);
 /*
  * Set how long a statement waits for another connection's lock, in ms
  * (open sets 5000); past it the call fails with BM_EDB.  0 or BM_EDB.

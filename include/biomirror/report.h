@@ -29,9 +29,12 @@ struct report_action {
 };
 
 struct mirror_result {
-	char		*mirror;	/* owned: mirror name */
+	char		*mirror;	/* owned: mirror name, NULL for errors of
+					   no mirror (status "error") */
 	int64_t		 run;		/* run id, 0 if none was recorded */
-	const char	*status;	/* static: ok, partial, failed, refused, locked */
+	const char	*status;	/* static: ok, partial, failed, refused,
+					   locked, or error (not run: config
+					   errors in errors[]) */
 	int		 exit_code;	/* DESIGN.md exit status for this mirror */
 	int64_t		 listed, fetched, touched, deleted, failed;
 	int64_t		 adopted;	/* resync --adopt: recorded without a fetch */
@@ -62,7 +65,7 @@ struct mirror_result {
 	size_t		 nerrors_dropped; /* past REPORT_MAX_ERRORS */
 };
 
-/* New result for mirror name (copied).  NULL on out-of-memory. */
+/* New result for mirror name (copied; may be NULL).  NULL on ENOMEM. */
 struct mirror_result *result_new(const char *name);
 /* Free a result.  NULL is a no-op. */
 void	result_free(struct mirror_result *r);
@@ -80,7 +83,8 @@ int	result_add_action(struct mirror_result *r, const char *path,
 	    const char *op, int64_t bytes, const char *reason);
 /*
  * Print the one-line summary ("blast: ok: listed 120, fetched 3, touched
- * 0, deleted 0, failed 0, 4.2 MiB in 1.3 s (3.2 MB/s)") to fp.
+ * 0, deleted 0, failed 0, 4.2 MiB in 1.3 s (3.2 MB/s)") to fp; for status
+ * "error", "blast: error: not run (2 errors)".
  */
 void	report_summary(const struct mirror_result *r, FILE *fp);
 /*
@@ -97,6 +101,14 @@ void	report_summary(const struct mirror_result *r, FILE *fp);
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
 /* "4.2 MiB" (or "300 B") for b bytes into buf (len bytes).  Never fails. */
 void	report_human_bytes(uint64_t b, char *buf, size_t len);
+/*
+ * The JSON object of one result as report_json() prints it (a new
+ * reference, NULL on out-of-memory).  A result with status "error" is
+ * {"mirror" (when named), "status": "error", "errors": [{path, op,
+ * reason}]}.
+ */
+struct json_t;
+struct json_t *report_result_json(const struct mirror_result *r);
 /*
  * Make a JSON-safe copy of the byte string s: valid UTF-8 is kept, each
  * invalid byte becomes "\xHH" (backslash, x, two uppercase hex digits)

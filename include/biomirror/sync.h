@@ -50,6 +50,19 @@ int	sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 	    struct mirror_result **ret);
 
 /*
+ * The message for mirror name's state fault into buf (len bytes): fault
+ * BM_ENOSPC, the state directory state_dir is full (why: "PATH: reason"
+ * of the failed write); BM_ECORRUPT, its manifest is damaged (why: the
+ * manifest's "PATH: reason"), with the command line that rebuilds it
+ * (resync --adopt; with -c for conf's file, --state-dir when state_dir
+ * is not the one conf or the default gives; an ad-hoc mirror by source
+ * and dest, "URL" and "DIR" when NULL).  All arguments borrowed; conf,
+ * source and dest may be NULL.
+ */
+void	sync_fault_msg(int fault, const char *why,
+	    const struct config *conf, const char *state_dir, const char *name,
+	    const char *source, const char *dest, char *buf, size_t len);
+/*
  * verify NAME: re-hash every committed file of mirror c against its
  * recorded digest and the sidecar files on disk, without listing
  * upstream; each file that is missing, has another size than was

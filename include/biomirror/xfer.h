@@ -7,9 +7,9 @@
  * transport, in the style of curl's lib/vtls backends); xfer_open()'s
  * registry (agent/xfer.c) picks the transport for a source.  Only
  * transports touch sockets.  Transports: "gridftp" (agent/xfer_gridftp.c:
- * GridFTP MODE E for ftp:// with ftp_mode = extended, stacked on the
- * next) and "curl" (agent/xfer_curl.c: libcurl's multi interface over
- * HTTP/HTTPS and FTP/FTPS).
+ * GridFTP MODE E for ftp:// with ftp_mode = extended, its data over TCP
+ * or UDT (net), stacked on the next) and "curl" (agent/xfer_curl.c:
+ * libcurl's multi interface over HTTP/HTTPS and FTP/FTPS, TCP only).
  *
  * FTP (an ftp:// URL; ftps:// is explicit TLS, AUTH TLS, RFC 4217): a
  * file job is SIZE + MDTM + RETR, a ranged one REST + RETR of len bytes
@@ -75,8 +75,17 @@ struct xfer_path {
 	bool		 multiplexed;	/* carried on an HTTP/2 connection */
 };
 
+/* Which network carries the data (the transport key). */
+enum xfer_net {
+	XFER_NET_TCP = 0,
+	XFER_NET_UDT,		/* the gridftp transport's data connections
+				   (SITE SETNETSTACK udt) */
+};
+
 struct xfer_result {
 	int		 rc;		/* 0 or BM_E* */
+	enum xfer_net	 net;		/* what carried the body (tcp unless
+					   the transport says udt) */
 	enum xfer_class	 cls;
 	long		 status;	/* HTTP status of the final response, 0 if none */
 	int64_t		 size;		/* total size from Content-Length/-Range, -1 unknown */
@@ -156,12 +165,6 @@ struct xfer_job {
 	struct xfer_result res;		/* filled in when the job ends */
 };
 
-/* Which network carries the data (the transport key). */
-enum xfer_net {
-	XFER_NET_TCP = 0,
-	XFER_NET_UDT,		/* no transport of this build takes it */
-};
-
 /* FTP's options (ftp:// and ftps:// sources). */
 struct xfer_ftp_opts {
 	int		 tls;		/* XFER_TLS_NONE, _TRY or _REQUIRE */
@@ -180,6 +183,8 @@ struct xfer_ftp_opts {
 	bool		 mode_e;	/* ftp_mode = extended: GridFTP's MODE E
 					   for MLSD listings and whole files
 					   (the "gridftp" transport) */
+	unsigned	 streams;	/* MODE E data connections per file
+					   (OPTS RETR Parallelism), 0 = 1 */
 };
 
 struct xfer_opts {
@@ -195,6 +200,9 @@ struct xfer_opts {
 					   makes, NULL = the kernel's default;
 					   check it first with
 					   xfer_tcp_congestion_check() */
+	uint64_t	 udt_buffer;	/* UDT and UDP receive buffer bytes
+					   with net UDT, 0 = sized by the
+					   transport */
 	struct xfer_ftp_opts ftp;	/* FTP only */
 };
 #define XFER_TLS_NONE		0

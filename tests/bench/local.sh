@@ -8,6 +8,8 @@
 #
 #	tests/bench/local.sh               # full run: --runs 3, about 4 minutes on 2 cores
 #	tests/bench/local.sh --quick       # smoke test: tree B of 2 files, 1 run
+#	tests/bench/local.sh --baseline OLD  # OLD vs ./biomirror, trees A and B,
+#	                                   # alternately, medians of 5, ratio new/old
 #
 # Trees (deterministic, generated under --workdir, default /var/tmp, served
 # by one nginx instance on 127.0.0.1, removed at exit):
@@ -27,7 +29,9 @@
 # re-sync into the same destination; the table shows medians over --runs
 # rounds.  Results: a table per tree on stdout, every raw run in
 # tests/bench/out/local-DATE.csv, and (full runs only, unless --no-doc) the
-# measured section of docs/performance.md replaced.  See tests/bench/README.md.
+# measured section of docs/performance.md replaced.  With --baseline the
+# peer tools are skipped (unless --peers) and the doc is never touched.
+# See tests/bench/README.md.
 
 set -u
 export LC_ALL=C
@@ -46,19 +50,27 @@ usage: tests/bench/local.sh [options]
   --doc / --no-doc    replace the measured section of docs/performance.md
                       (default: yes for full runs, no for --quick)
   --keep              keep the work directory (trees, logs) at exit
+  --baseline BIN      compare the biomirror binary BIN (old) with ./biomirror
+                      (new): both run alternately, per round, on trees A and B
+                      (default --trees A,B, --runs 5), cold and no-change; a
+                      table gives both medians and new/old per case; implies
+                      --no-doc
+  --peers             with --baseline, also run the peer tools (rclone, lftp,
+                      wget, cp, ...) and print their usual tables and targets
 EOF
 }
 
+ARGS="$*"
 RUNS=3 QUICK=0 TREES=A,B,C,FA,FB WORKDIR=/var/tmp DROP=1 INSTALL=1 DOC="" KEEP=0
 GRIDFTP_COLD_END=0	# when the last stream-mode cold run against gridftp ended
-RUNS_SET=0
+RUNS_SET=0 TREES_SET=0 BASE="" PEERS=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--runs) RUNS=${2:?--runs N}; RUNS_SET=1; shift ;;
 	--runs=*) RUNS=${1#*=}; RUNS_SET=1 ;;
 	--quick) QUICK=1 ;;
-	--trees) TREES=${2:?--trees LIST}; shift ;;
-	--trees=*) TREES=${1#*=} ;;
+	--trees) TREES=${2:?--trees LIST}; TREES_SET=1; shift ;;
+	--trees=*) TREES=${1#*=}; TREES_SET=1 ;;
 	--workdir) WORKDIR=${2:?--workdir DIR}; shift ;;
 	--workdir=*) WORKDIR=${1#*=} ;;
 	--no-drop-caches) DROP=0 ;;
@@ -66,12 +78,28 @@ while [ $# -gt 0 ]; do
 	--doc) DOC=1 ;;
 	--no-doc) DOC=0 ;;
 	--keep) KEEP=1 ;;
+	--baseline) BASE=${2:?--baseline BIN}; shift ;;
+	--baseline=*) BASE=${1#*=} ;;
+	--peers) PEERS=1 ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "local.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
 	esac
 	shift
 done
 case $RUNS in ''|*[!0-9]*|0) echo "local.sh: --runs needs a positive integer" >&2; exit 2 ;; esac
+if [ -n "$BASE" ]; then
+	[ "$DOC" = 1 ] && { echo "local.sh: --baseline never rewrites docs/performance.md (no --doc)" >&2; exit 2; }
+	DOC=0
+	[ "$TREES_SET" = 1 ] || TREES=A,B
+	[ "$RUNS_SET" = 1 ] || [ "$QUICK" = 1 ] || RUNS=5
+	# Relative to the caller's directory, before the cd below.
+	case $BASE in /*) ;; *) BASE=$PWD/$BASE ;; esac
+elif [ "$PEERS" = 1 ]; then
+	echo "local.sh: --peers goes with --baseline" >&2; exit 2
+fi
+# RUN_PEERS: the other tools run (always without --baseline).
+RUN_PEERS=1
+[ -n "$BASE" ] && [ "$PEERS" = 0 ] && RUN_PEERS=0
 NB=8
 if [ "$QUICK" = 1 ]; then
 	NB=2
@@ -95,10 +123,12 @@ say() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 # ---------------------------------------------------------------- tools
 need=""
-command -v rclone >/dev/null || need="$need rclone"
-command -v lftp >/dev/null || need="$need lftp"
-command -v wget >/dev/null || need="$need wget"
-command -v rsync >/dev/null || need="$need rsync"
+if [ "$RUN_PEERS" = 1 ]; then
+	command -v rclone >/dev/null || need="$need rclone"
+	command -v lftp >/dev/null || need="$need lftp"
+	command -v wget >/dev/null || need="$need wget"
+	command -v rsync >/dev/null || need="$need rsync"
+fi
 [ -x /usr/bin/time ] || need="$need time"
 [ -x /usr/sbin/nginx ] || need="$need nginx-light"
 command -v openssl >/dev/null || need="$need openssl"
@@ -106,8 +136,10 @@ command -v python3 >/dev/null || need="$need python3"
 command -v curl >/dev/null || need="$need curl"
 if has_ftp; then
 	command -v vsftpd >/dev/null || need="$need vsftpd"
-	command -v globus-gridftp-server >/dev/null || need="$need globus-gridftp-server-progs"
-	command -v globus-url-copy >/dev/null || need="$need globus-gass-copy-progs"
+	if [ "$RUN_PEERS" = 1 ]; then
+		command -v globus-gridftp-server >/dev/null || need="$need globus-gridftp-server-progs"
+		command -v globus-url-copy >/dev/null || need="$need globus-gass-copy-progs"
+	fi
 fi
 if [ -n "$need" ]; then
 	[ "$INSTALL" = 1 ] && [ "$(id -u)" = 0 ] ||
@@ -125,6 +157,7 @@ if [ ! -x ./biomirror ]; then
 fi
 BM=${BM:-$ROOT/biomirror}
 [ -x "$BM" ] || fail "no biomirror binary $BM"
+[ -z "$BASE" ] || [ -x "$BASE" ] || fail "--baseline $BASE: not an executable file"
 
 # ---------------------------------------------------------------- work dir
 umask 022
@@ -137,6 +170,14 @@ BM_ORIG=$BM
 BM_INFO="$("$BM" --version 2>&1 | head -n 1), binary built $(date -u -r "$BM" '+%Y-%m-%d %H:%M:%S UTC'), sha256 $(sha256sum < "$BM" | cut -c1-12)"
 cp "$BM" "$T/biomirror" || fail "cp $BM"
 BM=$T/biomirror
+BM_BASE=""
+if [ -n "$BASE" ]; then
+	BASE_INFO="$("$BASE" --version 2>&1 | head -n 1), binary built $(date -u -r "$BASE" '+%Y-%m-%d %H:%M:%S UTC'), sha256 $(sha256sum < "$BASE" | cut -c1-12)"
+	cp "$BASE" "$T/biomirror-base" || fail "cp $BASE"
+	BM_BASE=$T/biomirror-base
+	cmp -s "$BM" "$BM_BASE" &&
+	    echo "local.sh: warning: --baseline $BASE is the same file as $BM_ORIG" >&2
+fi
 export T BM
 unset http_proxy https_proxy ftp_proxy all_proxy \
     HTTP_PROXY HTTPS_PROXY FTP_PROXY ALL_PROXY
@@ -252,8 +293,12 @@ if has_ftp; then
 	# seldom free below the ephemeral ports), so one_run waits until a
 	# minute has passed since the last such run (with no wait, the third
 	# cold run took 36 s instead of 2 at 19:25 UTC on 2026-11-30).
-	start_gridftp "$SRC" 12000 > "$T/logs/gridftp-start.log" || fail "start_gridftp"
-	say "vsftpd on $VSFTPD_URL, gridftp on $GRIDFTP_URL"
+	if [ "$RUN_PEERS" = 1 ]; then
+		start_gridftp "$SRC" 12000 > "$T/logs/gridftp-start.log" || fail "start_gridftp"
+		say "vsftpd on $VSFTPD_URL, gridftp on $GRIDFTP_URL"
+	else
+		say "vsftpd on $VSFTPD_URL"
+	fi
 	for t in A B; do
 		[ -f "$T/lists/$t" ] && cp "$T/lists/$t" "$T/lists/F$t"
 	done
@@ -269,7 +314,7 @@ fi
 
 warm_bins() {
 	local b
-	for b in "$BM" "$(command -v rclone)" "$(command -v lftp)" \
+	for b in "$BM" ${BM_BASE:+"$BM_BASE"} "$(command -v rclone)" "$(command -v lftp)" \
 	    "$(command -v wget)" "$(command -v rsync)" /bin/cp /usr/bin/time \
 	    $(command -v globus-url-copy); do
 		# shellcheck disable=SC2046 # one word per library path
@@ -293,16 +338,17 @@ prep() {
 	fi
 }
 
-# cmd_TOOL TREE DEST STATE PHASE: the command line of one run (printed into
-# CMDLINE, then run).
+# run_tool TOOL TREE DEST STATE PHASE: the command line of one run, into
+# CMDLINE.  biomirror-base is biomirror's command with the --baseline binary.
 run_tool() {
-	local tool=$1 tree=$2 d=$3 s=$4 phase=$5 src
+	local tool=$1 tree=$2 d=$3 s=$4 phase=$5 src bin=$BM
+	[ "$tool" = biomirror-base ] && { tool=biomirror; bin=$BM_BASE; }
 	case $tree in
 	F*)
 		src=$(src_of "$tree")
 		case $tool in
 		biomirror)
-			CMDLINE=("$BM" --state-dir "$s" sync --max-connections 8 \
+			CMDLINE=("$bin" --state-dir "$s" sync --max-connections 8 \
 			    --concurrency 8 --source "$VSFTPD_URL$src/" --dest "$d") ;;
 		lftp)
 			CMDLINE=(lftp -c "set ftp:use-mlsd yes; mirror --parallel=8 $VSFTPD_URL$src/ $d") ;;
@@ -323,7 +369,7 @@ run_tool() {
 	esac
 	case $tool in
 	biomirror)
-		CMDLINE=("$BM" --state-dir "$s" sync --source "$URL$tree/" --dest "$d") ;;
+		CMDLINE=("$bin" --state-dir "$s" sync --source "$URL$tree/" --dest "$d") ;;
 	biomirror-sidecar)
 		# The same with every file checked against its MD5 sidecar.
 		CMDLINE=("$BM" --state-dir "$s" sync --verify sidecar --source "$URL$tree/" --dest "$d") ;;
@@ -450,22 +496,36 @@ show_cmd() {	# ARG... -> one line, arguments with blanks in double quotes
 }
 BM_PROBLEMS=""
 CMP_SAMPLE=0
-TOOLS="biomirror rclone lftp wget cp"
+# tools_of TREE [ROUND]: the tools of one round, in the order they run.
+# With --baseline, biomirror-base (the old binary) and biomirror (the new)
+# come first, the old one first in odd rounds and second in even ones, so
+# a drift of the machine over the rounds falls on both alike.
+PEER_TOOLS="rclone lftp wget cp"
 # Tree B also measures verify = sidecar (issue 5: at most 15% slower).
-FTP_TOOLS="biomirror lftp wget biomirror-gridftp biomirror-gridftp-e globus-url-copy"
+FTP_PEER_TOOLS="lftp wget biomirror-gridftp biomirror-gridftp-e globus-url-copy"
 tools_of() {
+	local bms=biomirror peers
+	if [ -n "$BASE" ]; then
+		if [ $(( ${2:-1} % 2 )) = 1 ]; then
+			bms="biomirror-base biomirror"
+		else
+			bms="biomirror biomirror-base"
+		fi
+	fi
 	case $1 in
-	F*) echo "$FTP_TOOLS" ;;
-	B) echo "$TOOLS biomirror-sidecar" ;;
-	*) echo "$TOOLS" ;;
+	F*) peers=$FTP_PEER_TOOLS ;;
+	B) peers="$PEER_TOOLS biomirror-sidecar" ;;
+	*) peers=$PEER_TOOLS ;;
 	esac
+	[ "$RUN_PEERS" = 1 ] || peers=""
+	echo "$bms${peers:+ $peers}"
 }
 
 bench_tree() {
 	local tree=$1 r tool d s
 	for r in $(seq 1 "$RUNS"); do
 		say "tree $tree round $r/$RUNS"
-		for tool in $(tools_of "$tree"); do
+		for tool in $(tools_of "$tree" "$r"); do
 			d=$T/dest/$tool
 			s=$T/state/$tool
 			rm -rf -- "$d" "$s"
@@ -553,6 +613,65 @@ ratio_ok() {	# A B MIN -> "met (x2.31)" or "NOT met (x1.20)"
 	    r = a / b; printf "%s (%.2fx)", (r >= m ? "met" : "NOT met"), r }'
 }
 
+# cpu TREE TOOL PHASE -> user + sys seconds of each run
+cpu() {
+	awk -F, -v t="$1" -v o="$2" -v p="$3" \
+	    '$2 == t && $3 == o && $5 == p { printf "%.2f\n", $8 + $9 }' "$CSV"
+}
+
+fmt3() { awk '{ if ($1 == "-") print; else printf "%.3f\n", $1 }'; }
+
+# table_baseline: --baseline's table (BASE_TABLE), its raw wall times
+# (BASE_RUNS) and the one-line verdict (BASE_VERDICT), from the CSV.
+# A case holds when the new median is at most 1.05 x the old one.
+BASE_TABLE="" BASE_RUNS="" BASE_VERDICT=""
+table_baseline() {
+	local tree phase name oc nc r ocpu ncpu rcpu orss nrss bad ok slow="" failed=0
+	BASE_TABLE="| case | old s | new s | new / old | old CPU s | new CPU s | CPU new / old | old peak RSS MiB | new peak RSS MiB | new at most 5% slower |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---|
+"
+	for tree in A B FA FB; do
+		has_tree "$tree" || continue
+		[ "$tree" = A ] && [ -n "${SKIP_HTTP_A:-}" ] && continue
+		[ "$tree" = B ] && [ -n "${SKIP_HTTP_B:-}" ] && continue
+		for phase in cold resync; do
+			name="$tree ${phase/resync/no-change}"
+			oc=$(field "$tree" biomirror-base "$phase" 6 | median_of | fmt3)
+			nc=$(field "$tree" biomirror "$phase" 6 | median_of | fmt3)
+			ocpu=$(cpu "$tree" biomirror-base "$phase" | median_of | fmt3)
+			ncpu=$(cpu "$tree" biomirror "$phase" | median_of | fmt3)
+			orss=$(field "$tree" biomirror-base "$phase" 7 | median_of | awk '{ printf "%.1f", $1 / 1024 }')
+			nrss=$(field "$tree" biomirror "$phase" 7 | median_of | awk '{ printf "%.1f", $1 / 1024 }')
+			r=$(awk -v a="$nc" -v b="$oc" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')
+			rcpu=$(awk -v a="$ncpu" -v b="$ocpu" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')
+			bad=$(awk -F, -v t="$tree" -v p="$phase" '$2 == t && $5 == p &&
+			    ($3 == "biomirror" || $3 == "biomirror-base") &&
+			    ($19 != "yes" || $10 != 0) { n++ } END { print n + 0 }' "$CSV")
+			if [ "$bad" != 0 ]; then
+				ok="not measured ($bad failed runs)"
+				failed=1
+			elif awk -v r="$r" 'BEGIN { exit !(r != "-" && r <= 1.05) }'; then
+				ok=yes
+			else
+				ok=NO
+				slow="$slow, $name ($r)"
+			fi
+			BASE_TABLE="$BASE_TABLE| $name | $oc | $nc | $r | $ocpu | $ncpu | $rcpu | $orss | $nrss | $ok |
+"
+			BASE_RUNS="$BASE_RUNS    $name: old $(field "$tree" biomirror-base "$phase" 6 | paste -sd ' ') | new $(field "$tree" biomirror "$phase" 6 | paste -sd ' ')
+"
+		done
+	done
+	if [ -n "$slow" ]; then
+		BASE_VERDICT="NO: new/old above 1.05 in ${slow#, }"
+	elif [ "$failed" = 1 ]; then
+		BASE_VERDICT="not established: some runs failed (see the table)"
+	else
+		BASE_VERDICT="yes, in every case"
+	fi
+	BASE_VERDICT="new build at most 5% slower than the old (wall-time medians, new / old <= 1.05): $BASE_VERDICT"
+}
+
 # ---------------------------------------------------------------- run
 T_START=$(date +%s)
 if has_tree A && [ -z "${SKIP_HTTP_A:-}" ]; then
@@ -613,11 +732,13 @@ T_END=$(date +%s)
 # ---------------------------------------------------------------- report
 echo
 echo "== results ($(( (T_END - T_START) / 60 )) min), raw runs: $CSV"
+if [ "$RUN_PEERS" = 1 ]; then
 has_tree A && [ -z "${SKIP_HTTP_A:-}" ] && table_tree A "$TREE_DESC_A"
 has_tree B && [ -z "${SKIP_HTTP_B:-}" ] && table_tree B "$TREE_DESC_B"
 has_tree FA && table_tree FA "$TREE_DESC_A over FTP (vsftpd; gridftp for the last three rows)"
 has_tree FB && table_tree FB "$TREE_DESC_B over FTP (vsftpd; gridftp for the last three rows)"
-if has_tree FA; then
+fi
+if [ "$RUN_PEERS" = 1 ] && has_tree FA; then
 	for tool in lftp wget; do
 		for phase in cold resync; do
 			target "FA $phase: biomirror faster than $tool (vsftpd)" \
@@ -634,7 +755,7 @@ if has_tree FA; then
 		    "$(field FA biomirror-gridftp-e "$phase" 6 | median_of)" 1)"
 	done
 fi
-if has_tree FB; then
+if [ "$RUN_PEERS" = 1 ] && has_tree FB; then
 	for phase in cold resync; do
 		best=$( { field FB lftp "$phase" 6 | median_of; field FB wget "$phase" 6 | median_of; } | sort -g | head -1)
 		target "FB $phase: biomirror no slower than the faster of lftp and wget ($best s, vsftpd)" \
@@ -647,7 +768,7 @@ if has_tree FB; then
 		    "$(field FB biomirror-gridftp-e "$phase" 6 | median_of)" 1)"
 	done
 fi
-if has_tree A && [ -z "${SKIP_HTTP_A:-}" ]; then
+if [ "$RUN_PEERS" = 1 ] && has_tree A && [ -z "${SKIP_HTTP_A:-}" ]; then
 	for tool in rclone lftp; do
 		for phase in cold resync; do
 			target "A $phase: biomirror at least 2x faster than $tool" \
@@ -658,7 +779,7 @@ if has_tree A && [ -z "${SKIP_HTTP_A:-}" ]; then
 		    "$(ratio_ok "$(durable A "$tool")" "$(durable A biomirror)" 2)"
 	done
 fi
-if has_tree B && [ -z "${SKIP_HTTP_B:-}" ]; then
+if [ "$RUN_PEERS" = 1 ] && has_tree B && [ -z "${SKIP_HTTP_B:-}" ]; then
 	for phase in cold resync; do
 		best=$( { field B rclone "$phase" 6 | median_of; field B lftp "$phase" 6 | median_of; } | sort -g | head -1)
 		target "B $phase: biomirror no slower than the faster of rclone and lftp ($best s)" \
@@ -683,7 +804,19 @@ $RSS_LINES"
 	target "C: peak RSS below 64 MB (64,000,000 bytes) with a 100,000-entry listing, plan and sync" \
 	    "$(awk -v k="$worst" 'BEGIN { printf "%s (worst %.1f MB = %.1f MiB)", (k * 1024 < 64e6 ? "met" : "NOT met"), k * 1024 / 1e6, k / 1024 }')"
 fi
-printf '\nTargets (ratios are the other tool'"'"'s median / biomirror'"'"'s; 1 or more is biomirror as fast or faster):\n%s' "$TARGETS"
+[ -n "$TARGETS" ] &&
+    printf '\nTargets (ratios are the other tool'"'"'s median / biomirror'"'"'s; 1 or more is biomirror as fast or faster):\n%s' "$TARGETS"
+BASE_HEAD=""
+if [ -n "$BASE" ]; then
+	table_baseline
+	BASE_HEAD="biomirror new against old (\`--baseline\`): median of $RUNS run(s) each, the two
+binaries alternately in every round (old first in odd rounds); wall seconds,
+CPU = user + sys$(has_tree A && printf '\n- tree A: %s' "$TREE_DESC_A")$(has_tree B && printf '\n- tree B: %s' "$TREE_DESC_B")
+- new: $BM_INFO (\`$BM_ORIG\`)
+- old: $BASE_INFO (\`$BASE\`)"
+	printf '\n%s\n\n%s\nRaw wall seconds, in run order:\n%s\n%s\n' \
+	    "$BASE_HEAD" "$BASE_TABLE" "$BASE_RUNS" "$BASE_VERDICT"
+fi
 if [ -n "$BM_PROBLEMS" ]; then
 	echo "biomirror PROBLEMS:${BM_PROBLEMS#;}"
 else
@@ -696,37 +829,55 @@ CPU=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
 MEM=$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 MACHINE="- machine: $(nproc) CPUs ($CPU), $MEM RAM, kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")
 - disk: $FSTYPE on $(df -P "$T" | awk 'NR == 2 { print $1 }'); $DROP_NOTE
-- server: $(ver /usr/sbin/nginx -v | sed 's/^nginx version: //'), one worker, autoindex (exact sizes), sendfile, on 127.0.0.1
+- server: $(ver /usr/sbin/nginx -v | sed 's/^nginx version: //'), one worker, autoindex (exact sizes), sendfile, on 127.0.0.1"
+# Without the peers the two biomirror builds are listed in BASE_HEAD.
+[ "$RUN_PEERS" = 1 ] && MACHINE="$MACHINE
 - $BM_INFO (\`$BM_ORIG\`, copied before the first run); rclone $(rclone version 2>/dev/null | awk 'NR == 1 { print $2 }'); $(lftp --version | awk 'NR == 1 { print "lftp " $4 }'); $(ver wget --version | awk '{ print "wget " $3 }'); $(ver cp --version | sed 's/^cp (GNU coreutils) /coreutils /'); $(ver rsync --version | awk '{ print "rsync " $3 }')"
 cmd_of() { printf '%s' "${CMDS["$1"]:-}" | sed "s#$URL#http://127.0.0.1:PORT/#g; s#$T/biomirror#biomirror#g; s#$T#\$W#g"; }
 COMMANDS=""
 CT=A
 has_tree A || CT=B
-for k in "$CT biomirror cold" "$CT rclone cold" "$CT lftp cold" "$CT wget cold" "$CT cp cold" \
+for k in "$CT biomirror cold" "$CT biomirror-base cold" "$CT rclone cold" "$CT lftp cold" "$CT wget cold" "$CT cp cold" \
     "$CT cp resync" "C biomirror plan"; do
 	c=$(cmd_of "$k")
 	[ -n "$c" ] && COMMANDS="$COMMANDS    ${k#* }: $c
 "
 done
-SECTION="## Measured: $(date -u +%Y-%m-%d) (\`tests/bench/local.sh$( [ "$QUICK" = 1 ] && echo ' --quick')$( [ "$RUNS_SET" = 1 ] && echo " --runs $RUNS")\`)
+if [ -n "$BASE" ]; then
+	SHOWN=" $ARGS"
+else
+	SHOWN="$( [ "$QUICK" = 1 ] && echo ' --quick')$( [ "$RUNS_SET" = 1 ] && echo " --runs $RUNS")"
+fi
+SECTION="## Measured: $(date -u +%Y-%m-%d) (\`tests/bench/local.sh$SHOWN\`)
 
 $MACHINE
 
 Commands (\$W is the work directory; the re-sync repeats the same command into
-the same destination, except cp, whose re-sync is \`rsync -a\`; the trees
+the same destination$( [ "$RUN_PEERS" = 1 ] && echo ", except cp, whose re-sync is \`rsync -a\`"); the trees
 differ only in the URL, ending in \`A/\` or \`B/\`):
 
 \`\`\`
 $COMMANDS\`\`\`
 
 $TABLES"
+[ -n "$BASE" ] && SECTION="$SECTION
+$BASE_HEAD
+
+$BASE_TABLE
+Raw wall seconds, in run order:
+
+\`\`\`
+$BASE_RUNS\`\`\`
+
+$BASE_VERDICT
+"
 [ -n "$RSS_TABLE" ] && SECTION="$SECTION
 Tree C: biomirror on 100,000 zero-byte files in 100 directories
 (\`/usr/bin/time -v\`, Maximum resident set size; \`plan\` is \`sync --dry-run\`
 with an empty manifest, then a cold sync, then a no-change sync)
 
 $RSS_TABLE"
-SECTION="$SECTION
+[ -n "$TARGETS" ] && SECTION="$SECTION
 Targets (ratio = other tool's median / biomirror's):
 
 $TARGETS"
@@ -734,7 +885,11 @@ $TARGETS"
 biomirror problems seen in this run:${BM_PROBLEMS#;}
 "
 printf '%s' "$SECTION" > "$OUTDIR/local-$STAMP.md"
-echo "section for docs/performance.md: $OUTDIR/local-$STAMP.md"
+if [ -n "$BASE" ]; then
+	echo "tables (markdown; docs/performance.md untouched): $OUTDIR/local-$STAMP.md"
+else
+	echo "section for docs/performance.md: $OUTDIR/local-$STAMP.md"
+fi
 if [ "$DOC" = 1 ]; then
 	python3 - "$ROOT/docs/performance.md" "$OUTDIR/local-$STAMP.md" <<'EOF' || fail "updating docs/performance.md"
 import sys

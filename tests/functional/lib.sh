@@ -430,7 +430,8 @@ CONF
 # client in stream mode needs one port per file),
 # every command logged.  It offers MLSD.  Exports GRIDFTP_PORT,
 # GRIDFTP_URL (ftp://127.0.0.1:PORT/%2FROOT/: RFC 1738 absolute path),
-# GRIDFTP_LOG ('[CLIENT]: RETR /path' lines).
+# GRIDFTP_LOG ('[CLIENT]: RETR /path' lines).  GRIDFTP_ARGS: more
+# options (-dc-whitelist udt,gsi,tcp for the UDT tests).
 start_gridftp() {
 	local root=$1 nports=${2:-1000} port dir pid lo hi
 	command -v globus-gridftp-server >/dev/null ||
@@ -445,7 +446,7 @@ start_gridftp() {
 	    -anonymous-user nobody -p "$port" -control-interface 127.0.0.1 \
 	    -data-interface 127.0.0.1 -restrict-paths "$root" \
 	    -log-level all -log-module stdio:buffer=0 -logfile "$dir/gridftp.log" \
-	    > "$dir/server.log" 2>&1 &
+	    ${GRIDFTP_ARGS:-} > "$dir/server.log" 2>&1 &
 	pid=$!
 	BM_SERVERS="$BM_SERVERS gridftp:$pid:$dir"
 	wait_ftp "$port" || { cat "$dir/server.log" >&2; fail "gridftp did not start"; }

@@ -1,8 +1,9 @@
 #!/bin/bash
 # A run killed with -9 recorded no end: while it runs, status says
 # running (with its PID); once its process (and so its lock) is gone,
-# status and history show it as interrupted, never running forever; the
-# next run records it as interrupted in the manifest.
+# status and history show it as interrupted, never running forever (and
+# status exits 1: the last finished run is not ok); the next run records
+# it as interrupted in the manifest.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -38,8 +39,8 @@ grep -q "^up: last run 1 at .*: running for [0-9]* s$" "$LAST_OUT" ||
 kill -9 "$slow"
 wait "$slow" 2>/dev/null
 
-echo "# after kill -9: interrupted"
-assert_exit 0 bm status up --json
+echo "# after kill -9: interrupted (a last finished run not ok: exit 1)"
+assert_exit 1 bm status up --json
 python3 - "$LAST_OUT" <<'PY' || fail "status --json after kill -9"
 import json, sys
 s = json.load(open(sys.argv[1]))[0]
@@ -50,7 +51,7 @@ assert "without recording its end" in r["error"], r
 assert "pid" not in s, s
 assert s["last_success"] is None, s
 PY
-assert_exit 0 bm status up
+assert_exit 1 bm status up
 grep -q "^up: last run 1 at .*: interrupted; the run ended without recording its end" "$LAST_OUT" ||
     fail "status text: $(cat "$LAST_OUT")"
 grep -q "interrupted in 0.0 s" "$LAST_OUT" && fail "an interrupted run shown with a time"

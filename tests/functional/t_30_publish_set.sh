@@ -171,10 +171,11 @@ assert_eq "$(tree_sum "$D/")" "$pub_sum" "published content after failure"
 assert_eq "$(inodes "$D/")" "$pub_inodes" "published inodes after failure"
 assert_eq "$(snaps)" "0 $run2 $run3 " "snapshots after failure"
 grep -q 'snapshot not published' "$LAST_ERR" || fail "no 'not published' warning"
-# status names the snapshot still published after the failed run.
-assert_exit 0 bm --json status up
+# status names the snapshot still published after the failed run (and
+# exits 1: the last finished run is partial).
+assert_exit 1 bm --json status up
 assert_eq "$(jfield published)" "mirror.biomirror/snapshots/$run2" "status --json published"
-assert_exit 0 bm status up
+assert_exit 1 bm status up
 grep -qx "up: published snapshot mirror.biomirror/snapshots/$run2" "$LAST_OUT" ||
     fail "status text lacks the published snapshot: $(cat "$LAST_OUT")"
 head -c 2 "$SNAPS/$run3/nr.00" | grep -q v3 || fail "partial snapshot lacks v3"

@@ -14,8 +14,8 @@
 #    ETags that differ per request (a load balancer) end in one stream;
 #  - ENOSPC on a small tmpfs: stop, exit 1, what finished is committed,
 #    no partial file under a final name, no temp file, a clear message;
-#  - an empty (0-byte) manifest: status exit 2 saying so; sync warns and
-#    starts it afresh;
+#  - an empty (0-byte) manifest: status and sync exit 2 saying so and
+#    what rebuilds it (resync --adopt, t_76), never starting it afresh;
 #  - a corrupt or a locked manifest: exit 2, an error naming the file,
 #    the file left as it was (never recreated);
 #  - a destination directory the run may not write in: the file fails
@@ -192,22 +192,25 @@ grep -q "$db: file is not a database" "$LAST_ERR" || fail "the corrupt manifest 
 cmp -s "$T/garbage.db" "$db" || fail "the corrupt manifest was changed"
 [ -e "$T/mirror/big.bin" ] && fail "a file was fetched with a corrupt manifest"
 
-echo "# a manifest of 0 bytes: read-only commands say so (exit 2); sync warns"
-echo "# and starts it afresh (nothing deleted: nothing is tracked)"
+echo "# a manifest of 0 bytes: status and sync say so and how to rebuild it"
+echo "# (exit 2); never started afresh"
 rm -f "$db" "$db-wal" "$db-shm"
 : > "$db"
+want="$db: empty (0 bytes); the manifest is damaged: rebuild it from the files in the mirror, without fetching them again, with: biomirror -c $T/bm.conf --state-dir $T/state resync up --adopt (the damaged file is kept as up.db.corrupt-TIMESTAMP)"
 assert_exit 2 bm status up
-grep -qxF "biomirror: $db: an empty manifest: no run has committed to it yet (or the file was truncated); the next sync starts it afresh" \
-    "$LAST_ERR" || fail "status: no message for the empty manifest"
+grep -qxF "biomirror: up: $want" "$LAST_ERR" || fail "status: no message for the empty manifest"
 assert_exit 2 bm --json status up
-python3 - "$LAST_OUT" "$db" <<'PY' || fail "status --json: no error for the empty manifest"
+python3 - "$LAST_OUT" "$want" <<'PY' || fail "status --json: no error for the empty manifest"
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
-assert r["last_run"] is None and r["error"].startswith(sys.argv[2] + ": an empty manifest"), r
+assert r["last_run"] is None and r["error"] == sys.argv[2], r
 PY
+assert_exit 2 bm --json sync up
+grep -qxF "biomirror: up: $want" "$LAST_ERR" || fail "sync: no message for the empty manifest"
+[ -s "$db" ] && fail "the empty manifest was started afresh"
+[ -e "$T/mirror/big.bin" ] && fail "a file was fetched with an empty manifest"
+rm "$db"
 assert_exit 0 bm --json sync up
-grep -qxF "biomirror: up: manifest $db is empty (0 bytes: a first run that died before its first commit, or a truncated file): starting a new one; files already in the destination are fetched again, earlier runs' history is gone" \
-    "$LAST_ERR" || fail "sync: no warning for the empty manifest"
 assert_trees_equal "$T/up" "$T/mirror"
 
 echo "# a locked manifest: exit 2 after the busy timeout, named"

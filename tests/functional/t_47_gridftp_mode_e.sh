@@ -147,8 +147,8 @@ for p in $modee; do
 	# The set-up, in this order (gridftp logs PASS twice); FEAT after
 	# PASS on the session that asked it.
 	got=$(grep -Ev '^(RETR|MDTM|MLSD)( |$)' "$T/sess.$p" | uniq | sed 's/^PORT .*/PORT/' | tr '\n' '|')
-	want="USER anonymous|PASS ftp@example.com|TYPE I|MODE E|DCAU N|OPTS RETR Parallelism=1,1,1;|PORT|"
-	[ "$p" != "$feat_pid" ] || want="USER anonymous|PASS ftp@example.com|FEAT|TYPE I|MODE E|DCAU N|OPTS RETR Parallelism=1,1,1;|PORT|"
+	want="USER anonymous|PASS ftp@example.com|TYPE I|MODE E|DCAU N|OPTS RETR Parallelism=4,4,4;|PORT|"
+	[ "$p" != "$feat_pid" ] || want="USER anonymous|PASS ftp@example.com|FEAT|TYPE I|MODE E|DCAU N|OPTS RETR Parallelism=4,4,4;|PORT|"
 	assert_eq "$got" "$want" "commands of session $p besides RETR"
 	first=$(grep -n '^RETR ' "$T/sess.$p" | head -1 | cut -d: -f1)
 	port=$(grep -n '^PORT ' "$T/sess.$p" | cut -d: -f1)

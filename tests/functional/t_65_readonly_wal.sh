@@ -56,14 +56,15 @@ wait "$slow" 2>/dev/null
 sum0=$(cat "$M"/up.db* | sha256sum)
 
 echo "# after kill -9: nobody, and root through a read-only bind mount"
-assert_exit 0 nobody_bm status up
+echo "# (exit 1: the last finished run, interrupted, is not ok)"
+assert_exit 1 nobody_bm status up
 grep -q "^up: last run 2 at .*: interrupted; the run ended without recording its end" \
     "$LAST_OUT" || fail "status as nobody after kill -9: $(cat "$LAST_OUT")"
 assert_exit 0 nobody_bm history up
 grep -q "^ *2 .* interrupted " "$LAST_OUT" || fail "history as nobody: $(cat "$LAST_OUT")"
 mkdir "$T/ro"
 mount --bind -o ro "$T/state" "$T/ro" || fail "bind mount"
-assert_exit 0 "$BM" -c "$T/bm.conf" --state-dir "$T/ro" status up
+assert_exit 1 "$BM" -c "$T/bm.conf" --state-dir "$T/ro" status up
 grep -q "^up: last run 2 at .*: interrupted; " "$LAST_OUT" ||
     fail "status on a read-only mount: $(cat "$LAST_OUT")"
 umount "$T/ro"
@@ -75,9 +76,9 @@ assert_exit 2 nobody_bm status up
 grep -qxF "biomirror: $M/up.db: unable to open database file ($M/up.db-wal holds commits not yet in the file, which only a process that may write the state directory can apply: any biomirror command run as the manifest's owner does)" \
     "$LAST_ERR" || fail "message: $(cat "$LAST_ERR")"
 [ -s "$LAST_OUT" ] && fail "output without the WAL's commits: $(cat "$LAST_OUT")"
-assert_exit 0 bm status up
+assert_exit 1 bm status up
 grep -q "^up: last run 2 at .*: interrupted; " "$LAST_OUT" || fail "status as root"
-assert_exit 0 nobody_bm status up
+assert_exit 1 nobody_bm status up
 grep -q "^up: last run 2 at .*: interrupted; " "$LAST_OUT" || fail "status as nobody at last"
 
 stop_servers

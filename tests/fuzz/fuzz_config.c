@@ -1,4 +1,4 @@
-/* Threat: a corrupt or hostile config file must give an error naming the file and line, never a crash, a leak or a half-checked mirror. */
+/* Threat: a corrupt or hostile config file must give errors naming the file and line, never a crash, a leak or a half-checked mirror left usable. */
 /*
  * Target for config_load() (agent/config.c, inih).  The input is the
  * file's bytes, written to a memfd and loaded through /proc/self/fd/N
@@ -73,6 +73,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* "FILE:LINE: reason" or "FILE: reason" */
 		FUZZ_CHECK(strncmp(err, path, pl) == 0);
 		FUZZ_CHECK(err[pl] == ':' && strlen(err) > pl + 2);
+	}
+	/* Going on past errors: the mirrors not bad are whole mirrors. */
+	c = NULL;
+	if (config_load_all(path, &c, err, sizeof(err)) == 0) {
+		FUZZ_CHECK(c != NULL && (rc == 0) == (c->nerrors == 0));
+		for (i = 0; i < c->nmirrors; i++)
+			if (!c->mirrors[i]->bad)
+				check_mirror(c->mirrors[i]);
+		for (i = 0; i < c->nerrors; i++)
+			FUZZ_CHECK(strncmp(c->errors[i].where, path, pl) == 0 &&
+			    c->errors[i].where[pl] == ':' &&
+			    c->errors[i].reason[0] != '\0');
+		config_free(c);
 	}
 	return 0;
 }

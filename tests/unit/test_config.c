@@ -2,7 +2,9 @@
  * Unit tests for agent/config.c: defaults, every key with good and bad
  * values, exact "FILE:LINE: reason" messages, inih's traps (long lines,
  * continuation lines, keys outside sections), the size parser and the
- * per-run override path (mirror_conf_set).  Config files are written into
+ * per-run override path (mirror_conf_set, mirror_conf_clear), and
+ * config_load_all(): every error listed, a bad section spoiling only its
+ * own mirror.  Config files are written into
  * a mkdtemp(3) directory that is removed at the end.
  */
 #include <errno.h>
@@ -422,10 +424,21 @@ test_publish(struct ctx *t)
 static void
 test_unsupported(struct ctx *t)
 {
-	bad_value(t, "transport", "udt",
-	    "transport = udt is not supported by this build yet");
-	bad_value(t, "transport", "auto",
-	    "transport = auto is not supported by this build yet");
+	struct config		*uc = NULL;
+
+	fails(t, HEAD "transport = udt\n", 1, "transport = udt needs an "
+	    "ftp:// source with ftp_mode = extended (UDT carries GridFTP's "
+	    "extended block mode only) in section [m]");
+	fails(t, "[m]\nsource = ftp://h.example/x/\ndest = /srv/m\n"
+	    "transport = udt\n", 1, "transport = udt needs an ftp:// source "
+	    "with ftp_mode = extended (UDT carries GridFTP's extended block "
+	    "mode only) in section [m]");
+	is_int(load(t, "[m]\nsource = ftp://h.example/x/\ndest = /srv/m\n"
+	    "transport = udt\nftp_mode = extended\nudt_buffer = 8M\n", &uc), 0,
+	    "transport = udt with ftp_mode = extended: %s", t->err);
+	ok(uc != NULL && uc->mirrors[0]->transport == TRANSPORT_UDT &&
+	    uc->mirrors[0]->udt_buffer == 8ULL << 20, "udt, udt_buffer 8M");
+	config_free(uc);
 	bad_value(t, "transport", "quic",
 	    "transport = quic: expected tcp, udt or auto");
 	bad_value(t, "verify", "md5",
@@ -1070,9 +1083,12 @@ test_set(void)
 	    BM_EINVAL, "unknown key");
 	is_str(err, "unknown key 'concurency'", "unknown key reason");
 	is_int(mirror_conf_set(m, "transport", "udt", err, sizeof(err)),
-	    BM_EINVAL, "--transport udt");
-	is_str(err, "transport = udt is not supported by this build yet",
-	    "udt reason");
+	    0, "--transport udt (checked against the source at the end)");
+	ok(m->transport == TRANSPORT_UDT, "transport udt set");
+	is_int(mirror_conf_set(m, "transport", "auto", err, sizeof(err)),
+	    0, "--transport auto");
+	is_int(mirror_conf_set(m, "transport", "tcp", err, sizeof(err)),
+	    0, "--transport tcp");
 	is_int(mirror_conf_set(m, "post_sync", "reindex \"$BIOMIRROR_DEST\"",
 	    err, sizeof(err)), 0, "post_sync");
 	is_str(m->post_sync, "reindex \"$BIOMIRROR_DEST\"", "post_sync kept "
@@ -1279,6 +1295,258 @@ test_adhoc_dest(struct ctx *t)
 	config_free(c);
 }
 
+/* Load text with config_load_all(); *ret set when the file was read. */
+static int
+load_all(struct ctx *t, const char *text, struct config **ret)
+{
+	write_conf(t, text, strlen(text));
+	t->err[0] = '\0';
+	return config_load_all(t->path, ret, t->err, sizeof(t->err));
+}
+
+/* Error i of c is at line of t's file, in mirror name (NULL: none). */
+static void
+is_error(struct ctx *t, const struct config *c, size_t i, unsigned line,
+    const char *name, const char *reason)
+{
+	char	 where[160];
+
+	snprintf(where, sizeof(where), "%s:%u", t->path, line);
+	if (!ok(i < c->nerrors, "error %zu exists (%s)", i, reason))
+		return;
+	is_str(c->errors[i].where, where, "error %zu: where", i);
+	is_str(c->errors[i].reason, reason, "error %zu: reason", i);
+	if (name == NULL)
+		ok(c->errors[i].mirror == NULL, "error %zu: no mirror", i);
+	else
+		ok(c->errors[i].mirror != NULL &&
+		    strcmp(c->errors[i].mirror->name, name) == 0,
+		    "error %zu: mirror %s", i, name);
+}
+
+/*
+ * config_load_all(): an error in one mirror's section makes that mirror
+ * bad and leaves the others usable; every error is listed, each with
+ * its line; errors outside mirror sections are fatal; a broken header's
+ * keys never reach the section before it.
+ */
+static void
+test_load_all(struct ctx *t)
+{
+	struct config	*c = NULL;
+	struct mirror_conf *m;
+
+	is_int(load_all(t, "[good]\nsource = https://h/a/\ndest = /srv/a\n"
+	    "[bad]\nsource = https://h/b/\ndest = /srv/b\nconcurrency = 0\n"
+	    "bogus = 1\n[good2]\nsource = https://h/c/\ndest = /srv/c\n",
+	    &c), 0, "load_all: a file with a bad section loads");
+	if (c != NULL) {
+		is_int(c->nmirrors, 3, "three mirrors, the bad one too");
+		ok(!c->fatal, "not fatal");
+		is_int(c->nerrors, 2, "both errors of [bad] listed");
+		is_error(t, c, 0, 7, "bad", "concurrency = 0: expected an "
+		    "integer from 1 to 1024, or auto");
+		is_error(t, c, 1, 8, "bad", "unknown key 'bogus' in section "
+		    "[bad]");
+		m = config_find(c, "good");
+		ok(m != NULL && !m->bad && strcmp(m->dest, "/srv/a") == 0,
+		    "[good] usable");
+		m = config_find(c, "good2");
+		ok(m != NULL && !m->bad && strcmp(m->source, "https://h/c/") ==
+		    0, "[good2] after the bad one usable");
+		ok(config_find(c, "bad") != NULL && config_find(c, "bad")->bad,
+		    "[bad] is bad");
+	}
+	config_free(c);
+	c = NULL;
+
+	/* The same file through config_load(): the first error fails it. */
+	is_int(load(t, "[good]\nsource = https://h/a/\ndest = /srv/a\n"
+	    "[bad]\nsource = https://h/b/\ndest = /srv/b\nconcurrency = 0\n",
+	    &c), BM_EINVAL, "config_load still refuses the file");
+	ok(c == NULL, "config_load returns no config");
+
+	/* Missing source at the header's line; errors in two sections. */
+	c = NULL;
+	is_int(load_all(t, "[a]\ndest = /srv/a\n[b]\nsource = https://h/\n"
+	    "dest = relative\n[c]\nsource = https://h/\ndest = /srv/c\n",
+	    &c), 0, "two bad sections load");
+	if (c != NULL) {
+		is_int(c->nerrors, 2, "two errors");
+		is_error(t, c, 0, 1, "a", "missing key 'source' in section "
+		    "[a]");
+		is_error(t, c, 1, 5, "b", "dest must be an absolute path (got "
+		    "'relative'; a relative path would resolve against the "
+		    "working directory)");
+		ok(!config_find(c, "c")->bad, "[c] usable");
+	}
+	config_free(c);
+	c = NULL;
+
+	/* A bad source value is reported once, not again as missing. */
+	is_int(load_all(t, "[a]\nsource = gopher://h/\ndest = /srv/a\n", &c),
+	    0, "bad source loads");
+	if (c != NULL) {
+		is_int(c->nerrors, 1, "one error for a bad source");
+		ok(c->nerrors == 1 && c->errors[0].mirror != NULL,
+		    "in [a]");
+	}
+	config_free(c);
+	c = NULL;
+
+	/* [global] errors are fatal; the mirrors' errors still listed. */
+	is_int(load_all(t, "[global]\nlog_level = loud\n[a]\nsource = "
+	    "https://h/\ndest = /srv/a\nretries = x\n", &c), 0,
+	    "global error loads");
+	if (c != NULL) {
+		ok(c->fatal, "a [global] error is fatal");
+		is_int(c->nerrors, 2, "both errors");
+		is_error(t, c, 0, 2, NULL, "log_level = loud: expected error, "
+		    "warning, info, verbose or debug");
+		is_error(t, c, 1, 6, "a", "retries = x: expected an integer "
+		    "from 0 to 100");
+	}
+	config_free(c);
+	c = NULL;
+	is_int(load_all(t, "x = 1\n[a]\nsource = https://h/\ndest = /srv/a\n",
+	    &c), 0, "key before any section loads");
+	ok(c != NULL && c->fatal && c->nerrors == 1 &&
+	    c->errors[0].mirror == NULL, "a key outside sections is fatal");
+	config_free(c);
+	c = NULL;
+
+	/*
+	 * A malformed header: an error of no mirror; its keys are checked,
+	 * and never added to the section before (include would append).
+	 */
+	is_int(load_all(t, "[a]\nsource = https://h/\ndest = /srv/a\n"
+	    "[b c]\ninclude = *.x\nconcurrency = 0\n[d\ninclude = *.y\n"
+	    "[e]\nsource = https://h/e/\ndest = /srv/e\n", &c), 0,
+	    "broken headers load");
+	if (c != NULL) {
+		ok(!c->fatal, "broken headers are not fatal");
+		is_int(c->nmirrors, 2, "only [a] and [e] are mirrors");
+		m = config_find(c, "a");
+		ok(m != NULL && !m->bad && m->ninclude == 0,
+		    "[a] usable, no include from a broken section");
+		ok(config_find(c, "e") != NULL && !config_find(c, "e")->bad,
+		    "[e] usable");
+		is_int(c->nerrors, 3, "three errors");
+		is_error(t, c, 0, 4, NULL, "bad mirror name 'b c' (1 to 64 "
+		    "letters, digits, '.', '_' or '-', starting with a letter "
+		    "or digit)");
+		is_error(t, c, 1, 6, NULL, "concurrency = 0: expected an "
+		    "integer from 1 to 1024, or auto");
+		is_error(t, c, 2, 7, NULL, "section header without closing "
+		    "']'");
+	}
+	config_free(c);
+	c = NULL;
+
+	/* A repeated section makes the first bad; its keys are checked. */
+	is_int(load_all(t, "[a]\nsource = https://h/\ndest = /srv/a\n"
+	    "[b]\nsource = https://h/b/\ndest = /srv/b\n"
+	    "[a]\nsource = https://h/\ndest = /srv/a2\nretries = -1\n", &c),
+	    0, "a duplicate section loads");
+	if (c != NULL) {
+		is_int(c->nmirrors, 2, "one [a], one [b]");
+		ok(config_find(c, "a")->bad, "[a] is bad");
+		ok(!config_find(c, "b")->bad, "[b] usable");
+		is_int(c->nerrors, 2, "two errors");
+		is_error(t, c, 0, 7, "a", "duplicate section [a] (first on "
+		    "line 1)");
+		is_error(t, c, 1, 10, "a", "retries = -1: expected an integer "
+		    "from 0 to 100");
+		is_str(config_find(c, "a")->dest, "/srv/a",
+		    "the first [a]'s dest kept");
+	}
+	config_free(c);
+	c = NULL;
+
+	/* A continuation line and a missing '=' are the section's. */
+	is_int(load_all(t, "[a]\nsource = https://h/\ndest = /srv/a\n"
+	    "  more\n[b]\nsource = https://h/b/\nnothing here\n"
+	    "dest = /srv/b\n[c]\nsource = https://h/c/\ndest = /srv/c\n", &c),
+	    0, "line errors load");
+	if (c != NULL) {
+		ok(config_find(c, "a")->bad && config_find(c, "b")->bad &&
+		    !config_find(c, "c")->bad, "[a], [b] bad, [c] usable");
+		is_int(c->nerrors, 2, "two errors");
+		ok(c->nerrors == 2 && strstr(c->errors[0].reason,
+		    "indented line") != NULL, "continuation");
+		is_error(t, c, 1, 7, "b", "missing '=' (expected 'key = "
+		    "value', a [section] or a ; comment)");
+	}
+	config_free(c);
+	c = NULL;
+
+	/* A metrics_file inside another mirror's dest: that mirror's. */
+	is_int(load_all(t, "[a]\nsource = https://h/\ndest = /srv/a\n"
+	    "metrics_file = /srv/b/m.prom\n[b]\nsource = https://h/b/\n"
+	    "dest = /srv/b\n", &c), 0, "metrics in a dest loads");
+	ok(c != NULL && config_find(c, "a")->bad &&
+	    !config_find(c, "b")->bad && c->nerrors == 1 &&
+	    strstr(c->errors[0].where, ":4") != NULL,
+	    "metrics_file error on its line, against [a]");
+	config_free(c);
+	c = NULL;
+
+	/* An over-long header line: a broken section, not [a]'s keys. */
+	{
+		char	 text[1024];
+		char	 name[300];
+
+		memset(name, 'n', sizeof(name) - 1);
+		name[sizeof(name) - 1] = '\0';
+		snprintf(text, sizeof(text), "[a]\nsource = https://h/\n"
+		    "dest = /srv/a\n[%s]\ninclude = *.z\n", name);
+		is_int(load_all(t, text, &c), 0, "long header loads");
+		ok(c != NULL && !config_find(c, "a")->bad &&
+		    config_find(c, "a")->ninclude == 0 && c->nerrors >= 1 &&
+		    c->errors[0].mirror == NULL, "long header: its own "
+		    "broken section");
+		config_free(c);
+		c = NULL;
+	}
+}
+
+static void
+test_duration_clear(void)
+{
+	struct mirror_conf *m;
+	uint64_t	 v = 0;
+
+	ok(parse_duration("3600", &v) == 0 && v == 3600, "3600");
+	ok(parse_duration("90m", &v) == 0 && v == 5400, "90m");
+	ok(parse_duration("36h", &v) == 0 && v == 129600, "36h");
+	ok(parse_duration("7d", &v) == 0 && v == 604800, "7d");
+	ok(parse_duration("1s", &v) == 0 && v == 1, "1s");
+	ok(parse_duration("0", &v) == 0 && v == 0, "0");
+	is_int(parse_duration("", &v), BM_EINVAL, "empty");
+	is_int(parse_duration("-1", &v), BM_EINVAL, "negative");
+	is_int(parse_duration("5w", &v), BM_EINVAL, "unknown unit");
+	is_int(parse_duration("5mm", &v), BM_EINVAL, "two units");
+	is_int(parse_duration("h", &v), BM_EINVAL, "no number");
+	is_int(parse_duration("200000000000000000d", &v), BM_EINVAL,
+	    "overflow");
+
+	if ((m = mirror_conf_new("x")) == NULL)
+		return;
+	ok(mirror_conf_set(m, "include", "*.a", NULL, 0) == 0 &&
+	    mirror_conf_set(m, "include", "*.b", NULL, 0) == 0 &&
+	    m->ninclude == 2, "two includes");
+	is_int(mirror_conf_clear(m, "include"), 0, "clear include");
+	ok(m->ninclude == 0 && m->include == NULL, "includes gone");
+	ok(mirror_conf_set(m, "include", "*.c", NULL, 0) == 0 &&
+	    m->ninclude == 1 && strcmp(m->include[0], "*.c") == 0,
+	    "a new list");
+	ok(mirror_conf_set(m, "exclude", "*.d", NULL, 0) == 0 &&
+	    mirror_conf_clear(m, "exclude") == 0 && m->nexclude == 0,
+	    "clear exclude");
+	is_int(mirror_conf_clear(m, "dest"), BM_EINVAL, "not a list key");
+	mirror_conf_free(m);
+}
+
 int
 main(void)
 {
@@ -1309,6 +1577,8 @@ main(void)
 	test_hook_metrics_paths(&t);
 	test_adhoc_dest(&t);
 	test_examples();
+	test_load_all(&t);
+	test_duration_clear();
 
 	(void)unlink(t.path);
 	(void)rmdir(t.dir);

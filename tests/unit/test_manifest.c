@@ -300,7 +300,7 @@ test_open(const char *dir)
 	struct manifest		*m = NULL;
 	struct seen_list	 sl;
 	struct commit_rec	 c;
-	char			 p[512], err[512];
+	char			 p[512], side[600], err[512];
 	int			 rc;
 
 	memset(&sl, 0, sizeof(sl));
@@ -337,14 +337,57 @@ test_open(const char *dir)
 	seen_reset(&sl);
 	manifest_close(m);
 
-	/* An empty file (first open died before its schema commit). */
+	/*
+	 * An empty file: a new manifest is renamed into place with its
+	 * schema, so this one was truncated.  Never started afresh.
+	 */
 	join(p, sizeof(p), dir, "empty.db");
 	write_file(p, "", 0);
 	m = NULL;
 	rc = manifest_open(p, false, &m, err, sizeof(err));
-	is_int(rc, BM_EDB, "empty file without create: BM_EDB");
+	is_int(rc, BM_ECORRUPT, "empty file without create: BM_ECORRUPT");
 	rc = manifest_open(p, true, &m, err, sizeof(err));
-	is_int(rc, 0, "empty file with create is initialized");
+	is_int(rc, BM_ECORRUPT, "empty file with create: BM_ECORRUPT");
+	ok(strncmp(err, p, strlen(p)) == 0 &&
+	    strstr(err, ": empty (0 bytes)") != NULL, "empty message: %s", err);
+	rc = manifest_open_read(p, &m, err, sizeof(err));
+	is_int(rc, BM_ECORRUPT, "empty file, read: BM_ECORRUPT");
+	ok(file_equals(p, "", 0), "empty file left empty");
+	(void)snprintf(side, sizeof(side), "%s-wal", p);
+	ok(!exists(side), "no -wal beside the empty file");
+}
+
+/*
+ * Creation goes through PATH.new: none is left, a stale one (a killed
+ * creation) is replaced, and a -wal left without its file is not read
+ * into the new one.
+ */
+static void
+test_create(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct seen_list	 sl;
+	char			 p[512], side[600], err[512];
+
+	memset(&sl, 0, sizeof(sl));
+	join(p, sizeof(p), dir, "fresh.db");
+	(void)snprintf(side, sizeof(side), "%s.new", p);
+	write_file(side, "half made", 9);
+	(void)snprintf(side, sizeof(side), "%s-wal", p);
+	write_file(side, "orphan wal", 10);
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "create over a stale PATH.new and an orphan -wal: %s", err);
+	is_int(manifest_ls(m, "", ls_cb, &sl), 0, "ls of the new manifest");
+	is_int(sl.n, 0, "new manifest is empty");
+	is_int(manifest_fault(m), 0, "no fault after a sound open");
+	manifest_close(m);
+	m = NULL;
+	(void)snprintf(side, sizeof(side), "%s.new", p);
+	ok(!exists(side), "no PATH.new left");
+	(void)snprintf(side, sizeof(side), "%s.new-journal", p);
+	ok(!exists(side), "no PATH.new-journal left");
+	is_int(manifest_open(p, false, &m, err, sizeof(err)), 0,
+	    "the new manifest reopens");
 	manifest_close(m);
 }
 
@@ -360,7 +403,7 @@ test_refuse(const char *dir)
 	join(p, sizeof(p), dir, "garbage.db");
 	write_file(p, garbage, sizeof(garbage) - 1);
 	rc = manifest_open(p, true, &m, err, sizeof(err));
-	is_int(rc, BM_EDB, "garbage file: BM_EDB");
+	is_int(rc, BM_ECORRUPT, "garbage file: BM_ECORRUPT");
 	ok(strncmp(err, p, strlen(p)) == 0 &&
 	    strstr(err, "not a database") != NULL,
 	    "garbage message is \"PATH: ...not a database\": %s", err);
@@ -371,7 +414,7 @@ test_refuse(const char *dir)
 	(void)snprintf(side, sizeof(side), "%s-journal", p);
 	ok(!exists(side), "no -journal created beside the garbage");
 	rc = manifest_open(p, false, &m, err, sizeof(err));
-	is_int(rc, BM_EDB, "garbage file, create=false: BM_EDB");
+	is_int(rc, BM_ECORRUPT, "garbage file, create=false: BM_ECORRUPT");
 
 	join(p, sizeof(p), dir, "other.db");
 	db = raw_open(p);
@@ -403,10 +446,20 @@ test_refuse(const char *dir)
 	m = NULL;
 	corrupt_page1(p);
 	rc = manifest_open(p, true, &m, err, sizeof(err));
-	is_int(rc, BM_EDB, "corrupt manifest: BM_EDB");
+	is_int(rc, BM_ECORRUPT, "corrupt manifest: BM_ECORRUPT");
 	ok(strstr(err, p) != NULL && strstr(err, "malformed") != NULL,
 	    "corrupt message: %s", err);
 	ok(exists(p), "corrupt manifest left in place");
+
+	/* A database without tables (never what a creation leaves). */
+	join(p, sizeof(p), dir, "notables.db");
+	db = raw_open(p);
+	raw_exec(db, "VACUUM;");
+	(void)sqlite3_close(db);
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_ECORRUPT, "a database without tables: BM_ECORRUPT");
+	ok(strstr(err, "an empty database") != NULL, "no tables message: %s",
+	    err);
 
 	join(p, sizeof(p), dir, "newer.db");
 	rc = manifest_open(p, true, &m, err, sizeof(err));
@@ -424,6 +477,79 @@ test_refuse(const char *dir)
 	raw_exec(db, "SELECT count(*) FROM files;");
 	(void)sqlite3_close(db);
 	ok(1, "newer manifest left in place");
+}
+
+/*
+ * A page in the middle overwritten (the events table's root, which ls
+ * never reads): open finds it (quick_check), for writers and readers,
+ * and leaves the file as it was; manifest_set_aside moves it and its
+ * -wal and -shm away, and a new manifest starts at PATH.
+ */
+static void
+test_damaged(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct commit_rec	 c;
+	sqlite3			*db;
+	sqlite3_stmt		*st;
+	char			 p[512], side[600], kept[600], kept2[600];
+	char			 err[512], junk[4096];
+	int64_t			 run = 0;
+	int			 fd, root = 0, rc;
+
+	join(p, sizeof(p), dir, "damaged.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "create for the damaged test");
+	is_int(manifest_run_begin(m, "sync", NS, &run), 0, "a run");
+	c = rec("a", COMMIT_FETCHED, ENTRY_FILE, 1, NS, MTIME_SECOND);
+	is_int(manifest_commit(m, run, &c, 1), 0, "a commit with an event");
+	manifest_close(m);
+	m = NULL;
+	db = raw_open(p);
+	if (sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master "
+	    "WHERE name = 'events'", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW)
+		tap_bail("setup failed");
+	root = sqlite3_column_int(st, 0);
+	(void)sqlite3_finalize(st);
+	(void)sqlite3_close(db);
+	ok(root > 1, "events root page %d", root);
+	memset(junk, 0x5a, sizeof(junk));
+	if ((fd = open(p, O_WRONLY | O_CLOEXEC)) == -1 ||
+	    pwrite(fd, junk, sizeof(junk), (off_t)(root - 1) * 4096) !=
+	    (ssize_t)sizeof(junk) || close(fd) == -1)
+		tap_bail("setup failed");
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_ECORRUPT, "a damaged page: BM_ECORRUPT");
+	ok(strncmp(err, p, strlen(p)) == 0 && strstr(err, ": quick_check: ")
+	    != NULL && strchr(err, '\n') == NULL, "one-line message: %s", err);
+	rc = manifest_open_read(p, &m, err, sizeof(err));
+	is_int(rc, BM_ECORRUPT, "a damaged page, read: BM_ECORRUPT");
+
+	(void)snprintf(side, sizeof(side), "%s-wal", p);
+	write_file(side, "wal", 3);
+	rc = manifest_open(p, false, &m, err, sizeof(err));
+	is_int(rc, BM_ECORRUPT, "damaged with a -wal: BM_ECORRUPT");
+	ok(file_equals(side, "wal", 3), "a failed open keeps the -wal");
+	is_int(manifest_set_aside(p, kept, sizeof(kept), err, sizeof(err)), 0,
+	    "set aside: %s", err);
+	ok(strncmp(kept, p, strlen(p)) == 0 &&
+	    strncmp(kept + strlen(p), ".corrupt-", 9) == 0 &&
+	    kept[strlen(kept) - 1] == 'Z', "kept as %s", kept);
+	ok(!exists(p) && !exists(side), "PATH and PATH-wal moved");
+	(void)snprintf(side, sizeof(side), "%s-wal", kept);
+	ok(file_equals(side, "wal", 3), "the -wal kept beside it");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "a new manifest at PATH");
+	manifest_close(m);
+	m = NULL;
+	is_int(manifest_set_aside(p, kept2, sizeof(kept2), err, sizeof(err)),
+	    0, "set aside again");
+	ok(strcmp(kept, kept2) != 0 && exists(kept) && exists(kept2),
+	    "a second one kept under another name: %s", kept2);
+	is_int(manifest_set_aside(p, kept2, sizeof(kept2), err, sizeof(err)),
+	    BM_EIO, "nothing to set aside: BM_EIO");
+	ok(strstr(err, "No such file") != NULL, "message: %s", err);
 }
 
 static void
@@ -1283,7 +1409,9 @@ main(void)
 		return 1;
 	}
 	test_open(dir);
+	test_create(dir);
 	test_refuse(dir);
+	test_damaged(dir);
 	test_diff(dir);
 	test_bytes_and_ls(dir);
 	test_commit_ops(dir);

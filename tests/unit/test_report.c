@@ -1,7 +1,8 @@
 /*
  * Unit tests for agent/report.c: the escaping of names that are not UTF-8
  * (RFC 3629: overlong forms, surrogates and code points above U+10FFFF
- * are not UTF-8 either) and the --json array built from run results.
+ * are not UTF-8 either) and the --json array built from run results,
+ * also of mirrors not run for config errors (status "error").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,46 @@ test_digest_recorded(void)
 	result_free(r);
 }
 
+/* A result of config errors: {"mirror" if named, "status", "errors"}. */
+static void
+test_error_result(void)
+{
+	struct mirror_result *r;
+	const char	*key;
+	json_t		*o, *v, *e;
+	size_t		 n = 0;
+
+	if (!ok((r = result_new(NULL)) != NULL, "result_new(NULL)"))
+		return;
+	r->status = "error";
+	ok(result_add_error(r, "/etc/b.conf:7", "config", "bad") == 0,
+	    "add a config error");
+	if (ok((o = report_result_json(r)) != NULL, "report_result_json")) {
+		json_object_foreach(o, key, v)
+			n++;
+		is_int(n, 2, "only status and errors, no mirror");
+		is_str(json_string_value(json_object_get(o, "status")),
+		    "error", "status error");
+		e = json_array_get(json_object_get(o, "errors"), 0);
+		is_str(json_string_value(json_object_get(e, "path")),
+		    "/etc/b.conf:7", "path FILE:LINE");
+		is_str(json_string_value(json_object_get(e, "op")), "config",
+		    "op config");
+		json_decref(o);
+	}
+	result_free(r);
+	if (!ok((r = result_new("blast")) != NULL, "result_new(blast)"))
+		return;
+	r->status = "error";
+	if (ok((o = report_result_json(r)) != NULL, "named error result")) {
+		is_str(json_string_value(json_object_get(o, "mirror")),
+		    "blast", "mirror named");
+		ok(json_object_get(o, "run") == NULL, "no run counts");
+		json_decref(o);
+	}
+	result_free(r);
+}
+
 /* A plan's "actions": in --json only for a dry run; bytes null unknown. */
 static void
 test_actions(void)
@@ -238,6 +279,7 @@ main(void)
 	test_text_escape();
 	test_json();
 	test_digest_recorded();
+	test_error_result();
 	test_actions();
 	return done_testing();
 }

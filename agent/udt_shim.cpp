@@ -1,0 +1,570 @@
+/*
+ * The UDT shim (udt_shim.h): extern "C" entry points over libudt 4.11.
+ * Every entry point catches every exception (libudt throws
+ * CUDTException inside and std::bad_alloc from its sets) and turns it
+ * into a BM_E* code; nothing here logs.  A handle owns one UDTSOCKET; a
+ * listener also names the UDP socket it handed to UDT::bind2 (UDT owns
+ * and closes it), so that the kernel's granted buffer sizes can be read.
+ */
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <new>
+#include <set>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <udt/udt.h>
+
+#include "biomirror/error.h"
+#include "biomirror/udt_shim.h"
+
+struct udt_sock {
+	UDTSOCKET	 u;		/* owned */
+	int		 udpfd;		/* borrowed by UDT: a listener's UDP
+					   socket, -1 if none */
+	int64_t		 last_ns;	/* monotonic: last byte received */
+};
+
+struct udt_poll {
+	int		 eid;		/* owned: UDT epoll id */
+	std::map<UDTSOCKET, udt_sock *> socks; /* borrowed handles */
+};
+
+static int64_t
+mono_ns(void)
+{
+	struct timespec	 ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* "what: libudt's last error" into errbuf; returns rc. */
+static int
+fail(int rc, char *errbuf, size_t errlen, const char *what)
+{
+	if (errbuf != NULL && errlen > 0)
+		(void)snprintf(errbuf, errlen, "%s: %s", what,
+		    UDT::getlasterror_desc());
+	return rc;
+}
+
+static int
+fail_msg(int rc, char *errbuf, size_t errlen, const char *msg)
+{
+	if (errbuf != NULL && errlen > 0)
+		(void)snprintf(errbuf, errlen, "%s", msg);
+	return rc;
+}
+
+/* Linger off (4.11's default waits up to 180 s in close). */
+static void
+linger_off(UDTSOCKET u)
+{
+	struct linger	 l;
+
+	l.l_onoff = 0;
+	l.l_linger = 0;
+	(void)UDT::setsockopt(u, 0, UDT_LINGER, &l, sizeof(l));
+}
+
+static udt_sock *
+sock_wrap(UDTSOCKET u, int udpfd)
+{
+	udt_sock	*s = new (std::nothrow) udt_sock;
+
+	if (s == NULL)
+		return NULL;
+	s->u = u;
+	s->udpfd = udpfd;
+	s->last_ns = mono_ns();
+	return s;
+}
+
+extern "C" int
+udt_shim_startup(char *errbuf, size_t errlen)
+{
+	try {
+		if (UDT::startup() == UDT::ERROR)
+			return fail(BM_ENET, errbuf, errlen, "UDT startup");
+		return 0;
+	} catch (...) {
+		return fail_msg(BM_ENET, errbuf, errlen, "UDT startup failed");
+	}
+}
+
+extern "C" void
+udt_shim_cleanup(void)
+{
+	try {
+		(void)UDT::cleanup();
+	} catch (...) {
+		/* nothing to report: the process goes on without UDT */
+	}
+}
+
+/* The kernel's buffer size of fd for opt, halved (socket(7)). */
+static size_t
+granted(int fd, int opt)
+{
+	int		 v = 0;
+	socklen_t	 l = sizeof(v);
+
+	if (getsockopt(fd, SOL_SOCKET, opt, &v, &l) == -1 || v < 0)
+		return 0;
+	return (size_t)v / 2;
+}
+
+/* The UDP socket for a listener, bound to sa; -1 with errno set. */
+static int
+udp_socket(const struct sockaddr *sa, socklen_t salen)
+{
+	int	 fd, e;
+
+	fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return -1;
+	if (bind(fd, sa, salen) == -1) {
+		e = errno;
+		(void)close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Apply want's sizes to u before it binds (0: libudt's default). */
+static void
+set_bufs(UDTSOCKET u, const struct udt_bufs *want)
+{
+	int	 v;
+
+	if (want == NULL)
+		return;
+	if (want->udt_rcvbuf > 0 && want->udt_rcvbuf <= INT32_MAX) {
+		v = (int)want->udt_rcvbuf;
+		(void)UDT::setsockopt(u, 0, UDT_RCVBUF, &v, sizeof(v));
+	}
+	if (want->udp_rcvbuf > 0 && want->udp_rcvbuf <= INT32_MAX) {
+		v = (int)want->udp_rcvbuf;
+		(void)UDT::setsockopt(u, 0, UDP_RCVBUF, &v, sizeof(v));
+	}
+	if (want->udp_sndbuf > 0 && want->udp_sndbuf <= INT32_MAX) {
+		v = (int)want->udp_sndbuf;
+		(void)UDT::setsockopt(u, 0, UDP_SNDBUF, &v, sizeof(v));
+	}
+}
+
+static int
+sock_listen(const struct sockaddr *sa, socklen_t salen,
+    const struct udt_bufs *want, udt_sock **ret, struct udt_bufs *ret_got,
+    char *errbuf, size_t errlen)
+{
+	UDTSOCKET	 u;
+	udt_sock	*s;
+	int		 fd, v = 0, l = sizeof(v);
+	bool		 no = false;
+
+	u = UDT::socket(sa->sa_family, SOCK_STREAM, 0);
+	if (u == UDT::INVALID_SOCK)
+		return fail(BM_ENET, errbuf, errlen, "UDT socket");
+	linger_off(u);
+	(void)UDT::setsockopt(u, 0, UDT_RCVSYN, &no, sizeof(no));
+	(void)UDT::setsockopt(u, 0, UDT_SNDSYN, &no, sizeof(no));
+	set_bufs(u, want);
+	if ((fd = udp_socket(sa, salen)) == -1) {
+		(void)UDT::close(u);
+		if (errbuf != NULL && errlen > 0)
+			(void)snprintf(errbuf, errlen, "UDP socket: %s",
+			    strerror(errno));
+		return BM_ENET;
+	}
+	/* UDT owns fd from here, and sets want's sizes on it. */
+	if (UDT::bind2(u, fd) == UDT::ERROR) {
+		(void)close(fd);
+		(void)UDT::close(u);
+		return fail(BM_ENET, errbuf, errlen, "UDT bind");
+	}
+	if (UDT::listen(u, 64) == UDT::ERROR) {
+		(void)UDT::close(u);
+		return fail(BM_ENET, errbuf, errlen, "UDT listen");
+	}
+	if ((s = sock_wrap(u, fd)) == NULL) {
+		(void)UDT::close(u);
+		return fail_msg(BM_ENOMEM, errbuf, errlen, "out of memory");
+	}
+	if (ret_got != NULL) {
+		ret_got->udp_rcvbuf = granted(fd, SO_RCVBUF);
+		ret_got->udp_sndbuf = granted(fd, SO_SNDBUF);
+		ret_got->udt_rcvbuf = UDT::getsockopt(u, 0, UDT_RCVBUF, &v,
+		    &l) == 0 && v > 0 ? (size_t)v : 0;
+	}
+	*ret = s;
+	return 0;
+}
+
+extern "C" int
+udt_sock_listen(const struct sockaddr *sa, socklen_t salen,
+    const struct udt_bufs *want, udt_sock **ret, struct udt_bufs *ret_got,
+    char *errbuf, size_t errlen)
+{
+	try {
+		return sock_listen(sa, salen, want, ret, ret_got, errbuf,
+		    errlen);
+	} catch (...) {
+		return fail_msg(BM_ENET, errbuf, errlen, "UDT listen failed");
+	}
+}
+
+extern "C" int
+udt_sock_name(const udt_sock *s, struct sockaddr *ss, socklen_t *sslen)
+{
+	int	 l = (int)*sslen;
+
+	try {
+		if (UDT::getsockname(s->u, ss, &l) == UDT::ERROR)
+			return BM_ENET;
+		*sslen = (socklen_t)l;
+		return 0;
+	} catch (...) {
+		return BM_ENET;
+	}
+}
+
+extern "C" int
+udt_sock_accept(udt_sock *l, udt_sock **ret, struct sockaddr *peer,
+    socklen_t *peerlen, char *errbuf, size_t errlen)
+{
+	UDTSOCKET	 u;
+	udt_sock	*s;
+	int		 pl = (int)*peerlen;
+	bool		 no = false;
+
+	try {
+		u = UDT::accept(l->u, peer, &pl);
+		if (u == UDT::INVALID_SOCK) {
+			if (UDT::getlasterror_code() ==
+			    CUDTException::EASYNCRCV)
+				return 1;
+			return fail(BM_ENET, errbuf, errlen, "UDT accept");
+		}
+		linger_off(u);
+		(void)UDT::setsockopt(u, 0, UDT_RCVSYN, &no, sizeof(no));
+		(void)UDT::setsockopt(u, 0, UDT_SNDSYN, &no, sizeof(no));
+		if ((s = sock_wrap(u, -1)) == NULL) {
+			(void)UDT::close(u);
+			return fail_msg(BM_ENOMEM, errbuf, errlen,
+			    "out of memory");
+		}
+		*peerlen = (socklen_t)pl;
+		*ret = s;
+		return 0;
+	} catch (...) {
+		return fail_msg(BM_ENET, errbuf, errlen, "UDT accept failed");
+	}
+}
+
+extern "C" int
+udt_sock_connect(const struct sockaddr *sa, socklen_t salen, udt_sock **ret,
+    char *errbuf, size_t errlen)
+{
+	UDTSOCKET	 u;
+	udt_sock	*s;
+
+	try {
+		u = UDT::socket(sa->sa_family, SOCK_STREAM, 0);
+		if (u == UDT::INVALID_SOCK)
+			return fail(BM_ENET, errbuf, errlen, "UDT socket");
+		linger_off(u);
+		if (UDT::connect(u, sa, (int)salen) == UDT::ERROR) {
+			(void)fail(BM_ENET, errbuf, errlen, "UDT connect");
+			(void)UDT::close(u);
+			return BM_ENET;
+		}
+		if ((s = sock_wrap(u, -1)) == NULL) {
+			(void)UDT::close(u);
+			return fail_msg(BM_ENOMEM, errbuf, errlen,
+			    "out of memory");
+		}
+		*ret = s;
+		return 0;
+	} catch (...) {
+		return fail_msg(BM_ENET, errbuf, errlen, "UDT connect failed");
+	}
+}
+
+extern "C" long
+udt_sock_recv(udt_sock *s, void *buf, size_t len, char *errbuf,
+    size_t errlen)
+{
+	int	 n;
+
+	try {
+		if (len > INT32_MAX)
+			len = INT32_MAX;
+		n = UDT::recv(s->u, (char *)buf, (int)len, 0);
+		if (n == UDT::ERROR) {
+			if (UDT::getlasterror_code() ==
+			    CUDTException::EASYNCRCV)
+				return 0;
+			return fail(BM_ENET, errbuf, errlen, "UDT recv");
+		}
+		if (n == 0)
+			return fail_msg(BM_ENET, errbuf, errlen,
+			    "UDT recv: connection closed");
+		s->last_ns = mono_ns();
+		return n;
+	} catch (...) {
+		return fail_msg(BM_ENET, errbuf, errlen, "UDT recv failed");
+	}
+}
+
+extern "C" long
+udt_sock_recv_pwrite(udt_sock *s, int fd, uint64_t off, size_t len,
+    void *buf, size_t buflen, char *errbuf, size_t errlen)
+{
+	long	 n;
+	ssize_t	 w;
+	size_t	 done = 0;
+
+	if (len > buflen)
+		len = buflen;
+	if ((n = udt_sock_recv(s, buf, len, errbuf, errlen)) <= 0)
+		return n;
+	while (done < (size_t)n) {
+		w = pwrite(fd, (const char *)buf + done, (size_t)n - done,
+		    (off_t)(off + done));
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (errbuf != NULL && errlen > 0)
+				(void)snprintf(errbuf, errlen, "pwrite: %s",
+				    w == 0 ? "no progress" : strerror(errno));
+			return BM_EIO;
+		}
+		done += (size_t)w;
+	}
+	return n;
+}
+
+extern "C" int
+udt_sock_send(udt_sock *s, const void *buf, size_t len, char *errbuf,
+    size_t errlen)
+{
+	const char	*p = (const char *)buf;
+	int		 n, k;
+
+	try {
+		while (len > 0) {
+			k = len > (1 << 20) ? (1 << 20) : (int)len;
+			if ((n = UDT::send(s->u, p, k, 0)) == UDT::ERROR)
+				return fail(BM_ENET, errbuf, errlen,
+				    "UDT send");
+			p += n;
+			len -= (size_t)n;
+		}
+		return 0;
+	} catch (...) {
+		return fail_msg(BM_ENET, errbuf, errlen, "UDT send failed");
+	}
+}
+
+extern "C" int
+udt_sock_set_maxbw(udt_sock *s, int64_t bps)
+{
+	try {
+		/* 4.11 reads 8 bytes, whatever optlen says. */
+		return UDT::setsockopt(s->u, 0, UDT_MAXBW, &bps,
+		    sizeof(bps)) == UDT::ERROR ? BM_ENET : 0;
+	} catch (...) {
+		return BM_ENET;
+	}
+}
+
+extern "C" int64_t
+udt_sock_maxbw(const udt_sock *s)
+{
+	int64_t	 v = 0;
+	int	 l = sizeof(v);
+
+	try {
+		if (UDT::getsockopt(s->u, 0, UDT_MAXBW, &v, &l) == UDT::ERROR)
+			return 0;
+		return v;
+	} catch (...) {
+		return 0;
+	}
+}
+
+extern "C" int
+udt_sock_set_nonblock(udt_sock *s, bool on)
+{
+	bool	 syn = !on;	/* a C++ bool: 4.11 reads one byte */
+
+	try {
+		if (UDT::setsockopt(s->u, 0, UDT_RCVSYN, &syn,
+		    sizeof(syn)) == UDT::ERROR ||
+		    UDT::setsockopt(s->u, 0, UDT_SNDSYN, &syn,
+		    sizeof(syn)) == UDT::ERROR)
+			return BM_ENET;
+		return 0;
+	} catch (...) {
+		return BM_ENET;
+	}
+}
+
+extern "C" bool
+udt_sock_linger_off(const udt_sock *s)
+{
+	struct linger	 l;
+	int		 n = sizeof(l);
+
+	try {
+		memset(&l, 0, sizeof(l));
+		return UDT::getsockopt(s->u, 0, UDT_LINGER, &l, &n) == 0 &&
+		    l.l_onoff == 0;
+	} catch (...) {
+		return false;
+	}
+}
+
+extern "C" int64_t
+udt_sock_idle_ms(const udt_sock *s)
+{
+	return (mono_ns() - s->last_ns) / 1000000;
+}
+
+extern "C" bool
+udt_sock_connected(const udt_sock *s)
+{
+	try {
+		return UDT::getsockstate(s->u) == CONNECTED;
+	} catch (...) {
+		return false;
+	}
+}
+
+extern "C" void
+udt_sock_close(udt_sock *s)
+{
+	if (s == NULL)
+		return;
+	try {
+		linger_off(s->u);
+		(void)UDT::close(s->u);
+	} catch (...) {
+		/* the handle goes anyway */
+	}
+	delete s;
+}
+
+extern "C" int
+udt_poll_new(udt_poll **ret, char *errbuf, size_t errlen)
+{
+	udt_poll	*p;
+
+	try {
+		if ((p = new (std::nothrow) udt_poll) == NULL)
+			return fail_msg(BM_ENOMEM, errbuf, errlen,
+			    "out of memory");
+		if ((p->eid = UDT::epoll_create()) < 0) {
+			delete p;
+			return fail(BM_ENET, errbuf, errlen,
+			    "UDT epoll_create");
+		}
+		*ret = p;
+		return 0;
+	} catch (...) {
+		return fail_msg(BM_ENET, errbuf, errlen, "UDT epoll failed");
+	}
+}
+
+extern "C" int
+udt_poll_add(udt_poll *p, udt_sock *s)
+{
+	int	 ev = UDT_EPOLL_IN | UDT_EPOLL_ERR;
+
+	try {
+		p->socks[s->u] = s;
+		if (UDT::epoll_add_usock(p->eid, s->u, &ev) == UDT::ERROR) {
+			p->socks.erase(s->u);
+			return BM_ENET;
+		}
+		return 0;
+	} catch (const std::bad_alloc &) {
+		return BM_ENOMEM;
+	} catch (...) {
+		return BM_ENET;
+	}
+}
+
+extern "C" void
+udt_poll_del(udt_poll *p, udt_sock *s)
+{
+	try {
+		if (p->socks.erase(s->u) > 0)
+			(void)UDT::epoll_remove_usock(p->eid, s->u);
+	} catch (...) {
+		/* not in the set any more either way */
+	}
+}
+
+static int
+poll_wait(udt_poll *p, int timeout_ms, udt_sock **ready, size_t max,
+    size_t *ret_n, char *errbuf, size_t errlen)
+{
+	std::set<UDTSOCKET> rd;
+	std::set<UDTSOCKET>::const_iterator it;
+	std::map<UDTSOCKET, udt_sock *>::const_iterator m;
+	size_t		 n = 0;
+
+	*ret_n = 0;
+	if (p->socks.empty())
+		return 0;
+	/* Broken sockets come in the read set, as a read reports them. */
+	if (UDT::epoll_wait(p->eid, &rd, NULL, timeout_ms) < 0) {
+		if (UDT::getlasterror_code() == CUDTException::ETIMEOUT)
+			return 0;	/* 4.11: a timeout is error 6003 */
+		return fail(BM_ENET, errbuf, errlen, "UDT epoll_wait");
+	}
+	for (it = rd.begin(); it != rd.end() && n < max; ++it)
+		if ((m = p->socks.find(*it)) != p->socks.end())
+			ready[n++] = m->second;
+	*ret_n = n;
+	return 0;
+}
+
+extern "C" int
+udt_poll_wait(udt_poll *p, int timeout_ms, udt_sock **ready, size_t max,
+    size_t *ret_n, char *errbuf, size_t errlen)
+{
+	try {
+		return poll_wait(p, timeout_ms, ready, max, ret_n, errbuf,
+		    errlen);
+	} catch (const std::bad_alloc &) {
+		*ret_n = 0;
+		return fail_msg(BM_ENOMEM, errbuf, errlen, "out of memory");
+	} catch (...) {
+		*ret_n = 0;
+		return fail_msg(BM_ENET, errbuf, errlen,
+		    "UDT epoll_wait failed");
+	}
+}
+
+extern "C" void
+udt_poll_free(udt_poll *p)
+{
+	if (p == NULL)
+		return;
+	try {
+		(void)UDT::epoll_release(p->eid);
+	} catch (...) {
+		/* the id is gone with libudt's cleanup */
+	}
+	delete p;
+}

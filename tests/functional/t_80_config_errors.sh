@@ -1,0 +1,137 @@
+#!/bin/bash
+# Config errors that spoil one mirror spoil only that mirror (issue 18
+# item 10), --json says so on stdout (item 11), and --include on the
+# command line replaces the config's includes (item 6):
+#   check-config lists every error, each with FILE:LINE, exit 2;
+#   sync of all runs the good mirrors, then exits 2 naming the bad one's
+#   FILE:LINE; sync GOOD exits 0; status GOOD works, status BAD exits 2;
+#   a malformed [section] header is an error of no mirror, and its keys
+#   never fall into the section before it;
+#   --json sync prints the runs and one error object per bad mirror;
+#   an error in [global] stops every mirror, and --json sync prints the
+#   one error object {"status": "error", "errors": [{path, op, reason}]};
+#   sync --include GLOB fetches no file that only the config's include
+#   matched.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+mkdir -p "$T/up"
+printf 'a\n' > "$T/up/a.txt"
+printf 'b\n' > "$T/up/b.dat"
+start_nginx "$T/up"
+C=$T/bm.conf
+cat > "$C" <<CONF
+[global]
+state_dir = $T/state
+
+[good]
+source = $NGINX_URL
+dest = $T/good
+include = *.txt
+
+[bad]
+source = $NGINX_URL
+dest = $T/bad
+concurrency = 0
+bogus = yes
+
+[other]
+source = $NGINX_URL
+dest = $T/other
+
+[x y]
+include = *.none
+CONF
+l1=$(grep -n '^concurrency = 0' "$C" | cut -d: -f1)
+l2=$(grep -n '^bogus' "$C" | cut -d: -f1)
+l3=$(grep -n '^\[x y\]' "$C" | cut -d: -f1)
+e1="$C:$l1: concurrency = 0: expected an integer from 1 to 1024, or auto"
+e2="$C:$l2: unknown key 'bogus' in section [bad]"
+e3="$C:$l3: bad mirror name 'x y' (1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit)"
+
+echo "# check-config: every error, each with FILE:LINE"
+assert_exit 2 bm check-config
+assert_eq "$(cat "$LAST_ERR")" "biomirror: $e1
+biomirror: $e2
+biomirror: $e3" "check-config lists every error"
+assert_exit 2 bm check-config --json
+python3 - "$LAST_OUT" "$C" "$l1" "$l2" "$l3" <<'PY' || fail "check-config --json"
+import json, sys
+o = json.load(open(sys.argv[1]))
+c = sys.argv[2]
+assert o["ok"] is False, o
+assert [e["path"] for e in o["errors"]] == ["%s:%s" % (c, l) for l in sys.argv[3:]], o
+assert all(e["op"] == "config" for e in o["errors"]), o
+PY
+
+echo "# sync of all: the good mirrors run, then exit 2 naming [bad]"
+assert_exit 2 bm sync
+[ -f "$T/good/a.txt" ] || fail "[good] did not run"
+[ ! -e "$T/good/b.dat" ] || fail "[good] fetched a file its include does not match"
+assert_trees_equal "$T/up" "$T/other"
+[ ! -e "$T/bad" ] || fail "[bad] ran"
+grep -q '^good: ok: ' "$LAST_OUT" || fail "no summary of [good]"
+grep -q '^other: ok: ' "$LAST_OUT" || fail "no summary of [other] (after the bad one)"
+assert_eq "$(tail -n 3 "$LAST_ERR")" "biomirror: bad: skipped, config error at $e1
+biomirror: bad: skipped, config error at $e2
+biomirror: $e3" "sync names the bad sections' lines, after the runs"
+
+echo "# sync GOOD: 0; status GOOD works; status BAD: 2"
+assert_exit 0 bm sync good
+assert_exit 0 bm sync other
+assert_exit 0 bm status good
+grep -q '^good: last run 2 at .*: ok in ' "$LAST_OUT" || fail "status good: $(cat "$LAST_OUT")"
+assert_exit 2 bm status bad
+grep -qxF "biomirror: bad: skipped, config error at $e2" "$LAST_ERR" || fail "status bad: why"
+assert_exit 2 bm status
+grep -q '^other: last run ' "$LAST_OUT" || fail "status of all: [other] not shown"
+
+echo "# --json sync of all: the runs, then one error object for [bad]"
+assert_exit 2 bm --json sync
+json_ok "$LAST_OUT"
+python3 - "$LAST_OUT" "$C:$l1" "$C:$l2" "$C:$l3" <<'PY' || fail "sync --json with a bad section"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert [(o.get("mirror"), o["status"]) for o in a] == \
+    [("good", "ok"), ("other", "ok"), ("bad", "error"), (None, "error")], a
+assert [(e["path"], e["op"]) for e in a[2]["errors"]] == \
+    [(sys.argv[2], "config"), (sys.argv[3], "config")], a[2]
+assert set(a[2]) == {"mirror", "status", "errors"}, a[2]
+assert [e["path"] for e in a[3]["errors"]] == [sys.argv[4]], a[3]
+PY
+assert_exit 2 bm --json sync bad
+python3 -m json.tool "$LAST_OUT" > /dev/null || fail "sync bad --json: not JSON"
+
+echo "# --include replaces the config's include"
+assert_exit 0 "$BM" -c "$C" --state-dir "$T/state2" sync good --include '*.dat'
+[ -f "$T/good/b.dat" ] || fail "--include '*.dat': b.dat not fetched"
+assert_eq "$(manifest_sql "$T/state2" good "SELECT path FROM files ORDER BY path" | tr '\n' ' ')" \
+    "b.dat " "--include: only b.dat in the manifest (a.txt only matched the config's include)"
+
+echo "# an error in [global] stops every mirror"
+sed -i 's|^\[global\]$|[global]\nlog_level = loud|' "$C"
+eg="$C:2: log_level = loud: expected error, warning, info, verbose or debug"
+runs=$(manifest_sql "$T/state" good "SELECT count(*) FROM runs")
+assert_exit 2 bm sync good
+grep -qxF "biomirror: $eg" "$LAST_ERR" || fail "[global] error not named"
+assert_exit 2 bm status good
+assert_eq "$(manifest_sql "$T/state" good "SELECT count(*) FROM runs")" "$runs" "a run despite a [global] error"
+assert_exit 2 bm --json sync good
+python3 -m json.tool "$LAST_OUT" > /dev/null || fail "sync --json: not JSON"
+python3 - "$LAST_OUT" "$C:2" <<'PY' || fail "sync --json with a [global] error"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert len(a) == 1 and set(a[0]) == {"status", "errors"}, a
+assert a[0]["status"] == "error", a
+e = a[0]["errors"][0]
+assert (e["path"], e["op"]) == (sys.argv[2], "config"), e
+assert e["reason"].startswith("log_level = loud: "), e
+PY
+assert_exit 2 bm --json status
+json_ok "$LAST_OUT"
+assert_exit 2 "$BM" -c "$T/none.conf" --json sync
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert a[0]["status"]=="error" and a[0]["errors"][0]["op"]=="config", a' \
+    "$LAST_OUT" || fail "no config file: --json"
+
+stop_servers
+echo "PASS"
