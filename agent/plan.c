@@ -458,6 +458,7 @@ plan_row(void *arg, const struct diff_row *row)
 		return plan_link(c, row);
 	if (row->type != ENTRY_FILE)
 		return 0;
+	c->p->listed_files++;
 	if (row->kind == DIFF_NEW && c->po != NULL && c->po->adopt &&
 	    (rc = plan_adopt(c, row)) != 0)
 		return rc < 0 ? rc : 0;
@@ -621,11 +622,17 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 		if (p->acts[i].op == ACT_DELETE && !p->acts[i].replace &&
 		    p->acts[i].type == ENTRY_FILE)
 			gone_files++;
-	if (p->listed == 0 && p->manifest_files > 0 && !allow_empty) {
-		(void)snprintf(errbuf, errlen, "upstream listing is empty "
+	/* Directories alone are no content: that listing is empty too. */
+	if (p->listed_files == 0 && p->manifest_files > 0 && !allow_empty) {
+		if (p->listed > 0)
+			(void)snprintf(need, sizeof(need), " (no files, "
+			    "%lld directories or links)", (long long)p->listed);
+		else
+			need[0] = '\0';
+		(void)snprintf(errbuf, errlen, "upstream listing is empty%s "
 		    "but the manifest holds %lld files: refusing (if "
 		    "upstream really was emptied, run with --allow-empty)",
-		    (long long)p->manifest_files);
+		    need, (long long)p->manifest_files);
 		return BM_ELIMIT;
 	}
 	if (c->max_delete_pct) {
@@ -659,3 +666,4 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 	}
 	return 0;
 }
+

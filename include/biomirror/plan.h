@@ -68,6 +68,8 @@ struct plan {
 	size_t		 nacts;
 	size_t		 cap;
 	int64_t		 listed;	/* entries in the listing (files + dirs) */
+	int64_t		 listed_files;	/* regular files among them: none is
+					   an empty listing for the guard */
 	int64_t		 nfetch, ntouch, nmkdir, ndelete, nkeep; /* counts */
 	int64_t		 nconflict;	/* type changes left alone (delete = no) */
 	int64_t		 nadopt;	/* local files recorded without a fetch */
@@ -138,8 +140,9 @@ int	plan_add_refetch(struct plan *p, const struct file_row *row,
 void	plan_free(struct plan *p);
 
 /*
- * The safety guards, before anything is changed: an empty listing where
- * the manifest holds files (unless allow_empty: --allow-empty, for an
+ * The safety guards, before anything is changed: an empty listing (no
+ * files, whatever directories it holds) where the manifest holds files
+ * (unless allow_empty: --allow-empty, for an
  * upstream that really was emptied; max_delete still applies to its
  * deletes); more deletes than max_delete (a count, or a percentage of
  * the manifest's files rounded up, at least 1); fewer free bytes than

@@ -6,6 +6,8 @@
 #    refused with the same words and changes nothing;
 #  - not enough free space (a 1 MiB tmpfs as dest): the plan shows the
 #    fetches and their bytes and how many bytes are missing, exit 4;
+#  - an upstream left with only an empty directory is an empty listing
+#    (exit 4 even with --max-delete 100%; break-it brk1 #7);
 #  - an emptied upstream is refused (exit 4) naming --allow-empty; with
 #    --allow-empty and delete = no the empty listing is recorded (exit 0,
 #    nothing deleted); with --delete max_delete still applies (exit 4);
@@ -99,8 +101,19 @@ PY
 assert_exit 4 bm sync big
 assert_eq "$(ls -A "$T/mnt/mirror")" "" "files fetched into the small disk"
 
+echo "# upstream left with an empty directory only: an empty listing too,"
+echo "# refused also with --max-delete 100% (only --allow-empty passes it)"
+rm -f "$T/www/up/d"/* "$T/www/up/n.txt"
+empty_dirs="upstream listing is empty (no files, 1 directories or links) but the manifest holds 10 files: refusing (if upstream really was emptied, run with --allow-empty)"
+assert_exit 4 bm sync --max-delete 100% up
+grep -qxF "biomirror: up: $empty_dirs" "$LAST_ERR" ||
+    fail "directories only: not refused as an empty listing"
+assert_eq "$(tree_sum "$T/mirror")" "$before" "mirror after the directories-only refusal"
+assert_exit 4 bm plan --max-delete 100% up
+grep -qxF "$empty_dirs" "$LAST_OUT" || fail "plan: directories only not refused"
+
 echo "# an emptied upstream: refused, the message names --allow-empty"
-rm -rf "$T/www/up/d" "$T/www/up/n.txt"
+rm -rf "$T/www/up/d"
 assert_exit 4 bm --json sync up
 grep -qxF "biomirror: up: upstream listing is empty but the manifest holds 10 files: refusing (if upstream really was emptied, run with --allow-empty)" \
     "$LAST_ERR" || fail "the empty-listing refusal does not name --allow-empty"

@@ -888,6 +888,33 @@ test_guard(void)
 	    "(10% of 20 files): refusing (--max-delete raises it for one run)",
 	    "guard: --allow-empty, max_delete reason");
 
+	/*
+	 * A listing of directories only is empty too (break-it brk1 #7):
+	 * refused even with max_delete 100%; --allow-empty lets it through.
+	 */
+	fx_open(&fx);
+	c = conf("yes", "100%");
+	sync_to(&fx, dirs, NELEM(dirs), true);
+	p = mkplan(&fx, dirs, 1, true, false);
+	is_int(p->listed, 1, "guard: only a directory listed");
+	is_int(p->listed_files, 0, "guard: no file listed");
+	is_int(plan_guard(p, c, UINT64_MAX, false, err, sizeof(err)),
+	    BM_ELIMIT, "guard: a listing of directories only is refused");
+	is_str(err, "upstream listing is empty (no files, 1 directories or "
+	    "links) but the manifest holds 5 files: refusing (if upstream "
+	    "really was emptied, run with --allow-empty)",
+	    "guard: directories-only reason names --allow-empty");
+	is_int(plan_guard(p, c, UINT64_MAX, true, err, sizeof(err)), 0,
+	    "guard: directories only, --allow-empty: ok");
+	plan_free(p);
+	p = mkplan(&fx, dirs, 2, true, false);
+	is_int(p->listed_files, 1, "guard: one file listed");
+	is_int(plan_guard(p, c, UINT64_MAX, false, err, sizeof(err)), 0,
+	    "guard: one file listed is no empty listing");
+	plan_free(p);
+	mirror_conf_free(c);
+	fx_close(&fx);
+
 	/* max_delete as a count. */
 	is_int(guard_case(10, 6, "yes", "3", UINT64_MAX, err, sizeof(err),
 	    NULL), BM_ELIMIT, "guard: 4 gone, max_delete 3: refused");
