@@ -153,6 +153,24 @@ void	plan_free(struct plan *p);
 int	plan_guard(const struct plan *p, const struct mirror_conf *c,
 	    uint64_t free_bytes, bool allow_empty, char *errbuf,
 	    size_t errlen);
+/*
+ * Where the planned fetches will be written, as far as it exists now:
+ * DEST (with publish = set DEST.biomirror/snapshots) or, when that is
+ * not there yet (a first run, a plan before it), its nearest existing
+ * ancestor, into buf.  Returns 0, BM_EINVAL (no dest), BM_ELIMIT (buf
+ * too small) or BM_EIO (a stat(2) failed other than ENOENT or ENOTDIR;
+ * errno says why).
+ */
+int	plan_space_dir(const struct mirror_conf *c, char *buf, size_t len);
+/*
+ * Free bytes (f_bavail * f_frsize) for the planned fetches into *ret:
+ * the open destination's file system (s, borrowed; publish = file), else
+ * that of plan_space_dir().  *ret is untouched on failure: 0 or a code of
+ * store_free_space() or plan_space_dir().
+ * Sandbox: stat and statvfs of DEST and its ancestors.
+ */
+int	plan_free_space(const struct mirror_conf *c, struct store *s,
+	    uint64_t *ret);
 
 /* Short name of an action ("fetch", "touch", ...). */
 const char *action_name(enum action_op op);
