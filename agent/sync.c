@@ -2684,8 +2684,8 @@ run_body(struct run *r)
 		(void)store_prefetch_stop(r->s, false, NULL);
 	if (rc != 0 || none)
 		return rc;
-	if (r->s != NULL)
-		(void)store_free_space(r->s, &avail);
+	/* A missing DEST: the free space of its nearest existing ancestor. */
+	(void)plan_free_space(r->c, r->s, &avail);
 	/*
 	 * An incomplete listing plans no deletes (what it lacks is kept,
 	 * and plan_guard counts only planned deletes), so the part that
