@@ -20,7 +20,7 @@ LDFLAGS	?=
 ALL_LDFLAGS = $(LDFLAGS) -pie -Wl,-z,relro,-z,now
 # udt4 has no .pc file (STYLE.md rule 3): named directly.
 LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ludt -lstdc++ -lpthread
-# The UDT shim (agent/udt_shim.cpp), the only C++: the same hardening.
+# The UDT shim (agent/xfer/udt_shim.cpp), the only C++: the same hardening.
 CXX	?= g++
 CXXWARN	 = -std=c++11 -Wall -Wextra -Wformat=2 -Wshadow -Wpointer-arith \
 	   -Wcast-qual -Wwrite-strings -Wmissing-declarations -Wsign-compare
@@ -34,12 +34,15 @@ endif
 
 -include Makefile.local
 
-LIB_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c)) $(wildcard manifest/*.c)
-LIB_CXX_SRCS = $(wildcard agent/*.cpp)
+# Every folder of agent/ (agent/lister/, agent/xfer/, ...: README.md,
+# Architecture); folder-private headers (*_int.h) sit beside their .c.
+LIB_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c agent/*/*.c)) \
+	   $(wildcard manifest/*.c)
+LIB_CXX_SRCS = $(wildcard agent/*.cpp agent/*/*.cpp)
 LIB_OBJS = $(LIB_SRCS:.c=.o) $(LIB_CXX_SRCS:.cpp=.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:.c=)
-HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard tests/unit/*.h)
+HDRS	 = $(wildcard include/biomirror/*.h agent/*/*.h) $(wildcard tests/unit/*.h)
 
 # Debian packages the build, the tests and the demo need.
 DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
@@ -190,7 +193,7 @@ install: biomirror
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/biomirror/
 
 clean:
-	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
+	rm -f biomirror agent/*.o agent/*/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
 	    $(TORTURE_BINS) .build-flags
 	rm -rf tests/fuzz/obj tests/fuzz/out
 	rm -f $(FUZZ_BINS)

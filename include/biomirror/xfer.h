@@ -240,20 +240,8 @@ enum xfer_hint {
 				   whole-file jobs in MODE E; off: stream mode */
 };
 
-/* Sockets polled at once beside a transport's own (XFER_WAIT_MAX). */
-#define XFER_WAIT_MAX	(3 * 256)
-
-/*
- * What a transport stacked on another hands to the lower one's poll:
- * its sockets, waited on beside the lower one's own (revents filled in;
- * all 0 when the call did not wait), and the connections it holds to the
- * host, which the lower one leaves out of max_connections.
- */
-struct xfer_wait {
-	struct pollfd	*fds;		/* borrowed: nfds entries */
-	size_t		 nfds;		/* at most XFER_WAIT_MAX */
-	size_t		 others;	/* connections held beside */
-};
+/* What a stacked transport hands the one below (agent/xfer/xfer_int.h). */
+struct xfer_wait;
 
 /*
  * A transport's table.  impl is what open made.  Calls as the public
@@ -283,10 +271,6 @@ struct xfer {
 	void		*impl;		/* owned: the transport's state */
 };
 
-/* The transports of this build (agent/xfer_curl.c, agent/xfer_gridftp.c). */
-extern const struct xfer_ops xfer_curl_ops;
-extern const struct xfer_ops xfer_gridftp_ops;
-
 /*
  * Open the first transport of the registry that handles url (the
  * source) with o (copied; strings borrowed for the transport's life).
@@ -295,12 +279,6 @@ extern const struct xfer_ops xfer_gridftp_ops;
  */
 int	xfer_open(const char *url, const struct xfer_opts *o,
 	    struct xfer **ret);
-/*
- * The same, among the transports after above in the registry: the one a
- * stacked transport hands the jobs it does not take.
- */
-int	xfer_open_below(const struct xfer_ops *above, const char *url,
-	    const struct xfer_opts *o, struct xfer **ret);
 /*
  * True when a transport of the registry takes url (borrowed) over o (the
  * config check: o need hold no more than net).

@@ -32,6 +32,7 @@
 #include "biomirror/error.h"
 #include "biomirror/ftp_proto.h"
 #include "biomirror/xfer.h"
+#include "xfer_int.h"
 
 struct curl_rec {
 	struct curl_xfer *x;		/* borrowed: the transport */

@@ -15,6 +15,7 @@
 
 #include "biomirror/error.h"
 #include "biomirror/xfer.h"
+#include "xfer_int.h"
 
 static const struct xfer_ops *const xfer_registry[] = {
 	&xfer_gridftp_ops,

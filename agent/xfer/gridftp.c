@@ -31,6 +31,7 @@
 #include "biomirror/log.h"
 #include "biomirror/udt_shim.h"
 #include "biomirror/xfer_gridftp.h"
+#include "xfer_int.h"
 
 #define GS_INBUF	(2 * FTP_REPLY_MAX) /* control replies held at once */
 #define GS_OUTBUF	4352		/* one command (a path of 4 KiB) */
