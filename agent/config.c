@@ -34,7 +34,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <ini.h>
 
 #include "biomirror/config.h"
@@ -680,9 +679,7 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	static const char *const later[] = { "udt" };
 	struct xfer_opts xo;
 	char		 schemes[128];
-	CURLU		*u = NULL;
-	CURLUcode	 uc;
-	char		*part = NULL;
+	struct xfer_url_info ui;
 	const char	*sep;
 	size_t		 i, slen;
 	int		 rc = BM_EINVAL;
@@ -709,33 +706,24 @@ check_source(const char *v, char *errbuf, size_t errlen)
 		    "scheme (use %s)", schemes);
 		goto out;
 	}
-	if ((u = curl_url()) == NULL) {
-		rc = BM_ENOMEM;
+	if ((rc = xfer_url_inspect(v, &ui)) != 0)
 		goto out;
-	}
 	/* libcurl reads "http:///x" as host "x"; we do not. */
-	if (sep[3] == '/' || sep[3] == '\0' ||
-	    (uc = curl_url_set(u, CURLUPART_URL, v, 0)) == CURLUE_NO_HOST) {
+	if (sep[3] == '/' || sep[3] == '\0' || !ui.host) {
 		rc = conf_bad(errbuf, errlen, "source", v, "no host");
 		goto out;
 	}
-	if (uc != CURLUE_OK) {
+	if (ui.bad != NULL) {
 		rc = conf_bad(errbuf, errlen, "source", v, "bad URL (%s)",
-		    curl_url_strerror(uc));
+		    ui.bad);
 		goto out;
 	}
-	if (curl_url_get(u, CURLUPART_QUERY, &part, 0) != CURLUE_NO_QUERY ||
-	    curl_url_get(u, CURLUPART_FRAGMENT, &part, 0) !=
-	    CURLUE_NO_FRAGMENT) {
+	if (ui.query) {
 		rc = conf_bad(errbuf, errlen, "source", v,
 		    "a source URL takes no query or fragment");
 		goto out;
 	}
-	curl_free(part);
-	part = NULL;
-	if (curl_url_get(u, CURLUPART_USER, &part, 0) != CURLUE_NO_USER ||
-	    curl_url_get(u, CURLUPART_PASSWORD, &part, 0) !=
-	    CURLUE_NO_PASSWORD) {
+	if (ui.userinfo) {
 		/* Not v: the message must not repeat the password. */
 		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
 		    "user or password (it is logged and stored with every "
@@ -763,8 +751,6 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	}
 	rc = 0;
 out:
-	curl_free(part);
-	curl_url_cleanup(u);
 	return rc;
 }
 

@@ -1487,3 +1487,35 @@ const struct xfer_ops xfer_curl_ops = {
 	.hint = curl_hint,
 	.close = curl_close,
 };
+
+/* See include/biomirror/xfer.h. */
+int
+xfer_url_inspect(const char *url, struct xfer_url_info *ret)
+{
+	struct xfer_url_info info;
+	CURLU		*u;
+	CURLUcode	 uc;
+	char		*part = NULL;
+
+	memset(&info, 0, sizeof(info));
+	if ((u = curl_url()) == NULL)
+		return BM_ENOMEM;
+	uc = curl_url_set(u, CURLUPART_URL, url, 0);
+	info.host = uc != CURLUE_NO_HOST;
+	if (uc != CURLUE_OK && uc != CURLUE_NO_HOST)
+		info.bad = curl_url_strerror(uc);
+	if (uc == CURLUE_OK) {
+		info.query = curl_url_get(u, CURLUPART_QUERY, &part, 0) !=
+		    CURLUE_NO_QUERY || curl_url_get(u, CURLUPART_FRAGMENT,
+		    &part, 0) != CURLUE_NO_FRAGMENT;
+		curl_free(part);
+		part = NULL;
+		info.userinfo = curl_url_get(u, CURLUPART_USER, &part, 0) !=
+		    CURLUE_NO_USER || curl_url_get(u, CURLUPART_PASSWORD,
+		    &part, 0) != CURLUE_NO_PASSWORD;
+		curl_free(part);
+	}
+	curl_url_cleanup(u);
+	*ret = info;
+	return 0;
+}

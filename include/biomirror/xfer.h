@@ -229,6 +229,21 @@ int	xfer_tcp_congestion_check(const char *name, char *errbuf,
  */
 void	xfer_tcp_congestion_default(char *buf, size_t len);
 
+/* What the transports' URL parser (libcurl's) makes of a source URL. */
+struct xfer_url_info {
+	bool		 host;		/* it names a host */
+	const char	*bad;		/* static: why it was refused,
+					   NULL = parsed (or no host) */
+	bool		 query;		/* a query or a fragment */
+	bool		 userinfo;	/* a user or a password */
+};
+
+/*
+ * Parse url (borrowed) as the transports will, into *ret (the config
+ * check of source).  Returns 0 or BM_ENOMEM.
+ */
+int	xfer_url_inspect(const char *url, struct xfer_url_info *ret);
+
 /* Called for each finished job (from inside xfer_poll). */
 typedef void (*xfer_done_fn)(void *ctx, struct xfer_job *job);
 
