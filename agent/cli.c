@@ -28,6 +28,7 @@
 #include "biomirror/report.h"
 #include "biomirror/state.h"
 #include "biomirror/sync.h"
+#include "biomirror/text.h"
 
 #ifndef BM_VERSION
 #define BM_VERSION "0.0.0"
@@ -595,7 +596,7 @@ run_json(const struct run_record *r)
 	fmt_time(r->start_ns, ts, sizeof(ts));
 	fmt_time(r->end_ns, te, sizeof(te));
 	/* The error names a path, which need not be UTF-8. */
-	if (report_utf8_escape(r->error, &err) != 0)
+	if (text_utf8_escape(r->error, &err) != 0)
 		return NULL;
 	o = json_pack("{s:I,s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:s}",
 	    "run", (json_int_t)r->id, "status", r->status, "start", ts,
@@ -868,7 +869,7 @@ status_one(struct cli *c, const char *name, json_t *arr,
 			    json_integer((json_int_t)holder));
 		/* The manifest could not be read: not a mirror never run. */
 		if (o != NULL && status != 0 &&
-		    report_utf8_escape(err, &esc) == 0) {
+		    text_utf8_escape(err, &esc) == 0) {
 			(void)json_object_set_new(o, "error",
 			    json_string(esc));
 			free(esc);
@@ -1107,7 +1108,7 @@ ls_row(void *arg, const struct file_row *row)
 	char		 ts[32], type[2], *safe = NULL;
 
 	fmt_time(row->local_mtime, ts, sizeof(ts));
-	if (report_utf8_escape(row->path, &safe) != 0)
+	if (text_utf8_escape(row->path, &safe) != 0)
 		return BM_ENOMEM;
 	type[0] = (char)row->type;
 	type[1] = '\0';
@@ -1234,8 +1235,8 @@ history_event(void *arg, const struct event_row *e)
 	int		 rc = BM_ENOMEM;
 
 	fmt_time(e->time_ns, ts, sizeof(ts));
-	if (report_utf8_escape(e->path, &path) != 0 ||
-	    report_utf8_escape(e->reason ? e->reason : "", &why) != 0)
+	if (text_utf8_escape(e->path, &path) != 0 ||
+	    text_utf8_escape(e->reason ? e->reason : "", &why) != 0)
 		goto out;
 	if (x->arr != NULL)
 		(void)json_array_append_new(x->arr, json_pack(
@@ -1265,13 +1266,13 @@ cmd_history(struct cli *c, int argc, char **argv)
 	int		 status;
 
 	if (argc == 4 && strcmp(argv[2], "--runs") == 0) {
-		if (parse_uint(argv[3], 1, 100000, &nruns) != 0) {
+		if (config_parse_uint(argv[3], 1, 100000, &nruns) != 0) {
 			log_errx("history: --runs %s: expected 1 to 100000",
 			    argv[3]);
 			return 2;
 		}
 	} else if (argc == 4 && strcmp(argv[2], "--run") == 0) {
-		if (parse_uint(argv[3], 1, INT64_MAX, &run) != 0) {
+		if (config_parse_uint(argv[3], 1, INT64_MAX, &run) != 0) {
 			log_errx("history: --run %s: not a run id", argv[3]);
 			return 2;
 		}
@@ -1353,7 +1354,7 @@ verify_text(const struct mirror_result *r)
 	for (i = 0; i < r->nerrors; i++) {
 		if (r->errors[i].path[0] == '\0')
 			continue;
-		if (report_utf8_escape(r->errors[i].path, &p) != 0)
+		if (text_utf8_escape(r->errors[i].path, &p) != 0)
 			continue;
 		printf("differs %s: %s\n", p, r->errors[i].reason);
 		free(p);

@@ -249,7 +249,7 @@ has_ctrl(const char *s)
  * *ret is written only on success.  Returns 0 or BM_EINVAL.
  */
 int
-parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+config_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 {
 	unsigned long long	 v;
 	char			*end;
@@ -270,7 +270,7 @@ parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
  * Returns 0 or BM_EINVAL (empty, sign, garbage, more than 2^64-1 bytes).
  */
 int
-parse_size(const char *s, uint64_t *ret)
+config_parse_size(const char *s, uint64_t *ret)
 {
 	unsigned long long	 v;
 	char			*end;
@@ -472,7 +472,7 @@ set_uint(const char *key, const char *v, unsigned min, unsigned max,
 {
 	uint64_t	 n;
 
-	if (parse_uint(v, min, max, &n) != 0)
+	if (config_parse_uint(v, min, max, &n) != 0)
 		return conf_bad(errbuf, errlen, key, v,
 		    "expected an integer from %u to %u", min, max);
 	*dst = (unsigned)n;
@@ -494,7 +494,7 @@ set_uint_auto(const char *key, const char *v, unsigned max, unsigned *dst,
 		*is_auto = true;
 		return 0;
 	}
-	if (parse_uint(v, 1, max, &n) != 0)
+	if (config_parse_uint(v, 1, max, &n) != 0)
 		return conf_bad(errbuf, errlen, key, v,
 		    "expected an integer from 1 to %u, or auto", max);
 	*dst = (unsigned)n;
@@ -508,7 +508,7 @@ set_size(const char *key, const char *v, uint64_t min, uint64_t *dst,
 {
 	uint64_t	 n;
 
-	if (parse_size(v, &n) != 0)
+	if (config_parse_size(v, &n) != 0)
 		return conf_bad(errbuf, errlen, key, v, "expected a size in "
 		    "bytes with an optional K, M, G or T suffix (powers of "
 		    "1024), below 16 EiB");
@@ -581,12 +581,12 @@ set_max_delete(const char *v, struct mirror_conf *m, char *errbuf,
 	if (n > 1 && n < sizeof(num) && v[n - 1] == '%') {
 		memcpy(num, v, n - 1);
 		num[n - 1] = '\0';
-		if (parse_uint(num, 0, 100, &x) == 0) {
+		if (config_parse_uint(num, 0, 100, &x) == 0) {
 			m->max_delete = x;
 			m->max_delete_pct = true;
 			return 0;
 		}
-	} else if (parse_uint(v, 0, UINT64_MAX, &x) == 0) {
+	} else if (config_parse_uint(v, 0, UINT64_MAX, &x) == 0) {
 		m->max_delete = x;
 		m->max_delete_pct = false;
 		return 0;
@@ -606,7 +606,7 @@ set_bwlimit(const char *v, struct mirror_conf *m, char *errbuf,
 	if (n > 2 && n < sizeof(num) && strcmp(v + n - 2, "/s") == 0) {
 		memcpy(num, v, n - 2);
 		num[n - 2] = '\0';
-		if (parse_size(num, &m->bwlimit) == 0)
+		if (config_parse_size(num, &m->bwlimit) == 0)
 			return 0;
 	}
 	return set_size("bwlimit", v, 0, &m->bwlimit, errbuf, errlen);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "biomirror/log.h"
-#include "biomirror/report.h"
+#include "biomirror/text.h"
 
 static int	log_level;	/* -1 quiet .. 2 debug */
 static bool	log_journal;	/* JOURNAL_STREAM was set at log_init() */
@@ -51,7 +51,7 @@ log_emit(int prio, int errnum, const char *fmt, va_list ap)
 
 	(void)vsnprintf(raw, sizeof(raw), fmt, ap);
 	/* Upstream names are hostile: no control or reordering bytes out. */
-	report_text_escape(raw, msg, sizeof(msg));
+	text_term_escape(raw, msg, sizeof(msg));
 	if (log_dirty) {
 		/* Erase the progress line; it is drawn again on its next update. */
 		fputs("\r\033[K", stderr);

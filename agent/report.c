@@ -1,7 +1,7 @@
 /*
  * Run results, summaries and --json output.  jansson builds the JSON
  * (STYLE.md: no hand-rolled escaping); byte strings that are not UTF-8
- * are first made safe by report_utf8_escape() so that jansson accepts
+ * are first made safe by text_utf8_escape() so that jansson accepts
  * them and no name is dropped.
  */
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 #include "biomirror/error.h"
 #include "biomirror/log.h"
 #include "biomirror/report.h"
+#include "biomirror/text.h"
 
 struct mirror_result *
 result_new(const char *name)
@@ -161,123 +162,6 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	fputc('\n', fp);
 }
 
-/*
- * Length of the well-formed UTF-8 sequence at p (n bytes left), or 0 if
- * it is not one (RFC 3629 section 4: no overlong forms, no surrogates
- * U+D800..DFFF, nothing above U+10FFFF).
- */
-static size_t
-utf8_seq_len(const unsigned char *p, size_t n)
-{
-	unsigned char	 lo = 0x80, hi = 0xbf;
-	size_t		 len, k;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		len = 2;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		len = 3;
-		if (p[0] == 0xe0)
-			lo = 0xa0;
-		else if (p[0] == 0xed)
-			hi = 0x9f;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		len = 4;
-		if (p[0] == 0xf0)
-			lo = 0x90;
-		else if (p[0] == 0xf4)
-			hi = 0x8f;
-	} else
-		return 0;
-	if (n < len || p[1] < lo || p[1] > hi)
-		return 0;
-	for (k = 2; k < len; k++)
-		if ((p[k] & 0xc0) != 0x80)
-			return 0;
-	return len;
-}
-
-int
-report_utf8_escape(const char *s, char **ret)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t		 n = strlen(s), i = 0, o = 0, need;
-	char		*out;
-
-	if ((out = malloc(n * 4 + 1)) == NULL)
-		return BM_ENOMEM;
-	while (i < n) {
-		need = utf8_seq_len(p + i, n - i);
-		if (need == 0) {
-			(void)snprintf(out + o, 5, "\\x%02X", p[i]);
-			o += 4;
-			i++;
-			continue;
-		}
-		if (p[i] == '\\') {
-			/* Doubled, so that "\\xE9" (a real backslash) differs. */
-			out[o++] = '\\';
-			out[o++] = '\\';
-			i++;
-			continue;
-		}
-		memcpy(out + o, p + i, need);
-		o += need;
-		i += need;
-	}
-	out[o] = '\0';
-	*ret = out;
-	return 0;
-}
-
-/*
- * Whether the valid UTF-8 sequence p (need bytes) must not reach a
- * terminal or the journal as it is: a C0 control or DEL, a C1 control
- * (U+0080-U+009F), or a bidirectional embedding, override or isolate
- * (U+202A-U+202E, U+2066-U+2069: they reorder the text shown; Unicode
- * UAX #9).
- */
-static bool
-text_unsafe(const unsigned char *p, size_t need)
-{
-	if (need == 1)
-		return p[0] < 0x20 || p[0] == 0x7f;
-	if (need == 2)
-		return p[0] == 0xc2 && p[1] < 0xa0;
-	return need == 3 && p[0] == 0xe2 && ((p[1] == 0x80 && p[2] >= 0xaa &&
-	    p[2] <= 0xae) || (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9));
-}
-
-void
-report_text_escape(const char *s, char *buf, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t		 n = strlen(s), i = 0, o = 0, need, k;
-
-	if (len == 0)
-		return;
-	while (i < n) {
-		need = utf8_seq_len(p + i, n - i);
-		if (need == 0 || text_unsafe(p + i, need)) {
-			if (need == 0)
-				need = 1;
-			if (o + 4 * need >= len)
-				break;
-			for (k = 0; k < need; k++, o += 4)
-				(void)snprintf(buf + o, 5, "\\x%02X", p[i + k]);
-			i += need;
-			continue;
-		}
-		if (o + need >= len)
-			break;
-		memcpy(buf + o, p + i, need);
-		o += need;
-		i += need;
-	}
-	buf[o] = '\0';
-}
-
 /* Set key to a string that may not be UTF-8. */
 static int
 json_set_bytes(json_t *obj, const char *key, const char *s)
@@ -286,7 +170,7 @@ json_set_bytes(json_t *obj, const char *key, const char *s)
 	json_t	*v;
 	int	 rc;
 
-	if ((rc = report_utf8_escape(s, &safe)) != 0)
+	if ((rc = text_utf8_escape(s, &safe)) != 0)
 		return rc;
 	v = json_string(safe);
 	free(safe);

@@ -220,7 +220,6 @@ static void	hash_finish(struct sched *, struct sfile *);
 static void	hash_abandon(struct sched *, struct sfile *);
 static void	hash_poll(struct sched *);
 static void	hash_free_all(struct sched *);
-static void	sched_publish(struct sched *, struct sfile *);
 static void	sched_retry(struct sched *, struct sfile *);
 static int	sink_store(void *, uint64_t, const void *, size_t);
 static void	commit_done(void *, void *);

@@ -175,9 +175,10 @@ int	config_check_adhoc_dest(const struct config *c, const char *dest,
  * Parse a size with optional K, M, G, T suffix (powers of 1024), e.g.
  * "16M" -> 16777216.  Returns 0 or BM_EINVAL (garbage, overflow).
  */
-int	parse_size(const char *s, uint64_t *ret);
+int	config_parse_size(const char *s, uint64_t *ret);
 /* Parse a non-negative decimal integer in [min, max].  0 or BM_EINVAL. */
-int	parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+int	config_parse_uint(const char *s, uint64_t min, uint64_t max,
+	    uint64_t *ret);
 /*
  * Parse a duration in seconds with an optional unit s, m, h or d ("3600",
  * "90m", "36h", "7d") into *ret (seconds; 0 is allowed).  Returns 0 or

@@ -2,7 +2,7 @@
  * Reporting: the result of one mirror run (counts, status, per-file
  * errors), its one-line summary, and the --json array (DESIGN.md
  * "--json").  JSON is written with jansson; names that are not valid
- * UTF-8 are escaped (see report_utf8_escape()), never dropped.
+ * UTF-8 are escaped (see text_utf8_escape(), text.h), never dropped.
  */
 #ifndef BIOMIRROR_REPORT_H
 #define BIOMIRROR_REPORT_H
@@ -109,24 +109,6 @@ void	report_human_bytes(uint64_t b, char *buf, size_t len);
  */
 struct json_t;
 struct json_t *report_result_json(const struct mirror_result *r);
-/*
- * Make a JSON-safe copy of the byte string s: valid UTF-8 is kept, each
- * invalid byte becomes "\xHH" (backslash, x, two uppercase hex digits)
- * and a backslash becomes two, so the escaping can be undone without
- * ambiguity.  *ret is malloc'd.  Returns 0 or BM_ENOMEM.
- */
-int	report_utf8_escape(const char *s, char **ret);
-/*
- * Copy the byte string s into buf (len bytes; always NUL-terminated when
- * len > 0, cut short at a whole character when it does not fit) for a
- * terminal or the journal: as report_utf8_escape(), each byte of
- * invalid UTF-8 becomes "\xHH", and so does each byte of a C0 control
- * (newline, ESC, ...), DEL, a C1 control, or a Unicode bidirectional
- * override or isolate (U+202A-U+202E, U+2066-U+2069), which could
- * rewrite or reorder what is shown; a backslash stays single (log lines
- * are read, not parsed back).  Never fails.
- */
-void	report_text_escape(const char *s, char *buf, size_t len);
 
 /*
  * The live progress line: one line on stderr, redrawn in place ("\r")

@@ -1006,34 +1006,36 @@ test_sizes(void)
 {
 	uint64_t	 v = 7;
 
-	ok(parse_size("16M", &v) == 0 && v == 16777216, "16M = 16777216");
-	ok(parse_size("1G", &v) == 0 && v == 1073741824, "1G");
-	ok(parse_size("1k", &v) == 0 && v == 1024, "1k lower case");
-	ok(parse_size("2T", &v) == 0 && v == 2199023255552ULL, "2T");
-	ok(parse_size("0", &v) == 0 && v == 0, "0");
-	ok(parse_size("18446744073709551615", &v) == 0 &&
+	ok(config_parse_size("16M", &v) == 0 && v == 16777216,
+	    "16M = 16777216");
+	ok(config_parse_size("1G", &v) == 0 && v == 1073741824, "1G");
+	ok(config_parse_size("1k", &v) == 0 && v == 1024, "1k lower case");
+	ok(config_parse_size("2T", &v) == 0 && v == 2199023255552ULL, "2T");
+	ok(config_parse_size("0", &v) == 0 && v == 0, "0");
+	ok(config_parse_size("18446744073709551615", &v) == 0 &&
 	    v == UINT64_MAX, "2^64-1 bytes");
 	v = 7;
-	is_int(parse_size("18446744073709551616", &v), BM_EINVAL,
+	is_int(config_parse_size("18446744073709551616", &v), BM_EINVAL,
 	    "2^64 overflows");
-	is_int(parse_size("99999999999T", &v), BM_EINVAL, "99999999999T "
+	is_int(config_parse_size("99999999999T", &v), BM_EINVAL, "99999999999T "
 	    "overflows");
-	is_int(parse_size("16777216T", &v), BM_EINVAL, "2^64 via T");
-	ok(parse_size("16777215T", &v) == 0 && v == 16777215ULL << 40,
+	is_int(config_parse_size("16777216T", &v), BM_EINVAL, "2^64 via T");
+	ok(config_parse_size("16777215T", &v) == 0 && v == 16777215ULL << 40,
 	    "largest T");
-	is_int(parse_size("12X", &v), BM_EINVAL, "12X");
-	is_int(parse_size("12MB", &v), BM_EINVAL, "12MB");
-	is_int(parse_size("", &v), BM_EINVAL, "empty");
-	is_int(parse_size("M", &v), BM_EINVAL, "suffix alone");
-	is_int(parse_size("-1", &v), BM_EINVAL, "negative");
-	is_int(parse_size(" 1", &v), BM_EINVAL, "leading blank");
-	is_int(parse_size("1.5G", &v), BM_EINVAL, "fraction");
+	is_int(config_parse_size("12X", &v), BM_EINVAL, "12X");
+	is_int(config_parse_size("12MB", &v), BM_EINVAL, "12MB");
+	is_int(config_parse_size("", &v), BM_EINVAL, "empty");
+	is_int(config_parse_size("M", &v), BM_EINVAL, "suffix alone");
+	is_int(config_parse_size("-1", &v), BM_EINVAL, "negative");
+	is_int(config_parse_size(" 1", &v), BM_EINVAL, "leading blank");
+	is_int(config_parse_size("1.5G", &v), BM_EINVAL, "fraction");
 	is_int(v, 16777215ULL << 40, "ret untouched on failure");
-	ok(parse_uint("42", 1, 100, &v) == 0 && v == 42, "parse_uint 42");
-	is_int(parse_uint("0", 1, 100, &v), BM_EINVAL, "below min");
-	is_int(parse_uint("101", 1, 100, &v), BM_EINVAL, "above max");
-	is_int(parse_uint("+5", 1, 100, &v), BM_EINVAL, "sign");
-	is_int(parse_uint("99999999999999999999", 0, UINT64_MAX, &v),
+	ok(config_parse_uint("42", 1, 100, &v) == 0 && v == 42,
+	    "parse_uint 42");
+	is_int(config_parse_uint("0", 1, 100, &v), BM_EINVAL, "below min");
+	is_int(config_parse_uint("101", 1, 100, &v), BM_EINVAL, "above max");
+	is_int(config_parse_uint("+5", 1, 100, &v), BM_EINVAL, "sign");
+	is_int(config_parse_uint("99999999999999999999", 0, UINT64_MAX, &v),
 	    BM_EINVAL, "ERANGE");
 }
 

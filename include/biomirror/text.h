@@ -1,0 +1,30 @@
+/*
+ * Escapes for byte strings from upstream (agent/text.c): valid UTF-8 is
+ * kept, anything else shown as "\xHH", so that no name is dropped and
+ * none rewrites a terminal.
+ */
+#ifndef BIOMIRROR_TEXT_H
+#define BIOMIRROR_TEXT_H
+
+#include <stddef.h>
+
+/*
+ * Make a JSON-safe copy of the byte string s: valid UTF-8 is kept, each
+ * invalid byte becomes "\xHH" (backslash, x, two uppercase hex digits)
+ * and a backslash becomes two, so the escaping can be undone without
+ * ambiguity.  *ret is malloc'd.  Returns 0 or BM_ENOMEM.
+ */
+int	text_utf8_escape(const char *s, char **ret);
+/*
+ * Copy the byte string s into buf (len bytes; always NUL-terminated when
+ * len > 0, cut short at a whole character when it does not fit) for a
+ * terminal or the journal: as text_utf8_escape(), each byte of
+ * invalid UTF-8 becomes "\xHH", and so does each byte of a C0 control
+ * (newline, ESC, ...), DEL, a C1 control, or a Unicode bidirectional
+ * override or isolate (U+202A-U+202E, U+2066-U+2069), which could
+ * rewrite or reorder what is shown; a backslash stays single (log lines
+ * are read, not parsed back).  Never fails.
+ */
+void	text_term_escape(const char *s, char *buf, size_t len);
+
+#endif
