@@ -481,7 +481,7 @@ set_uint(const char *key, const char *v, unsigned min, unsigned max,
 
 /*
  * concurrency and streams: an integer from 1 to max, or "auto" (sized
- * from the measured path, agent/autotune.c; the integer then keeps its
+ * from the measured path, agent/sched/autotune.c; the integer then keeps its
  * value as the starting point).
  */
 static int
@@ -1134,7 +1134,7 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		/* Run through /bin/sh -c: any shell command line. */
 		return set_str(key, value, &m->post_sync, errbuf, errlen);
 	case MK_HOOK_TIMEOUT:
-		/* 0: no limit (agent/sync.c run_post_sync()). */
+		/* 0: no limit (agent/run/sync.c run_post_sync()). */
 		return set_uint(key, value, 0, 86400, &m->hook_timeout,
 		    errbuf, errlen);
 	case MK_METRICS_FILE:

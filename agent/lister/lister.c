@@ -2,7 +2,7 @@
  * The lister registry (lister.h): one row per lister, looked up by the
  * source URL's scheme.  A new lister is one file with its table plus one
  * row here; the config check (agent/config.c) and the run
- * (agent/sync.c) learn its schemes from this table.
+ * (agent/run/sync.c) learn its schemes from this table.
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * FTP protocol helpers (ftp_proto.h): reply framing, RFC 3659 times and
- * the 530 rule, used by agent/list_ftp.c, agent/xfer_curl.c and
- * agent/xfer_gridftp.c.  No state, no logging.
+ * the 530 rule, used by agent/lister/ftp.c, agent/xfer/curl.c and
+ * agent/xfer/gridftp.c.  No state, no logging.
  */
 #include <regex.h>
 #include <string.h>

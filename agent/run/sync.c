@@ -1115,7 +1115,7 @@ run_check_overlap(struct run *r)
  * The FTP password from password_file (its first line).  The source URL
  * goes to the crawler and the transport as configured: an ftps:// source
  * is explicit TLS on the FTP port, which the transport asks libcurl for
- * (agent/xfer_curl.c), so every log line and report names ftps://.
+ * (agent/xfer/curl.c), so every log line and report names ftps://.
  */
 static int
 run_ftp_source(struct run *r)

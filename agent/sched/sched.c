@@ -269,7 +269,7 @@ try_free(struct sfile_try *t)
 }
 
 /*
- * ---- Resume: ranges held across tries and runs (agent/resume.c) ----
+ * ---- Resume: ranges held across tries and runs (agent/sched/resume.c) ----
  * A large file of exact size keeps the ranges it has written.  A try that
  * fails transiently keeps its temp file, and the next try asks only for
  * what is missing, with If-Range; a change upstream starts it over.

@@ -991,7 +991,7 @@ classify_ftp(struct curl_rec *r, CURLcode cc, curl_off_t cl)
 			 * RETR refused with another code than 550: 5xx is a
 			 * permanent refusal (RFC 959 section 4.2), GridFTP's
 			 * "500 ... No such file or directory" a gone file (as
-			 * agent/xfer_gridftp.c judges it); 4xx is retried.
+			 * agent/xfer/gridftp.c judges it); 4xx is retried.
 			 */
 			if (r->ftp_refusal[0] != '5')
 				break;

@@ -503,7 +503,7 @@ sess_flush(struct gsess *s)
 
 /*
  * tcp_congestion on a socket the engine made (fd -1: nothing to do); a
- * refusal is ignored, as in xfer_curl.c: sync.c checked the name first.
+ * refusal is ignored, as in curl.c: sync.c checked the name first.
  */
 static void
 sock_congestion(const struct gridftp *g, int fd)

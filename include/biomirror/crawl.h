@@ -1,5 +1,5 @@
 /*
- * The breadth-first crawl the listers share (agent/crawl.c): a queue of
+ * The breadth-first crawl the listers share (agent/lister/crawl.c): a queue of
  * the directories under a source URL, listed in batches of pages through
  * the run's fetch callback, never past a depth limit, with the loop
  * checks and the counts.  A lister says how a batch of fetched pages is

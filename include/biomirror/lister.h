@@ -2,9 +2,9 @@
  * The lister seam (DESIGN.md): a lister turns a source URL into a
  * listing (listing.h), fetching its pages through the run's callback (the
  * transport owns the sockets).  One table per lister (struct lister_ops:
- * agent/list_http.c, agent/list_ftp.c), picked by the source's scheme
- * from one registry (agent/lister.c); the listers share one breadth-first
- * crawl (crawl.h).  A lister includes no transport's or store's header.
+ * agent/lister/http.c, agent/lister/ftp.c), picked by the source's
+ * scheme from one registry (agent/lister/lister.c); the listers share one
+ * breadth-first crawl (crawl.h).  A lister includes no transport's or store's header.
  */
 #ifndef BIOMIRROR_LISTER_H
 #define BIOMIRROR_LISTER_H
@@ -94,7 +94,7 @@ struct lister_ops {
 			    char *errbuf, size_t errlen);
 };
 
-/* The listers of this build (agent/list_http.c, agent/list_ftp.c). */
+/* The listers of this build (agent/lister/http.c, agent/lister/ftp.c). */
 extern const struct lister_ops lister_http_ops;
 extern const struct lister_ops lister_ftp_ops;
 

@@ -62,9 +62,10 @@ struct sched_opts {
 	const struct resume_set *resume; /* borrowed: ranges kept by earlier
 					   runs (resume_prepare), NULL if none */
 	struct tune	*tune;		/* borrowed: concurrency/streams = auto
-					   (agent/autotune.c) decides both and
-					   gets every job's measurement; NULL:
-					   the two fixed values above */
+					   (agent/sched/autotune.c) decides
+					   both and gets every job's
+					   measurement; NULL: the two fixed
+					   values above */
 };
 
 /*
@@ -80,7 +81,7 @@ struct sched_opts {
  * upstream, failing the file after o->retries; see park_mismatch),
  * recording the digests it matched (commit_rec sidecar),
  * records through m, counts and per-file errors into res.  Large files
- * of exact size keep their finished ranges (agent/resume.c): a retry
+ * of exact size keep their finished ranges (agent/sched/resume.c): a retry
  * fetches only what is missing, the ranges are recorded in the manifest
  * as they arrive, and files o->resume kept from an earlier run continue.
  * Returns 0

@@ -1,5 +1,5 @@
 /*
- * The UDT shim (agent/udt_shim.cpp): a C interface to Debian's udt4
+ * The UDT shim (agent/xfer/udt_shim.cpp): a C interface to Debian's udt4
  * (libudt-dev 4.11), the only C++ in the project.  Opaque handles; no C++
  * exception crosses it; it never logs: calls return 0 or a BM_E* code and
  * fill the caller's error buffer (errbuf, errlen bytes; may be NULL).

@@ -5,10 +5,10 @@
  * class.  The scheduler above sees only struct xfer and the calls below,
  * which go through the transport's table (struct xfer_ops, one file per
  * transport, in the style of curl's lib/vtls backends); xfer_open()'s
- * registry (agent/xfer.c) picks the transport for a source.  Only
- * transports touch sockets.  Transports: "gridftp" (agent/xfer_gridftp.c:
+ * registry (agent/xfer/xfer.c) picks the transport for a source.  Only
+ * transports touch sockets.  Transports: "gridftp" (agent/xfer/gridftp.c:
  * GridFTP MODE E for ftp:// with ftp_mode = extended, its data over TCP
- * or UDT (net), stacked on the next) and "curl" (agent/xfer_curl.c:
+ * or UDT (net), stacked on the next) and "curl" (agent/xfer/curl.c:
  * libcurl's multi interface over HTTP/HTTPS and FTP/FTPS, TCP only).
  *
  * FTP (an ftp:// URL; ftps:// is explicit TLS, AUTH TLS, RFC 4217): a
@@ -59,7 +59,7 @@ typedef int (*xfer_sink_fn)(void *arg, uint64_t off, const void *buf,
 
 /*
  * What one job measured of the network path (for concurrency/streams =
- * auto, agent/autotune.c).  rtt_us: the connection's smoothed round-trip
+ * auto, agent/sched/autotune.c).  rtt_us: the connection's smoothed round-trip
  * time from the kernel (TCP_INFO tcpi_rtt, tcp(7)) when the socket is
  * still open, else the TCP handshake time of a new connection
  * (CURLINFO_CONNECT_TIME_T minus CURLINFO_NAMELOOKUP_TIME_T), else the

@@ -1,6 +1,6 @@
 /* Threat: a hostile FTP server's replies (directories, symlink chains and loops, repeated unique= facts) must not make the crawl hang, crash, request a path outside the source or list an unsafe path. */
 /*
- * Target for list_ftp_crawl() (agent/list_ftp.c), with and without
+ * Target for list_ftp_crawl() (agent/lister/ftp.c), with and without
  * follow_symlinks.  The input is a sequence of replies separated by lines
  * "----": the first answers FEAT, the following ones answer the MLSD or
  * LIST requests in the order the crawl makes them; once they run out,

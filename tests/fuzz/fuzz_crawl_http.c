@@ -1,6 +1,6 @@
 /* Threat: a hostile HTTP server's index pages and redirects must not make the crawl hang, crash, request a URL outside the source (another host, a parent directory) or list an unsafe path. */
 /*
- * Target for list_http_crawl() (agent/list_http.c).  The input is a
+ * Target for list_http_crawl() (agent/lister/http.c).  The input is a
  * sequence of index pages separated by lines "----", served as text/html
  * with status 200 in the order the crawl asks for them; a page whose
  * first line is "Location: URL" was redirected there (effective URL).

@@ -1,6 +1,6 @@
 /* Threat: a hostile FTP server's LIST/MLSD/FEAT reply must not crash or hang biomirror, nor make it accept an unsafe name or an impossible size or time. */
 /*
- * Target for list_ftp_parse() and list_ftp_feat_has() (agent/list_ftp.c).
+ * Target for list_ftp_parse() and list_ftp_feat_has() (agent/lister/ftp.c).
  * The input is one reply: parsed as MLSD and as LIST (the crawl picks
  * one by FEAT, a hostile server answers either way), and as a FEAT
  * reply.  Seeds: the FTP fixtures of tests/fixtures/ and the FEAT

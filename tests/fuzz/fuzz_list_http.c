@@ -1,6 +1,6 @@
 /* Threat: a hostile server's index page (HTML, nginx JSON/XML) must not crash, hang or make biomirror accept an unsafe name or a path outside the page's directory. */
 /*
- * Target for list_http_parse() (agent/list_http.c).  Input: optional
+ * Target for list_http_parse() (agent/lister/http.c).  Input: optional
  * first line "http[s]://..." (the page URL, else
  * http://example.org/pub/dir/), optional next line "Content-Type: ..."
  * (else text/html), then the page body.  Seeds: every index fixture of

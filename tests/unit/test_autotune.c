@@ -1,5 +1,5 @@
 /*
- * Unit tests of agent/autotune.c: the sizing rule tune_size() (RTT,
+ * Unit tests of agent/sched/autotune.c: the sizing rule tune_size() (RTT,
  * per-connection and path rates, max_connections, HTTP/2, the planned
  * file sizes -> concurrency and streams), the tcp_rmem parser, and the
  * tuner fed with jobs by hand.

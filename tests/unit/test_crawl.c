@@ -1,6 +1,6 @@
 /*
- * Unit tests for agent/crawl.c (the breadth-first crawl the listers
- * share) and agent/lister.c (the lister registry).  The crawl runs with
+ * Unit tests for agent/lister/crawl.c (the breadth-first crawl the listers
+ * share) and agent/lister/lister.c (the lister registry).  The crawl runs with
  * a fake lister: its pages are lines "f NAME", "d NAME" or "d NAME
  * UNIQUE" served from a table by a fake fetch callback.  Checked: the
  * directory URLs (encoded, below the source), breadth-first order

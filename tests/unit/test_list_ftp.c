@@ -1,5 +1,5 @@
 /*
- * Unit tests for agent/list_ftp.c.  Every FTP fixture in tests/fixtures
+ * Unit tests for agent/lister/ftp.c.  Every FTP fixture in tests/fixtures
  * (copied from the shared listings, LISTINGS.md samples 23-31) is parsed
  * and its entries compared with LISTINGS.md and the *.expected.tsv
  * sidecars (read at run time; run from the repo root).  Then LIST year

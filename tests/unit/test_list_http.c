@@ -1,5 +1,5 @@
 /*
- * Unit tests for agent/list_http.c.  Every HTML/JSON/XML index fixture in
+ * Unit tests for agent/lister/http.c.  Every HTML/JSON/XML index fixture in
  * tests/fixtures is parsed and every entry compared with the expected
  * list: the *.expected.tsv sidecars (read at run time; run from the repo
  * root as ./tests/unit/test_list_http) or, for the samples without one

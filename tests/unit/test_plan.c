@@ -1,5 +1,5 @@
 /*
- * Unit tests of agent/plan.c: the change rule of issue 2 and the safety
+ * Unit tests of agent/plan/plan.c: the change rule of issue 2 and the safety
  * guards, against a real manifest and a real store in a mkdtemp dir.
  * Each scenario stages a listing as a run does (listing_append,
  * listing_resolve_times, listing_sort, manifest_stage), builds the plan,

@@ -1,5 +1,5 @@
 /*
- * Unit tests of agent/resume.c: ranges merge and gaps, validator checks,
+ * Unit tests of agent/sched/resume.c: ranges merge and gaps, validator checks,
  * the If-Range value (strong ETag, else an HTTP-date), records and drops,
  * and resume_prepare(): rows kept only for files fetched again with the
  * same listed size and mtime, other rows dropped, other temp files

@@ -1,5 +1,5 @@
 /*
- * Unit tests for agent/sched.c, driven against a fake transport (a
+ * Unit tests for agent/sched/sched.c, driven against a fake transport (a
  * struct xfer_ops of this file) over a real store and manifest in a temp
  * directory: files in ranges and their end check, a range answered with
  * the whole file, retries, an upstream that changed between the ranges

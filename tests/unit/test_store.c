@@ -1,5 +1,5 @@
 /*
- * Unit tests for agent/store.c: atomic commit, exact mtime and mode,
+ * Unit tests for agent/store/store.c: atomic commit, exact mtime and mode,
  * size mismatch, planted symlinks (parent and final name), hostile paths,
  * temp clean-up, delete, symlink targets, mkdirs, a destination that is
  * itself a symlink (followed), a destination or directory we may not write

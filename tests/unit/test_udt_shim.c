@@ -1,5 +1,5 @@
 /*
- * Unit tests for the UDT shim (agent/udt_shim.cpp): each libudt 4.11
+ * Unit tests for the UDT shim (agent/xfer/udt_shim.cpp): each libudt 4.11
  * workaround of udt_shim.h, on a loopback UDT pair (and a peer in a child
  * process that dies without closing).
  */

@@ -1,5 +1,5 @@
 /*
- * Unit tests for agent/xfer_gridftp.c's parsers: MODE E block headers
+ * Unit tests for agent/xfer/gridftp.c's parsers: MODE E block headers
  * (GFD.20 section 3.4.1) and the framing of FTP replies (RFC 959 section
  * 4.2), with the hostile cases a server could send.  The engine itself
  * runs against real globus-gridftp-server and our fault server in
