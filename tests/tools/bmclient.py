@@ -42,9 +42,14 @@ def s16(b):
 
 
 class Conn:
-    def __init__(self, host, port, src=None):
-        self.sock = socket.create_connection(
-            (host, port), timeout=30, source_address=(src, 0) if src else None)
+    def __init__(self, host, port, src=None, rcvbuf=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.settimeout(30)
+        if rcvbuf:      # before connect: it bounds the TCP window
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if src:
+            self.sock.bind((src, 0))
+        self.sock.connect((host, port))
         self.buf = b""
 
     def send(self, typ, payload=b""):
@@ -136,8 +141,8 @@ class Session:
             target = p[o + 2:o + 2 + tl]
             out.append((typ, size, mt, mode, name, target))
 
-    def attach(self, token=None, src=None):
-        d = Conn(self.host, self.port, src or self.src)
+    def attach(self, token=None, src=None, rcvbuf=None):
+        d = Conn(self.host, self.port, src or self.src, rcvbuf)
         d.send(ATTACH, struct.pack(">IH", MAGIC, 1) + (token or self.token))
         expect(d, ATTACHED)
         self.data.append(d)
@@ -148,21 +153,30 @@ class Session:
         mtime_ns))}, {index: (code, msg)}, (id, done, failed)); every
         digest is checked.  The server spreads items over the data
         connections; item errors and GET_END come on the control one."""
-        import selectors
         while len(self.data) < nconns:
             self.attach()
+        return self.get_recv(self.get_send(items))
+
+    def get_send(self, items):
+        """Send a GET of items; its request id."""
         rid = self.next_id
         self.next_id += 1
         body = b"".join(s16(p.encode()) + struct.pack(">QQ", o, n)
                         for p, o, n in items)
         self.c.send(GET, struct.pack(">IH", rid, len(items)) + body)
+        return rid
+
+    def get_recv(self, rid):
+        """Everything of GET rid, as get() returns it."""
+        import selectors
         got, errs, ended = {}, {}, None
+        self._last_end = None
         state = {id(d): None for d in self.data}
         sel = selectors.DefaultSelector()
         for conn in [self.c] + self.data:
             sel.register(conn.sock, selectors.EVENT_READ, conn)
         while ended is None or len(got) < ended[1]:
-            if self._step_ctl(rid, errs) is not None:
+            if ended is None and self._step_ctl(rid, errs):
                 ended = self._last_end
                 continue
             if any(self._step_data(d, rid, got, state) for d in self.data):
@@ -172,9 +186,13 @@ class Session:
                 raise RuntimeError("GET timed out")
             for k, _m in ev:
                 d = k.data.sock.recv(1 << 20)
-                if not d:
+                if d:
+                    k.data.buf += d
+                    continue
+                # A drain closes control after GET_END: data may follow.
+                if k.data is not self.c or ended is None:
                     raise EOFError("connection closed")
-                k.data.buf += d
+                sel.unregister(k.data.sock)
         sel.close()
         return got, errs, ended
 
@@ -193,7 +211,7 @@ class Session:
     def _step_ctl(self, rid, errs):
         f = self._take(self.c)
         if f is None:
-            return None
+            return False
         t, p = f
         if t == ERROR:
             _i, ix, code, ml = struct.unpack(">IHHH", p[:10])
@@ -203,10 +221,9 @@ class Session:
             errs[ix] = (code, msg)
         elif t == GET_END:
             self._last_end = struct.unpack(">IHH", p)
-            return self._last_end
         else:
             raise RuntimeError("unexpected frame %d on control" % t)
-        return None
+        return True
 
     def _step_data(self, d, rid, got, state):
         st = state[id(d)]
@@ -305,18 +322,19 @@ def cmd_get(s, outdir, specs, conns):
 def hostile(host, port, export, case, opts):
     sec = opts["secret"]
     if case == "wrong-secret":
-        Session(host, port, export, secret=sec, mac_secret=b"not the secret")
+        Session(host, port, export, secret=sec, src=opts["src"],
+                mac_secret=b"not the secret")
         return "ok session"
     if case == "forged-token":
-        s = Session(host, port, export, secret=sec)
+        s = Session(host, port, export, secret=sec, src=opts["src"])
         s.attach(token=os.urandom(32))
         return "ok attached"
     if case == "stranger":
-        s = Session(host, port, export, secret=sec)
+        s = Session(host, port, export, secret=sec, src=opts["src"])
         s.attach(src="127.0.0.2")
         return "ok attached"
     if case == "oversized":
-        s = Session(host, port, export, secret=sec)
+        s = Session(host, port, export, secret=sec, src=opts["src"])
         s.c.sock.sendall(struct.pack(">IB", 65537, LIST) + b"x" * 64)
         s.c.frame()
         return "ok frame"
@@ -326,7 +344,7 @@ def hostile(host, port, export, case, opts):
         c.frame()
         return "ok frame"
     if case.startswith("get:") or case.startswith("list:"):
-        s = Session(host, port, export, secret=sec)
+        s = Session(host, port, export, secret=sec, src=opts["src"])
         what, path = case.split(":", 1)
         if what == "list":
             s.list(path)
@@ -336,17 +354,17 @@ def hostile(host, port, export, case, opts):
             return "ERROR %d %s" % errs[0]
         return "ok got %d bytes" % len(got[0][0])
     if case == "too-many-conns":
-        s = Session(host, port, export, secret=sec)
+        s = Session(host, port, export, secret=sec, src=opts["src"])
         for _ in range(s.maxconn + 1):
             s.attach()
         return "ok attached %d" % (s.maxconn + 1)
     if case == "too-many-clients":
         keep = []
         while len(keep) < 64:
-            keep.append(Session(host, port, export, secret=sec))
+            keep.append(Session(host, port, export, secret=sec, src=opts["src"]))
         return "ok 64 sessions"
     if case == "idle":
-        s = Session(host, port, export, secret=sec)
+        s = Session(host, port, export, secret=sec, src=opts["src"])
         t0 = time.monotonic()
         try:
             s.c.frame()
