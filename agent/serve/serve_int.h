@@ -81,6 +81,7 @@ struct sv_session {
 	size_t		 inflight;	/* items being sent */
 	size_t		 ndata;		/* attached data connections */
 	bool		 closing;	/* data threads must leave */
+	bool		 listed;	/* on the server's list (sv_start) */
 	struct timespec	 last;		/* last activity (monotonic) */
 	uint64_t	 files, bytes, failed; /* served, for the session line */
 	struct sv_session *next;	/* server's list */

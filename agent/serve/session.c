@@ -192,20 +192,22 @@ sv_start(struct sv_session *s, const uint8_t *proof, uint8_t *buf)
 	m.idle_timeout = srv->sc->idle_timeout;
 	m.snapshot = s->snapshot;
 	if ((rc = bmp_enc_session(&m, buf, BMP_HDR_LEN + BMP_FRAME_MAX,
-	    &n)) != 0 || (rc = sv_write(s->ctl, buf, n)) != 0)
+	    &n)) != 0)
 		return rc;
 	(void)pthread_mutex_lock(&srv->lock);
 	s->next = srv->sessions;
 	srv->sessions = s;
+	s->listed = true;
 	srv->m_sessions++;
 	(void)pthread_mutex_unlock(&srv->lock);
+	/* Logged before the client can act on SESSION. */
 	log_info("serve: %s: export %s: session started (version %u%s)",
 	    s->ctl->peer, s->exp->conf->name, s->version, s->keyed ?
 	    ", authenticated" : "");
 	if (s->snapshot >= 0)
 		log_info("serve: %s: export %s: serving snapshot %lld",
 		    s->ctl->peer, s->exp->conf->name, (long long)s->snapshot);
-	return 0;
+	return sv_write(s->ctl, buf, n);
 }
 
 /* Send a frame on the control connection under its write lock. */
@@ -507,6 +509,7 @@ sv_session_run(struct sv_conn *c, const uint8_t *p, size_t len)
 	uint8_t			*buf = NULL, proof[BMP_DIGEST_LEN];
 	struct timespec		 t0;
 	bool			 counted = false, started = false;
+	int			 rc;
 
 	(void)clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (bmp_dec_hello(p, len, &h) != 0) {
@@ -531,10 +534,10 @@ sv_session_run(struct sv_conn *c, const uint8_t *p, size_t len)
 	counted = true;
 	if (sv_handshake(s, &h, buf, proof) != 0)
 		goto out;
-	if (sv_start(s, proof, buf) != 0)
-		goto out;
-	started = true;
-	sv_loop(s, buf);
+	rc = sv_start(s, proof, buf);
+	started = s->listed;
+	if (rc == 0)
+		sv_loop(s, buf);
 out:
 	if (started) {
 		sv_session_end(s);
