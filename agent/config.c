@@ -110,6 +110,7 @@ struct conf_load {
 					   its errors make bad, NULL if none */
 	struct mirror_conf *scratch;	/* owned: SECT_BROKEN's mirror */
 	struct export_conf *exp;	/* borrowed: SECT_EXPORT's export */
+	struct export_conf *scratch_exp; /* owned: a repeated [export]'s */
 	bool		 seen_global;	/* a [global] header was seen */
 	unsigned	 global_line;	/* its line */
 	unsigned	 seen[MK_COUNT]; /* line each key was set on, 0 = not yet */
@@ -124,6 +125,7 @@ static int	conf_bad(char *, size_t, const char *, const char *,
 static void	load_fail(struct conf_load *, unsigned, int, const char *, ...)
 		    __attribute__((format(printf, 4, 5)));
 static void	open_serve(struct conf_load *, const char *);
+static void	export_conf_free(struct export_conf *);
 static void	mirror_fail(struct conf_load *, struct mirror_conf *, unsigned,
 		    int, const char *, ...) __attribute__((format(printf, 5, 6)));
 
@@ -1377,6 +1379,8 @@ close_section(struct conf_load *ld)
 	}
 	mirror_conf_free(ld->scratch);
 	ld->scratch = NULL;
+	export_conf_free(ld->scratch_exp);
+	ld->scratch_exp = NULL;
 	ld->owner = NULL;
 	ld->kind = SECT_NONE;
 	ld->cur = NULL;
@@ -2422,9 +2426,17 @@ open_serve(struct conf_load *ld, const char *name)
 		return;
 	}
 	if ((e = config_find_export(ld->c, name)) != NULL) {
-		open_broken(ld, name, strlen(name), NULL);
+		/* Its keys are checked into a scratch export and dropped. */
+		if ((ld->scratch_exp = calloc(1, sizeof(*e))) == NULL ||
+		    (ld->scratch_exp->name = strdup(name)) == NULL) {
+			ld->rc = BM_ENOMEM;
+			return;
+		}
+		ld->exp = ld->scratch_exp;
+		ld->kind = SECT_EXPORT;
 		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate section "
 		    "[export %s] (first on line %u)", name, e->line);
+		e->bad = true;
 		return;
 	}
 	if ((e = export_append(ld->c, name)) == NULL) {
