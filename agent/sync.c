@@ -1029,6 +1029,7 @@ static int
 run_set_finish(struct run *r, int rc)
 {
 	int64_t		 id = 0;
+	struct store_set_info si;
 	size_t		 n = 0;
 	int		 prc;
 
@@ -1058,6 +1059,11 @@ run_set_finish(struct run *r, int rc)
 		    prc == BM_EIO ? strerror(errno) : bm_strerror(prc));
 	else if (n > 0)
 		log_info("%s: removed %zu old snapshots", r->c->name, n);
+	store_set_get_info(r->s, &si);
+	if (si.held > 0)
+		log_info("%s: kept %zu old snapshot%s that a serve session "
+		    "holds (removed by a later run)", r->c->name, si.held,
+		    si.held == 1 ? "" : "s");
 	return 0;
 }
 
