@@ -2772,19 +2772,36 @@ run_intents(struct run *r)
 	return rc;
 }
 
+/* manifest_mismatch_fn: stop at the first row (there is one). */
+static int
+any_mismatch(void *ctx, const struct mismatch_rec *m)
+{
+	(void)ctx;
+	(void)m;
+	return 1;
+}
+
 /*
  * publish = set: *ret is whether the run needs a working snapshot: the
  * plan changes something, an unpublished one is left, or (verify =
- * sidecar | checksum, sidecars listed) a file committed unchecked is to
- * be hashed (run_recheck).  0 or BM_EDB (r->err set).
+ * sidecar | checksum, sidecars listed) run_recheck has work: a file
+ * committed unchecked to hash, or a known mismatch to report again (exit
+ * 1 while it lasts).  0 or BM_EDB (r->err set).
  */
 static int
 run_set_needed(struct run *r, bool *ret)
 {
+	int	 rc;
+
 	*ret = plan_has_work(r->p) || store_set_pending(r->s);
 	if (*ret || r->c->verify == VERIFY_SIZE || r->nsidecars == 0)
 		return 0;
-	if (manifest_has_unchecked(r->m, ret) != 0) {
+	if ((rc = manifest_has_unchecked(r->m, ret)) == 0 && !*ret &&
+	    (rc = manifest_mismatches(r->m, any_mismatch, NULL)) == 1) {
+		*ret = true;
+		rc = 0;
+	}
+	if (rc != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 		    manifest_errmsg(r->m));
 		return BM_EDB;
