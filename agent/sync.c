@@ -2772,21 +2772,38 @@ run_intents(struct run *r)
 	return rc;
 }
 
-/* manifest_mismatch_fn: stop at the first row (there is one). */
-static int
-any_mismatch(void *ctx, const struct mismatch_rec *m)
+/* True when the plan has an action for path (a run with no work: few). */
+static bool
+run_planned(const struct run *r, const char *path)
 {
-	(void)ctx;
-	(void)m;
-	return 1;
+	size_t	 i;
+
+	for (i = 0; i < r->p->nacts; i++)
+		if (strcmp(r->p->acts[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+/* manifest_file_fn: 1 at a row run_recheck() would hash. */
+static int
+set_unchecked(void *ctx, const struct file_row *row)
+{
+	return run_planned(ctx, row->path) ? 0 : 1;
+}
+
+/* manifest_mismatch_fn: 1 at a mismatch run_recheck() would report. */
+static int
+set_mismatch(void *ctx, const struct mismatch_rec *m)
+{
+	return run_planned(ctx, m->path) ? 0 : 1;
 }
 
 /*
  * publish = set: *ret is whether the run needs a working snapshot: the
  * plan changes something, an unpublished one is left, or (verify =
- * sidecar | checksum, sidecars listed) run_recheck has work: a file
- * committed unchecked to hash, or a known mismatch to report again (exit
- * 1 while it lasts).  0 or BM_EDB (r->err set).
+ * sidecar | checksum, sidecars listed) run_recheck has work the plan
+ * leaves to it: a file committed unchecked to hash, or a known mismatch
+ * to report again (exit 1 while it lasts).  0 or BM_EDB (r->err set).
  */
 static int
 run_set_needed(struct run *r, bool *ret)
@@ -2796,12 +2813,10 @@ run_set_needed(struct run *r, bool *ret)
 	*ret = plan_has_work(r->p) || store_set_pending(r->s);
 	if (*ret || r->c->verify == VERIFY_SIZE || r->nsidecars == 0)
 		return 0;
-	if ((rc = manifest_has_unchecked(r->m, ret)) == 0 && !*ret &&
-	    (rc = manifest_mismatches(r->m, any_mismatch, NULL)) == 1) {
-		*ret = true;
-		rc = 0;
-	}
-	if (rc != 0) {
+	if ((rc = manifest_ls_unchecked(r->m, set_unchecked, r)) == 0)
+		rc = manifest_mismatches(r->m, set_mismatch, r);
+	*ret = rc == 1;
+	if (rc != 0 && rc != 1) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 		    manifest_errmsg(r->m));
 		return BM_EDB;

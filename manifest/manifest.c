@@ -429,7 +429,9 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "SELECT path, list_size, list_size_exact, list_mtime, list_prec,"
 	    " up_size, up_mtime, etag, want, got, run FROM main.mismatches"
 	    " ORDER BY path",
-	[ST_UNCHECKED] = "SELECT 1 FROM main.files WHERE sidecar = ?1 LIMIT 1",
+	[ST_UNCHECKED] =
+	    "SELECT " FILE_COLS " FROM main.files WHERE sidecar = ?1"
+	    " ORDER BY path",
 };
 
 struct manifest {
@@ -1877,6 +1879,16 @@ out:
 	return rc;
 }
 
+/* Walk the rows committed unchecked (see the file comment). */
+int
+manifest_ls_unchecked(struct manifest *m, manifest_file_fn fn, void *ctx)
+{
+	sqlite3_stmt	*st = m->st[ST_UNCHECKED];
+
+	(void)bind_text(st, 1, MANIFEST_SIDECAR_UNCHECKED);
+	return ls_walk(m, st, fn, ctx);
+}
+
 /*
  * Walk the committed rows whose path is prefix or lies under prefix/
  * (prefix borrowed; "" or NULL for all; trailing '/' ignored) in path
@@ -2113,22 +2125,6 @@ out:
  * Walk the mismatches rows in path order (strings borrowed until fn
  * returns).  Returns 0, fn's non-zero value or BM_EDB.
  */
-int
-manifest_has_unchecked(struct manifest *m, bool *ret)
-{
-	sqlite3_stmt	*st = m->st[ST_UNCHECKED];
-	int		 rc = 0, src;
-
-	(void)bind_text(st, 1, MANIFEST_SIDECAR_UNCHECKED);
-	if ((src = sqlite3_step(st)) == SQLITE_ROW)
-		*ret = true;
-	else if (src == SQLITE_DONE)
-		*ret = false;
-	else
-		rc = db_fail(m, src);
-	st_done(st);
-	return rc;
-}
 
 int
 manifest_mismatches(struct manifest *m, manifest_mismatch_fn fn, void *ctx)

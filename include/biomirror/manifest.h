@@ -159,8 +159,6 @@ int	manifest_file_count(struct manifest *m, int64_t *ret);
  * fetched): a later run with verify = sidecar | checksum hashes it.
  */
 #define MANIFEST_SIDECAR_UNCHECKED	"unchecked"
-/* *ret: some row's sidecar is MANIFEST_SIDECAR_UNCHECKED.  0 or BM_EDB. */
-int	manifest_has_unchecked(struct manifest *m, bool *ret);
 
 enum commit_op {
 	COMMIT_FETCHED = 0,	/* new content committed under its final name */
@@ -272,6 +270,12 @@ typedef int (*manifest_file_fn)(void *ctx, const struct file_row *row);
  */
 int	manifest_ls(struct manifest *m, const char *prefix,
 	    manifest_file_fn fn, void *ctx);
+/*
+ * Walk the rows whose sidecar is MANIFEST_SIDECAR_UNCHECKED, in path
+ * order.  Returns 0, fn's non-zero value or BM_EDB.
+ */
+int	manifest_ls_unchecked(struct manifest *m, manifest_file_fn fn,
+	    void *ctx);
 
 struct event_row {
 	int64_t		 run;
