@@ -228,10 +228,10 @@ out:
  * symlink DEST to a directory followed (never our publish = set symlink),
  * so that DEST.biomirror and the owner record are the real tree's
  * whatever path names it.  A link that cannot be followed is left for
- * the store.  0, BM_ENOMEM or BM_EIO (errno kept).
+ * the store.  0, BM_ENOMEM or BM_EIO (errbuf says why, errno kept).
  */
 static int
-dl_canon(struct dest_lock *l)
+dl_canon(struct dest_lock *l, char *errbuf, size_t errlen)
 {
 	struct stat	 st;
 	char		 buf[PATH_MAX], *p = NULL;
@@ -259,6 +259,10 @@ dl_canon(struct dest_lock *l)
 			goto out;
 		if ((fd = open(l->parent, O_RDONLY | O_DIRECTORY |
 		    O_CLOEXEC)) == -1) {
+			rc = errno;
+			(void)snprintf(errbuf, errlen, "%.200s: %s", l->parent,
+			    strerror(rc));
+			errno = rc;
 			rc = BM_EIO;
 			goto out;
 		}
@@ -885,15 +889,18 @@ dl_unlock(struct dest_lock *l)
 	errno = err;
 }
 
-/* Open DEST's parent; make it (or DEST) first when asked to and missing. */
+/*
+ * Open DEST's parent; with make, make it (or DEST, publish = file) first
+ * when missing (once the checks let the run go).
+ */
 static int
-dl_open_parent(struct dest_lock *l, mode_t dir_mode, char *errbuf,
-    size_t errlen)
+dl_open_parent(struct dest_lock *l, bool make, mode_t dir_mode,
+    char *errbuf, size_t errlen)
 {
 	int	 rc, err;
 
 	l->pfd = open(l->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (l->pfd != -1 || errno != ENOENT || !l->create)
+	if (l->pfd != -1 || errno != ENOENT || !make)
 		goto out;
 	if ((rc = store_make_dest(l->set ? l->parent : l->dest,
 	    dir_mode)) != 0) {
@@ -905,7 +912,7 @@ dl_open_parent(struct dest_lock *l, mode_t dir_mode, char *errbuf,
 	}
 	l->pfd = open(l->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 out:
-	if (l->pfd == -1 && (errno != ENOENT || l->create)) {
+	if (l->pfd == -1 && (errno != ENOENT || make)) {
 		err = errno;
 		(void)snprintf(errbuf, errlen, "%.200s: %s", l->parent,
 		    strerror(err));
@@ -968,14 +975,9 @@ dest_lock_take(const char *dest, const struct dest_who *self,
 	l->shared = (flags & DEST_LOCK_SHARED) != 0;
 	l->create = (flags & DEST_LOCK_CREATE) != 0;
 	if ((rc = dl_init(l, dest, self)) != 0 ||
-	    (rc = dl_open_parent(l, dir_mode, errbuf, errlen)) != 0)
+	    (rc = dl_open_parent(l, false, dir_mode, errbuf, errlen)) != 0 ||
+	    (rc = dl_canon(l, errbuf, errlen)) != 0)
 		goto out;
-	if ((rc = dl_canon(l)) != 0) {
-		if (rc == BM_EIO)
-			(void)snprintf(errbuf, errlen, "%.200s: %s", l->parent,
-			    strerror(errno));
-		goto out;
-	}
 	for (tries = 0; !stable; tries++) {
 		if (tries == DL_TRIES) {
 			(void)snprintf(errbuf, errlen, "the destination %.200s "
@@ -994,6 +996,15 @@ dest_lock_take(const char *dest, const struct dest_who *self,
 		if ((rc = dl_refuse(l, kind, inside, snap, errbuf,
 		    errlen)) != 0)
 			goto out;
+		if (l->pfd == -1 && l->create && !made) {
+			/* Its parent made (and DEST, publish = file): again. */
+			made = true;
+			if ((rc = dl_open_parent(l, true, dir_mode, errbuf,
+			    errlen)) != 0 || (rc = dl_canon(l, errbuf,
+			    errlen)) != 0)
+				goto out;
+			continue;
+		}
 		if (kind == DL_MISSING && !l->set && l->create && !made) {
 			/* publish = file makes DEST, then locks it. */
 			made = true;
