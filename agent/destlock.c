@@ -514,26 +514,48 @@ dl_has_meta(const struct dest_lock *l)
 }
 
 /*
- * The record of DEST as it is (DEST.biomirror/owner when DEST.biomirror
- * exists, else the one beside DEST) into *o, its path into where.
+ * The record of DEST as it is into *o, its path into where:
+ * DEST.biomirror/owner when DEST.biomirror exists, else (or when that has
+ * none but one is beside DEST) the one beside DEST.
  */
 static void
 dl_record_of(const struct dest_lock *l, struct dl_owner *o, char *where,
     size_t len)
 {
 	char	 rel[PATH_MAX];
-	bool	 meta = dl_has_meta(l);
 
-	if (meta)
+	memset(o, 0, sizeof(*o));
+	(void)snprintf(rel, sizeof(rel), "%s", l->beside);
+	if (dl_has_meta(l)) {
 		(void)snprintf(rel, sizeof(rel), "%s/" DL_OWNER, l->meta);
-	else
-		(void)snprintf(rel, sizeof(rel), "%s", l->beside);
+		dl_owner_read(l->pfd, rel, o);
+		if (!o->found && faccessat(l->pfd, l->beside, F_OK,
+		    AT_SYMLINK_NOFOLLOW) == 0)
+			(void)snprintf(rel, sizeof(rel), "%s", l->beside);
+	}
+	if (!o->found && l->pfd != -1 && strcmp(rel, l->beside) == 0)
+		dl_owner_read(l->pfd, rel, o);
 	(void)snprintf(where, len, "%s%s%s", l->parent,
 	    strcmp(l->parent, "/") == 0 ? "" : "/", rel);
-	if (l->pfd == -1)
-		memset(o, 0, sizeof(*o));
-	else
-		dl_owner_read(l->pfd, rel, o);
+}
+
+/*
+ * Whether DEST.biomirror holds a publish = set tree in the making: the
+ * record o says publish set, or it has snapshots/ (a first run or a
+ * conversion cut short before it wrote a record).
+ */
+static bool
+dl_meta_set(const struct dest_lock *l, const struct dl_owner *o)
+{
+	struct stat	 st;
+	char		 rel[PATH_MAX];
+
+	if (!dl_has_meta(l))
+		return false;
+	if (o->found && o->set)
+		return true;
+	(void)snprintf(rel, sizeof(rel), "%s" DL_SNAPS, l->meta);
+	return fstatat(l->pfd, rel, &st, 0) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* Whether record o names the run l is (its state directory and name). */
@@ -609,7 +631,7 @@ dl_refuse_kind(const struct dest_lock *l, enum dl_kind kind, char *errbuf,
 		return 0;
 	dl_record_of(l, &o, where, sizeof(where));
 	self = dl_is_self(l, &o);
-	pending = kind != DL_SET && dl_has_meta(l) && o.found && o.set;
+	pending = kind != DL_SET && dl_meta_set(l, &o);
 	if ((l->set && (!o.found || self)) ||
 	    (!l->set && kind != DL_SET && !pending))
 		return 0;	/* nobody's, or ours; or a plain tree */

@@ -18,12 +18,12 @@
  * - Before locking, the destination is checked and these are refused,
  *   naming the owner: a publish = file or ad-hoc run on a publish = set
  *   tree (DEST our symlink into DEST.biomirror/snapshots/, or a
- *   DEST.biomirror whose record says publish set beside a missing or
- *   plain DEST); a publish = set run on a tree whose record names another
- *   mirror; any run whose DEST is, lies in or holds at its top level a
- *   DEST.biomirror, or lies inside a tree whose record (beside it or in
- *   its DEST.biomirror) names another mirror.  A DEST.biomirror deeper in
- *   DEST is not looked for (no tree walk).
+ *   DEST.biomirror whose record says publish set or that has snapshots/
+ *   beside a missing or plain DEST); a publish = set run on a tree whose
+ *   record names another mirror; any run whose DEST is, lies in or holds
+ *   at its top level a DEST.biomirror, or lies inside a tree whose record
+ *   (beside it or in its DEST.biomirror) names another mirror.  A
+ *   DEST.biomirror deeper in DEST is not looked for (no tree walk).
  * The module never logs; callers log once (STYLE.md rule 24).
  */
 #ifndef BIOMIRROR_DESTLOCK_H

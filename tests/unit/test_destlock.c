@@ -190,8 +190,8 @@ refused(const char *d, const struct dest_who *who, const char *want,
 
 /* Around the set tree p/db of a (test_set): its DEST.biomirror, ... */
 static void
-test_around(const struct dest_who *a, const struct dest_who *b,
-    const struct dest_who *bset)
+test_around(const struct dest_who *a, const struct dest_who *aset,
+    const struct dest_who *b, const struct dest_who *bset)
 {
 	struct dest_lock *l = NULL, *l2 = NULL;
 	char		 d[PATH_MAX], p[PATH_MAX], err[2048], want[PATH_MAX * 2];
@@ -272,6 +272,22 @@ test_around(const struct dest_who *a, const struct dest_who *b,
 	ok(strstr(err, "(set publish = set again;") != NULL,
 	    "pending: told to set publish = set: %s", err);
 	dest_lock_free(l);
+
+	/* A conversion killed before any record in DEST.biomirror. */
+	if (mkdir(at(p, "q/kill"), 0755) == -1 ||
+	    mkdir(at(p, "q/kill.biomirror"), 0755) == -1 ||
+	    mkdir(at(p, "q/kill.biomirror/snapshots"), 0755) == -1)
+		tap_bail("mkdir kill");
+	(void)snprintf(want, sizeof(want), "pid 1\nmirror a\nconfig %s/a.conf"
+	    "\nstate_dir %s/sa\npublish file\n", root, root);
+	put("q/.kill.biomirror-owner", want);
+	(void)snprintf(want, sizeof(want), "q/kill is the destination of the "
+	    "publish = set tree %s/q/kill.biomirror of mirror a of ", root);
+	refused(at(d, "q/kill"), b, want, "killed: a file run");
+	ok(exists("q/.kill.biomirror-owner"), "killed: the record kept");
+	is_int(dest_lock_take(at(d, "q/kill"), aset, DEST_LOCK_CREATE, 0755,
+	    &l, err, sizeof(err)), 0, "killed: its own set run goes on");
+	dest_lock_free(l);
 }
 
 int
@@ -294,7 +310,7 @@ main(void)
 	bset = (struct dest_who){ "b", ca, sb, true };
 	test_plain(&a, &b, &bset);
 	test_set(&a, &aset, &b);
-	test_around(&a, &b, &bset);
+	test_around(&a, &aset, &b, &bset);
 	(void)snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	if (system(cmd) != 0)
 		printf("# could not remove %s\n", root);
