@@ -632,8 +632,8 @@ dl_refuse_kind(const struct dest_lock *l, enum dl_kind kind, char *errbuf,
 	dl_record_of(l, &o, where, sizeof(where));
 	self = dl_is_self(l, &o);
 	pending = kind != DL_SET && dl_meta_set(l, &o);
-	if ((l->set && (!o.found || self)) ||
-	    (!l->set && kind != DL_SET && !pending))
+	if ((l->set && (!o.found || self)) || (kind == DL_MISSING &&
+	    !pending) || (!l->set && kind != DL_SET && !pending))
 		return 0;	/* nobody's, or ours; or a plain tree */
 	dl_who(&o, dl_running_dest(l), where, who, sizeof(who));
 	if (kind == DL_SET)

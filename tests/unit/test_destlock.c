@@ -288,6 +288,13 @@ test_around(const struct dest_who *a, const struct dest_who *aset,
 	is_int(dest_lock_take(at(d, "q/kill"), aset, DEST_LOCK_CREATE, 0755,
 	    &l, err, sizeof(err)), 0, "killed: its own set run goes on");
 	dest_lock_free(l);
+
+	/* A record left beside a tree that is gone: no tree to protect. */
+	put("q/.gone.biomirror-owner", want);
+	is_int(dest_lock_take(at(d, "q/gone"), bset, DEST_LOCK_CREATE, 0755,
+	    &l, err, sizeof(err)), 0, "gone: a set run on a missing DEST: %s",
+	    err);
+	dest_lock_free(l);
 }
 
 int
