@@ -2160,6 +2160,26 @@ run_status(struct run *r, int rc)
 	}
 }
 
+/* The transports that carried files (res) into rec->nets. */
+static void
+run_record_nets(const struct mirror_result *res, struct run_record *rec)
+{
+	const struct report_net_use *u;
+	struct run_net	*n;
+	unsigned	 i;
+
+	for (i = 0; i < REPORT_NETS && rec->nnets < RUN_NETS_MAX; i++) {
+		u = &res->nets[i];
+		if (u->files == 0)
+			continue;
+		n = &rec->nets[rec->nnets++];
+		(void)snprintf(n->net, sizeof(n->net), "%s", report_net_name(i));
+		n->files = u->files;
+		n->bytes = (int64_t)u->bytes;
+		n->ns = (int64_t)(u->seconds * 1e9);
+	}
+}
+
 /* Record the run's end (and fill *recp for run_after()). */
 static void
 run_record(struct run *r, int64_t start, struct run_record *recp)
@@ -2187,6 +2207,7 @@ run_record(struct run *r, int64_t start, struct run_record *recp)
 		(void)snprintf(rec.error, sizeof(rec.error), "%.100s: %.20s: %.120s",
 		    r->res->errors[0].path, r->res->errors[0].op,
 		    r->res->errors[0].reason);
+	run_record_nets(r->res, &rec);
 	if (manifest_run_end(r->m, &rec) != 0)
 		log_warnx("%s: manifest: run end: %s", r->c->name,
 		    manifest_errmsg(r->m));
