@@ -1249,7 +1249,7 @@ run_rebuild(struct run *r, const char *path)
 static int
 run_open(struct run *r)
 {
-	char		 path[4096];
+	char		 path[4096], why[256];
 	struct xfer_opts xo;
 	struct stat	 st;
 	int		 rc;
@@ -1312,7 +1312,11 @@ run_open(struct run *r)
 	xo.ca_file = r->c->ca_file;
 	xo.bwlimit = r->c->bwlimit;
 	run_tcp_congestion(r, &xo);
-	return xfer_open(r->c->source, &xo, &r->x);
+	if ((rc = xfer_open(r->c->source, &xo, &r->x, why, sizeof(why))) != 0)
+		(void)snprintf(r->err, sizeof(r->err), "%s: open the %s "
+		    "transport: %s", r->c->source, xo.net == XFER_NET_UDT ?
+		    "udt" : "tcp", why);
+	return rc;
 }
 
 /*

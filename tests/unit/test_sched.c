@@ -87,12 +87,15 @@ fk_handles(const char *url, const struct xfer_opts *o)
 }
 
 static int
-fk_open(const struct xfer_opts *o, const char *url, void **ret)
+fk_open(const struct xfer_opts *o, const char *url, void **ret,
+    char *errbuf, size_t errlen)
 {
 	struct fake	*fk;
 
 	(void)o;
 	(void)url;
+	(void)errbuf;
+	(void)errlen;
 	if ((fk = calloc(1, sizeof(*fk))) == NULL)
 		return BM_ENOMEM;
 	if (pipe2(fk->wake, O_CLOEXEC | O_NONBLOCK) == -1) {
@@ -374,7 +377,7 @@ tc_init(struct tcase *c, unsigned retries)
 	    store_open(c->dest, 0644, 0755, &c->s) != 0 ||
 	    manifest_open(db, true, &c->m, err, sizeof(err)) != 0 ||
 	    manifest_run_begin(c->m, "sync", clock_real_ns(), &c->run) != 0 ||
-	    xfer_open_ops(&fake_ops, SRC, &xo, &c->x) != 0 ||
+	    xfer_open_ops(&fake_ops, SRC, &xo, &c->x, NULL, 0) != 0 ||
 	    (c->res = result_new("t")) == NULL)
 		tap_bail("set-up");
 	c->fk = c->x->impl;
