@@ -60,6 +60,7 @@ struct fake {
 	volatile sig_atomic_t *stop;	/* set once stop_after jobs ended */
 	unsigned	 stop_after;
 	unsigned	 refuse_at;	/* that submit (1-based) is refused */
+	const char	*udt_path;	/* its bodies come "over UDT" (res.net) */
 	/* books */
 	unsigned	 submits, refused, ends, cancels, stray_cancels;
 	unsigned	 ranges, whole, validates, not_modified;
@@ -210,6 +211,8 @@ fk_serve(struct fake *fk, struct xfer_job *job)
 	}
 	(void)snprintf(res->etag, sizeof(res->etag), "%s", f->etag);
 	res->mtime = FK_MTIME;
+	if (fk->udt_path != NULL && strcmp(f->path, fk->udt_path) == 0)
+		res->net = XFER_NET_UDT;
 	if (job->len == 0 || fk->ignore_range) {
 		res->status = 200;
 		res->size = (int64_t)f->len;
@@ -569,6 +572,54 @@ test_ranges(void)
 	tc_free(&c);
 }
 
+/* manifest_event_fn: "path net;" of each fetched event into ctx. */
+static int
+net_cb(void *ctx, const struct event_row *e)
+{
+	char	*out = ctx;
+	size_t	 n = strlen(out);
+
+	if (strcmp(e->op, "fetched") == 0)
+		(void)snprintf(out + n, 256 - n, "%s %s;", e->path,
+		    e->net ? e->net : "-");
+	return 0;
+}
+
+/*
+ * The transport each file came over: counted per transport in the
+ * result (files, bytes, time in flight) and recorded with its event.
+ */
+static void
+test_nets(void)
+{
+	struct tcase	 c;
+	char		 out[256];
+
+	tc_init(&c, 0);
+	tc_file(&c, "big.bin", 8192);
+	tc_file(&c, "small.txt", 100);
+	tc_file(&c, "u.dat", 300);
+	c.fk->udt_path = "u.dat";
+	is_int(tc_run(&c), 0, "nets: run");
+	is_int(c.res->fetched, 3, "nets: all fetched");
+	is_int(c.res->nets[REPORT_NET_TCP].files, 2, "nets: two over tcp");
+	is_int(c.res->nets[REPORT_NET_TCP].bytes, 8292, "nets: their bytes");
+	is_int(c.res->nets[REPORT_NET_UDT].files, 1, "nets: one over udt");
+	is_int(c.res->nets[REPORT_NET_UDT].bytes, 300, "nets: its bytes");
+	ok(c.res->nets[REPORT_NET_TCP].seconds >= 0 &&
+	    c.res->nets[REPORT_NET_UDT].seconds >= 0, "nets: times");
+	out[0] = '\0';
+	is_int(manifest_events(c.m, c.run, net_cb, out), 0, "nets: events");
+	/* In commit order, which the end of the ranges decides. */
+	ok(strlen(out) == strlen("big.bin tcp;small.txt tcp;u.dat udt;") &&
+	    strstr(out, "big.bin tcp;") != NULL &&
+	    strstr(out, "small.txt tcp;") != NULL &&
+	    strstr(out, "u.dat udt;") != NULL,
+	    "nets: each event names its transport: %s", out);
+	tc_books(&c, "nets");
+	tc_free(&c);
+}
+
 /* A server that ignores Range: range 0 takes the whole file, no check. */
 static void
 test_ignored_range(void)
@@ -750,6 +801,7 @@ main(void)
 {
 	log_init(true, -1);
 	test_ranges();
+	test_nets();
 	test_ignored_range();
 	test_retries();
 	test_changed();
