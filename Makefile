@@ -34,12 +34,14 @@ endif
 
 -include Makefile.local
 
-LIB_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c)) $(wildcard manifest/*.c)
+LIB_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c)) $(wildcard agent/serve/*.c) \
+	   $(wildcard manifest/*.c)
 LIB_CXX_SRCS = $(wildcard agent/*.cpp)
 LIB_OBJS = $(LIB_SRCS:.c=.o) $(LIB_CXX_SRCS:.cpp=.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:.c=)
-HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard tests/unit/*.h)
+HDRS	 = $(wildcard include/biomirror/*.h) $(wildcard agent/serve/*.h) \
+	   $(wildcard tests/unit/*.h)
 
 # Debian packages the build, the tests and the demo need.
 DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
@@ -182,6 +184,8 @@ install: biomirror
 	    $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
 	sed 's|@BINDIR@|$(PREFIX)/bin|' systemd/biomirror@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror@.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror@.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|' systemd/biomirror-serve.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror-serve.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror-serve.service
 	install -m 0644 systemd/biomirror@.timer $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 0644 systemd/biomirror.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/biomirror.conf
 	install -m 0644 systemd/biomirror.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/biomirror.conf
@@ -190,7 +194,7 @@ install: biomirror
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/biomirror/
 
 clean:
-	rm -f biomirror agent/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
+	rm -f biomirror agent/*.o agent/serve/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
 	    $(TORTURE_BINS) .build-flags
 	rm -rf tests/fuzz/obj tests/fuzz/out
 	rm -f $(FUZZ_BINS)

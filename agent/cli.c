@@ -26,6 +26,7 @@
 #include "biomirror/log.h"
 #include "biomirror/manifest.h"
 #include "biomirror/report.h"
+#include "biomirror/serve.h"
 #include "biomirror/state.h"
 #include "biomirror/sync.h"
 
@@ -66,6 +67,9 @@ usage(FILE *fp)
 "                                 full re-check and repair of a mirror\n"
 "  verify NAME|--source URL --dest DIR [--repair]\n"
 "                                 re-hash local files against their digests\n"
+"  serve [--listen ADDR:PORT] [--export NAME=DIR]...\n"
+"                                 serve the [export] trees (or those given)\n"
+"                                 read-only over bm:// until SIGTERM\n"
 "  check-config                   validate the config and exit (also: -n;\n"
 "                                 --json: {config, ok, mirrors or error})\n"
 "sync and plan options (each overrides the config key of the same name;\n"
@@ -1583,6 +1587,77 @@ cmd_check_config(struct cli *c)
 }
 
 /*
+ * serve [--listen ADDR:PORT] [--export NAME=DIR]...: the config's
+ * exports, or only those given (the config file is then optional).
+ * Refuses to start on a config error outside the mirror sections
+ * ([global], [serve], [export]: logged).  Exit 0 after a drained stop,
+ * 1 when transfers were cut, 2 for usage, config or setup errors.
+ */
+static int
+cmd_serve(struct cli *c, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "listen",	required_argument, NULL, 'l' },
+		{ "export",	required_argument, NULL, 'e' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct serve_opts o = { NULL };
+	char		 err[1024], *eq;
+	const struct config_error *e;
+	bool		 given = false;
+	size_t		 i;
+	int		 ch, rc, bad = 0;
+
+	optind = 1;
+	for (i = 1; i < (size_t)argc; i++)
+		if (strcmp(argv[i], "--export") == 0 ||
+		    strncmp(argv[i], "--export=", 9) == 0)
+			given = true;
+	if (load_config(c, !given) != 0)
+		return 2;
+	if (given)
+		config_clear_exports(c->conf);
+	while ((ch = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
+		if (ch == 'l')
+			o.listen = optarg;
+		else if (ch == 'e' && ((eq = strchr(optarg, '=')) == NULL ||
+		    eq == optarg)) {
+			log_errx("serve: --export %s: expected NAME=DIR",
+			    optarg);
+			return 2;
+		} else if (ch == 'e') {
+			*eq = '\0';
+			rc = config_add_export(c->conf, optarg, eq + 1, err,
+			    sizeof(err));
+			*eq = '=';
+			if (rc != 0) {
+				log_errx("serve: --export: %s", rc ==
+				    BM_ENOMEM ? "out of memory" : err);
+				return 2;
+			}
+		} else
+			return 2;
+	}
+	if (optind < argc) {
+		log_errx("serve: unexpected argument %s", argv[optind]);
+		return 2;
+	}
+	for (i = 0; i < c->conf->nerrors; i++) {
+		e = &c->conf->errors[i];
+		if (e->mirror == NULL) {
+			log_errx("%s: %s", e->where, e->reason);
+			bad++;
+		}
+	}
+	if (bad > 0) {
+		log_errx("serve: not started: %d config error%s", bad,
+		    bad == 1 ? "" : "s");
+		return 2;
+	}
+	return serve_run(c->conf, &o, c->stop);
+}
+
+/*
  * The output flags (--json, -v, -q and their long forms) may also come
  * after the command ("status blast --json"): take them out of the
  * command's arguments (argv[1..]) and apply them.  Stops at "--", which
@@ -1726,10 +1801,9 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		status = cmd_check_config(&c);
 	else if (strcmp(cmd, "history") == 0)
 		status = cmd_history(&c, argc, argv);
-	else if (strcmp(cmd, "serve") == 0) {
-		log_errx("%s: not supported by this build yet", cmd);
-		status = 2;
-	} else if (strcmp(cmd, "help") == 0) {
+	else if (strcmp(cmd, "serve") == 0)
+		status = cmd_serve(&c, argc, argv);
+	else if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		status = 0;
 	} else {

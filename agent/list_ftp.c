@@ -19,10 +19,14 @@
 #include <time.h>
 #include <stdint.h>
 
+#include "biomirror/clock.h"
+#include "biomirror/crawl.h"
 #include "biomirror/error.h"
 #include "biomirror/ftp_proto.h"
 #include "biomirror/list_ftp.h"
+#include "biomirror/lister.h"
 #include "biomirror/listing.h"
+#include "biomirror/log.h"
 
 #define DAY_SECONDS	86400
 #define MAX_LINE	8192		/* longer lines are skipped (rule 31) */
@@ -669,18 +673,6 @@ list_ftp_feat_has(const uint8_t *body, size_t len, const char *name)
 	return false;
 }
 
-/* A directory waiting to be listed. */
-struct ftp_dir {
-	char		*prefix;	/* owned: relative path, "" for the root */
-	char		*real;		/* owned: its real path upstream ("" for
-					   the root): a followed link's target */
-	char		*unique;	/* owned: unique= its parent listed (or
-					   its own cdir line), NULL */
-	size_t		 parent;	/* index of the parent, SIZE_MAX: root */
-	unsigned	 depth;		/* levels below the root */
-	bool		 via_link;	/* inside a followed directory link */
-};
-
 /* One path of the real tree (follow_symlinks), for link resolution. */
 struct ftp_real {
 	const char	*path;		/* borrowed: the entry's path */
@@ -688,18 +680,17 @@ struct ftp_real {
 	bool		 link;		/* a symlink (in links), else in out */
 };
 
+/* The FTP side of a crawl (crawl.h holds the queue and the counts). */
 struct ftp_crawl {
 	const char	*source;	/* borrowed: source URL, ends in '/' */
 	const struct ftp_crawl_opts *opts; /* borrowed */
-	struct listing	*out;		/* borrowed */
-	struct ftp_dir	*dirs;		/* owned: queue, listed in order */
-	size_t		 ndirs, capdirs;
-	char		**uniq;		/* owned: sorted unique= of listed dirs */
-	size_t		 nuniq, capuniq;
+	struct crawl	*cr;		/* owned: the shared crawl */
+	struct listing	*out;		/* borrowed: the crawl's output */
 	struct listing	*links;		/* owned: symlinks to follow, NULL
 					   unless opts->follow */
 	size_t		*linkdir;	/* owned: dirs index of each link */
 	size_t		 caplinkdir;
+	size_t		 nextlink;	/* links [0, nextlink) followed */
 	struct ftp_real	*reals;		/* owned: sorted real tree, built once
 					   the real tree is listed */
 	size_t		 nreals;
@@ -709,104 +700,7 @@ struct ftp_crawl {
 					   upstream (a "%2F" URL path, RFC
 					   1738), no trailing '/'; NULL if
 					   the URL is relative to the login */
-	size_t		 skipped, loops, dangling;
-	bool		 depth_hit;	/* a directory lay past max_depth */
-	int		 fail;		/* first failed reply's code */
-	char		*errbuf;	/* borrowed */
-	size_t		 errlen;
 };
-
-/*
- * Remember a directory's unique= fact; false when it was seen before (a
- * symlink or alias to a directory already listed: not listed again, so
- * a server-side loop ends).
- */
-static int
-crawl_uniq_new(struct ftp_crawl *c, const char *u, bool *ret_new)
-{
-	char	**nv, *s;
-	size_t	 lo = 0, hi = c->nuniq, mid;
-	int	 cmp;
-
-	while (lo < hi) {
-		mid = (lo + hi) / 2;
-		if ((cmp = strcmp(u, c->uniq[mid])) == 0) {
-			*ret_new = false;
-			return 0;
-		}
-		if (cmp < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	if (c->nuniq == c->capuniq) {
-		c->capuniq = c->capuniq ? c->capuniq * 2 : 64;
-		if ((nv = reallocarray(c->uniq, c->capuniq,
-		    sizeof(*nv))) == NULL)
-			return BM_ENOMEM;
-		c->uniq = nv;
-	}
-	if ((s = strdup(u)) == NULL)
-		return BM_ENOMEM;
-	memmove(c->uniq + lo + 1, c->uniq + lo,
-	    (c->nuniq - lo) * sizeof(*c->uniq));
-	c->uniq[lo] = s;
-	c->nuniq++;
-	*ret_new = true;
-	return 0;
-}
-
-/* Queue a directory (the strings are copied). */
-static int
-crawl_push(struct ftp_crawl *c, const char *prefix, const char *real,
-    const char *unique, size_t parent, unsigned depth, bool via_link)
-{
-	struct ftp_dir	*nv, *d;
-
-	if (c->ndirs == c->capdirs) {
-		c->capdirs = c->capdirs ? c->capdirs * 2 : 64;
-		if ((nv = reallocarray(c->dirs, c->capdirs,
-		    sizeof(*nv))) == NULL)
-			return BM_ENOMEM;
-		c->dirs = nv;
-	}
-	d = &c->dirs[c->ndirs];
-	memset(d, 0, sizeof(*d));
-	if ((d->prefix = strdup(prefix)) == NULL ||
-	    (d->real = strdup(real)) == NULL ||
-	    (unique != NULL && (d->unique = strdup(unique)) == NULL)) {
-		free(d->prefix);
-		free(d->real);
-		return BM_ENOMEM;
-	}
-	d->parent = parent;
-	d->depth = depth;
-	d->via_link = via_link;
-	c->ndirs++;
-	return 0;
-}
-
-/* dir + "/" + the last component of path, malloc'd ("" dir: no '/'). */
-static char *
-real_child(const char *dir, const char *path)
-{
-	const char	*name = strrchr(path, '/');
-	char		*s;
-
-	name = name != NULL ? name + 1 : path;
-	if (dir[0] == '\0')
-		return strdup(name);
-	if (asprintf(&s, "%s/%s", dir, name) == -1)
-		return NULL;
-	return s;
-}
-
-static void
-crawl_err(struct ftp_crawl *c, const char *url, const char *why)
-{
-	if (c->errbuf != NULL && c->errlen > 0 && c->errbuf[0] == '\0')
-		(void)snprintf(c->errbuf, c->errlen, "%s: %s", url, why);
-}
 
 /* Keep a symlink for follow_symlinks, listed in dirs[di]. */
 static int
@@ -831,7 +725,6 @@ crawl_link_add(struct ftp_crawl *c, struct entry *e, size_t di)
 	return 0;
 }
 
-/* Move one parsed entry of dirs[di] into the output, queueing directories. */
 /*
  * The source's absolute path upstream when its URL path starts with
  * "%2F" (RFC 1738 section 3.2.2: the path is then absolute), decoded,
@@ -905,53 +798,23 @@ target_rel(const struct ftp_crawl *c, const char *dir, const char *target)
 	return out;
 }
 
+/*
+ * Take one parsed entry of dirs[di] (crawl_take): a symlink is kept
+ * aside when links are followed, its GridFTP target made relative.
+ */
 static int
-crawl_take(struct ftp_crawl *c, struct entry *e, size_t di)
+ftp_take(struct ftp_crawl *c, struct entry *e, size_t di)
 {
-	const struct filter *f = c->opts->filter;
-	struct entry	*dst;
-	char		*real;
-	unsigned	 depth = c->dirs[di].depth;
-	bool		 fresh = true;
-	int		 rc;
+	char	*real;
 
 	if (e->type == ENTRY_SYMLINK && (real = target_rel(c,
-	    c->dirs[di].real, e->target)) != NULL) {
+	    crawl_real(c->cr, di), e->target)) != NULL) {
 		free(e->target);
 		e->target = real;
 	}
 	if (e->type == ENTRY_SYMLINK && c->links != NULL)
 		return crawl_link_add(c, e, di);
-	if (e->type == ENTRY_DIR) {
-		if (f != NULL && !filter_dir(f, e->path))
-			return 0;
-		/* Inside a followed link the unique= repeat by design. */
-		if (e->unique != NULL && !c->dirs[di].via_link &&
-		    (rc = crawl_uniq_new(c, e->unique, &fresh)) != 0)
-			return rc;
-		if (!fresh) {
-			c->loops++;
-			return 0;
-		}
-		if (depth + 1 > c->opts->max_depth)
-			c->depth_hit = true;
-		else {
-			if ((real = real_child(c->dirs[di].real,
-			    e->path)) == NULL)
-				return BM_ENOMEM;
-			rc = crawl_push(c, e->path, real, e->unique, di,
-			    depth + 1, c->dirs[di].via_link);
-			free(real);
-			if (rc != 0)
-				return rc;
-		}
-	} else if (f != NULL && !filter_file(f, e->path))
-		return 0;
-	if ((rc = listing_append(c->out, &dst)) != 0)
-		return rc;
-	*dst = *e;
-	memset(e, 0, sizeof(*e));
-	return 0;
+	return crawl_take(c->cr, di, e);
 }
 
 /*
@@ -1000,7 +863,7 @@ static int
 crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
     const char *url)
 {
-	const struct ftp_dir *d = &c->dirs[di];	/* until crawl_take() */
+	const struct crawl_dir *d = crawl_dir(c->cr, di); /* until ftp_take() */
 	struct listing	*tmp;
 	char		*cdir = NULL;
 	size_t		 i, skipped = 0;
@@ -1013,17 +876,16 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
 	 * one.  The listing is incomplete: nothing of it is taken.
 	 */
 	if (pg->len > 0 && pg->body[pg->len - 1] != '\n') {
-		if (c->fail == 0)
-			c->fail = BM_EPROTO;
-		crawl_err(c, url, "the listing stops in the middle of a line "
-		    "(no CRLF after its last line): cut short");
+		crawl_fail(c->cr, url, BM_EPROTO, "the listing stops in the "
+		    "middle of a line (no CRLF after its last line): cut "
+		    "short");
 		return 0;
 	}
 	if ((tmp = listing_new(SIZE_MAX)) == NULL)
 		return BM_ENOMEM;
 	rc = parse_reply(pg->body, pg->len, c->mlsd, c->opts->now_wall,
 	    d->prefix, tmp, &skipped, &cdir);
-	c->skipped += skipped;
+	crawl_stats(c->cr)->skipped += skipped;
 	if (rc == 0 && c->mlsd && cdir == NULL && listing_count(tmp) == 1 &&
 	    mlsd_lists_itself(listing_get(tmp, 0), url)) {
 		/*
@@ -1032,31 +894,29 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
 		 * that file alone, under its own name, with no cdir line:
 		 * not the directory's contents.
 		 */
-		if (c->fail == 0)
-			c->fail = BM_EPROTO;
-		crawl_err(c, url, "not a directory: MLSD listed the path "
-		    "itself (one file of the same name, no cdir line)");
+		crawl_fail(c->cr, url, BM_EPROTO, "not a directory: MLSD "
+		    "listed the path itself (one file of the same name, no "
+		    "cdir line)");
 		listing_free(tmp);
 		return 0;
 	}
-	if (rc == 0 && d->unique != NULL && cdir != NULL &&
-	    strcmp(d->unique, cdir) != 0) {
-		if (c->fail == 0)
-			c->fail = BM_EPROTO;
-		crawl_err(c, url, "the server listed another directory "
-		    "(MLSD cdir unique= differs from the one listed for it)");
+	if (rc == 0 && d->key != NULL && cdir != NULL &&
+	    strcmp(d->key, cdir) != 0) {
+		crawl_fail(c->cr, url, BM_EPROTO, "the server listed another "
+		    "directory (MLSD cdir unique= differs from the one listed "
+		    "for it)");
 		listing_free(tmp);
 		free(cdir);
 		return 0;
 	}
-	if (d->unique == NULL && cdir != NULL)
-		c->dirs[di].unique = cdir;	/* for the loop check */
+	if (d->key == NULL && cdir != NULL)
+		crawl_dir(c->cr, di)->key = cdir;	/* for the loop check */
 	else
 		free(cdir);
 	if (rc == 0)
 		rc = listing_sort(tmp);
 	for (i = 0; rc == 0 && i < listing_count(tmp); i++)
-		rc = crawl_take(c, listing_get_mut(tmp, i), di);
+		rc = ftp_take(c, listing_get_mut(tmp, i), di);
 	listing_free(tmp);
 	return rc;
 }
@@ -1074,7 +934,7 @@ unlisted_add(struct ftp_crawl *c, size_t di, const struct http_page *pg)
 	if ((rc = listing_append(c->opts->unlisted, &e)) != 0)
 		return rc;
 	e->type = ENTRY_DIR;
-	if ((e->path = strdup(c->dirs[di].prefix)) == NULL ||
+	if ((e->path = strdup(crawl_dir(c->cr, di)->prefix)) == NULL ||
 	    (e->size_display = strdup(pg->errmsg[0] ? pg->errmsg :
 	    bm_strerror(pg->rc))) == NULL) {
 		listing_pop(c->opts->unlisted);
@@ -1083,67 +943,33 @@ unlisted_add(struct ftp_crawl *c, size_t di, const struct http_page *pg)
 	return 0;
 }
 
-/* List dirs [first, first + n) with one fetch call. */
+/* crawl_ops.read: the replies for dirs [first, first + n). */
 static int
-crawl_batch(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx,
-    size_t first, size_t n)
+ftp_read(void *arg, struct crawl *cr, size_t first, struct http_page *pg,
+    size_t n)
 {
-	struct http_page *pg;
-	char		**urls, *enc;
-	size_t		 i, slen = strlen(c->source);
-	int		 rc = BM_ENOMEM;
+	struct ftp_crawl *c = arg;
+	size_t		 i;
+	int		 rc;
 
-	pg = calloc(n, sizeof(*pg));
-	urls = calloc(n, sizeof(*urls));
-	if (pg == NULL || urls == NULL)
-		goto out;
-	for (i = 0; i < n; i++) {
-		if (path_encode(c->dirs[first + i].prefix,
-		    strlen(c->dirs[first + i].prefix), &enc) != 0)
-			goto out;
-		if ((urls[i] = malloc(slen + strlen(enc) + 2)) == NULL) {
-			free(enc);
-			goto out;
-		}
-		(void)snprintf(urls[i], slen + strlen(enc) + 2, "%s%s%s",
-		    c->source, enc, enc[0] ? "/" : "");
-		free(enc);
-		pg[i].url = urls[i];
-		pg[i].command = c->mlsd ? "MLSD" : "LIST";
-	}
-	if ((rc = fetch(ctx, pg, n)) != 0)
-		goto out;
 	for (i = 0; i < n; i++) {
 		if (pg[i].rc != 0 && c->opts->unlisted != NULL &&
-		    c->dirs[first + i].via_link && pg[i].status >= 500 &&
+		    crawl_dir(cr, first + i)->via_link && pg[i].status >= 500 &&
 		    pg[i].status < 600) {
 			/* A followed link the server will not serve. */
 			if ((rc = unlisted_add(c, first + i, &pg[i])) != 0)
-				goto out;
+				return rc;
 			continue;
 		}
 		if (pg[i].rc != 0) {
-			if (c->fail == 0)
-				c->fail = pg[i].rc;
-			crawl_err(c, urls[i], pg[i].errmsg[0] ? pg[i].errmsg :
-			    bm_strerror(pg[i].rc));
+			crawl_fail(cr, pg[i].url, pg[i].rc, pg[i].errmsg[0] ?
+			    pg[i].errmsg : bm_strerror(pg[i].rc));
 			continue;
 		}
-		if ((rc = crawl_reply(c, first + i, &pg[i], urls[i])) != 0)
-			goto out;
+		if ((rc = crawl_reply(c, first + i, &pg[i], pg[i].url)) != 0)
+			return rc;
 	}
-	rc = 0;
-out:
-	for (i = 0; pg != NULL && i < n; i++) {
-		free(pg[i].body);
-		free(pg[i].content_type);
-		free(pg[i].effective_url);
-	}
-	for (i = 0; urls != NULL && i < n; i++)
-		free(urls[i]);
-	free(urls);
-	free(pg);
-	return rc;
+	return 0;
 }
 
 /* Ask FEAT once: MLSD when the server advertises MLST. */
@@ -1159,7 +985,7 @@ crawl_feat(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx)
 	if ((rc = fetch(ctx, &pg, 1)) != 0)
 		goto out;
 	if (pg.rc != 0) {
-		crawl_err(c, c->source, pg.errmsg[0] ? pg.errmsg :
+		crawl_fail(c->cr, c->source, pg.rc, pg.errmsg[0] ? pg.errmsg :
 		    bm_strerror(pg.rc));
 		rc = pg.rc;
 		goto out;
@@ -1167,7 +993,7 @@ crawl_feat(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx)
 	c->mlsd = list_ftp_feat_mlst(pg.body, pg.len);
 	c->gridftp = list_ftp_feat_has(pg.body, pg.len, "DCAU");
 	if (c->opts->on_feat != NULL)
-		c->opts->on_feat(ctx, c->mlsd, c->gridftp);
+		c->opts->on_feat(c->opts->feat_arg, c->mlsd, c->gridftp);
 out:
 	free(pg.body);
 	free(pg.content_type);
@@ -1407,14 +1233,13 @@ link_follow(struct ftp_crawl *c, size_t li)
 {
 	const struct filter *f = c->opts->filter;
 	const struct entry *l = listing_get(c->links, li);
-	const struct ftp_dir *d;
 	enum link_kind	 kind;
-	size_t		 di = c->linkdir[li], k, idx = SIZE_MAX;
+	size_t		 di = c->linkdir[li], idx = SIZE_MAX;
 	char		*real = NULL;
 	int		 rc;
 
-	if ((rc = link_resolve(c, c->dirs[di].real, l->target, &kind, &real,
-	    &idx)) != 0)
+	if ((rc = link_resolve(c, crawl_real(c->cr, di), l->target, &kind,
+	    &real, &idx)) != 0)
 		return rc;
 	if (kind == LINK_OUTSIDE && l->target_type == ENTRY_DIR) {
 		if ((real = strdup(l->path)) == NULL)
@@ -1423,52 +1248,52 @@ link_follow(struct ftp_crawl *c, size_t li)
 	}
 	switch (kind) {
 	case LINK_MISSING:
-		c->dangling++;
+		crawl_stats(c->cr)->dangling++;
 		break;
 	case LINK_OUTSIDE:
 	case LINK_FILE:
-		if (f == NULL || filter_file(f, l->path))
+		if (filter_file(f, l->path))
 			rc = link_entry(c, l, ENTRY_FILE, idx);
 		break;
 	case LINK_DIR:
-		if (f != NULL && !filter_dir(f, l->path))
+		if (!filter_dir(f, l->path))
 			break;
 		/* A target that is the link's own directory or an ancestor. */
-		for (k = di; k != SIZE_MAX; k = d->parent) {
-			d = &c->dirs[k];
-			if (strcmp(d->real, real) == 0 || (l->unique != NULL &&
-			    d->unique != NULL && strcmp(l->unique,
-			    d->unique) == 0))
-				break;
-		}
-		if (k != SIZE_MAX)
-			c->loops++;
-		else if (c->dirs[di].depth + 1 > c->opts->max_depth)
-			c->depth_hit = true;
+		if (crawl_ancestor(c->cr, di, real, l->unique))
+			crawl_stats(c->cr)->loops++;
+		else if (!crawl_depth_ok(c->cr, di))
+			;
 		else if ((rc = link_entry(c, l, ENTRY_DIR, idx)) == 0)
-			rc = crawl_push(c, l->path, real, NULL, di,
-			    c->dirs[di].depth + 1, true);
+			rc = crawl_push(c->cr, di, l->path, real, NULL, true);
 		break;
 	}
 	free(real);
 	return rc;
 }
 
-/* List the queued directories from *next on, in batches. */
+/*
+ * crawl_ops.more: the real tree is listed; follow the links found since
+ * the last call (what they lead to is queued).
+ */
 static int
-crawl_dirs(struct ftp_crawl *c, http_fetch_fn fetch, void *ctx,
-    size_t *next)
+ftp_more(void *arg, struct crawl *cr, bool *ret_again)
 {
-	size_t	 n, batch = c->opts->batch > 0 ? c->opts->batch : 1;
-	int	 rc;
+	struct ftp_crawl *c = arg;
+	int		 rc;
 
-	for (; *next < c->ndirs; *next += n) {
-		n = c->ndirs - *next < batch ? c->ndirs - *next : batch;
-		if ((rc = crawl_batch(c, fetch, ctx, *next, n)) != 0)
+	(void)cr;
+	if (c->links == NULL || c->nextlink == listing_count(c->links))
+		return 0;
+	if (c->reals == NULL && (rc = reals_build(c)) != 0)
+		return rc;
+	for (; c->nextlink < listing_count(c->links); c->nextlink++)
+		if ((rc = link_follow(c, c->nextlink)) != 0)
 			return rc;
-	}
+	*ret_again = true;
 	return 0;
 }
+
+static const struct crawl_ops ftp_crawl_ops = { ftp_read, ftp_more };
 
 int
 list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
@@ -1476,22 +1301,32 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
     size_t errlen)
 {
 	struct ftp_crawl c;
-	size_t		 next, nextlink, i;
-	char		 why[96];
+	struct crawl_params p;
+	struct crawl_stats *st;
 	int		 rc;
 
 	memset(&c, 0, sizeof(c));
 	c.source = source_url;
 	c.opts = opts;
 	c.out = out;
-	c.errbuf = errbuf;
-	c.errlen = errlen;
-	if (errbuf != NULL && errlen > 0)
-		errbuf[0] = '\0';
+	memset(&p, 0, sizeof(p));
+	p.source = source_url;
+	p.filter = opts->filter;
+	p.max_depth = opts->max_depth;
+	p.batch = opts->batch;
+	p.fetch = fetch;
+	p.ctx = ctx;
+	p.out = out;
+	p.errbuf = errbuf;
+	p.errlen = errlen;
+	if ((rc = crawl_new(&p, &c.cr)) != 0)
+		return rc;
 	if (source_url[0] == '\0' ||
 	    source_url[strlen(source_url) - 1] != '/') {
-		crawl_err(&c, source_url, "source URL must end in '/'");
-		return BM_EINVAL;
+		crawl_fail(c.cr, source_url, BM_EINVAL,
+		    "source URL must end in '/'");
+		rc = BM_EINVAL;
+		goto out;
 	}
 	c.root_abs = source_root_abs(source_url);
 	if ((rc = crawl_feat(&c, fetch, ctx)) != 0)
@@ -1500,53 +1335,114 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 		rc = BM_ENOMEM;
 		goto out;
 	}
-	if ((rc = crawl_push(&c, "", "", NULL, SIZE_MAX, 0, false)) != 0)
-		goto out;
+	/* MLSD when FEAT lists MLST, else LIST (crawl_feat). */
+	crawl_set_command(c.cr, c.mlsd ? "MLSD" : "LIST");
 	/* The real tree first, then the links, then what they lead to. */
-	for (next = 0, nextlink = 0;;) {
-		if ((rc = crawl_dirs(&c, fetch, ctx, &next)) != 0)
-			goto out;
-		if (c.links == NULL || nextlink == listing_count(c.links))
-			break;
-		if (c.reals == NULL && (rc = reals_build(&c)) != 0)
-			goto out;
-		for (; nextlink < listing_count(c.links); nextlink++)
-			if ((rc = link_follow(&c, nextlink)) != 0)
-				goto out;
-	}
-	if (c.fail != 0)
-		rc = c.fail;
-	else if (c.depth_hit) {
-		(void)snprintf(why, sizeof(why), "directories more than %u "
-		    "levels below the source not listed (the depth limit)",
-		    opts->max_depth);
-		crawl_err(&c, source_url, why);
-		rc = BM_ELIMIT;
-	} else
-		rc = 0;
+	rc = crawl_run(c.cr, &ftp_crawl_ops, &c);
 out:
+	st = crawl_stats(c.cr);
 	if (opts->ret_mlsd != NULL)
 		*opts->ret_mlsd = c.mlsd;
 	if (opts->ret_gridftp != NULL)
 		*opts->ret_gridftp = c.gridftp;
 	if (opts->ret_loops != NULL)
-		*opts->ret_loops = c.loops;
+		*opts->ret_loops = st->loops;
 	if (opts->ret_skipped != NULL)
-		*opts->ret_skipped = c.skipped;
+		*opts->ret_skipped = st->skipped;
 	if (opts->ret_dangling != NULL)
-		*opts->ret_dangling = c.dangling;
+		*opts->ret_dangling = st->dangling;
 	listing_free(c.links);
 	free(c.linkdir);
 	free(c.reals);
 	free(c.root_abs);
-	for (i = 0; i < c.ndirs; i++) {
-		free(c.dirs[i].prefix);
-		free(c.dirs[i].real);
-		free(c.dirs[i].unique);
-	}
-	free(c.dirs);
-	for (i = 0; i < c.nuniq; i++)
-		free(c.uniq[i]);
-	free(c.uniq);
+	crawl_free(c.cr);
 	return rc;
 }
+
+/*
+ * The server's clock as wall time (seconds read as if UTC) in the zone
+ * tz, for the year of LIST dates that show none.
+ */
+static int64_t
+ftp_now_wall(const struct tzspec *tz)
+{
+	int64_t	 now = clock_real_ns() / 1000000000LL, utc;
+
+	if (tzspec_to_utc(tz, now, &utc) != 0)
+		return now;
+	return now + (now - utc);
+}
+
+/*
+ * ftp_crawl_opts.on_feat: TYPE I before each file on GridFTP, and with
+ * ftp_mode = extended its MLSD listings and whole files in MODE E from
+ * the first listing on (the listing's sessions then carry the files).
+ */
+static void
+ftp_feat(void *arg, bool mlsd, bool gridftp)
+{
+	const struct lister_run *lr = arg;
+
+	if (lr->hint != NULL)
+		lr->hint(lr->ctx, LISTER_HINT_GRIDFTP, gridftp);
+	if (!lr->mode_e)
+		return;
+	if (gridftp && !mlsd)
+		log_warnx("%s: ftp_mode = extended: the server offers no MLSD: "
+		    "stream mode", lr->name);
+	else if (gridftp)
+		log_debug("%s: listings and files in GridFTP extended block "
+		    "mode (MODE E)", lr->name);
+	if (lr->hint != NULL)
+		lr->hint(lr->ctx, LISTER_HINT_MODE_E, gridftp && mlsd);
+}
+
+/* lister_ops.list: FEAT, then MLSD or LIST, with the run's settings. */
+static int
+ftp_list(const struct lister_run *lr, struct listing *out,
+    struct lister_stats *ret, char *errbuf, size_t errlen)
+{
+	struct lister_run run = *lr;
+	struct ftp_crawl_opts fo;
+	bool		 mlsd = false, gridftp = true;
+	size_t		 dangling = 0;
+	int		 rc;
+
+	memset(&fo, 0, sizeof(fo));
+	fo.filter = lr->filter;
+	fo.max_depth = lr->max_depth;
+	fo.batch = lr->connections;
+	fo.now_wall = ftp_now_wall(lr->tz);
+	fo.ret_mlsd = &mlsd;
+	fo.ret_gridftp = &gridftp;
+	fo.ret_loops = &ret->loops;
+	fo.ret_skipped = &ret->skipped;
+	fo.follow = lr->follow;
+	fo.ret_dangling = &dangling;
+	fo.unlisted = lr->follow ? lr->unlisted : NULL;
+	fo.on_feat = ftp_feat;
+	fo.feat_arg = &run;
+	rc = list_ftp_crawl(lr->source, &fo, lr->fetch, lr->ctx, out, errbuf,
+	    errlen);
+	log_debug("%s: list: %s%s", lr->name, mlsd ? "MLSD" : "LIST",
+	    gridftp ? ", TYPE I before each file (GridFTP)" : "");
+	if (lr->mode_e && !gridftp && rc == 0)
+		log_warnx("%s: ftp_mode = extended: the server does not speak "
+		    "GridFTP (FEAT lists no DCAU): stream mode", lr->name);
+	if (dangling > 0)
+		log_warnx("%s: list: %zu symlinks not followed: their target "
+		    "is not in the listing (dangling, or excluded)", lr->name,
+		    dangling);
+	return rc;
+}
+
+static const char *const ftp_schemes[] = { "ftp", "ftps", NULL };
+
+const struct lister_ops lister_ftp_ops = {
+	.name = "ftp",
+	.schemes = ftp_schemes,
+	.connections = 4,
+	.unit = "entries",
+	.zone = LISTER_ZONE_FTP,
+	.list = ftp_list,
+};

@@ -20,13 +20,12 @@
  * lighttpd have a monotonic forward formatter here and the range is found
  * by binary search over it.
  *
- * Crawling.  Breadth first from the source URL, pages fetched through the
- * caller's callback in batches.  A directory is only ever requested as
- * parent URL + encoded safe name + "/", so the crawl cannot leave the
- * source; a redirect out of it fails the page.  A directory whose entry
- * set (names, types, sizes, times) hashes the same as one of its
- * ancestors' is a server-side symlink loop: its entries are dropped and it
- * is not descended into.
+ * Crawling.  The shared breadth-first crawl (crawl.h) queues the
+ * directories and fetches their pages in batches; this file reads them,
+ * on parser threads when a batch has several.  A redirect out of the
+ * source fails the page.  A directory whose entry set (names, types,
+ * sizes, times) hashes the same as one of its ancestors' is a server-side
+ * symlink loop: its entries are dropped and it is not descended into.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -42,6 +41,7 @@
 #include <libxml/tree.h>
 #include <openssl/evp.h>
 
+#include "biomirror/crawl.h"
 #include "biomirror/error.h"
 #include "biomirror/list_http.h"
 #include "biomirror/workq.h"
@@ -1836,7 +1836,7 @@ html_cut_short(const uint8_t *body, size_t len)
  * An HTML page of no known format with no link at all (blank, garbage,
  * an error page served with 200) is BM_EPROTO "not an index page"; an
  * empty directory's index (parent or sort links, or an "Index of" title)
- * is 0 entries.  Names starting with STORE_TMP_PREFIX are hostile
+ * is 0 entries.  Names starting with LISTING_TMP_PREFIX are hostile
  * (name_is_safe()).
  * Follows nginx/Apache/lighttpd/IIS/Caddy index formats as documented in
  * tests/fixtures/LISTINGS.md, RFC 3986 for hrefs.
@@ -1908,68 +1908,15 @@ out:
 }
 
 /* ---------------------------------------------------------------- */
-/* The crawl. */
+/* The crawl (crawl.h): how the HTTP lister reads a batch of pages. */
 
-struct cdir {
-	char		*url;		/* owned: absolute URL, ends in '/' */
-	char		*prefix;	/* owned: relative path, "" for root */
-	unsigned	 depth;		/* 0 for the source itself */
-	size_t		 parent;	/* parent index, SIZE_MAX: root */
-	unsigned char	 sig[32];	/* SHA-256 of the entry set */
-	bool		 has_sig;	/* sig is set */
-};
-
-struct crawl {
+struct http_crawl {
 	const char	*source;	/* borrowed: source URL */
 	const struct crawl_opts *opts;	/* borrowed */
-	struct listing	*out;		/* borrowed */
-	struct cdir	*dirs;		/* owned: every directory queued */
-	size_t		 ndirs, cap;
-	int		 fail;		/* first page failure, 0 if none */
-	bool		 depth_hit;	/* a directory was past max_depth */
-	size_t		 loops;		/* directories repeating an ancestor */
-	size_t		 skipped;	/* hostile names over all pages */
-	char		*errbuf;	/* borrowed, may be NULL */
-	size_t		 errlen;
 	struct workq	*pool;		/* owned: parser threads (crawl_pool) */
 	unsigned	 npool;		/* threads in pool */
 	bool		 no_pool;	/* parse inline: one CPU, or no thread */
 };
-
-static int
-crawl_push(struct crawl *c, char *url, char *prefix, unsigned depth,
-    size_t parent)
-{
-	struct cdir	*nv;
-	size_t		 ncap;
-
-	if (c->ndirs == c->cap) {
-		ncap = c->cap ? c->cap * 2 : 16;
-		if ((nv = reallocarray(c->dirs, ncap, sizeof(*nv))) == NULL) {
-			free(url);
-			free(prefix);
-			return BM_ENOMEM;
-		}
-		c->dirs = nv;
-		c->cap = ncap;
-	}
-	memset(&c->dirs[c->ndirs], 0, sizeof(c->dirs[0]));
-	c->dirs[c->ndirs].url = url;
-	c->dirs[c->ndirs].prefix = prefix;
-	c->dirs[c->ndirs].depth = depth;
-	c->dirs[c->ndirs].parent = parent;
-	c->ndirs++;
-	return 0;
-}
-
-static void
-crawl_fail(struct crawl *c, const char *url, int rc, const char *why)
-{
-	if (c->fail != 0)
-		return;
-	c->fail = rc;
-	set_err(c->errbuf, c->errlen, url, why);
-}
 
 /* url is the source or below it, on the same origin. */
 static bool
@@ -2005,27 +1952,31 @@ base_name(const char *path)
 	return s != NULL ? s + 1 : path;
 }
 
-/* SHA-256 over the sorted (name, type, size, time) of entries [n0, n1). */
+/*
+ * The SHA-256 over the sorted (name, type, size, time) of l's entries, in
+ * hex, into sig (65 bytes): a directory's key for the loop check.
+ */
 static int
-entry_sig(const struct listing *l, size_t n0, size_t n1, unsigned char *sig)
+entry_sig(const struct listing *l, char *sig)
 {
 	const struct entry **v = NULL;
 	EVP_MD_CTX	*ctx = NULL;
+	unsigned char	 md[32];
 	char		 buf[128];
 	const char	*b;
-	size_t		 i;
+	size_t		 i, n1 = listing_count(l);
 	int		 n, rc = BM_ENOMEM;
 
-	if (n1 > n0 && (v = calloc(n1 - n0, sizeof(*v))) == NULL)
+	if (n1 > 0 && (v = calloc(n1, sizeof(*v))) == NULL)
 		goto out;
-	for (i = n0; i < n1; i++)
-		v[i - n0] = listing_get(l, i);
-	if (n1 > n0)
-		qsort(v, n1 - n0, sizeof(*v), sig_cmp);
+	for (i = 0; i < n1; i++)
+		v[i] = listing_get(l, i);
+	if (n1 > 0)
+		qsort(v, n1, sizeof(*v), sig_cmp);
 	if ((ctx = EVP_MD_CTX_new()) == NULL ||
 	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
 		goto out;
-	for (i = 0; i < n1 - n0; i++) {
+	for (i = 0; i < n1; i++) {
 		b = base_name(v[i]->path);
 		n = snprintf(buf, sizeof(buf), "%c %lld %lld %lld %d",
 		    (char)v[i]->type, (long long)v[i]->size_min,
@@ -2036,92 +1987,15 @@ entry_sig(const struct listing *l, size_t n0, size_t n1, unsigned char *sig)
 		    EVP_DigestUpdate(ctx, buf, (size_t)n + 1) != 1)
 			goto out;
 	}
-	if (EVP_DigestFinal_ex(ctx, sig, NULL) != 1)
+	if (EVP_DigestFinal_ex(ctx, md, NULL) != 1)
 		goto out;
+	for (i = 0; i < sizeof(md); i++)
+		(void)snprintf(sig + 2 * i, 3, "%02x", md[i]);
 	rc = 0;
 out:
 	EVP_MD_CTX_free(ctx);
 	free(v);
 	return rc;
-}
-
-static bool
-repeats_ancestor(const struct crawl *c, size_t d)
-{
-	size_t	 p = c->dirs[d].parent;
-
-	for (; p != SIZE_MAX; p = c->dirs[p].parent)
-		if (c->dirs[p].has_sig &&
-		    memcmp(c->dirs[p].sig, c->dirs[d].sig, 32) == 0)
-			return true;
-	return false;
-}
-
-/* Queue directory e (child of dir d) for a later batch. */
-static int
-queue_child(struct crawl *c, size_t d, const struct entry *e)
-{
-	const char	*name = base_name(e->path);
-	char		*enc = NULL, *url = NULL, *prefix = NULL;
-	size_t		 ul, el;
-	int		 rc;
-
-	if ((rc = path_encode(name, strlen(name), &enc)) != 0)
-		return rc;
-	ul = strlen(c->dirs[d].url);
-	el = strlen(enc);
-	if ((url = malloc(ul + el + 2)) == NULL ||
-	    (prefix = strdup(e->path)) == NULL) {
-		free(enc);
-		free(url);
-		return BM_ENOMEM;
-	}
-	memcpy(url, c->dirs[d].url, ul);
-	memcpy(url + ul, enc, el);
-	url[ul + el] = '/';
-	url[ul + el + 1] = '\0';
-	free(enc);
-	return crawl_push(c, url, prefix, c->dirs[d].depth + 1, d);
-}
-
-/*
- * Keep the entries [n0, count) that the filter takes, queue the
- * directories among them (or note the depth limit).
- */
-static int
-keep_and_queue(struct crawl *c, size_t d, size_t n0)
-{
-	struct entry	*e, *dst;
-	size_t		 i, k, n = listing_count(c->out);
-	bool		 keep;
-	int		 rc;
-
-	for (i = n0, k = n0; i < n; i++) {
-		e = listing_get_mut(c->out, i);
-		if (e->type == ENTRY_DIR)
-			keep = filter_dir(c->opts->filter, e->path);
-		else
-			keep = filter_file(c->opts->filter, e->path);
-		if (!keep) {
-			entry_clear(e);
-			continue;
-		}
-		if (e->type == ENTRY_DIR) {
-			if (c->dirs[d].depth + 1 > c->opts->max_depth)
-				c->depth_hit = true;
-			else if ((rc = queue_child(c, d, e)) != 0)
-				return rc;
-		}
-		if (k != i) {
-			dst = listing_get_mut(c->out, k);
-			*dst = *e;
-			memset(e, 0, sizeof(*e));
-		}
-		k++;
-	}
-	while (listing_count(c->out) > k)
-		listing_pop(c->out);
-	return 0;
 }
 
 /*
@@ -2130,8 +2004,8 @@ keep_and_queue(struct crawl *c, size_t d, size_t n0)
  * be asked before the page is handed to a parser thread.
  */
 static const char *
-page_check(const struct crawl *c, const struct http_page *pg, int *ret_rc,
-    char *why, size_t whylen)
+page_check(const struct http_crawl *c, const struct http_page *pg,
+    int *ret_rc, char *why, size_t whylen)
 {
 	if (pg->rc != 0) {
 		*ret_rc = pg->rc;
@@ -2243,15 +2117,19 @@ rehome(struct listing *l)
 	return 0;
 }
 
-/* Take the parsed page of directory d into the crawl's listing. */
+/*
+ * Take the parsed page of directory d into the crawl's listing, unless
+ * its entries repeat an ancestor's (a server-side symlink loop).
+ */
 static int
-crawl_page(struct crawl *c, size_t d, struct ppage *pp)
+crawl_page(struct crawl *cr, size_t d, struct ppage *pp)
 {
-	size_t		 n0 = listing_count(c->out);
+	char		 sig[65];
+	size_t		 i;
 	int		 rc;
 
 	if (pp->base == NULL) {
-		crawl_fail(c, pp->pg->url, pp->rc, pp->err);
+		crawl_fail(cr, pp->pg->url, pp->rc, pp->err);
 		return 0;
 	}
 	/*
@@ -2260,47 +2138,32 @@ crawl_page(struct crawl *c, size_t d, struct ppage *pp)
 	 * outgrew the room: so it does here.
 	 */
 	if ((rc = pp->rc) == 0 &&
-	    listing_peak(pp->l) > listing_room(c->out))
+	    listing_peak(pp->l) > listing_room(crawl_out(cr)))
 		rc = BM_ELIMIT;
 	if (rc == 0 && pp->pooled)
 		rc = rehome(pp->l);
-	if (rc == 0)
-		rc = listing_take(c->out, pp->l);
 	if (rc == BM_EPROTO) {
-		crawl_fail(c, pp->pg->url, rc, pp->err[0] ? pp->err :
+		crawl_fail(cr, pp->pg->url, rc, pp->err[0] ? pp->err :
 		    "unreadable index");
 		return 0;
 	}
 	if (rc != 0) {
-		crawl_fail(c, pp->pg->url, rc, bm_strerror(rc));
+		crawl_fail(cr, pp->pg->url, rc, bm_strerror(rc));
 		return rc;
 	}
-	c->skipped += pp->skipped;
-	if ((rc = entry_sig(c->out, n0, listing_count(c->out),
-	    c->dirs[d].sig)) != 0)
+	crawl_stats(cr)->skipped += pp->skipped;
+	if ((rc = entry_sig(pp->l, sig)) != 0)
 		return rc;
-	c->dirs[d].has_sig = true;
-	if (repeats_ancestor(c, d)) {
+	if ((crawl_dir(cr, d)->key = strdup(sig)) == NULL)
+		return BM_ENOMEM;
+	if (crawl_ancestor(cr, crawl_dir(cr, d)->parent, NULL, sig)) {
 		/* A server-side symlink loop: this directory adds nothing. */
-		c->loops++;
-		while (listing_count(c->out) > n0)
-			listing_pop(c->out);
+		crawl_stats(cr)->loops++;
 		return 0;
 	}
-	return keep_and_queue(c, d, n0);
-}
-
-static void
-pages_free(struct http_page *pages, size_t n)
-{
-	size_t	 i;
-
-	for (i = 0; i < n; i++) {
-		free(pages[i].body);
-		free(pages[i].content_type);
-		free(pages[i].effective_url);
-	}
-	free(pages);
+	for (i = 0; rc == 0 && i < listing_count(pp->l); i++)
+		rc = crawl_take(cr, d, listing_get_mut(pp->l, i));
+	return rc;
 }
 
 /*
@@ -2313,7 +2176,7 @@ pages_free(struct http_page *pages, size_t n)
 #define CRAWL_AHEAD	2	/* pages handed out per worker ahead of the merge */
 
 static struct workq *
-crawl_pool(struct crawl *c)
+crawl_pool(struct http_crawl *c)
 {
 	long	 ncpu;
 
@@ -2341,7 +2204,8 @@ crawl_pool(struct crawl *c)
  * else inline.  Every page handed out is back before this returns.
  */
 static int
-crawl_parse(struct crawl *c, size_t first, struct ppage *pps, size_t n)
+crawl_parse(struct http_crawl *c, struct crawl *cr, size_t first,
+    struct ppage *pps, size_t n)
 {
 	struct workq	*q = n > 1 ? crawl_pool(c) : NULL;
 	size_t		 i, next = 0, ahead;
@@ -2364,7 +2228,7 @@ crawl_parse(struct crawl *c, size_t first, struct ppage *pps, size_t n)
 			ppage_parse(&pps[i]);
 		while (q != NULL && !pps[i].done)
 			(void)workq_wait_any(q, ppage_done, NULL);
-		rc = crawl_page(c, first + i, &pps[i]);
+		rc = crawl_page(cr, first + i, &pps[i]);
 		listing_free(pps[i].l);
 		pps[i].l = NULL;
 	}
@@ -2373,48 +2237,37 @@ crawl_parse(struct crawl *c, size_t first, struct ppage *pps, size_t n)
 	return rc;
 }
 
-/* Fetch dirs [first, first + n) and read their pages. */
+/* crawl_ops.read: check and parse the pages of dirs [first, first + n). */
 static int
-crawl_batch(struct crawl *c, http_fetch_fn fetch, void *ctx, size_t first,
+http_read(void *arg, struct crawl *cr, size_t first, struct http_page *pages,
     size_t n)
 {
-	struct http_page *pages;
-	struct ppage	*pps = NULL;
+	struct http_crawl *c = arg;
+	struct ppage	*pps;
 	size_t		 i;
-	int		 rc = 0;
+	int		 rc = BM_ENOMEM;
 
-	if ((pages = calloc(n, sizeof(*pages))) == NULL)
+	if ((pps = calloc(n, sizeof(*pps))) == NULL)
 		return BM_ENOMEM;
-	for (i = 0; i < n; i++)
-		pages[i].url = c->dirs[first + i].url;
-	if ((rc = fetch(ctx, pages, n)) != 0) {
-		crawl_fail(c, pages[0].url, rc, "fetch failed");
-		goto out;
-	}
-	if ((pps = calloc(n, sizeof(*pps))) == NULL) {
-		rc = BM_ENOMEM;
-		goto out;
-	}
 	for (i = 0; i < n; i++) {
 		pps[i].pg = &pages[i];
-		pps[i].prefix = c->dirs[first + i].prefix;
+		pps[i].prefix = crawl_dir(cr, first + i)->prefix;
 		pps[i].base = page_check(c, &pages[i], &pps[i].rc, pps[i].err,
 		    sizeof(pps[i].err));
 		/* A page holds no more than the crawl has room for. */
-		if (pps[i].base != NULL &&
-		    (pps[i].l = listing_new(listing_room(c->out))) == NULL) {
-			rc = BM_ENOMEM;
+		if (pps[i].base != NULL && (pps[i].l =
+		    listing_new(listing_room(crawl_out(cr)))) == NULL)
 			goto out;
-		}
 	}
-	rc = crawl_parse(c, first, pps, n);
+	rc = crawl_parse(c, cr, first, pps, n);
 out:
-	for (i = 0; pps != NULL && i < n; i++)
+	for (i = 0; i < n; i++)
 		listing_free(pps[i].l);
 	free(pps);
-	pages_free(pages, n);
 	return rc;
 }
+
+static const struct crawl_ops http_crawl_ops = { http_read, NULL };
 
 /*
  * Crawl the index tree under source_url (see list_http.h): breadth first,
@@ -2428,18 +2281,15 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
     http_fetch_fn fetch, void *ctx, struct listing *out, char *errbuf,
     size_t errlen)
 {
-	struct crawl	 c;
-	char		*url = NULL, *prefix = NULL, why[96];
+	struct http_crawl c;
+	struct crawl_params p;
+	struct crawl	*cr = NULL;
 	const char	*spath;
-	size_t		 next, n, batch, i;
 	int		 rc;
 
 	memset(&c, 0, sizeof(c));
 	c.source = source_url;
 	c.opts = opts;
-	c.out = out;
-	c.errbuf = errbuf;
-	c.errlen = errlen;
 	if (errbuf != NULL && errlen > 0)
 		errbuf[0] = '\0';
 	if (!split_url(source_url, NULL, &spath) ||
@@ -2448,39 +2298,53 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 		    "source URL must be absolute and end in '/'");
 		return BM_EINVAL;
 	}
-	if ((url = strdup(source_url)) == NULL ||
-	    (prefix = strdup("")) == NULL) {
-		free(url);
-		return BM_ENOMEM;
-	}
-	if ((rc = crawl_push(&c, url, prefix, 0, SIZE_MAX)) != 0)
-		goto out;
-	batch = opts->batch > 0 ? opts->batch : 1;
-	for (next = 0; next < c.ndirs; next += n) {
-		n = c.ndirs - next < batch ? c.ndirs - next : batch;
-		if ((rc = crawl_batch(&c, fetch, ctx, next, n)) != 0)
-			goto out;
-	}
-	if (c.fail != 0)
-		rc = c.fail;
-	else if (c.depth_hit) {
-		(void)snprintf(why, sizeof(why), "directories more than %u "
-		    "levels below the source not listed (the depth limit)",
-		    opts->max_depth);
-		set_err(errbuf, errlen, source_url, why);
-		rc = BM_ELIMIT;
-	} else
-		rc = 0;
-out:
+	memset(&p, 0, sizeof(p));
+	p.source = source_url;
+	p.filter = opts->filter;
+	p.max_depth = opts->max_depth;
+	p.batch = opts->batch;
+	p.fetch = fetch;
+	p.ctx = ctx;
+	p.out = out;
+	p.errbuf = errbuf;
+	p.errlen = errlen;
+	if ((rc = crawl_new(&p, &cr)) != 0)
+		return rc;
+	rc = crawl_run(cr, &http_crawl_ops, &c);
 	if (opts->ret_loops != NULL)
-		*opts->ret_loops = c.loops;
+		*opts->ret_loops = crawl_stats(cr)->loops;
 	if (opts->ret_skipped != NULL)
-		*opts->ret_skipped = c.skipped;
+		*opts->ret_skipped = crawl_stats(cr)->skipped;
 	workq_free(c.pool);
-	for (i = 0; i < c.ndirs; i++) {
-		free(c.dirs[i].url);
-		free(c.dirs[i].prefix);
-	}
-	free(c.dirs);
+	crawl_free(cr);
 	return rc;
 }
+
+/* lister_ops.list: the crawl with the run's settings. */
+static int
+http_list(const struct lister_run *lr, struct listing *out,
+    struct lister_stats *ret, char *errbuf, size_t errlen)
+{
+	struct crawl_opts co;
+
+	memset(&co, 0, sizeof(co));
+	co.filter = lr->filter;
+	co.max_depth = lr->max_depth;
+	co.max_page_bytes = lr->max_page_bytes;
+	co.batch = (size_t)lr->connections * 2;
+	co.ret_skipped = &ret->skipped;
+	co.ret_loops = &ret->loops;
+	return list_http_crawl(lr->source, &co, lr->fetch, lr->ctx, out,
+	    errbuf, errlen);
+}
+
+static const char *const http_schemes[] = { "http", "https", NULL };
+
+const struct lister_ops lister_http_ops = {
+	.name = "http",
+	.schemes = http_schemes,
+	.connections = 8,
+	.unit = "links",
+	.zone = LISTER_ZONE_LISTING,
+	.list = http_list,
+};

@@ -20,10 +20,9 @@
 
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
-#include "biomirror/store.h"	/* STORE_TMP_PREFIX only */
 
 #define NAME_MAX_BYTES	255
-#define TMP_PREFIX_LEN	(sizeof(STORE_TMP_PREFIX) - 1)
+#define TMP_PREFIX_LEN	(sizeof(LISTING_TMP_PREFIX) - 1)
 #define ZONEINFO_DIR	"/usr/share/zoneinfo/"
 
 struct listing {
@@ -287,7 +286,7 @@ component_ok(const char *p, size_t len)
 		return false;
 	/* The store's temp files: it would refuse or clean such a name. */
 	if (len >= TMP_PREFIX_LEN &&
-	    memcmp(p, STORE_TMP_PREFIX, TMP_PREFIX_LEN) == 0)
+	    memcmp(p, LISTING_TMP_PREFIX, TMP_PREFIX_LEN) == 0)
 		return false;
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)p[i];
@@ -300,7 +299,7 @@ component_ok(const char *p, size_t len)
 
 /*
  * Rule 35: path (len bytes) must be relative, every component non-empty,
- * not "." or "..", not starting with STORE_TMP_PREFIX (the store's temp
+ * not "." or "..", not starting with LISTING_TMP_PREFIX (the store's temp
  * files), at most 255 bytes, free of NUL/control bytes, and the whole
  * shorter than PATH_MAX.  Rejects, never repairs.
  */
@@ -324,7 +323,7 @@ path_is_safe(const char *path, size_t len)
 
 /*
  * path_is_safe() for a single component (no '/'): a name starting with
- * ".biomirror-tmp." (STORE_TMP_PREFIX) is refused too, so that listers
+ * ".biomirror-tmp." (LISTING_TMP_PREFIX) is refused too, so that listers
  * skip it and count it as hostile.
  */
 bool

@@ -7,6 +7,11 @@
  * set it back; a listing without size or date gets a conditional GET.
  * Deletes come last, children before parents, and only when asked for.
  */
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,6 +463,7 @@ plan_row(void *arg, const struct diff_row *row)
 		return plan_link(c, row);
 	if (row->type != ENTRY_FILE)
 		return 0;
+	c->p->listed_files++;
 	if (row->kind == DIFF_NEW && c->po != NULL && c->po->adopt &&
 	    (rc = plan_adopt(c, row)) != 0)
 		return rc < 0 ? rc : 0;
@@ -621,11 +627,17 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 		if (p->acts[i].op == ACT_DELETE && !p->acts[i].replace &&
 		    p->acts[i].type == ENTRY_FILE)
 			gone_files++;
-	if (p->listed == 0 && p->manifest_files > 0 && !allow_empty) {
-		(void)snprintf(errbuf, errlen, "upstream listing is empty "
+	/* Directories alone are no content: that listing is empty too. */
+	if (p->listed_files == 0 && p->manifest_files > 0 && !allow_empty) {
+		if (p->listed > 0)
+			(void)snprintf(need, sizeof(need), " (no files, "
+			    "%lld directories or links)", (long long)p->listed);
+		else
+			need[0] = '\0';
+		(void)snprintf(errbuf, errlen, "upstream listing is empty%s "
 		    "but the manifest holds %lld files: refusing (if "
 		    "upstream really was emptied, run with --allow-empty)",
-		    (long long)p->manifest_files);
+		    need, (long long)p->manifest_files);
 		return BM_ELIMIT;
 	}
 	if (c->max_delete_pct) {
@@ -657,5 +669,58 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 		    c->dest : "the destination", miss);
 		return BM_ELIMIT;
 	}
+	return 0;
+}
+
+/* See include/biomirror/plan.h.  Sandbox: stat of DEST and its ancestors. */
+int
+plan_space_dir(const struct mirror_conf *c, char *buf, size_t len)
+{
+	struct stat	 st;
+	char		*slash;
+	size_t		 n;
+
+	if (c->dest == NULL || c->dest[0] == '\0')
+		return BM_EINVAL;
+	n = strlen(c->dest);
+	while (n > 1 && c->dest[n - 1] == '/')
+		n--;
+	if ((size_t)snprintf(buf, len, "%.*s%s", (int)n, c->dest,
+	    c->publish == PUBLISH_SET ? ".biomirror/snapshots" : "") >= len)
+		return BM_ELIMIT;
+	/* Drop one component at a time until the path is there. */
+	while (stat(buf, &st) == -1) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			return BM_EIO;
+		if ((slash = strrchr(buf, '/')) == NULL) {
+			if (strcmp(buf, ".") == 0)
+				return BM_EIO;
+			(void)snprintf(buf, len, ".");
+		} else if (slash == buf) {
+			if (buf[1] == '\0')
+				return BM_EIO;
+			buf[1] = '\0';
+		} else
+			*slash = '\0';
+	}
+	return 0;
+}
+
+/* See include/biomirror/plan.h. */
+int
+plan_free_space(const struct mirror_conf *c, struct store *s, uint64_t *ret)
+{
+	struct statvfs	 sv;
+	char		 dir[PATH_MAX];
+	int		 rc;
+
+	/* publish = set writes into DEST.biomirror, not where DEST is. */
+	if (s != NULL && c->publish != PUBLISH_SET)
+		return store_free_space(s, ret);
+	if ((rc = plan_space_dir(c, dir, sizeof(dir))) != 0)
+		return rc;
+	if (statvfs(dir, &sv) == -1)
+		return BM_EIO;
+	*ret = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
 	return 0;
 }

@@ -872,7 +872,9 @@ sched_publish(struct sched *sc, struct sfile *f)
 	(void)snprintf(d->etag, sizeof(d->etag), "%s", res->etag);
 	(void)snprintf(d->checksum, sizeof(d->checksum), "%s",
 	    f->t->checksum);
-	(void)snprintf(d->sidecar, sizeof(d->sidecar), "%s", f->t->sidecar);
+	(void)snprintf(d->sidecar, sizeof(d->sidecar), "%s",
+	    sc->o->unchecked != NULL && sc->o->unchecked(sc->o->unchecked_ctx,
+	    f->act->path) ? MANIFEST_SIDECAR_UNCHECKED : f->t->sidecar);
 	d->net = try_net(f->t);
 	d->start_ns = f->t->start_ns;
 	d->end_ns = f->t->end_ns > d->start_ns ? f->t->end_ns : d->start_ns;

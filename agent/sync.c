@@ -28,8 +28,7 @@
 #include "biomirror/error.h"
 #include "biomirror/fileio.h"
 #include "biomirror/hook.h"
-#include "biomirror/list_ftp.h"
-#include "biomirror/list_http.h"
+#include "biomirror/lister.h"
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
 #include "biomirror/manifest.h"
@@ -58,6 +57,7 @@ struct dir_mtime {
 struct run {
 	const struct sync_opts *o;	/* borrowed */
 	const struct mirror_conf *c;	/* borrowed */
+	const struct lister_ops *lister; /* borrowed: the source's (run_open) */
 	struct mirror_result *res;	/* borrowed */
 	struct manifest	*m;		/* owned */
 	struct store	*s;		/* owned, NULL in a dry run without dest */
@@ -72,6 +72,12 @@ struct run {
 	size_t		 ndirs;
 	char		**sidecars;	/* owned: listed sidecar files (verify != size) */
 	size_t		 nsidecars;
+	const char	**unloaded;	/* owned array of borrowed sidecars[]
+					   entries the last run_load_sums()
+					   left out (not fetched this run,
+					   unreadable): what they cover is
+					   unchecked (run_unchecked) */
+	size_t		 nunloaded;
 	struct sidecar_set *sums;	/* owned: local sidecars' digests (--checksum), or NULL */
 	char		**noted;	/* owned: "sidecar\npath" keys already
 					   warned about this run (run_note_once) */
@@ -323,40 +329,14 @@ out:
 	return rc;
 }
 
-/*
- * The server's clock as wall time (seconds read as if UTC) in the
- * ftp_timezone, for the year of LIST dates that show none.
- */
-static int64_t
-ftp_now_wall(const struct tzspec *tz)
-{
-	int64_t	 now = clock_real_ns() / NS, utc;
-
-	if (tzspec_to_utc(tz, now, &utc) != 0)
-		return now;
-	return now + (now - utc);
-}
-
-/*
- * ftp_crawl_opts.on_feat: TYPE I before each file on GridFTP, and with
- * ftp_mode = extended its MLSD listings and whole files in MODE E from
- * the first listing on (the listing's sessions then carry the files).
- */
+/* lister_run.hint: what the lister learned goes to the transport. */
 static void
-run_feat(void *ctx, bool mlsd, bool gridftp)
+run_hint(void *ctx, enum lister_hint h, bool on)
 {
 	struct run	*r = ctx;
 
-	xfer_hint(r->x, XFER_HINT_GRIDFTP, gridftp);
-	if (!r->c->ftp_mode_e)
-		return;
-	if (gridftp && !mlsd)
-		log_warnx("%s: ftp_mode = extended: the server offers no MLSD: "
-		    "stream mode", r->c->name);
-	else if (gridftp)
-		log_debug("%s: listings and files in GridFTP extended block "
-		    "mode (MODE E)", r->c->name);
-	xfer_hint(r->x, XFER_HINT_MODE_E, gridftp && mlsd);
+	xfer_hint(r->x, h == LISTER_HINT_GRIDFTP ? XFER_HINT_GRIDFTP :
+	    XFER_HINT_MODE_E, on);
 }
 
 /*
@@ -384,80 +364,65 @@ run_unlisted(struct run *r)
 	}
 }
 
-/* The FTP crawl: the same fetch callback, FEAT then MLSD or LIST. */
-static int
-run_list_ftp(struct run *r, size_t *ret_skipped, size_t *ret_loops)
+/* The per-host connection cap: max_connections, or the lister's default. */
+static unsigned
+run_connections(const struct run *r)
 {
-	struct ftp_crawl_opts fo;
-	bool		 mlsd = false, gridftp = true;
-	size_t		 dangling = 0;
-	int		 rc;
+	return r->c->max_connections ? r->c->max_connections :
+	    r->lister->connections;
+}
 
-	memset(&fo, 0, sizeof(fo));
-	fo.filter = &r->filter;
-	fo.max_depth = MAX_DEPTH;
-	fo.batch = r->c->max_connections ? r->c->max_connections : 4;
-	fo.now_wall = ftp_now_wall(&r->c->ftp_tz);
-	fo.ret_mlsd = &mlsd;
-	fo.ret_gridftp = &gridftp;
-	fo.ret_loops = ret_loops;
-	fo.ret_skipped = ret_skipped;
-	fo.follow = r->c->follow_symlinks;
-	fo.ret_dangling = &dangling;
-	if (fo.follow && (fo.unlisted = r->unlisted =
-	    listing_new(MAX_LISTING)) == NULL)
-		return BM_ENOMEM;
-	fo.on_feat = run_feat;
-	rc = list_ftp_crawl(r->c->source, &fo, fetch_pages, r, r->l, r->err,
-	    sizeof(r->err));
-	log_debug("%s: list: %s%s", r->c->name, mlsd ? "MLSD" : "LIST",
-	    gridftp ? ", TYPE I before each file (GridFTP)" : "");
-	if (r->c->ftp_mode_e && !gridftp && rc == 0)
-		log_warnx("%s: ftp_mode = extended: the server does not speak "
-		    "GridFTP (FEAT lists no DCAU): stream mode", r->c->name);
-	if (dangling > 0)
-		log_warnx("%s: list: %zu symlinks not followed: their target "
-		    "is not in the listing (dangling, or excluded)",
-		    r->c->name, dangling);
-	run_unlisted(r);
-	return rc;
+/* The zone of the listed times: the key the lister's table names. */
+static const struct tzspec *
+run_zone(const struct run *r)
+{
+	return r->lister->zone == LISTER_ZONE_FTP ? &r->c->ftp_tz :
+	    &r->c->listing_tz;
 }
 
 static int
 run_list(struct run *r)
 {
-	struct crawl_opts co;
-	size_t		 skipped = 0, loops = 0;
+	struct lister_run lr;
+	struct lister_stats st;
 	int		 rc;
 
 	r->filter.include = (const char *const *)r->c->include;
 	r->filter.ninclude = r->c->ninclude;
 	r->filter.exclude = (const char *const *)r->c->exclude;
 	r->filter.nexclude = r->c->nexclude;
-	memset(&co, 0, sizeof(co));
-	co.filter = &r->filter;
-	co.max_depth = MAX_DEPTH;
-	co.max_page_bytes = MAX_PAGE_BYTES;
-	co.batch = r->c->max_connections ? r->c->max_connections * 2 : 16;
 	if ((r->l = listing_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
-	co.ret_skipped = &skipped;
-	co.ret_loops = &loops;
-	if (mirror_is_ftp(r->c))
-		rc = run_list_ftp(r, &skipped, &loops);
-	else
-		rc = list_http_crawl(r->c->source, &co, fetch_pages, r, r->l,
-		    r->err, sizeof(r->err));
+	if (r->c->follow_symlinks &&
+	    (r->unlisted = listing_new(MAX_LISTING)) == NULL)
+		return BM_ENOMEM;
+	memset(&lr, 0, sizeof(lr));
+	memset(&st, 0, sizeof(st));
+	lr.name = r->c->name;
+	lr.source = r->c->source;
+	lr.filter = &r->filter;
+	lr.tz = run_zone(r);
+	lr.max_depth = MAX_DEPTH;
+	lr.max_page_bytes = MAX_PAGE_BYTES;
+	lr.connections = run_connections(r);
+	lr.follow = r->c->follow_symlinks;
+	lr.mode_e = r->c->ftp_mode_e;
+	lr.fetch = fetch_pages;
+	lr.ctx = r;
+	lr.hint = run_hint;
+	lr.unlisted = r->unlisted;
+	rc = r->lister->list(&lr, r->l, &st, r->err, sizeof(r->err));
+	run_unlisted(r);
 	r->complete = rc == 0;
-	if (skipped > 0)
+	if (st.skipped > 0)
 		log_info("%s: list: %zu %s skipped (unsafe names, outside "
 		    "the source, or a name listed both as a file and as a "
-		    "directory: the first kept)", r->c->name, skipped,
-		    mirror_is_ftp(r->c) ? "entries" : "links");
-	if (loops > 0)
+		    "directory: the first kept)", r->c->name, st.skipped,
+		    r->lister->unit);
+	if (st.loops > 0)
 		log_warnx("%s: list: %zu directories not entered: their "
 		    "entries repeat an ancestor's (a server-side symlink loop)",
-		    r->c->name, loops);
+		    r->c->name, st.loops);
 	if (rc == BM_EINTR)
 		r->err[0] = '\0';	/* the fetch it cut short: run_status says why */
 	if (rc == BM_ENOMEM || rc == BM_EINTR)
@@ -466,8 +431,7 @@ run_list(struct run *r)
 		log_errx("%s: list: %s", r->c->name, r->err);
 		(void)result_add_error(r->res, "", "list", r->err);
 	}
-	if ((rc = listing_resolve_times(r->l, mirror_is_ftp(r->c) ?
-	    &r->c->ftp_tz : &r->c->listing_tz)) != 0)
+	if ((rc = listing_resolve_times(r->l, run_zone(r))) != 0)
 		return rc;
 	if ((rc = listing_sort(r->l)) != 0)
 		return rc;
@@ -1071,6 +1035,7 @@ static int
 run_set_finish(struct run *r, int rc)
 {
 	int64_t		 id = 0;
+	struct store_set_info si;
 	size_t		 n = 0;
 	int		 prc;
 
@@ -1100,6 +1065,11 @@ run_set_finish(struct run *r, int rc)
 		    prc == BM_EIO ? strerror(errno) : bm_strerror(prc));
 	else if (n > 0)
 		log_info("%s: removed %zu old snapshots", r->c->name, n);
+	store_set_get_info(r->s, &si);
+	if (si.held > 0)
+		log_info("%s: kept %zu old snapshot%s that a serve session "
+		    "holds (removed by a later run)", r->c->name, si.held,
+		    si.held == 1 ? "" : "s");
 	return 0;
 }
 
@@ -1254,6 +1224,11 @@ run_open(struct run *r)
 	struct stat	 st;
 	int		 rc;
 
+	if ((r->lister = lister_find(r->c->source)) == NULL) {
+		(void)snprintf(r->err, sizeof(r->err), "%s: no lister for its "
+		    "scheme", r->c->source);
+		return BM_EINVAL;
+	}
 	if ((rc = state_manifest_path(r->o->state_dir, r->o->key, path,
 	    sizeof(path))) != 0)
 		return rc;
@@ -1292,8 +1267,7 @@ run_open(struct run *r)
 	if ((rc = run_ftp_source(r)) != 0)
 		return rc;
 	memset(&xo, 0, sizeof(xo));
-	xo.max_connections = r->c->max_connections ? r->c->max_connections :
-	    mirror_is_ftp(r->c) ? 4 : 8;
+	xo.max_connections = run_connections(r);
 	xo.net = r->c->transport == TRANSPORT_UDT ? XFER_NET_UDT :
 	    XFER_NET_TCP;
 	xo.ftp.tls = r->c->ftp_tls == FTP_TLS_REQUIRE ||
@@ -1488,9 +1462,10 @@ run_notes_free(struct run *r)
  * (after the sidecar pass fetched the changed ones), per-file sidecars
  * ("X.md5") before lists ("MD5SUMS"), so that the more specific one wins.
  * A sidecar this run failed to fetch is left out (its old copy may not
- * match new data; the failure is reported already).  quiet: nothing is
- * logged (the copies before this run fetches them: run_recheck; one not
- * there yet is left out).
+ * match new data; the failure is reported already), as is one that
+ * cannot be read: unless quiet, both go into r->unloaded.  quiet: nothing
+ * is logged (the copies before this run fetches them: run_recheck; one
+ * not there yet is left out).
  */
 static int
 run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
@@ -1503,6 +1478,15 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 
 	if ((set = sidecar_set_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
+	if (!quiet) {
+		free(r->unloaded);
+		r->nunloaded = 0;
+		if ((r->unloaded = calloc(r->nsidecars + 1,
+		    sizeof(*r->unloaded))) == NULL) {
+			sidecar_set_free(set);
+			return BM_ENOMEM;
+		}
+	}
 	for (pass = 0; pass < 2 && rc != BM_ENOMEM; pass++)
 		for (i = 0; i < r->nsidecars; i++) {
 			p = r->sidecars[i];
@@ -1511,12 +1495,17 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 			/* Pass 0: "X.md5", "X.sha256"; pass 1: the lists. */
 			if (sidecar_is_list(base) != (pass == 1))
 				continue;
-			if (run_failed_path(r, p))
-				continue;
-			if ((rc = run_read_sidecar(r, p, &text, &len)) != 0) {
+			if (run_failed_path(r, p)) {
 				if (!quiet)
+					r->unloaded[r->nunloaded++] = p;
+				continue;
+			}
+			if ((rc = run_read_sidecar(r, p, &text, &len)) != 0) {
+				if (!quiet) {
 					log_warnx("%s: sidecar: %s", p,
 					    bm_strerror(rc));
+					r->unloaded[r->nunloaded++] = p;
+				}
 				continue;
 			}
 			bad = 0;
@@ -1524,8 +1513,10 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 			free(text);
 			if (quiet)
 				;
-			else if (rc != 0)
+			else if (rc != 0) {
 				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
+				r->unloaded[r->nunloaded++] = p;
+			}
 			else if (bad > 0 && run_note_once(r, p, ""))
 				log_info("%s: sidecar: %zu lines ignored "
 				    "(malformed, or unsafe names)", p, bad);
@@ -1540,6 +1531,37 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 	    sidecar_set_count(set));
 	*ret = set;
 	return 0;
+}
+
+/*
+ * sched_opts unchecked: true when path's content cannot be checked
+ * against its sidecar this run: verify = size, or a listed sidecar that
+ * may cover it (its "X.md5", or a list in its directory or above) was
+ * left out of the published digests (r->unloaded).  Sidecars themselves
+ * are never checked: false.
+ */
+static bool
+run_unchecked(void *ctx, const char *path)
+{
+	const struct run *r = ctx;
+	const char	*p, *base;
+	size_t		 i, n = strlen(path);
+
+	if (is_sidecar(path))
+		return false;
+	if (r->c->verify == VERIFY_SIZE)
+		return true;
+	for (i = 0; i < r->nunloaded; i++) {
+		p = r->unloaded[i];
+		base = strrchr(p, '/');
+		base = base ? base + 1 : p;
+		if (sidecar_is_list(base) ?
+		    strncmp(path, p, (size_t)(base - p)) == 0 :
+		    strncmp(p, path, n) == 0 && p[n] == '.' &&
+		    strchr(p + n, '/') == NULL)
+			return true;
+	}
+	return false;
 }
 
 /* A file whose upstream body kept failing its sidecar (manifest_mismatches). */
@@ -1696,52 +1718,110 @@ recheck_known_bad(struct recheck *rc, const struct mism *m,
 }
 
 /*
+ * sum gives one file two digests: it cannot vouch for the local copy,
+ * and no body fetched could match it: true after the file is failed
+ * (exit 1), neither hashed nor fetched.
+ */
+static bool
+recheck_conflict(struct recheck *rc, const char *path,
+    const struct sidecar_sum *sum, int *ret)
+{
+	char	 why[200];
+	int	 i;
+
+	*ret = 0;
+	for (i = 0; i < DIGEST__N && !sum->conflict[i]; i++)
+		;
+	if (i == DIGEST__N)
+		return false;
+	(void)snprintf(why, sizeof(why), "checksum mismatch: %.60s gives "
+	    "conflicting %s digests: the local copy cannot be checked",
+	    sum->from[i], digest_alg_name((enum digest_alg)i));
+	log_warnx("%s: %s: %s", rc->r->c->name, path, why);
+	(void)result_add_error(rc->r->res, path, "fetch", why);
+	rc->r->res->failed++;
+	*ret = recheck_queue(rc, path, COMMIT_FAILED, why);
+	return true;
+}
+
+/* The digests row's content last matched, NULL: hash it (recheck_row). */
+static const char *
+recheck_was(const struct recheck *rc, const struct file_row *row,
+    const char *now, char *was, size_t len)
+{
+	struct sidecar_sum os;
+
+	if (row->sidecar != NULL)
+		return strcmp(row->sidecar, MANIFEST_SIDECAR_UNCHECKED) == 0 ?
+		    NULL : row->sidecar;
+	if (rc->old == NULL)
+		return now;	/* no sidecar fetched: nothing new */
+	if (sidecar_set_find(rc->old, row->path, &os) &&
+	    sidecar_sum_text(&os, was, len) == 0)
+		return was;
+	return NULL;
+}
+
+/*
  * manifest_file_fn of run_recheck(): a committed data file that nothing
- * fetches this run, and whose published digests now are not the ones it
- * last matched (the recorded ones; for a row recorded before biomirror
- * kept them, those of the sidecars before this run fetched them), is
- * hashed: a match is recorded, a mismatch fetches it again.
+ * fetches this run is hashed when its published digests now are not the
+ * ones it last matched (the recorded ones; for a row recorded before
+ * biomirror kept them, those of the sidecars before this run fetched
+ * them), or when it was committed unchecked and can be checked now (one
+ * no line covers is recorded as such): a match is recorded, a mismatch
+ * fetches it again.  A file given conflicting digests fails.
  */
 static int
 recheck_row(void *ctx, const struct file_row *row)
 {
 	struct recheck	*rc = ctx;
 	struct run	*r = rc->r;
-	struct sidecar_sum sum, os;
+	struct sidecar_sum sum;
 	struct sidecar_set *keep;
 	char		 now[SIDECAR_TEXT_MAX], was[SIDECAR_TEXT_MAX];
-	const char	*rec = NULL, *why;
+	const char	*rec, *why, *what;
 	int		 ret;
+	bool		 unchecked;
 
 	if (row->type != ENTRY_FILE || is_sidecar(row->path) ||
-	    !sidecar_set_find(rc->sums, row->path, &sum) ||
-	    recheck_planned(rc, row->path) ||
-	    sidecar_sum_text(&sum, now, sizeof(now)) != 0)
+	    recheck_planned(rc, row->path))
 		return 0;
-	if (recheck_known_bad(rc, recheck_find_mism(rc, row->path), row->path,
+	unchecked = row->sidecar != NULL &&
+	    strcmp(row->sidecar, MANIFEST_SIDECAR_UNCHECKED) == 0;
+	if (unchecked && run_unchecked(r, row->path))
+		return 0;	/* its sidecar is missing again */
+	if (!sidecar_set_find(rc->sums, row->path, &sum))
+		return unchecked ? recheck_queue(rc, row->path, COMMIT_SIDECAR,
+		    "") : 0;
+	if (sidecar_sum_text(&sum, now, sizeof(now)) != 0)
+		return 0;
+	if (recheck_conflict(rc, row->path, &sum, &ret) || (!unchecked &&
+	    recheck_known_bad(rc, recheck_find_mism(rc, row->path), row->path,
 	    row->list_size, row->list_size_exact, row->list_mtime,
-	    row->list_prec, now, &ret))
+	    row->list_prec, now, &ret)))
 		return ret;
-	if (row->sidecar != NULL)
-		rec = row->sidecar;
-	else if (rc->old == NULL)
-		rec = now;	/* no sidecar fetched: nothing new */
-	else if (sidecar_set_find(rc->old, row->path, &os) &&
-	    sidecar_sum_text(&os, was, sizeof(was)) == 0)
-		rec = was;
+	rec = recheck_was(rc, row, now, was, sizeof(was));
 	if (rec != NULL && strcmp(rec, now) == 0)
 		return 0;
+	what = unchecked ? "committed without a sidecar check" :
+	    "its sidecar's digest changed";
 	keep = r->sums;
 	r->sums = rc->sums;
 	why = run_local_differs(r, row->path, row->checksum, NULL, NULL);
 	r->sums = keep;
 	if (why == NULL) {
-		log_info("%s: %s: its sidecar's digest changed: the local "
-		    "copy matches", r->c->name, row->path);
+		log_info("%s: %s: %s: the local copy matches", r->c->name,
+		    row->path, what);
 		return recheck_queue(rc, row->path, COMMIT_SIDECAR, now);
 	}
-	log_warnx("%s: %s: its sidecar's digest changed: local content %s: "
-	    "fetching it again", r->c->name, row->path, why);
+	/* Upstream's copy is known to fail too: not fetched again. */
+	if (unchecked && recheck_known_bad(rc, recheck_find_mism(rc,
+	    row->path), row->path, row->list_size, row->list_size_exact,
+	    row->list_mtime, row->list_prec, now, &ret))
+		return ret != 0 ? ret : recheck_queue(rc, row->path,
+		    COMMIT_SIDECAR, "");
+	log_warnx("%s: %s: %s: local content %s: fetching it again",
+	    r->c->name, row->path, what, why);
 	if ((ret = plan_add_refetch(r->p, row, "differs from its sidecar")) !=
 	    0)
 		return ret;
@@ -2036,8 +2116,7 @@ run_tune_new(struct run *r, struct tune **ret)
 	to.streams_auto = r->c->streams_auto;
 	to.concurrency = r->c->concurrency;
 	to.streams = r->c->streams;
-	to.max_connections = r->c->max_connections ? r->c->max_connections :
-	    mirror_is_ftp(r->c) ? 4 : 8;	/* as the transport's budget */
+	to.max_connections = run_connections(r); /* the transport's budget */
 	to.min_split = r->c->min_split;
 	return tune_new(&to, ret);
 }
@@ -2090,6 +2169,8 @@ run_execute(struct run *r)
 	so.batch_bytes = 256ULL * 1024 * 1024;
 	so.batch_ms = 5000;
 	so.stop = r->o->stop;
+	so.unchecked = run_unchecked;
+	so.unchecked_ctx = r;
 	so.resume = rs;
 	if ((rc = run_tune_new(r, &so.tune)) == 0) {
 		rc = run_transfers(r, &so);
@@ -2206,9 +2287,10 @@ run_record(struct run *r, int64_t start, struct run_record *recp)
 	rec.deleted = r->res->deleted;
 	rec.failed = r->res->failed;
 	rec.bytes = (int64_t)r->res->bytes;
-	(void)snprintf(rec.error, sizeof(rec.error), "%.255s", r->err);
+	(void)snprintf(rec.error, sizeof(rec.error), "%s", r->err);
+	/* The whole reason: a mismatch's names both digests. */
 	if (rec.error[0] == '\0' && r->res->nerrors > 0)
-		(void)snprintf(rec.error, sizeof(rec.error), "%.100s: %.20s: %.120s",
+		(void)snprintf(rec.error, sizeof(rec.error), "%.100s: %.20s: %s",
 		    r->res->errors[0].path, r->res->errors[0].op,
 		    r->res->errors[0].reason);
 	run_record_nets(r->res, &rec);
@@ -2685,6 +2767,58 @@ run_intents(struct run *r)
 	return rc;
 }
 
+/* True when the plan has an action for path (a run with no work: few). */
+static bool
+run_planned(const struct run *r, const char *path)
+{
+	size_t	 i;
+
+	for (i = 0; i < r->p->nacts; i++)
+		if (strcmp(r->p->acts[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+/* manifest_file_fn: 1 at a row run_recheck() would hash. */
+static int
+set_unchecked(void *ctx, const struct file_row *row)
+{
+	return run_planned(ctx, row->path) ? 0 : 1;
+}
+
+/* manifest_mismatch_fn: 1 at a mismatch run_recheck() would report. */
+static int
+set_mismatch(void *ctx, const struct mismatch_rec *m)
+{
+	return run_planned(ctx, m->path) ? 0 : 1;
+}
+
+/*
+ * publish = set: *ret is whether the run needs a working snapshot: the
+ * plan changes something, an unpublished one is left, or (verify =
+ * sidecar | checksum, sidecars listed) run_recheck has work the plan
+ * leaves to it: a file committed unchecked to hash, or a known mismatch
+ * to report again (exit 1 while it lasts).  0 or BM_EDB (r->err set).
+ */
+static int
+run_set_needed(struct run *r, bool *ret)
+{
+	int	 rc;
+
+	*ret = plan_has_work(r->p) || store_set_pending(r->s);
+	if (*ret || r->c->verify == VERIFY_SIZE || r->nsidecars == 0)
+		return 0;
+	if ((rc = manifest_ls_unchecked(r->m, set_unchecked, r)) == 0)
+		rc = manifest_mismatches(r->m, set_mismatch, r);
+	*ret = rc == 1;
+	if (rc != 0 && rc != 1) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		return BM_EDB;
+	}
+	return 0;
+}
+
 /* The plan, with resync's options (--checksum, --adopt). */
 static int
 run_plan(struct run *r)
@@ -2713,7 +2847,7 @@ run_body(struct run *r)
 {
 	uint64_t	 avail = UINT64_MAX;
 	int		 rc, grc;
-	bool		 none;
+	bool		 none, work;
 
 	if ((rc = run_open(r)) != 0)
 		return rc;
@@ -2748,8 +2882,8 @@ run_body(struct run *r)
 		(void)store_prefetch_stop(r->s, false, NULL);
 	if (rc != 0 || none)
 		return rc;
-	if (r->s != NULL)
-		(void)store_free_space(r->s, &avail);
+	/* A missing DEST: the free space of its nearest existing ancestor. */
+	(void)plan_free_space(r->c, r->s, &avail);
 	/*
 	 * An incomplete listing plans no deletes (what it lacks is kept,
 	 * and plan_guard counts only planned deletes), so the part that
@@ -2773,7 +2907,9 @@ run_body(struct run *r)
 		return rc;
 	if (r->c->publish != PUBLISH_SET)
 		rc = run_execute(r);
-	else if (plan_has_work(r->p) || store_set_pending(r->s)) {
+	else if ((rc = run_set_needed(r, &work)) != 0)
+		return rc;
+	else if (work) {
 		/* The working snapshot: links to the published one. */
 		if ((rc = store_set_begin(r->s)) != 0)
 			(void)snprintf(r->err, sizeof(r->err), "%s: new "
@@ -2989,6 +3125,7 @@ done:
 	for (i = 0; i < r.nsidecars; i++)
 		free(r.sidecars[i]);
 	free(r.sidecars);
+	free(r.unloaded);
 	sidecar_set_free(r.sums);
 	run_digests_free(&r);
 	run_notes_free(&r);
@@ -3204,6 +3341,7 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	for (i = 0; i < r.nsidecars; i++)
 		free(r.sidecars[i]);
 	free(r.sidecars);
+	free(r.unloaded);
 	sidecar_set_free(r.sums);
 	run_digests_free(&r);
 	run_notes_free(&r);

@@ -66,6 +66,12 @@ no_transport(const struct xfer_opts *o, char *errbuf, size_t errlen)
 	return BM_EINVAL;
 }
 
+bool
+xfer_handles(const char *url, const struct xfer_opts *o)
+{
+	return registry_find(0, url, o) != NULL;
+}
+
 int
 xfer_open(const char *url, const struct xfer_opts *o, struct xfer **ret,
     char *errbuf, size_t errlen)

@@ -29,7 +29,9 @@
  *	run of a large tree would otherwise rewrite every row (and its WAL
  *	pages).  sidecar (since version 4) is the published digests the
  *	content last matched ("md5:HEX", "md5:HEX sha256:HEX"), "" when
- *	it was found to match none, NULL when not known.
+ *	it was found to match none, "unchecked" when it was committed
+ *	without a check its sidecar could have made (verify = size, or the
+ *	sidecar could not be fetched), NULL when not known (older rows).
  *   mismatches(path BLOB PRIMARY KEY, list_size, list_size_exact,
  *        list_mtime, list_prec, up_size, up_mtime, etag, want, got, run)
  *        WITHOUT ROWID (since version 4)
@@ -106,8 +108,9 @@
  *		of the path is replaced (want = sidecar, got = checksum).
  * FETCHED also sets sidecar from the record.  FETCHED, NOT_MODIFIED,
  * DELETED, RELEASED and VANISHED also delete the path's partials row (its
- * temp file was published or is of no use); FETCHED, ADOPTED, DELETED,
- * RELEASED and VANISHED its mismatches row.
+ * temp file was published or is of no use); FETCHED (unless its sidecar
+ * is "unchecked"), ADOPTED, DELETED, RELEASED and VANISHED its
+ * mismatches row.
  *
  * Migrations: manifest_migrations[v] turns schema version v into v + 1
  * and sets user_version itself; open applies the missing steps in one
@@ -316,6 +319,7 @@ enum manifest_st {
 	ST_MISMATCH_PUT,
 	ST_MISMATCH_DEL,
 	ST_MISMATCHES,
+	ST_UNCHECKED,
 	ST__MAX
 };
 
@@ -451,6 +455,9 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_MISMATCHES] =
 	    "SELECT path, list_size, list_size_exact, list_mtime, list_prec,"
 	    " up_size, up_mtime, etag, want, got, run FROM main.mismatches"
+	    " ORDER BY path",
+	[ST_UNCHECKED] =
+	    "SELECT " FILE_COLS " FROM main.files WHERE sidecar = ?1"
 	    " ORDER BY path",
 };
 
@@ -1733,7 +1740,10 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 	sqlite3_stmt	*st;
 	int		 rc;
 
-	if ((c->op == COMMIT_FETCHED || c->op == COMMIT_ADOPTED ||
+	/* Content committed unchecked does not clear a known mismatch. */
+	if (((c->op == COMMIT_FETCHED && (c->sidecar == NULL ||
+	    strcmp(c->sidecar, MANIFEST_SIDECAR_UNCHECKED) != 0)) ||
+	    c->op == COMMIT_ADOPTED ||
 	    c->op == COMMIT_DELETED || c->op == COMMIT_RELEASED ||
 	    c->op == COMMIT_VANISHED || (c->op == COMMIT_SIDECAR &&
 	    c->sidecar != NULL && c->sidecar[0] != '\0')) &&
@@ -1944,6 +1954,16 @@ ls_walk(struct manifest *m, sqlite3_stmt *st, manifest_file_fn fn, void *ctx)
 out:
 	st_done(st);
 	return rc;
+}
+
+/* Walk the rows committed unchecked (see the file comment). */
+int
+manifest_ls_unchecked(struct manifest *m, manifest_file_fn fn, void *ctx)
+{
+	sqlite3_stmt	*st = m->st[ST_UNCHECKED];
+
+	(void)bind_text(st, 1, MANIFEST_SIDECAR_UNCHECKED);
+	return ls_walk(m, st, fn, ctx);
 }
 
 /*
@@ -2183,6 +2203,7 @@ out:
  * Walk the mismatches rows in path order (strings borrowed until fn
  * returns).  Returns 0, fn's non-zero value or BM_EDB.
  */
+
 int
 manifest_mismatches(struct manifest *m, manifest_mismatch_fn fn, void *ctx)
 {

@@ -1,11 +1,20 @@
 #!/bin/sh
 # Banned functions (STYLE.md rule 33) must not appear in the sources.
 bad=$(grep -nE '\b(strcpy|strcat|sprintf|vsprintf|gets|atoi|atol|strtok)\s*\(' \
-    agent/*.c manifest/*.c include/biomirror/*.h 2>/dev/null |
+    agent/*.c agent/serve/*.c agent/serve/*.h manifest/*.c include/biomirror/*.h 2>/dev/null |
     grep -vE '\b(snprintf|vsnprintf|strtok_r)\s*\(' |
     grep -vE '(s|vs)nprintf')
 if [ -n "$bad" ]; then
 	echo "lint: banned functions used:" >&2
+	echo "$bad" >&2
+	exit 1
+fi
+# Only the transports (agent/xfer*.c) and the server (agent/serve/) own
+# sockets (DESIGN.md); bmproto.c, the codec they share, holds none.
+bad=$(grep -lE '\b(socket|accept4?|bind|listen|connect)\s*\(' \
+    agent/*.c manifest/*.c 2>/dev/null | grep -vE '^agent/xfer[^/]*\.c$')
+if [ -n "$bad" ]; then
+	echo "lint: sockets outside the transports and agent/serve/:" >&2
 	echo "$bad" >&2
 	exit 1
 fi

@@ -1,9 +1,10 @@
 /*
- * The FTP lister: turns MLSD replies (RFC 3659 section 7) and LIST
- * replies (Unix "ls -l" style, DOS/IIS style) into listing entries, and
- * crawls a tree of them.  Replies are fetched through the same callback
- * type as index pages (list_http.h: the transport owns the sockets); a
- * page's command field selects FEAT, MLSD or LIST.  Names are kept as
+ * The FTP lister (lister_ftp_ops: ftp://, ftps://): turns MLSD replies
+ * (RFC 3659 section 7) and LIST replies (Unix "ls -l" style, DOS/IIS
+ * style) into listing entries, and crawls a tree of them with the shared
+ * crawl (crawl.h).  Replies are fetched through the same callback as
+ * index pages (lister.h: the transport owns the sockets); a page's
+ * command field selects FEAT, MLSD or LIST.  Names are kept as
  * the bytes the server listed (never re-encoded), so a name that is not
  * UTF-8 is requested with exactly those bytes.  This module never
  * touches SQLite or the destination.
@@ -15,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "biomirror/list_http.h"
+#include "biomirror/lister.h"
 #include "biomirror/listing.h"
 
 /*
@@ -97,11 +98,12 @@ struct ftp_crawl_opts {
 					   it */
 	/*
 	 * May be NULL: called once FEAT is read, before the first listing,
-	 * with the fetch callback's ctx, whether MLSD will be used and
-	 * whether the server is GridFTP (FEAT lists DCAU), so that the
-	 * caller can set up its transport for them.
+	 * with feat_arg, whether MLSD will be used and whether the server
+	 * is GridFTP (FEAT lists DCAU), so that the caller can set up its
+	 * transport for them.
 	 */
-	void		(*on_feat)(void *ctx, bool mlsd, bool gridftp);
+	void		(*on_feat)(void *arg, bool mlsd, bool gridftp);
+	void		*feat_arg;	/* borrowed: on_feat's arg */
 };
 
 /*

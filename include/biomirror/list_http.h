@@ -1,9 +1,10 @@
 /*
- * The HTTP lister: turns index pages (HTML, nginx JSON/XML) into listing
- * entries, and crawls a tree of them.  Pages are fetched through a
- * callback (the transport owns the sockets); this module parses with
- * libxml2 (HTML and XML) and jansson (JSON) and never touches SQLite or
- * the destination.
+ * The HTTP lister (lister_http_ops: http://, https://): turns index
+ * pages (HTML, nginx JSON/XML) into listing entries, and crawls a tree
+ * of them with the shared crawl (crawl.h).  Pages are fetched through a
+ * callback (lister.h: the transport owns the sockets); this module parses
+ * with libxml2 (HTML and XML) and jansson (JSON) and never touches SQLite
+ * or the destination.
  */
 #ifndef BIOMIRROR_LIST_HTTP_H
 #define BIOMIRROR_LIST_HTTP_H
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "biomirror/lister.h"
 #include "biomirror/listing.h"
 
 /* Which index generator a page came from (detected from its markup). */
@@ -57,27 +59,6 @@ int	list_http_parse(const uint8_t *body, size_t len,
 	    const char *content_type, const char *page_url, const char *prefix,
 	    struct listing *out, enum page_format *ret_format,
 	    size_t *ret_skipped, char *errbuf, size_t errlen);
-
-/* One page to fetch, filled in by the fetch callback. */
-struct http_page {
-	const char	*url;		/* borrowed: absolute URL to GET */
-	const char	*command;	/* borrowed: FTP "FEAT", "MLSD" or "LIST";
-					   NULL for HTTP */
-	int		 rc;		/* 0, or BM_E* when the fetch failed */
-	long		 status;	/* HTTP status, 0 if none */
-	uint8_t		*body;		/* owned (malloc): body bytes, NULL if none */
-	size_t		 len;		/* body length in bytes */
-	char		*content_type;	/* owned: Content-Type or NULL */
-	char		*effective_url;	/* owned: URL after redirects or NULL */
-	char		 errmsg[256];	/* reason when rc != 0 */
-};
-
-/*
- * Fetch every page in pages[0..n) (concurrently if it can) and fill in
- * their result fields.  Returns 0 when it tried them all (per-page
- * failures are in page->rc), or a BM_E* code when it could not run.
- */
-typedef int (*http_fetch_fn)(void *ctx, struct http_page *pages, size_t n);
 
 struct crawl_opts {
 	const struct filter *filter;	/* borrowed: include/exclude, NULL for all */

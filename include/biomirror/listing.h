@@ -31,6 +31,12 @@ enum mtime_prec {
 
 #define ENTRY_SIZE_UNKNOWN	(-1)
 
+/*
+ * The prefix of the store's temp files (STORE_TMP_PREFIX): no component
+ * of a safe path starts with it (path_is_safe).
+ */
+#define LISTING_TMP_PREFIX	".biomirror-tmp."
+
 struct entry {
 	char		*path;		/* owned: decoded relative path bytes, NUL-terminated */
 	char		*href;		/* owned: raw href as listed, NULL if none */
@@ -103,7 +109,7 @@ void		 entry_clear(struct entry *e);
  * relative path: not empty, not absolute, no "." or ".." or empty
  * component, no NUL or control byte (0x01-0x1f, 0x7f), no component over
  * 255 bytes, no component starting with the store's temp-file prefix
- * (STORE_TMP_PREFIX), total under PATH_MAX.  Rejects, never repairs
+ * (LISTING_TMP_PREFIX), total under PATH_MAX.  Rejects, never repairs
  * (rule 35).
  */
 bool		 path_is_safe(const char *path, size_t len);

@@ -68,6 +68,8 @@ struct plan {
 	size_t		 nacts;
 	size_t		 cap;
 	int64_t		 listed;	/* entries in the listing (files + dirs) */
+	int64_t		 listed_files;	/* regular files among them: none is
+					   an empty listing for the guard */
 	int64_t		 nfetch, ntouch, nmkdir, ndelete, nkeep; /* counts */
 	int64_t		 nconflict;	/* type changes left alone (delete = no) */
 	int64_t		 nadopt;	/* local files recorded without a fetch */
@@ -138,8 +140,9 @@ int	plan_add_refetch(struct plan *p, const struct file_row *row,
 void	plan_free(struct plan *p);
 
 /*
- * The safety guards, before anything is changed: an empty listing where
- * the manifest holds files (unless allow_empty: --allow-empty, for an
+ * The safety guards, before anything is changed: an empty listing (no
+ * files, whatever directories it holds) where the manifest holds files
+ * (unless allow_empty: --allow-empty, for an
  * upstream that really was emptied; max_delete still applies to its
  * deletes); more deletes than max_delete (a count, or a percentage of
  * the manifest's files rounded up, at least 1); fewer free bytes than
@@ -150,6 +153,24 @@ void	plan_free(struct plan *p);
 int	plan_guard(const struct plan *p, const struct mirror_conf *c,
 	    uint64_t free_bytes, bool allow_empty, char *errbuf,
 	    size_t errlen);
+/*
+ * Where the planned fetches will be written, as far as it exists now:
+ * DEST (with publish = set DEST.biomirror/snapshots) or, when that is
+ * not there yet (a first run, a plan before it), its nearest existing
+ * ancestor, into buf.  Returns 0, BM_EINVAL (no dest), BM_ELIMIT (buf
+ * too small) or BM_EIO (a stat(2) failed other than ENOENT or ENOTDIR;
+ * errno says why).
+ */
+int	plan_space_dir(const struct mirror_conf *c, char *buf, size_t len);
+/*
+ * Free bytes (f_bavail * f_frsize) for the planned fetches into *ret:
+ * the open destination's file system (s, borrowed; publish = file), else
+ * that of plan_space_dir().  *ret is untouched on failure: 0 or a code of
+ * store_free_space() or plan_space_dir().
+ * Sandbox: stat and statvfs of DEST and its ancestors.
+ */
+int	plan_free_space(const struct mirror_conf *c, struct store *s,
+	    uint64_t *ret);
 
 /* Short name of an action ("fetch", "touch", ...). */
 const char *action_name(enum action_op op);

@@ -304,6 +304,11 @@ int	xfer_open(const char *url, const struct xfer_opts *o,
 int	xfer_open_below(const struct xfer_ops *above, const char *url,
 	    const struct xfer_opts *o, struct xfer **ret, char *errbuf,
 	    size_t errlen);
+/*
+ * True when a transport of the registry takes url (borrowed) over o (the
+ * config check: o need hold no more than net).
+ */
+bool	xfer_handles(const char *url, const struct xfer_opts *o);
 /* Open the transport of table ops (tests: a fake transport). */
 int	xfer_open_ops(const struct xfer_ops *ops, const char *url,
 	    const struct xfer_opts *o, struct xfer **ret, char *errbuf,

@@ -6,6 +6,11 @@
 #    refused with the same words and changes nothing;
 #  - not enough free space (a 1 MiB tmpfs as dest): the plan shows the
 #    fetches and their bytes and how many bytes are missing, exit 4;
+#    also when dest is not there yet (plan and sync check its nearest
+#    existing parent; with publish = set where the snapshots go, a tmpfs
+#    on DEST.biomirror/snapshots here; break-it brk1 #8);
+#  - an upstream left with only an empty directory is an empty listing
+#    (exit 4 even with --max-delete 100%; break-it brk1 #7);
 #  - an emptied upstream is refused (exit 4) naming --allow-empty; with
 #    --allow-empty and delete = no the empty listing is recorded (exit 0,
 #    nothing deleted); with --delete max_delete still applies (exit 4);
@@ -35,6 +40,20 @@ delete = yes
 [big]
 source = ${NGINX_URL}big/
 dest = $T/mnt/mirror
+
+[new]
+source = ${NGINX_URL}big/
+dest = $T/mnt/new/db
+
+[newset]
+source = ${NGINX_URL}big/
+dest = $T/mnt/set/db
+publish = set
+
+[setmnt]
+source = ${NGINX_URL}big/
+dest = $T/sm/db
+publish = set
 CONF
 assert_exit 0 bm sync up
 
@@ -99,8 +118,56 @@ PY
 assert_exit 4 bm sync big
 assert_eq "$(ls -A "$T/mnt/mirror")" "" "files fetched into the small disk"
 
+echo "# a dest not there yet: the free space of its nearest existing parent,"
+echo "# for plan (which creates nothing) and sync alike"
+free=$(($(stat -f -c '%a' "$T/mnt") * $(stat -f -c '%S' "$T/mnt")))
+assert_exit 4 bm plan new
+line=$(sed -n 3p "$LAST_OUT")
+case $line in
+"free space: would fetch 2 files, 3.0 MiB (3145728 bytes); "*" ($free bytes) free on $T/mnt/new/db: "*" ($((3145728 - free)) bytes) missing: refusing") ;;
+*) fail "missing dest: free space guard line: $line" ;;
+esac
+[ -e "$T/mnt/new" ] && fail "plan of a missing dest made $T/mnt/new"
+assert_exit 4 bm sync new
+grep -qF "biomirror: new: free space: would fetch 2 files, 3.0 MiB (3145728 bytes); " \
+    "$LAST_ERR" || fail "sync of a missing dest: not refused for free space"
+assert_eq "$(find "$T/mnt/new" -name "*.bin" | wc -l)" 0 "files fetched into the small disk (new)"
+assert_exit 4 bm plan newset
+grep -qF "free space: would fetch 2 files, 3.0 MiB (3145728 bytes); " "$LAST_OUT" ||
+    fail "publish = set, missing dest: plan not refused for free space"
+[ -e "$T/mnt/set" ] && fail "plan of a missing set dest made $T/mnt/set"
+
+echo "# publish = set: the space where the snapshots go (a 1 MiB tmpfs on"
+echo "# DEST.biomirror/snapshots), not that of DEST's parent"
+mkdir -p "$T/sm/db.biomirror/snapshots"
+mount -t tmpfs -o size=1m,mode=0755 bmtest "$T/sm/db.biomirror/snapshots" ||
+    fail "mount tmpfs on db.biomirror/snapshots"
+free=$(($(stat -f -c '%a' "$T/sm/db.biomirror/snapshots") *
+    $(stat -f -c '%S' "$T/sm/db.biomirror/snapshots")))
+assert_exit 4 bm plan setmnt
+line=$(sed -n 3p "$LAST_OUT")
+case $line in
+"free space: would fetch 2 files, 3.0 MiB (3145728 bytes); "*" ($free bytes) free on $T/sm/db: "*" ($((3145728 - free)) bytes) missing: refusing") ;;
+*) fail "set on a small DEST.biomirror: free space guard line: $line" ;;
+esac
+assert_exit 4 bm sync setmnt
+[ -e "$T/sm/db" ] && fail "set on a small DEST.biomirror: a snapshot was published"
+assert_eq "$(find "$T/sm/db.biomirror" -type f -name '*.bin' | wc -l)" 0 \
+    "files fetched into the small snapshots directory"
+
+echo "# upstream left with an empty directory only: an empty listing too,"
+echo "# refused also with --max-delete 100% (only --allow-empty passes it)"
+rm -f "$T/www/up/d"/* "$T/www/up/n.txt"
+empty_dirs="upstream listing is empty (no files, 1 directories or links) but the manifest holds 10 files: refusing (if upstream really was emptied, run with --allow-empty)"
+assert_exit 4 bm sync --max-delete 100% up
+grep -qxF "biomirror: up: $empty_dirs" "$LAST_ERR" ||
+    fail "directories only: not refused as an empty listing"
+assert_eq "$(tree_sum "$T/mirror")" "$before" "mirror after the directories-only refusal"
+assert_exit 4 bm plan --max-delete 100% up
+grep -qxF "$empty_dirs" "$LAST_OUT" || fail "plan: directories only not refused"
+
 echo "# an emptied upstream: refused, the message names --allow-empty"
-rm -rf "$T/www/up/d" "$T/www/up/n.txt"
+rm -rf "$T/www/up/d"
 assert_exit 4 bm --json sync up
 grep -qxF "biomirror: up: upstream listing is empty but the manifest holds 10 files: refusing (if upstream really was emptied, run with --allow-empty)" \
     "$LAST_ERR" || fail "the empty-listing refusal does not name --allow-empty"

@@ -1394,6 +1394,29 @@ test_sidecar_mismatch(const char *dir)
 	out[0] = '\0';
 	(void)manifest_ls(m, NULL, sidecar_cb, out);
 	is_str(out, "a md5:bb;b -;new -;", "mism: a's match recorded");
+	/* Content committed unchecked keeps a known mismatch; walked. */
+	c[0] = rec("b", COMMIT_MISMATCH, ENTRY_FILE, 22, 200, MTIME_SECOND);
+	c[0].sidecar = "md5:ee";
+	c[0].checksum = "md5:ff";
+	c[0].up_size = 22;
+	c[1] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 22, 200, MTIME_SECOND);
+	c[1].sidecar = MANIFEST_SIDECAR_UNCHECKED;
+	is_int(manifest_commit(m, run, c, 2), 0, "mism: fetched unchecked");
+	out[0] = '\0';
+	(void)manifest_mismatches(m, mism_cb, out);
+	is_str(out, "b md5:ee md5:ff 1 22;", "mism: kept by an unchecked fetch");
+	out[0] = '\0';
+	is_int(manifest_ls_unchecked(m, sidecar_cb, out), 0, "mism: unchecked walk");
+	is_str(out, "b unchecked;", "mism: the unchecked row");
+	c[0] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 22, 300, MTIME_SECOND);
+	c[0].sidecar = "md5:ee";
+	is_int(manifest_commit(m, run, c, 1), 0, "mism: fetched and checked");
+	out[0] = '\0';
+	(void)manifest_mismatches(m, mism_cb, out);
+	is_str(out, "", "mism: dropped by a checked fetch");
+	out[0] = '\0';
+	(void)manifest_ls_unchecked(m, sidecar_cb, out);
+	is_str(out, "", "mism: no unchecked row left");
 	manifest_close(m);
 }
 

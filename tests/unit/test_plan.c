@@ -888,6 +888,33 @@ test_guard(void)
 	    "(10% of 20 files): refusing (--max-delete raises it for one run)",
 	    "guard: --allow-empty, max_delete reason");
 
+	/*
+	 * A listing of directories only is empty too (break-it brk1 #7):
+	 * refused even with max_delete 100%; --allow-empty lets it through.
+	 */
+	fx_open(&fx);
+	c = conf("yes", "100%");
+	sync_to(&fx, dirs, NELEM(dirs), true);
+	p = mkplan(&fx, dirs, 1, true, false);
+	is_int(p->listed, 1, "guard: only a directory listed");
+	is_int(p->listed_files, 0, "guard: no file listed");
+	is_int(plan_guard(p, c, UINT64_MAX, false, err, sizeof(err)),
+	    BM_ELIMIT, "guard: a listing of directories only is refused");
+	is_str(err, "upstream listing is empty (no files, 1 directories or "
+	    "links) but the manifest holds 5 files: refusing (if upstream "
+	    "really was emptied, run with --allow-empty)",
+	    "guard: directories-only reason names --allow-empty");
+	is_int(plan_guard(p, c, UINT64_MAX, true, err, sizeof(err)), 0,
+	    "guard: directories only, --allow-empty: ok");
+	plan_free(p);
+	p = mkplan(&fx, dirs, 2, true, false);
+	is_int(p->listed_files, 1, "guard: one file listed");
+	is_int(plan_guard(p, c, UINT64_MAX, false, err, sizeof(err)), 0,
+	    "guard: one file listed is no empty listing");
+	plan_free(p);
+	mirror_conf_free(c);
+	fx_close(&fx);
+
 	/* max_delete as a count. */
 	is_int(guard_case(10, 6, "yes", "3", UINT64_MAX, err, sizeof(err),
 	    NULL), BM_ELIMIT, "guard: 4 gone, max_delete 3: refused");
@@ -987,6 +1014,86 @@ test_guard(void)
 	fx_close(&fx);
 }
 
+/* plan_space_dir() of dest (publish = set when set) is want. */
+static void
+is_space_dir(const char *dest, bool set, const char *want, const char *tag)
+{
+	struct mirror_conf *c;
+	char		 err[256], got[PATH_MAX];
+
+	if ((c = mirror_conf_new("t")) == NULL)
+		abort();
+	MUST(mirror_conf_set(c, "dest", dest, err, sizeof(err)));
+	if (set)
+		MUST(mirror_conf_set(c, "publish", "set", err, sizeof(err)));
+	got[0] = '\0';
+	is_int(plan_space_dir(c, got, sizeof(got)), 0, "%s: rc", tag);
+	is_str(got, want, "%s", tag);
+	mirror_conf_free(c);
+}
+
+/*
+ * The free-space guard's file system when DEST is not there yet
+ * (break-it brk1 #8): the nearest existing ancestor of DEST, with
+ * publish = set of DEST.biomirror/snapshots.
+ */
+static void
+test_space_dir(void)
+{
+	struct mirror_conf *c;
+	struct fx	 fx;
+	char		 sp[64], d[128], w[128], small[8], err[256];
+	uint64_t	 avail = UINT64_MAX;
+	int		 cwd;
+
+	(void)snprintf(sp, sizeof(sp), "%s/sp", root);
+	MUST(mkdir(sp, 0755));
+	(void)snprintf(d, sizeof(d), "%s/new/a/b", sp);
+	is_space_dir(d, false, sp, "space: missing DEST: nearest ancestor");
+	(void)snprintf(d, sizeof(d), "%s/new//", sp);
+	is_space_dir(d, false, sp, "space: trailing slashes");
+	is_space_dir(sp, false, sp, "space: DEST there: DEST");
+	(void)snprintf(d, sizeof(d), "%s/T", sp);
+	is_space_dir(d, true, sp, "space: set, nothing there: DEST's parent");
+	(void)snprintf(w, sizeof(w), "%s/T.biomirror", sp);
+	MUST(mkdir(w, 0755));
+	is_space_dir(d, true, w, "space: set: DEST.biomirror");
+	MUST(mkdir(d, 0755));	/* a plain DEST is not where snapshots go */
+	(void)snprintf(w, sizeof(w), "%s/T.biomirror/snapshots", sp);
+	MUST(mkdir(w, 0755));
+	(void)snprintf(d, sizeof(d), "%s/T/", sp);
+	is_space_dir(d, true, w, "space: set: DEST.biomirror/snapshots");
+	(void)snprintf(w, sizeof(w), "%s/file", sp);
+	MUST(close(open(w, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)));
+	(void)snprintf(d, sizeof(d), "%s/file/x/y", sp);
+	is_space_dir(d, false, w, "space: past ENOTDIR");
+
+	/* Relative paths end at ".". */
+	if ((cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		tap_bail("open .");
+	MUST(chdir(sp));
+	is_space_dir("T.biomirror/x/y", false, "T.biomirror",
+	    "space: relative DEST");
+	is_space_dir("new", false, ".", "space: relative, nothing there");
+	MUST(fchdir(cwd));
+	(void)close(cwd);
+
+	if ((c = mirror_conf_new("t")) == NULL)
+		abort();
+	(void)snprintf(d, sizeof(d), "%s/new/a/b", sp);
+	MUST(mirror_conf_set(c, "dest", d, err, sizeof(err)));
+	is_int(plan_space_dir(c, small, sizeof(small)), BM_ELIMIT,
+	    "space: buffer too small");
+	is_int(plan_free_space(c, NULL, &avail), 0, "space: no store: rc");
+	ok(avail != UINT64_MAX, "space: no store: free bytes known");
+	fx_open(&fx);
+	avail = UINT64_MAX;
+	is_int(plan_free_space(c, fx.s, &avail), 0, "space: store: rc");
+	ok(avail != UINT64_MAX, "space: store: free bytes known");
+	fx_close(&fx);
+	mirror_conf_free(c);
+}
+
 static int
 rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -1018,5 +1125,6 @@ main(void)
 	test_keep_unlisted();
 	test_order();
 	test_guard();
+	test_space_dir();
 	return done_testing();
 }

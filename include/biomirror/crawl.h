@@ -1,0 +1,136 @@
+/*
+ * The breadth-first crawl the listers share (agent/crawl.c): a queue of
+ * the directories under a source URL, listed in batches of pages through
+ * the run's fetch callback, never past a depth limit, with the loop
+ * checks and the counts.  A lister says how a batch of fetched pages is
+ * read (struct crawl_ops) and takes their entries with crawl_take(); the
+ * crawl owns the queue, the URLs, the first failure and the stats.  A
+ * directory's URL is the source + path_encode(its path) + "/", so no
+ * request leaves the source.
+ */
+#ifndef BIOMIRROR_CRAWL_H
+#define BIOMIRROR_CRAWL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "biomirror/lister.h"
+#include "biomirror/listing.h"
+
+#define CRAWL_ROOT	SIZE_MAX	/* the parent index of the source */
+
+/* A directory of the queue (index 0 is the source itself). */
+struct crawl_dir {
+	char		*prefix;	/* owned: relative path, "" for root */
+	char		*real;		/* owned: its path upstream when not
+					   prefix (inside a followed link),
+					   NULL: prefix */
+	char		*key;		/* owned: what identifies it upstream
+					   (FTP: MLSD unique=; HTTP: a digest
+					   of its entries), NULL if unknown */
+	size_t		 parent;	/* parent's index, CRAWL_ROOT: none */
+	unsigned	 depth;		/* levels below the source */
+	bool		 via_link;	/* inside a followed directory link */
+};
+
+/* What a crawl counts. */
+struct crawl_stats {
+	size_t		 skipped;	/* names or lines skipped */
+	size_t		 loops;		/* directories not entered: repeats */
+	size_t		 dangling;	/* followed links not in the listing */
+};
+
+struct crawl_params {
+	const char	*source;	/* borrowed: absolute, ends in '/' */
+	const struct filter *filter;	/* borrowed: NULL for all */
+	unsigned	 max_depth;	/* directory levels below the source */
+	size_t		 batch;		/* pages per fetch call, 0 as 1 */
+	const char	*command;	/* borrowed: every page's command (FTP
+					   "MLSD" or "LIST"), NULL for HTTP */
+	http_fetch_fn	 fetch;
+	void		*ctx;		/* borrowed: fetch's ctx */
+	struct listing	*out;		/* borrowed: entries are appended */
+	char		*errbuf;	/* borrowed, may be NULL: "URL: reason"
+					   of the first failure */
+	size_t		 errlen;
+};
+
+struct crawl;
+
+/* How a lister reads its pages; arg is its own state. */
+struct crawl_ops {
+	/*
+	 * Read pages[0..n), fetched for dirs [first, first + n) (pages
+	 * borrowed; their bodies may be taken, set to NULL): take entries
+	 * (crawl_take), note failed pages (crawl_fail).  Returns 0, or a
+	 * BM_E* code that stops the crawl.
+	 */
+	int		(*read)(void *arg, struct crawl *c, size_t first,
+			    struct http_page *pages, size_t n);
+	/*
+	 * May be NULL: the queue is done; queue more (crawl_push) and set
+	 * *ret_again when the crawl should go on.  Returns 0 or BM_E*.
+	 */
+	int		(*more)(void *arg, struct crawl *c, bool *ret_again);
+};
+
+/*
+ * A crawl of p (copied; pointers borrowed for the crawl's life); errbuf
+ * is emptied.  Returns 0 or BM_ENOMEM.  Free with crawl_free().
+ */
+int	crawl_new(const struct crawl_params *p, struct crawl **ret);
+/*
+ * Queue the source and list the queue breadth first in batches, reading
+ * each batch with ops (arg passed on).  Returns 0 when the listing is
+ * complete; the first failure's code (crawl_fail); BM_ELIMIT when a
+ * directory lay past max_depth; or the code a fetch, read or more call
+ * failed with.
+ */
+int	crawl_run(struct crawl *c, const struct crawl_ops *ops, void *arg);
+/* Free c.  NULL is a no-op. */
+void	crawl_free(struct crawl *c);
+
+/* Set the command of the pages from now on (borrowed; see crawl_params). */
+void	crawl_set_command(struct crawl *c, const char *command);
+/* Directory d (borrowed; valid until the next crawl_push), and the count. */
+struct crawl_dir *crawl_dir(struct crawl *c, size_t d);
+size_t	crawl_ndirs(const struct crawl *c);
+/* Directory d's path upstream: its real, else its prefix (borrowed). */
+const char *crawl_real(const struct crawl *c, size_t d);
+/* The counters (borrowed), the output listing and the filter. */
+struct crawl_stats *crawl_stats(struct crawl *c);
+struct listing *crawl_out(struct crawl *c);
+const struct filter *crawl_filter(const struct crawl *c);
+
+/*
+ * True when a child of directory parent is within max_depth; else the
+ * depth limit is noted (crawl_run then ends BM_ELIMIT) and false.
+ */
+bool	crawl_depth_ok(struct crawl *c, size_t parent);
+/*
+ * Queue a directory below parent at prefix (strings copied; real and
+ * key may be NULL).  Returns 0 or BM_ENOMEM.
+ */
+int	crawl_push(struct crawl *c, size_t parent, const char *prefix,
+	    const char *real, const char *key, bool via_link);
+/*
+ * Take entry e listed in directory d into the output (its strings moved,
+ * e left zeroed) when the filter takes it; a directory is queued as well,
+ * unless past max_depth (noted) or its unique= was already listed
+ * outside a followed link (a loop: counted).  Returns 0, BM_ENOMEM or
+ * BM_ELIMIT (the output's cap).
+ */
+int	crawl_take(struct crawl *c, size_t d, struct entry *e);
+/*
+ * Note a failed page (url: why, code rc): the first one is the crawl's
+ * result and errbuf's "url: why" (why "" gives "url").
+ */
+void	crawl_fail(struct crawl *c, const char *url, int rc, const char *why);
+/*
+ * True when directory from or one of its ancestors has the real path
+ * real (NULL: not compared) or the key key (NULL: not compared).
+ */
+bool	crawl_ancestor(const struct crawl *c, size_t from, const char *real,
+	    const char *key);
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * The lister seam (DESIGN.md): a lister turns a source URL into a
+ * listing (listing.h), fetching its pages through the run's callback (the
+ * transport owns the sockets).  One table per lister (struct lister_ops:
+ * agent/list_http.c, agent/list_ftp.c), picked by the source's scheme
+ * from one registry (agent/lister.c); the listers share one breadth-first
+ * crawl (crawl.h).  A lister includes no transport's or store's header.
+ */
+#ifndef BIOMIRROR_LISTER_H
+#define BIOMIRROR_LISTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "biomirror/listing.h"
+
+/* One page to fetch, filled in by the fetch callback. */
+struct http_page {
+	const char	*url;		/* borrowed: absolute URL to GET */
+	const char	*command;	/* borrowed: FTP "FEAT", "MLSD" or
+					   "LIST"; NULL for HTTP */
+	int		 rc;		/* 0, or BM_E* when the fetch failed */
+	long		 status;	/* HTTP status (FTP: reply), 0: none */
+	uint8_t		*body;		/* owned (malloc): body, NULL if none */
+	size_t		 len;		/* body length in bytes */
+	char		*content_type;	/* owned: Content-Type or NULL */
+	char		*effective_url;	/* owned: URL after redirects or NULL */
+	char		 errmsg[256];	/* reason when rc != 0 */
+};
+
+/*
+ * Fetch every page in pages[0..n) (concurrently if it can) and fill in
+ * their result fields.  Returns 0 when it tried them all (per-page
+ * failures are in page->rc), or a BM_E* code when it could not run.
+ */
+typedef int (*http_fetch_fn)(void *ctx, struct http_page *pages, size_t n);
+
+/* What a lister learned of the server, for the transport's next jobs. */
+enum lister_hint {
+	LISTER_HINT_GRIDFTP,	/* on: FEAT listed DCAU (a GridFTP server) */
+	LISTER_HINT_MODE_E,	/* on: MLSD and whole files in GridFTP MODE E;
+				   off: stream mode */
+};
+
+/* Which key's zone a lister's listed wall-clock times are read in. */
+enum lister_zone {
+	LISTER_ZONE_LISTING,	/* listing_timezone (index pages) */
+	LISTER_ZONE_FTP,	/* ftp_timezone (LIST replies) */
+};
+
+/* One listing of one mirror: what the run hands its lister. */
+struct lister_run {
+	const char	*name;		/* borrowed: the mirror's, for logs */
+	const char	*source;	/* borrowed: source URL, ends in '/' */
+	const struct filter *filter;	/* borrowed: include/exclude */
+	const struct tzspec *tz;	/* borrowed: the zone of ops->zone */
+	unsigned	 max_depth;	/* directory levels below the source */
+	size_t		 max_page_bytes; /* cap per page (rule 31) */
+	unsigned	 connections;	/* per host: max_connections, or the
+					   lister's default */
+	bool		 follow;	/* follow_symlinks */
+	bool		 mode_e;	/* ftp_mode = extended */
+	http_fetch_fn	 fetch;		/* fetches the pages */
+	void		*ctx;		/* borrowed: fetch's and hint's ctx */
+	void		(*hint)(void *ctx, enum lister_hint h, bool on);
+					/* may be NULL */
+	struct listing	*unlisted;	/* borrowed, may be NULL: directories
+					   inside followed links that the
+					   server refused to list
+					   (list_ftp.h) */
+};
+
+/* What a listing counted, for the run's log. */
+struct lister_stats {
+	size_t		 skipped;	/* names or lines skipped (ops->unit) */
+	size_t		 loops;		/* directories not entered: repeats */
+};
+
+/*
+ * A lister's table.  list appends the tree under lr->source to out
+ * and returns 0 when the listing is complete, else a BM_E* code with
+ * "URL: reason" in errbuf (the listing is then incomplete); *ret is
+ * filled in either way.
+ */
+struct lister_ops {
+	const char	*name;		/* "http", "ftp" */
+	const char *const *schemes;	/* NULL-terminated, lower case */
+	unsigned	 connections;	/* per-host cap, max_connections 0 */
+	const char	*unit;		/* what ret->skipped counts ("links") */
+	enum lister_zone zone;		/* the zone of its listed times */
+	int		(*list)(const struct lister_run *lr,
+			    struct listing *out, struct lister_stats *ret,
+			    char *errbuf, size_t errlen);
+};
+
+/* The listers of this build (agent/list_http.c, agent/list_ftp.c). */
+extern const struct lister_ops lister_http_ops;
+extern const struct lister_ops lister_ftp_ops;
+
+/*
+ * The lister of the registry whose schemes hold url's scheme (compared
+ * without case; url borrowed), NULL when none does.
+ */
+const struct lister_ops *lister_find(const char *url);
+/*
+ * The registry's schemes for a message, "http://, https://, ftp:// or
+ * ftps://", into buf (len bytes; as many whole names as fit).
+ */
+void	lister_schemes(char *buf, size_t len);
+
+#endif
