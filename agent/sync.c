@@ -1219,7 +1219,7 @@ run_rebuild(struct run *r, const char *path)
 static int
 run_open(struct run *r)
 {
-	char		 path[4096];
+	char		 path[4096], why[256];
 	struct xfer_opts xo;
 	struct stat	 st;
 	int		 rc;
@@ -1286,7 +1286,11 @@ run_open(struct run *r)
 	xo.ca_file = r->c->ca_file;
 	xo.bwlimit = r->c->bwlimit;
 	run_tcp_congestion(r, &xo);
-	return xfer_open(r->c->source, &xo, &r->x);
+	if ((rc = xfer_open(r->c->source, &xo, &r->x, why, sizeof(why))) != 0)
+		(void)snprintf(r->err, sizeof(r->err), "%s: open the %s "
+		    "transport: %s", r->c->source, xo.net == XFER_NET_UDT ?
+		    "udt" : "tcp", why);
+	return rc;
 }
 
 /*
@@ -2241,6 +2245,26 @@ run_status(struct run *r, int rc)
 	}
 }
 
+/* The transports that carried files (res) into rec->nets. */
+static void
+run_record_nets(const struct mirror_result *res, struct run_record *rec)
+{
+	const struct report_net_use *u;
+	struct run_net	*n;
+	unsigned	 i;
+
+	for (i = 0; i < REPORT_NETS && rec->nnets < RUN_NETS_MAX; i++) {
+		u = &res->nets[i];
+		if (u->files == 0)
+			continue;
+		n = &rec->nets[rec->nnets++];
+		(void)snprintf(n->net, sizeof(n->net), "%s", report_net_name(i));
+		n->files = u->files;
+		n->bytes = (int64_t)u->bytes;
+		n->ns = (int64_t)(u->seconds * 1e9);
+	}
+}
+
 /* Record the run's end (and fill *recp for run_after()). */
 static void
 run_record(struct run *r, int64_t start, struct run_record *recp)
@@ -2269,6 +2293,7 @@ run_record(struct run *r, int64_t start, struct run_record *recp)
 		(void)snprintf(rec.error, sizeof(rec.error), "%.100s: %.20s: %s",
 		    r->res->errors[0].path, r->res->errors[0].op,
 		    r->res->errors[0].reason);
+	run_record_nets(r->res, &rec);
 	if (manifest_run_end(r->m, &rec) != 0)
 		log_warnx("%s: manifest: run end: %s", r->c->name,
 		    manifest_errmsg(r->m));

@@ -71,6 +71,16 @@ int	manifest_set_busy_timeout(struct manifest *m, int ms);
 
 /* ---- runs ---- */
 
+#define RUN_NETS_MAX	4	/* transports recorded per run */
+
+/* What one transport carried in a run (fetched files only). */
+struct run_net {
+	char		 net[8];	/* "tcp", "udt" */
+	int64_t		 files;		/* files it carried */
+	int64_t		 bytes;		/* their bytes received */
+	int64_t		 ns;		/* time with one of them in flight */
+};
+
 struct run_record {
 	int64_t		 id;		/* run id (rowid) */
 	char		 command[16];	/* "sync", "plan", "resync" */
@@ -81,6 +91,8 @@ struct run_record {
 	int64_t		 listed, fetched, touched, deleted, failed;	/* counts */
 	int64_t		 bytes;		/* bytes fetched */
 	char		 error[512];	/* first error, "" if none */
+	struct run_net	 nets[RUN_NETS_MAX]; /* per transport, by name */
+	size_t		 nnets;		/* entries of nets used */
 };
 
 /*
@@ -90,7 +102,10 @@ struct run_record {
  */
 int	manifest_run_begin(struct manifest *m, const char *command,
 	    int64_t start_ns, int64_t *ret_id);
-/* Record the end of run r->id with r's counts, status and end time. */
+/*
+ * Record the end of run r->id with r's counts, status, end time and
+ * per-transport figures (nets), in one transaction.
+ */
 int	manifest_run_end(struct manifest *m, const struct run_record *r);
 /*
  * The newest max runs, newest first, into a malloc'd array *ret of *ret_n
@@ -208,6 +223,9 @@ struct commit_rec {
 					   MANIFEST_SIDECAR_UNCHECKED;
 					   MISMATCH: those it failed */
 	const char	*reason;	/* borrowed: failure reason, NULL if none */
+	const char	*net;		/* borrowed: FETCHED: the transport
+					   that carried it ("tcp", "udt"),
+					   NULL if none */
 };
 
 /*
@@ -284,6 +302,8 @@ struct event_row {
 	const char	*reason;	/* NULL if none */
 	int64_t		 bytes;
 	int64_t		 time_ns;
+	const char	*net;		/* borrowed: transport that carried a
+					   fetched file, NULL if none */
 };
 typedef int (*manifest_event_fn)(void *ctx, const struct event_row *row);
 /* Walk the events of one run in order. */
