@@ -185,6 +185,8 @@ install: biomirror
 	    $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
 	sed 's|@BINDIR@|$(PREFIX)/bin|' systemd/biomirror@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror@.service
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror@.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|' systemd/biomirror-serve.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror-serve.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror-serve.service
 	install -m 0644 systemd/biomirror@.timer $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 0644 systemd/biomirror.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/biomirror.conf
 	install -m 0644 systemd/biomirror.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/biomirror.conf

@@ -26,6 +26,7 @@
 #include "biomirror/log.h"
 #include "biomirror/manifest.h"
 #include "biomirror/report.h"
+#include "biomirror/serve.h"
 #include "biomirror/state.h"
 #include "biomirror/sync.h"
 #include "biomirror/text.h"
@@ -67,6 +68,9 @@ usage(FILE *fp)
 "                                 full re-check and repair of a mirror\n"
 "  verify NAME|--source URL --dest DIR [--repair]\n"
 "                                 re-hash local files against their digests\n"
+"  serve [--listen ADDR:PORT] [--export NAME=DIR]...\n"
+"                                 serve the [export] trees (or those given)\n"
+"                                 read-only over bm:// until SIGTERM\n"
 "  check-config                   validate the config and exit (also: -n;\n"
 "                                 --json: {config, ok, mirrors or error})\n"
 "sync and plan options (each overrides the config key of the same name;\n"
@@ -587,6 +591,55 @@ fmt_time(int64_t ns, char *buf, size_t len)
 	clock_fmt_utc(ns > 0 ? ns / NS : -1, buf, len);
 }
 
+/*
+ * The "transports" object of run r: {"udt": {files, bytes, seconds, rate
+ * (bytes/s, null when no time was measured)}}.  NULL on out-of-memory.
+ */
+static json_t *
+run_nets_json(const struct run_record *r)
+{
+	const struct run_net *n;
+	json_t	*o, *t;
+	size_t	 i;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	for (i = 0; i < r->nnets; i++) {
+		n = &r->nets[i];
+		t = json_pack("{s:I,s:I,s:f,s:o}", "files",
+		    (json_int_t)n->files, "bytes", (json_int_t)n->bytes,
+		    "seconds", (double)(n->ns / 1000000) / 1000, "rate",
+		    n->ns > 0 ? json_integer((json_int_t)((double)n->bytes *
+		    1e9 / (double)n->ns)) : json_null());
+		if (t == NULL || json_object_set_new(o, n->net, t) != 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+/* "; udt 7 files at 55.1 MB/s, tcp 1 file at 0.1 MB/s" for run r. */
+static void
+fmt_nets(const struct run_record *r, char *buf, size_t len)
+{
+	const struct run_net *n;
+	size_t	 i, o = 0;
+	int	 w;
+
+	buf[0] = '\0';
+	for (i = 0; i < r->nnets; i++) {
+		n = &r->nets[i];
+		w = snprintf(buf + o, len - o, "%s%s %lld file%s at %.1f MB/s",
+		    i == 0 ? "; " : ", ", n->net, (long long)n->files,
+		    n->files == 1 ? "" : "s", n->ns > 0 ?
+		    (double)n->bytes * 1e3 / (double)n->ns : 0.0);
+		if (w < 0 || (size_t)w >= len - o)
+			return;
+		o += (size_t)w;
+	}
+}
+
 static json_t *
 run_json(const struct run_record *r)
 {
@@ -607,6 +660,11 @@ run_json(const struct run_record *r)
 	    (json_int_t)r->deleted, "failed", (json_int_t)r->failed,
 	    "bytes", (json_int_t)r->bytes, "error", err);
 	free(err);
+	if (o != NULL && json_object_set_new(o, "transports",
+	    run_nets_json(r)) != 0) {
+		json_decref(o);
+		return NULL;
+	}
 	return o;
 }
 
@@ -679,7 +737,7 @@ static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32], age[32];
+	char	 ts[32], age[32], nets[160];
 	double	 secs, rate;
 
 	if (last == NULL) {
@@ -706,12 +764,13 @@ status_text(const char *name, const struct run_record *last,
 		secs = last->end_ns > last->start_ns ?
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
 		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
+		fmt_nets(last, nets, sizeof(nets));
 		printf("%s: last run %lld at %s (ended %s ago): %s in %.1f s, "
-		    "fetched %lld files (%lld bytes, %.1f MB/s), touched %lld, "
-		    "deleted %lld, failed %lld%s%s\n", name,
+		    "fetched %lld files (%lld bytes, %.1f MB/s%s), touched "
+		    "%lld, deleted %lld, failed %lld%s%s\n", name,
 		    (long long)last->id, ts, age, last->status, secs,
 		    (long long)last->fetched,
-		    (long long)last->bytes, rate, (long long)last->touched,
+		    (long long)last->bytes, rate, nets, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}
@@ -1240,11 +1299,12 @@ history_event(void *arg, const struct event_row *e)
 		goto out;
 	if (x->arr != NULL)
 		(void)json_array_append_new(x->arr, json_pack(
-		    "{s:s,s:s,s:s,s:I,s:s}", "time", ts, "op", e->op, "path",
-		    path, "bytes", (json_int_t)e->bytes, "reason", why));
+		    "{s:s,s:s,s:s,s:I,s:s,s:o}", "time", ts, "op", e->op, "path",
+		    path, "bytes", (json_int_t)e->bytes, "reason", why,
+		    "transport", e->net ? json_string(e->net) : json_null()));
 	else
-		printf("%s %-12s %s%s%s\n", ts, e->op, path, why[0] ? ": " : "",
-		    why);
+		printf("%s %-12s %-4s%s%s%s\n", ts, e->op, e->net ? e->net : "-",
+		    path, why[0] ? ": " : "", why);
 	x->n++;
 	rc = 0;
 out:
@@ -1257,7 +1317,7 @@ out:
 static int
 cmd_history(struct cli *c, int argc, char **argv)
 {
-	char		 path[PATH_MAX], ts[32];
+	char		 path[PATH_MAX], ts[32], nets[160];
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL;
 	struct history_ctx x = { NULL, 0 };
@@ -1314,16 +1374,17 @@ cmd_history(struct cli *c, int argc, char **argv)
 				continue;
 			}
 			fmt_time(runs[i].start_ns, ts, sizeof(ts));
+			fmt_nets(&runs[i], nets, sizeof(nets));
 			/* Width of the longest status word, "interrupted". */
 			printf("%6lld %s %-11s listed %lld, fetched %lld, touched "
-			    "%lld, deleted %lld, failed %lld, %lld bytes%s%s\n",
+			    "%lld, deleted %lld, failed %lld, %lld bytes%s%s%s\n",
 			    (long long)runs[i].id, ts, runs[i].status,
 			    (long long)runs[i].listed,
 			    (long long)runs[i].fetched,
 			    (long long)runs[i].touched,
 			    (long long)runs[i].deleted,
 			    (long long)runs[i].failed,
-			    (long long)runs[i].bytes,
+			    (long long)runs[i].bytes, nets,
 			    runs[i].error[0] ? "; " : "", runs[i].error);
 		}
 	}
@@ -1527,6 +1588,77 @@ cmd_check_config(struct cli *c)
 }
 
 /*
+ * serve [--listen ADDR:PORT] [--export NAME=DIR]...: the config's
+ * exports, or only those given (the config file is then optional).
+ * Refuses to start on a config error outside the mirror sections
+ * ([global], [serve], [export]: logged).  Exit 0 after a drained stop,
+ * 1 when transfers were cut, 2 for usage, config or setup errors.
+ */
+static int
+cmd_serve(struct cli *c, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "listen",	required_argument, NULL, 'l' },
+		{ "export",	required_argument, NULL, 'e' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct serve_opts o = { NULL };
+	char		 err[1024], *eq;
+	const struct config_error *e;
+	bool		 given = false;
+	size_t		 i;
+	int		 ch, rc, bad = 0;
+
+	optind = 1;
+	for (i = 1; i < (size_t)argc; i++)
+		if (strcmp(argv[i], "--export") == 0 ||
+		    strncmp(argv[i], "--export=", 9) == 0)
+			given = true;
+	if (load_config(c, !given) != 0)
+		return 2;
+	if (given)
+		config_clear_exports(c->conf);
+	while ((ch = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
+		if (ch == 'l')
+			o.listen = optarg;
+		else if (ch == 'e' && ((eq = strchr(optarg, '=')) == NULL ||
+		    eq == optarg)) {
+			log_errx("serve: --export %s: expected NAME=DIR",
+			    optarg);
+			return 2;
+		} else if (ch == 'e') {
+			*eq = '\0';
+			rc = config_add_export(c->conf, optarg, eq + 1, err,
+			    sizeof(err));
+			*eq = '=';
+			if (rc != 0) {
+				log_errx("serve: --export: %s", rc ==
+				    BM_ENOMEM ? "out of memory" : err);
+				return 2;
+			}
+		} else
+			return 2;
+	}
+	if (optind < argc) {
+		log_errx("serve: unexpected argument %s", argv[optind]);
+		return 2;
+	}
+	for (i = 0; i < c->conf->nerrors; i++) {
+		e = &c->conf->errors[i];
+		if (e->mirror == NULL) {
+			log_errx("%s: %s", e->where, e->reason);
+			bad++;
+		}
+	}
+	if (bad > 0) {
+		log_errx("serve: not started: %d config error%s", bad,
+		    bad == 1 ? "" : "s");
+		return 2;
+	}
+	return serve_run(c->conf, &o, c->stop);
+}
+
+/*
  * The output flags (--json, -v, -q and their long forms) may also come
  * after the command ("status blast --json"): take them out of the
  * command's arguments (argv[1..]) and apply them.  Stops at "--", which
@@ -1670,10 +1802,9 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		status = cmd_check_config(&c);
 	else if (strcmp(cmd, "history") == 0)
 		status = cmd_history(&c, argc, argv);
-	else if (strcmp(cmd, "serve") == 0) {
-		log_errx("%s: not supported by this build yet", cmd);
-		status = 2;
-	} else if (strcmp(cmd, "help") == 0) {
+	else if (strcmp(cmd, "serve") == 0)
+		status = cmd_serve(&c, argc, argv);
+	else if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		status = 0;
 	} else {

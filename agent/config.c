@@ -23,6 +23,7 @@
  * command-line overrides get exactly the file's checks.  This module never
  * logs (STYLE.md rule 24).
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +37,7 @@
 
 #include <ini.h>
 
+#include "biomirror/bmproto.h"
 #include "biomirror/config.h"
 #include "biomirror/error.h"
 #include "biomirror/fileio.h"
@@ -83,7 +85,8 @@ static const char *const global_keys[GK_COUNT] = {
  * SECT_BROKEN: a malformed or duplicate section header; its keys go to a
  * scratch mirror, checked and dropped, their errors to owner.
  */
-enum sect_kind { SECT_NONE = 0, SECT_GLOBAL, SECT_MIRROR, SECT_BROKEN };
+enum sect_kind { SECT_NONE = 0, SECT_GLOBAL, SECT_MIRROR, SECT_BROKEN,
+    SECT_SERVE, SECT_EXPORT };
 
 /* What conf_reader() hands inih for a line it has looked at. */
 enum line_fate { LINE_KEEP = 0, LINE_BLANK, LINE_HEADER };
@@ -107,6 +110,8 @@ struct conf_load {
 	struct mirror_conf *owner;	/* borrowed: SECT_BROKEN: the mirror
 					   its errors make bad, NULL if none */
 	struct mirror_conf *scratch;	/* owned: SECT_BROKEN's mirror */
+	struct export_conf *exp;	/* borrowed: SECT_EXPORT's export */
+	struct export_conf *scratch_exp; /* owned: a repeated [export]'s */
 	bool		 seen_global;	/* a [global] header was seen */
 	unsigned	 global_line;	/* its line */
 	unsigned	 seen[MK_COUNT]; /* line each key was set on, 0 = not yet */
@@ -120,6 +125,8 @@ static int	conf_bad(char *, size_t, const char *, const char *,
 		    const char *, ...) __attribute__((format(printf, 5, 6)));
 static void	load_fail(struct conf_load *, unsigned, int, const char *, ...)
 		    __attribute__((format(printf, 4, 5)));
+static void	open_serve(struct conf_load *, const char *);
+static void	export_conf_free(struct export_conf *);
 static void	mirror_fail(struct conf_load *, struct mirror_conf *, unsigned,
 		    int, const char *, ...) __attribute__((format(printf, 5, 6)));
 
@@ -215,7 +222,13 @@ load_fail(struct conf_load *ld, unsigned line, int rc, const char *fmt, ...)
 	va_end(ap);
 	if (ld->kind == SECT_MIRROR)
 		load_record(ld, ld->cur, false, line, rc, why);
-	else if (ld->kind == SECT_BROKEN)
+	else if (ld->kind == SECT_SERVE || ld->kind == SECT_EXPORT) {
+		load_record(ld, NULL, false, line, rc, why);
+		if (ld->kind == SECT_SERVE)
+			ld->c->serve.bad = true;
+		else
+			ld->exp->bad = true;
+	} else if (ld->kind == SECT_BROKEN)
 		load_record(ld, ld->owner, false, line, rc, why);
 	else
 		load_record(ld, NULL, true, line, rc, why);
@@ -405,7 +418,41 @@ mirror_conf_free(struct mirror_conf *m)
 struct config *
 config_new(void)
 {
-	return calloc(1, sizeof(struct config));
+	struct config	*c;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return NULL;
+	c->serve.max_clients = 16;
+	c->serve.max_connections = 8;
+	c->serve.idle_timeout = 300;
+	c->serve.drain_timeout = 30;
+	return c;
+}
+
+static void
+export_conf_free(struct export_conf *e)
+{
+	if (e == NULL)
+		return;
+	free(e->name);
+	free(e->path);
+	free(e->mirror);
+	free(e->secret_file);
+	free(e->allow);
+	free(e);
+}
+
+/* See include/biomirror/config.h. */
+void
+config_clear_exports(struct config *c)
+{
+	size_t	 i;
+
+	for (i = 0; i < c->nexports; i++)
+		export_conf_free(c->exports[i]);
+	free(c->exports);
+	c->exports = NULL;
+	c->nexports = 0;
 }
 
 /* Free a config and its mirrors.  NULL is a no-op. */
@@ -424,6 +471,10 @@ config_free(struct config *c)
 		free(c->errors[i].reason);
 	}
 	free(c->errors);
+	config_clear_exports(c);
+	free(c->serve.listen);
+	free(c->serve.secret_file);
+	free(c->serve.metrics_file);
 	free(c->path);
 	free(c->state_dir);
 	free(c->user_agent);
@@ -1336,9 +1387,12 @@ close_section(struct conf_load *ld)
 	}
 	mirror_conf_free(ld->scratch);
 	ld->scratch = NULL;
+	export_conf_free(ld->scratch_exp);
+	ld->scratch_exp = NULL;
 	ld->owner = NULL;
 	ld->kind = SECT_NONE;
 	ld->cur = NULL;
+	ld->exp = NULL;
 	ld->prev_name = false;
 	memset(ld->seen, 0, sizeof(ld->seen));
 }
@@ -1413,6 +1467,24 @@ open_section(struct conf_load *ld, const char *s, size_t n)
 		}
 		ld->seen_global = true;
 		ld->global_line = ld->lineno;
+		return;
+	}
+	if (n == 5 && strncmp(s, "serve", 5) == 0) {
+		open_serve(ld, NULL);
+		return;
+	}
+	if ((n == 6 || (n > 6 && s[6] == ' ')) && strncmp(s, "export", 6) ==
+	    0 && !(n > 7 && mirror_name_ok(s + 7, n - 7))) {
+		open_broken(ld, s, n, NULL);
+		load_fail(ld, ld->lineno, BM_EINVAL, "bad export section "
+		    "'[%.*s]' (expected [export NAME], NAME 1 to 64 letters, "
+		    "digits, '.', '_' or '-')", (int)n, s);
+		return;
+	}
+	if (n > 7 && strncmp(s, "export ", 7) == 0) {
+		memcpy(name, s + 7, n - 7);
+		name[n - 7] = '\0';
+		open_serve(ld, name);
 		return;
 	}
 	if (!mirror_name_ok(s, n)) {
@@ -1999,6 +2071,391 @@ nomem:
 	ld->rc = BM_ENOMEM;
 }
 
+/* See include/biomirror/config.h. */
+int
+parse_listen(const char *s, int *ret_family, uint8_t ret_addr[16],
+    uint16_t *ret_port)
+{
+	char		 host[INET6_ADDRSTRLEN + 1];
+	const char	*colon, *hs = s;
+	uint64_t	 port = BMP_PORT;
+	size_t		 hl;
+	int		 fam;
+
+	if (s[0] == '[') {
+		if ((colon = strchr(s, ']')) == NULL)
+			return BM_EINVAL;
+		hs = s + 1;
+		hl = (size_t)(colon - hs);
+		colon = colon[1] == ':' ? colon + 1 : colon[1] == '\0' ?
+		    NULL : colon + 1;
+		if (colon != NULL && *colon != ':')
+			return BM_EINVAL;
+		fam = AF_INET6;
+	} else {
+		colon = strrchr(s, ':');
+		hl = colon != NULL ? (size_t)(colon - s) : strlen(s);
+		fam = AF_INET;
+	}
+	if (hl >= sizeof(host))
+		return BM_EINVAL;
+	memcpy(host, hs, hl);
+	host[hl] = '\0';
+	if (colon != NULL && config_parse_uint(colon + 1, 1, 65535, &port) != 0)
+		return BM_EINVAL;
+	memset(ret_addr, 0, 16);
+	if (hl > 0 && inet_pton(fam, host, ret_addr) != 1)
+		return BM_EINVAL;
+	*ret_family = fam;
+	*ret_port = (uint16_t)port;
+	return 0;
+}
+
+/* See include/biomirror/config.h. */
+int
+parse_net_range(const char *s, struct net_range *ret)
+{
+	char		 host[INET6_ADDRSTRLEN + 1];
+	const char	*slash = strchr(s, '/');
+	struct net_range r;
+	uint64_t	 bits;
+	size_t		 hl = slash != NULL ? (size_t)(slash - s) : strlen(s);
+
+	if (hl == 0 || hl >= sizeof(host))
+		return BM_EINVAL;
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	memset(&r, 0, sizeof(r));
+	r.family = strchr(host, ':') != NULL ? AF_INET6 : AF_INET;
+	if (inet_pton(r.family, host, r.addr) != 1)
+		return BM_EINVAL;
+	bits = r.family == AF_INET ? 32 : 128;
+	if (slash != NULL && config_parse_uint(slash + 1, 0, bits, &bits) != 0)
+		return BM_EINVAL;
+	r.prefix = (unsigned)bits;
+	*ret = r;
+	return 0;
+}
+
+/*
+ * secret_file: an absolute path to a regular file that only its owner can
+ * read or write (mode 0600 or stricter); the secret is read at start.
+ */
+static int
+check_secret_file(const char *v, char *errbuf, size_t errlen)
+{
+	struct stat	 st;
+	int		 err;
+
+	if (v[0] != '/')
+		return conf_bad(errbuf, errlen, "secret_file", v,
+		    "must be an absolute path");
+	if (has_ctrl(v))
+		return conf_bad(errbuf, errlen, "secret_file", v,
+		    "control characters are not allowed");
+	if (stat(v, &st) == -1) {
+		err = errno;
+		return conf_bad(errbuf, errlen, "secret_file", v, "%s",
+		    strerror(err));
+	}
+	if (!S_ISREG(st.st_mode))
+		return conf_bad(errbuf, errlen, "secret_file", v,
+		    "not a regular file");
+	if ((st.st_mode & 077) != 0)
+		return conf_bad(errbuf, errlen, "secret_file", v, "mode %04o: "
+		    "must be 0600 or stricter (chmod go= it)",
+		    (unsigned)(st.st_mode & 07777));
+	return 0;
+}
+
+/* The keys of a later issue's UDT data connections. */
+static bool
+serve_udt_key(const char *name)
+{
+	return strcmp(name, "udt_cc") == 0 || strcmp(name, "udt_mss") == 0 ||
+	    strcmp(name, "udt_maxbw") == 0;
+}
+
+/* A key of [serve] or [export NAME] seen twice: an error naming both. */
+static bool
+serve_dup(struct conf_load *ld, int k, const char *name, const char *sect)
+{
+	if (ld->seen[k] != 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate key '%s' in "
+		    "section [%s] (first on line %u)", name, sect,
+		    ld->seen[k]);
+		return true;
+	}
+	ld->seen[k] = ld->lineno;
+	return false;
+}
+
+static int
+serve_value(struct serve_conf *sv, int k, const char *name, const char *v,
+    char *why, size_t wl)
+{
+	static const unsigned lo[] = { 0, 1, 1, 1, 0 },
+	    hi[] = { 0, 1024, 64, 86400, 3600 };
+	unsigned	*u[] = { NULL, &sv->max_clients, &sv->max_connections,
+			    &sv->idle_timeout, &sv->drain_timeout };
+	int		 fam, rc;
+	uint8_t		 a[16];
+	uint16_t	 port;
+
+	if (k == 0) {
+		if (parse_listen(v, &fam, a, &port) != 0)
+			return conf_bad(why, wl, name, v, "expected ADDR:PORT "
+			    "with a numeric address ([::1]:7722, "
+			    "127.0.0.1:7722, :7722)");
+		return set_str(name, v, &sv->listen, why, wl);
+	}
+	if (k <= 4)
+		return set_uint(name, v, lo[k], hi[k], u[k], why, wl);
+	if (k == 5) {
+		if ((rc = check_secret_file(v, why, wl)) != 0)
+			return rc;
+		return set_str(name, v, &sv->secret_file, why, wl);
+	}
+	if (v[0] != '/')
+		return conf_bad(why, wl, name, v, "must be an absolute path");
+	return set_str(name, v, &sv->metrics_file, why, wl);
+}
+
+/* One key of [serve]. */
+static int
+conf_serve_key(struct conf_load *ld, const char *name, const char *value)
+{
+	static const char *const keys[] = { "listen", "max_clients",
+	    "max_connections", "idle_timeout", "drain_timeout",
+	    "secret_file", "metrics_file" };
+	char	 why[CONF_REASON];
+	int	 k, rc;
+
+	if (serve_udt_key(name)) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "%s is not supported by "
+		    "this build yet (UDT data connections come later)", name);
+		return 1;
+	}
+	if ((k = key_index(keys, sizeof(keys) / sizeof(keys[0]), name)) < 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL,
+		    "unknown key '%s' in section [serve]", name);
+		return 1;
+	}
+	if (serve_dup(ld, k, name, "serve"))
+		return 1;
+	if ((rc = serve_value(&ld->c->serve, k, name, value, why,
+	    sizeof(why))) != 0)
+		load_fail(ld, ld->lineno, rc, "%s",
+		    rc == BM_ENOMEM ? "out of memory" : why);
+	return 1;
+}
+
+/* allow = RANGE [RANGE...] (repeatable; spaces or commas between). */
+static int
+export_allow(struct export_conf *e, const char *v, char *why, size_t wl)
+{
+	struct net_range *nv, r;
+	char		 one[INET6_ADDRSTRLEN + 8];
+	const char	*p = v;
+	size_t		 n;
+
+	while (*p != '\0') {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		if (*p == '\0')
+			break;
+		n = strcspn(p, " \t,");
+		if (n >= sizeof(one))
+			return conf_bad(why, wl, "allow", v, "bad address "
+			    "range");
+		memcpy(one, p, n);
+		one[n] = '\0';
+		p += n;
+		if (parse_net_range(one, &r) != 0)
+			return conf_bad(why, wl, "allow", v, "bad address "
+			    "range '%s' (expected ADDR or ADDR/BITS)", one);
+		if (e->nallow == 1024)
+			return conf_bad(why, wl, "allow", v, "more than 1024 "
+			    "ranges");
+		if ((nv = reallocarray(e->allow, e->nallow + 1,
+		    sizeof(*nv))) == NULL)
+			return BM_ENOMEM;
+		e->allow = nv;
+		e->allow[e->nallow++] = r;
+	}
+	return 0;
+}
+
+/* One key of [export NAME]. */
+static int
+conf_export_key(struct conf_load *ld, const char *name, const char *value)
+{
+	static const char *const keys[] = { "path", "mirror", "secret_file",
+	    "allow" };
+	struct export_conf *e = ld->exp;
+	char		 why[CONF_REASON], sect[CONF_NAME_MAX + 8];
+	int		 k, rc = 0;
+
+	(void)snprintf(sect, sizeof(sect), "export %s", e->name);
+	if (serve_udt_key(name)) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "%s is not supported by "
+		    "this build yet (UDT data connections come later)", name);
+		return 1;
+	}
+	if ((k = key_index(keys, sizeof(keys) / sizeof(keys[0]), name)) < 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL,
+		    "unknown key '%s' in section [%s]", name, sect);
+		return 1;
+	}
+	if (k != 3 && serve_dup(ld, k, name, sect))
+		return 1;
+	if (k == 0 && value[0] != '/')
+		rc = conf_bad(why, sizeof(why), name, value, "must be an "
+		    "absolute path");
+	else if (k == 0)
+		rc = set_str(name, value, &e->path, why, sizeof(why));
+	else if (k == 1 && !mirror_name_ok(value, strlen(value)))
+		rc = conf_bad(why, sizeof(why), name, value, "not a mirror "
+		    "name");
+	else if (k == 1)
+		rc = set_str(name, value, &e->mirror, why, sizeof(why));
+	else if (k == 2 && (rc = check_secret_file(value, why,
+	    sizeof(why))) == 0)
+		rc = set_str(name, value, &e->secret_file, why, sizeof(why));
+	else if (k == 3)
+		rc = export_allow(e, value, why, sizeof(why));
+	if (rc != 0)
+		load_fail(ld, ld->lineno, rc, "%s",
+		    rc == BM_ENOMEM ? "out of memory" : why);
+	return 1;
+}
+
+/* See include/biomirror/config.h. */
+struct export_conf *
+config_find_export(const struct config *c, const char *name)
+{
+	size_t	 i;
+
+	for (i = 0; c != NULL && i < c->nexports; i++)
+		if (strcmp(c->exports[i]->name, name) == 0)
+			return c->exports[i];
+	return NULL;
+}
+
+/* A new export named name appended to c; NULL on ENOMEM. */
+static struct export_conf *
+export_append(struct config *c, const char *name)
+{
+	struct export_conf **nv, *e;
+
+	if ((e = calloc(1, sizeof(*e))) == NULL ||
+	    (e->name = strdup(name)) == NULL) {
+		export_conf_free(e);
+		return NULL;
+	}
+	nv = reallocarray(c->exports, c->nexports + 1, sizeof(*nv));
+	if (nv == NULL) {
+		export_conf_free(e);
+		return NULL;
+	}
+	nv[c->nexports++] = e;
+	c->exports = nv;
+	return e;
+}
+
+/* See include/biomirror/config.h. */
+int
+config_add_export(struct config *c, const char *name, const char *path,
+    char *errbuf, size_t errlen)
+{
+	struct export_conf *e;
+
+	if (!mirror_name_ok(name, strlen(name)))
+		return conf_fmt(errbuf, errlen, "bad export name '%s' (1 to 64 "
+		    "letters, digits, '.', '_' or '-')", name);
+	if (path[0] != '/')
+		return conf_fmt(errbuf, errlen, "export %s: %s must be an "
+		    "absolute path", name, path);
+	if (config_find_export(c, name) != NULL)
+		return conf_fmt(errbuf, errlen, "export %s given twice", name);
+	if ((e = export_append(c, name)) == NULL ||
+	    (e->path = strdup(path)) == NULL)
+		return BM_ENOMEM;
+	return 0;
+}
+
+/*
+ * After the whole file: every export has path or mirror (not both), and
+ * a mirror export names a mirror of the file without errors.
+ */
+static void
+check_exports(struct conf_load *ld)
+{
+	struct export_conf	*e;
+	struct mirror_conf	*m;
+	size_t			 i;
+
+	for (i = 0; i < ld->c->nexports && ld->rc == 0; i++) {
+		e = ld->c->exports[i];
+		if ((e->path == NULL) == (e->mirror == NULL) && !e->bad)
+			load_record(ld, NULL, false, e->line, BM_EINVAL,
+			    e->path == NULL ? "section [export] needs path = "
+			    "DIR or mirror = NAME" : "section [export] takes "
+			    "path or mirror, not both");
+		else if (e->mirror != NULL &&
+		    (m = config_find(ld->c, e->mirror)) == NULL)
+			load_record(ld, NULL, false, e->line, BM_EINVAL,
+			    "section [export]: mirror = NAME names no "
+			    "configured mirror");
+		else if (e->mirror != NULL && m->bad)
+			load_record(ld, NULL, false, e->line, BM_EINVAL,
+			    "section [export]: its mirror has config errors");
+		else
+			continue;
+		e->bad = true;
+	}
+}
+
+/* [serve] or [export NAME] (name NULL for [serve]). */
+static void
+open_serve(struct conf_load *ld, const char *name)
+{
+	struct export_conf *e;
+
+	if (name == NULL) {
+		ld->kind = SECT_SERVE;
+		if (ld->c->serve.line != 0) {
+			load_fail(ld, ld->lineno, BM_EINVAL, "duplicate "
+			    "section [serve] (first on line %u)",
+			    ld->c->serve.line);
+			return;
+		}
+		ld->c->serve.line = ld->lineno;
+		return;
+	}
+	if ((e = config_find_export(ld->c, name)) != NULL) {
+		/* Its keys are checked into a scratch export and dropped. */
+		if ((ld->scratch_exp = calloc(1, sizeof(*e))) == NULL ||
+		    (ld->scratch_exp->name = strdup(name)) == NULL) {
+			ld->rc = BM_ENOMEM;
+			return;
+		}
+		ld->exp = ld->scratch_exp;
+		ld->kind = SECT_EXPORT;
+		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate section "
+		    "[export %s] (first on line %u)", name, e->line);
+		e->bad = true;
+		return;
+	}
+	if ((e = export_append(ld->c, name)) == NULL) {
+		ld->rc = BM_ENOMEM;
+		return;
+	}
+	e->line = ld->lineno;
+	ld->exp = e;
+	ld->kind = SECT_EXPORT;
+}
+
 /* inih's handler: one key line, in the section conf_reader() saw. */
 static int
 conf_handler(void *user, const char *section, const char *name,
@@ -2015,6 +2472,10 @@ conf_handler(void *user, const char *section, const char *name,
 	case SECT_MIRROR:
 	case SECT_BROKEN:
 		return conf_mirror_key(ld, name, value);
+	case SECT_SERVE:
+		return conf_serve_key(ld, name, value);
+	case SECT_EXPORT:
+		return conf_export_key(ld, name, value);
 	default:
 		load_fail(ld, ld->lineno, BM_EINVAL, "key '%s' outside any "
 		    "section (put it under [global] or a [mirror] section)",
@@ -2096,6 +2557,7 @@ config_load_all(const char *path, struct config **ret, char *errbuf,
 		    "syntax error");
 	close_section(&ld);
 	check_metrics_files(&ld);
+	check_exports(&ld);
 	if (ld.rc == BM_ENOMEM)
 		goto out;
 	*ret = c;

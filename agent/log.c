@@ -52,6 +52,7 @@ log_emit(int prio, int errnum, const char *fmt, va_list ap)
 	(void)vsnprintf(raw, sizeof(raw), fmt, ap);
 	/* Upstream names are hostile: no control or reordering bytes out. */
 	text_term_escape(raw, msg, sizeof(msg));
+	flockfile(stderr);	/* one whole line at a time (serve's threads) */
 	if (log_dirty) {
 		/* Erase the progress line; it is drawn again on its next update. */
 		fputs("\r\033[K", stderr);
@@ -65,6 +66,7 @@ log_emit(int prio, int errnum, const char *fmt, va_list ap)
 		fprintf(stderr, "%s: %s\n", msg, strerror(errnum));
 	else
 		fprintf(stderr, "%s\n", msg);
+	funlockfile(stderr);
 	/* Cut short when long: it only says what went wrong. */
 	if (prio <= 3 && snprintf(log_last, sizeof(log_last), "%s%s%s", raw,
 	    errnum ? ": " : "", errnum ? strerror(errnum) : "") < 0)

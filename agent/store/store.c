@@ -26,6 +26,7 @@
  *   fsync each distinct parent (by st_dev/st_ino) once.
  * The store never logs: callers log once where they decide (rule 24).
  */
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -2127,6 +2128,8 @@ struct store_set {
 	int64_t		 cont;		/* the only unpublished id to continue */
 	int64_t		 discarded;	/* stale unpublished id dropped, -1 */
 	bool		 reused;	/* working is an earlier run's snapshot */
+	size_t		 held;		/* snapshots store_set_prune kept for
+					   serve sessions holding them */
 };
 
 static void
@@ -2964,12 +2967,13 @@ store_set_prune(struct store *s, size_t *ret_n)
 	char		 idname[32];
 	int64_t		*ids;
 	size_t		 i, n = 0, gone = 0;
-	int		 r, rc;
+	int		 r, rc, lfd;
 
 	if (ret_n != NULL)
 		*ret_n = 0;
 	if (set == NULL || set->run <= 0)
 		return BM_EINVAL;
+	set->held = 0;
 	if ((ids = calloc(SET_MAX_SNAPS, sizeof(*ids))) == NULL)
 		return BM_ENOMEM;
 	rc = store_set_scan(set, ids, &n);
@@ -2979,10 +2983,20 @@ store_set_prune(struct store *s, size_t *ret_n)
 			continue;
 		(void)snprintf(idname, sizeof(idname), "%lld",
 		    (long long)ids[i]);
+		/* A serve session's shared lock (store_set_hold) keeps it. */
+		lfd = openat(set->sfd, idname, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC);
+		if (lfd != -1 && flock(lfd, LOCK_EX | LOCK_NB) == -1 &&
+		    errno == EWOULDBLOCK) {
+			store_close_fd(lfd);
+			set->held++;
+			continue;
+		}
 		if ((r = store_rmtree(set->sfd, idname, 0)) == 0)
 			gone++;
 		else if (rc == 0)
 			rc = r;
+		store_close_fd(lfd);
 	}
 	(void)fsync(set->sfd);
 	free(ids);
@@ -3014,6 +3028,76 @@ store_set_discard(struct store *s)
 	return rc;
 }
 
+/* The snapshot id DEST (name in the directory pfd) points at, -1 none. */
+static int64_t
+set_hold_id(int pfd, const char *name)
+{
+	struct store_set set;
+
+	memset(&set, 0, sizeof(set));
+	set.pfd = pfd;
+	set.name = (char *)(uintptr_t)name;
+	return set_link_id(&set, name);
+}
+
+/*
+ * See include/biomirror/store.h.  The shared flock(2) on the snapshot's
+ * directory is what store_set_prune() tests with LOCK_EX|LOCK_NB; a
+ * snapshot removed between readlink and lock shows as a directory with
+ * no links left (or as a lock the pruner holds), and DEST is read again.
+ * Sandbox: read DEST's parent and DEST.biomirror.
+ */
+int
+store_set_hold(const char *dest, int *ret_fd, int64_t *ret_id)
+{
+	char		 parent[PATH_MAX], path[PATH_MAX];
+	const char	*name, *slash;
+	struct stat	 st;
+	int64_t		 id = -1;
+	int		 pfd = -1, fd = -1, tries, n, rc = BM_EINVAL;
+
+	if (dest == NULL || (slash = strrchr(dest, '/')) == NULL ||
+	    slash[1] == '\0' || (size_t)(slash - dest) >= sizeof(parent))
+		return BM_EINVAL;
+	memcpy(parent, dest, (size_t)(slash - dest));
+	parent[slash - dest] = '\0';
+	name = slash + 1;
+	if ((pfd = open(parent[0] != '\0' ? parent : "/", O_RDONLY |
+	    O_DIRECTORY | O_CLOEXEC)) == -1) {
+		rc = errno == ENOENT ? BM_ENOENT : BM_EIO;
+		goto out;
+	}
+	for (tries = 0; tries < 8; tries++) {
+		if ((id = set_hold_id(pfd, name)) < 0) {
+			rc = BM_EINVAL;	/* not (yet) a set destination */
+			goto out;
+		}
+		n = snprintf(path, sizeof(path), "%s" SET_SUFFIX "/" SET_SNAPS
+		    "/%lld", name, (long long)id);
+		if (n < 0 || (size_t)n >= sizeof(path))
+			goto out;
+		fd = openat(pfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		if (fd != -1 && flock(fd, LOCK_SH | LOCK_NB) == 0 &&
+		    fstat(fd, &st) == 0 && st.st_nlink > 0)
+			break;
+		store_close_fd(fd);
+		fd = -1;
+	}
+	if (fd == -1) {
+		rc = BM_ELOCKED;
+		goto out;
+	}
+	*ret_fd = fd;
+	*ret_id = id;
+	fd = -1;
+	rc = 0;
+out:
+	store_close_fd(fd);
+	store_close_fd(pfd);
+	return rc;
+}
+
 /* See include/biomirror/store.h. */
 void
 store_set_get_info(const struct store *s, struct store_set_info *ret)
@@ -3027,5 +3111,6 @@ store_set_get_info(const struct store *s, struct store_set_info *ret)
 	ret->working = s->set->working;
 	ret->reused = s->set->reused;
 	ret->discarded = s->set->discarded;
+	ret->held = s->set->held;
 	ret->changes = s->changes;
 }

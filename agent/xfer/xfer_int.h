@@ -35,6 +35,7 @@ extern const struct xfer_ops xfer_gridftp_ops;
  * a stacked transport hands the jobs it does not take.
  */
 int	xfer_open_below(const struct xfer_ops *above, const char *url,
-	    const struct xfer_opts *o, struct xfer **ret);
+	    const struct xfer_opts *o, struct xfer **ret, char *errbuf,
+	    size_t errlen);
 
 #endif

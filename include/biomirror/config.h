@@ -6,7 +6,9 @@
  * the file and line.  An error inside a mirror's section makes only that
  * mirror unusable (config_load_all()); one outside every mirror section
  * ([global], before the first section) makes the whole file unusable.
- * This module never logs (STYLE.md rule 24).
+ * [serve] and [export NAME] configure biomirror serve: their errors are
+ * of no mirror and mark the section bad (serve refuses to start).  This
+ * module never logs (STYLE.md rule 24).
  */
 #ifndef BIOMIRROR_CONFIG_H
 #define BIOMIRROR_CONFIG_H
@@ -89,6 +91,38 @@ struct config_error {
 					   holds it (made bad), NULL if none */
 };
 
+/* One address range of an export's allow list ("10.0.0.0/8", "::1"). */
+struct net_range {
+	int		 family;	/* AF_INET or AF_INET6 */
+	uint8_t		 addr[16];	/* network address, 4 or 16 bytes used */
+	unsigned	 prefix;	/* bits of addr that must match */
+};
+
+/* [export NAME]: one tree biomirror serve offers. */
+struct export_conf {
+	char		*name;		/* owned: NAME of the section */
+	char		*path;		/* owned: path = DIR, NULL with mirror */
+	char		*mirror;	/* owned: mirror = NAME, NULL with path */
+	char		*secret_file;	/* owned: NULL = [serve]'s, if any */
+	struct net_range *allow;	/* owned: allow ranges, none = anyone */
+	size_t		 nallow;
+	unsigned	 line;		/* line of the section header */
+	bool		 bad;		/* its section has errors */
+};
+
+/* [serve]: the server's own keys, defaults when the section is absent. */
+struct serve_conf {
+	char		*listen;	/* owned: ADDR:PORT, NULL = 0.0.0.0:7722 */
+	unsigned	 max_clients;	/* sessions at once (default 16) */
+	unsigned	 max_connections; /* data connections per session (8) */
+	unsigned	 idle_timeout;	/* seconds without a request (300) */
+	unsigned	 drain_timeout;	/* seconds SIGTERM waits for transfers (30) */
+	char		*secret_file;	/* owned: default secret, NULL = anonymous */
+	char		*metrics_file;	/* owned: Prometheus textfile, NULL none */
+	unsigned	 line;		/* line of [serve], 0 if absent */
+	bool		 bad;		/* its section has errors */
+};
+
 struct config {
 	char		*path;		/* owned: file read, NULL if none */
 	char		*state_dir;	/* owned: NULL = built-in default */
@@ -96,6 +130,10 @@ struct config {
 	char		*user_agent;	/* owned: global User-Agent, NULL = default */
 	struct mirror_conf **mirrors;	/* owned: in file order, bad ones too */
 	size_t		 nmirrors;
+	struct serve_conf serve;	/* [serve], defaults if absent */
+	struct export_conf **exports;	/* owned: [export NAME] sections, in
+					   file order, bad ones too */
+	size_t		 nexports;
 	struct config_error *errors;	/* owned: every error, in the order
 					   found */
 	size_t		 nerrors;
@@ -126,6 +164,27 @@ int	config_load(const char *path, struct config **ret,
  */
 int	config_load_all(const char *path, struct config **ret,
 	    char *errbuf, size_t errlen);
+/*
+ * Parse "ADDR:PORT", "[V6ADDR]:PORT", "ADDR" or ":PORT" (numeric
+ * addresses only; the port defaults to 7722, the address to 0.0.0.0)
+ * into family, 16 address bytes and port.  Returns 0 or BM_EINVAL.
+ */
+int	parse_listen(const char *s, int *ret_family, uint8_t ret_addr[16],
+	    uint16_t *ret_port);
+/* Parse one allow range ("10.0.0.0/8", "::1") into *ret.  0 or BM_EINVAL. */
+int	parse_net_range(const char *s, struct net_range *ret);
+/* The export named name, or NULL (borrowed). */
+struct export_conf *config_find_export(const struct config *c,
+	    const char *name);
+/*
+ * Add an export name = path (a --export NAME=DIR of the command line;
+ * anonymous, no allow list) to c.  Returns 0, BM_EINVAL with a reason in
+ * errbuf (bad name, relative path, a duplicate), or BM_ENOMEM.
+ */
+int	config_add_export(struct config *c, const char *name, const char *path,
+	    char *errbuf, size_t errlen);
+/* Drop every export of c (the command line's --export replace them). */
+void	config_clear_exports(struct config *c);
 /* Make a config holding no mirrors and all defaults (for ad-hoc runs). */
 struct config *config_new(void);
 /* Free a config.  NULL is a no-op. */

@@ -218,6 +218,8 @@ struct store_set_info {
 	int64_t		 discarded;	/* stale unpublished snapshot dropped
 					 * (not left by the preceding run), -1 */
 	uint64_t	 changes;	/* entries this run changed in the root */
+	size_t		 held;		/* old snapshots store_set_prune kept
+					   because a serve session holds them */
 };
 
 /*
@@ -280,7 +282,9 @@ bool	store_set_pending(const struct store *s);
 int	store_set_publish(struct store *s, int64_t *ret_id);
 /*
  * After a publication: remove every snapshot but the published one and
- * the one it replaced (a reader may still be working in that one).
+ * the one it replaced (a reader may still be working in that one), and
+ * but those a biomirror serve session holds (store_set_hold(): counted
+ * in store_set_info.held, removed by a later run's prune).
  * *ret_n (may be NULL) counts the snapshots removed.  Returns 0,
  * BM_EINVAL (not a set store), BM_ELIMIT or BM_EIO (errno kept).
  */
@@ -293,6 +297,18 @@ int	store_set_prune(struct store *s, size_t *ret_n);
  * or BM_EIO (errno kept).
  */
 int	store_set_discard(struct store *s);
+/*
+ * For biomirror serve: open the snapshot the publish = set destination
+ * dest (absolute, borrowed) points at now and take a shared lock on it,
+ * so that a sync's store_set_prune() leaves it alone while the fd stays
+ * open.  *ret_fd (a directory fd, the caller's to close: closing ends
+ * the hold) and *ret_id (the snapshot id).  Needs no store and takes no
+ * mirror lock: a run may publish meanwhile.  Returns 0; BM_EINVAL when
+ * dest is not a symlink to one of its snapshots (not a set destination,
+ * or nothing published yet); BM_ENOENT; BM_ELOCKED when the snapshot
+ * kept vanishing under a prune; BM_EIO (errno kept).
+ */
+int	store_set_hold(const char *dest, int *ret_fd, int64_t *ret_id);
 /* Snapshot state of a set store (see struct store_set_info). */
 void	store_set_get_info(const struct store *s, struct store_set_info *ret);
 

@@ -17,6 +17,7 @@ make -s install DESTDIR="$d" PREFIX=/usr > "$T/install.log" 2>&1 ||
 	    usr/share/biomirror/conf/ftp-example.conf \
 	    usr/lib/systemd/system/biomirror@.service \
 	    usr/lib/systemd/system/biomirror@.timer \
+	    usr/lib/systemd/system/biomirror-serve.service \
 	    usr/lib/sysusers.d/biomirror.conf usr/lib/tmpfiles.d/biomirror.conf \
 	    usr/share/doc/biomirror/README.md; do
 		echo "644 $f"
@@ -46,6 +47,9 @@ assert_eq "$(stat -c '%u %a' "$d/etc/biomirror")" "0 755" "config directory"
 [ -x "$d/usr/bin/biomirror" ] || fail "binary not executable"
 grep -q '^ExecStart=/usr/bin/biomirror sync %i$' \
     "$d/usr/lib/systemd/system/biomirror@.service" || fail "ExecStart not set"
+grep -q '^ExecStart=/usr/bin/biomirror serve$' \
+    "$d/usr/lib/systemd/system/biomirror-serve.service" ||
+    fail "biomirror-serve.service: ExecStart not set"
 assert_exit 0 "$d/usr/bin/biomirror" --version
 grep -q '^biomirror [0-9]' "$T/last.out" || fail "--version output"
 for c in biomirror.conf ncbi-blast.conf ftp-example.conf; do

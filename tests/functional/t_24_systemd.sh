@@ -2,7 +2,9 @@
 # The shipped units: systemd-analyze verify accepts them without a warning
 # (on copies whose ExecStart points at the built binary; PID 1 need not be
 # systemd), a skipped overlapping run (exit 75) is a success, and
-# systemd-analyze security --offline=true scores the service at most 2.5.
+# systemd-analyze security --offline=true scores the service at most 2.5;
+# biomirror-serve.service the same (verify clean, exposure at most 2.5,
+# read-only but its own state directory, stopped by SIGTERM).
 . "$(dirname "$0")/lib.sh"
 bm_setup
 command -v systemd-analyze >/dev/null || fail "systemd-analyze is missing (package systemd)"
@@ -39,4 +41,24 @@ echo "# systemd-analyze security score: $score"
 [ -n "$score" ] || fail "no score"
 python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 2.5 else 1)' "$score" ||
     fail "exposure $score is above 2.5"
+
+sed "s|@BINDIR@|$(dirname "$BM")|" systemd/biomirror-serve.service > "$d/biomirror-serve.service"
+grep -q "^ExecStart=$BM serve\$" "$d/biomirror-serve.service" || fail "serve: ExecStart"
+grep -q '^ProtectSystem=strict$' "$d/biomirror-serve.service" || fail "serve: not read-only"
+grep -q '^ReadWritePaths=' "$d/biomirror-serve.service" && fail "serve: writes outside its state"
+(cd "$d" && timeout 120 systemd-analyze verify --man=no ./biomirror-serve.service) \
+    > "$T/verify-serve.out" 2>&1
+rc=$?
+cat "$T/verify-serve.out"
+assert_eq "$rc" 0 "systemd-analyze verify biomirror-serve.service"
+[ -s "$T/verify-serve.out" ] && fail "systemd-analyze verify warned (serve)"
+(cd "$d" && timeout 120 systemd-analyze security --offline=true \
+    ./biomirror-serve.service) > "$T/security-serve.out" 2>&1 ||
+    { cat "$T/security-serve.out"; fail "systemd-analyze security (serve)"; }
+score=$(sed -n 's/.*Overall exposure level for biomirror-serve.service: \([0-9.]*\).*/\1/p' \
+    "$T/security-serve.out")
+echo "# biomirror-serve.service score: $score"
+[ -n "$score" ] || fail "no score (serve)"
+python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 2.5 else 1)' "$score" ||
+    fail "serve: exposure $score is above 2.5"
 echo PASS

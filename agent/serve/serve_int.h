@@ -1,0 +1,135 @@
+/*
+ * biomirror serve's private header (agent/serve/ only).  One thread per
+ * connection: a connection's first frame makes it a control connection
+ * (HELLO: session.c) or a data connection (ATTACH: data.c).  Everything
+ * shared (the session list, each session's item queue, counters) is
+ * under the server's one mutex; each session's control connection has
+ * its own write lock, since data threads report item errors on it.
+ */
+#ifndef BIOMIRROR_SERVE_INT_H
+#define BIOMIRROR_SERVE_INT_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "biomirror/bmproto.h"
+#include "biomirror/config.h"
+
+#define SV_QUEUE_MAX	65536		/* GET items queued per session */
+#define SV_BUF		(256 * 1024)	/* bytes read per pread of a file */
+#define SV_HELLO_MS	10000		/* first frame of a connection */
+#define SV_SLICE_MS	250		/* poll slice: drain, cut, idle checks */
+#define SV_SECRET_MAX	4096		/* bytes of a secret file */
+
+/* An export as served. */
+struct sv_export {
+	const struct export_conf *conf;	/* borrowed: the section */
+	const char	*root;		/* borrowed: path, or the mirror's dest */
+	bool		 set;		/* a publish = set mirror: pin snapshots */
+	uint8_t		*secret;	/* owned: NULL = anonymous */
+	size_t		 secret_len;
+};
+
+struct sv_session;
+
+/* One accepted TCP connection and its thread. */
+struct sv_conn {
+	struct sv_server *srv;		/* borrowed */
+	int		 fd;		/* owned socket */
+	int		 family;	/* AF_INET or AF_INET6 (v4-mapped: 4) */
+	uint8_t		 addr[16];	/* peer address */
+	char		 peer[64];	/* "ADDR:PORT" for log lines */
+	struct sv_session *sess;	/* borrowed: a data connection's */
+	struct sv_conn	*next;		/* server's list */
+};
+
+/* A GET request: its items count down to GET_END. */
+struct sv_get {
+	uint32_t	 id;
+	uint16_t	 n;		/* items */
+	uint16_t	 done, failed;	/* ended so far */
+};
+
+/* One queued item. */
+struct sv_item {
+	struct sv_get	*get;		/* owned by the last item to end */
+	uint16_t	 index;
+	char		*path;		/* owned, NUL-terminated, checked */
+	uint64_t	 off, len;
+	struct sv_item	*next;
+};
+
+struct sv_session {
+	struct sv_server *srv;		/* borrowed */
+	struct sv_conn	*ctl;		/* borrowed: control connection */
+	const struct sv_export *exp;	/* borrowed */
+	int		 root;		/* owned dir fd (holds a set's lock) */
+	int64_t		 snapshot;	/* pinned snapshot id, -1 none */
+	uint16_t	 version;	/* negotiated */
+	uint8_t		 token[BMP_KEY_LEN];
+	uint8_t		 key[BMP_KEY_LEN]; /* session key (keyed only) */
+	bool		 keyed;		/* export has a secret */
+	pthread_mutex_t	 wlock;		/* writes on ctl->fd */
+	pthread_cond_t	 cond;		/* queue or closing changed */
+	struct sv_item	*head, *tail;	/* owned queue */
+	size_t		 queued;	/* items in the queue */
+	size_t		 inflight;	/* items being sent */
+	size_t		 ndata;		/* attached data connections */
+	bool		 closing;	/* data threads must leave */
+	bool		 listed;	/* on the server's list (sv_start) */
+	struct timespec	 last;		/* last activity (monotonic) */
+	uint64_t	 files, bytes, failed; /* served, for the session line */
+	struct sv_session *next;	/* server's list */
+};
+
+struct sv_server {
+	const struct config *conf;	/* borrowed */
+	const struct serve_conf *sc;	/* borrowed: &conf->serve */
+	struct sv_export *exports;	/* owned */
+	size_t		 nexports;
+	int		 lfd;		/* listening socket */
+	pthread_mutex_t	 lock;		/* everything below */
+	pthread_cond_t	 cond;		/* a connection or session ended */
+	struct sv_conn	*conns;		/* every open connection */
+	size_t		 nconns;
+	size_t		 max_conns;	/* open connections at once */
+	struct sv_session *sessions;	/* sessions with a token */
+	size_t		 nsessions;	/* sessions counted against max_clients */
+	atomic_bool	 draining;	/* SIGTERM: no new sessions */
+	atomic_bool	 cut;		/* drain timeout: end every transfer */
+	uint64_t	 m_sessions, m_files, m_bytes, m_refused;
+};
+
+/* io.c: framed I/O on a connection, bounded in time and size. */
+int	sv_wait(struct sv_conn *c, int ms);
+int	sv_read_full(struct sv_conn *c, void *buf, size_t len, int ms);
+int	sv_read_frame(struct sv_conn *c, uint8_t *buf, size_t cap, int ms,
+	    uint8_t *ret_type, size_t *ret_len);
+int	sv_write(struct sv_conn *c, const void *buf, size_t len);
+int	sv_send_error(struct sv_conn *c, uint32_t id, uint16_t index,
+	    uint16_t code, const char *msg);
+void	sv_refused(struct sv_server *srv, const struct sv_conn *c,
+	    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int64_t	sv_ms_since(const struct timespec *t);
+
+/* tree.c: paths beneath an export's root. */
+int	sv_open_beneath(int root, const char *path, int flags, int *ret_fd);
+int	sv_list(struct sv_session *s, uint32_t id, const char *path,
+	    uint64_t *ret_count);
+int	sv_open_root(const struct sv_export *e, int *ret_fd,
+	    int64_t *ret_snap);
+uint16_t sv_wire_error(int rc);
+
+/* session.c, data.c: a connection's thread after its first frame. */
+void	sv_session_run(struct sv_conn *c, const uint8_t *p, size_t len);
+void	sv_data_run(struct sv_conn *c, const uint8_t *p, size_t len);
+
+/* serve.c */
+void	sv_metrics(struct sv_server *srv);
+
+#endif
