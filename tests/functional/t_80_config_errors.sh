@@ -108,6 +108,66 @@ assert_exit 0 "$BM" -c "$C" --state-dir "$T/state2" sync good --include '*.dat'
 assert_eq "$(manifest_sql "$T/state2" good "SELECT path FROM files ORDER BY path" | tr '\n' ' ')" \
     "b.dat " "--include: only b.dat in the manifest (a.txt only matched the config's include)"
 
+echo "# a nested dest: both mirrors unusable, each naming the other"
+N=$T/nest.conf
+cat > "$N" <<CONF
+[global]
+state_dir = $T/state
+
+[newone]
+source = $NGINX_URL
+dest = $T/prod/extra
+
+[prod]
+source = $NGINX_URL
+dest = $T/prod
+
+[fine]
+source = $NGINX_URL
+dest = $T/fine
+CONF
+en="dest $T/prod/extra of [newone] is inside dest $T/prod of [prod] (section on line 8): mirrors must not share or nest destinations"
+ep="dest $T/prod of [prod] contains dest $T/prod/extra of [newone] (section on line 4): mirrors must not share or nest destinations"
+assert_exit 2 "$BM" -c "$N" sync
+[ ! -e "$T/prod" ] || fail "a mirror of a nested pair ran: $(ls -AR "$T/prod")"
+assert_trees_equal "$T/up" "$T/fine"
+grep -qxF "biomirror: newone: skipped, config error at $N:6: $en" "$LAST_ERR" ||
+    fail "[newone] not skipped: $(cat "$LAST_ERR")"
+grep -qxF "biomirror: prod: skipped, config error at $N:10: $ep" "$LAST_ERR" ||
+    fail "[prod] not skipped: $(cat "$LAST_ERR")"
+assert_exit 2 "$BM" -c "$N" sync newone
+assert_exit 0 "$BM" -c "$N" sync fine
+assert_exit 2 "$BM" -c "$N" check-config
+assert_eq "$(grep -c 'must not share or nest' "$LAST_ERR")" 2 "check-config: two errors"
+
+echo "# a new section with the dest of a mirror that has run: neither runs"
+cat >> "$C" <<CONF
+
+[m0]
+source = $NGINX_URL
+dest = $T/other/
+CONF
+lo=$(grep -n "^dest = $T/other\$" "$C" | cut -d: -f1)
+lm=$(grep -n '^\[m0\]' "$C" | cut -d: -f1)
+eo="$C:$lo: dest $T/other of [other] is the same directory as dest $T/other/ of [m0] (section on line $lm): mirrors must not share or nest destinations"
+before=$(tree_sum "$T/other")
+owner_before=$(cat "$T/.other.biomirror-owner" 2>/dev/null)
+assert_exit 2 bm sync m0
+assert_exit 2 bm sync other
+grep -qxF "biomirror: other: skipped, config error at $eo" "$LAST_ERR" ||
+    fail "[other] not skipped: $(cat "$LAST_ERR")"
+assert_exit 2 bm --json sync other m0
+json_ok "$LAST_OUT"
+python3 - "$LAST_OUT" <<'PY' || fail "--json sync with a shared dest"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert [(o["mirror"], o["status"]) for o in a] == [("other", "error"), ("m0", "error")], a
+assert all(e["op"] == "config" for o in a for e in o["errors"]), a
+PY
+assert_eq "$(tree_sum "$T/other")" "$before" "[other]'s tree changed"
+assert_eq "$(cat "$T/.other.biomirror-owner" 2>/dev/null)" "$owner_before" "owner record changed"
+sed -i '/^\[m0\]$/,$d' "$C"
+
 echo "# an error in [global] stops every mirror"
 sed -i 's|^\[global\]$|[global]\nlog_level = loud|' "$C"
 eg="$C:2: log_level = loud: expected error, warning, info, verbose or debug"
