@@ -80,7 +80,8 @@ struct run_record {
 					 * running, interrupted (died unrecorded) */
 	int64_t		 listed, fetched, touched, deleted, failed;	/* counts */
 	int64_t		 bytes;		/* bytes fetched */
-	char		 error[256];	/* first error, "" if none */
+	char		 error[1024];	/* first error, "" if none (the column
+					   is unbounded; sync's r->err fits) */
 };
 
 /*
