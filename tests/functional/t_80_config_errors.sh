@@ -12,6 +12,14 @@
 #   one error object {"status": "error", "errors": [{path, op, reason}]};
 #   sync --include GLOB fetches no file that only the config's include
 #   matched.
+# brk2 findings 1, 4, 12: a shared or nested dest makes both mirrors
+#   unusable, each error naming the other (the earlier one no longer
+#   runs into the later one's tree); --json ls/history of a bad mirror
+#   give its config errors (path FILE:LINE, op config), of a damaged
+#   manifest the manifest's path (op manifest) and the mirror; a
+#   [global] error's list names the mirror of each mirror's error; an
+#   unknown option has its reason in the error object; a missing config
+#   file is named with its errno.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -102,6 +110,55 @@ PY
 assert_exit 2 bm --json sync bad
 python3 -m json.tool "$LAST_OUT" > /dev/null || fail "sync bad --json: not JSON"
 
+echo "# --json ls/history of a bad mirror: its config errors"
+for cmd in ls history; do
+	assert_exit 2 bm --json $cmd bad
+	json_ok "$LAST_OUT"
+	python3 - "$LAST_OUT" "$C:$l1" "$C:$l2" <<'PY' || fail "--json $cmd bad"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert len(a) == 1 and (a[0]["mirror"], a[0]["status"]) == ("bad", "error"), a
+assert [(e["path"], e["op"]) for e in a[0]["errors"]] == \
+    [(sys.argv[2], "config"), (sys.argv[3], "config")], a
+PY
+done
+
+echo "# --json ls/history of a damaged manifest: its path, op manifest"
+cp -a "$T/state" "$T/state3"
+db3=$(manifest_db "$T/state3" other)
+rm -f "$db3-wal" "$db3-shm"
+head -c 8192 /dev/urandom > "$db3"
+for cmd in ls history status; do
+	assert_exit 2 "$BM" -c "$C" --state-dir "$T/state3" --json $cmd other
+	json_ok "$LAST_OUT"
+	if [ $cmd = status ]; then
+		python3 -c 'import json,sys; s = json.load(open(sys.argv[1]))[0]
+assert (s["mirror"], s["exit"]) == ("other", 2) and "resync other --adopt" in s["reason"], s' \
+		    "$LAST_OUT" || fail "--json status of a damaged manifest"
+		continue
+	fi
+	python3 - "$LAST_OUT" "$db3" <<'PY' || fail "--json $cmd of a damaged manifest"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert len(a) == 1 and (a[0]["mirror"], a[0]["status"]) == ("other", "error"), a
+e = a[0]["errors"]
+assert [(x["path"], x["op"]) for x in e] == [(sys.argv[2], "manifest")], a
+assert "resync other --adopt" in e[0]["reason"], e
+PY
+done
+
+echo "# an unknown option: its reason in the error object, one line on stderr"
+assert_exit 2 bm --json plan good --bogus
+json_ok "$LAST_OUT"
+python3 -c 'import json,sys; e = json.load(open(sys.argv[1]))[0]["errors"]
+assert [(x["op"], x["reason"]) for x in e] == [("usage", "plan: unknown option --bogus (try --help)")], e' \
+    "$LAST_OUT" || fail "plan --bogus --json"
+assert_eq "$(cat "$LAST_ERR")" "biomirror: plan: unknown option --bogus (try --help)" "plan --bogus: stderr"
+assert_exit 2 bm --json sync good --concurrency
+python3 -c 'import json,sys; e = json.load(open(sys.argv[1]))[0]["errors"]
+assert e[0]["reason"] == "sync: option --concurrency needs a value (try --help)", e' \
+    "$LAST_OUT" || fail "sync --concurrency --json"
+
 echo "# --include replaces the config's include"
 assert_exit 0 "$BM" -c "$C" --state-dir "$T/state2" sync good --include '*.dat'
 [ -f "$T/good/b.dat" ] || fail "--include '*.dat': b.dat not fetched"
@@ -186,12 +243,22 @@ assert a[0]["status"] == "error", a
 e = a[0]["errors"][0]
 assert (e["path"], e["op"]) == (sys.argv[2], "config"), e
 assert e["reason"].startswith("log_level = loud: "), e
+assert "mirror" not in e, e
+# The sections' errors in the same list say whose they are.
+assert [x.get("mirror") for x in a[0]["errors"][1:]] == ["bad", "bad", None], a
 PY
 assert_exit 2 bm --json status
 json_ok "$LAST_OUT"
 assert_exit 2 "$BM" -c "$T/none.conf" --json sync
-python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert a[0]["status"]=="error" and a[0]["errors"][0]["op"]=="config", a' \
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert a[0]["status"]=="error" and a[0]["errors"][0]["op"]=="config", a
+assert a[0]["errors"][0]["reason"] == "cannot open config file: No such file or directory", a' \
     "$LAST_OUT" || fail "no config file: --json"
+assert_eq "$(cat "$LAST_ERR")" "biomirror: $T/none.conf: cannot open config file: No such file or directory" \
+    "no config file: the message"
+assert_exit 2 "$BM" -c "$T/none.conf" --json check-config
+python3 -c 'import json,sys; o=json.load(open(sys.argv[1]))
+assert o["error"] == "cannot open config file: No such file or directory", o' \
+    "$LAST_OUT" || fail "no config file: check-config --json"
 
 stop_servers
 echo "PASS"
