@@ -656,6 +656,55 @@ fmt_time(int64_t ns, char *buf, size_t len)
 	clock_fmt_utc(ns > 0 ? ns / NS : -1, buf, len);
 }
 
+/*
+ * The "transports" object of run r: {"udt": {files, bytes, seconds, rate
+ * (bytes/s, null when no time was measured)}}.  NULL on out-of-memory.
+ */
+static json_t *
+run_nets_json(const struct run_record *r)
+{
+	const struct run_net *n;
+	json_t	*o, *t;
+	size_t	 i;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	for (i = 0; i < r->nnets; i++) {
+		n = &r->nets[i];
+		t = json_pack("{s:I,s:I,s:f,s:o}", "files",
+		    (json_int_t)n->files, "bytes", (json_int_t)n->bytes,
+		    "seconds", (double)(n->ns / 1000000) / 1000, "rate",
+		    n->ns > 0 ? json_integer((json_int_t)((double)n->bytes *
+		    1e9 / (double)n->ns)) : json_null());
+		if (t == NULL || json_object_set_new(o, n->net, t) != 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+/* "; udt 7 files at 55.1 MB/s, tcp 1 file at 0.1 MB/s" for run r. */
+static void
+fmt_nets(const struct run_record *r, char *buf, size_t len)
+{
+	const struct run_net *n;
+	size_t	 i, o = 0;
+	int	 w;
+
+	buf[0] = '\0';
+	for (i = 0; i < r->nnets; i++) {
+		n = &r->nets[i];
+		w = snprintf(buf + o, len - o, "%s%s %lld file%s at %.1f MB/s",
+		    i == 0 ? "; " : ", ", n->net, (long long)n->files,
+		    n->files == 1 ? "" : "s", n->ns > 0 ?
+		    (double)n->bytes * 1e3 / (double)n->ns : 0.0);
+		if (w < 0 || (size_t)w >= len - o)
+			return;
+		o += (size_t)w;
+	}
+}
+
 /* A recorded time as a JSON string, or null for none. */
 static json_t *
 time_json(int64_t ns)
@@ -692,6 +741,11 @@ run_json(const struct run_record *r)
 	    (json_int_t)r->deleted, "failed", (json_int_t)r->failed,
 	    "bytes", (json_int_t)r->bytes, "error", err);
 	free(err);
+	if (o != NULL && json_object_set_new(o, "transports",
+	    run_nets_json(r)) != 0) {
+		json_decref(o);
+		return NULL;
+	}
 	return o;
 }
 
@@ -764,7 +818,7 @@ static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32], age[32];
+	char	 ts[32], age[32], nets[160];
 	double	 secs, rate;
 
 	if (last == NULL) {
@@ -791,12 +845,13 @@ status_text(const char *name, const struct run_record *last,
 		secs = last->end_ns > last->start_ns ?
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
 		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
+		fmt_nets(last, nets, sizeof(nets));
 		printf("%s: last run %lld at %s (ended %s ago): %s in %.1f s, "
-		    "fetched %lld files (%lld bytes, %.1f MB/s), touched %lld, "
-		    "deleted %lld, failed %lld%s%s\n", name,
+		    "fetched %lld files (%lld bytes, %.1f MB/s%s), touched "
+		    "%lld, deleted %lld, failed %lld%s%s\n", name,
 		    (long long)last->id, ts, age, last->status, secs,
 		    (long long)last->fetched,
-		    (long long)last->bytes, rate, (long long)last->touched,
+		    (long long)last->bytes, rate, nets, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}
@@ -1390,11 +1445,12 @@ history_event(void *arg, const struct event_row *e)
 		goto out;
 	if (x->arr != NULL)
 		(void)json_array_append_new(x->arr, json_pack(
-		    "{s:s,s:s,s:s,s:I,s:s}", "time", ts, "op", e->op, "path",
-		    path, "bytes", (json_int_t)e->bytes, "reason", why));
+		    "{s:s,s:s,s:s,s:I,s:s,s:o}", "time", ts, "op", e->op, "path",
+		    path, "bytes", (json_int_t)e->bytes, "reason", why,
+		    "transport", e->net ? json_string(e->net) : json_null()));
 	else
-		printf("%s %-12s %s%s%s\n", ts, e->op, path, why[0] ? ": " : "",
-		    why);
+		printf("%s %-12s %-4s%s%s%s\n", ts, e->op, e->net ? e->net : "-",
+		    path, why[0] ? ": " : "", why);
 	x->n++;
 	rc = 0;
 out:
@@ -1407,7 +1463,7 @@ out:
 static int
 cmd_history(struct cli *c, int argc, char **argv)
 {
-	char		 path[PATH_MAX], ts[32];
+	char		 path[PATH_MAX], ts[32], nets[160];
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL;
 	struct history_ctx x = { NULL, 0 };
@@ -1464,16 +1520,17 @@ cmd_history(struct cli *c, int argc, char **argv)
 				continue;
 			}
 			fmt_time(runs[i].start_ns, ts, sizeof(ts));
+			fmt_nets(&runs[i], nets, sizeof(nets));
 			/* Width of the longest status word, "interrupted". */
 			printf("%6lld %s %-11s listed %lld, fetched %lld, touched "
-			    "%lld, deleted %lld, failed %lld, %lld bytes%s%s\n",
+			    "%lld, deleted %lld, failed %lld, %lld bytes%s%s%s\n",
 			    (long long)runs[i].id, ts, runs[i].status,
 			    (long long)runs[i].listed,
 			    (long long)runs[i].fetched,
 			    (long long)runs[i].touched,
 			    (long long)runs[i].deleted,
 			    (long long)runs[i].failed,
-			    (long long)runs[i].bytes,
+			    (long long)runs[i].bytes, nets,
 			    runs[i].error[0] ? "; " : "", runs[i].error);
 		}
 	}

@@ -501,6 +501,10 @@ sidecar_set_add(struct sidecar_set *s, const char *path, const char *text,
 		free(name);
 		if (full == NULL)
 			return BM_ENOMEM;
+		if (strcmp(full, path) == 0) {
+			free(full);	/* no file can hold its own digest */
+			continue;
+		}
 		if ((rc = set_push(s, full, &v, from)) != 0)
 			return rc;
 		added++;

@@ -145,6 +145,36 @@ report_human_bytes(uint64_t b, char *buf, size_t len)
 		(void)snprintf(buf, len, "%.1f %s", v, units[u]);
 }
 
+const char *
+report_net_name(unsigned n)
+{
+	static const char *const names[REPORT_NETS] = { "tcp", "udt" };
+
+	return n < REPORT_NETS ? names[n] : "?";
+}
+
+/* "; udt 3 files, 4.2 MiB in 1.1 s (3.8 MB/s)" per transport used. */
+static void
+summary_nets(const struct mirror_result *r, FILE *fp)
+{
+	const struct report_net_use *u;
+	char		 hb[32];
+	const char	*sep = "; ";
+	unsigned	 i;
+
+	for (i = 0; i < REPORT_NETS; i++) {
+		u = &r->nets[i];
+		if (u->files == 0)
+			continue;
+		report_human_bytes(u->bytes, hb, sizeof(hb));
+		fprintf(fp, "%s%s %lld file%s, %s in %.1f s (%.1f MB/s)", sep,
+		    report_net_name(i), (long long)u->files,
+		    u->files == 1 ? "" : "s", hb, u->seconds,
+		    u->seconds > 0 ? (double)u->bytes / u->seconds / 1e6 : 0);
+		sep = ", ";
+	}
+}
+
 void
 report_summary(const struct mirror_result *r, FILE *fp)
 {
@@ -172,6 +202,7 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	    (long long)r->listed, (long long)r->fetched,
 	    (long long)r->touched, (long long)r->deleted,
 	    (long long)r->failed, hb, r->seconds, rate);
+	summary_nets(r, fp);
 	if (r->adopted > 0)
 		fprintf(fp, ", adopted %lld", (long long)r->adopted);
 	if (r->digest_recorded > 0)
@@ -338,6 +369,34 @@ tuned_json(const struct mirror_result *r)
 	return a;
 }
 
+/* The "transports" object of r.  NULL on out-of-memory. */
+static json_t *
+nets_json(const struct mirror_result *r)
+{
+	const struct report_net_use *u;
+	json_t		*o, *t;
+	unsigned	 i;
+
+	if ((o = json_object()) == NULL)
+		return NULL;
+	for (i = 0; i < REPORT_NETS; i++) {
+		u = &r->nets[i];
+		if (u->files == 0)
+			continue;
+		t = json_pack("{s:I,s:I,s:f,s:o}", "files",
+		    (json_int_t)u->files, "bytes", (json_int_t)u->bytes,
+		    "seconds", (double)(int64_t)(u->seconds * 1000 + 0.5) /
+		    1000, "rate", u->seconds > 0 ? json_integer((json_int_t)
+		    ((double)u->bytes / u->seconds)) : json_null());
+		if (t == NULL || json_object_set_new(o, report_net_name(i),
+		    t) != 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
 /* The "actions" array of a plan.  NULL on out-of-memory. */
 static json_t *
 actions_json(const struct mirror_result *r)
@@ -458,6 +517,11 @@ report_result_json(const struct mirror_result *r)
 		json_decref(errs);
 		goto fail;
 	}
+	if (!r->dry_run && json_object_set_new(o, "transports",
+	    nets_json(r)) != 0) {
+		json_decref(errs);
+		goto fail;
+	}
 	if (r->dry_run && json_object_set_new(o, "actions",
 	    actions_json(r)) != 0) {
 		json_decref(errs);
@@ -506,6 +570,8 @@ struct progress {
 	int64_t		 start_ns;	/* monotonic */
 	int64_t		 last_ns;	/* last redraw, monotonic */
 	bool		 drawn;		/* a line is on the screen */
+	unsigned	 nets;		/* bit n: transport n carried a file */
+	bool		 redraw;	/* a new transport: draw at once */
 };
 
 struct progress *
@@ -531,6 +597,31 @@ progress_new(const char *name, int64_t total_files, uint64_t total_bytes,
 }
 
 void
+progress_net(struct progress *p, unsigned n)
+{
+	if (p == NULL || p->name == NULL || n >= REPORT_NETS ||
+	    (p->nets & (1u << n)) != 0)
+		return;
+	p->nets |= 1u << n;
+	p->redraw = true;
+}
+
+/* ", over tcp and udt": the transports that carried files so far. */
+static void
+progress_nets(const struct progress *p)
+{
+	const char	*sep = ", over ";
+	unsigned	 i, left = (unsigned)__builtin_popcount(p->nets);
+
+	for (i = 0; i < REPORT_NETS; i++) {
+		if ((p->nets & (1u << i)) == 0)
+			continue;
+		fprintf(stderr, "%s%s", sep, report_net_name(i));
+		sep = --left == 1 ? " and " : ", ";
+	}
+}
+
+void
 progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
 {
 	char	 done[32], total[32], eta[32];
@@ -540,8 +631,9 @@ progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
 	if (p == NULL || p->name == NULL)
 		return;
 	now = clock_mono_ns();
-	if (p->drawn && now - p->last_ns < 500000000LL)
+	if (p->drawn && !p->redraw && now - p->last_ns < 500000000LL)
 		return;
+	p->redraw = false;
 	p->last_ns = now;
 	secs = (double)(now - p->start_ns) / 1e9;
 	rate = secs > 0 ? (double)bytes_done / secs : 0;
@@ -556,6 +648,7 @@ progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
 	fprintf(stderr, "\r\033[K%s: %lld/%lld files, %s/%s, %.1f MB/s, "
 	    "ETA %s", p->name, (long long)files_done,
 	    (long long)p->total_files, done, total, rate / 1e6, eta);
+	progress_nets(p);
 	(void)fflush(stderr);
 	p->drawn = true;
 	log_progress_drawn(true);

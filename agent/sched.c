@@ -101,6 +101,8 @@ struct sfile_try {
 	size_t		 mem_len;	/* bytes of mem received */
 	size_t		 mem_cap;	/* bytes mem holds: the listed size */
 	bool		 in_mem;	/* this try is received into mem */
+	int64_t		 start_ns;	/* monotonic: its jobs were submitted */
+	int64_t		 end_ns;	/* monotonic: its transfers ended well */
 };
 
 /*
@@ -118,6 +120,19 @@ struct sfile_done {
 	char		 etag[sizeof(((struct xfer_result *)0)->etag)];
 	char		 checksum[DIGEST_TEXT_MAX]; /* to record, "" if none */
 	char		 sidecar[SIDECAR_TEXT_MAX]; /* to record, "" if none */
+	unsigned	 net;		/* enum report_net that carried it */
+	int64_t		 start_ns;	/* monotonic: its last try began ... */
+	int64_t		 end_ns;	/* ... and ended */
+};
+
+/*
+ * When a fetched file was in flight over a transport: the run's time per
+ * transport is the union of these spans (sched_net_seconds), as files
+ * overlap.
+ */
+struct sspan {
+	int64_t		 a, b;		/* monotonic ns, a <= b */
+	unsigned	 net;		/* enum report_net */
 };
 
 /* The digest of one try (see the file comment). */
@@ -206,6 +221,8 @@ struct sched {
 	size_t		 writing;	/* SF_WRITING files */
 	int64_t		 resume_last;	/* monotonic ns of the last range record */
 	uint64_t	 resume_new;	/* bytes of resumable files since then */
+	struct sspan	*spans;		/* owned: one per fetched file (nfiles) */
+	size_t		 nspans;
 };
 
 static int	sched_launch(struct sched *, struct sfile *);
@@ -641,6 +658,7 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 	r->bytes = (int64_t)d->received;
 	r->checksum = d->checksum[0] ? d->checksum : NULL;
 	r->sidecar = d->sidecar[0] ? d->sidecar : NULL;
+	r->net = report_net_name(d->net);
 }
 
 /* Committer thread: publish batch b, then record it in the manifest. */
@@ -709,8 +727,14 @@ commit_done(void *ctx, void *arg)
 		} else {
 			sc->res->fetched++;
 			sc->res->bytes += d->received;
-			log_debug("%s: fetched %llu bytes", f->act->path,
-			    (unsigned long long)d->bytes);
+			sc->res->nets[d->net].files++;
+			sc->res->nets[d->net].bytes += d->received;
+			if (sc->nspans < sc->nfiles)
+				sc->spans[sc->nspans++] = (struct sspan){
+				    d->start_ns, d->end_ns, d->net };
+			log_debug("%s: fetched %llu bytes over %s",
+			    f->act->path, (unsigned long long)d->bytes,
+			    report_net_name(d->net));
 		}
 		free(f->d);
 		f->d = NULL;
@@ -813,6 +837,18 @@ sched_backoff_ns(unsigned attempt, long retry_after)
 	return d;
 }
 
+/* The transport that carried a try (enum report_net): UDT if any job. */
+static unsigned
+try_net(const struct sfile_try *t)
+{
+	unsigned	 i;
+
+	for (i = 0; i < t->njobs; i++)
+		if (t->jobs[i].res.net == XFER_NET_UDT)
+			return REPORT_NET_UDT;
+	return REPORT_NET_TCP;
+}
+
 /* Queue a finished file for the next batch commit. */
 static void
 sched_publish(struct sched *sc, struct sfile *f)
@@ -836,7 +872,12 @@ sched_publish(struct sched *sc, struct sfile *f)
 	(void)snprintf(d->etag, sizeof(d->etag), "%s", res->etag);
 	(void)snprintf(d->checksum, sizeof(d->checksum), "%s",
 	    f->t->checksum);
-	(void)snprintf(d->sidecar, sizeof(d->sidecar), "%s", f->t->sidecar);
+	(void)snprintf(d->sidecar, sizeof(d->sidecar), "%s",
+	    sc->o->unchecked != NULL && sc->o->unchecked(sc->o->unchecked_ctx,
+	    f->act->path) ? MANIFEST_SIDECAR_UNCHECKED : f->t->sidecar);
+	d->net = try_net(f->t);
+	d->start_ns = f->t->start_ns;
+	d->end_ns = f->t->end_ns > d->start_ns ? f->t->end_ns : d->start_ns;
 	f->state = SF_DONE;
 	if (res->mtime >= 0)
 		f->mtime = res->mtime * NS;
@@ -932,6 +973,8 @@ sched_finish(struct sched *sc, struct sfile *f)
 	}
 	switch (res->cls) {
 	case XFER_OK:
+		f->t->end_ns = clock_mono_ns();
+		progress_net(sc->progress, try_net(f->t));
 		if (f->t->in_mem) {
 			/* A worker writes the body; write_done goes on. */
 			f->state = SF_WRITING;
@@ -1490,6 +1533,7 @@ sched_launch(struct sched *sc, struct sfile *f)
 
 	if ((rc = sched_jobs(sc, f)) != 0 || (rc = hash_start(sc, f)) != 0)
 		return rc;
+	f->t->start_ns = clock_mono_ns();
 	for (i = 0; i < f->t->njobs; i++) {
 		if ((rc = xfer_submit(sc->x, &f->t->jobs[i])) != 0) {
 			sfile_cancel(sc, f, "out of memory");
@@ -2048,6 +2092,7 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 				total += (uint64_t)acts[i].list_size;
 		}
 	if ((sc->files = calloc(nf ? nf : 1, sizeof(*sc->files))) == NULL ||
+	    (sc->spans = calloc(nf ? nf : 1, sizeof(*sc->spans))) == NULL ||
 	    (sc->wait = calloc(nf ? nf : 1, sizeof(*sc->wait))) == NULL ||
 	    (sc->items = calloc(sc->cap, sizeof(*sc->items))) == NULL ||
 	    (sc->itemf = calloc(sc->cap, sizeof(*sc->itemf))) == NULL ||
@@ -2086,6 +2131,48 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	return 0;
 }
 
+static int
+span_cmp(const void *x, const void *y)
+{
+	const struct sspan *p = x, *q = y;
+
+	if (p->net != q->net)
+		return p->net < q->net ? -1 : 1;
+	return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/*
+ * Add to each transport's seconds the time this pass had at least one of
+ * its fetched files in flight (the union of their spans).  Passes run one
+ * after another, so their times add up.
+ */
+static void
+sched_net_seconds(struct sched *sc)
+{
+	const struct sspan *p;
+	int64_t		 a = 0, b = 0, ns[REPORT_NETS] = { 0 };
+	unsigned	 net = REPORT_NETS, i;
+	size_t		 k;
+
+	qsort(sc->spans, sc->nspans, sizeof(*sc->spans), span_cmp);
+	for (k = 0; k < sc->nspans; k++) {
+		p = &sc->spans[k];
+		if (p->net != net || p->a > b) {
+			if (net < REPORT_NETS)
+				ns[net] += b - a;
+			net = p->net;
+			a = p->a;
+			b = p->b;
+		} else if (p->b > b)
+			b = p->b;
+	}
+	if (net < REPORT_NETS)
+		ns[net] += b - a;
+	for (i = 0; i < REPORT_NETS; i++)
+		sc->res->nets[i].seconds += (double)ns[i] / 1e9;
+	sc->nspans = 0;
+}
+
 int
 sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
     struct manifest *m, struct action *acts, size_t n,
@@ -2117,6 +2204,8 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	(void)sched_flush(&sc, true);
 	rc = sc.fatal;
 out:
+	if (sc.spans != NULL)
+		sched_net_seconds(&sc);
 	progress_free(sc.progress);
 	/* Every temp file a worker made is in its sfile once this returns. */
 	workq_free(sc.wq);
@@ -2147,6 +2236,7 @@ out:
 		for (i = 0; i < sc.nrecs; i++)
 			free(sc.reasons[i]);
 	free(sc.files);
+	free(sc.spans);
 	free(sc.wait);
 	free(sc.items);
 	free(sc.itemf);

@@ -72,6 +72,12 @@ struct run {
 	size_t		 ndirs;
 	char		**sidecars;	/* owned: listed sidecar files (verify != size) */
 	size_t		 nsidecars;
+	const char	**unloaded;	/* owned array of borrowed sidecars[]
+					   entries the last run_load_sums()
+					   left out (not fetched this run,
+					   unreadable): what they cover is
+					   unchecked (run_unchecked) */
+	size_t		 nunloaded;
 	struct sidecar_set *sums;	/* owned: local sidecars' digests (--checksum), or NULL */
 	char		**noted;	/* owned: "sidecar\npath" keys already
 					   warned about this run (run_note_once) */
@@ -1214,7 +1220,7 @@ run_rebuild(struct run *r, const char *path)
 static int
 run_open(struct run *r)
 {
-	char		 path[4096];
+	char		 path[4096], why[256];
 	struct xfer_opts xo;
 	struct stat	 st;
 	int		 rc;
@@ -1281,7 +1287,11 @@ run_open(struct run *r)
 	xo.ca_file = r->c->ca_file;
 	xo.bwlimit = r->c->bwlimit;
 	run_tcp_congestion(r, &xo);
-	return xfer_open(r->c->source, &xo, &r->x);
+	if ((rc = xfer_open(r->c->source, &xo, &r->x, why, sizeof(why))) != 0)
+		(void)snprintf(r->err, sizeof(r->err), "%s: open the %s "
+		    "transport: %s", r->c->source, xo.net == XFER_NET_UDT ?
+		    "udt" : "tcp", why);
+	return rc;
 }
 
 /*
@@ -1453,9 +1463,10 @@ run_notes_free(struct run *r)
  * (after the sidecar pass fetched the changed ones), per-file sidecars
  * ("X.md5") before lists ("MD5SUMS"), so that the more specific one wins.
  * A sidecar this run failed to fetch is left out (its old copy may not
- * match new data; the failure is reported already).  quiet: nothing is
- * logged (the copies before this run fetches them: run_recheck; one not
- * there yet is left out).
+ * match new data; the failure is reported already), as is one that
+ * cannot be read: unless quiet, both go into r->unloaded.  quiet: nothing
+ * is logged (the copies before this run fetches them: run_recheck; one
+ * not there yet is left out).
  */
 static int
 run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
@@ -1468,6 +1479,15 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 
 	if ((set = sidecar_set_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
+	if (!quiet) {
+		free(r->unloaded);
+		r->nunloaded = 0;
+		if ((r->unloaded = calloc(r->nsidecars + 1,
+		    sizeof(*r->unloaded))) == NULL) {
+			sidecar_set_free(set);
+			return BM_ENOMEM;
+		}
+	}
 	for (pass = 0; pass < 2 && rc != BM_ENOMEM; pass++)
 		for (i = 0; i < r->nsidecars; i++) {
 			p = r->sidecars[i];
@@ -1476,12 +1496,17 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 			/* Pass 0: "X.md5", "X.sha256"; pass 1: the lists. */
 			if (sidecar_is_list(base) != (pass == 1))
 				continue;
-			if (run_failed_path(r, p))
-				continue;
-			if ((rc = run_read_sidecar(r, p, &text, &len)) != 0) {
+			if (run_failed_path(r, p)) {
 				if (!quiet)
+					r->unloaded[r->nunloaded++] = p;
+				continue;
+			}
+			if ((rc = run_read_sidecar(r, p, &text, &len)) != 0) {
+				if (!quiet) {
 					log_warnx("%s: sidecar: %s", p,
 					    bm_strerror(rc));
+					r->unloaded[r->nunloaded++] = p;
+				}
 				continue;
 			}
 			bad = 0;
@@ -1489,8 +1514,10 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 			free(text);
 			if (quiet)
 				;
-			else if (rc != 0)
+			else if (rc != 0) {
 				log_warnx("%s: sidecar: %s", p, bm_strerror(rc));
+				r->unloaded[r->nunloaded++] = p;
+			}
 			else if (bad > 0 && run_note_once(r, p, ""))
 				log_info("%s: sidecar: %zu lines ignored "
 				    "(malformed, or unsafe names)", p, bad);
@@ -1505,6 +1532,37 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 	    sidecar_set_count(set));
 	*ret = set;
 	return 0;
+}
+
+/*
+ * sched_opts unchecked: true when path's content cannot be checked
+ * against its sidecar this run: verify = size, or a listed sidecar that
+ * may cover it (its "X.md5", or a list in its directory or above) was
+ * left out of the published digests (r->unloaded).  Sidecars themselves
+ * are never checked: false.
+ */
+static bool
+run_unchecked(void *ctx, const char *path)
+{
+	const struct run *r = ctx;
+	const char	*p, *base;
+	size_t		 i, n = strlen(path);
+
+	if (is_sidecar(path))
+		return false;
+	if (r->c->verify == VERIFY_SIZE)
+		return true;
+	for (i = 0; i < r->nunloaded; i++) {
+		p = r->unloaded[i];
+		base = strrchr(p, '/');
+		base = base ? base + 1 : p;
+		if (sidecar_is_list(base) ?
+		    strncmp(path, p, (size_t)(base - p)) == 0 :
+		    strncmp(p, path, n) == 0 && p[n] == '.' &&
+		    strchr(p + n, '/') == NULL)
+			return true;
+	}
+	return false;
 }
 
 /* A file whose upstream body kept failing its sidecar (manifest_mismatches). */
@@ -1661,52 +1719,110 @@ recheck_known_bad(struct recheck *rc, const struct mism *m,
 }
 
 /*
+ * sum gives one file two digests: it cannot vouch for the local copy,
+ * and no body fetched could match it: true after the file is failed
+ * (exit 1), neither hashed nor fetched.
+ */
+static bool
+recheck_conflict(struct recheck *rc, const char *path,
+    const struct sidecar_sum *sum, int *ret)
+{
+	char	 why[200];
+	int	 i;
+
+	*ret = 0;
+	for (i = 0; i < DIGEST__N && !sum->conflict[i]; i++)
+		;
+	if (i == DIGEST__N)
+		return false;
+	(void)snprintf(why, sizeof(why), "checksum mismatch: %.60s gives "
+	    "conflicting %s digests: the local copy cannot be checked",
+	    sum->from[i], digest_alg_name((enum digest_alg)i));
+	log_warnx("%s: %s: %s", rc->r->c->name, path, why);
+	(void)result_add_error(rc->r->res, path, "fetch", why);
+	rc->r->res->failed++;
+	*ret = recheck_queue(rc, path, COMMIT_FAILED, why);
+	return true;
+}
+
+/* The digests row's content last matched, NULL: hash it (recheck_row). */
+static const char *
+recheck_was(const struct recheck *rc, const struct file_row *row,
+    const char *now, char *was, size_t len)
+{
+	struct sidecar_sum os;
+
+	if (row->sidecar != NULL)
+		return strcmp(row->sidecar, MANIFEST_SIDECAR_UNCHECKED) == 0 ?
+		    NULL : row->sidecar;
+	if (rc->old == NULL)
+		return now;	/* no sidecar fetched: nothing new */
+	if (sidecar_set_find(rc->old, row->path, &os) &&
+	    sidecar_sum_text(&os, was, len) == 0)
+		return was;
+	return NULL;
+}
+
+/*
  * manifest_file_fn of run_recheck(): a committed data file that nothing
- * fetches this run, and whose published digests now are not the ones it
- * last matched (the recorded ones; for a row recorded before biomirror
- * kept them, those of the sidecars before this run fetched them), is
- * hashed: a match is recorded, a mismatch fetches it again.
+ * fetches this run is hashed when its published digests now are not the
+ * ones it last matched (the recorded ones; for a row recorded before
+ * biomirror kept them, those of the sidecars before this run fetched
+ * them), or when it was committed unchecked and can be checked now (one
+ * no line covers is recorded as such): a match is recorded, a mismatch
+ * fetches it again.  A file given conflicting digests fails.
  */
 static int
 recheck_row(void *ctx, const struct file_row *row)
 {
 	struct recheck	*rc = ctx;
 	struct run	*r = rc->r;
-	struct sidecar_sum sum, os;
+	struct sidecar_sum sum;
 	struct sidecar_set *keep;
 	char		 now[SIDECAR_TEXT_MAX], was[SIDECAR_TEXT_MAX];
-	const char	*rec = NULL, *why;
+	const char	*rec, *why, *what;
 	int		 ret;
+	bool		 unchecked;
 
 	if (row->type != ENTRY_FILE || is_sidecar(row->path) ||
-	    !sidecar_set_find(rc->sums, row->path, &sum) ||
-	    recheck_planned(rc, row->path) ||
-	    sidecar_sum_text(&sum, now, sizeof(now)) != 0)
+	    recheck_planned(rc, row->path))
 		return 0;
-	if (recheck_known_bad(rc, recheck_find_mism(rc, row->path), row->path,
+	unchecked = row->sidecar != NULL &&
+	    strcmp(row->sidecar, MANIFEST_SIDECAR_UNCHECKED) == 0;
+	if (unchecked && run_unchecked(r, row->path))
+		return 0;	/* its sidecar is missing again */
+	if (!sidecar_set_find(rc->sums, row->path, &sum))
+		return unchecked ? recheck_queue(rc, row->path, COMMIT_SIDECAR,
+		    "") : 0;
+	if (sidecar_sum_text(&sum, now, sizeof(now)) != 0)
+		return 0;
+	if (recheck_conflict(rc, row->path, &sum, &ret) || (!unchecked &&
+	    recheck_known_bad(rc, recheck_find_mism(rc, row->path), row->path,
 	    row->list_size, row->list_size_exact, row->list_mtime,
-	    row->list_prec, now, &ret))
+	    row->list_prec, now, &ret)))
 		return ret;
-	if (row->sidecar != NULL)
-		rec = row->sidecar;
-	else if (rc->old == NULL)
-		rec = now;	/* no sidecar fetched: nothing new */
-	else if (sidecar_set_find(rc->old, row->path, &os) &&
-	    sidecar_sum_text(&os, was, sizeof(was)) == 0)
-		rec = was;
+	rec = recheck_was(rc, row, now, was, sizeof(was));
 	if (rec != NULL && strcmp(rec, now) == 0)
 		return 0;
+	what = unchecked ? "committed without a sidecar check" :
+	    "its sidecar's digest changed";
 	keep = r->sums;
 	r->sums = rc->sums;
 	why = run_local_differs(r, row->path, row->checksum, NULL, NULL);
 	r->sums = keep;
 	if (why == NULL) {
-		log_info("%s: %s: its sidecar's digest changed: the local "
-		    "copy matches", r->c->name, row->path);
+		log_info("%s: %s: %s: the local copy matches", r->c->name,
+		    row->path, what);
 		return recheck_queue(rc, row->path, COMMIT_SIDECAR, now);
 	}
-	log_warnx("%s: %s: its sidecar's digest changed: local content %s: "
-	    "fetching it again", r->c->name, row->path, why);
+	/* Upstream's copy is known to fail too: not fetched again. */
+	if (unchecked && recheck_known_bad(rc, recheck_find_mism(rc,
+	    row->path), row->path, row->list_size, row->list_size_exact,
+	    row->list_mtime, row->list_prec, now, &ret))
+		return ret != 0 ? ret : recheck_queue(rc, row->path,
+		    COMMIT_SIDECAR, "");
+	log_warnx("%s: %s: %s: local content %s: fetching it again",
+	    r->c->name, row->path, what, why);
 	if ((ret = plan_add_refetch(r->p, row, "differs from its sidecar")) !=
 	    0)
 		return ret;
@@ -2054,6 +2170,8 @@ run_execute(struct run *r)
 	so.batch_bytes = 256ULL * 1024 * 1024;
 	so.batch_ms = 5000;
 	so.stop = r->o->stop;
+	so.unchecked = run_unchecked;
+	so.unchecked_ctx = r;
 	so.resume = rs;
 	if ((rc = run_tune_new(r, &so.tune)) == 0) {
 		rc = run_transfers(r, &so);
@@ -2128,6 +2246,26 @@ run_status(struct run *r, int rc)
 	}
 }
 
+/* The transports that carried files (res) into rec->nets. */
+static void
+run_record_nets(const struct mirror_result *res, struct run_record *rec)
+{
+	const struct report_net_use *u;
+	struct run_net	*n;
+	unsigned	 i;
+
+	for (i = 0; i < REPORT_NETS && rec->nnets < RUN_NETS_MAX; i++) {
+		u = &res->nets[i];
+		if (u->files == 0)
+			continue;
+		n = &rec->nets[rec->nnets++];
+		(void)snprintf(n->net, sizeof(n->net), "%s", report_net_name(i));
+		n->files = u->files;
+		n->bytes = (int64_t)u->bytes;
+		n->ns = (int64_t)(u->seconds * 1e9);
+	}
+}
+
 /* Record the run's end (and fill *recp for run_after()). */
 static void
 run_record(struct run *r, int64_t start, struct run_record *recp)
@@ -2151,10 +2289,12 @@ run_record(struct run *r, int64_t start, struct run_record *recp)
 	rec.failed = r->res->failed;
 	rec.bytes = (int64_t)r->res->bytes;
 	(void)snprintf(rec.error, sizeof(rec.error), "%s", r->err);
+	/* The whole reason: a mismatch's names both digests. */
 	if (rec.error[0] == '\0' && r->res->nerrors > 0)
 		(void)snprintf(rec.error, sizeof(rec.error), "%s: %s: %s",
 		    r->res->errors[0].path, r->res->errors[0].op,
 		    r->res->errors[0].reason);
+	run_record_nets(r->res, &rec);
 	if (manifest_run_end(r->m, &rec) != 0)
 		log_warnx("%s: manifest: run end: %s", r->c->name,
 		    manifest_errmsg(r->m));
@@ -2628,6 +2768,58 @@ run_intents(struct run *r)
 	return rc;
 }
 
+/* True when the plan has an action for path (a run with no work: few). */
+static bool
+run_planned(const struct run *r, const char *path)
+{
+	size_t	 i;
+
+	for (i = 0; i < r->p->nacts; i++)
+		if (strcmp(r->p->acts[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+/* manifest_file_fn: 1 at a row run_recheck() would hash. */
+static int
+set_unchecked(void *ctx, const struct file_row *row)
+{
+	return run_planned(ctx, row->path) ? 0 : 1;
+}
+
+/* manifest_mismatch_fn: 1 at a mismatch run_recheck() would report. */
+static int
+set_mismatch(void *ctx, const struct mismatch_rec *m)
+{
+	return run_planned(ctx, m->path) ? 0 : 1;
+}
+
+/*
+ * publish = set: *ret is whether the run needs a working snapshot: the
+ * plan changes something, an unpublished one is left, or (verify =
+ * sidecar | checksum, sidecars listed) run_recheck has work the plan
+ * leaves to it: a file committed unchecked to hash, or a known mismatch
+ * to report again (exit 1 while it lasts).  0 or BM_EDB (r->err set).
+ */
+static int
+run_set_needed(struct run *r, bool *ret)
+{
+	int	 rc;
+
+	*ret = plan_has_work(r->p) || store_set_pending(r->s);
+	if (*ret || r->c->verify == VERIFY_SIZE || r->nsidecars == 0)
+		return 0;
+	if ((rc = manifest_ls_unchecked(r->m, set_unchecked, r)) == 0)
+		rc = manifest_mismatches(r->m, set_mismatch, r);
+	*ret = rc == 1;
+	if (rc != 0 && rc != 1) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		return BM_EDB;
+	}
+	return 0;
+}
+
 /* The plan, with resync's options (--checksum, --adopt). */
 static int
 run_plan(struct run *r)
@@ -2656,7 +2848,7 @@ run_body(struct run *r)
 {
 	uint64_t	 avail = UINT64_MAX;
 	int		 rc, grc;
-	bool		 none;
+	bool		 none, work;
 
 	if ((rc = run_open(r)) != 0)
 		return rc;
@@ -2716,7 +2908,9 @@ run_body(struct run *r)
 		return rc;
 	if (r->c->publish != PUBLISH_SET)
 		rc = run_execute(r);
-	else if (plan_has_work(r->p) || store_set_pending(r->s)) {
+	else if ((rc = run_set_needed(r, &work)) != 0)
+		return rc;
+	else if (work) {
 		/* The working snapshot: links to the published one. */
 		if ((rc = store_set_begin(r->s)) != 0)
 			(void)snprintf(r->err, sizeof(r->err), "%s: new "
@@ -2943,6 +3137,7 @@ done:
 	for (i = 0; i < r.nsidecars; i++)
 		free(r.sidecars[i]);
 	free(r.sidecars);
+	free(r.unloaded);
 	sidecar_set_free(r.sums);
 	run_digests_free(&r);
 	run_notes_free(&r);
@@ -3158,6 +3353,7 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	for (i = 0; i < r.nsidecars; i++)
 		free(r.sidecars[i]);
 	free(r.sidecars);
+	free(r.unloaded);
 	sidecar_set_free(r.sums);
 	run_digests_free(&r);
 	run_notes_free(&r);

@@ -44,11 +44,23 @@ mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* "what: libudt's last error" into errbuf; returns rc. */
+/*
+ * "what: libudt's last error" into errbuf; returns rc.  A system call's
+ * failure that 4.11 files as an unknown error (code -1000) reads
+ * "Unknown error: ." (its GNU strerror_r use drops the text): the
+ * errno it left is named instead.
+ */
 static int
 fail(int rc, char *errbuf, size_t errlen, const char *what)
 {
-	if (errbuf != NULL && errlen > 0)
+	int	 saved = errno;
+
+	if (errbuf == NULL || errlen == 0)
+		return rc;
+	if (UDT::getlasterror_code() < 0 && saved != 0)
+		(void)snprintf(errbuf, errlen, "%s: %s", what,
+		    strerror(saved));
+	else
 		(void)snprintf(errbuf, errlen, "%s: %s", what,
 		    UDT::getlasterror_desc());
 	return rc;

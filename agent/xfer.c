@@ -24,15 +24,22 @@ static const struct xfer_ops *const xfer_registry[] = {
 
 int
 xfer_open_ops(const struct xfer_ops *ops, const char *url,
-    const struct xfer_opts *o, struct xfer **ret)
+    const struct xfer_opts *o, struct xfer **ret, char *errbuf,
+    size_t errlen)
 {
 	struct xfer	*x;
 	int		 rc;
 
-	if ((x = calloc(1, sizeof(*x))) == NULL)
+	if (errlen > 0)
+		errbuf[0] = '\0';
+	if ((x = calloc(1, sizeof(*x))) == NULL) {
+		(void)snprintf(errbuf, errlen, "%s", bm_strerror(BM_ENOMEM));
 		return BM_ENOMEM;
+	}
 	x->ops = ops;
-	if ((rc = ops->open(o, url, &x->impl)) != 0) {
+	if ((rc = ops->open(o, url, &x->impl, errbuf, errlen)) != 0) {
+		if (errlen > 0 && errbuf[0] == '\0')
+			(void)snprintf(errbuf, errlen, "%s", bm_strerror(rc));
 		free(x);
 		return rc;
 	}
@@ -50,6 +57,15 @@ registry_find(size_t i, const char *url, const struct xfer_opts *o)
 	return NULL;
 }
 
+/* No transport of the registry carries url over o->net. */
+static int
+no_transport(const struct xfer_opts *o, char *errbuf, size_t errlen)
+{
+	(void)snprintf(errbuf, errlen, "no transport of this build carries "
+	    "it over %s", o->net == XFER_NET_UDT ? "udt" : "tcp");
+	return BM_EINVAL;
+}
+
 bool
 xfer_handles(const char *url, const struct xfer_opts *o)
 {
@@ -57,16 +73,19 @@ xfer_handles(const char *url, const struct xfer_opts *o)
 }
 
 int
-xfer_open(const char *url, const struct xfer_opts *o, struct xfer **ret)
+xfer_open(const char *url, const struct xfer_opts *o, struct xfer **ret,
+    char *errbuf, size_t errlen)
 {
 	const struct xfer_ops *ops = registry_find(0, url, o);
 
-	return ops == NULL ? BM_EINVAL : xfer_open_ops(ops, url, o, ret);
+	return ops == NULL ? no_transport(o, errbuf, errlen) :
+	    xfer_open_ops(ops, url, o, ret, errbuf, errlen);
 }
 
 int
 xfer_open_below(const struct xfer_ops *above, const char *url,
-    const struct xfer_opts *o, struct xfer **ret)
+    const struct xfer_opts *o, struct xfer **ret, char *errbuf,
+    size_t errlen)
 {
 	const struct xfer_ops *ops = NULL;
 	size_t		 i;
@@ -76,7 +95,8 @@ xfer_open_below(const struct xfer_ops *above, const char *url,
 			ops = registry_find(i + 1, url, o);
 			break;
 		}
-	return ops == NULL ? BM_EINVAL : xfer_open_ops(ops, url, o, ret);
+	return ops == NULL ? no_transport(o, errbuf, errlen) :
+	    xfer_open_ops(ops, url, o, ret, errbuf, errlen);
 }
 
 int

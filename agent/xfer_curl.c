@@ -508,11 +508,14 @@ write_cb(char *buf, size_t size, size_t nmemb, void *arg)
 
 /* xfer_ops.open: a multi handle; o copied, its strings borrowed. */
 static int
-curl_open(const struct xfer_opts *o, const char *url, void **ret)
+curl_open(const struct xfer_opts *o, const char *url, void **ret,
+    char *errbuf, size_t errlen)
 {
 	struct curl_xfer	*x;
 
 	(void)url;
+	(void)errbuf;	/* out of memory is its only failure */
+	(void)errlen;
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return BM_ENOMEM;
 	x->opts = *o;

@@ -252,10 +252,12 @@ gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
  * Make an engine for jobs of one host, with the transport's options
  * (copied; strings borrowed for its lifetime) and at most
  * o->max_connections sessions; probe: it takes FEAT jobs only until
- * gridftp_settle().  Returns 0 or BM_ENOMEM.
+ * gridftp_settle().  Returns 0, BM_ENOMEM, or BM_ENET when UDT could not
+ * start (the reason in errbuf, errlen bytes).
  */
 static int
-gridftp_new(const struct xfer_opts *o, bool probe, struct gridftp **ret)
+gridftp_new(const struct xfer_opts *o, bool probe, struct gridftp **ret,
+    char *errbuf, size_t errlen)
 {
 	struct gridftp	*g;
 
@@ -271,12 +273,12 @@ gridftp_new(const struct xfer_opts *o, bool probe, struct gridftp **ret)
 	g->streams = o->ftp.streams == 0 ? 1 : o->ftp.streams >
 	    GS_STREAMS_MAX ? GS_STREAMS_MAX : o->ftp.streams;
 	if (o->net == XFER_NET_UDT) {
-		if (udt_shim_startup(NULL, 0) != 0) {
+		if (udt_shim_startup(errbuf, errlen) != 0) {
 			gridftp_free(g);
 			return BM_ENET;
 		}
 		g->udt_up = true;
-		if (udt_poll_new(&g->up, NULL, 0) != 0) {
+		if (udt_poll_new(&g->up, errbuf, errlen) != 0) {
 			gridftp_free(g);
 			return BM_ENET;
 		}
@@ -1836,7 +1838,8 @@ gx_close(void *impl)
 
 /* xfer_ops.open: the transport below, then a probing engine. */
 static int
-gx_open(const struct xfer_opts *o, const char *url, void **ret)
+gx_open(const struct xfer_opts *o, const char *url, void **ret,
+    char *errbuf, size_t errlen)
 {
 	struct xfer_opts bo;
 	struct gridftp_xfer *gx;
@@ -1848,7 +1851,8 @@ gx_open(const struct xfer_opts *o, const char *url, void **ret)
 	bo = *o;
 	bo.net = XFER_NET_TCP;
 	if ((rc = xfer_open_below(&xfer_gridftp_ops, url, &bo,
-	    &gx->below)) != 0 || (rc = gridftp_new(o, true, &gx->g)) != 0) {
+	    &gx->below, errbuf, errlen)) != 0 ||
+	    (rc = gridftp_new(o, true, &gx->g, errbuf, errlen)) != 0) {
 		gx_close(gx);
 		return rc;
 	}

@@ -4,8 +4,8 @@
  * failures are BM_E* codes plus "PATH: reason" text in the caller's buffer
  * (manifest_open) or in manifest_errmsg().
  *
- * Schema (version 4; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
- * user_version 4; WAL, synchronous=NORMAL, busy timeout 5 s):
+ * Schema (version 5; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
+ * user_version 5; WAL, synchronous=NORMAL, busy timeout 5 s):
  *
  *   files(path BLOB PRIMARY KEY, type, list_size, list_size_exact,
  *         list_mtime, list_prec, up_size, up_mtime, etag, target, checksum,
@@ -29,7 +29,9 @@
  *	run of a large tree would otherwise rewrite every row (and its WAL
  *	pages).  sidecar (since version 4) is the published digests the
  *	content last matched ("md5:HEX", "md5:HEX sha256:HEX"), "" when
- *	it was found to match none, NULL when not known.
+ *	it was found to match none, "unchecked" when it was committed
+ *	without a check its sidecar could have made (verify = size, or the
+ *	sidecar could not be fetched), NULL when not known (older rows).
  *   mismatches(path BLOB PRIMARY KEY, list_size, list_size_exact,
  *        list_mtime, list_prec, up_size, up_mtime, etag, want, got, run)
  *        WITHOUT ROWID (since version 4)
@@ -39,9 +41,14 @@
  *   runs(id INTEGER PRIMARY KEY, command, start_ns, end_ns, status,
  *        listed, fetched, touched, deleted, failed, bytes, error)
  *	One row per run; status "running" until manifest_run_end().
- *   events(run, seq, time_ns, path BLOB, op, reason, bytes), index on
- *        (run, seq)
+ *   runs_net(run, net, files, bytes, ns) WITHOUT ROWID (since version 5)
+ *	Per run, one row per transport ("tcp", "udt") that carried fetched
+ *	files: how many, their bytes, and the ns with one in flight.
+ *   events(run, seq, time_ns, path BLOB, op, reason, bytes, net), index
+ *        on (run, seq)
  *	One row per committed outcome; seq counts from 1 within a run.
+ *	net (since version 5): the transport that carried a fetched file,
+ *	NULL otherwise.
  *   partials(path BLOB PRIMARY KEY, tmpname, size, list_mtime, up_mtime,
  *        etag, ranges, run) WITHOUT ROWID (since version 2)
  *	One row per temp file being fetched whose finished byte ranges are
@@ -101,8 +108,9 @@
  *		of the path is replaced (want = sidecar, got = checksum).
  * FETCHED also sets sidecar from the record.  FETCHED, NOT_MODIFIED,
  * DELETED, RELEASED and VANISHED also delete the path's partials row (its
- * temp file was published or is of no use); FETCHED, ADOPTED, DELETED,
- * RELEASED and VANISHED its mismatches row.
+ * temp file was published or is of no use); FETCHED (unless its sidecar
+ * is "unchecked"), ADOPTED, DELETED, RELEASED and VANISHED its
+ * mismatches row.
  *
  * Migrations: manifest_migrations[v] turns schema version v into v + 1
  * and sets user_version itself; open applies the missing steps in one
@@ -236,6 +244,20 @@ static const char *const manifest_migrations[] = {
 	" run INTEGER"
 	") WITHOUT ROWID;"
 	"PRAGMA user_version = 4;",
+	/*
+	 * 4 -> 5: which transport (tcp, udt) carried each fetched file
+	 * (events.net), and each run's files, bytes and time per transport
+	 */
+	"ALTER TABLE events ADD COLUMN net TEXT;"
+	"CREATE TABLE runs_net ("
+	" run INTEGER NOT NULL,"
+	" net TEXT NOT NULL,"
+	" files INTEGER NOT NULL,"
+	" bytes INTEGER NOT NULL,"
+	" ns INTEGER NOT NULL,"
+	" PRIMARY KEY (run, net)"
+	") WITHOUT ROWID;"
+	"PRAGMA user_version = 5;",
 };
 #define MANIFEST_VERSION \
 	((int)(sizeof(manifest_migrations) / sizeof(manifest_migrations[0])))
@@ -279,6 +301,8 @@ enum manifest_st {
 	ST_RUN_BEGIN,
 	ST_RUN_INTERRUPTED,
 	ST_RUN_END,
+	ST_RUN_NET_PUT,
+	ST_RUN_NETS,
 	ST_RUNS,
 	ST_LAST_OK,
 	ST_LS_ALL,
@@ -295,6 +319,7 @@ enum manifest_st {
 	ST_MISMATCH_PUT,
 	ST_MISMATCH_DEL,
 	ST_MISMATCHES,
+	ST_UNCHECKED,
 	ST__MAX
 };
 
@@ -371,8 +396,8 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_DELETE] = "DELETE FROM main.files WHERE path = ?1",
 	[ST_EVENT] =
 	    "INSERT INTO main.events (run, seq, time_ns, path, op, reason,"
-	    " bytes) SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6"
-	    " FROM main.events WHERE run = ?1",
+	    " bytes, net) SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5,"
+	    " ?6, ?7 FROM main.events WHERE run = ?1",
 	[ST_RUN_BEGIN] =
 	    "INSERT INTO main.runs (command, start_ns, status)"
 	    " VALUES (?1, ?2, 'running')",
@@ -385,6 +410,12 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "UPDATE main.runs SET end_ns = ?2, status = ?3, listed = ?4,"
 	    " fetched = ?5, touched = ?6, deleted = ?7, failed = ?8,"
 	    " bytes = ?9, error = ?10 WHERE id = ?1",
+	[ST_RUN_NET_PUT] =
+	    "INSERT OR REPLACE INTO main.runs_net (run, net, files, bytes, ns)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_RUN_NETS] =
+	    "SELECT net, files, bytes, ns FROM main.runs_net WHERE run = ?1"
+	    " ORDER BY net",
 	[ST_RUNS] =
 	    "SELECT " RUN_COLS " FROM main.runs ORDER BY id DESC LIMIT ?1",
 	[ST_LAST_OK] =
@@ -395,8 +426,8 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "SELECT " FILE_COLS " FROM main.files WHERE path = ?1"
 	    " OR (path >= ?2 AND path < ?3) ORDER BY path",
 	[ST_EVENTS] =
-	    "SELECT run, path, op, reason, bytes, time_ns FROM main.events"
-	    " WHERE run = ?1 ORDER BY seq",
+	    "SELECT run, path, op, reason, bytes, time_ns, net"
+	    " FROM main.events WHERE run = ?1 ORDER BY seq",
 	[ST_PARTIAL_PUT] =
 	    "INSERT OR REPLACE INTO main.partials (path, tmpname, size,"
 	    " list_mtime, up_mtime, etag, ranges, run)"
@@ -424,6 +455,9 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_MISMATCHES] =
 	    "SELECT path, list_size, list_size_exact, list_mtime, list_prec,"
 	    " up_size, up_mtime, etag, want, got, run FROM main.mismatches"
+	    " ORDER BY path",
+	[ST_UNCHECKED] =
+	    "SELECT " FILE_COLS " FROM main.files WHERE sidecar = ?1"
 	    " ORDER BY path",
 };
 
@@ -1230,15 +1264,19 @@ manifest_run_begin(struct manifest *m, const char *command, int64_t start_ns,
 }
 
 /*
- * Store end time, status, counts and error of run r->id (r borrowed).
- * Returns 0, BM_ENOENT when no run has that id, or BM_EDB.
+ * Store end time, status, counts, error and per-transport figures of run
+ * r->id (r borrowed) in one transaction.  Returns 0, BM_ENOENT when no
+ * run has that id, or BM_EDB.
  */
 int
 manifest_run_end(struct manifest *m, const struct run_record *r)
 {
-	sqlite3_stmt	*st = m->st[ST_RUN_END];
+	sqlite3_stmt	*st = m->st[ST_RUN_END], *nt = m->st[ST_RUN_NET_PUT];
+	size_t		 i;
 	int		 rc;
 
+	if ((rc = tx_begin(m, true)) != 0)
+		return rc;
 	(void)sqlite3_bind_int64(st, 1, r->id);
 	(void)sqlite3_bind_int64(st, 2, r->end_ns);
 	(void)bind_text(st, 3, r->status);
@@ -1250,13 +1288,51 @@ manifest_run_end(struct manifest *m, const struct run_record *r)
 	(void)sqlite3_bind_int64(st, 9, r->bytes);
 	(void)bind_text(st, 10, r->error);
 	if ((rc = st_run(m, st)) != 0)
-		return rc;
+		goto out;
 	if (sqlite3_changes(m->db) == 0) {
 		(void)snprintf(m->err, sizeof(m->err), "%s: no run %lld",
 		    m->path, (long long)r->id);
-		return BM_ENOENT;
+		rc = BM_ENOENT;
+		goto out;
 	}
-	return 0;
+	for (i = 0; i < r->nnets && i < RUN_NETS_MAX; i++) {
+		(void)sqlite3_bind_int64(nt, 1, r->id);
+		(void)bind_text(nt, 2, r->nets[i].net);
+		(void)sqlite3_bind_int64(nt, 3, r->nets[i].files);
+		(void)sqlite3_bind_int64(nt, 4, r->nets[i].bytes);
+		(void)sqlite3_bind_int64(nt, 5, r->nets[i].ns);
+		if ((rc = st_run(m, nt)) != 0)
+			goto out;
+	}
+	return tx_commit(m);
+out:
+	tx_rollback(m);
+	return rc;
+}
+
+/* Fill r->nets from the runs_net rows of run r->id.  0 or BM_EDB. */
+static int
+run_nets(struct manifest *m, struct run_record *r)
+{
+	sqlite3_stmt	*st = m->st[ST_RUN_NETS];
+	struct run_net	*n;
+	int		 rc = 0, src;
+
+	r->nnets = 0;
+	(void)sqlite3_bind_int64(st, 1, r->id);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		if (r->nnets == RUN_NETS_MAX)
+			continue;
+		n = &r->nets[r->nnets++];
+		col_copy(st, 0, n->net, sizeof(n->net));
+		n->files = sqlite3_column_int64(st, 1);
+		n->bytes = sqlite3_column_int64(st, 2);
+		n->ns = sqlite3_column_int64(st, 3);
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+	st_done(st);
+	return rc;
 }
 
 /*
@@ -1270,7 +1346,7 @@ manifest_runs(struct manifest *m, size_t max, struct run_record **ret,
 {
 	sqlite3_stmt		*st = m->st[ST_RUNS];
 	struct run_record	*v = NULL, *nv;
-	size_t			 n = 0, cap = 0;
+	size_t			 n = 0, cap = 0, i;
 	int			 rc = BM_EDB, src;
 
 	(void)sqlite3_bind_int64(st, 1,
@@ -1290,6 +1366,10 @@ manifest_runs(struct manifest *m, size_t max, struct run_record **ret,
 		rc = db_fail(m, src);
 		goto out;
 	}
+	st_done(st);
+	for (i = 0; i < n; i++)
+		if ((rc = run_nets(m, &v[i])) != 0)
+			goto out;
 	*ret = v;
 	*ret_n = n;
 	v = NULL;
@@ -1308,17 +1388,20 @@ int
 manifest_last_success(struct manifest *m, struct run_record *ret)
 {
 	sqlite3_stmt	*st = m->st[ST_LAST_OK];
+	struct run_record r;
 	int		 rc, src;
 
 	src = sqlite3_step(st);
 	if (src == SQLITE_ROW) {
-		run_from_row(st, ret);
+		run_from_row(st, &r);
 		rc = 0;
 	} else if (src == SQLITE_DONE)
 		rc = BM_ENOENT;
 	else
 		rc = db_fail(m, src);
 	st_done(st);
+	if (rc == 0 && (rc = run_nets(m, &r)) == 0)
+		*ret = r;
 	return rc;
 }
 
@@ -1657,7 +1740,10 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 	sqlite3_stmt	*st;
 	int		 rc;
 
-	if ((c->op == COMMIT_FETCHED || c->op == COMMIT_ADOPTED ||
+	/* Content committed unchecked does not clear a known mismatch. */
+	if (((c->op == COMMIT_FETCHED && (c->sidecar == NULL ||
+	    strcmp(c->sidecar, MANIFEST_SIDECAR_UNCHECKED) != 0)) ||
+	    c->op == COMMIT_ADOPTED ||
 	    c->op == COMMIT_DELETED || c->op == COMMIT_RELEASED ||
 	    c->op == COMMIT_VANISHED || (c->op == COMMIT_SIDECAR &&
 	    c->sidecar != NULL && c->sidecar[0] != '\0')) &&
@@ -1742,6 +1828,7 @@ commit_event(struct manifest *m, int64_t run, const struct commit_rec *c)
 	(void)bind_text(st, 4, commit_op_name(c->op));
 	(void)bind_text(st, 5, c->reason);
 	(void)sqlite3_bind_int64(st, 6, c->bytes);
+	(void)bind_text(st, 7, c->net);
 	return st_run(m, st);
 }
 
@@ -1869,6 +1956,16 @@ out:
 	return rc;
 }
 
+/* Walk the rows committed unchecked (see the file comment). */
+int
+manifest_ls_unchecked(struct manifest *m, manifest_file_fn fn, void *ctx)
+{
+	sqlite3_stmt	*st = m->st[ST_UNCHECKED];
+
+	(void)bind_text(st, 1, MANIFEST_SIDECAR_UNCHECKED);
+	return ls_walk(m, st, fn, ctx);
+}
+
 /*
  * Walk the committed rows whose path is prefix or lies under prefix/
  * (prefix borrowed; "" or NULL for all; trailing '/' ignored) in path
@@ -1931,6 +2028,7 @@ manifest_events(struct manifest *m, int64_t run, manifest_event_fn fn,
 		ev.reason = col_str(st, 3, NULL);
 		ev.bytes = sqlite3_column_int64(st, 4);
 		ev.time_ns = sqlite3_column_int64(st, 5);
+		ev.net = col_str(st, 6, NULL);
 		if ((rc = fn(ctx, &ev)) != 0)
 			goto out;
 	}
@@ -2105,6 +2203,7 @@ out:
  * Walk the mismatches rows in path order (strings borrowed until fn
  * returns).  Returns 0, fn's non-zero value or BM_EDB.
  */
+
 int
 manifest_mismatches(struct manifest *m, manifest_mismatch_fn fn, void *ctx)
 {

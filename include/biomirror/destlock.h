@@ -13,11 +13,17 @@
  *   Lines "pid N", "mirror NAME", "config FILE" (absent: an ad-hoc run),
  *   "state_dir DIR", "publish file|set".  The record stays after the run:
  *   it names the owner when nobody holds the lock.
- * - Before locking, the destination's kind is checked: a publish = file
- *   or ad-hoc run on a publish = set tree (DEST our symlink into
- *   DEST.biomirror/snapshots/), any run whose DEST lies inside a snapshot,
- *   and a publish = set run on a plain tree whose record names another
- *   mirror are refused, naming the owner.
+ * - Records and DEST.biomirror are those of DEST's real path: its parent
+ *   resolved, an administrator's symlink DEST followed to its directory.
+ * - Before locking, the destination is checked and these are refused,
+ *   naming the owner: a publish = file or ad-hoc run on a publish = set
+ *   tree (DEST our symlink into DEST.biomirror/snapshots/, or a
+ *   DEST.biomirror whose record says publish set or that has snapshots/
+ *   beside a missing or plain DEST); a publish = set run on a tree whose
+ *   record names another mirror; any run whose DEST is, lies in or holds
+ *   at its top level a DEST.biomirror, or lies inside a tree whose record
+ *   (beside it or in its DEST.biomirror) names another mirror.  A
+ *   DEST.biomirror deeper in DEST is not looked for (no tree walk).
  * The module never logs; callers log once (STYLE.md rule 24).
  */
 #ifndef BIOMIRROR_DESTLOCK_H
@@ -51,7 +57,9 @@ struct dest_who {
  * another run holds it (errbuf names the holder: exit 75); BM_EINVAL (a
  * dest without a last component); BM_EIO (errbuf says which path and
  * why); BM_ENOMEM.
- * Sandbox: read-write in DEST's parent (DEST, DEST.biomirror).
+ * A missing parent (and DEST) is made only once the checks passed.
+ * Sandbox: read-write in DEST's parent (DEST, DEST.biomirror); reads the
+ * records beside DEST's ancestors and DEST's top directory.
  */
 int	dest_lock_take(const char *dest, const struct dest_who *self,
 	    unsigned flags, mode_t dir_mode, struct dest_lock **ret,

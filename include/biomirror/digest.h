@@ -123,7 +123,8 @@ void	sidecar_set_free(struct sidecar_set *s);
  * whose content is text[0..len) (borrowed): names are relative to the
  * sidecar's directory; a line without a name applies to the file that
  * "X.md5" / "X.sha256" is named for.  Lines that are not valid entries
- * are skipped and counted in *ret_bad (may be NULL); *ret_n (may be
+ * are skipped and counted in *ret_bad (may be NULL), a line naming the
+ * sidecar itself is skipped (no file holds its own digest); *ret_n (may be
  * NULL) gets the entries added.  When two sidecars state a digest of the
  * same algorithm for one path, the one added first wins: add the
  * per-file sidecars before the lists.  When the winning sidecar itself

@@ -71,6 +71,16 @@ int	manifest_set_busy_timeout(struct manifest *m, int ms);
 
 /* ---- runs ---- */
 
+#define RUN_NETS_MAX	4	/* transports recorded per run */
+
+/* What one transport carried in a run (fetched files only). */
+struct run_net {
+	char		 net[8];	/* "tcp", "udt" */
+	int64_t		 files;		/* files it carried */
+	int64_t		 bytes;		/* their bytes received */
+	int64_t		 ns;		/* time with one of them in flight */
+};
+
 struct run_record {
 	int64_t		 id;		/* run id (rowid) */
 	char		 command[16];	/* "sync", "plan", "resync" */
@@ -82,6 +92,8 @@ struct run_record {
 	int64_t		 bytes;		/* bytes fetched */
 	char		 error[1024];	/* first error, "" if none (the column
 					   is unbounded; sync's r->err fits) */
+	struct run_net	 nets[RUN_NETS_MAX]; /* per transport, by name */
+	size_t		 nnets;		/* entries of nets used */
 };
 
 /*
@@ -91,7 +103,10 @@ struct run_record {
  */
 int	manifest_run_begin(struct manifest *m, const char *command,
 	    int64_t start_ns, int64_t *ret_id);
-/* Record the end of run r->id with r's counts, status and end time. */
+/*
+ * Record the end of run r->id with r's counts, status, end time and
+ * per-transport figures (nets), in one transaction.
+ */
 int	manifest_run_end(struct manifest *m, const struct run_record *r);
 /*
  * The newest max runs, newest first, into a malloc'd array *ret of *ret_n
@@ -154,6 +169,13 @@ int	manifest_file_count(struct manifest *m, int64_t *ret);
 
 /* ---- commits ---- */
 
+/*
+ * files.sidecar of content committed without the check a sidecar could
+ * have made (verify = size, or a sidecar that may cover it could not be
+ * fetched): a later run with verify = sidecar | checksum hashes it.
+ */
+#define MANIFEST_SIDECAR_UNCHECKED	"unchecked"
+
 enum commit_op {
 	COMMIT_FETCHED = 0,	/* new content committed under its final name */
 	COMMIT_NOT_MODIFIED,	/* conditional GET said 304: record listing values */
@@ -198,9 +220,13 @@ struct commit_rec {
 					   content's "ALG:HEX", NULL if none */
 	const char	*sidecar;	/* borrowed: FETCHED, SIDECAR: the published
 					   digests the content matched
-					   (sidecar_sum_text), NULL if none;
+					   (sidecar_sum_text), NULL if none,
+					   MANIFEST_SIDECAR_UNCHECKED;
 					   MISMATCH: those it failed */
 	const char	*reason;	/* borrowed: failure reason, NULL if none */
+	const char	*net;		/* borrowed: FETCHED: the transport
+					   that carried it ("tcp", "udt"),
+					   NULL if none */
 };
 
 /*
@@ -252,7 +278,9 @@ struct file_row {
 	const char	*target;	/* borrowed: symlink target or NULL */
 	const char	*checksum;	/* borrowed: recorded "ALG:HEX" digest or NULL */
 	const char	*sidecar;	/* borrowed: published digests the content
-					   last matched, "" none, NULL unknown */
+					   last matched, "" none,
+					   MANIFEST_SIDECAR_UNCHECKED, NULL
+					   unknown */
 };
 typedef int (*manifest_file_fn)(void *ctx, const struct file_row *row);
 /*
@@ -261,6 +289,12 @@ typedef int (*manifest_file_fn)(void *ctx, const struct file_row *row);
  */
 int	manifest_ls(struct manifest *m, const char *prefix,
 	    manifest_file_fn fn, void *ctx);
+/*
+ * Walk the rows whose sidecar is MANIFEST_SIDECAR_UNCHECKED, in path
+ * order.  Returns 0, fn's non-zero value or BM_EDB.
+ */
+int	manifest_ls_unchecked(struct manifest *m, manifest_file_fn fn,
+	    void *ctx);
 
 struct event_row {
 	int64_t		 run;
@@ -269,6 +303,8 @@ struct event_row {
 	const char	*reason;	/* NULL if none */
 	int64_t		 bytes;
 	int64_t		 time_ns;
+	const char	*net;		/* borrowed: transport that carried a
+					   fetched file, NULL if none */
 };
 typedef int (*manifest_event_fn)(void *ctx, const struct event_row *row);
 /* Walk the events of one run in order. */
@@ -327,7 +363,8 @@ struct mismatch_rec {
 typedef int (*manifest_mismatch_fn)(void *ctx, const struct mismatch_rec *r);
 /*
  * Walk the mismatches in path order (COMMIT_MISMATCH records them;
- * FETCHED, ADOPTED, DELETED, RELEASED and VANISHED drop the path's).
+ * FETCHED of checked content, ADOPTED, DELETED, RELEASED and VANISHED
+ * drop the path's).
  * Returns 0, fn's value or BM_EDB.
  */
 int	manifest_mismatches(struct manifest *m, manifest_mismatch_fn fn,

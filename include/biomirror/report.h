@@ -31,6 +31,20 @@ struct report_action {
 	const char	*reason;	/* static: "new", "gone upstream" */
 };
 
+/* The transports that carry files, in the order shown. */
+enum report_net {
+	REPORT_NET_TCP = 0,
+	REPORT_NET_UDT,
+	REPORT_NETS
+};
+
+/* What one transport carried in a run (fetched files only). */
+struct report_net_use {
+	int64_t		 files;		/* files it carried */
+	uint64_t	 bytes;		/* their bytes received */
+	double		 seconds;	/* time with one of them in flight */
+};
+
 struct mirror_result {
 	char		*mirror;	/* owned: mirror name, NULL for errors of
 					   no mirror (status "error") */
@@ -60,6 +74,7 @@ struct mirror_result {
 	unsigned	 tuned_streams;	/* ranges per large file chosen */
 	double		 tuned_rtt_ms;	/* median RTT measured, -1 unknown */
 	double		 tuned_conn_rate; /* bytes/s per connection, 0 unknown */
+	struct report_net_use nets[REPORT_NETS]; /* per transport */
 	struct report_error *errors;	/* owned */
 	size_t		 nerrors, cap;
 	struct report_action *actions;	/* owned: a plan's actions, NULL
@@ -90,10 +105,14 @@ int	result_add_mirror_error(struct mirror_result *r, const char *mirror,
  */
 int	result_add_action(struct mirror_result *r, const char *path,
 	    const char *op, int64_t bytes, const char *reason);
+/* "tcp", "udt"; "?" for a value out of range. */
+const char *report_net_name(unsigned n);
 /*
  * Print the one-line summary ("blast: ok: listed 120, fetched 3, touched
- * 0, deleted 0, failed 0, 4.2 MiB in 1.3 s (3.2 MB/s)") to fp; for status
- * "error", "blast: error: not run (2 errors)".
+ * 0, deleted 0, failed 0, 4.2 MiB in 1.3 s (3.2 MB/s); udt 3 files, 4.2
+ * MiB in 1.1 s (3.8 MB/s)": each transport that carried files, with its
+ * rate over the time it had one in flight) to fp; for status "error",
+ * "blast: error: not run (2 errors)".
  */
 void	report_summary(const struct mirror_result *r, FILE *fp);
 /*
@@ -105,7 +124,9 @@ void	report_summary(const struct mirror_result *r, FILE *fp);
  * run with concurrency or streams = auto has "auto": {"concurrency",
  * "streams", "rtt_ms" (null unknown), "rate_per_connection" (bytes/s,
  * null unknown)}; a plan (dry_run) has "actions": [{path, op, bytes
- * (null unknown), reason}].  Returns 0 or BM_ENOMEM.
+ * (null unknown), reason}]; "transports" has one object per transport
+ * that carried files, {"udt": {files, bytes, seconds, rate (bytes/s,
+ * null when no time was measured)}}.  Returns 0 or BM_ENOMEM.
  */
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
 /* "4.2 MiB" (or "300 B") for b bytes into buf (len bytes).  Never fails. */
@@ -151,6 +172,12 @@ struct progress;
  */
 struct progress *progress_new(const char *name, int64_t total_files,
 	    uint64_t total_bytes, bool enabled);
+/*
+ * A file came over transport n (enum report_net): the line names the
+ * transports that carried files so far (", over udt"), redrawn at the
+ * next update when that is a new one.
+ */
+void	progress_net(struct progress *p, unsigned n);
 /* Report files_done and bytes_done so far (bytes include partial files). */
 void	progress_update(struct progress *p, int64_t files_done,
 	    uint64_t bytes_done);

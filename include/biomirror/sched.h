@@ -59,6 +59,13 @@ struct sched_opts {
 					   body repeats ends at once: a
 					   COMMIT_MISMATCH record, both digests
 					   in the error (exit 1) */
+	bool		(*unchecked)(void *ctx, const char *path);
+					/* NULL, or true when path's content
+					   could not be checked this run
+					   (verify = size, a sidecar that may
+					   cover it failed): it is recorded
+					   with MANIFEST_SIDECAR_UNCHECKED */
+	void		*unchecked_ctx;	/* borrowed: unchecked's ctx */
 	const struct resume_set *resume; /* borrowed: ranges kept by earlier
 					   runs (resume_prepare), NULL if none */
 	struct tune	*tune;		/* borrowed: concurrency/streams = auto

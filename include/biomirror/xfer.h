@@ -265,7 +265,7 @@ struct xfer_ops {
 	bool		(*handles)(const char *url,
 			    const struct xfer_opts *o);
 	int		(*open)(const struct xfer_opts *o, const char *url,
-			    void **ret_impl);
+			    void **ret_impl, char *errbuf, size_t errlen);
 	int		(*submit)(void *impl, struct xfer_job *job);
 	int		(*poll)(void *impl, int timeout_ms,
 			    struct xfer_wait *wait, xfer_done_fn done,
@@ -291,16 +291,19 @@ extern const struct xfer_ops xfer_gridftp_ops;
  * Open the first transport of the registry that handles url (the
  * source) with o (copied; strings borrowed for the transport's life).
  * curl_global_init must have been called by main().  Returns 0,
- * BM_ENOMEM, or BM_EINVAL when no transport takes url over o->net.
+ * BM_ENOMEM, BM_EINVAL when no transport takes url over o->net, or
+ * BM_ENET when the transport could not start (UDT); the reason is in
+ * errbuf (errlen bytes) on every failure.
  */
 int	xfer_open(const char *url, const struct xfer_opts *o,
-	    struct xfer **ret);
+	    struct xfer **ret, char *errbuf, size_t errlen);
 /*
  * The same, among the transports after above in the registry: the one a
  * stacked transport hands the jobs it does not take.
  */
 int	xfer_open_below(const struct xfer_ops *above, const char *url,
-	    const struct xfer_opts *o, struct xfer **ret);
+	    const struct xfer_opts *o, struct xfer **ret, char *errbuf,
+	    size_t errlen);
 /*
  * True when a transport of the registry takes url (borrowed) over o (the
  * config check: o need hold no more than net).
@@ -308,7 +311,8 @@ int	xfer_open_below(const struct xfer_ops *above, const char *url,
 bool	xfer_handles(const char *url, const struct xfer_opts *o);
 /* Open the transport of table ops (tests: a fake transport). */
 int	xfer_open_ops(const struct xfer_ops *ops, const char *url,
-	    const struct xfer_opts *o, struct xfer **ret);
+	    const struct xfer_opts *o, struct xfer **ret, char *errbuf,
+	    size_t errlen);
 /*
  * Start job (borrowed until its done callback ran); job->res is reset
  * first.  Returns 0, BM_ENOMEM, or BM_EINVAL for a URL x cannot take.

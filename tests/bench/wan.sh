@@ -15,7 +15,8 @@
 #
 # Servers run in the server namespace (10.77.0.2): nginx (HTTP: biomirror,
 # curl, aria2c, rclone), vsftpd (FTP: lftp), globus-gridftp-server
-# (globus-url-copy) and an rsync daemon, each started with tests/bench/
+# (globus-url-copy, biomirror-gridftp-*; its UDT driver whitelisted, -dc-
+# whitelist udt,gsi,tcp) and an rsync daemon, each started with tests/bench/
 # tcpcc.so so that their TCP sockets use the profile's congestion control
 # (they are the senders).  The clients run in the client namespace
 # (10.77.0.1).  Each cell is one tool fetching one dataset into an empty
@@ -24,6 +25,10 @@
 # bytes / seconds in MB/s (10^6 bytes), the ratio is against `curl`, one
 # TCP connection, in the same profile and dataset.  With --runs N every
 # cell runs N times and the table shows the median (the CSV has each run).
+# CPU: the client of each cell runs in a cgroup of its own and the servers
+# in another (cgroup v2 cpu.stat, else v1 cpuacct), so every cell also
+# records the CPU seconds each end spent, per GB delivered (a table per
+# profile: TCP rows against the UDT rows, the server's libudt included).
 # With --tls the HTTP tools fetch over HTTPS from the same nginx, which
 # offers HTTP/2 by ALPN (a certificate made for the run; each tool is
 # given it as its CA), as a public server with h2 would.
@@ -45,12 +50,21 @@ usage: tests/bench/wan.sh [options]
   --loss LIST        loss in percent, server->client (default 0,0.1,1)
   --cc LIST          sender congestion control (default cubic,bbr)
   --datasets LIST    1g (1 x 1 GiB), 50x20m (50 x 20 MiB),
-                     2000x100k (2,000 x 100 KiB) (default all three)
+                     2000x100k (2,000 x 100 KiB) (default all three);
+                     1x8m (1 x 8 MiB) for a smoke run
   --tools LIST       biomirror,biomirror-1s,biomirror-auto,biomirror-gridftp-e,
-                     curl,aria2c,lftp,rclone,globus-url-copy,rsync (default
-                     all; biomirror-gridftp-e: FTP from the gridftp server
-                     with --ftp-mode extended); curl is always
-                     run too, for the ratio column
+                     biomirror-gridftp-udt,curl,aria2c,lftp,rclone,
+                     globus-url-copy,rsync (default all;
+                     biomirror-gridftp-e: FTP from the gridftp server with
+                     --ftp-mode extended, MODE E over TCP;
+                     biomirror-gridftp-udt: the same over UDT, one row per
+                     --udt-streams count, named biomirror-gridftp-udt-pN);
+                     curl is always run too, for the ratio column
+  --udt-streams LIST streams per file of the UDT rows (default 1,4,8)
+  --rmem-max BYTES   raise net.core.rmem_max and wmem_max (host-wide, not
+                     per namespace) to BYTES for the run, restored at exit:
+                     UDT's UDP buffers are capped by them (default: as
+                     they are, and the report says so)
   --rate MBIT        bottleneck in Mbit/s (default 500)
   --cap SECONDS      per-cell time limit (default 60)
   --runs N           runs per cell; tables show the median (default 1)
@@ -66,8 +80,9 @@ EOF
 
 RTTS=10,25,40,65,100,200,270 LOSSES=0,0.1,1 CCS=cubic,bbr
 DATASETS=1g,50x20m,2000x100k
-ALL_TOOLS=biomirror,biomirror-1s,biomirror-auto,biomirror-gridftp-e,curl,aria2c,lftp,rclone,globus-url-copy,rsync
+ALL_TOOLS=biomirror,biomirror-1s,biomirror-auto,biomirror-gridftp-e,biomirror-gridftp-udt,curl,aria2c,lftp,rclone,globus-url-copy,rsync
 TOOLS=$ALL_TOOLS RATE=500 CAP=60 DIR=/tmp INSTALL=1 KEEP=0 DEPS_ONLY=0
+UDT_STREAMS=1,4,8 RMEM_MAX=
 QUICK=0 CAP_SET=0 DS_SET=0 RUNS=1 TLS=0
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -77,6 +92,8 @@ while [ $# -gt 0 ]; do
 	--cc) CCS=${2:?--cc LIST}; shift ;;
 	--datasets) DATASETS=${2:?--datasets LIST}; DS_SET=1; shift ;;
 	--tools) TOOLS=${2:?--tools LIST}; shift ;;
+	--udt-streams) UDT_STREAMS=${2:?--udt-streams LIST}; shift ;;
+	--rmem-max) RMEM_MAX=${2:?--rmem-max BYTES}; shift ;;
 	--rate) RATE=${2:?--rate MBIT}; shift ;;
 	--cap) CAP=${2:?--cap SECONDS}; CAP_SET=1; shift ;;
 	--runs) RUNS=${2:?--runs N}; shift ;;
@@ -98,13 +115,22 @@ if [ "$QUICK" = 1 ]; then
 fi
 case $CAP in ''|*[!0-9]*|0) echo "wan.sh: --cap needs seconds" >&2; exit 2 ;; esac
 case $RUNS in ''|*[!0-9]*|0) echo "wan.sh: --runs needs a count" >&2; exit 2 ;; esac
+case $RMEM_MAX in *[!0-9]*) echo "wan.sh: --rmem-max needs bytes" >&2; exit 2 ;; esac
 case $RATE in ''|*[!0-9.]*) echo "wan.sh: --rate needs Mbit/s" >&2; exit 2 ;; esac
 for t in ${TOOLS//,/ }; do
+	case $t in biomirror-gridftp-udt-p[1-9]*) continue ;; esac
 	case ",$ALL_TOOLS," in *",$t,"*) ;; *) echo "wan.sh: unknown tool $t" >&2; exit 2 ;; esac
 done
 case ",$TOOLS," in *,curl,*) ;; *) TOOLS=curl,$TOOLS ;; esac
+# biomirror-gridftp-udt: one row per stream count.
+for n in ${UDT_STREAMS//,/ }; do
+	case $n in ''|*[!0-9]*|0) echo "wan.sh: --udt-streams needs counts" >&2; exit 2 ;; esac
+	[ "$n" -le 64 ] || { echo "wan.sh: --udt-streams: at most 64" >&2; exit 2; }
+	udt_rows=${udt_rows:+$udt_rows,}biomirror-gridftp-udt-p$n
+done
+TOOLS=$(echo ",$TOOLS," | sed "s/,biomirror-gridftp-udt,/,$udt_rows,/; s/^,//; s/,\$//")
 for d in ${DATASETS//,/ }; do
-	case $d in 1g|50x20m|2000x100k) ;; *) echo "wan.sh: unknown dataset $d" >&2; exit 2 ;; esac
+	case $d in 1g|50x20m|2000x100k|1x8m) ;; *) echo "wan.sh: unknown dataset $d" >&2; exit 2 ;; esac
 done
 for c in ${CCS//,/ }; do
 	grep -qw "$c" /proc/sys/net/ipv4/tcp_available_congestion_control ||
@@ -118,16 +144,32 @@ fail() { echo "wan.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "run as root (namespaces, TUN, servers)"
 
 # ---------------------------------------------------------------- deps
-# command:package of everything the suite runs.
-DEPS="ip:iproute2 ping:iputils-ping iperf3:iperf3 cc:build-essential
-    nginx:nginx-light vsftpd:vsftpd rsync:rsync curl:curl aria2c:aria2
-    lftp:lftp rclone:rclone gnuplot:gnuplot-nox openssl:openssl
-    globus-url-copy:globus-gass-copy-progs
+# command:package of what every run needs, of what only the selected
+# client tools need, and of what a run can do without (plots; selfcheck).
+DEPS="ip:iproute2 ping:iputils-ping cc:build-essential
+    nginx:nginx-light vsftpd:vsftpd rsync:rsync curl:curl openssl:openssl
     globus-gridftp-server:globus-gridftp-server-progs"
-need=""
-for d in $DEPS; do
-	PATH=$PATH:/usr/sbin command -v "${d%%:*}" >/dev/null || need="$need ${d#*:}"
+TOOL_DEPS="aria2c:aria2 lftp:lftp rclone:rclone
+    globus-url-copy:globus-gass-copy-progs"
+WANT_DEPS="iperf3:iperf3 gnuplot:gnuplot-nox"
+need="" want=""
+has() { PATH=$PATH:/usr/sbin command -v "$1" >/dev/null; }
+for d in $DEPS; do has "${d%%:*}" || need="$need ${d#*:}"; done
+for d in $TOOL_DEPS; do
+	# A client only its own tool runs (all of them with --deps).
+	[ "$DEPS_ONLY" = 1 ] || case ",$TOOLS," in *",${d%%:*},"*) ;; *) continue ;; esac
+	has "${d%%:*}" || need="$need ${d#*:}"
 done
+for d in $WANT_DEPS; do
+	has "${d%%:*}" && continue
+	if [ "$INSTALL" = 1 ]; then need="$need ${d#*:}"; else want="$want ${d#*:}"; fi
+done
+[ -z "$want" ] || echo "wan.sh: without$want (no plots, no selfcheck); --deps installs them" >&2
+# The gridftp server's UDT driver (only a Recommends of the server).
+if [ "$DEPS_ONLY" = 1 ] || case ",$TOOLS," in *,biomirror-gridftp-udt-*) true ;; *) false ;; esac; then
+	ls /usr/lib/*/libglobus_xio_udt_driver.so* >/dev/null 2>&1 ||
+	    need="$need libglobus-xio-udt-driver"
+fi
 if [ "$DEPS_ONLY" = 1 ] && [ -z "$need" ]; then
 	echo "wan.sh: all packages present"
 	exit 0
@@ -176,11 +218,53 @@ export no_proxy='*' NO_PROXY='*'
 # shellcheck source=tests/bench/wan/netns.sh
 . "$ROOT/tests/bench/wan/netns.sh"
 
+# ---------------------------------------------------------------- CPU
+# Two cgroups, the client cell's and the servers', whose CPU time
+# (children that exited included) each cell reads before and after:
+# cgroup v2 cpu.stat usage_usec, else v1 cpuacct.usage (ns).  None
+# writable: the CPU columns stay empty.
+CG_KIND="" CG_CLI="" CG_SRV=""
+for cg_root in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+	[ -e "$cg_root/cgroup.procs" ] && [ -e "$cg_root/cgroup.subtree_control" ] || continue
+	mkdir "$cg_root/bmwan-$$-cli" "$cg_root/bmwan-$$-srv" 2>/dev/null || continue
+	if [ -e "$cg_root/bmwan-$$-cli/cpu.stat" ]; then
+		CG_KIND=v2 CG_CLI=$cg_root/bmwan-$$-cli CG_SRV=$cg_root/bmwan-$$-srv
+		break
+	fi
+	rmdir "$cg_root/bmwan-$$-cli" "$cg_root/bmwan-$$-srv"
+done
+if [ -z "$CG_KIND" ] && [ -e /sys/fs/cgroup/cpuacct/cpuacct.usage ] &&
+    mkdir /sys/fs/cgroup/cpuacct/bmwan-$$-cli /sys/fs/cgroup/cpuacct/bmwan-$$-srv 2>/dev/null; then
+	CG_KIND=v1 CG_CLI=/sys/fs/cgroup/cpuacct/bmwan-$$-cli CG_SRV=/sys/fs/cgroup/cpuacct/bmwan-$$-srv
+fi
+# cg_enter CG: move this shell (and so what it starts) into CG.
+cg_enter() { [ -z "$1" ] || echo "$BASHPID" > "$1/cgroup.procs"; }
+# cg_ns CG: the CPU time of CG so far, ns ("" without cgroups).
+cg_ns() {
+	case $CG_KIND in
+	v2) awk '$1 == "usage_usec" { printf "%d", $2 * 1000 }' "$1/cpu.stat" ;;
+	v1) cat "$1/cpuacct.usage" ;;
+	esac
+}
+cg_fini() {
+	local g
+	for g in "$CG_CLI" "$CG_SRV"; do
+		[ -n "$g" ] && [ -d "$g" ] || continue
+		# Anything left (servers not yet reaped) goes back to the root.
+		while read -r p; do echo "$p" > "$(dirname "$g")/cgroup.procs"; done < "$g/cgroup.procs" 2>/dev/null
+		rmdir "$g" 2>/dev/null
+	done
+}
+
 bench_cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	[ -n "${CELL_PID:-}" ] && kill -KILL -- "-$CELL_PID" 2>/dev/null
 	wan_fini
+	cg_fini
+	if [ -n "${RMEM_OLD:-}" ]; then
+		sysctl -q -w net.core.rmem_max="${RMEM_OLD% *}" net.core.wmem_max="${RMEM_OLD#* }"
+	fi
 	if [ "$KEEP" = 1 ]; then
 		echo "# kept $T" >&2
 	elif [ -d "$T" ]; then
@@ -202,6 +286,7 @@ ds_dir() { echo "$DATA/$1"; }
 ds_desc() {
 	case $1 in
 	1g) echo "1 x 1 GiB" ;;
+	1x8m) echo "1 x 8 MiB" ;;
 	50x20m) echo "50 x 20 MiB" ;;
 	2000x100k) echo "2,000 x 100 KiB in 20 directories" ;;
 	esac
@@ -212,6 +297,7 @@ gen_dataset() {
 	mkdir -p "$d"
 	case $1 in
 	1g) keystream 1073741824 1g > "$d/file.bin" ;;
+	1x8m) keystream 8388608 8m > "$d/file.bin" ;;
 	50x20m) keystream $((50 * 20971520)) 20m |
 	    (cd "$d" && split -b 20971520 -a 2 -d --additional-suffix=.bin - f) ;;
 	2000x100k)
@@ -302,6 +388,9 @@ pid file = $s/rsyncd.pid
     path = $DATA
     read only = yes
 EOF
+	# In a subshell: the servers' cgroup and environment stay theirs.
+	(
+	cg_enter "$CG_SRV"
 	export BM_TCP_CC=$cc LD_PRELOAD=$WAN_BIN/tcpcc.so \
 	    BM_TCP_CC_LOG=$T/logs/tcpcc.log
 	in_s /usr/sbin/nginx -p "$s/nginx" -e "$s/nginx/error.log" \
@@ -311,8 +400,9 @@ EOF
 	    > "$T/logs/rsyncd.log" 2>&1 &
 	in_s globus-gridftp-server -p 2811 -aa -anonymous-user nobody \
 	    -anonymous-group nogroup -home-dir / -d error \
+	    -dc-whitelist udt,gsi,tcp \
 	    -l "$T/logs/gridftp.log" > "$T/logs/gridftp.out" 2>&1 &
-	unset BM_TCP_CC LD_PRELOAD BM_TCP_CC_LOG
+	)
 	local port up
 	local ports="80 21 873 2811"
 	[ "$TLS" = 1 ] && ports="$ports 443"
@@ -372,6 +462,12 @@ tool_cmd() {
 		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
 		    --max-connections 8 --ftp-mode extended \
 		    --source "ftp://$SIP:2811$DATA/$ds/" --dest "$dest" ;;
+	biomirror-gridftp-udt-p*)
+		# The same over UDT data connections, N streams per file.
+		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
+		    --max-connections 8 --ftp-mode extended --transport udt \
+		    --streams "${tool#biomirror-gridftp-udt-p}" \
+		    --source "ftp://$SIP:2811$DATA/$ds/" --dest "$dest" ;;
 	globus-url-copy)
 		printf '%s\n' globus-url-copy -r -cd -p 8 -cc 4 -fast \
 		    "ftp://$SIP:2811$DATA/$ds/" "file://$dest/" ;;
@@ -416,9 +512,12 @@ rx_bytes() {
 
 # run_cell TOOL DATASET: sets CELL_STATUS (ok, cap, error, incomplete),
 # CELL_S (seconds), CELL_BYTES (bytes on disk), CELL_FILES, CELL_CC (the
-# sender's congestion control seen by ss 1 s into the cell).
+# sender's congestion control seen by ss 1 s into the cell), CELL_CPU_C
+# and CELL_CPU_S (CPU seconds of the client and of the servers, "" if
+# not measured).
 run_cell() {
 	local tool=$1 ds=$2 dest=$T/dest/$1 t0 t1 rc=0 killed=0 log rx0
+	local cc0 cs0
 	local -a cmd
 	rm -rf -- "$dest" "$dest.state" "$dest".*
 	mkdir -p "$dest"
@@ -427,8 +526,11 @@ run_cell() {
 	printf '%q ' "${cmd[@]}" > "$log"; echo >> "$log"
 	sync
 	rx0=$(rx_bytes)
+	cc0=$(cg_ns "$CG_CLI") cs0=$(cg_ns "$CG_SRV")
 	t0=$(date +%s.%N)
-	setsid ip netns exec "$WAN_C" "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
+	# The client joins its cgroup before it execs (cg_enter).
+	setsid bash -c '[ -z "$1" ] || echo $$ > "$1/cgroup.procs"; shift; exec "$@"' \
+	    cell "$CG_CLI" ip netns exec "$WAN_C" "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
 	CELL_PID=$!
 	CELL_CC=""
 	while kill -0 "$CELL_PID" 2>/dev/null; do
@@ -463,6 +565,11 @@ run_cell() {
 	rc=$?
 	[ "$killed" = 1 ] || t1=$(date +%s.%N)
 	CELL_PID=""
+	CELL_CPU_C="" CELL_CPU_S=""
+	if [ -n "$CG_KIND" ]; then
+		CELL_CPU_C=$(awk -v a="$cc0" -v b="$(cg_ns "$CG_CLI")" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+		CELL_CPU_S=$(awk -v a="$cs0" -v b="$(cg_ns "$CG_SRV")" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+	fi
 	CELL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	if [ "$killed" = 0 ]; then
 		CELL_BYTES=$(disk_bytes "$dest")
@@ -478,15 +585,20 @@ run_cell() {
 	else
 		CELL_STATUS=ok
 	fi
-	echo "# exit $rc status $CELL_STATUS ${CELL_S}s $CELL_BYTES bytes $CELL_FILES files" >> "$log"
+	echo "# exit $rc status $CELL_STATUS ${CELL_S}s $CELL_BYTES bytes $CELL_FILES files cpu client ${CELL_CPU_C:--} s server ${CELL_CPU_S:--} s" >> "$log"
 	cat "$log" >> "$T/logs/cells.log"
 	rm -rf -- "$dest" "$dest.state" "$dest".*
 }
 
 # ---------------------------------------------------------------- main
+if [ -n "$RMEM_MAX" ]; then
+	RMEM_OLD="$(sysctl -n net.core.rmem_max) $(sysctl -n net.core.wmem_max)"
+	sysctl -q -w net.core.rmem_max="$RMEM_MAX" net.core.wmem_max="$RMEM_MAX" ||
+	    fail "sysctl net.core.rmem_max"
+fi
 wan_init
 say "link: $(wan_describe), bottleneck $RATE Mbit/s, queue one BDP"
-echo "date,backend,rate_mbit,rtt_ms,loss_pct,cc,dataset,tool,status,seconds,bytes,files,mb_s,ratio_vs_curl,sender_cc_seen,http_scheme,runs_mb_s" > "$CSV"
+echo "date,backend,rate_mbit,rtt_ms,loss_pct,cc,dataset,tool,status,seconds,bytes,files,mb_s,ratio_vs_curl,sender_cc_seen,http_scheme,runs_mb_s,client_cpu_s,server_cpu_s,client_cpu_s_per_gb,server_cpu_s_per_gb" > "$CSV"
 TOOL_LIST=${TOOLS//,/ }
 ncell=0 SERVERS_CC=""
 for cc in ${CCS//,/ }; do
@@ -510,19 +622,25 @@ for cc in ${CCS//,/ }; do
 						run_cell "$tool" "$ds"
 						ncell=$((ncell + 1))
 						mbs=$(awk -v b="$CELL_BYTES" -v s="$CELL_S" 'BEGIN { printf "%.2f", (s > 0) ? b / s / 1e6 : 0 }')
-						printf '%s %s %s %s %s %s\n' "$mbs" "$CELL_STATUS" \
+						printf '%s %s %s %s %s %s %s %s\n' "$mbs" "$CELL_STATUS" \
 						    "$CELL_S" "$CELL_BYTES" "$CELL_FILES" \
-						    "${CELL_CC:--}" >> "$T/run/runs"
-						say "cc $cc loss $loss% rtt $rtt ms $ds $tool run $run/$RUNS: $CELL_STATUS ${CELL_S}s $mbs MB/s [ss: ${CELL_CC:-}]"
+						    "${CELL_CC:--}" "${CELL_CPU_C:--}" \
+						    "${CELL_CPU_S:--}" >> "$T/run/runs"
+						say "cc $cc loss $loss% rtt $rtt ms $ds $tool run $run/$RUNS: $CELL_STATUS ${CELL_S}s $mbs MB/s [ss: ${CELL_CC:-}] [cpu s: client ${CELL_CPU_C:--} server ${CELL_CPU_S:--}]"
 					done
 					all=$(cut -d' ' -f1 "$T/run/runs" | paste -sd' ' -)
-					read -r mbs CELL_STATUS CELL_S CELL_BYTES CELL_FILES CELL_CC < <(
+					read -r mbs CELL_STATUS CELL_S CELL_BYTES CELL_FILES CELL_CC CELL_CPU_C CELL_CPU_S < <(
 					    sort -n -k1,1 "$T/run/runs" |
 					    sed -n "$(( (RUNS + 1) / 2 ))p")
+					[ "$CELL_CPU_C" = - ] && CELL_CPU_C=""
+					[ "$CELL_CPU_S" = - ] && CELL_CPU_S=""
+					# CPU seconds per GB (10^9 bytes) delivered.
+					cpugb() { awk -v c="$1" -v b="$CELL_BYTES" 'BEGIN { if (c != "" && b > 0) printf "%.2f", c / (b / 1e9) }'; }
+					cgc=$(cpugb "$CELL_CPU_C") cgs=$(cpugb "$CELL_CPU_S")
 					[ "$tool" = curl ] && base=$mbs
 					ratio=$(awk -v m="$mbs" -v b="${base:-0}" 'BEGIN { if (b > 0) printf "%.2f", m / b; else printf "" }')
-					echo "$STAMP,$WAN_BACKEND,$RATE,$rtt,$loss,$cc,$ds,$tool,$CELL_STATUS,$CELL_S,$CELL_BYTES,$CELL_FILES,$mbs,$ratio,$CELL_CC,$SCHEME,$all" >> "$CSV"
-					say "cc $cc loss $loss% rtt $rtt ms $ds $tool: median of $RUNS: $CELL_STATUS ${CELL_S}s $mbs MB/s${ratio:+ (${ratio}x curl)} (runs: $all)"
+					echo "$STAMP,$WAN_BACKEND,$RATE,$rtt,$loss,$cc,$ds,$tool,$CELL_STATUS,$CELL_S,$CELL_BYTES,$CELL_FILES,$mbs,$ratio,$CELL_CC,$SCHEME,$all,$CELL_CPU_C,$CELL_CPU_S,$cgc,$cgs" >> "$CSV"
+					say "cc $cc loss $loss% rtt $rtt ms $ds $tool: median of $RUNS: $CELL_STATUS ${CELL_S}s $mbs MB/s${ratio:+ (${ratio}x curl)} (runs: $all)${cgc:+ cpu s/GB client $cgc server $cgs}"
 				done
 			done
 		done
@@ -547,6 +665,7 @@ if [ "$TLS" = 1 ]; then
 else
 	echo "- HTTP tools over plain HTTP/1.1 (keep-alive; no h2: run with --tls for HTTPS + h2)"
 fi
+echo "- UDP buffers: net.core.rmem_max $(sysctl -n net.core.rmem_max), wmem_max $(sysctl -n net.core.wmem_max) (UDT's buffers are capped there; biomirror warns in the cell log when it got less than it asked; --rmem-max)"
 for t in $TOOL_LIST; do echo "- $t: $(tool_version "$t")"; done
 for t in $TOOL_LIST; do echo "    $t: $(tool_cmd "$t" DATASET /DEST | tr '\n' ' ')"; done | sed "s|$T|\$W|g"
 for cc in ${CCS//,/ }; do
@@ -597,9 +716,33 @@ plot for [i=2:$(( $(wc -w <<<"$TOOL_LIST") + 1 ))] "$T/plot/$cc-$loss-$ds.dat" u
 EOF
 				[ -s "$png" ] && echo && echo "plot: ${png#"$ROOT"/}"
 			fi
+			[ -n "$CG_KIND" ] || continue
+			echo
+			echo "CPU seconds per GB delivered, client / server (cgroup $CG_KIND):"
+			echo
+			awk -F, -v cc="$cc" -v loss="$loss" -v ds="$ds" -v tools="$TOOL_LIST" '
+			    NR > 1 && $6 == cc && $5 == loss && $7 == ds {
+				k = $4 SUBSEP $8; c[k] = $20; s[k] = $21
+				if (!($4 in seen)) { seen[$4] = 1; rtts[++n] = $4 }
+			    }
+			    END {
+				nt = split(tools, t, " ")
+				h = "| RTT ms |"; l = "|---:|"
+				for (j = 1; j <= nt; j++) { h = h " " t[j] " |"; l = l "---:|" }
+				print h; print l
+				for (i = 1; i <= n; i++) {
+					line = "| " rtts[i] " |"
+					for (j = 1; j <= nt; j++) {
+						k = rtts[i] SUBSEP t[j]
+						line = line " " (c[k] == "" ? "-" : c[k]) " / " (s[k] == "" ? "-" : s[k]) " |"
+					}
+					print line
+				}
+			    }' "$CSV"
 		done
 	done
 done
+[ -n "$CG_KIND" ] || echo "(no writable cgroup: CPU seconds not measured)"
 echo
 echo "csv: ${CSV#"$ROOT"/} ($ncell cells)"
 echo "Figures measured on a loaded machine (other work on the same cores) are not valid."

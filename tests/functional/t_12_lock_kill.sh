@@ -1,7 +1,8 @@
 #!/bin/bash
 # A concurrent second run exits 75 and names the holder's PID (also one
 # with another state directory on the same destination: the destination
-# is locked too, and the running run's temp files stay); kill -9
+# is locked too, and the running run's temp files stay; through a symlink
+# to the destination it names the real tree's holder); kill -9
 # during a large transfer leaves no partial file under a final name, and
 # the next run continues the temp file from its recorded ranges (or
 # removes it when none were recorded yet) and completes.
@@ -46,6 +47,14 @@ assert_exit 75 "$BM" --state-dir "$T/other-state" --json sync \
 grep -q "the destination $T/mirror is in use by another run: mirror up of $T/bm.conf (state directory $T/state, pid $slow, running)" "$LAST_ERR" ||
     fail "no destination-lock message naming the holder: $(cat "$LAST_ERR")"
 [ -e "$tmp" ] || fail "the running run's temp file was removed by the other run"
+# Through a symlink to the destination: the real tree's lock and record
+# (before: "an owner biomirror has no record of (no $T/.alias...)").
+ln -s mirror "$T/alias"
+assert_exit 75 "$BM" --state-dir "$T/other-state" sync \
+    --source "$NGINX_URL" --dest "$T/alias"
+grep -qF ": the destination $T/alias is in use by another run: mirror up of $T/bm.conf (state directory $T/state, pid $slow, running)" "$LAST_ERR" ||
+    fail "a symlinked dest does not name the real tree's holder: $(cat "$LAST_ERR")"
+[ -e "$T/.alias.biomirror-owner" ] && fail "a record beside the symlink"
 
 echo "# kill -9 mid-transfer"
 kill -9 "$slow"

@@ -21,10 +21,10 @@ assert_eq "$(wc -l < "$LAST_OUT")" 1 "--runs 1"
 
 assert_exit 0 bm history up --run 1
 assert_eq "$(grep -c ' fetched ' "$LAST_OUT")" 3 "files fetched by run 1"
-grep -q ' fetched *d/b.txt$' "$LAST_OUT" || fail "d/b.txt not in run 1"
+grep -q ' fetched *tcp d/b.txt$' "$LAST_OUT" || fail "d/b.txt not in run 1"
 assert_exit 0 bm history up --run 2
-grep -q ' fetched *a.txt$' "$LAST_OUT" || fail "a.txt not fetched by run 2"
-grep -q ' deleted *c.txt$' "$LAST_OUT" || fail "c.txt not deleted by run 2"
+grep -q ' fetched *tcp a.txt$' "$LAST_OUT" || fail "a.txt not fetched by run 2"
+grep -q ' deleted *- *c.txt$' "$LAST_OUT" || fail "c.txt not deleted by run 2"
 assert_exit 0 bm history up --run 2 --json
 python3 - "$LAST_OUT" <<'PY' || fail "history --json"
 import json, sys

@@ -4,7 +4,8 @@
 # body at most twice and asks for the sidecar once more (a 304), then
 # stops: exit 1, both digests in the message, the other files published;
 # the next run with nothing changed upstream makes no request for the
-# file (exit 1 again, the recorded mismatch named); a changed sidecar,
+# file (exit 1 again, the recorded mismatch named, both digests kept in
+# the run record: status, status --json, history); a changed sidecar,
 # then a changed file, each get it fetched again; once they agree it is
 # published (exit 0) and the mismatch is forgotten.
 . "$(dirname "$0")/lib.sh"
@@ -56,6 +57,17 @@ expect_counts 0 0 0 1
 assert_eq "$(gets "$mark" /bad.bin)" 0 "requests of bad.bin"
 grep -q "up: bad.bin: checksum mismatch: upstream's copy still fails its sidecar (it says md5:0123456789abcdef0123456789abcdef, run 1 got md5:$real): not fetched again" \
     "$LAST_ERR" || fail "no still-fails message"
+# The run record keeps the whole reason, both digests (status, --json, history).
+why="bad.bin: fetch: checksum mismatch: upstream's copy still fails its sidecar (it says md5:0123456789abcdef0123456789abcdef, run 1 got md5:$real): not fetched again until upstream's file or sidecar changes"
+assert_exit 1 bm status up
+grep -qF "$why" "$LAST_OUT" || fail "status: the reason is cut: $(cat "$LAST_OUT")"
+assert_exit 1 bm --json status up
+python3 -c 'import json,sys
+m = json.load(open(sys.argv[1]))[0]
+sys.exit(0 if json.dumps(m).find(sys.argv[2]) >= 0 else 1)' "$LAST_OUT" "md5:$real): not fetched again" ||
+    fail "status --json: the reason is cut: $(cat "$LAST_OUT")"
+assert_exit 0 bm history up --runs 1
+grep -qF "$why" "$LAST_OUT" || fail "history --runs: the reason is cut"
 
 echo "# the sidecar changes (still wrong): fetched again, twice"
 echo "fedcba9876543210fedcba9876543210  bad.bin" > "$U/bad.bin.md5"

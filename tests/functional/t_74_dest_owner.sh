@@ -10,14 +10,29 @@
 #   the snapshot; the published snapshot (names, inodes, sizes, mtimes)
 #   and DEST's symlink are unchanged (before: exit 0, files added to the
 #   published snapshot through the symlink);
-# - a publish = set run of a third config on that dest exits 75 and names
-#   the holder;
+# - a publish = set run of a third config on that dest is refused (exit 2,
+#   the owner named: before, exit 75, and once the owner was idle it took
+#   the tree over);
+# - runs on trees around the set tree are refused with exit 2 naming the
+#   owner, nothing changed (before: exit 0, DEST.biomirror's snapshots and
+#   owner record rewritten): an ad-hoc run on DEST.biomirror, a second
+#   config's on DEST.biomirror/snapshots, an ad-hoc run on DEST's parent
+#   (which contains DEST.biomirror);
 # - kill -9 of the held run: the ad-hoc run is still refused (the owner
 #   not running now), nothing changed, and the owner's next run completes
 #   (it continues the killed run's snapshot and publishes it);
 # - a publish = set run of another mirror on a plain tree that a
 #   publish = file mirror owns is refused (exit 2), the tree untouched;
-#   once the record named in the message is removed, it converts it.
+#   once the record named in the message is removed, it converts it; an
+#   ad-hoc run on a directory inside a plain tree another mirror owns is
+#   refused, no record left inside that tree (before: exit 0);
+# - a publish = set run of another mirror on an idle set tree is refused
+#   (before: exit 0, the tree taken over); once the record is removed it
+#   takes it over;
+# - a publish = set mirror whose first run failed (DEST.biomirror and its
+#   record, no DEST): ad-hoc and publish = file runs on DEST are refused
+#   (before: exit 0, DEST made plain and the record overwritten, the set
+#   mirror then locked out), and its own next run publishes.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -34,7 +49,9 @@ EOF
 touch -d '2021-01-01 UTC' "$T/up"/vol.*
 mkfifo "$T/hold" || fail "mkfifo"
 # The first GET of vol.01 (not upstream yet) stops half-way until told.
-start_faultserver "$T/up" normal --fault "/vol.01=hold,fifo=$T/hold,times=1"
+# /pend/bad (made at the end) fails: a set mirror's first run unpublished.
+start_faultserver "$T/up" normal --fault "/vol.01=hold,fifo=$T/hold,times=1" \
+    --fault "/pend/bad=status,code=500"
 D=$T/srv/slow/db
 SNAPS=$D.biomirror/snapshots
 # conf FILE NAME STATE DEST [KEY...]: a config of one mirror.
@@ -83,11 +100,28 @@ assert_exit 2 "$BM" --state-dir "$T/other" sync --source "$FAULT_URL" --dest "$D
 grep -qF "$D/sub lies inside a snapshot of the publish = set tree $D of $owner, running): a run there would change a published snapshot: refused" "$LAST_ERR" ||
 	fail "no refusal for a dest inside the snapshot: $(cat "$LAST_ERR")"
 
-echo "# a third config file, publish = set too: locked, the holder named"
-assert_exit 75 "$BM" -c "$T/c.conf" --json sync third
-assert_eq "$(jfield status)" locked "status"
-grep -qF "the destination $D is in use by another run: $owner, running)" "$LAST_ERR" ||
-	fail "no holder named: $(cat "$LAST_ERR")"
+echo "# a third config file, publish = set too: refused, the owner named"
+assert_exit 2 "$BM" -c "$T/c.conf" --json sync third
+assert_eq "$(jfield status)" failed "status"
+grep -qF "$D is a publish = set tree (a symlink to a snapshot in $D.biomirror) of $owner, running): a publish = set run of another mirror would take over its snapshots: refused (if that mirror no longer uses it, remove $D.biomirror/owner)" "$LAST_ERR" ||
+	fail "no refusal naming the owner: $(cat "$LAST_ERR")"
+
+echo "# runs on DEST.biomirror, inside it and around it: refused"
+which="the snapshots and owner record of the publish = set tree $D of $owner, running): a run there would change them: refused"
+assert_exit 2 "$BM" --state-dir "$T/other" sync --source "$FAULT_URL" --dest "$D.biomirror"
+grep -qF "$D.biomirror holds $which" "$LAST_ERR" ||
+	fail "DEST.biomirror as a dest: $(cat "$LAST_ERR")"
+conf "$T/d.conf" snaps "$T/state-d" "$SNAPS"
+assert_exit 2 "$BM" -c "$T/d.conf" sync snaps
+grep -qF "$SNAPS lies inside $D.biomirror, which holds $which" "$LAST_ERR" ||
+	fail "DEST.biomirror/snapshots as a dest: $(cat "$LAST_ERR")"
+assert_exit 2 "$BM" --state-dir "$T/other" sync --source "$FAULT_URL" --dest "$T/srv/slow"
+grep -qF "$T/srv/slow contains $D.biomirror, which holds $which" "$LAST_ERR" ||
+	fail "DEST's parent as a dest: $(cat "$LAST_ERR")"
+assert_eq "$(cd "$D.biomirror" && ls -A | LC_ALL=C sort | tr '\n' ' ')" "owner snapshots " \
+	"DEST.biomirror after the refused runs"
+assert_eq "$(cd "$T/srv/slow" && ls -A | LC_ALL=C sort | tr '\n' ' ')" "db db.biomirror " \
+	"DEST's parent after the refused run"
 
 assert_eq "$(readlink "$D")" "$link" "DEST target while held"
 grep -qx "pid $slow" "$D.biomirror/owner" || fail "owner record: $(cat "$D.biomirror/owner")"
@@ -128,8 +162,59 @@ grep -qF "not running now): a publish = set run of another mirror would move it 
 [ -d "$P" ] && [ ! -L "$P" ] || fail "the plain tree was converted"
 [ -e "$P.biomirror" ] && fail "the refused run made $P.biomirror"
 assert_eq "$(listing "$P")" "$plain" "the plain tree after the refusal"
+
+echo "# an ad-hoc run inside the plain tree another mirror owns: refused"
+assert_exit 2 "$BM" --state-dir "$T/other" sync --source "$FAULT_URL" --dest "$P/big"
+grep -qF "$P/big lies inside $P, the plain tree of mirror plain of $T/p.conf (state directory $T/state-p, pid " "$LAST_ERR" ||
+	fail "no refusal for a dest inside a plain tree: $(cat "$LAST_ERR")"
+grep -qF "not running now): a run there would change that mirror's tree: refused (if that mirror no longer uses it, remove $T/srv/.plain.biomirror-owner)" "$LAST_ERR" ||
+	fail "no remedy for a dest inside a plain tree: $(cat "$LAST_ERR")"
+assert_eq "$(listing "$P")" "$plain" "the plain tree after the refused ad-hoc run"
+
 rm "$T/srv/.plain.biomirror-owner"
 assert_exit 0 "$BM" -c "$T/q.conf" sync conv
 [ -L "$P" ] || fail "not converted once the record was removed"
 assert_trees_equal "$T/up" "$P/"
+
+echo "# a publish = set run of another mirror on an idle set tree: refused"
+conf "$T/r.conf" taker "$T/state-r" "$P" "publish = set"
+conv_link=$(readlink "$P")
+conv_snap=$(listing "$P/")
+assert_exit 2 "$BM" -c "$T/r.conf" sync taker
+grep -qF "$P is a publish = set tree (a symlink to a snapshot in $P.biomirror) of mirror conv of $T/q.conf (state directory $T/state-q, pid " "$LAST_ERR" ||
+	fail "no refusal naming the set tree's owner: $(cat "$LAST_ERR")"
+grep -qF "not running now): a publish = set run of another mirror would take over its snapshots: refused (if that mirror no longer uses it, remove $P.biomirror/owner)" "$LAST_ERR" ||
+	fail "no remedy in the refusal: $(cat "$LAST_ERR")"
+assert_eq "$(readlink "$P")" "$conv_link" "the set tree's link after the refusal"
+assert_eq "$(listing "$P/")" "$conv_snap" "the published snapshot after the refusal"
+grep -qx "mirror conv" "$P.biomirror/owner" || fail "owner record: $(cat "$P.biomirror/owner")"
+rm "$P.biomirror/owner"
+assert_exit 0 "$BM" -c "$T/r.conf" sync taker
+grep -qx "mirror taker" "$P.biomirror/owner" || fail "not handed over: $(cat "$P.biomirror/owner")"
+
+echo "# a publish = set mirror whose first run failed: its DEST is not taken"
+mkdir "$T/up/pend"
+echo ok > "$T/up/pend/ok"
+echo bad > "$T/up/pend/bad"
+F=$T/srv/pend
+conf "$T/f.conf" pend "$T/state-f" "$F" "publish = set" "retries = 0"
+conf "$T/g.conf" grab "$T/state-g" "$F"
+sed -i "s|^source = .*|source = ${FAULT_URL}pend/|" "$T/f.conf" "$T/g.conf"
+assert_exit 1 "$BM" -c "$T/f.conf" sync pend
+[ -e "$F" ] && fail "the failed first run published $F"
+grep -qx "publish set" "$F.biomirror/owner" || fail "no set record: $(ls -A "$F.biomirror")"
+pend_rec=$(cat "$F.biomirror/owner")
+pending="$F is the destination of the publish = set tree $F.biomirror of mirror pend of $T/f.conf (state directory $T/state-f, pid "
+assert_exit 2 "$BM" --state-dir "$T/other" sync --source "${FAULT_URL}pend/" --dest "$F"
+grep -qF "$pending" "$LAST_ERR" || fail "ad-hoc run on a pending set tree: $(cat "$LAST_ERR")"
+grep -qF "not running now), not published or not converted yet: a publish = file or ad-hoc run would take it over: refused (sync that mirror instead; to go back to publish = file see publish in biomirror.conf(5))" "$LAST_ERR" ||
+	fail "no remedy for a pending set tree: $(cat "$LAST_ERR")"
+assert_exit 2 "$BM" -c "$T/g.conf" sync grab
+grep -qF "$pending" "$LAST_ERR" || fail "file run on a pending set tree: $(cat "$LAST_ERR")"
+[ -e "$F" ] && fail "a refused run made $F"
+assert_eq "$(cat "$F.biomirror/owner")" "$pend_rec" "the set mirror's record after the refusals"
+rm "$T/up/pend/bad"
+assert_exit 0 "$BM" -c "$T/f.conf" sync pend
+[ -L "$F" ] || fail "the set mirror did not publish"
+assert_eq "$(cat "$F/ok")" ok "published file"
 echo PASS

@@ -13,7 +13,14 @@
 #     run ends within the stall timeout (UDT itself notices a dead peer
 #     only after ~47 s), exit 1, nothing under the file's final name; a
 #     new server on the same tree, and the next run completes the mirror;
-#  4. transport = udt without ftp_mode = extended: a config error.
+#  4. transport = udt without ftp_mode = extended: a config error;
+#  5. which transport carried each file: the run's --json "transports"
+#     (files, bytes, seconds, rate per transport), history --run (per
+#     file, text and --json), history and status (per run, text and
+#     --json), udt for the UDT runs, tcp for the fallback; the summary
+#     line and the progress line on a terminal name udt (the rerun);
+#  6. the UDT transport that cannot start (epoll_create fails, strace):
+#     exit 1, "SOURCE: open the udt transport: REASON", nothing fetched.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -43,6 +50,48 @@ conf() {
 	write_conf "$1"
 	printf 'ftp_mode = extended\ntransport = udt\nstreams = %s\nretries = 0\nstall_timeout = 3\nudt_buffer = 2M\n' \
 	    "$2" >> "$T/bm.conf"
+}
+
+# check_nets NET FILES: the last --json sync (in $T/last.out) and what
+# history and status recorded of it say NET carried all its FILES files
+# (and only NET carried any).
+check_nets() {
+	local run
+	python3 - "$T/last.out" "$1" "$2" <<'PY' || fail "--json transports: $(cat "$T/last.out")"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+net, files = sys.argv[2], int(sys.argv[3])
+t = r["transports"]
+assert list(t) == [net], t
+u = t[net]
+assert u["files"] == files == r["fetched"], (u, r["fetched"])
+assert u["bytes"] == r["bytes"] and u["bytes"] > 0, (u, r["bytes"])
+assert 0 < u["seconds"] <= r["seconds"], (u, r["seconds"])
+assert abs(u["rate"] - u["bytes"] / u["seconds"]) <= 0.01 * u["rate"] + 1, u
+PY
+	run=$(jfield run)
+	assert_exit 0 bm --json history up --run "$run"
+	python3 - "$LAST_OUT" "$1" "$2" <<'PY' || fail "history --run --json: $(cat "$LAST_OUT")"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1])) if e["op"] == "fetched"]
+assert len(ev) == int(sys.argv[3]), ev
+assert all(e["transport"] == sys.argv[2] for e in ev), ev
+PY
+	assert_exit 0 bm history up --run "$run"
+	assert_eq "$(grep -c " fetched  *$1 " "$LAST_OUT")" "$2" "history --run: files over $1"
+	assert_exit 0 bm history up --runs 1
+	grep -q "bytes; $1 $2 files at [0-9]*\.[0-9] MB/s" "$LAST_OUT" ||
+	    fail "history: no $1 rate: $(cat "$LAST_OUT")"
+	assert_exit 0 bm status up
+	grep -q "MB/s; $1 $2 files at [0-9]*\.[0-9] MB/s)" "$LAST_OUT" ||
+	    fail "status: no $1 rate: $(cat "$LAST_OUT")"
+	assert_exit 0 bm --json status up
+	python3 - "$LAST_OUT" "$1" "$2" <<'PY' || fail "status --json: $(cat "$LAST_OUT")"
+import json, sys
+t = json.load(open(sys.argv[1]))[0]["last_run"]["transports"]
+assert list(t) == [sys.argv[2]] and t[sys.argv[2]]["files"] == int(sys.argv[3]), t
+assert t[sys.argv[2]]["rate"] > 0, t
+PY
 }
 
 # traced OUT ARGS...: biomirror under strace (socket and accept4 only).
@@ -79,9 +128,13 @@ for n in 1 4; do
 	assert_eq "$(grep -c 'accept4(.*= [0-9]' "$T/st.$n")" 0 \
 	    "TCP data connections accepted over UDT"
 	grep -q 'SETNETSTACK' "$T/last.err" && fail "a fallback logged: $(cat "$T/last.err")"
+	echo "# every file over udt: --json, history, status"
+	check_nets udt 7
 	echo "# no change: nothing fetched"
 	assert_exit 0 bm --json sync up
 	expect_counts 0 0 0 0
+	python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))[0]["transports"]; sys.exit(t != {})' \
+	    "$T/last.out" || fail "transports of a run that fetched nothing"
 done
 
 echo "# a server without the UDT whitelist: TCP, said once"
@@ -102,6 +155,8 @@ assert_eq "$(grep -c 'socket(AF_INET, SOCK_DGRAM' "$T/st.tcp")" 0 \
     "UDP sockets on fallback"
 [ "$(grep -c 'accept4(.*= [0-9]' "$T/st.tcp")" -ge 1 ] ||
     fail "no TCP data connection on fallback"
+echo "# every file over tcp on fallback: --json, history, status"
+check_nets tcp 7
 
 echo "# the server frozen in the middle of big.bin"
 stop_servers
@@ -138,13 +193,30 @@ python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 3 + 5 else 1)" ||
 grep -q 'big.bin: fetch: stalled: no data for 3 s' "$T/last.err" ||
     fail "no stall for big.bin: $(grep big.bin "$T/last.err")"
 [ ! -e "$T/mirror/a/b/big.bin" ] || fail "big.bin published although cut"
-echo "# a new server on the same tree: the next run completes"
+echo "# a new server on the same tree: the next run completes (on a terminal)"
 GRIDFTP_ARGS="-dc-whitelist udt,gsi,tcp" start_gridftp "$T/up" 50
 sed -i "s#^source = .*#source = $GRIDFTP_URL#" "$T/bm.conf"
-assert_exit 0 bm --json sync up
-assert_eq "$(jfield failed)" 0 "failed in the rerun"
+script -qec "$BM -c $T/bm.conf --state-dir $T/state sync up" /dev/null \
+    > "$T/tty.out" 2>&1 || { cat "$T/tty.out" >&2; fail "the rerun under a pty"; }
 assert_trees_equal "$T/up" "$T/mirror"
 no_temps "$T/mirror"
+grep -q 'files, .*MB/s, ETA [-0-9:]*, over udt' "$T/tty.out" ||
+    fail "no transport on the progress line: $(tr '\r' '\n' < "$T/tty.out")"
+grep -q 'up: ok: listed [0-9]*, fetched [1-7], .*MB/s); udt [1-7] files\?, [0-9.]* [KMG]\?i\?B in [0-9.]* s ([0-9.]* MB/s)' "$T/tty.out" ||
+    fail "no udt rate in the summary: $(tr '\r' '\n' < "$T/tty.out")"
+grep -q 'over tcp\|; tcp ' "$T/tty.out" && fail "tcp named in the rerun: $(tr '\r' '\n' < "$T/tty.out")"
+
+echo "# the UDT transport cannot start (strace: epoll_create fails)"
+rm -rf "$T/mirror" "$T/state"
+conf "$GRIDFTP_URL" 1
+strace -f -qq -o /dev/null -e trace=epoll_create,epoll_create1 \
+    -e inject=epoll_create,epoll_create1:error=EMFILE \
+    "$BM" -c "$T/bm.conf" --state-dir "$T/state" sync up > "$T/last.out" 2> "$T/last.err"
+rc=$?
+assert_eq "$rc" 1 "exit when the UDT transport cannot start"
+grep -qx "biomirror: up: $GRIDFTP_URL: open the udt transport: UDT epoll_create: .*" \
+    "$T/last.err" || fail "no message for the transport: $(cat "$T/last.err")"
+[ -z "$(find "$T/mirror" -type f 2>/dev/null)" ] || fail "files fetched without a transport"
 
 echo "# transport = udt needs ftp_mode = extended"
 write_conf "$GRIDFTP_URL"

@@ -1,7 +1,10 @@
 /*
  * Unit tests for agent/destlock.c: the destination's kind checked before
  * it is locked (a publish = set tree, a dest inside a snapshot, another
- * mirror's plain tree), one lock per destination (flock conflicts between
+ * mirror's plain tree; a dest that is, lies in or contains a
+ * DEST.biomirror, or lies inside another mirror's tree; a set tree whose
+ * first snapshot is pending; a symlinked dest), one lock per destination
+ * (flock conflicts between
  * open files, also within one process), the owner record and where it
  * lives, and what a refused publish = set run leaves (nothing).
  */
@@ -159,6 +162,141 @@ test_set(const struct dest_who *a, const struct dest_who *aset,
 	    err);
 }
 
+/* Write text into file rel. */
+static void
+put(const char *rel, const char *text)
+{
+	char	 p[PATH_MAX];
+	FILE	*fp;
+
+	if ((fp = fopen(at(p, rel), "w")) == NULL || fputs(text, fp) == EOF ||
+	    fclose(fp) != 0)
+		tap_bail("put");
+}
+
+/* Take d as who, expecting BM_EUNSAFE and want in the message. */
+static void
+refused(const char *d, const struct dest_who *who, const char *want,
+    const char *what)
+{
+	struct dest_lock *l = NULL;
+	char		 err[2048];
+
+	is_int(dest_lock_take(d, who, DEST_LOCK_CREATE, 0755, &l, err,
+	    sizeof(err)), BM_EUNSAFE, "%s: refused", what);
+	ok(strstr(err, want) != NULL, "%s: says \"%s\": %s", what, want, err);
+	dest_lock_free(l);
+}
+
+/* Around the set tree p/db of a (test_set): its DEST.biomirror, ... */
+static void
+test_around(const struct dest_who *a, const struct dest_who *aset,
+    const struct dest_who *b, const struct dest_who *bset)
+{
+	struct dest_lock *l = NULL, *l2 = NULL;
+	char		 d[PATH_MAX], p[PATH_MAX], err[2048], want[PATH_MAX * 2];
+
+	refused(at(d, "p/db.biomirror"), b, "p/db.biomirror holds the "
+	    "snapshots and owner record of the publish = set tree ",
+	    "around: DEST.biomirror");
+	refused(at(d, "p/db.biomirror/snapshots"), b, "p/db.biomirror/"
+	    "snapshots lies inside ", "around: DEST.biomirror/snapshots");
+	refused(at(d, "p/db.biomirror/new/x"), b, "lies inside ",
+	    "around: a new directory in DEST.biomirror");
+	ok(!exists("p/db.biomirror/new"), "around: nothing made there");
+	refused(at(d, "p"), b, "p contains ", "around: DEST's parent");
+	refused(at(d, "p"), bset, "p contains ", "around: also a set run");
+	refused(at(d, "p/db"), bset, "a publish = set run of another mirror "
+	    "would take over its snapshots: refused (if that mirror no longer "
+	    "uses it, remove ", "around: another set mirror on the set tree");
+
+	/* A tree named X.biomirror that is no DEST.biomirror: a tree. */
+	is_int(dest_lock_take(at(d, "p/x.biomirror"), b, DEST_LOCK_CREATE,
+	    0755, &l, err, sizeof(err)), 0, "around: a plain x.biomirror");
+	dest_lock_free(l);
+
+	/* Inside another mirror's plain tree; inside its own. */
+	if (mkdir(at(p, "q"), 0755) == -1)
+		tap_bail("mkdir q");
+	is_int(dest_lock_take(at(d, "q/t"), a, DEST_LOCK_CREATE, 0755, &l,
+	    err, sizeof(err)), 0, "inside: a's plain tree");
+	is_int(dest_lock_record(l), 0, "inside: record");
+	dest_lock_free(l);
+	(void)snprintf(want, sizeof(want), "q/t/sub lies inside %s/q/t, the "
+	    "plain tree of mirror a of ", root);
+	refused(at(d, "q/t/sub"), b, want, "inside: another's run in a's tree");
+	ok(!exists("q/t/sub") && !exists("q/t/.sub.biomirror-owner"),
+	    "inside: nothing made, no record in a's tree");
+	is_int(dest_lock_take(at(d, "q/t/sub"), a, DEST_LOCK_CREATE, 0755,
+	    &l, err, sizeof(err)), 0, "inside: a itself may");
+	dest_lock_free(l);
+
+	/* A symlinked dest: the real tree's lock and record. */
+	if (symlink("t", at(p, "q/alias")) == -1)
+		tap_bail("symlink");
+	is_int(dest_lock_take(at(d, "q/t"), a, DEST_LOCK_CREATE, 0755, &l,
+	    err, sizeof(err)), 0, "alias: a holds its tree");
+	is_int(dest_lock_take(at(d, "q/alias"), b, DEST_LOCK_CREATE, 0755,
+	    &l2, err, sizeof(err)), BM_ELOCKED, "alias: locked out");
+	ok(strstr(err, "is in use by another run: mirror a of ") != NULL,
+	    "alias: the real holder named: %s", err);
+	dest_lock_free(l);
+	(void)snprintf(want, sizeof(want), "remove %s/q/.t.biomirror-owner)",
+	    root);
+	refused(at(d, "q/alias"), bset, want, "alias: the real record");
+	ok(!exists("q/.alias.biomirror-owner") &&
+	    !exists("q/alias.biomirror"), "alias: nothing beside the link");
+
+	/* A set tree not published yet, or a conversion cut short. */
+	if (mkdir(at(p, "q/pend.biomirror"), 0755) == -1 ||
+	    mkdir(at(p, "q/conv"), 0755) == -1 ||
+	    mkdir(at(p, "q/conv.biomirror"), 0755) == -1)
+		tap_bail("mkdir pend");
+	(void)snprintf(want, sizeof(want), "pid 1\nmirror a\nconfig %s/a.conf"
+	    "\nstate_dir %s/sa\npublish set\n", root, root);
+	put("q/pend.biomirror/owner", want);
+	put("q/conv.biomirror/owner", want);
+	refused(at(d, "q/pend"), b, "not published or not converted yet: a "
+	    "publish = file or ad-hoc run would take it over: refused (sync "
+	    "that mirror instead;", "pending: a file run, DEST missing");
+	ok(!exists("q/pend"), "pending: DEST not made");
+	refused(at(d, "q/conv"), b, "would take it over",
+	    "pending: a file run, DEST plain");
+	refused(at(d, "q/pend"), bset, "would take over its snapshots",
+	    "pending: another set mirror");
+	refused(at(d, "q/pend.biomirror"), b, "holds the snapshots",
+	    "pending: its DEST.biomirror");
+	refused(at(d, "q"), b, "contains ", "pending: its parent");
+	is_int(dest_lock_take(at(d, "q/pend"), a, 0, 0755, &l, err,
+	    sizeof(err)), BM_EUNSAFE, "pending: its own mirror as file");
+	ok(strstr(err, "(set publish = set again;") != NULL,
+	    "pending: told to set publish = set: %s", err);
+	dest_lock_free(l);
+
+	/* A conversion killed before any record in DEST.biomirror. */
+	if (mkdir(at(p, "q/kill"), 0755) == -1 ||
+	    mkdir(at(p, "q/kill.biomirror"), 0755) == -1 ||
+	    mkdir(at(p, "q/kill.biomirror/snapshots"), 0755) == -1)
+		tap_bail("mkdir kill");
+	(void)snprintf(want, sizeof(want), "pid 1\nmirror a\nconfig %s/a.conf"
+	    "\nstate_dir %s/sa\npublish file\n", root, root);
+	put("q/.kill.biomirror-owner", want);
+	(void)snprintf(want, sizeof(want), "q/kill is the destination of the "
+	    "publish = set tree %s/q/kill.biomirror of mirror a of ", root);
+	refused(at(d, "q/kill"), b, want, "killed: a file run");
+	ok(exists("q/.kill.biomirror-owner"), "killed: the record kept");
+	is_int(dest_lock_take(at(d, "q/kill"), aset, DEST_LOCK_CREATE, 0755,
+	    &l, err, sizeof(err)), 0, "killed: its own set run goes on");
+	dest_lock_free(l);
+
+	/* A record left beside a tree that is gone: no tree to protect. */
+	put("q/.gone.biomirror-owner", want);
+	is_int(dest_lock_take(at(d, "q/gone"), bset, DEST_LOCK_CREATE, 0755,
+	    &l, err, sizeof(err)), 0, "gone: a set run on a missing DEST: %s",
+	    err);
+	dest_lock_free(l);
+}
+
 int
 main(void)
 {
@@ -179,6 +317,7 @@ main(void)
 	bset = (struct dest_who){ "b", ca, sb, true };
 	test_plain(&a, &b, &bset);
 	test_set(&a, &aset, &b);
+	test_around(&a, &aset, &b, &bset);
 	(void)snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	if (system(cmd) != 0)
 		printf("# could not remove %s\n", root);

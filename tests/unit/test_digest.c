@@ -248,6 +248,7 @@ test_set(void)
 	    "zz  bad.gz\n"
 	    MD5_ABC "  ../escape\n"
 	    MD5_ABC "\n"
+	    MD5_ABC "  MD5SUMS\n"		/* names the list itself */
 	    MD5_EMPTY "  x.gz";		/* no final newline */
 	const char	 own[] = MD5_EMPTY "  a.gz\n";
 	const char	 bare[] = MD5_ABC "\n";
@@ -281,6 +282,8 @@ test_set(void)
 	ok(!sidecar_set_find(s, "a.gz", &sum), "top a.gz not covered");
 	ok(!sidecar_set_find(s, "escape", &sum), "traversal not added");
 	ok(!sidecar_set_find(s, "db/bad.gz", &sum), "bad hex not added");
+	ok(!sidecar_set_find(s, "db/MD5SUMS", &sum),
+	    "a line naming the sidecar itself not added");
 	is_int(sidecar_set_add(s, "SHA256SUMS", SHA_ABC "  db/a.gz\n",
 	    strlen(SHA_ABC) + 9, &n, NULL), 0, "top SHA256SUMS");
 	ok(sidecar_set_find(s, "db/a.gz", &sum) && sum.has[DIGEST_MD5] &&

@@ -1248,6 +1248,99 @@ sidecar_cb(void *ctx, const struct file_row *f)
 	return 0;
 }
 
+/* manifest_event_fn: "path net;" per event ("-" for none) into ctx. */
+static int
+net_cb(void *ctx, const struct event_row *e)
+{
+	char	*out = ctx;
+	size_t	 n = strlen(out);
+
+	(void)snprintf(out + n, 512 - n, "%s %s;", e->path,
+	    e->net ? e->net : "-");
+	return 0;
+}
+
+/*
+ * Schema 5: the transport of each fetched file (events.net) and each
+ * run's per-transport figures (runs_net), and the 4 -> 5 migration.
+ */
+static void
+test_nets(const char *dir)
+{
+	char			 p[512], err[600], out[512];
+	struct manifest		*m = NULL;
+	struct commit_rec	 c[2];
+	struct run_record	 r, *v = NULL;
+	size_t			 n = 0;
+	int64_t			 run = 0, run2 = 0;
+	sqlite3			*db;
+
+	join(p, sizeof(p), dir, "nets.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "nets: open");
+	manifest_close(m);
+	m = NULL;
+	/* A schema 4 manifest with a run and an event: open migrates it. */
+	db = raw_open(p);
+	raw_exec(db, "DROP TABLE runs_net; ALTER TABLE events DROP COLUMN net;"
+	    " INSERT INTO runs (command, start_ns, end_ns, status, fetched)"
+	    " VALUES ('sync', 1, 2, 'ok', 1);"
+	    " INSERT INTO events (run, seq, time_ns, path, op)"
+	    " VALUES (1, 1, 2, 'old', 'fetched');"
+	    " PRAGMA user_version = 4;");
+	(void)sqlite3_close(db);
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "nets: schema 4 is migrated: %s", err);
+	is_int(manifest_last_success(m, &r), 0, "nets: the old run is kept");
+	is_int(r.nnets, 0, "nets: ... with no transports");
+	out[0] = '\0';
+	(void)manifest_events(m, 1, net_cb, out);
+	is_str(out, "old -;", "nets: an old event has no transport");
+	(void)manifest_run_begin(m, "sync", 10, &run);
+	c[0] = rec("a", COMMIT_FETCHED, ENTRY_FILE, 11, 100, MTIME_SECOND);
+	c[0].net = "udt";
+	c[1] = rec("b", COMMIT_DELETED, ENTRY_FILE, 0, 0, MTIME_UNKNOWN);
+	is_int(manifest_commit(m, run, c, 2), 0, "nets: commit");
+	out[0] = '\0';
+	is_int(manifest_events(m, run, net_cb, out), 0, "nets: events");
+	is_str(out, "a udt;b -;", "nets: the fetch's transport recorded");
+	memset(&r, 0, sizeof(r));
+	r.id = run;
+	r.end_ns = 20;
+	(void)snprintf(r.status, sizeof(r.status), "ok");
+	r.nnets = 2;
+	(void)snprintf(r.nets[0].net, sizeof(r.nets[0].net), "udt");
+	r.nets[0].files = 3;
+	r.nets[0].bytes = 3000;
+	r.nets[0].ns = 1500000000;
+	(void)snprintf(r.nets[1].net, sizeof(r.nets[1].net), "tcp");
+	r.nets[1].files = 1;
+	r.nets[1].bytes = 7;
+	r.nets[1].ns = 1000;
+	is_int(manifest_run_end(m, &r), 0, "nets: run end");
+	(void)manifest_run_begin(m, "sync", 30, &run2);
+	is_int(manifest_runs(m, 10, &v, &n), 0, "nets: runs");
+	is_int(n, 3, "nets: three runs");
+	if (n == 3) {
+		is_int(v[0].nnets, 0, "nets: a running run has none");
+		is_int(v[1].nnets, 2, "nets: two transports");
+		/* In name order. */
+		is_str(v[1].nets[0].net, "tcp", "nets: tcp first");
+		is_int(v[1].nets[0].bytes, 7, "nets: tcp bytes");
+		is_str(v[1].nets[1].net, "udt", "nets: then udt");
+		is_int(v[1].nets[1].files, 3, "nets: udt files");
+		is_int(v[1].nets[1].bytes, 3000, "nets: udt bytes");
+		is_int(v[1].nets[1].ns, 1500000000, "nets: udt ns");
+	}
+	free(v);
+	is_int(manifest_last_success(m, &r), 0, "nets: last success");
+	is_int(r.nnets, 2, "nets: ... with its transports");
+	r.id = 9999;
+	is_int(manifest_run_end(m, &r), BM_ENOENT, "nets: unknown run");
+	is_int(manifest_last_success(m, &r), 0, "nets: still there");
+	is_int(r.id, run, "nets: ... unchanged by the failed end");
+	manifest_close(m);
+}
+
 static void
 test_sidecar_mismatch(const char *dir)
 {
@@ -1301,6 +1394,29 @@ test_sidecar_mismatch(const char *dir)
 	out[0] = '\0';
 	(void)manifest_ls(m, NULL, sidecar_cb, out);
 	is_str(out, "a md5:bb;b -;new -;", "mism: a's match recorded");
+	/* Content committed unchecked keeps a known mismatch; walked. */
+	c[0] = rec("b", COMMIT_MISMATCH, ENTRY_FILE, 22, 200, MTIME_SECOND);
+	c[0].sidecar = "md5:ee";
+	c[0].checksum = "md5:ff";
+	c[0].up_size = 22;
+	c[1] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 22, 200, MTIME_SECOND);
+	c[1].sidecar = MANIFEST_SIDECAR_UNCHECKED;
+	is_int(manifest_commit(m, run, c, 2), 0, "mism: fetched unchecked");
+	out[0] = '\0';
+	(void)manifest_mismatches(m, mism_cb, out);
+	is_str(out, "b md5:ee md5:ff 1 22;", "mism: kept by an unchecked fetch");
+	out[0] = '\0';
+	is_int(manifest_ls_unchecked(m, sidecar_cb, out), 0, "mism: unchecked walk");
+	is_str(out, "b unchecked;", "mism: the unchecked row");
+	c[0] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 22, 300, MTIME_SECOND);
+	c[0].sidecar = "md5:ee";
+	is_int(manifest_commit(m, run, c, 1), 0, "mism: fetched and checked");
+	out[0] = '\0';
+	(void)manifest_mismatches(m, mism_cb, out);
+	is_str(out, "", "mism: dropped by a checked fetch");
+	out[0] = '\0';
+	(void)manifest_ls_unchecked(m, sidecar_cb, out);
+	is_str(out, "", "mism: no unchecked row left");
 	manifest_close(m);
 }
 
@@ -1324,6 +1440,7 @@ test_partials(const char *dir)
 	db = raw_open(p);
 	raw_exec(db, "DROP TABLE partials; DROP TABLE intents; "
 	    "DROP TABLE mismatches; ALTER TABLE files DROP COLUMN sidecar; "
+	    "DROP TABLE runs_net; ALTER TABLE events DROP COLUMN net; "
 	    "PRAGMA user_version = 1;");
 	(void)sqlite3_close(db);
 	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
@@ -1421,6 +1538,7 @@ main(void)
 	test_partials(dir);
 	test_intents(dir);
 	test_sidecar_mismatch(dir);
+	test_nets(dir);
 	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
 	    sizeof(cmd))
 		if (system(cmd) != 0)

@@ -171,6 +171,78 @@ test_digest_recorded(void)
 	result_free(r);
 }
 
+/*
+ * The transports that carried files: their rates in the summary, and the
+ * "transports" object of --json (only those used; none for a plan).
+ */
+static void
+test_nets(void)
+{
+	struct mirror_result *r;
+	char		*buf = NULL;
+	size_t		 len = 0;
+	FILE		*fp;
+	json_t		*j, *t, *u;
+	json_error_t	 err;
+
+	if (!ok((r = result_new("m")) != NULL, "result_new"))
+		return;
+	r->fetched = 3;
+	r->bytes = 3000000;
+	r->seconds = 2;
+	r->nets[REPORT_NET_UDT].files = 2;
+	r->nets[REPORT_NET_UDT].bytes = 2000000;
+	r->nets[REPORT_NET_UDT].seconds = 0.5;
+	r->nets[REPORT_NET_TCP].files = 1;
+	r->nets[REPORT_NET_TCP].bytes = 1000000;
+	r->nets[REPORT_NET_TCP].seconds = 1;
+	if ((fp = open_memstream(&buf, &len)) == NULL)
+		goto out;
+	report_summary(r, fp);
+	fclose(fp);
+	is_str(buf, "m: ok: listed 0, fetched 3, touched 0, deleted 0, "
+	    "failed 0, 2.9 MiB in 2.0 s (1.5 MB/s); tcp 1 file, 976.6 KiB in "
+	    "1.0 s (1.0 MB/s), udt 2 files, 1.9 MiB in 0.5 s (4.0 MB/s)\n",
+	    "summary: the rate of each transport");
+	free(buf);
+	buf = NULL;
+	if ((fp = open_memstream(&buf, &len)) == NULL)
+		goto out;
+	ok(report_json(&r, 1, fp) == 0, "report_json");
+	fclose(fp);
+	j = json_loads(buf, 0, &err);
+	t = json_object_get(json_array_get(j, 0), "transports");
+	is_int(json_object_size(t), 2, "json: two transports");
+	u = json_object_get(t, "udt");
+	is_int(json_integer_value(json_object_get(u, "files")), 2, "udt files");
+	is_int(json_integer_value(json_object_get(u, "bytes")), 2000000,
+	    "udt bytes");
+	ok(json_real_value(json_object_get(u, "seconds")) == 0.5,
+	    "udt seconds");
+	is_int(json_integer_value(json_object_get(u, "rate")), 4000000,
+	    "udt rate, bytes/s");
+	json_decref(j);
+	free(buf);
+	buf = NULL;
+	/* Nothing carried: an empty object; no time: rate null. */
+	r->nets[REPORT_NET_TCP].files = 0;
+	r->nets[REPORT_NET_UDT].seconds = 0;
+	if ((fp = open_memstream(&buf, &len)) == NULL)
+		goto out;
+	(void)report_json(&r, 1, fp);
+	fclose(fp);
+	j = json_loads(buf, 0, &err);
+	t = json_object_get(json_array_get(j, 0), "transports");
+	is_int(json_object_size(t), 1, "json: tcp left out");
+	ok(json_is_null(json_object_get(json_object_get(t, "udt"), "rate")),
+	    "json: rate null without a time");
+	json_decref(j);
+	is_str(report_net_name(REPORT_NETS), "?", "name out of range");
+out:
+	free(buf);
+	result_free(r);
+}
+
 /* A result of config errors: {"mirror" if named, "status", "errors"}. */
 static void
 test_error_result(void)
@@ -287,6 +359,7 @@ main(void)
 	test_text_escape();
 	test_json();
 	test_digest_recorded();
+	test_nets();
 	test_error_result();
 	test_actions();
 	return done_testing();

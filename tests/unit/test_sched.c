@@ -60,6 +60,7 @@ struct fake {
 	volatile sig_atomic_t *stop;	/* set once stop_after jobs ended */
 	unsigned	 stop_after;
 	unsigned	 refuse_at;	/* that submit (1-based) is refused */
+	const char	*udt_path;	/* its bodies come "over UDT" (res.net) */
 	/* books */
 	unsigned	 submits, refused, ends, cancels, stray_cancels;
 	unsigned	 ranges, whole, validates, not_modified;
@@ -87,12 +88,15 @@ fk_handles(const char *url, const struct xfer_opts *o)
 }
 
 static int
-fk_open(const struct xfer_opts *o, const char *url, void **ret)
+fk_open(const struct xfer_opts *o, const char *url, void **ret,
+    char *errbuf, size_t errlen)
 {
 	struct fake	*fk;
 
 	(void)o;
 	(void)url;
+	(void)errbuf;
+	(void)errlen;
 	if ((fk = calloc(1, sizeof(*fk))) == NULL)
 		return BM_ENOMEM;
 	if (pipe2(fk->wake, O_CLOEXEC | O_NONBLOCK) == -1) {
@@ -207,6 +211,8 @@ fk_serve(struct fake *fk, struct xfer_job *job)
 	}
 	(void)snprintf(res->etag, sizeof(res->etag), "%s", f->etag);
 	res->mtime = FK_MTIME;
+	if (fk->udt_path != NULL && strcmp(f->path, fk->udt_path) == 0)
+		res->net = XFER_NET_UDT;
 	if (job->len == 0 || fk->ignore_range) {
 		res->status = 200;
 		res->size = (int64_t)f->len;
@@ -374,7 +380,7 @@ tc_init(struct tcase *c, unsigned retries)
 	    store_open(c->dest, 0644, 0755, &c->s) != 0 ||
 	    manifest_open(db, true, &c->m, err, sizeof(err)) != 0 ||
 	    manifest_run_begin(c->m, "sync", clock_real_ns(), &c->run) != 0 ||
-	    xfer_open_ops(&fake_ops, SRC, &xo, &c->x) != 0 ||
+	    xfer_open_ops(&fake_ops, SRC, &xo, &c->x, NULL, 0) != 0 ||
 	    (c->res = result_new("t")) == NULL)
 		tap_bail("set-up");
 	c->fk = c->x->impl;
@@ -566,6 +572,54 @@ test_ranges(void)
 	tc_free(&c);
 }
 
+/* manifest_event_fn: "path net;" of each fetched event into ctx. */
+static int
+net_cb(void *ctx, const struct event_row *e)
+{
+	char	*out = ctx;
+	size_t	 n = strlen(out);
+
+	if (strcmp(e->op, "fetched") == 0)
+		(void)snprintf(out + n, 256 - n, "%s %s;", e->path,
+		    e->net ? e->net : "-");
+	return 0;
+}
+
+/*
+ * The transport each file came over: counted per transport in the
+ * result (files, bytes, time in flight) and recorded with its event.
+ */
+static void
+test_nets(void)
+{
+	struct tcase	 c;
+	char		 out[256];
+
+	tc_init(&c, 0);
+	tc_file(&c, "big.bin", 8192);
+	tc_file(&c, "small.txt", 100);
+	tc_file(&c, "u.dat", 300);
+	c.fk->udt_path = "u.dat";
+	is_int(tc_run(&c), 0, "nets: run");
+	is_int(c.res->fetched, 3, "nets: all fetched");
+	is_int(c.res->nets[REPORT_NET_TCP].files, 2, "nets: two over tcp");
+	is_int(c.res->nets[REPORT_NET_TCP].bytes, 8292, "nets: their bytes");
+	is_int(c.res->nets[REPORT_NET_UDT].files, 1, "nets: one over udt");
+	is_int(c.res->nets[REPORT_NET_UDT].bytes, 300, "nets: its bytes");
+	ok(c.res->nets[REPORT_NET_TCP].seconds >= 0 &&
+	    c.res->nets[REPORT_NET_UDT].seconds >= 0, "nets: times");
+	out[0] = '\0';
+	is_int(manifest_events(c.m, c.run, net_cb, out), 0, "nets: events");
+	/* In commit order, which the end of the ranges decides. */
+	ok(strlen(out) == strlen("big.bin tcp;small.txt tcp;u.dat udt;") &&
+	    strstr(out, "big.bin tcp;") != NULL &&
+	    strstr(out, "small.txt tcp;") != NULL &&
+	    strstr(out, "u.dat udt;") != NULL,
+	    "nets: each event names its transport: %s", out);
+	tc_books(&c, "nets");
+	tc_free(&c);
+}
+
 /* A server that ignores Range: range 0 takes the whole file, no check. */
 static void
 test_ignored_range(void)
@@ -747,6 +801,7 @@ main(void)
 {
 	log_init(true, -1);
 	test_ranges();
+	test_nets();
 	test_ignored_range();
 	test_retries();
 	test_changed();

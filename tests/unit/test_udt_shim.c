@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "biomirror/clock.h"
@@ -290,6 +291,36 @@ test_dead_peer(int pfd, pid_t child)
 }
 
 /* The child: connect to the port the parent writes, send, die. */
+/*
+ * 4.11 reports a failed system call (here epoll_create with no fd left)
+ * as "Unknown error: .": the shim names the errno instead.
+ */
+static void
+test_syserr(void)
+{
+	struct rlimit	 old, low;
+	udt_poll	*p = NULL;
+	int		 fd, rc;
+
+	if (getrlimit(RLIMIT_NOFILE, &old) == -1 ||
+	    (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) == -1)
+		tap_bail("getrlimit");
+	(void)close(fd);
+	/* Every descriptor below fd is taken: the next one fails. */
+	low = old;
+	low.rlim_cur = (rlim_t)fd;
+	if (setrlimit(RLIMIT_NOFILE, &low) == -1)
+		tap_bail("setrlimit");
+	err[0] = '\0';
+	rc = udt_poll_new(&p, err, sizeof(err));
+	(void)setrlimit(RLIMIT_NOFILE, &old);
+	is_int(rc, BM_ENET, "poll_new without a descriptor left fails");
+	is_str(err, "UDT epoll_create: Too many open files",
+	    "... naming the errno, not 4.11's \"Unknown error: .\"");
+	if (rc == 0)
+		udt_poll_free(p);
+}
+
 static void __attribute__((noreturn))
 child_main(int pfd)
 {
@@ -330,6 +361,7 @@ main(void)
 	test_pwrite();
 	test_opts();
 	test_bufs();
+	test_syserr();
 	udt_shim_cleanup();
 	return done_testing();
 }
