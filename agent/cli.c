@@ -45,6 +45,9 @@ struct cli {
 	bool		 json;		/* --json */
 	bool		 check_only;	/* -n */
 	bool		 json_done;	/* the --json array is printed */
+	bool		 state_full;	/* status: the state directory's file
+					   system is full (warn_state_full) */
+	bool		 state_ro;	/* status: ... mounted read-only */
 	struct config	*conf;		/* owned */
 	volatile sig_atomic_t *stop;	/* borrowed */
 };
@@ -128,7 +131,10 @@ config_errors(struct cli *c, const struct mirror_conf *m, bool all)
 			    m->name, e->where, e->reason);
 		else
 			log_errx("%s: %s", e->where, e->reason);
-		if (result_add_error(r, e->where, "config", e->reason) != 0) {
+		/* A list of several mirrors' errors says whose each is. */
+		if (result_add_mirror_error(r, m == NULL && e->mirror != NULL ?
+		    e->mirror->name : NULL, e->where, "config",
+		    e->reason) != 0) {
 			result_free(r);
 			return NULL;
 		}
@@ -147,6 +153,53 @@ json_results(struct cli *c, struct mirror_result *const *results, size_t n)
 }
 
 /*
+ * An error of mirror name (NULL: of none) for --json: one object
+ * {mirror, status "error", errors [{path, op, reason}]} appended to arr,
+ * or with arr NULL printed as the command's array.  Not logged here.
+ */
+static void
+json_error(struct cli *c, json_t *arr, const char *name, const char *path,
+    const char *op, const char *reason)
+{
+	struct mirror_result	*r;
+
+	if (!c->json || (r = result_new(name)) == NULL)
+		return;
+	r->status = "error";
+	r->exit_code = 2;
+	if (result_add_error(r, path, op, reason) == 0) {
+		if (arr != NULL)
+			(void)json_array_append_new(arr,
+			    report_result_json(r));
+		else
+			json_results(c, &r, 1);
+	}
+	result_free(r);
+}
+
+/*
+ * Mirror name is neither configured nor has a manifest: logged, and an
+ * error object (op usage) for --json (arr as json_error()).  Returns 2.
+ */
+static int
+no_such_mirror(struct cli *c, json_t *arr, const char *name)
+{
+	char	 why[PATH_MAX + 256];
+
+	if (c->conf->path != NULL)
+		(void)snprintf(why, sizeof(why), "no such mirror (not in %s, "
+		    "and no manifest in %s/manifests)", c->conf->path,
+		    c->state_dir);
+	else
+		(void)snprintf(why, sizeof(why), "no such mirror (no config "
+		    "file was read, and no manifest in %s/manifests)",
+		    c->state_dir);
+	log_errx("%s: %s", name, why);
+	json_error(c, arr, name, "", "usage", why);
+	return 2;
+}
+
+/*
  * Load the config (optional unless required: without -c a missing
  * default file is no config).  A mirror's errors make only it unusable
  * (the commands check m->bad); an unreadable file or an error outside
@@ -156,7 +209,7 @@ json_results(struct cli *c, struct mirror_result *const *results, size_t n)
 static int
 load_config(struct cli *c, bool required)
 {
-	char			 err[1024];
+	char			 err[1024], open_why[1100];
 	const char		*path = c->config_path ? c->config_path :
 				    DEFAULT_CONFIG, *why;
 	struct mirror_result	*r = NULL;
@@ -173,11 +226,15 @@ load_config(struct cli *c, bool required)
 	}
 	err[0] = '\0';
 	if ((rc = config_load_all(path, &c->conf, err, sizeof(err))) != 0) {
-		why = rc == BM_ENOENT ? "cannot open config file" : err[0] ?
-		    err : bm_strerror(rc);
+		why = err[0] ? err : bm_strerror(rc);
 		/* "FILE: reason": the path goes in its own field. */
 		if (strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0)
 			why += n + 2;
+		if (rc == BM_ENOENT) {
+			(void)snprintf(open_why, sizeof(open_why), "cannot open "
+			    "config file: %s", why);
+			why = open_why;
+		}
 		log_errx("%s: %s", path, why);
 		if ((r = result_new(NULL)) != NULL) {
 			r->status = "error";
@@ -278,9 +335,9 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 	size_t		 i;
 
 	optind = 0;	/* 0: GNU getopt starts over (and permutes) */
-	opterr = 1;
+	opterr = 0;	/* said below, once, so that --json carries it */
 	/* Options may follow the mirror names (getopt permutes). */
-	while ((ch = getopt_long(argc, argv, "h", sync_longopts,
+	while ((ch = getopt_long(argc, argv, ":h", sync_longopts,
 	    &idx)) != -1) {
 		switch (ch) {
 		case 's':
@@ -325,8 +382,17 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 		case 'h':
 			usage(stdout);
 			return -1;
+		case ':':
+			log_errx("%s: option %s needs a value (try --help)",
+			    argv[0], argv[optind - 1]);
+			return 2;
 		default:
-			usage(stderr);
+			if (optopt != 0)
+				log_errx("%s: unknown option -%c (try --help)",
+				    argv[0], optopt);
+			else
+				log_errx("%s: unknown option %s (try --help)",
+				    argv[0], argv[optind - 1]);
 			return 2;
 		}
 		idx = 0;
@@ -640,21 +706,37 @@ fmt_nets(const struct run_record *r, char *buf, size_t len)
 	}
 }
 
+/* A recorded time as a JSON string, or null for none. */
+static json_t *
+time_json(int64_t ns)
+{
+	char	 t[32];
+
+	if (ns <= 0)
+		return json_null();
+	fmt_time(ns, t, sizeof(t));
+	return json_string(t);
+}
+
+/*
+ * Run r as a JSON object (new reference, NULL on ENOMEM).  A run with no
+ * recorded end (going on, or died unrecorded) has "end" and "seconds"
+ * null, not a made-up time.
+ */
 static json_t *
 run_json(const struct run_record *r)
 {
-	char	 ts[32], te[32], *err = NULL;
+	char	*err = NULL;
 	json_t	*o;
 
-	fmt_time(r->start_ns, ts, sizeof(ts));
-	fmt_time(r->end_ns, te, sizeof(te));
 	/* The error names a path, which need not be UTF-8. */
 	if (text_utf8_escape(r->error, &err) != 0)
 		return NULL;
-	o = json_pack("{s:I,s:s,s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:s}",
-	    "run", (json_int_t)r->id, "status", r->status, "start", ts,
-	    "end", te, "seconds", r->end_ns > r->start_ns ?
-	    (double)((r->end_ns - r->start_ns) / 1000000) / 1000 : 0.0,
+	o = json_pack("{s:I,s:s,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:s}",
+	    "run", (json_int_t)r->id, "status", r->status, "start",
+	    time_json(r->start_ns), "end", time_json(r->end_ns), "seconds",
+	    r->end_ns <= 0 ? json_null() : json_real(r->end_ns > r->start_ns ?
+	    (double)((r->end_ns - r->start_ns) / 1000000) / 1000 : 0.0),
 	    "listed", (json_int_t)r->listed, "fetched", (json_int_t)r->fetched,
 	    "touched", (json_int_t)r->touched, "deleted",
 	    (json_int_t)r->deleted, "failed", (json_int_t)r->failed,
@@ -839,61 +921,82 @@ manifest_failed(struct cli *c, const char *name, int fault, const char *why,
 #define STATUS_RUNS	8
 
 /*
- * status's verdict on one mirror, logged when not 0: 1 when the newest
- * finished run of runs[0..n) (newest first; "running" and "locked" are
- * not finished) is not ok, or with max_age >= 0 when the last success
- * ok (NULL: none) ended more than max_age seconds before now (ns).
+ * The newest finished run of runs[0..n) (newest first; "running" and
+ * "locked" are not finished), or NULL.
  */
-static int
-status_verdict(const char *name, const struct run_record *runs, size_t n,
-    const struct run_record *ok, int64_t now, int64_t max_age)
+static const struct run_record *
+last_finished(const struct run_record *runs, size_t n)
 {
-	int64_t	 age;
 	size_t	 i;
 
 	for (i = 0; i < n; i++)
 		if (strcmp(runs[i].status, "running") != 0 &&
 		    strcmp(runs[i].status, "locked") != 0)
-			break;
-	if (i < n && strcmp(runs[i].status, "ok") != 0) {
-		log_warnx("%s: the last finished run (%lld) is %s", name,
-		    (long long)runs[i].id, runs[i].status);
+			return &runs[i];
+	return NULL;
+}
+
+/*
+ * status's verdict on one mirror: 1 when its last finished run fin (NULL:
+ * none) is not ok, or with max_age >= 0 when the last success ok (NULL:
+ * none) ended more than max_age seconds before now (ns); else 0.  Why
+ * ("NAME: ...") goes into why (len bytes), "" for 0; the caller logs it.
+ */
+static int
+status_verdict(const char *name, const struct run_record *fin,
+    const struct run_record *ok, int64_t now, int64_t max_age, char *why,
+    size_t len)
+{
+	int64_t	 age;
+
+	why[0] = '\0';
+	if (fin != NULL && strcmp(fin->status, "ok") != 0) {
+		(void)snprintf(why, len, "%s: the last finished run (%lld) is "
+		    "%s", name, (long long)fin->id, fin->status);
 		return 1;
 	}
 	if (max_age < 0)
 		return 0;
 	if (ok == NULL) {
-		log_warnx("%s: no successful run (--max-age %lld s)", name,
-		    (long long)max_age);
+		(void)snprintf(why, len, "%s: no successful run (--max-age "
+		    "%lld s)", name, (long long)max_age);
 		return 1;
 	}
 	if ((age = (now - ok->end_ns) / NS) > max_age) {
-		log_warnx("%s: last success %lld s ago (run %lld), more than "
-		    "--max-age %lld s", name, (long long)age,
+		(void)snprintf(why, len, "%s: last success %lld s ago (run "
+		    "%lld), more than --max-age %lld s", name, (long long)age,
 		    (long long)ok->id, (long long)max_age);
 		return 1;
 	}
 	return 0;
 }
 
+/*
+ * status of mirror name: the text, or with arr (--json) one object
+ * appended to it, then the verdict (status_verdict) logged.  Returns 0,
+ * 1 or 2 (the manifest cannot be read).
+ */
 static int
 status_one(struct cli *c, const char *name, json_t *arr,
     int64_t max_age)
 {
 	char		 path[PATH_MAX], snap[PATH_MAX];
-	char		 err[PATH_MAX + 3072];
+	char		 err[PATH_MAX + 3072], why[512];
 	char		*esc;
-	const char	*published, *dest = NULL;
+	const char	*published, *dest = NULL, *reason = NULL;
+	const struct run_record *fin = NULL;
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL, ok;
 	size_t		 nruns = 0;
 	bool		 have_ok = false, published_missing = false;
 	struct timespec	 now;
-	json_t		*o;
+	int64_t		 now_ns;
+	json_t		*o, *rj;
 	long		 holder = 0;
 	int		 rc, status = 0;
 
 	(void)clock_gettime(CLOCK_REALTIME, &now);
+	now_ns = (int64_t)now.tv_sec * NS + now.tv_nsec;
 	if (state_manifest_path(c->state_dir, name, path, sizeof(path)) != 0)
 		return 2;
 	err[0] = '\0';
@@ -919,15 +1022,37 @@ status_one(struct cli *c, const char *name, json_t *arr,
 		(void)state_lock_held(c->state_dir, name, &holder);
 	published = published_snapshot(c, name, snap, sizeof(snap), &dest,
 	    &published_missing);
+	why[0] = '\0';
+	if (status == 0) {
+		fin = last_finished(runs, nruns);
+		status = status_verdict(name, fin, have_ok ? &ok : NULL, now_ns,
+		    max_age, why, sizeof(why));
+		reason = why[0] != '\0' ? why : NULL;
+	} else
+		reason = err;
 	if (arr != NULL) {
-		o = json_pack("{s:s,s:o,s:o}", "mirror", name,
-		    "last_run", nruns ? run_json(&runs[0]) : json_null(),
-		    "last_success", have_ok ? run_json(&ok) : json_null());
+		/*
+		 * exit and reason: this mirror's part of the exit status and
+		 * why it is not 0; last_finished_run: the run that verdict
+		 * is on (the newest one may be going on).
+		 */
+		rj = json_null();
+		if (reason != NULL && text_utf8_escape(reason, &esc) == 0) {
+			rj = json_string(esc);
+			free(esc);
+		}
+		o = json_pack("{s:s,s:o,s:o,s:o,s:i,s:o,s:b,s:b}", "mirror",
+		    name, "last_run", nruns ? run_json(&runs[0]) : json_null(),
+		    "last_finished_run", fin != NULL ? run_json(fin) :
+		    json_null(),
+		    "last_success", have_ok ? run_json(&ok) : json_null(),
+		    "exit", status, "reason", rj, "state_dir_full",
+		    c->state_full, "state_dir_read_only", c->state_ro);
 		if (o != NULL && holder > 0)
 			(void)json_object_set_new(o, "pid",
 			    json_integer((json_int_t)holder));
 		/* The manifest could not be read: not a mirror never run. */
-		if (o != NULL && status != 0 &&
+		if (o != NULL && status == 2 &&
 		    text_utf8_escape(err, &esc) == 0) {
 			(void)json_object_set_new(o, "error",
 			    json_string(esc));
@@ -941,18 +1066,18 @@ status_one(struct cli *c, const char *name, json_t *arr,
 			    json_boolean(published_missing));
 		if (o != NULL && have_ok)
 			(void)json_object_set_new(o, "last_success_age_seconds",
-			    json_integer((json_int_t)(((int64_t)now.tv_sec *
-			    NS + now.tv_nsec - ok.end_ns) / NS)));
+			    json_integer((json_int_t)((now_ns - ok.end_ns) /
+			    NS)));
 		/* Since the last recorded run ended (or began: no end). */
 		if (o != NULL && nruns > 0)
 			(void)json_object_set_new(o, "last_run_age_seconds",
 			    json_integer((json_int_t)run_age(&runs[0],
-			    (int64_t)now.tv_sec * NS + now.tv_nsec)));
+			    now_ns)));
 		if (o != NULL)
 			(void)json_array_append_new(arr, o);
-	} else if (status == 0) {
+	} else if (status != 2) {
 		status_text(name, nruns ? &runs[0] : NULL, have_ok ? &ok : NULL,
-		    (int64_t)now.tv_sec * NS + now.tv_nsec);
+		    now_ns);
 		if (holder > 0 && nruns > 0 &&
 		    strcmp(runs[0].status, "running") != 0)
 			printf("%s: running now (pid %ld): run %lld has ended, "
@@ -966,9 +1091,8 @@ status_one(struct cli *c, const char *name, json_t *arr,
 			printf("%s: published snapshot %s is missing (%s "
 			    "points at nothing)\n", name, published, dest);
 	}
-	if (status == 0)
-		status = status_verdict(name, runs, nruns, have_ok ? &ok :
-		    NULL, (int64_t)now.tv_sec * NS + now.tv_nsec, max_age);
+	if (why[0] != '\0')
+		log_warnx("%s", why);
 	free(runs);
 	manifest_close(m);
 	return status;
@@ -1046,8 +1170,9 @@ status_bad(struct cli *c, const struct mirror_conf *m, json_t *arr)
 
 /*
  * A state directory on a full file system (under 64 KiB, or no inode,
- * left for this user): no run can take its lock or record itself there,
- * so the runs status shows stay the last ones; say so once.
+ * left for this user) or a read-only one: no run can take its lock or
+ * record itself there, so the runs status shows stay the last ones; say
+ * so once, and note it in c for --json.
  */
 static void
 warn_state_full(struct cli *c)
@@ -1058,11 +1183,18 @@ warn_state_full(struct cli *c)
 	if (statvfs(c->state_dir, &sv) == -1)
 		return;
 	blocks = geteuid() == 0 ? sv.f_bfree : sv.f_bavail;
-	if (blocks * sv.f_frsize < 64 * 1024 || (sv.f_files > 0 &&
-	    (geteuid() == 0 ? sv.f_ffree : sv.f_favail) == 0))
+	c->state_full = blocks * sv.f_frsize < 64 * 1024 || (sv.f_files > 0 &&
+	    (geteuid() == 0 ? sv.f_ffree : sv.f_favail) == 0);
+	c->state_ro = (sv.f_flag & ST_RDONLY) != 0;
+	if (c->state_full)
 		log_warnx("%s: the state directory is full: no run can start "
 		    "or be recorded until space is freed (the runs shown are "
 		    "the last recorded)", c->state_dir);
+	if (c->state_ro)
+		log_warnx("%s: the state directory is on a read-only file "
+		    "system: no run can start or be recorded until it is "
+		    "writable (the runs shown are the last recorded)",
+		    c->state_dir);
 }
 
 /*
@@ -1074,6 +1206,7 @@ static int
 cmd_status(struct cli *c, int argc, char **argv)
 {
 	const struct mirror_conf *m;
+	char		 why[PATH_MAX + 128];
 	json_t		*arr = NULL;
 	const char	*v;
 	uint64_t	 u;
@@ -1111,8 +1244,7 @@ cmd_status(struct cli *c, int argc, char **argv)
 	if (argc > 1) {
 		for (i = 1; i < (size_t)argc; i++) {
 			if (!known_mirror(c, argv[i])) {
-				log_errx("%s: no such mirror", argv[i]);
-				status = 2;
+				status = no_such_mirror(c, arr, argv[i]);
 				continue;
 			}
 			m = config_find(c->conf, argv[i]);
@@ -1139,10 +1271,12 @@ cmd_status(struct cli *c, int argc, char **argv)
 			status = s;
 		if (c->conf->nmirrors == 0 && n == 0) {
 			/* A typo in --state-dir must not look like all-clear. */
-			log_errx("status: no mirrors: %s, and no manifest in "
-			    "%s/manifests", c->conf->path != NULL ?
-			    "the config file has none" : "no config file was "
-			    "read", c->state_dir);
+			(void)snprintf(why, sizeof(why), "no mirrors: %s, and "
+			    "no manifest in %s/manifests", c->conf->path !=
+			    NULL ? "the config file has none" : "no config "
+			    "file was read", c->state_dir);
+			log_errx("status: %s", why);
+			json_error(c, arr, NULL, "", "usage", why);
 			status = 2;
 		}
 	}
@@ -1188,48 +1322,59 @@ ls_row(void *arg, const struct file_row *row)
  * Load the config (optional), resolve the state directory and open the
  * manifest of mirror name (configured, or ad-hoc with a manifest) for
  * reading; path (PATH_MAX bytes) gets the manifest's file name.  Logs
- * the reason and returns 2 on any failure, else 0 with *ret open.
+ * the reason (with --json also prints it as the error object: op usage,
+ * config or manifest) and returns 2 on any failure, else 0 with *ret
+ * open.
  */
 static int
 open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
     struct manifest **ret)
 {
-	char	 err[PATH_MAX + 512];
-	int	 status, rc;
+	char			 err[PATH_MAX + 3072];
+	struct mirror_result	*r;
+	int			 status, rc;
 
 	if ((status = load_config(c, false)) != 0 ||
 	    (status = resolve_state_dir(c)) != 0)
 		return status;
-	if (!known_mirror(c, name)) {
-		log_errx("%s: no such mirror", name);
-		return 2;
-	}
+	if (!known_mirror(c, name))
+		return no_such_mirror(c, NULL, name);
 	if (config_find(c->conf, name) != NULL &&
 	    config_find(c->conf, name)->bad) {
-		result_free(config_errors(c, config_find(c->conf, name),
-		    false));
+		r = config_errors(c, config_find(c->conf, name), false);
+		if (r != NULL)
+			json_results(c, &r, 1);
+		result_free(r);
 		return 2;
 	}
 	if (state_manifest_path(c->state_dir, name, path, PATH_MAX) != 0)
 		return 2;
 	if ((rc = manifest_open_read(path, ret, err, sizeof(err))) != 0) {
-		if (rc == BM_ENOENT)
-			log_errx("%s: no manifest yet (never synced)", name);
-		else
+		if (rc == BM_ENOENT) {
+			(void)snprintf(err, sizeof(err), "no manifest yet "
+			    "(never synced)");
+			log_errx("%s: %s", name, err);
+		} else
 			manifest_failed(c, name, rc, err, err, sizeof(err));
+		json_error(c, NULL, name, path, "manifest", err);
 		return 2;
 	}
 	return 0;
 }
 
-/* A read of mirror name's open manifest m failed: say so (exit 2). */
+/*
+ * A read of mirror name's open manifest m (file path) failed: say so,
+ * with --json as the error object (op manifest).  Returns 2.
+ */
 static int
-read_failed(struct cli *c, const char *name, struct manifest *m)
+read_failed(struct cli *c, const char *name, const char *path,
+    struct manifest *m)
 {
 	char	 err[PATH_MAX + 3072];
 
 	manifest_failed(c, name, manifest_fault(m), manifest_errmsg(m), err,
 	    sizeof(err));
+	json_error(c, NULL, name, path, "manifest", err);
 	return 2;
 }
 
@@ -1269,8 +1414,10 @@ cmd_ls(struct cli *c, int argc, char **argv)
 	}
 	status = 0;
 	if (manifest_ls(m, prefix, ls_row, &x) != 0)
-		status = read_failed(c, argv[1], m);
-	if (x.arr != NULL) {
+		status = read_failed(c, argv[1], path, m);
+	if (x.arr != NULL && status != 0)
+		json_decref(x.arr);
+	else if (x.arr != NULL) {
 		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
 		    JSON_ENSURE_ASCII);
 		fputc('\n', stdout);
@@ -1349,7 +1496,7 @@ cmd_history(struct cli *c, int argc, char **argv)
 	if (run > 0) {
 		/* Runs are never deleted: ids 1 to the newest all exist. */
 		if (manifest_runs(m, 1, &runs, &n) != 0) {
-			status = read_failed(c, argv[1], m);
+			status = read_failed(c, argv[1], path, m);
 			goto out;
 		}
 		if (n == 0 || (uint64_t)runs[0].id < run) {
@@ -1359,12 +1506,12 @@ cmd_history(struct cli *c, int argc, char **argv)
 			goto out;
 		}
 		if (manifest_events(m, (int64_t)run, history_event, &x) != 0)
-			status = read_failed(c, argv[1], m);
+			status = read_failed(c, argv[1], path, m);
 		else if (x.n == 0 && x.arr == NULL)
 			printf("run %llu: no files fetched, touched, deleted or "
 			    "failed\n", (unsigned long long)run);
 	} else if (manifest_runs(m, (size_t)nruns, &runs, &n) != 0)
-		status = read_failed(c, argv[1], m);
+		status = read_failed(c, argv[1], path, m);
 	else {
 		(void)fix_running(c, argv[1], runs, n);
 		for (i = 0; i < n; i++) {
@@ -1388,7 +1535,7 @@ cmd_history(struct cli *c, int argc, char **argv)
 			    runs[i].error[0] ? "; " : "", runs[i].error);
 		}
 	}
-	if (x.arr != NULL) {
+	if (x.arr != NULL && status == 0) {
 		(void)json_dumpf(x.arr, stdout, JSON_INDENT(2) |
 		    JSON_ENSURE_ASCII | JSON_REAL_PRECISION(12));
 		fputc('\n', stdout);
@@ -1539,10 +1686,12 @@ cmd_verify(struct cli *c, int argc, char **argv)
 static int
 cmd_check_config(struct cli *c)
 {
-	char		 err[1024];
+	char		 err[1024], msg[1100];
 	const char	*path = c->config_path ? c->config_path : DEFAULT_CONFIG;
+	const char	*why;
 	struct mirror_result *r = NULL;
 	json_t		*o = NULL, *errs = NULL;
+	size_t		 n;
 	int		 status = 2, rc;
 
 	if (!c->json) {
@@ -1558,12 +1707,15 @@ cmd_check_config(struct cli *c)
 	}
 	err[0] = '\0';
 	if ((rc = config_load_all(path, &c->conf, err, sizeof(err))) != 0) {
-		if (rc == BM_ENOENT || err[0] == '\0')
-			(void)snprintf(err, sizeof(err), "%s", rc == BM_ENOENT ?
-			    "cannot open config file" : bm_strerror(rc));
+		n = strlen(path);
+		/* As load_config() says it: the reason, with its errno. */
+		why = err[0] == '\0' ? bm_strerror(rc) : strncmp(err, path, n)
+		    == 0 && strncmp(err + n, ": ", 2) == 0 ? err + n + 2 : err;
+		(void)snprintf(msg, sizeof(msg), "%s%s",
+		    rc == BM_ENOENT ? "cannot open config file: " : "", why);
 		o = json_pack("{s:s,s:b,s:s,s:[{s:s,s:s,s:s}]}", "config",
-		    path, "ok", 0, "error", err, "errors", "path", path, "op",
-		    "config", "reason", err);
+		    path, "ok", 0, "error", msg, "errors", "path", path, "op",
+		    "config", "reason", msg);
 	} else if (c->conf->nerrors > 0) {
 		(void)snprintf(err, sizeof(err), "%s: %s",
 		    c->conf->errors[0].where, c->conf->errors[0].reason);

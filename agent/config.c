@@ -1794,8 +1794,10 @@ dest_relation_set(const char *a, const char *b)
  * absolute (a relative one would resolve against the working directory,
  * which is / under systemd), not the root, and neither the same as nor
  * nested with the dest of an earlier mirror (one run's deletes or temp
- * clean-up would hit the other's files).  Paths are compared as written,
- * after dest_canon(); symlinks are not resolved.
+ * clean-up would hit the other's files).  A clash makes both mirrors bad,
+ * each error naming the other: which of the two was meant is unknown, so
+ * neither runs.  Paths are compared as written, after dest_canon();
+ * symlinks are not resolved.
  */
 static void
 check_file_dest(struct conf_load *ld)
@@ -1803,7 +1805,6 @@ check_file_dest(struct conf_load *ld)
 	struct mirror_conf	*m = ld->cur, *o;
 	char			*a = NULL, *b = NULL;
 	size_t			 i;
-	bool			 bad = false;
 	int			 r;
 
 	if (m->dest[0] != '/') {
@@ -1853,17 +1854,25 @@ check_file_dest(struct conf_load *ld)
 			    "%s dest %s of [%s] (section on line %u): mirrors "
 			    "must not share or nest destinations", m->dest,
 			    m->name, dest_rel_words[r], o->dest, o->name, o->line);
-			bad = true;
+			r = dest_relation_set(b, a);
+			mirror_fail(ld, o, o->dest_line != 0 ? o->dest_line :
+			    o->line, BM_EINVAL, "dest %s of [%s] %s dest %s of "
+			    "[%s] (section on line %u): mirrors must not share "
+			    "or nest destinations", o->dest, o->name,
+			    dest_rel_words[r], m->dest, m->name, m->line);
 		}
 		free(b);
 		b = NULL;
 	}
-	if (bad)
-		goto drop;
-	/* Used canonical from now on: "/srv/db/." is "/srv/db". */
+	/*
+	 * Used canonical from now on: "/srv/db/." is "/srv/db".  A clashing
+	 * dest is kept, so that a later mirror sharing its tree is refused
+	 * too.
+	 */
 	free(m->dest);
 	m->dest = a;
 	a = NULL;
+	m->dest_line = ld->lineno;
 	goto out;
 nomem:
 	ld->rc = BM_ENOMEM;

@@ -45,6 +45,7 @@ result_free(struct mirror_result *r)
 		free(r->errors[i].path);
 		free(r->errors[i].op);
 		free(r->errors[i].reason);
+		free(r->errors[i].mirror);
 	}
 	free(r->errors);
 	for (i = 0; i < r->nactions; i++)
@@ -76,6 +77,7 @@ result_add_error(struct mirror_result *r, const char *path, const char *op,
 	e->path = strdup(path ? path : "");
 	e->op = strdup(op ? op : "");
 	e->reason = strdup(reason ? reason : "");
+	e->mirror = NULL;
 	if (e->path == NULL || e->op == NULL || e->reason == NULL) {
 		free(e->path);
 		free(e->op);
@@ -83,6 +85,23 @@ result_add_error(struct mirror_result *r, const char *path, const char *op,
 		return BM_ENOMEM;
 	}
 	r->nerrors++;
+	return 0;
+}
+
+int
+result_add_mirror_error(struct mirror_result *r, const char *mirror,
+    const char *path, const char *op, const char *reason)
+{
+	struct report_error *e;
+	size_t		 n = r->nerrors;
+	int		 rc;
+
+	if ((rc = result_add_error(r, path, op, reason)) != 0 ||
+	    r->nerrors == n || mirror == NULL)
+		return rc;
+	e = &r->errors[r->nerrors - 1];
+	if ((e->mirror = strdup(mirror)) == NULL)
+		return BM_ENOMEM;
 	return 0;
 }
 
@@ -304,7 +323,9 @@ errors_json(const struct mirror_result *r)
 			goto fail;
 		if (json_set_bytes(e, "path", r->errors[i].path) != 0 ||
 		    json_set_bytes(e, "op", r->errors[i].op) != 0 ||
-		    json_set_bytes(e, "reason", r->errors[i].reason) != 0)
+		    json_set_bytes(e, "reason", r->errors[i].reason) != 0 ||
+		    (r->errors[i].mirror != NULL && json_set_bytes(e,
+		    "mirror", r->errors[i].mirror) != 0))
 			goto fail;
 	}
 	return errs;

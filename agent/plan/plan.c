@@ -664,7 +664,9 @@ plan_guard(const struct plan *p, const struct mirror_conf *c,
 		guard_bytes(free_bytes, have, sizeof(have));
 		guard_bytes(p->fetch_bytes - free_bytes, miss, sizeof(miss));
 		(void)snprintf(errbuf, errlen, "free space: would fetch %lld "
-		    "files, %s; %s free on %s: %s missing: refusing",
+		    "files, %s; %s free on %s: %s missing: refusing (free at "
+		    "least that much on its file system, or fetch less with "
+		    "include/exclude, and run again)",
 		    (long long)p->nfetch, need, have, c->dest != NULL ?
 		    c->dest : "the destination", miss);
 		return BM_ELIMIT;

@@ -96,7 +96,8 @@ struct run {
 	int		 state_fault;	/* BM_ECORRUPT: the manifest is
 					   damaged; BM_ENOSPC: the state
 					   directory is full; 0 */
-	char		 err[512];	/* first fatal reason */
+	char		 err[1024];	/* first fatal reason (recorded whole:
+					   run_record.error is as large) */
 };
 
 /* A digest resync --checksum records for a file that had none. */
@@ -2290,7 +2291,7 @@ run_record(struct run *r, int64_t start, struct run_record *recp)
 	(void)snprintf(rec.error, sizeof(rec.error), "%s", r->err);
 	/* The whole reason: a mismatch's names both digests. */
 	if (rec.error[0] == '\0' && r->res->nerrors > 0)
-		(void)snprintf(rec.error, sizeof(rec.error), "%.100s: %.20s: %s",
+		(void)snprintf(rec.error, sizeof(rec.error), "%s: %s: %s",
 		    r->res->errors[0].path, r->res->errors[0].op,
 		    r->res->errors[0].reason);
 	run_record_nets(r->res, &rec);
@@ -3014,20 +3015,31 @@ sync_fault_msg(int fault, const char *why, const struct config *conf,
 
 /*
  * The state directory (dir) could not be prepared or locked (op; errno
- * e): r->err says so, and a full disk is a state fault (run_fault).
+ * e): r->err says so, and a full disk is a state fault (run_fault).  A
+ * read-only file system says what to do there and then.
  */
 static void
 run_state_failed(struct run *r, int e, const char *dir, const char *op)
 {
+	char	 what[sizeof(r->err) / 2];
 	bool	 full = e == ENOSPC || e == EDQUOT;
 
 	/* A full disk's message names the directory already. */
 	if (strcmp(op, "lock") == 0)
-		(void)snprintf(r->err, sizeof(r->err), "%s%slocks/%s.lock: %s",
-		    full ? "" : dir, full ? "" : "/", r->o->key, strerror(e));
+		(void)snprintf(what, sizeof(what), "%s%slocks/%s.lock: %s",
+		    full || e == EROFS ? "" : dir, full || e == EROFS ? "" :
+		    "/", r->o->key, strerror(e));
 	else
-		(void)snprintf(r->err, sizeof(r->err), "%s: %s: %s", dir, op,
-		    strerror(e));
+		(void)snprintf(what, sizeof(what), "%s%s%s: %s", e == EROFS ?
+		    "" : dir, e == EROFS ? "" : ": ", op, strerror(e));
+	if (e == EROFS)
+		(void)snprintf(r->err, sizeof(r->err), "the state directory "
+		    "%s is on a read-only file system (%s): nothing was synced "
+		    "or recorded; remount it read-write, or set state_dir (or "
+		    "--state-dir) to a writable directory, and run again", dir,
+		    what);
+	else
+		(void)snprintf(r->err, sizeof(r->err), "%s", what);
 	if (full)
 		r->state_fault = BM_ENOSPC;
 }

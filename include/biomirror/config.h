@@ -79,6 +79,7 @@ struct mirror_conf {
 					   0 = sized by the transport */
 	unsigned	 line;		/* line of the section header, 0 ad-hoc */
 	unsigned	 metrics_line;	/* line of metrics_file, 0 if not from a file */
+	unsigned	 dest_line;	/* line of dest, 0 if not from a file */
 	bool		 bad;		/* its section has errors (config
 					   errors[]): never run or read */
 };

@@ -90,7 +90,8 @@ struct run_record {
 					 * running, interrupted (died unrecorded) */
 	int64_t		 listed, fetched, touched, deleted, failed;	/* counts */
 	int64_t		 bytes;		/* bytes fetched */
-	char		 error[512];	/* first error, "" if none */
+	char		 error[1024];	/* first error, "" if none (the column
+					   is unbounded; sync's r->err fits) */
 	struct run_net	 nets[RUN_NETS_MAX]; /* per transport, by name */
 	size_t		 nnets;		/* entries of nets used */
 };

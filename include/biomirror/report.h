@@ -18,6 +18,9 @@ struct report_error {
 	char		*path;		/* owned */
 	char		*op;		/* owned: "fetch", "list", "delete", ... */
 	char		*reason;	/* owned */
+	char		*mirror;	/* owned: the mirror it belongs to, when
+					   the result is of no mirror (a config
+					   file's errors); NULL if none */
 };
 
 /* One planned action of a plan (--json "actions"). */
@@ -90,6 +93,12 @@ void	result_free(struct mirror_result *r);
  */
 int	result_add_error(struct mirror_result *r, const char *path,
 	    const char *op, const char *reason);
+/*
+ * result_add_error(), naming the mirror the error belongs to (copied;
+ * NULL: none), for a result that holds several mirrors' errors.
+ */
+int	result_add_mirror_error(struct mirror_result *r, const char *mirror,
+	    const char *path, const char *op, const char *reason);
 /*
  * Add one planned action (path copied; op and reason are static strings,
  * borrowed).  Returns 0 or BM_ENOMEM.

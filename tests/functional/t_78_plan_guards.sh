@@ -101,7 +101,7 @@ assert_eq "$(sed -n 1,2p "$LAST_OUT")" "fetch  a.bin (new, 1572864 bytes)
 fetch  b.bin (new, 1572864 bytes)" "the fetches and their bytes"
 line=$(sed -n 3p "$LAST_OUT")
 case $line in
-"free space: would fetch 2 files, 3.0 MiB (3145728 bytes); "*" ($free bytes) free on $T/mnt/mirror: "*" ($((3145728 - free)) bytes) missing: refusing") ;;
+"free space: would fetch 2 files, 3.0 MiB (3145728 bytes); "*" ($free bytes) free on $T/mnt/mirror: "*" ($((3145728 - free)) bytes) missing: refusing (free at least that much on its file system, or fetch less with include/exclude, and run again)") ;;
 *) fail "free space guard line: $line" ;;
 esac
 assert_eq "$(sed -n 4p "$LAST_OUT")" \
@@ -124,7 +124,7 @@ free=$(($(stat -f -c '%a' "$T/mnt") * $(stat -f -c '%S' "$T/mnt")))
 assert_exit 4 bm plan new
 line=$(sed -n 3p "$LAST_OUT")
 case $line in
-"free space: would fetch 2 files, 3.0 MiB (3145728 bytes); "*" ($free bytes) free on $T/mnt/new/db: "*" ($((3145728 - free)) bytes) missing: refusing") ;;
+"free space: would fetch 2 files, 3.0 MiB (3145728 bytes); "*" ($free bytes) free on $T/mnt/new/db: "*" ($((3145728 - free)) bytes) missing: refusing (free at least that much on its file system, or fetch less with include/exclude, and run again)") ;;
 *) fail "missing dest: free space guard line: $line" ;;
 esac
 [ -e "$T/mnt/new" ] && fail "plan of a missing dest made $T/mnt/new"
@@ -147,7 +147,7 @@ free=$(($(stat -f -c '%a' "$T/sm/db.biomirror/snapshots") *
 assert_exit 4 bm plan setmnt
 line=$(sed -n 3p "$LAST_OUT")
 case $line in
-"free space: would fetch 2 files, 3.0 MiB (3145728 bytes); "*" ($free bytes) free on $T/sm/db: "*" ($((3145728 - free)) bytes) missing: refusing") ;;
+"free space: would fetch 2 files, 3.0 MiB (3145728 bytes); "*" ($free bytes) free on $T/sm/db: "*" ($((3145728 - free)) bytes) missing: refusing (free at least that much on its file system, or fetch less with include/exclude, and run again)") ;;
 *) fail "set on a small DEST.biomirror: free space guard line: $line" ;;
 esac
 assert_exit 4 bm sync setmnt

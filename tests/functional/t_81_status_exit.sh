@@ -5,6 +5,13 @@
 #   finished one before it does; status --max-age DURATION exits 1 when
 #   the last success is older (its end time moved back in the manifest
 #   with sqlite3) or there is none; bad durations are usage errors.
+# --json says why (brk2 findings 2, 3, 10, 12): each object has "exit",
+#   "reason", "last_finished_run", "state_dir_full" and
+#   "state_dir_read_only"; an unknown name, or no mirror at all, is an
+#   error object (op usage); a run with no recorded end has "end" and
+#   "seconds" null; a run's error is stored whole (a listing error over
+#   255 bytes); a read-only state directory says what is wrong and what
+#   to do (exit 2), and status marks it.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -15,10 +22,40 @@ start_nginx "$T/up"
 write_conf "$NGINX_URL"
 db=$(manifest_db "$T/state" up)
 
+# jstatus PYTHON [ARG...]: run PYTHON on the status object s (the first
+# in $T/last.out; the array a; ARGs from sys.argv[2]) after checking that
+# the output is one JSON array.
+jstatus() {
+	json_ok "$LAST_OUT"
+	python3 -c 'import json, sys
+a = json.load(open(sys.argv[1]))
+assert isinstance(a, list), a
+s = a[0]
+'"$1" "$LAST_OUT" "${@:2}" || fail "status --json: $1: $(cat "$LAST_OUT")"
+}
+
 echo "# never run: 0; with --max-age: 1, no success"
 assert_exit 0 bm status up
 assert_exit 1 bm status up --max-age 7d
 assert_eq "$(cat "$LAST_ERR")" "biomirror: up: no successful run (--max-age 604800 s)" "message"
+assert_exit 1 bm --json status up --max-age 7d
+jstatus 'assert (s["exit"], s["reason"]) == (1, "up: no successful run (--max-age 604800 s)"), s
+assert s["last_run"] is None and s["last_finished_run"] is None, s
+assert s["state_dir_full"] is False and s["state_dir_read_only"] is False, s'
+
+echo "# unknown names and no mirrors: an error object, exit 2"
+assert_exit 2 bm --json status nosuch
+jstatus 'assert len(a) == 1 and s["mirror"] == "nosuch" and s["status"] == "error", a
+assert [(e["op"], e["reason"]) for e in s["errors"]] == [("usage",
+    "no such mirror (not in '"$T"'/bm.conf, and no manifest in '"$T"'/state/manifests)")], s'
+assert_eq "$(cat "$LAST_ERR")" "biomirror: nosuch: no such mirror (not in $T/bm.conf, and no manifest in $T/state/manifests)" "no such mirror: message"
+assert_exit 2 bm --json status up nosuch
+jstatus 'assert [(o["mirror"], o.get("status")) for o in a] == [("up", None), ("nosuch", "error")], a'
+printf '[global]\n' > "$T/none.conf"
+assert_exit 2 "$BM" -c "$T/none.conf" --state-dir "$T/empty" --json status
+jstatus 'assert len(a) == 1 and "mirror" not in s and s["status"] == "error", a
+assert s["errors"][0]["op"] == "usage", s
+assert s["errors"][0]["reason"].startswith("no mirrors: the config file has none"), s'
 
 echo "# an ok run: 0, also within --max-age"
 assert_exit 0 bm sync up
@@ -36,7 +73,8 @@ grep -qx "biomirror: up: last success 72[0-9][0-9] s ago (run 1), more than --ma
     "$LAST_ERR" || fail "--max-age message: $(cat "$LAST_ERR")"
 assert_exit 1 bm status --max-age 90m
 assert_exit 1 bm --json status up --max-age 7199
-json_ok "$LAST_OUT"
+jstatus 'assert s["exit"] == 1 and "more than --max-age 7199 s" in s["reason"], s
+assert s["reason"].startswith("up: last success 72"), s'
 assert_exit 0 bm status up --max-age 3h
 assert_exit 0 bm status up
 for bad in 5w -1 1.5h ''; do
@@ -54,8 +92,9 @@ assert_exit 1 bm status up
 assert_eq "$(cat "$LAST_ERR")" "biomirror: up: the last finished run (2) is partial" "message"
 assert_exit 1 bm status
 assert_exit 1 bm --json status up
-python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))[0]["last_run"]["status"] == "partial"' \
-    "$LAST_OUT" || fail "status --json"
+jstatus 'assert s["last_run"]["status"] == "partial", s
+assert s["last_finished_run"] == s["last_run"], s
+assert (s["exit"], s["reason"]) == (1, "up: the last finished run (2) is partial"), s'
 
 echo "# a run in progress does not count: the partial one before it does"
 now=$(date +%s%N)
@@ -64,16 +103,59 @@ sqlite3 "$db" "INSERT INTO runs (command, start_ns, status) VALUES ('sync', $now
 assert_exit 1 flock "$T/state/locks/up.lock" "$BM" -c "$T/bm.conf" --state-dir "$T/state" status up
 grep -q '^up: last run 3 at .*: running for ' "$LAST_OUT" || fail "not running: $(cat "$LAST_OUT")"
 assert_eq "$(cat "$LAST_ERR")" "biomirror: up: the last finished run (2) is partial" "message"
+assert_exit 1 flock "$T/state/locks/up.lock" "$BM" -c "$T/bm.conf" --state-dir "$T/state" --json status up
+jstatus 'r = s["last_run"]
+assert (r["run"], r["status"], r["end"], r["seconds"]) == (3, "running", None, None), r
+assert r["start"] is not None, r
+assert (s["last_finished_run"]["run"], s["last_finished_run"]["status"]) == (2, "partial"), s
+assert (s["exit"], s["reason"]) == (1, "up: the last finished run (2) is partial"), s'
 
 echo "# its process gone (no lock): interrupted, 1"
 assert_exit 1 bm status up
 assert_eq "$(cat "$LAST_ERR")" "biomirror: up: the last finished run (3) is interrupted" "message"
+assert_exit 0 bm --json history up
+json_ok "$LAST_OUT"
+python3 -c 'import json,sys; r = json.load(open(sys.argv[1]))[0]
+assert (r["run"], r["status"], r["end"], r["seconds"]) == (3, "interrupted", None, None), r' \
+    "$LAST_OUT" || fail "history --json: an interrupted run's end"
 
 echo "# repaired: an ok run, 0"
 chmod 0644 "$T/up/c.txt"
 assert_exit 0 bm sync up
 assert_exit 0 bm status up
 assert_exit 0 bm status up --max-age 60
+assert_exit 0 bm --json status up
+jstatus 'assert (s["exit"], s["reason"], s["last_finished_run"]["status"]) == (0, None, "ok"), s
+assert s["last_run"]["end"] is not None and s["last_run"]["seconds"] >= 0, s'
+
+echo "# a run error over 255 bytes is stored whole"
+long=$(printf 'd%.0s' $(seq 1 250))
+assert_exit 3 bm --json sync --source "$NGINX_URL$long/" --dest "$T/long"
+json_ok "$LAST_OUT"
+adhoc=$(jfield mirror)
+logged=$(sed -n "s/^biomirror: $adhoc: list: //p" "$LAST_ERR")
+[ "${#logged}" -gt 255 ] || fail "the listing error is short: $logged"
+assert_eq "$(manifest_sql "$T/state" "$adhoc" "SELECT error FROM runs WHERE id = 1")" "$logged" \
+    "the run error in the manifest"
+assert_exit 1 bm --json status "$adhoc"
+jstatus 'assert s["last_run"]["error"] == sys.argv[2], s' "$logged"
+
+echo "# a read-only state directory: what is wrong and what to do"
+mkdir -p "$T/ro"
+mount -t tmpfs -o size=1m,mode=0755 bmtest "$T/ro" || fail "mount tmpfs (tests run as root)"
+assert_exit 0 bm --state-dir "$T/ro/state" sync up
+mount -o remount,ro "$T/ro" || fail "remount ro"
+printf 'd\n' > "$T/up/d.txt"
+assert_exit 2 bm --state-dir "$T/ro/state" sync up
+assert_eq "$(cat "$LAST_ERR")" "biomirror: up: the state directory $T/ro/state is on a read-only file system (locks/up.lock: Read-only file system): nothing was synced or recorded; remount it read-write, or set state_dir (or --state-dir) to a writable directory, and run again" \
+    "read-only state: the message"
+[ -e "$T/mirror/d.txt" ] && fail "read-only state: a file was fetched"
+assert_exit 0 bm --state-dir "$T/ro/state" --json status up
+jstatus 'assert s["state_dir_read_only"] is True and s["state_dir_full"] is False, s
+assert s["last_run"]["run"] == 1, s'
+grep -qF "the state directory is on a read-only file system: no run can start or be recorded" \
+    "$LAST_ERR" || fail "read-only state: status does not warn"
+umount "$T/ro" || fail "umount $T/ro"
 
 stop_servers
 echo "PASS"

@@ -1385,6 +1385,46 @@ test_load_all(struct ctx *t)
 	config_free(c);
 	c = NULL;
 
+	/*
+	 * A shared or nested dest: both mirrors bad, each naming the other,
+	 * and a third inside the later one's tree is refused as well.
+	 */
+	is_int(load_all(t, "[new]\nsource = https://h/a/\ndest = /srv/p/x\n"
+	    "[prod]\nsource = https://h/b/\ndest = /srv/p\n"
+	    "[ok]\nsource = https://h/c/\ndest = /srv/q\n", &c), 0,
+	    "nested dests load");
+	if (c != NULL) {
+		is_int(c->nerrors, 2, "nested: one error for each mirror");
+		is_error(t, c, 0, 6, "prod", "dest /srv/p of [prod] contains "
+		    "dest /srv/p/x of [new] (section on line 1): mirrors must "
+		    "not share or nest destinations");
+		is_error(t, c, 1, 3, "new", "dest /srv/p/x of [new] is inside "
+		    "dest /srv/p of [prod] (section on line 4): mirrors must "
+		    "not share or nest destinations");
+		ok(config_find(c, "new")->bad, "nested: the earlier one is bad");
+		ok(config_find(c, "prod")->bad, "nested: the later one is bad");
+		ok(!config_find(c, "ok")->bad, "nested: [ok] usable");
+	}
+	config_free(c);
+	c = NULL;
+	is_int(load_all(t, "[a]\nsource = https://h/a/\ndest = /srv/p\n"
+	    "[b]\nsource = https://h/b/\ndest = /srv/p/\n"
+	    "[c]\nsource = https://h/c/\ndest = /srv/p/c\n", &c), 0,
+	    "one dest three times loads");
+	if (c != NULL) {
+		is_int(c->nerrors, 6, "each pair twice");
+		is_error(t, c, 1, 3, "a", "dest /srv/p of [a] is the same "
+		    "directory as dest /srv/p/ of [b] (section on line 4): "
+		    "mirrors must not share or nest destinations");
+		is_error(t, c, 4, 9, "c", "dest /srv/p/c of [c] is inside dest "
+		    "/srv/p of [b] (section on line 4): mirrors must not share "
+		    "or nest destinations");
+		ok(config_find(c, "a")->bad && config_find(c, "b")->bad &&
+		    config_find(c, "c")->bad, "all three bad");
+	}
+	config_free(c);
+	c = NULL;
+
 	/* A bad source value is reported once, not again as missing. */
 	is_int(load_all(t, "[a]\nsource = gopher://h/\ndest = /srv/a\n", &c),
 	    0, "bad source loads");

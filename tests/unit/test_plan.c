@@ -983,7 +983,9 @@ test_guard(void)
 	is_int(plan_guard(p, c, 299, false, err, sizeof(err)), BM_ELIMIT,
 	    "guard: 299 bytes free: refused");
 	is_str(err, "free space: would fetch 2 files, 300 B; 299 B free on "
-	    "the destination: 1 B missing: refusing", "guard: free space "
+	    "the destination: 1 B missing: refusing (free at least that much "
+	    "on its file system, or fetch less with include/exclude, and run "
+	    "again)", "guard: free space "
 	    "reason");
 	is_int(plan_guard(p, c, 300, false, err, sizeof(err)), 0,
 	    "guard: 300 bytes free: ok");
@@ -1000,7 +1002,9 @@ test_guard(void)
 	    "guard: 3 MiB to fetch, 1 MiB free: refused");
 	is_str(err, "free space: would fetch 1 files, 3.0 MiB (3145728 "
 	    "bytes); 1.0 MiB (1048576 bytes) free on the destination: 2.0 MiB "
-	    "(2097152 bytes) missing: refusing", "guard: how much is missing");
+	    "(2097152 bytes) missing: refusing (free at least that much on "
+	    "its file system, or fetch less with include/exclude, and run "
+	    "again)", "guard: how much is missing");
 	plan_free(p);
 
 	/* A first run of an empty upstream into an empty manifest is fine. */

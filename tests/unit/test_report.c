@@ -194,6 +194,8 @@ test_error_result(void)
 	r->status = "error";
 	ok(result_add_error(r, "/etc/b.conf:7", "config", "bad") == 0,
 	    "add a config error");
+	ok(result_add_mirror_error(r, "nt", "/etc/b.conf:9", "config",
+	    "worse") == 0, "add a section's config error");
 	if (ok((o = report_result_json(r)) != NULL, "report_result_json")) {
 		json_object_foreach(o, key, v)
 			n++;
@@ -205,6 +207,12 @@ test_error_result(void)
 		    "/etc/b.conf:7", "path FILE:LINE");
 		is_str(json_string_value(json_object_get(e, "op")), "config",
 		    "op config");
+		ok(json_object_get(e, "mirror") == NULL, "an error of no mirror");
+		e = json_array_get(json_object_get(o, "errors"), 1);
+		is_str(json_string_value(json_object_get(e, "mirror")), "nt",
+		    "a section's error names its mirror");
+		is_str(json_string_value(json_object_get(e, "path")),
+		    "/etc/b.conf:9", "its path");
 		json_decref(o);
 	}
 	result_free(r);
