@@ -1,27 +1,12 @@
 /*
  * The configuration file (DESIGN.md "Config"): [global] and one section per
- * mirror, read with inih and checked key by key.
- *
- * inih gives its handler no line numbers, folds indented lines into the
- * previous key, truncates section names to 49 bytes and splits lines
- * longer than its buffer.  So the whole file is read into memory and fed to
- * ini_parse_stream() one physical line at a time by conf_reader(), which
- * counts lines, rejects over-long lines and NUL bytes, and classifies each
- * line the way inih will (blank/comment, continuation, section header,
- * key line, syntax error).  Section headers are handled here, from the
- * full text of the line; inih only delivers key/value pairs, and the
- * handler runs while the line the reader just returned is current, so
- * every error names its line.  A line in error reaches inih blank (or as
- * "[]" when it was a section header), and the parse goes on: every error
- * is recorded, each against the mirror whose section holds it (which is
- * then bad) or, outside mirror sections, as fatal for the whole file.
- *
- * Invariants: a mirror in struct config has passed mirror_conf_check()
- * and, being from a file, has an absolute dest of its own (no other
- * mirror's dest equals it, contains it or lies inside it);
- * mirror_conf_set() is the only place that interprets a mirror value, so
- * command-line overrides get exactly the file's checks.  This module never
- * logs (STYLE.md rule 24).
+ * mirror, read with inih and checked key by key; conf_reader() feeds inih
+ * one physical line at a time so that every error names its line, and the
+ * parse records every error.  Invariants: a mirror in struct config has
+ * passed mirror_conf_check() and has a dest of its own; mirror_conf_set()
+ * alone interprets a mirror value (command-line overrides get the file's
+ * checks).  Never logs (STYLE.md rule 24).  Why and how the lines are
+ * fed: see docs/internals.md, "Reading the config file".
  */
 #include <arpa/inet.h>
 #include <ctype.h>

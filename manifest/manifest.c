@@ -1,132 +1,26 @@
 /*
  * The manifest: the one SQLite connection of a mirror (DESIGN.md, STYLE.md
- * rule 41).  Nothing else in biomirror links SQL.  This module never logs;
- * failures are BM_E* codes plus "PATH: reason" text in the caller's buffer
- * (manifest_open) or in manifest_errmsg().
- *
- * Schema (version 5; PRAGMA application_id 0x424d4952 "BMIR", PRAGMA
- * user_version 5; WAL, synchronous=NORMAL, busy timeout 5 s):
- *
+ * rule 41); nothing else in biomirror links SQL.  Never logs: failures are
+ * BM_E* codes plus "PATH: reason" in the caller's buffer (manifest_open)
+ * or manifest_errmsg().  Invariants: paths are BLOBs (memcmp order, bytes
+ * kept); an unchanged row is never rewritten; an existing file is never
+ * deleted or recreated (damaged: BM_ECORRUPT); a callback of
+ * manifest_diff/ls/events must not re-enter the same walk.  Column
+ * meanings, commit ops and migrations: see docs/internals.md, "The
+ * manifest".
+ */
+/*
+ * Schema version 5 (application_id 0x424d4952 "BMIR", user_version 5;
+ * WAL, synchronous=NORMAL, busy timeout 5 s):
  *   files(path BLOB PRIMARY KEY, type, list_size, list_size_exact,
- *         list_mtime, list_prec, up_size, up_mtime, etag, target, checksum,
- *         local_size, local_mtime, seen_run, fetched_run, sidecar)
- *         WITHOUT ROWID
- *	One row per committed path.  type is the entry_type char code ('f',
- *	'd', 'l' as integers).  list_* are what the listing showed when the
- *	row was last committed: size in bytes (-1 unknown, then never
- *	exact) and its exactness, mtime in ns since the epoch (0 when
- *	list_prec is MTIME_UNKNOWN) and its mtime_prec.  up_size,
- *	up_mtime and etag are what the last GET (FTP: SIZE, MDTM) said,
- *	local_size and local_mtime what was committed on disk; NULL for
- *	unknown (read back as -1 / NULL; up_mtime of an FTP file fetched
- *	without MDTM because MLSD gave its time to the second).  target is the symlink target, checksum the digest
- *	of the committed content as "ALG:HEX" (verify = checksum records
- *	"sha256:..."; NULL when not recorded; replaced whenever the content
- *	is refetched).  seen_run/fetched_run are run ids: the run that
- *	last recorded the row (a commit of any op but DELETED, RELEASED,
- *	FAILED, VANISHED, DIGEST), and the run that last fetched it.  A
- *	run that finds a row unchanged writes nothing to it: a no-change
- *	run of a large tree would otherwise rewrite every row (and its WAL
- *	pages).  sidecar (since version 4) is the published digests the
- *	content last matched ("md5:HEX", "md5:HEX sha256:HEX"), "" when
- *	it was found to match none, "unchecked" when it was committed
- *	without a check its sidecar could have made (verify = size, or the
- *	sidecar could not be fetched), NULL when not known (older rows).
- *   mismatches(path BLOB PRIMARY KEY, list_size, list_size_exact,
- *        list_mtime, list_prec, up_size, up_mtime, etag, want, got, run)
- *        WITHOUT ROWID (since version 4)
- *	One row per file whose upstream body failed its published digests
- *	(want) twice with the same digest (got): what the listing and the
- *	GET said then, so that it is not fetched again until one changes.
- *   runs(id INTEGER PRIMARY KEY, command, start_ns, end_ns, status,
- *        listed, fetched, touched, deleted, failed, bytes, error)
- *	One row per run; status "running" until manifest_run_end().
- *   runs_net(run, net, files, bytes, ns) WITHOUT ROWID (since version 5)
- *	Per run, one row per transport ("tcp", "udt") that carried fetched
- *	files: how many, their bytes, and the ns with one in flight.
- *   events(run, seq, time_ns, path BLOB, op, reason, bytes, net), index
- *        on (run, seq)
- *	One row per committed outcome; seq counts from 1 within a run.
- *	net (since version 5): the transport that carried a fetched file,
- *	NULL otherwise.
- *   partials(path BLOB PRIMARY KEY, tmpname, size, list_mtime, up_mtime,
- *        etag, ranges, run) WITHOUT ROWID (since version 2)
- *	One row per temp file being fetched whose finished byte ranges are
- *	durable on disk, so that the next run can continue it (resume).
- *	tmpname is the temp file's name in the target's directory, size
- *	the exact listed size, list_mtime the listed mtime (ns) when it was
- *	started, up_mtime (ns) and etag the upstream validators of the
- *	bytes held (NULL unknown), ranges the finished byte ranges as text
- *	"START-END START-END ..." (END exclusive, sorted, disjoint), run
- *	the run that wrote the row.  FETCHED, NOT_MODIFIED, DELETED and
- *	VANISHED commits remove the row of their path.
- *   intents(path BLOB PRIMARY KEY, list_size, list_size_exact,
- *        list_mtime, list_prec, local_size, local_mtime) WITHOUT ROWID
- *        (since version 3)
- *	One row per file a batch commit is about to publish, written
- *	before its renames (manifest_intent): the listed values and the
- *	size and mtime (ns) the file will have.  FETCHED and FAILED commits
- *	remove the row of their path; rows left say what a killed run may
- *	have published (manifest_intents).
- *   temp.staging(path BLOB PRIMARY KEY, type, size, size_exact, mtime,
- *        prec, target BLOB) WITHOUT ROWID
- *	Per connection (TEMP): the listing of the current run, loaded by
- *	manifest_stage() and diffed against files.
- *
- * Paths and targets are bound as BLOBs of strlen() bytes, so names that
- * are not UTF-8 survive byte for byte, and ORDER BY path is memcmp order.
- * Rows are read back with sqlite3_column_text(), which for a BLOB in a
- * UTF-8 database adds a NUL terminator without touching the bytes.
- *
- * Commit ops (manifest_commit), each also appending one event:
- *   FETCHED	upsert every column from the record (-1/NULL stored as
- *		NULL), checksum from the record ("ALG:HEX" or NULL: a
- *		refetch never keeps the old digest), seen_run = fetched_run
- *		= run.
- *   NOT_MODIFIED upsert type, list_*, target and seen_run; up_size,
- *		up_mtime, etag, local_size, local_mtime change only when the
- *		record gives a value (not -1 / not NULL).
- *   NOT_MODIFIED and ADOPTED also set checksum when the record gives
- *		one (else the recorded digest stays).
- *   ADOPTED	as NOT_MODIFIED (resync --adopt: a local file already
- *		matching the listing is recorded without a fetch).
- *   TOUCHED	update local_mtime (and local_size when not -1) and
- *		seen_run of an existing row; list_* are left alone (use
- *		NOT_MODIFIED to record new listing values).  No row: no-op.
- *   DIGEST	set checksum of an existing row whose checksum is NULL
- *		(resync --checksum: content hashed as it is on disk); a
- *		recorded digest is never replaced this way.  No row: no-op.
- *   MKDIR, SYMLINK as FETCHED, except fetched_run is kept.
- *   DELETED	delete the row.
- *   RELEASED	delete the row; the local file stays (it is no longer the
- *		file committed, so it is not deleted, and no longer tracked).
- *   FAILED, VANISHED the row is left exactly as it was, so the next run
- *		sees the same difference and retries.
- *   SIDECAR	set sidecar of an existing row; one that is not "" (the
- *		local content matches) also drops the mismatches row.
- *   MISMATCH	the row is left as it was (as FAILED); the mismatches row
- *		of the path is replaced (want = sidecar, got = checksum).
- * FETCHED also sets sidecar from the record.  FETCHED, NOT_MODIFIED,
- * DELETED, RELEASED and VANISHED also delete the path's partials row (its
- * temp file was published or is of no use); FETCHED (unless its sidecar
- * is "unchecked"), ADOPTED, DELETED, RELEASED and VANISHED its
- * mismatches row.
- *
- * Migrations: manifest_migrations[v] turns schema version v into v + 1
- * and sets user_version itself; open applies the missing steps in one
- * IMMEDIATE transaction.  A new manifest is built under PATH.new and
- * renamed to PATH once its schema is committed, so PATH is never a file
- * a first run left half-made.  An existing file is never deleted or
- * recreated: one that is damaged (SQLite finds it corrupt, "not a
- * database", PRAGMA quick_check fails, or it is empty: 0 bytes or no
- * schema) is refused with BM_ECORRUPT; one that is not ours, is newer,
- * or stays locked past the busy timeout with BM_EDB.
- * manifest_set_aside() moves a damaged one away (resync --adopt).
- *
- * The hot statements are prepared once at open (SQLITE_PREPARE_PERSISTENT),
- * reset and cleared after every use, and finalized at close.  A callback
- * of manifest_diff/ls/events must not call back into the same walk.
- * SQLite opens its own files with O_CLOEXEC (unix VFS).
+ *     list_mtime, list_prec, up_size, up_mtime, etag, target, checksum,
+ *     local_size, local_mtime, seen_run, fetched_run, sidecar)
+ *   mismatches(path, list_*, up_size, up_mtime, etag, want, got, run)
+ *   runs(id, command, start_ns, end_ns, status, listed, fetched, touched,
+ *     deleted, failed, bytes, error); runs_net(run, net, files, bytes, ns)
+ *   events(run, seq, time_ns, path, op, reason, bytes, net)
+ *   partials(path, tmpname, size, list_mtime, up_mtime, etag, ranges, run)
+ *   intents(path, list_*, local_size, local_mtime); temp.staging(...)
  */
 #include <sys/stat.h>
 

@@ -1,31 +1,12 @@
 /*
- * The HTTP lister: reads directory index pages into listing entries and
- * crawls a tree of them.
- *
- * Parsing.  nginx autoindex_format json goes through jansson and
- * autoindex_format xml through libxml2's XML parser; everything else is
- * HTML, parsed by libxml2's HTML parser (recovering from bad markup, no
- * network) and read by walking the DOM: every <a href> that names a direct
- * child of the page becomes an entry.  The generator is detected from its
- * markers (see detect_format()) and decides where the size and date of a
- * row are: the text after the link (<pre> indexes: nginx, Apache
- * FancyIndexing, docker), the text before it (IIS), or the other cells of
- * the link's <tr> (tables: Apache HTMLTable, fancyindex, lighttpd, Caddy,
- * SNT).  Names always come from the href, percent-decoded exactly once,
- * never from the link text (which servers truncate).  A page that is no
- * index at all (no known generator, not one link) is an error, never an
- * empty directory.  Displayed sizes are
- * turned into byte ranges by inverting the server's own formatter
- * (tests/fixtures/LISTINGS.md, "Size formatters"): apr_strfsize, nginx and
- * lighttpd have a monotonic forward formatter here and the range is found
- * by binary search over it.
- *
- * Crawling.  The shared breadth-first crawl (crawl.h) queues the
- * directories and fetches their pages in batches; this file reads them,
- * on parser threads when a batch has several.  A redirect out of the
- * source fails the page.  A directory whose entry set (names, types,
- * sizes, times) hashes the same as one of its ancestors' is a server-side
- * symlink loop: its entries are dropped and it is not descended into.
+ * The HTTP lister: reads directory index pages (nginx json/xml, HTML of
+ * known generators) into listing entries and crawls a tree of them over
+ * the shared crawl (crawl.h).  Invariants: names come from the href,
+ * percent-decoded once, never from the link text; a page that is no index
+ * is an error, never an empty directory; displayed sizes become byte
+ * ranges; a redirect out of the source fails the page; a directory that
+ * repeats an ancestor is a loop, not entered.  Formats and rules: see
+ * docs/internals.md, "Reading index pages".
  */
 #include <ctype.h>
 #include <errno.h>

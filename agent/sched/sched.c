@@ -1,31 +1,13 @@
 /*
- * The scheduler (see include/biomirror/sched.h).  Each file to fetch has
- * a small struct sfile: QUEUED -> RUNNING -> (WAITING -> RUNNING)* ->
- * DONE or FAILED.  While RUNNING it owns a struct sfile_try: the request
- * URL and one transport job per range (one for a single stream).  When
- * the last job of a try ends, the try's result is judged (sfile_result);
- * a try in ranges that ended well first asks upstream once more for its
- * validators (the end check, check_start), and the file ends in
- * sched_finish(), which ignores files already DONE
- * or FAILED, so a late or double completion cannot commit a file twice.
- * Finished files collect in a batch; sched_flush() hands the batch to
- * the committer thread, which publishes it through store_commit()
- * (mtimes, one syncfs, renames, parent fsyncs) and then records it with
- * one manifest_commit() transaction, while the loop goes on fetching into
- * the next batch (at most one batch commits at a time; the loop waits
- * only when the next batch is full).  The loop thread finishes each
- * committed batch in commit_done() (counters, messages).  A file is only
- * ever in the manifest after its rename.  Per-file memory outside a try is
- * a few dozen bytes, so 100,000 planned files cost little.
- *
- * Digests (verify = sidecar | checksum): a file to check or record gets a
- * struct hasher for its try.  Worker threads (a pool of their own) pread
- * the try's contiguous prefix back from the temp file and feed it to the
- * EVP contexts in file order; the loop only pushes "hash up to here"
- * tasks, so hashing never holds up a transfer.  A try that ends well
- * waits in SF_HASHING until the digest covers every byte; then it is
- * published, or, on a mismatch, discarded and retried.  A hasher whose
- * try failed is detached and freed when its task comes back.
+ * The scheduler (see include/biomirror/sched.h).  Each file is a small
+ * struct sfile, QUEUED -> RUNNING -> (WAITING -> RUNNING)* -> DONE or
+ * FAILED; while RUNNING it owns a struct sfile_try (one transport job per
+ * range).  Invariants: a file ends only in sched_finish(), which ignores
+ * files already DONE or FAILED (no double commit); a file is in the
+ * manifest only after its rename (the committer thread: store_commit(),
+ * then one manifest_commit()); hashing never holds up a transfer.  States,
+ * batches and digests: see docs/internals.md, "The scheduler's files and
+ * batches".
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1,30 +1,12 @@
 /*
  * The store: the only code that writes inside the destination tree
- * (DESIGN.md, STYLE.md rules 34-37).
- *
- * Invariants:
- * - The destination is opened once (store_open) as an O_DIRECTORY fd; that
- *   open and the mkdir -p before it are the only path-based calls.  Every
- *   other call is relative to that fd or to a directory fd reached from it.
- *   The destination path itself is the administrator's choice and is
- *   followed like any path (a /srv/mirror symlink to a data volume is
- *   common); the store starts at the directory it resolves to.
- * - No symlink inside the destination is ever followed.  A parent
- *   directory is reached with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
- *   RESOLVE_NO_MAGICLINKS) when the kernel has it, else (ENOSYS, EINVAL)
- *   with a walk of openat(O_DIRECTORY|O_NOFOLLOW) one component at a time;
- *   the store remembers which one works (a per-store flag, not a global).
- *   A symlink or non-directory where a directory must be is BM_EUNSAFE.
- * - Every path is checked with path_is_safe() first; an unsafe path, or a
- *   path with a component that starts with STORE_TMP_PREFIX (it would
- *   collide with our temp files and be removed by store_clean_temps), is
- *   refused with BM_EUNSAFE before anything is touched.
- * - New content lives in STORE_TMP_PREFIX + 8 random hex digits, mode
- *   0600, beside its target, and only store_commit() gives it its final
- *   name.  A store_file keeps its parent directory fd open until then, so
- *   a batch of small files costs no extra path walks, and the commit can
- *   fsync each distinct parent (by st_dev/st_ino) once.
- * The store never logs: callers log once where they decide (rule 24).
+ * (DESIGN.md, STYLE.md rules 34-37).  Invariants: one path-based open of
+ * the destination, every other call relative to its fd; no symlink inside
+ * it is followed (openat2 RESOLVE_BENEATH, else an O_NOFOLLOW walk);
+ * every path checked with path_is_safe() and free of STORE_TMP_PREFIX
+ * before anything is touched; new content lives in temp files beside its
+ * target until store_commit() renames it.  Never logs (rule 24).  See
+ * docs/internals.md, "The store's invariants".
  */
 #include <sys/file.h>
 #include <sys/random.h>

@@ -57,29 +57,11 @@ struct tune_out {
 };
 
 /*
- * The sizing rule (pure).  streams: a large file's share of the
- * connections is max_connections / min(nlarge, max_connections) (at most
- * TUNE_MAX_STREAMS), so streams x large files in flight never exceeds
- * max_connections; the first choice is min(streams, share); after a step
- * that raised the aggregate rate by more than TUNE_GAIN the next step adds
- * half again (at least one) up to the share; after a step that did not,
- * streams go back to prev_streams and settle.  concurrency: by Little's
- * law, files in flight = request rate x time per request, where the
- * request rate that fills the path is path_rate (or conn_rate x
- * max_connections) / mean small-file size and a request takes one RTT
- * plus its bytes at conn_rate; at least max_connections (a rate measured
- * with fewer files in flight would only shrink the choice), and enough
- * files for their streams to use every connection; at most max_connections over HTTP/1.1 (a request
- * holds its connection) or max_connections x TUNE_H2_STREAMS with HTTP/2.
- * At most TUNE_INFLIGHT_BYTES / (mean size + TUNE_REQ_BYTES) files, as
- * small files in flight are held in memory (but never below
- * max_connections).
- * Unknown RTT or rate: max_connections files (what HTTP/1.1 can carry),
- * except over HTTP/2 with a known RTT, where the rate is taken to be what
- * one connection's largest receive window carries per RTT (rmem_max /
- * RTT): files of the mean size that fill that window, since more requests
- * cost no connection and a run of small files never measures a
- * per-connection rate (their bodies are shorter than TUNE_RATE_BYTES).
+ * The sizing rule (pure): streams per large file within a share of
+ * max_connections, stepped up while the aggregate rate gains more than
+ * TUNE_GAIN; files in flight by Little's law from RTT and rates, between
+ * max_connections and the HTTP/1.1, HTTP/2 and TUNE_INFLIGHT_BYTES caps.
+ * The rule in full: see docs/internals.md, "Auto sizing".
  */
 void	tune_size(const struct tune_in *in, struct tune_out *out);
 

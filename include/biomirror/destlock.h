@@ -1,30 +1,11 @@
 /*
- * The destination lock and its owner record: one lock per destination,
- * whatever the run's publish mode, config file or state directory
- * (docs/operations.md "Who owns a destination").
- * - The lock is an flock(2) of DEST.biomirror when it exists, and of DEST
- *   itself when it is a directory (opened with O_NOFOLLOW: never the
- *   snapshot a publish = set symlink points at, which changes with every
- *   publication).  A publish = set run on a plain tree holds both while
- *   it converts DEST.
- * - The owner record, written by the holder once the store opened the
- *   tree: DEST.biomirror/owner when DEST.biomirror exists, else
- *   .NAME.biomirror-owner beside DEST (nothing is added inside the tree).
- *   Lines "pid N", "mirror NAME", "config FILE" (absent: an ad-hoc run),
- *   "state_dir DIR", "publish file|set".  The record stays after the run:
- *   it names the owner when nobody holds the lock.
- * - Records and DEST.biomirror are those of DEST's real path: its parent
- *   resolved, an administrator's symlink DEST followed to its directory.
- * - Before locking, the destination is checked and these are refused,
- *   naming the owner: a publish = file or ad-hoc run on a publish = set
- *   tree (DEST our symlink into DEST.biomirror/snapshots/, or a
- *   DEST.biomirror whose record says publish set or that has snapshots/
- *   beside a missing or plain DEST); a publish = set run on a tree whose
- *   record names another mirror; any run whose DEST is, lies in or holds
- *   at its top level a DEST.biomirror, or lies inside a tree whose record
- *   (beside it or in its DEST.biomirror) names another mirror.  A
- *   DEST.biomirror deeper in DEST is not looked for (no tree walk).
- * The module never logs; callers log once (STYLE.md rule 24).
+ * The destination lock and its owner record: one flock per destination
+ * (of DEST.biomirror, or of DEST when it is a directory), whatever the
+ * publish mode, config or state directory; the owner record beside DEST
+ * names the holder.  Runs that would mix publish modes or mirrors on one
+ * tree are refused before locking, naming the owner.  The rules: see
+ * docs/internals.md, "The destination lock".  Never logs; callers log
+ * once (STYLE.md rule 24).
  */
 #ifndef BIOMIRROR_DESTLOCK_H
 #define BIOMIRROR_DESTLOCK_H

@@ -1,16 +1,8 @@
 /*
  * The post_sync hook: a command run after a successful run that changed
- * the mirror (DESIGN.md "Config").  It runs through /bin/sh -c with the
- * agent's environment minus any BIOMIRROR_* variable, plus the variables
- * the caller passes; stdin is /dev/null, stdout goes to the agent's
- * stderr (stdout carries --json), stderr is shared.  Every descriptor
- * of the agent is O_CLOEXEC (STYLE.md rule 37), so the hook inherits no
- * lock, manifest or socket, and descriptors above 2 that the agent itself
- * inherited are closed for it too (glibc 2.34+).  Signals the agent ignores (SIGPIPE) are
- * reset to their defaults for it, and its signal mask is empty.  It runs
- * in a process group of its own, which gets SIGTERM (then SIGKILL) when
- * the agent is asked to stop while it runs, or when it runs longer than
- * the mirror's hook_timeout.
+ * the mirror (DESIGN.md "Config"), through /bin/sh -c, in a process group
+ * of its own, inheriting no descriptor of the agent.  Environment, stdio
+ * and signals: see docs/internals.md, "The post_sync hook's process".
  */
 #ifndef BIOMIRROR_HOOK_H
 #define BIOMIRROR_HOOK_H

@@ -1,13 +1,9 @@
 /*
- * The FTP lister (lister_ftp_ops: ftp://, ftps://): turns MLSD replies
- * (RFC 3659 section 7) and LIST replies (Unix "ls -l" style, DOS/IIS
- * style) into listing entries, and crawls a tree of them with the shared
- * crawl (crawl.h).  Replies are fetched through the same callback as
- * index pages (lister.h: the transport owns the sockets); a page's
- * command field selects FEAT, MLSD or LIST.  Names are kept as
- * the bytes the server listed (never re-encoded), so a name that is not
- * UTF-8 is requested with exactly those bytes.  This module never
- * touches SQLite or the destination.
+ * The FTP lister (lister_ftp_ops: ftp://, ftps://): MLSD and LIST replies
+ * into listing entries, a tree of them over the shared crawl (crawl.h).
+ * Replies come through the lister's fetch callback; names stay the bytes
+ * the server listed.  Never touches SQLite or the destination.  Reply
+ * formats and symlink rules: see docs/ftp.md.
  */
 #ifndef BIOMIRROR_LIST_FTP_H
 #define BIOMIRROR_LIST_FTP_H
@@ -20,33 +16,14 @@
 #include "biomirror/listing.h"
 
 /*
- * Parse one MLSD (mlsd true) or LIST (mlsd false) reply.
- *   body, len	the reply bytes (borrowed; need not be NUL-terminated);
- *		lines end in CRLF or LF, never anything else (a 0x85 byte
- *		inside a name is a byte, not a line break)
- *   now_wall	the current time on the server's clock, seconds read as
- *		if UTC (timegm): LIST dates without a year take the most
- *		recent year that puts them no more than one day after it
- *		(the rule "ls" writes them by; FileZilla's)
- *   prefix	relative path of this directory ("" for the root); each
- *		entry's path is prefix + "/" + name
- *   out	entries are appended here
- *   ret_skipped lines neither understood nor always-skipped ("total N",
- *		".", "..", blank lines, cdir/pdir), plus unsafe names
- *		(name_is_safe()); may be NULL
- * MLSD: facts are case-insensitive; "size" is exact, "modify" is UTC to
- * the second or finer, "type" file/dir/OS.unix=slink:TARGET/
- * OS.unix=symlink (GridFTP: any type with a UNIX.slink=TARGET fact is a
- * symlink), "unique" is kept in entry->unique; the name is
- * everything after the first "; ".  A record without a type fact is a
- * file.  LIST Unix: "Mon DD HH:MM" has MTIME_MINUTE precision with an
- * inferred year, "Mon DD YYYY" MTIME_DAY; human sizes ("1.1k") are
- * inexact with the range a truncating formatter stands for; "l" entries
- * are symlinks ("name -> target").  LIST DOS: "MM-DD-YY[YY] HH:MM[AM|PM]
- * <DIR>|size name", MTIME_MINUTE.  LIST times are wall-clock in the
- * server's zone (zone_stated false: ftp_timezone resolves them).
- * A bad line is skipped, never fatal.  Returns 0, BM_ENOMEM or BM_ELIMIT
- * (the listing's cap).
+ * Parse one MLSD (mlsd true) or LIST (mlsd false) reply: body, len
+ * (borrowed, not NUL-terminated; lines end in CRLF or LF); now_wall, the
+ * server's clock read as UTC, dates LIST gives without a year; prefix,
+ * this directory's relative path ("" for the root); entries appended to
+ * out; *ret_skipped (may be NULL) counts lines not understood and unsafe
+ * names.  A bad line is skipped, never fatal.  Returns 0, BM_ENOMEM or
+ * BM_ELIMIT (the listing's cap).  Formats: see docs/ftp.md, "Parsing
+ * MLSD and LIST replies".
  */
 int	list_ftp_parse(const uint8_t *body, size_t len, bool mlsd,
 	    int64_t now_wall, const char *prefix, struct listing *out,
@@ -60,13 +37,10 @@ int	list_ftp_parse(const uint8_t *body, size_t len, bool mlsd,
 bool	list_ftp_feat_mlst(const uint8_t *body, size_t len);
 
 /*
- * True when a FEAT reply (as above) lists the feature NAME (a keyword such
- * as "MLST" or "DCAU", compared without case; RFC 2389 section 3.2: one
- * feature per line, after one space, parameters after a space).
- * list_ftp_feat_mlst() is list_ftp_feat_has(body, len, "MLST").  A FEAT
- * listing DCAU (data channel authentication, OGF GFD.20) comes from a
- * GridFTP server, which fixes a data connection's TYPE when the
- * connection opens (see xfer_ftp_opts.gridftp).
+ * True when a FEAT reply (as above) lists the feature NAME ("MLST",
+ * "DCAU"; compared without case, RFC 2389 section 3.2); feat_mlst() is
+ * feat_has(body, len, "MLST").  DCAU marks a GridFTP server (docs/ftp.md,
+ * "Parsing MLSD and LIST replies").
  */
 bool	list_ftp_feat_has(const uint8_t *body, size_t len, const char *name);
 
@@ -107,31 +81,14 @@ struct ftp_crawl_opts {
 };
 
 /*
- * Crawl the FTP tree under source_url (ftp:// or ftps://, ending in
- * '/'): ask FEAT once (page command "FEAT"), then list each directory
- * with "MLSD" when MLST is advertised, else "LIST", breadth first in
- * batches of opts->batch replies, never past max_depth.  Directory URLs
- * are source_url + path_encode(path) + "/" (RFC 1738: relative to the
- * login directory unless the source starts with %2F).  Symlinks are
- * listed as ENTRY_SYMLINK, never descended, unless opts->follow: then
- * each link's target is resolved lexically (RFC 3986-style "." and ".."
- * removal, POSIX path resolution of every component through the links
- * listed on the way) against the link's real directory, once the real
- * tree is listed.  A link to a listed file becomes an ENTRY_FILE at the
- * link's path with the target's listed size and time (fetched with RETR
- * of the link's path, exact through SIZE/MDTM like any listed file); a
- * link to a listed directory is listed as a directory at the link's path,
- * unless its real path (or its MLSD unique=) is the one of the link's own
- * directory or an ancestor's: that is a loop, counted in *ret_loops and
- * not entered.  A target that leaves the source tree (absolute, or ".."
- * past the root) is an ENTRY_FILE of unknown size and time at the link's
- * path (what the server serves under that name); a target inside the
- * tree that is not listed (dangling, excluded, or a link chain over 40
- * hops) is counted in *ret_dangling and dropped.  Directories filtered out by
- * opts->filter are not listed; files not taken are not appended.
- * Returns 0 when the listing is complete, the first failed reply's
- * BM_E* code (the listing is then incomplete), BM_ELIMIT when a
- * directory lay past max_depth, or BM_ENOMEM.  errbuf gets "URL: reason".
+ * Crawl the FTP tree under source_url (ftp:// or ftps://, ending in '/'):
+ * FEAT once, then MLSD (when MLST is advertised) or LIST per directory,
+ * breadth first in batches of opts->batch, never past max_depth.
+ * Symlinks are ENTRY_SYMLINK unless opts->follow (rules: see docs/ftp.md,
+ * "Crawling an FTP tree").  out gets the entries.  Returns 0 when the
+ * listing is complete, the first failed reply's BM_E* code (incomplete),
+ * BM_ELIMIT (a directory past max_depth) or BM_ENOMEM; errbuf gets
+ * "URL: reason".
  */
 int	list_ftp_crawl(const char *source_url,
 	    const struct ftp_crawl_opts *opts, http_fetch_fn fetch, void *ctx,

@@ -1,18 +1,9 @@
 /*
  * Metrics: the metrics_file key.  After each run (not a dry run, not a
- * run that found the lock taken) the mirror's gauges are written to a
- * file in the Prometheus text exposition format (version 0.0.4,
- * https://prometheus.io/docs/instrumenting/exposition_formats/), which
- * node_exporter's textfile collector serves.  Every sample carries the
- * label mirror="NAME".
- *
- * Several mirrors may share one file, and their runs may overlap: a run
- * rewrites the file under an flock(2) on PATH.lock, keeping every other
- * mirror's samples as the file held them and replacing its own.  The new
- * content is written to a temp file in the same directory, fsync'd and
- * renamed over PATH, so a reader sees the old file or the new one, never
- * a mix (the textfile collector reads only *.prom: neither the temp file
- * ".NAME.XXXXXX" nor the lock file is picked up).
+ * run that found the lock taken) the mirror's gauges, labelled
+ * mirror="NAME", replace its samples in a Prometheus textfile shared with
+ * other mirrors, under an flock of PATH.lock, by temp file and rename.
+ * See docs/internals.md, "The metrics file".
  */
 #ifndef BIOMIRROR_METRICS_H
 #define BIOMIRROR_METRICS_H

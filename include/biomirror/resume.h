@@ -1,19 +1,9 @@
 /*
  * Resume: the finished byte ranges of temp files, kept across tries and
- * across runs (DESIGN.md: "A killed run leaves only temp files, which the
- * next run resumes (recorded byte ranges) or removes").
- *
- * A run starts with resume_prepare(): the manifest's partial rows whose
- * file the plan fetches again with the same listed size and mtime are
- * kept (with their temp files); every other row is dropped and every
- * other temp file removed.  During the run each large file of exact size
- * has a struct resume_file: the ranges written so far, the upstream
- * validators (ETag, Last-Modified) of the bytes held, and how much of it
- * is recorded in the manifest.  The scheduler records the ranges now and
- * then (resume_file_due), each time after an fdatasync of the temp file,
- * so that a recorded range is always durable.  A later try asks only for
- * the missing ranges (resume_file_gaps) with If-Range (RFC 9110 section
- * 13.1.5), so a changed upstream answers 200 and the file starts over.
+ * runs (DESIGN.md).  resume_prepare() keeps the partial rows the plan
+ * fetches again unchanged and removes the rest; a recorded range is
+ * always durable (fdatasync first); a later try asks only for the gaps,
+ * with If-Range.  See docs/internals.md, "Resume".
  */
 #ifndef BIOMIRROR_RESUME_H
 #define BIOMIRROR_RESUME_H

@@ -77,25 +77,14 @@ struct sched_opts {
 
 /*
  * Carry out the fetch, conditional-fetch and touch actions among
- * acts[0..n) (others are ignored): transfers through x (a file of known
- * exact size S in min(streams, S / min_split) ranges, written with
- * pwrite into one temp file; one stream when the server ignores Range),
- * writes through s; a file with a digest in o->sums, or every file with
- * o->record_digest, is hashed off the event-loop thread in file order as
- * its contiguous prefix grows (pread back from the temp file) and is
- * published only when every published digest matches (a mismatch
- * discards the temp file, keeps the old file and retries like a changed
- * upstream, failing the file after o->retries; see park_mismatch),
- * recording the digests it matched (commit_rec sidecar),
- * records through m, counts and per-file errors into res.  Large files
- * of exact size keep their finished ranges (agent/sched/resume.c): a retry
- * fetches only what is missing, the ranges are recorded in the manifest
- * as they arrive, and files o->resume kept from an earlier run continue.
- * Returns 0
- * when every action was tried (failures are counted in res), BM_EDB when
- * the manifest could not record a batch, BM_ENOSPC when the destination
- * filled up (in-flight files abandoned, finished ones committed), or
- * BM_EINVAL when stopped by a signal.
+ * acts[0..n) (others ignored): transfers through x, in ranges for large
+ * files; writes through s; hashes and checks digests (o->sums,
+ * o->record_digest) before publishing; keeps finished ranges for resume;
+ * records through m; counts and per-file errors into res.  See
+ * docs/internals.md, "How sched_run moves files".  Returns 0 when every
+ * action was tried (failures counted in res), BM_EDB (a batch not
+ * recorded), BM_ENOSPC (in flight abandoned, finished committed) or
+ * BM_EINVAL (stopped by a signal).
  */
 int	sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	    struct manifest *m, struct action *acts, size_t n,

@@ -224,29 +224,15 @@ struct store_set_info {
 
 /*
  * Open the destination dest (borrowed, copied) for publish = set.  run > 0
- * (the manifest's run id, naming a new snapshot) prepares a run: creates
- * DEST.biomirror/snapshots beside DEST (and DEST's parent directories),
- * completes or undoes an interrupted step of an earlier run, turns an
- * existing real directory DEST into the first snapshot (renamed, not
- * copied, DEST resolving all along where the file system can exchange
- * names), and removes unfinished or stale snapshots.  cont is the id of
- * the mirror's preceding run (manifest runs table; -1 none): the
- * unpublished snapshot of that run (its files are in the manifest) is
- * the root, renamed to run (the run continues it); one of any other run
- * is stale and removed (see "publish = set" above).  Else the root is
- * the published snapshot (read it, and call store_set_begin() before
- * writing), or, when nothing is published yet, a new empty snapshot.
- * run == 0 opens read-only (plan, --dry-run, verify; cont is then the
- * newest run): nothing is created, moved or removed; the root is the
- * unpublished snapshot of run cont, the published one, or a real
- * directory DEST; *ret is NULL when none exists (DEST is never made).
- * Refused before anything is made: DEST or DEST.biomirror a mount point
- * or something publish = set did not make.
- * *ret is owned by the caller (store_close).  Returns 0, BM_EINVAL (NULL,
- * dest without a last component), BM_EUNSAFE (DEST or DEST.biomirror is
- * something we did not make; reason in errbuf), BM_ELIMIT (more than 1024
- * snapshots), BM_ENOSPC, BM_ENOMEM or BM_EIO (errno kept; a reason in
- * errbuf (may be NULL) where errno alone would not say it).
+ * (the manifest's run id, naming a new snapshot) prepares a run and picks
+ * its root, continuing cont (the mirror's preceding run, -1 none) when
+ * that run left an unpublished snapshot; run == 0 opens read-only, and
+ * *ret is NULL when no tree exists.  See docs/internals.md, "Opening a
+ * publish = set destination".  *ret is owned by the caller (store_close).
+ * Returns 0, BM_EINVAL (NULL, dest without a last component), BM_EUNSAFE
+ * (DEST or DEST.biomirror a mount point or not ours; reason in errbuf),
+ * BM_ELIMIT (over 1024 snapshots), BM_ENOSPC, BM_ENOMEM or BM_EIO (errno
+ * kept; errbuf, may be NULL, says more where errno would not).
  */
 int	store_open_set(const char *dest, mode_t file_mode, mode_t dir_mode,
 	    int64_t run, int64_t cont, struct store **ret, char *errbuf,

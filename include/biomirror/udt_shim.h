@@ -2,23 +2,10 @@
  * The UDT shim (agent/xfer/udt_shim.cpp): a C interface to Debian's udt4
  * (libudt-dev 4.11), the only C++ in the project.  Opaque handles; no C++
  * exception crosses it; it never logs: calls return 0 or a BM_E* code and
- * fill the caller's error buffer (errbuf, errlen bytes; may be NULL).
- * It works around 4.11's faults:
- *   - recvfile2() truncates its target: udt_sock_recv_pwrite() is recv +
- *     pwrite at an offset into a file the caller owns;
- *   - epoll_wait() reports a timeout as error 6003 and epoll_wait2()
- *     leaves the count of an empty set unchanged: udt_poll_wait() returns
- *     0 with both counts set, 0 on a timeout;
- *   - UDT_MAXBW takes an int64_t and boolean options a C++ bool: typed
- *     setters (udt_sock_set_maxbw, udt_sock_set_nonblock);
- *   - close() lingers up to 180 s: every socket gets UDT_LINGER off;
- *   - a dead peer shows only after ~47 s: udt_sock_idle_ms() gives the
- *     time since the last byte, for the caller's stall timeout;
- *   - UDP buffer sizes are capped silently by net.core.rmem_max and
- *     wmem_max: the listener's UDP socket is made here, and the sizes the
- *     kernel granted are reported (struct udt_bufs).
- * UDT handles are not file descriptors: wait on them with udt_poll_*.
- * Thread-safety: libudt's own; one handle is used by one thread.
+ * fill errbuf (errlen bytes; may be NULL).  UDT handles are not file
+ * descriptors: wait on them with udt_poll_*.  Thread-safety: libudt's;
+ * one handle, one thread.  The 4.11 faults it works around: see
+ * docs/internals.md, "UDT 4.11's faults and the shim".
  */
 #ifndef BIOMIRROR_UDT_SHIM_H
 #define BIOMIRROR_UDT_SHIM_H

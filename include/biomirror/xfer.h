@@ -10,13 +10,8 @@
  * GridFTP MODE E for ftp:// with ftp_mode = extended, its data over TCP
  * or UDT (net), stacked on the next) and "curl" (agent/xfer/curl.c:
  * libcurl's multi interface over HTTP/HTTPS and FTP/FTPS, TCP only).
- *
- * FTP (an ftp:// URL; ftps:// is explicit TLS, AUTH TLS, RFC 4217): a
- * file job is SIZE + MDTM + RETR, a ranged one REST + RETR of len bytes
- * (RFC 3659 section 5); res.status is the last FTP reply code, res.mtime
- * the MDTM time, res.size the SIZE reply (whole-file jobs), res.total
- * -1.  A server that refuses REST ends a ranged job with
- * res.ignored_range set, as a 200 to a Range does.
+ * FTP file jobs (SIZE, MDTM, REST, RETR): see docs/ftp.md, "FTP file
+ * jobs".
  */
 #ifndef BIOMIRROR_XFER_H
 #define BIOMIRROR_XFER_H
@@ -37,22 +32,13 @@ enum xfer_class {
 };
 
 /*
- * A ranged job (len > 0) asks for bytes [off, off+len) with Range (RFC
- * 9110 section 14).  A 206 whose Content-Range does not start at off and
- * end at off+len-1 is refused before a byte is written (BM_EPROTO,
- * res.ignored_range: the scheduler then fetches the file in one stream).  A 200
- * (the server ignored Range) is never written at a range's offset: with
- * accept_full and off 0 it is taken as the whole file (res.full), else the
- * job ends with res.ignored_range set (BM_EPROTO, XFER_PERMANENT).  With
- * if_range set, a 200 means the validator no longer matches (RFC 9110
- * section 13.1.5): the job ends XFER_CHANGED (BM_ECHANGED), nothing
- * written.  ETag and Last-Modified (res.etag, res.mtime) are filled in
- * before the first byte reaches the sink.
- *
- * Sink: receives len bytes that belong at byte offset off of the file.
- * Returns 0 or a BM_E* code, which aborts the job (the job's rc is then
- * that code and its class XFER_PERMANENT, or XFER_CHANGED for
- * BM_ECHANGED).
+ * A ranged job (len > 0) asks for bytes [off, off+len) with Range; a 206
+ * of another range, or a 200 not taken as the whole file, is refused
+ * before a byte is written (res.ignored_range).  ETag and Last-Modified
+ * are filled in before the first byte.  Sink: len bytes at byte offset
+ * off of the file; returns 0 or a BM_E* code, which aborts the job
+ * (XFER_PERMANENT, XFER_CHANGED for BM_ECHANGED).  See docs/internals.md,
+ * "Ranged jobs and sinks".
  */
 typedef int (*xfer_sink_fn)(void *arg, uint64_t off, const void *buf,
     size_t len);
