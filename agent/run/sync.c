@@ -2888,9 +2888,11 @@ run_body(struct run *r)
 	/*
 	 * An incomplete listing plans no deletes (what it lacks is kept,
 	 * and plan_guard counts only planned deletes), so the part that
-	 * did list is fetched and the run ends with exit 3.
+	 * did list is fetched and the run ends with exit 3; nor is it
+	 * judged empty when it listed only directories.
 	 */
-	if ((grc = plan_guard(r->p, r->c, avail, r->o->allow_empty, r->err,
+	if ((grc = plan_guard(r->p, r->c, avail, r->o->allow_empty ||
+	    !r->complete, r->err,
 	    sizeof(r->err))) != 0)
 		log_errx("%s: %s", r->c->name, r->err);
 	/*
