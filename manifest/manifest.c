@@ -1211,8 +1211,8 @@ open_immutable(struct manifest *m)
  * disk is full) or BM_EDB.  An existing file is opened without
  * SQLITE_OPEN_CREATE and is never removed.  reader: a read-only open may
  * fall back to an immutable one (open_immutable_ok), and never lets
- * SQLite remove a -wal it cannot read; a failed open leaves no -wal or
- * -shm that was not there before it.
+ * SQLite apply and remove a -wal that was there before; a failed open
+ * leaves no -wal or -shm that was not there before it.
  */
 static int
 open_any(const char *path, bool create, bool reader, struct manifest **ret,
@@ -1252,8 +1252,11 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 	if ((rc = manifest_setup(m)) != 0 && (!reader ||
 	    !open_immutable_ok(m) || (rc = open_immutable(m)) != 0))
 		goto out;
-	/* A reader leaves a WAL it cannot read as it found it. */
-	if (!reader || m->warn[0] == '\0')
+	/*
+	 * A reader leaves a -wal as it found it (the next writer applies
+	 * it), and removes only one its own open made.
+	 */
+	if (!reader || !had_wal)
 		(void)sqlite3_db_config(m->db,
 		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
 	m->err[0] = '\0';

@@ -45,7 +45,10 @@ int	manifest_open(const char *path, bool create, struct manifest **ret,
  * file is read immutable (https://sqlite.org/uri.html), which is exact
  * while no PATH-wal holds commits (none is left after a run ends).  A read-only
  * open of an older schema gives BM_EDB ("a run with write access ...
- * migrates it").  Returns as manifest_open().
+ * migrates it").  A PATH-wal that was there is left as it is (read, never
+ * applied to the file or removed; the next writer does that), and the
+ * close removes only a -wal and -shm of its own making.  Returns as
+ * manifest_open().
  */
 int	manifest_open_read(const char *path, struct manifest **ret,
 	    char *errbuf, size_t errlen);
