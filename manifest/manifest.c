@@ -110,10 +110,15 @@
  * renamed to PATH once its schema is committed, so PATH is never a file
  * a first run left half-made.  An existing file is never deleted or
  * recreated: one that is damaged (SQLite finds it corrupt, "not a
- * database", PRAGMA quick_check fails, or it is empty: 0 bytes or no
- * schema) is refused with BM_ECORRUPT; one that is not ours, is newer,
- * or stays locked past the busy timeout with BM_EDB.
- * manifest_set_aside() moves a damaged one away (resync --adopt).
+ * database", PRAGMA quick_check fails, it is empty: 0 bytes or no
+ * schema, its tables are not the schema's, or it is not ours) is refused
+ * with BM_ECORRUPT; one that is newer, or stays locked past the busy
+ * timeout, or no file to open (a directory, a symlink to nothing, one
+ * not readable) with BM_EDB.  manifest_set_aside() moves a damaged one
+ * away (resync --adopt).  A -wal that SQLite would skip (bad header or
+ * first frame, wal_fault) is never lost silently: a writer copies it
+ * aside before its first write overwrites it, readers leave every -wal
+ * they find as it is, and a failed open removes only what it made.
  *
  * The hot statements are prepared once at open (SQLITE_PREPARE_PERSISTENT),
  * reset and cleared after every use, and finalized at close.  A callback
