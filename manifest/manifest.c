@@ -867,8 +867,8 @@ wal_word(const uint8_t *p, size_t i, bool le)
 }
 
 /*
- * SQLite's WAL checksum (https://sqlite.org/fileformat.html#checksum_
- * algorithm) of n bytes (a multiple of 8), continuing s[2].
+ * SQLite's WAL checksum of n bytes (a multiple of 8), continuing s[2]
+ * (https://sqlite.org/fileformat.html, "Checksum Algorithm").
  */
 static void
 wal_sum(const uint8_t *p, size_t n, bool le, uint32_t s[2])
@@ -882,9 +882,10 @@ wal_sum(const uint8_t *p, size_t n, bool le, uint32_t s[2])
 }
 
 /*
- * Is the WAL at path (size bytes, > 0) readable to SQLite: a sound
- * header and first frame?  NULL when it is, else what is wrong (static).
- * A WAL of just a header holds nothing.  Reads through fd (borrowed).
+ * Would SQLite read the WAL open at fd (borrowed; size bytes, > 0): a
+ * sound header and first frame (salts and checksums as SQLite's recovery
+ * checks them)?  NULL when it would (a header alone holds nothing), else
+ * what is wrong (a static string).
  */
 static const char *
 wal_fault(int fd, int64_t size)
