@@ -911,7 +911,7 @@ manifest_failed(struct cli *c, const char *name, int fault, const char *why,
 		log_errx("%s: %s", name, msg);
 	} else {
 		(void)snprintf(msg, sizeof(msg), "%s", w);
-		log_errx("%s", msg);
+		log_errx("%s: %s", name, msg);
 	}
 	(void)snprintf(buf, len, "%s", msg);
 }
@@ -1001,6 +1001,8 @@ status_one(struct cli *c, const char *name, json_t *arr,
 		return 2;
 	err[0] = '\0';
 	rc = manifest_open_read(path, &m, err, sizeof(err));
+	if (rc == 0 && manifest_warning(m)[0] != '\0')
+		log_warnx("%s: %s", name, manifest_warning(m));
 	if (rc == 0) {
 		if (manifest_runs(m, STATUS_RUNS, &runs, &nruns) != 0 ||
 		    (rc = manifest_last_success(m, &ok)) == BM_EDB) {
@@ -1359,6 +1361,8 @@ open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
 		json_error(c, NULL, name, path, "manifest", err);
 		return 2;
 	}
+	if (manifest_warning(*ret)[0] != '\0')
+		log_warnx("%s: %s", name, manifest_warning(*ret));
 	return 0;
 }
 

@@ -51,6 +51,7 @@ result_free(struct mirror_result *r)
 	for (i = 0; i < r->nactions; i++)
 		free(r->actions[i].path);
 	free(r->actions);
+	free(r->kept_manifest);
 	free(r->mirror);
 	free(r);
 }
@@ -381,6 +382,12 @@ report_result_json(const struct mirror_result *r)
 	/* Only resync --adopt adopts: other runs keep DESIGN.md's keys. */
 	if (r->adopted > 0 && json_object_set_new(o, "adopted",
 	    json_integer(r->adopted)) != 0) {
+		json_decref(errs);
+		goto fail;
+	}
+	/* A rebuilt manifest: where the damaged one (and its history) is. */
+	if (r->kept_manifest != NULL && json_set_bytes(o, "kept_manifest",
+	    r->kept_manifest) != 0) {
 		json_decref(errs);
 		goto fail;
 	}

@@ -293,8 +293,9 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    " bytes, net) SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3, ?4, ?5,"
 	    " ?6, ?7 FROM main.events WHERE run = ?1",
 	[ST_RUN_BEGIN] =
-	    "INSERT INTO main.runs (command, start_ns, status)"
-	    " VALUES (?1, ?2, 'running')",
+	    "INSERT INTO main.runs (id, command, start_ns, status)"
+	    " SELECT max(coalesce(max(id), 0) + 1, ?3), ?1, ?2, 'running'"
+	    " FROM main.runs",
 	[ST_RUN_INTERRUPTED] =
 	    "UPDATE main.runs SET status = 'interrupted', error = CASE"
 	    " WHEN error = '' THEN 'the run ended without recording its end"
@@ -364,6 +365,10 @@ struct manifest {
 	int		 fault;		/* BM_ECORRUPT, BM_ENOSPC once
 					   SQLite said so (db_fail), or 0 */
 	bool		 readonly;	/* opened read-only: no set-up writes */
+	int64_t		 run_floor;	/* lowest id of a new run, 0 none */
+	char		 warn[1024];	/* a warning of open ("" none) */
+	char		*wal_copy;	/* owned: a kept copy of a WAL that
+					   could not be read, NULL none */
 };
 
 /* Map an SQLite result code to a BM_E* code. */
@@ -395,6 +400,25 @@ db_fail(struct manifest *m, int src)
 	    m->fault == 0)
 		m->fault = BM_ENOSPC;
 	return db_code(src);
+}
+
+/*
+ * db_fail() for SQL of the schema itself (a migration step, a statement
+ * prepared at open): one that fails as an SQL error ("no such table:
+ * main.files") means the tables are not what the schema version says,
+ * a damaged manifest (BM_ECORRUPT).
+ */
+static int
+schema_fail(struct manifest *m, int src)
+{
+	int	 rc = db_fail(m, src);
+
+	if ((src & 0xff) != SQLITE_ERROR)
+		return rc;
+	(void)snprintf(m->err, sizeof(m->err), "%s: damaged schema: %s",
+	    m->path, sqlite3_errmsg(m->db));
+	m->fault = BM_ECORRUPT;
+	return BM_ECORRUPT;
 }
 
 /* Reset a hot statement after use and drop its (borrowed) bindings. */
@@ -542,10 +566,12 @@ manifest_identify(struct manifest *m, int64_t *ret_version)
 		return 0;
 	}
 	if (app_id != MANIFEST_APP_ID || version < 1) {
+		/* Damaged for us: resync --adopt moves it aside. */
 		(void)snprintf(m->err, sizeof(m->err),
 		    "%s: not a biomirror manifest (application_id 0x%08llx)",
 		    m->path, (unsigned long long)(uint32_t)app_id);
-		return BM_EDB;
+		m->fault = BM_ECORRUPT;
+		return BM_ECORRUPT;
 	}
 	if (version > MANIFEST_VERSION) {
 		(void)snprintf(m->err, sizeof(m->err), "%s: manifest schema "
@@ -578,7 +604,7 @@ manifest_migrate(struct manifest *m)
 	for (; version < MANIFEST_VERSION; version++) {
 		src = db_exec_script(m->db, manifest_migrations[version]);
 		if (src != SQLITE_OK) {
-			rc = db_fail(m, src);
+			rc = schema_fail(m, src);
 			goto out;
 		}
 	}
@@ -681,7 +707,7 @@ manifest_setup(struct manifest *m)
 		src = sqlite3_prepare_v3(m->db, manifest_st_sql[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &m->st[i], NULL);
 		if (src != SQLITE_OK)
-			return db_fail(m, src);
+			return schema_fail(m, src);
 	}
 	return 0;
 }
@@ -749,6 +775,184 @@ open_immutable_ok(struct manifest *m)
 	    "state directory can apply: any biomirror command run as the "
 	    "manifest's owner does)", wal);
 	return false;
+}
+
+/* 32-bit word i of a WAL page or header: big-endian, or little (le). */
+static uint32_t
+wal_word(const uint8_t *p, size_t i, bool le)
+{
+	p += 4 * i;
+	if (le)
+		return (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+		    (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/*
+ * SQLite's WAL checksum of n bytes (a multiple of 8), continuing s[2]
+ * (https://sqlite.org/fileformat.html, "Checksum Algorithm").
+ */
+static void
+wal_sum(const uint8_t *p, size_t n, bool le, uint32_t s[2])
+{
+	size_t	 i;
+
+	for (i = 0; i < n / 4; i += 2) {
+		s[0] += wal_word(p, i, le) + s[1];
+		s[1] += wal_word(p, i + 1, le) + s[0];
+	}
+}
+
+/*
+ * Would SQLite read the WAL open at fd (borrowed; size bytes, > 0): a
+ * sound header and first frame (salts and checksums as SQLite's recovery
+ * checks them)?  NULL when it would (a header alone holds nothing), else
+ * what is wrong (a static string).
+ */
+static const char *
+wal_fault(int fd, int64_t size)
+{
+	uint8_t		 hdr[32], fh[24], *page = NULL;
+	uint32_t	 s[2] = { 0, 0 }, magic, pgsz;
+	const char	*why = "a bad header";
+	bool		 le;
+
+	if (size < 32 || pread(fd, hdr, 32, 0) != 32)
+		goto out;
+	magic = wal_word(hdr, 0, false);
+	pgsz = wal_word(hdr, 2, false);
+	le = magic == 0x377f0682;
+	if ((magic != 0x377f0682 && magic != 0x377f0683) ||
+	    wal_word(hdr, 1, false) != 3007000 || pgsz < 512 ||
+	    pgsz > 65536 || (pgsz & (pgsz - 1)) != 0)
+		goto out;
+	wal_sum(hdr, 24, le, s);
+	if (s[0] != wal_word(hdr, 6, false) || s[1] != wal_word(hdr, 7, false))
+		goto out;
+	why = NULL;
+	if (size == 32)
+		goto out;
+	why = "a bad first frame";
+	if (size < 32 + 24 + (int64_t)pgsz || (page = malloc(pgsz)) == NULL ||
+	    pread(fd, fh, 24, 32) != 24 || pread(fd, page, pgsz, 56) !=
+	    (ssize_t)pgsz)
+		goto out;
+	wal_sum(fh, 8, le, s);
+	wal_sum(page, pgsz, le, s);
+	if (wal_word(fh, 0, false) != 0 && memcmp(fh + 8, hdr + 16, 8) == 0 &&
+	    s[0] == wal_word(fh, 4, false) && s[1] == wal_word(fh, 5, false))
+		why = NULL;
+out:
+	free(page);
+	return why;
+}
+
+/*
+ * A free name "base.corrupt-YYYYMMDDTHHMMSSZ" (UTC; "-N" added should
+ * that exist) into ret (len bytes).  0, or ENAMETOOLONG or lstat's errno.
+ */
+static int
+aside_name(const char *base, char *ret, size_t len)
+{
+	struct stat	 sb;
+	struct tm	 tm;
+	time_t		 now = time(NULL);
+	char		 ts[32];
+	int		 n;
+
+	if (gmtime_r(&now, &tm) == NULL ||
+	    strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm) == 0)
+		return ENAMETOOLONG;
+	for (n = 1; n < 100; n++) {
+		if ((n == 1 ? snprintf(ret, len, "%s.corrupt-%s", base, ts) :
+		    snprintf(ret, len, "%s.corrupt-%s-%d", base, ts, n)) >=
+		    (int)len)
+			return ENAMETOOLONG;
+		if (lstat(ret, &sb) == -1)
+			return errno == ENOENT ? 0 : errno;
+	}
+	return ENAMETOOLONG;
+}
+
+/* Copy the open file in (size bytes) to the new file to.  0 or errno. */
+static int
+copy_file(int in, int64_t size, const char *to)
+{
+	char		 buf[65536];
+	ssize_t		 n = 0;
+	int64_t		 off;
+	int		 out, e = 0;
+
+	if ((out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) == -1)
+		return errno;
+	for (off = 0; off < size && e == 0; off += n) {
+		if ((n = pread(in, buf, sizeof(buf), (off_t)off)) <= 0)
+			e = n == 0 ? EIO : errno;
+		else if (write(out, buf, (size_t)n) != n)
+			e = errno != 0 ? errno : ENOSPC;
+	}
+	if (e == 0 && fsync(out) == -1)
+		e = errno;
+	(void)close(out);
+	if (e != 0)
+		(void)unlink(to);
+	return e;
+}
+
+/*
+ * Look at m->path's -wal before SQLite opens it: *ret_had says whether
+ * there is one.  One that is not empty but SQLite cannot read (a bad
+ * header or first frame: it would read the file without it, and a
+ * writer would overwrite it) goes into m->warn; with keep (a writer) a
+ * copy is kept as PATH-wal.corrupt-TIMESTAMP (m->wal_copy), which the
+ * warning names.  0, or BM_E* with m->err (a copy that failed).
+ */
+static int
+wal_inspect(struct manifest *m, bool keep, bool *ret_had)
+{
+	struct stat	 sb;
+	char		 wal[PATH_MAX], copy[PATH_MAX];
+	const char	*why;
+	int		 fd = -1, e = 0, rc = BM_EIO;
+
+	*ret_had = false;
+	if (snprintf(wal, sizeof(wal), "%s-wal", m->path) >= (int)sizeof(wal))
+		return 0;	/* SQLite fails on the name itself */
+	if ((fd = open(wal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+	    O_NONBLOCK)) == -1 || fstat(fd, &sb) == -1) {
+		*ret_had = errno != ENOENT;
+		rc = 0;
+		goto out;
+	}
+	*ret_had = true;
+	rc = 0;
+	if (!S_ISREG(sb.st_mode) || sb.st_size == 0 ||
+	    (why = wal_fault(fd, sb.st_size)) == NULL)
+		goto out;
+	if (keep && ((e = aside_name(wal, copy, sizeof(copy))) != 0 ||
+	    (e = copy_file(fd, sb.st_size, copy)) != 0)) {
+		(void)snprintf(m->err, sizeof(m->err), "%s-wal: %s: keep a "
+		    "copy: %s", m->path, why, strerror(e));
+		if (e == ENOSPC || e == EDQUOT)
+			m->fault = BM_ENOSPC;
+		rc = BM_EIO;
+		goto out;
+	}
+	if (keep && (m->wal_copy = strdup(copy)) == NULL) {
+		(void)unlink(copy);
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	(void)snprintf(m->warn, sizeof(m->warn), "%s-wal: %s: the commits in "
+	    "it, if any, cannot be read, and the manifest is read without "
+	    "them; %s%s", m->path, why, keep ? "a copy is kept as " :
+	    "it is left as it is", keep ? m->wal_copy : "");
+out:
+	if (fd != -1)
+		(void)close(fd);
+	return rc;
 }
 
 /* unlink(2) base + suffix, a missing file being fine.  0 or errno. */
@@ -847,22 +1051,105 @@ out:
 }
 
 /*
+ * What is at m->path, before SQLite opens it: a missing file is made
+ * (create; else BM_ENOENT); a symlink to nothing, a directory or other
+ * non-file, or a file this process may not read is named with its errno
+ * (BM_EDB), never replaced; a 0-byte file is damaged (BM_ECORRUPT).
+ */
+static int
+open_precheck(struct manifest *m, bool create)
+{
+	struct stat	 sb;
+	char		 to[256];	/* enough to name it */
+	ssize_t		 n;
+	int		 fd, e;
+
+	if (lstat(m->path, &sb) == -1) {
+		if ((e = errno) == ENOENT && create)
+			return manifest_create(m);
+		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
+		    strerror(e));
+		return e == ENOENT ? BM_ENOENT : BM_EDB;
+	}
+	if (S_ISLNK(sb.st_mode) && stat(m->path, &sb) == -1) {
+		e = errno;
+		n = readlink(m->path, to, sizeof(to) - 1);
+		to[n > 0 ? n : 0] = '\0';
+		(void)snprintf(m->err, sizeof(m->err), "%s: a symlink to %s: "
+		    "%s", m->path, to, strerror(e));
+		return BM_EDB;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
+		    S_ISDIR(sb.st_mode) ? strerror(EISDIR) :
+		    "not a regular file");
+		return BM_EDB;
+	}
+	/* SQLite says only "unable to open database file". */
+	if ((fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) == -1) {
+		e = errno;
+		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
+		    strerror(e));
+		return BM_EDB;
+	}
+	(void)close(fd);
+	if (sb.st_size == 0) {
+		/* Never one of ours (manifest_create): truncated. */
+		(void)snprintf(m->err, sizeof(m->err), "%s: empty (0 bytes)",
+		    m->path);
+		return BM_ECORRUPT;
+	}
+	return 0;
+}
+
+/*
+ * A reader's open failed where an immutable one is exact
+ * (open_immutable_ok): open the same file again that way, read as it is
+ * without its WAL index.  0 or BM_E* (m->err).
+ */
+static int
+open_immutable(struct manifest *m)
+{
+	char	*uri;
+	int	 i, src;
+
+	for (i = 0; i < ST__MAX; i++) {
+		(void)sqlite3_finalize(m->st[i]);
+		m->st[i] = NULL;
+	}
+	(void)sqlite3_close(m->db);
+	m->db = NULL;
+	if ((uri = immutable_uri(m->path)) == NULL)
+		return BM_ENOMEM;
+	src = sqlite3_open_v2(uri, &m->db, SQLITE_OPEN_READONLY |
+	    SQLITE_OPEN_URI, NULL);
+	free(uri);
+	if (src != SQLITE_OK)
+		return db_fail(m, src);
+	(void)sqlite3_extended_result_codes(m->db, 1);
+	m->readonly = true;
+	m->fault = 0;
+	return manifest_setup(m);
+}
+
+/*
  * Open the manifest at path (see manifest.h).  path is borrowed and
  * copied; errbuf (errlen bytes, may be 0) gets "PATH: reason" on failure.
  * Returns 0 and *ret (free with manifest_close), BM_ENOENT when the file
  * is missing and !create, BM_ENOMEM, BM_ECORRUPT, BM_ENOSPC (SQLite: the
  * disk is full) or BM_EDB.  An existing file is opened without
  * SQLITE_OPEN_CREATE and is never removed.  reader: a read-only open may
- * fall back to an immutable one (open_immutable_ok).
+ * fall back to an immutable one (open_immutable_ok), and never lets
+ * SQLite apply and remove a -wal that was there before; a failed open
+ * leaves no -wal or -shm that was not there before it.
  */
 static int
 open_any(const char *path, bool create, bool reader, struct manifest **ret,
     char *errbuf, size_t errlen)
 {
 	struct manifest	*m = NULL;
-	struct stat	 sb;
-	char		*uri = NULL;
-	int		 rc = BM_ENOMEM, src, saved;
+	bool		 had_wal = true;
+	int		 rc = BM_ENOMEM, src;
 
 	if (errlen > 0)
 		errbuf[0] = '\0';
@@ -873,23 +1160,9 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 			    bm_strerror(BM_ENOMEM));
 		goto out;
 	}
-	if (stat(path, &sb) == -1) {
-		saved = errno;
-		if (saved != ENOENT || !create) {
-			(void)snprintf(m->err, sizeof(m->err), "%s: %s", path,
-			    strerror(saved));
-			rc = saved == ENOENT ? BM_ENOENT : BM_EDB;
-			goto out;
-		}
-		if ((rc = manifest_create(m)) != 0)
-			goto out;
-	} else if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
-		/* Never one of ours (manifest_create): truncated. */
-		(void)snprintf(m->err, sizeof(m->err), "%s: empty (0 bytes)",
-		    path);
-		rc = BM_ECORRUPT;
+	if ((rc = open_precheck(m, create)) != 0 ||
+	    (rc = wal_inspect(m, !reader, &had_wal)) != 0)
 		goto out;
-	}
 	src = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE, NULL);
 	if (src != SQLITE_OK) {
 		rc = db_fail(m, src);
@@ -905,33 +1178,16 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 	(void)sqlite3_extended_result_codes(m->db, 1);
 	(void)sqlite3_busy_timeout(m->db, MANIFEST_BUSY_MS);
 	m->readonly = sqlite3_db_readonly(m->db, "main") == 1;
-	if ((rc = manifest_setup(m)) != 0) {
-		if (!reader || !open_immutable_ok(m))
-			goto out;
-		/* The same file, read as it is, without its WAL index. */
-		for (src = 0; src < ST__MAX; src++) {
-			(void)sqlite3_finalize(m->st[src]);
-			m->st[src] = NULL;
-		}
-		(void)sqlite3_close(m->db);
-		m->db = NULL;
-		rc = BM_ENOMEM;
-		if ((uri = immutable_uri(path)) == NULL)
-			goto out;
-		src = sqlite3_open_v2(uri, &m->db, SQLITE_OPEN_READONLY |
-		    SQLITE_OPEN_URI, NULL);
-		if (src != SQLITE_OK) {
-			rc = db_fail(m, src);
-			goto out;
-		}
-		(void)sqlite3_extended_result_codes(m->db, 1);
-		m->readonly = true;
-		m->fault = 0;
-		if ((rc = manifest_setup(m)) != 0)
-			goto out;
-	}
-	(void)sqlite3_db_config(m->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0,
-	    NULL);
+	if ((rc = manifest_setup(m)) != 0 && (!reader ||
+	    !open_immutable_ok(m) || (rc = open_immutable(m)) != 0))
+		goto out;
+	/*
+	 * A reader leaves a -wal as it found it (the next writer applies
+	 * it), and removes only one its own open made.
+	 */
+	if (!reader || !had_wal)
+		(void)sqlite3_db_config(m->db,
+		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
 	m->err[0] = '\0';
 	m->fault = 0;
 	*ret = m;
@@ -943,8 +1199,17 @@ out:
 	/* What SQLite said of the file decides: damaged, or a full disk. */
 	if (m != NULL && rc == BM_EDB && m->fault != 0)
 		rc = m->fault;
+	/*
+	 * A -wal (and -shm) this failed open made, with nothing in it:
+	 * SQLite's close removes them (under its exclusive lock, so never
+	 * while another connection uses them).
+	 */
+	if (m != NULL && m->db != NULL && !had_wal)
+		(void)sqlite3_db_config(m->db,
+		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
+	if (m != NULL && m->wal_copy != NULL)
+		(void)unlink(m->wal_copy);
 	manifest_close(m);
-	free(uri);
 	return rc;
 }
 
@@ -962,6 +1227,89 @@ manifest_open_read(const char *path, struct manifest **ret, char *errbuf,
 	return open_any(path, false, true, ret, errbuf, errlen);
 }
 
+/*
+ * A new manifest of the current schema in memory (see manifest.h): a
+ * dry run's stand-in for one a rebuild would make.  0 or BM_E*.
+ */
+int
+manifest_open_scratch(struct manifest **ret, char *errbuf, size_t errlen)
+{
+	struct manifest	*m = NULL;
+	int		 rc = BM_ENOMEM, src;
+
+	if (errlen > 0)
+		errbuf[0] = '\0';
+	if ((m = calloc(1, sizeof(*m))) == NULL ||
+	    (m->path = strdup(":memory:")) == NULL)
+		goto out;
+	if ((src = sqlite3_open_v2(":memory:", &m->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE, NULL)) != SQLITE_OK) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	(void)sqlite3_extended_result_codes(m->db, 1);
+	if ((rc = manifest_migrate(m)) != 0 || (rc = manifest_setup(m)) != 0)
+		goto out;
+	*ret = m;
+	m = NULL;
+out:
+	if (m != NULL && errlen > 0)
+		(void)snprintf(errbuf, errlen, "%s", m->err[0] != '\0' ? m->err :
+		    bm_strerror(rc));
+	manifest_close(m);
+	return rc;
+}
+
+/*
+ * The highest run id the manifest at path records, read as the file
+ * holds it (immutable: no -wal read, nothing written beside it), into
+ * *ret_id (0 none).  For a damaged file, what of it can be read:
+ * BM_ECORRUPT or BM_EDB when not even that (no message; it is damaged).
+ */
+int
+manifest_peek_last_run(const char *path, int64_t *ret_id)
+{
+	sqlite3		*db = NULL;
+	char		*uri;
+	int64_t		 app_id = 0, id = 0;
+	int		 rc = BM_ENOMEM;
+
+	if ((uri = immutable_uri(path)) == NULL)
+		return BM_ENOMEM;
+	rc = BM_ECORRUPT;
+	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+	    NULL) != SQLITE_OK ||
+	    db_query_int(db, "PRAGMA application_id", &app_id) != SQLITE_OK ||
+	    app_id != MANIFEST_APP_ID ||
+	    db_query_int(db, "SELECT coalesce(max(id), 0) FROM main.runs",
+	    &id) != SQLITE_OK)
+		goto out;
+	*ret_id = id;
+	rc = 0;
+out:
+	(void)sqlite3_close(db);
+	free(uri);
+	return rc;
+}
+
+/*
+ * New runs of m get ids from next on (the first one next, when the
+ * manifest's own are lower): a rebuilt manifest carries on the run ids
+ * of the one it replaces.  Never fails.
+ */
+void
+manifest_run_ids_from(struct manifest *m, int64_t next)
+{
+	m->run_floor = next;
+}
+
+/* A warning of the open ("" none), borrowed from m. */
+const char *
+manifest_warning(const struct manifest *m)
+{
+	return m->warn;
+}
+
 /* Finalize every statement and close the connection.  NULL is a no-op. */
 void
 manifest_close(struct manifest *m)
@@ -974,6 +1322,7 @@ manifest_close(struct manifest *m)
 		(void)sqlite3_finalize(m->st[i]);
 	/* sqlite3_close(NULL) is a no-op; the last close checkpoints the WAL */
 	(void)sqlite3_close(m->db);
+	free(m->wal_copy);
 	free(m->path);
 	free(m);
 }
@@ -1023,31 +1372,16 @@ manifest_set_aside(const char *path, char *ret_name, size_t len,
     char *errbuf, size_t errlen)
 {
 	static const char *const sfx[] = { "-wal", "-shm", "" };
-	struct stat	 sb;
-	struct tm	 tm;
-	time_t		 now = time(NULL);
 	char		 name[PATH_MAX], from[PATH_MAX], to[PATH_MAX + 8];
-	char		 ts[32];
 	size_t		 i;
-	int		 n, rc = BM_ELIMIT, e = ENAMETOOLONG;
+	int		 rc = BM_ELIMIT, e;
 
-	if (gmtime_r(&now, &tm) == NULL ||
-	    strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm) == 0)
+	if ((e = aside_name(path, name, sizeof(name))) != 0) {
+		rc = e == ENAMETOOLONG ? BM_ELIMIT : BM_EIO;
 		goto out;
-	for (n = 1; n < 100; n++) {
-		if ((n == 1 ? snprintf(name, sizeof(name), "%s.corrupt-%s",
-		    path, ts) : snprintf(name, sizeof(name), "%s.corrupt-%s-%d",
-		    path, ts, n)) >= (int)sizeof(name))
-			goto out;
-		if (lstat(name, &sb) == -1) {
-			if (errno == ENOENT)
-				break;
-			e = errno;
-			rc = BM_EIO;
-			goto out;
-		}
 	}
-	if (n == 100 || strlen(name) >= len)
+	e = ENAMETOOLONG;
+	if (strlen(name) >= len)
 		goto out;
 	rc = BM_EIO;
 	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
@@ -1151,6 +1485,7 @@ manifest_run_begin(struct manifest *m, const char *command, int64_t start_ns,
 		return rc;
 	(void)bind_text(st, 1, command);
 	(void)sqlite3_bind_int64(st, 2, start_ns);
+	(void)sqlite3_bind_int64(st, 3, m->run_floor);
 	if ((rc = st_run(m, st)) != 0)
 		return rc;
 	*ret_id = sqlite3_last_insert_rowid(m->db);

@@ -1198,23 +1198,47 @@ run_tcp_congestion(struct run *r, struct xfer_opts *xo)
 /*
  * resync --adopt on a damaged manifest (r->err says how): move it aside
  * (kept, with its -wal and -shm) and start a new one, which the plan's
- * adoptions fill from the files in the destination.  Returns as
- * manifest_open(); r->err says why on failure.
+ * adoptions fill from the files in the destination; its runs are
+ * numbered on from the old one's, when that can be read.  A dry run
+ * plans against an empty manifest in memory and changes nothing.
+ * Returns as manifest_open(); r->err says why on failure.
  */
 static int
 run_rebuild(struct run *r, const char *path)
 {
 	char	 kept[PATH_MAX];
+	int64_t	 last = 0;
+	bool	 known;
 	int	 rc;
 
+	if (r->o->dry_run) {
+		log_warnx("%s: %s: a dry run of the rebuild: what resync "
+		    "--adopt would adopt and fetch with a new manifest (the "
+		    "damaged one stays as it is)", r->c->name, r->err);
+		return manifest_open_scratch(&r->m, r->err, sizeof(r->err));
+	}
 	log_warnx("%s: %s: moving the damaged manifest aside and rebuilding "
 	    "it from the files in %s", r->c->name, r->err, r->c->dest);
+	known = manifest_peek_last_run(path, &last) == 0;
 	if ((rc = manifest_set_aside(path, kept, sizeof(kept), r->err,
 	    sizeof(r->err))) != 0)
 		return rc;
-	log_info("%s: the damaged manifest is kept as %s", r->c->name, kept);
+	if (known && last > 0)
+		log_info("%s: the damaged manifest is kept as %s, with the "
+		    "history of runs 1 to %lld; new runs are numbered from "
+		    "%lld", r->c->name, kept, (long long)last,
+		    (long long)last + 1);
+	else
+		log_info("%s: the damaged manifest is kept as %s, with %s run "
+		    "history; new runs are numbered from 1", r->c->name, kept,
+		    known ? "its (empty)" : "what can be read of its");
+	if ((r->res->kept_manifest = strdup(kept)) == NULL)
+		return BM_ENOMEM;
 	r->err[0] = '\0';
-	return manifest_open(path, true, &r->m, r->err, sizeof(r->err));
+	if ((rc = manifest_open(path, true, &r->m, r->err,
+	    sizeof(r->err))) == 0)
+		manifest_run_ids_from(r->m, last + 1);
+	return rc;
 }
 
 static int
@@ -1249,8 +1273,10 @@ run_open(struct run *r)
 	if ((rc = run_claim_dest(r, r->o->dry_run)) != 0)
 		return rc;
 	rc = manifest_open(path, true, &r->m, r->err, sizeof(r->err));
-	if (rc == BM_ECORRUPT && r->o->adopt && !r->o->dry_run)
+	if (rc == BM_ECORRUPT && r->o->adopt)
 		rc = run_rebuild(r, path);
+	if (rc == 0 && manifest_warning(r->m)[0] != '\0')
+		log_warnx("%s: %s", r->c->name, manifest_warning(r->m));
 	if (rc != 0) {
 		if (rc == BM_ECORRUPT || rc == BM_ENOSPC)
 			r->state_fault = rc;
@@ -1354,7 +1380,12 @@ run_adopts(struct run *r)
 		rec.list_mtime = a->list_mtime;
 		rec.list_prec = a->list_prec;
 		rec.up_size = a->list_size;
-		rec.up_mtime = -1;
+		/*
+		 * The copy's mtime, which mirrors keep as upstream's: a
+		 * conditional GET of it (its listed minute had not ended)
+		 * gets a 304 rather than the whole file.
+		 */
+		rec.up_mtime = a->local_mtime;
 		rec.local_size = a->local_size;
 		rec.local_mtime = a->local_mtime;
 		/* XXX: one transaction per file; adopting is a one-off. */
@@ -3292,6 +3323,8 @@ verify_body(struct run *r)
 			r->state_fault = rc;
 		return rc == BM_ENOMEM ? rc : BM_EDB;
 	}
+	if (manifest_warning(r->m)[0] != '\0')
+		log_warnx("%s: %s", r->c->name, manifest_warning(r->m));
 	if ((rc = verify_open_tree(r)) != 0)
 		return rc;
 	if ((r->s != NULL &&

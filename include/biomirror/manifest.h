@@ -23,12 +23,16 @@ struct manifest;
  * With create, a missing file is created with the current schema (built
  * under PATH.new and renamed into place); an existing older schema is
  * migrated.  Every open checks the file (PRAGMA quick_check).  A damaged
- * file (corrupt, not a database, empty: 0 bytes or no schema) gives
- * BM_ECORRUPT; a full disk BM_ENOSPC; a file that is not a biomirror
- * manifest, has a newer schema, or stays locked past the busy timeout
- * BM_EDB; each with "PATH: reason" in errbuf.  An existing file is never
- * recreated.  Without create a missing file gives BM_ENOENT.
- * *ret is freed with manifest_close().
+ * file (corrupt, not a database, empty: 0 bytes or no schema, tables
+ * missing, another program's database) gives BM_ECORRUPT; a full disk
+ * BM_ENOSPC; a newer schema, a lock held past the busy timeout, or
+ * something that is no file to open (a symlink to nothing, a directory,
+ * a file this process may not read: its errno) BM_EDB; each with "PATH:
+ * reason" in errbuf.  An existing path is never replaced.  Without
+ * create a missing file gives BM_ENOENT.  A PATH-wal that is not empty
+ * but cannot be read (bad header or first frame) is copied aside as
+ * PATH-wal.corrupt-TIMESTAMP before anything may overwrite it, and
+ * manifest_warning() says so.  *ret is freed with manifest_close().
  */
 int	manifest_open(const char *path, bool create, struct manifest **ret,
 	    char *errbuf, size_t errlen);
@@ -41,10 +45,39 @@ int	manifest_open(const char *path, bool create, struct manifest **ret,
  * file is read immutable (https://sqlite.org/uri.html), which is exact
  * while no PATH-wal holds commits (none is left after a run ends).  A read-only
  * open of an older schema gives BM_EDB ("a run with write access ...
- * migrates it").  Returns as manifest_open().
+ * migrates it").  A PATH-wal that was there is left as it is (read, never
+ * applied to the file or removed; the next writer does that), and the
+ * close removes only a -wal and -shm of its own making.  Returns as
+ * manifest_open().
  */
 int	manifest_open_read(const char *path, struct manifest **ret,
 	    char *errbuf, size_t errlen);
+/*
+ * A new, empty manifest of the current schema in memory, never written
+ * to disk (a dry run of a rebuild plans against it).  0, BM_ENOMEM or
+ * BM_EDB with the reason in errbuf.
+ */
+int	manifest_open_scratch(struct manifest **ret, char *errbuf,
+	    size_t errlen);
+/*
+ * What the open of m found that the caller should warn about ("" none;
+ * borrowed): a PATH-wal that cannot be read, its commits lost to this
+ * manifest; a reader (manifest_open_read) leaves that -wal as it is, a
+ * writer keeps a copy of it (named in the text).
+ */
+const char *manifest_warning(const struct manifest *m);
+/*
+ * The highest run id that the (maybe damaged) manifest file at path
+ * records, read from the file alone without writing anything, into
+ * *ret_id (0: no run).  0, or BM_ECORRUPT / BM_ENOMEM when it cannot be
+ * read.
+ */
+int	manifest_peek_last_run(const char *path, int64_t *ret_id);
+/*
+ * Number m's new runs from next on (the manifest's own next id when
+ * higher): a rebuilt manifest carries on the old one's run ids.
+ */
+void	manifest_run_ids_from(struct manifest *m, int64_t next);
 /* Close the connection (finalizing every statement).  NULL is a no-op. */
 void	manifest_close(struct manifest *m);
 /* Last error text of the connection ("" if none); borrowed. */

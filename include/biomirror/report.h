@@ -55,6 +55,9 @@ struct mirror_result {
 	int		 exit_code;	/* DESIGN.md exit status for this mirror */
 	int64_t		 listed, fetched, touched, deleted, failed;
 	int64_t		 adopted;	/* resync --adopt: recorded without a fetch */
+	char		*kept_manifest;	/* owned: resync --adopt of a damaged
+					   manifest: where it was moved (it
+					   keeps the old run history), NULL */
 	int64_t		 digest_recorded; /* resync --checksum: files whose
 					   SHA-256 was recorded without a fetch
 					   (they had no recorded digest) */
@@ -119,7 +122,8 @@ void	report_summary(const struct mirror_result *r, FILE *fp);
  * Print the --json array of results[0..n) to fp, one object per mirror
  * run with the DESIGN.md fields, plus "dry_run" and "post_sync" (the
  * hook's exit status, null when it did not run), "adopted" and
- * "digest_recorded" when not 0 (resync); a verify result also
+ * "digest_recorded" when not 0 (resync), "kept_manifest" when set; a
+ * verify result also
  * has "digest_checked" and "size_only" (see struct mirror_result); a
  * run with concurrency or streams = auto has "auto": {"concurrency",
  * "streams", "rtt_ms" (null unknown), "rate_per_connection" (bytes/s,

@@ -73,7 +73,7 @@ assert_eq "$(cat "$M"/up.db* | sha256sum)" "$sum0" "manifest files unchanged"
 echo "# the WAL left without its index: nobody cannot apply it"
 rm "$M/up.db-shm"
 assert_exit 2 nobody_bm status up
-grep -qxF "biomirror: $M/up.db: unable to open database file ($M/up.db-wal holds commits not yet in the file, which only a process that may write the state directory can apply: any biomirror command run as the manifest's owner does)" \
+grep -qxF "biomirror: up: $M/up.db: unable to open database file ($M/up.db-wal holds commits not yet in the file, which only a process that may write the state directory can apply: any biomirror command run as the manifest's owner does)" \
     "$LAST_ERR" || fail "message: $(cat "$LAST_ERR")"
 [ -s "$LAST_OUT" ] && fail "output without the WAL's commits: $(cat "$LAST_OUT")"
 assert_exit 1 bm status up

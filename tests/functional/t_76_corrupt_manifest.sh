@@ -13,7 +13,19 @@
 #    fetched (nginx access log); the next sync fetches nothing;
 #  - the same for an ad-hoc mirror (--source/--dest in the command) and
 #    a publish = set mirror (its files in the published snapshot, which
-#    stays the one published; a plan of adoptions alone records them).
+#    stays the one published; a plan of adoptions alone records them);
+#  - (break-it brk2) reading a damaged manifest makes no -wal or -shm
+#    beside it; resync --adopt --dry-run shows the 11 adoptions and
+#    changes nothing; the rebuilt manifest numbers its runs on from the
+#    old one's and --json names the kept file (kept_manifest); a table
+#    dropped and another program's database are damaged too (same
+#    remedy, same rebuild); a directory, a symlink to nothing, a file
+#    the user may not read are named with their errno (exit 2) and never
+#    replaced; a -wal holding a commit whose header is overwritten is
+#    warned about and left byte for byte by status/ls/history, and a
+#    sync keeps a copy of it (NAME.db-wal.corrupt-TIMESTAMP); a file
+#    adopted while its listed minute had not ended is asked for with its
+#    mtime (a 304), not fetched again.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -57,11 +69,14 @@ print(" ".join(str(r.get(k)) for k in sys.argv[2:]))' "$T/last.out" "$@"
 # refused DB WHY CMD...: CMD exits 2; its stderr names DB once, with WHY,
 # and the rebuild command; DB is unchanged; nothing was fetched.
 refused() {
-	local db=$1 why=$2 sum mark
+	local db=$1 why=$2 sum mark side=
 	shift 2
 	sum=$(sha256sum < "$db")
 	mark=$(wc -l < "$NGINX_ACCESS_LOG")
+	{ [ -e "$db-wal" ] || [ -e "$db-shm" ]; } && side=1
 	assert_exit 2 "$@"
+	[ -n "$side" ] || { [ ! -e "$db-wal" ] && [ ! -e "$db-shm" ]; } ||
+	    fail "$*: made a -wal or -shm beside the damaged manifest"
 	grep -qF "$db: $why" "$LAST_ERR" && grep -qF "; the manifest is damaged: rebuild it from the files in the mirror, without fetching them again, with: " \
 	    "$LAST_ERR" || fail "$*: no damaged-manifest message: $(cat "$LAST_ERR")"
 	grep -qF "resync" "$LAST_ERR" && grep -qF -- "--adopt (the damaged file is kept as " "$LAST_ERR" ||
@@ -107,6 +122,7 @@ rebuild() {
 	mark=$(wc -l < "$NGINX_ACCESS_LOG")
 	eval "assert_exit 0 \"\$BM\" --json $cmd"
 	assert_eq "$(jf fetched adopted failed)" "0 $n 0" "$name: rebuilt"
+	assert_eq "$(jf kept_manifest)" "$(ls "$db".corrupt-*[0-9]Z)" "$name: kept_manifest"
 	assert_eq "$(log_since "$mark" "$NGINX_ACCESS_LOG" | nginx_gets /dev/stdin | grep -vc '/$')" 0 \
 	    "$name: files fetched by the rebuild"
 	kept=$(ls "$db".corrupt-*[0-9]Z) || fail "$name: no $db.corrupt-TIMESTAMP"
@@ -129,9 +145,32 @@ db=$(manifest_db "$T/state" up)
 page=$(sqlite3 -readonly "$db" "select rootpage from sqlite_master where name = 'events'")
 [ "$page" -gt 1 ] && [ "$page" -lt "$(($(stat -c %s "$db") / 4096))" ] ||
     fail "events root page $page is not in the middle"
+rm -f "$db-wal" "$db-shm"	# what the sqlite3 shell left (empty)
 dd if=/dev/urandom of="$db" bs=4096 seek=$((page - 1)) count=1 conv=notrunc status=none
 all_refused up "$db" "quick_check: "
+echo "# resync --adopt --dry-run: what the rebuild would do, nothing done"
+sum=$(sha256sum < "$db")
+mark=$(wc -l < "$NGINX_ACCESS_LOG")
+assert_exit 0 bm --json resync up --adopt --dry-run
+python3 - "$LAST_OUT" <<'PY' || fail "resync --adopt --dry-run: $(cat "$LAST_OUT")"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+ops = sorted({a["op"] for a in r["actions"] if a["op"] != "mkdir"})
+assert r["dry_run"] is True and ops == ["adopt"], r
+assert len([a for a in r["actions"] if a["op"] == "adopt"]) == 11, r
+PY
+grep -qF "a dry run of the rebuild: what resync --adopt would adopt and fetch" "$LAST_ERR" ||
+    fail "dry run: $(cat "$LAST_ERR")"
+assert_eq "$(sha256sum < "$db")" "$sum" "the damaged manifest after a dry run"
+assert_eq "$(ls "$T/state/manifests/")" "up.db" "files beside it after a dry run"
+assert_eq "$(log_since "$mark" "$NGINX_ACCESS_LOG" | nginx_gets /dev/stdin | grep -vc '/$')" 0 \
+    "files fetched by the dry run"
+refused "$db" "quick_check: " bm status up	# the command to rebuild it
 rebuild up "$db" 11
+# Its runs (1, the first sync) could be read: the rebuild is run 2.
+assert_eq "$(jf run)" 2 "the rebuild's run id"
+grep -qF "with the history of runs 1 to 1; new runs are numbered from 2" "$LAST_ERR" ||
+    fail "no word of the run history: $(cat "$LAST_ERR")"
 assert_exit 0 bm --json sync up
 assert_eq "$(jf fetched touched deleted failed)" "0 0 0 0" "sync after the rebuild"
 assert_trees_equal "$T/up" "$T/mirror"
@@ -148,6 +187,67 @@ assert_eq "$(stat -c %s "$db")" 0 "the 0-byte manifest"
 rebuild up "$db" 11
 assert_exit 0 bm --json sync up
 assert_eq "$(jf fetched touched deleted failed)" "0 0 0 0" "sync after the rebuild"
+
+echo "# a table dropped; another program's database"
+# (A reader and a run: every command opens it the same way.)
+sqlite3 "$db" 'drop table files'
+refused "$db" "damaged schema: no such table: main.files" bm status up
+refused "$db" "damaged schema: no such table: main.files" bm sync up
+rebuild up "$db" 11
+rm "$db"
+sqlite3 "$db" 'create table x(a)'
+refused "$db" "not a biomirror manifest (application_id 0x00000000)" bm ls up
+refused "$db" "not a biomirror manifest (application_id 0x00000000)" bm sync up
+rebuild up "$db" 11
+
+echo "# no file to open: named with its errno, never replaced"
+mv "$db" "$T/up.db.saved"
+mkdir "$db"
+for c in status ls sync; do
+	assert_exit 2 bm "$c" up
+	grep -qF "up: $db: Is a directory" "$LAST_ERR" || fail "$c: $(cat "$LAST_ERR")"
+done
+[ -d "$db" ] || fail "the directory was replaced"
+rmdir "$db"
+ln -s "$T/nowhere.db" "$db"
+mark=$(wc -l < "$NGINX_ACCESS_LOG")
+for c in status sync; do
+	assert_exit 2 bm "$c" up
+	grep -qF "up: $db: a symlink to $T/nowhere.db: No such file or directory" "$LAST_ERR" ||
+	    fail "$c: $(cat "$LAST_ERR")"
+done
+[ -L "$db" ] && [ ! -e "$T/nowhere.db" ] || fail "the dangling symlink was replaced"
+assert_eq "$(log_since "$mark" "$NGINX_ACCESS_LOG" | nginx_gets /dev/stdin | grep -vc '/$')" 0 \
+    "files fetched with a dangling manifest symlink"
+rm "$db"
+mv "$T/up.db.saved" "$db"
+chmod 0600 "$db"
+assert_exit 2 runuser -u nobody -- "$BM" -c "$T/bm.conf" status up
+grep -qF "up: $db: Permission denied" "$LAST_ERR" || fail "nobody: $(cat "$LAST_ERR")"
+chmod 0644 "$db"
+
+echo "# a -wal with a commit in it, its header overwritten"
+python3 - "$db" <<'PY'
+import os, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("update runs set status = 'partial' where id = (select max(id) from runs)")
+os._exit(0)	# no close: the commit stays in the -wal
+PY
+assert_exit 1 bm status up	# read with the -wal: the last run is partial
+[ -s "$db-wal" ] || fail "status removed a -wal"
+dd if=/dev/urandom of="$db-wal" bs=32 count=1 conv=notrunc status=none
+wsum=$(sha256sum < "$db-wal")
+for c in status ls history; do
+	assert_exit 0 bm "$c" up
+	grep -qF "up: $db-wal: a bad header: the commits in it, if any, cannot be read, and the manifest is read without them; it is left as it is" \
+	    "$LAST_ERR" || fail "$c: $(cat "$LAST_ERR")"
+	assert_eq "$(sha256sum < "$db-wal")" "$wsum" "$c: the -wal"
+done
+assert_exit 0 bm --json sync up
+grep -qF "up: $db-wal: a bad header: " "$LAST_ERR" && grep -qF "; a copy is kept as $db-wal.corrupt-" "$LAST_ERR" ||
+    fail "sync: $(cat "$LAST_ERR")"
+assert_eq "$(sha256sum < "$(ls "$db"-wal.corrupt-*[0-9]Z)")" "$wsum" "the kept copy of the -wal"
+rm -f "$db"-wal.corrupt-*
 
 echo "# an ad-hoc mirror"
 A=(--state-dir "$T/state" sync --source "$NGINX_URL" --dest "$T/adhoc")
@@ -176,6 +276,26 @@ assert_exit 0 bm --json sync set
 assert_eq "$(jf fetched touched deleted failed)" "0 0 0 0" "sync after the rebuild"
 assert_eq "$(readlink "$T/setm/db")" "$snap" "the published snapshot"
 diff -r -x sub "$T/up" "$T/setm/db/" || fail "the published snapshot differs"
+
+echo "# adopted before its listed minute ended: asked for with its mtime"
+# A time in the future keeps the listed minute from ending during the test.
+mkdir "$T/up/min"
+printf 'minute\n' > "$T/up/min/m.txt"
+touch -d "@$(($(date +%s) + 600))" "$T/up/min/m.txt"
+chmod -R a+rX "$T/up/min"
+printf '\n[min]\nsource = %smin/\ndest = %s\n' "$NGINX_URL" "$T/minm" >> "$T/bm.conf"
+assert_exit 0 bm --json sync min
+assert_eq "$(jf fetched)" 1 "min: first sync"
+mdb=$(manifest_db "$T/state" min)
+dd if=/dev/urandom of="$mdb" bs=100 count=1 conv=notrunc status=none
+assert_exit 0 bm --json resync min --adopt
+assert_eq "$(jf fetched adopted)" "0 1" "min: rebuilt"
+rm -f "$mdb".corrupt-*
+mark=$(wc -l < "$NGINX_ACCESS_LOG")
+assert_exit 0 bm --json sync min
+assert_eq "$(jf fetched failed)" "0 0" "min: sync after the rebuild"
+assert_eq "$(log_since "$mark" "$NGINX_ACCESS_LOG" | grep -c '"GET /min/m.txt HTTP/1.1" 304 ')" 1 \
+    "min: a 304 for the adopted file"
 
 stop_servers
 [ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"

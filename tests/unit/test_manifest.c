@@ -421,7 +421,7 @@ test_refuse(const char *dir)
 	raw_exec(db, "CREATE TABLE foo(a); INSERT INTO foo VALUES (1);");
 	(void)sqlite3_close(db);
 	rc = manifest_open(p, true, &m, err, sizeof(err));
-	is_int(rc, BM_EDB, "foreign SQLite database: BM_EDB");
+	is_int(rc, BM_ECORRUPT, "foreign SQLite database: damaged for us");
 	ok(strstr(err, p) != NULL &&
 	    strstr(err, "not a biomirror manifest") != NULL,
 	    "foreign message: %s", err);
@@ -435,7 +435,7 @@ test_refuse(const char *dir)
 	raw_exec(db, "PRAGMA application_id = 42; PRAGMA user_version = 1;");
 	(void)sqlite3_close(db);
 	rc = manifest_open(p, true, &m, err, sizeof(err));
-	is_int(rc, BM_EDB, "another application_id: BM_EDB");
+	is_int(rc, BM_ECORRUPT, "another application_id: BM_ECORRUPT");
 	ok(strstr(err, "0x0000002a") != NULL, "message gives the id: %s", err);
 
 	/* A manifest whose first page is overwritten: corrupt. */
@@ -485,6 +485,219 @@ test_refuse(const char *dir)
  * and leaves the file as it was; manifest_set_aside moves it and its
  * -wal and -shm away, and a new manifest starts at PATH.
  */
+/* The newest run's status as the manifest at path reads (read-only). */
+static const char *
+last_status(const char *path, char *buf, size_t len, char *warn, size_t wlen)
+{
+	struct manifest		*m = NULL;
+	struct run_record	*runs = NULL;
+	size_t			 n = 0;
+	char			 err[512];
+
+	(void)snprintf(buf, len, "(open failed)");
+	if (manifest_open_read(path, &m, err, sizeof(err)) != 0)
+		return buf;
+	(void)snprintf(warn, wlen, "%s", manifest_warning(m));
+	if (manifest_runs(m, 1, &runs, &n) == 0 && n == 1)
+		(void)snprintf(buf, len, "%s", runs[0].status);
+	free(runs);
+	manifest_close(m);
+	return buf;
+}
+
+/* Read up to len bytes of path into buf; the count, or -1. */
+static ssize_t
+slurp(const char *path, char *buf, size_t len)
+{
+	ssize_t	 n;
+	int	 fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, buf, len);
+	(void)close(fd);
+	return n;
+}
+
+/* Flip one byte of path at off. */
+static void
+flip_byte(const char *path, off_t off)
+{
+	char	 b;
+	int	 fd;
+
+	if ((fd = open(path, O_RDWR | O_CLOEXEC)) == -1 ||
+	    pread(fd, &b, 1, off) != 1)
+		tap_bail("setup failed");
+	b ^= 0x55;
+	if (pwrite(fd, &b, 1, off) != 1 || close(fd) == -1)
+		tap_bail("setup failed");
+}
+
+/*
+ * A -wal holding a commit (a run's status set to partial) that a bad
+ * header or first frame makes unreadable: readers warn and leave it, a
+ * writer keeps a copy before SQLite may overwrite it; a sound one is no
+ * warning and is read.
+ */
+static void
+test_bad_wal(const char *dir)
+{
+	struct manifest	*m = NULL;
+	sqlite3		*db;
+	static char	 good[65536], bad[65536], got[65536];
+	char		 p[512], wal[600], copy[700], st[16], warn[2048];
+	char		 err[512];
+	const char	*c;
+	int64_t		 run = 0;
+	ssize_t		 n, nb;
+
+	join(p, sizeof(p), dir, "badwal.db");
+	(void)snprintf(wal, sizeof(wal), "%s-wal", p);
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "create");
+	is_int(manifest_run_begin(m, "sync", NS, &run), 0, "a run");
+	manifest_close(m);
+	m = NULL;
+	db = raw_open(p);
+	(void)sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	raw_exec(db, "UPDATE runs SET status = 'partial'");
+	(void)sqlite3_close(db);
+	n = slurp(wal, good, sizeof(good));
+	ok(n > 32 + 24 + 512 && n < (ssize_t)sizeof(good), "a -wal of %zd "
+	    "bytes", n);
+	memcpy(bad, good, (size_t)n);
+	bad[32 + 24 + 40] ^= 0x55;	/* in the first frame's page */
+	write_file(wal, bad, (size_t)n);
+	is_str(last_status(p, st, sizeof(st), warn, sizeof(warn)), "running",
+	    "a bad first frame: the file's state");
+	ok(strstr(warn, "-wal: a bad first frame: ") != NULL &&
+	    strstr(warn, "it is left as it is") != NULL, "warning: %s", warn);
+	nb = slurp(wal, got, sizeof(got));
+	ok(nb == n && memcmp(got, bad, (size_t)n) == 0,
+	    "a reader leaves that -wal byte for byte");
+	flip_byte(wal, 24);		/* the header's checksum */
+	(void)last_status(p, st, sizeof(st), warn, sizeof(warn));
+	ok(strstr(warn, "-wal: a bad header: ") != NULL, "bad header: %s",
+	    warn);
+	ok(exists(wal), "still there");
+	write_file(wal, good, (size_t)n);
+	is_str(last_status(p, st, sizeof(st), warn, sizeof(warn)), "partial",
+	    "a sound -wal is read");
+	is_str(warn, "", "and is no warning");
+
+	db = raw_open(p);
+	(void)sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	raw_exec(db, "UPDATE runs SET status = 'failed'");
+	(void)sqlite3_close(db);
+	n = slurp(wal, bad, sizeof(bad));
+	bad[5] ^= 0x55;			/* the header's version */
+	write_file(wal, bad, (size_t)n);
+	is_int(manifest_open(p, false, &m, err, sizeof(err)), 0,
+	    "a writer opens it: %s", err);
+	c = m != NULL ? manifest_warning(m) : "";
+	ok(strstr(c, "a copy is kept as ") != NULL, "warning: %s", c);
+	(void)snprintf(copy, sizeof(copy), "%s", c[0] != '\0' ?
+	    strstr(c, "kept as ") + 8 : "");
+	ok(strncmp(copy, wal, strlen(wal)) == 0 &&
+	    strncmp(copy + strlen(wal), ".corrupt-", 9) == 0, "copy %s", copy);
+	nb = slurp(copy, got, sizeof(got));
+	ok(nb == n && memcmp(got, bad, (size_t)n) == 0, "the copy is the -wal");
+	manifest_close(m);
+	m = NULL;
+}
+
+/*
+ * Nothing SQLite could open at PATH: a directory, a FIFO, a symlink to
+ * nothing (never replaced); tables missing; what a failed open leaves.
+ */
+static void
+test_not_a_file(const char *dir)
+{
+	struct manifest	*m = NULL;
+	struct stat	 sb;
+	sqlite3		*db;
+	char		 p[512], side[600], to[600], err[512];
+	int		 rc;
+
+	join(p, sizeof(p), dir, "isdir.db");
+	if (mkdir(p, 0755) == -1)
+		tap_bail("setup failed");
+	rc = manifest_open(p, true, &m, err, sizeof(err));
+	is_int(rc, BM_EDB, "a directory: BM_EDB");
+	ok(strncmp(err, p, strlen(p)) == 0 && strstr(err, ": Is a directory")
+	    != NULL, "message: %s", err);
+	is_int(manifest_open_read(p, &m, err, sizeof(err)), BM_EDB,
+	    "a directory, read: BM_EDB");
+
+	join(p, sizeof(p), dir, "fifo.db");
+	if (mkfifo(p, 0644) == -1)
+		tap_bail("setup failed");
+	is_int(manifest_open_read(p, &m, err, sizeof(err)), BM_EDB,
+	    "a FIFO: BM_EDB (and no hang)");
+	ok(strstr(err, "not a regular file") != NULL, "message: %s", err);
+
+	join(p, sizeof(p), dir, "dangling.db");
+	join(to, sizeof(to), dir, "nowhere.db");
+	if (symlink(to, p) == -1)
+		tap_bail("setup failed");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), BM_EDB,
+	    "a symlink to nothing, create: BM_EDB");
+	ok(strstr(err, ": a symlink to ") != NULL && strstr(err, to) != NULL &&
+	    strstr(err, "No such file") != NULL, "message: %s", err);
+	ok(lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode) && !exists(to),
+	    "the symlink left, nothing made");
+	is_int(manifest_open_read(p, &m, err, sizeof(err)), BM_EDB,
+	    "read: BM_EDB, not BM_ENOENT (never run)");
+
+	join(p, sizeof(p), dir, "notable.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "create");
+	manifest_close(m);
+	m = NULL;
+	db = raw_open(p);
+	raw_exec(db, "DROP TABLE files");
+	(void)sqlite3_close(db);
+	rc = manifest_open_read(p, &m, err, sizeof(err));
+	is_int(rc, BM_ECORRUPT, "a table dropped: BM_ECORRUPT");
+	ok(strstr(err, ": damaged schema: no such table: main.files") != NULL,
+	    "message: %s", err);
+	(void)snprintf(side, sizeof(side), "%s-wal", p);
+	ok(!exists(side), "the failed open left no -wal");
+	(void)snprintf(side, sizeof(side), "%s-shm", p);
+	ok(!exists(side), "nor a -shm");
+}
+
+/* A dry run's manifest in memory; a rebuilt one's run ids carried on. */
+static void
+test_scratch_and_ids(const char *dir)
+{
+	struct manifest	*m = NULL;
+	char		 p[512], err[512];
+	int64_t		 id = -1, n = -1;
+
+	is_int(manifest_open_scratch(&m, err, sizeof(err)), 0, "scratch: %s",
+	    err);
+	is_int(manifest_file_count(m, &n), 0, "file count");
+	is_int(n, 0, "empty");
+	is_int(manifest_run_begin(m, "plan", NS, &id), 0, "a run in it");
+	ok(!exists(":memory:"), "no file made");
+	manifest_close(m);
+	m = NULL;
+
+	join(p, sizeof(p), dir, "ids.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "create");
+	manifest_run_ids_from(m, 42);
+	is_int(manifest_run_begin(m, "resync", NS, &id), 0, "run");
+	is_int(id, 42, "the first run carries on from 42");
+	is_int(manifest_run_begin(m, "sync", NS, &id), 0, "run");
+	is_int(id, 43, "then 43");
+	manifest_close(m);
+	m = NULL;
+	corrupt_page1(p);
+	id = 0;
+	is_int(manifest_peek_last_run(p, &id), BM_ECORRUPT,
+	    "page 1 damaged: no last run");
+}
+
 static void
 test_damaged(const char *dir)
 {
@@ -525,6 +738,10 @@ test_damaged(const char *dir)
 	    != NULL && strchr(err, '\n') == NULL, "one-line message: %s", err);
 	rc = manifest_open_read(p, &m, err, sizeof(err));
 	is_int(rc, BM_ECORRUPT, "a damaged page, read: BM_ECORRUPT");
+	(void)snprintf(side, sizeof(side), "%s-shm", p);
+	ok(!exists(side), "the failed opens left no -shm");
+	is_int(manifest_peek_last_run(p, &run), 0, "its runs can be read");
+	is_int(run, 1, "last run 1");
 
 	(void)snprintf(side, sizeof(side), "%s-wal", p);
 	write_file(side, "wal", 3);
@@ -1529,6 +1746,9 @@ main(void)
 	test_create(dir);
 	test_refuse(dir);
 	test_damaged(dir);
+	test_bad_wal(dir);
+	test_not_a_file(dir);
+	test_scratch_and_ids(dir);
 	test_diff(dir);
 	test_bytes_and_ls(dir);
 	test_commit_ops(dir);
