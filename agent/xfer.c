@@ -17,6 +17,7 @@
 #include "biomirror/xfer.h"
 
 static const struct xfer_ops *const xfer_registry[] = {
+	&xfer_bm_ops,
 	&xfer_gridftp_ops,
 	&xfer_curl_ops,
 };

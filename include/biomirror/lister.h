@@ -94,9 +94,10 @@ struct lister_ops {
 			    char *errbuf, size_t errlen);
 };
 
-/* The listers of this build (agent/list_http.c, agent/list_ftp.c). */
+/* The listers of this build (agent/list_http.c, list_ftp.c, list_bm.c). */
 extern const struct lister_ops lister_http_ops;
 extern const struct lister_ops lister_ftp_ops;
+extern const struct lister_ops lister_bm_ops;
 
 /*
  * The lister of the registry whose schemes hold url's scheme (compared

@@ -17,6 +17,15 @@
  * the MDTM time, res.size the SIZE reply (whole-file jobs), res.total
  * -1.  A server that refuses REST ends a ranged job with
  * res.ignored_range set, as a 200 to a Range does.
+ *
+ * bm:// ("bm", agent/xfer_bm.c; docs/protocol.md): one session per run,
+ * its jobs pipelined as GET items over max_connections data connections;
+ * an XFER_JOB_PAGE is the source's one recursive LIST, its ENTRY frames
+ * (header and payload, as received) to the sink.  A file job's bytes
+ * reach the sink only after their item's SHA-256 (HMAC-SHA-256 with a
+ * secret) checked; a mismatch ends the job XFER_RETRY (BM_ECHECKSUM).
+ * res.etag is "bm-SIZE-MTIMENS" of the served file, res.mtime -1 (the
+ * listing's nanosecond mtime is the one to keep).
  */
 #ifndef BIOMIRROR_XFER_H
 #define BIOMIRROR_XFER_H
@@ -159,6 +168,10 @@ struct xfer_job {
 	struct {
 		bool	 mlsd;		/* an XFER_JOB_PAGE: MLSD, not LIST */
 	} ftp;				/* FTP only */
+	bool		 listed_exact;	/* listed_size is the listing's exact
+					   byte count of the file (bm splits a
+					   job into items by it) */
+	uint64_t	 listed_size;	/* bytes, when listed_exact */
 	xfer_sink_fn	 sink;		/* where body bytes go */
 	void		*sink_arg;	/* borrowed: the sink's state */
 	void		*owner;		/* borrowed: the scheduler's record */
@@ -204,6 +217,10 @@ struct xfer_opts {
 					   with net UDT, 0 = sized by the
 					   transport */
 	struct xfer_ftp_opts ftp;	/* FTP only */
+	const uint8_t	*bm_secret;	/* borrowed: bm:// secret_file's bytes
+					   (trailing newline removed), NULL =
+					   anonymous */
+	size_t		 bm_secret_len;
 };
 #define XFER_TLS_NONE		0
 #define XFER_TLS_TRY		1
@@ -283,7 +300,11 @@ struct xfer {
 	void		*impl;		/* owned: the transport's state */
 };
 
-/* The transports of this build (agent/xfer_curl.c, agent/xfer_gridftp.c). */
+/*
+ * The transports of this build (agent/xfer_curl.c, agent/xfer_gridftp.c,
+ * agent/xfer_bm.c).
+ */
+extern const struct xfer_ops xfer_bm_ops;
 extern const struct xfer_ops xfer_curl_ops;
 extern const struct xfer_ops xfer_gridftp_ops;
 
