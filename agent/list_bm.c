@@ -150,8 +150,12 @@ bm_list(const struct lister_run *lr, struct listing *out,
 		goto out;
 	}
 	if ((rc = pg.rc) != 0) {
-		(void)snprintf(errbuf, errlen, "%s: %s", lr->source,
-		    pg.errmsg[0] ? pg.errmsg : bm_strerror(rc));
+		/* The transport's reasons name the server already. */
+		if (pg.errmsg[0] != '\0')
+			(void)snprintf(errbuf, errlen, "%s", pg.errmsg);
+		else
+			(void)snprintf(errbuf, errlen, "%s: %s", lr->source,
+			    bm_strerror(rc));
 		goto out;
 	}
 	rc = bm_decode(lr, pg.body, pg.len, out, ret, errbuf, errlen);

@@ -677,18 +677,18 @@ out:
 	return rc;
 }
 
-/* The result fields every job end fills in. */
+/*
+ * The validators of bj's file (its first FILE header): in the result
+ * before the first byte reaches the sink, which checks them against
+ * those of the bytes an earlier try or run holds (resume).
+ */
 static void
-bx_result(struct bx *x, struct bx_job *bj)
+bx_validators(struct bx_job *bj)
 {
 	struct xfer_result *res = &bj->job->res;
-	struct tcp_info	 ti;
-	socklen_t	 sl = sizeof(ti);
 
 	res->net = XFER_NET_TCP;
 	res->mtime = -1;
-	(void)snprintf(res->effective_url, sizeof(res->effective_url), "%s",
-	    bj->job->url);
 	if (bj->size >= 0) {
 		(void)snprintf(res->etag, sizeof(res->etag),
 		    "\"bm-%lld-%lld\"", (long long)bj->size,
@@ -702,6 +702,19 @@ bx_result(struct bx *x, struct bx_job *bj)
 		res->range_start = (int64_t)bj->job->off;
 		res->range_end = (int64_t)(bj->job->off + bj->job->len) - 1;
 	}
+}
+
+/* The result fields every job end fills in. */
+static void
+bx_result(struct bx *x, struct bx_job *bj)
+{
+	struct xfer_result *res = &bj->job->res;
+	struct tcp_info	 ti;
+	socklen_t	 sl = sizeof(ti);
+
+	bx_validators(bj);
+	(void)snprintf(res->effective_url, sizeof(res->effective_url), "%s",
+	    bj->job->url);
 	if (x->nconns > 0 && getsockopt(x->conns[0].fd, IPPROTO_TCP, TCP_INFO,
 	    &ti, &sl) == 0)
 		res->path.rtt_us = ti.tcpi_rtt;
@@ -1091,6 +1104,7 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 	if (bj->size < 0) {
 		bj->size = (int64_t)c->f.size;
 		bj->mtime = c->f.mtime_ns;
+		bx_validators(bj);
 	} else if (bj->size != (int64_t)c->f.size ||
 	    bj->mtime != c->f.mtime_ns) {
 		bx_job_end(x, bj, XFER_CHANGED, BM_ECHANGED, "upstream changed "

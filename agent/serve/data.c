@@ -157,12 +157,14 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	ssize_t		 n;
 	size_t		 hl;
 	int		 rc;
+	uint64_t	 mid;
 	bool		 flip, halt;
 
 	flip = f->len > 0 && sv_test_hook(srv->test_corrupt,
 	    &srv->test_corrupted, path);
-	halt = f->len > 1 && sv_test_hook(srv->test_stop, &srv->test_stopped,
-	    path);
+	mid = f->size / 2;
+	halt = f->off < mid && mid <= f->off + f->len &&
+	    sv_test_hook(srv->test_stop, &srv->test_stopped, path);
 
 	if ((h = bmp_hash_new(s->keyed ? s->key : NULL, f)) == NULL)
 		return BM_ENOMEM;
@@ -176,11 +178,8 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 			rc = n == 0 ? BM_ECHANGED : BM_EIO;
 			goto out;
 		}
-		if (halt && left - (uint64_t)n <= f->len / 2) {
-			n = (ssize_t)(left - f->len / 2);	/* half of it */
-			if (n == 0)
-				n = 1;
-		}
+		if (halt && off + (uint64_t)n >= mid)
+			n = (ssize_t)(mid - off);	/* up to the middle */
 		if ((rc = bmp_hash_update(h, buf, (size_t)n)) != 0)
 			goto out;
 		if (flip) {
@@ -191,7 +190,7 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 		}
 		if ((rc = sv_write(c, buf, (size_t)n)) != 0)
 			goto out;
-		if (halt && left - (uint64_t)n <= f->len / 2) {
+		if (halt && off + (uint64_t)n >= mid) {
 			halt = false;
 			log_warnx("serve: test hook: stopped in %s", path);
 			(void)raise(SIGSTOP);

@@ -108,8 +108,8 @@ struct sv_server {
 	 * production): the environment's BM_SERVE_TEST_CORRUPT=PATH flips
 	 * one byte of the first item of PATH served (after it was hashed:
 	 * the digest no longer matches); BM_SERVE_TEST_STOP=PATH stops the
-	 * server (SIGSTOP) half-way through the first item of PATH.  Once
-	 * per process each.
+	 * server (SIGSTOP) when the middle byte of PATH is next to be sent
+	 * (what came before was sent whole).  Once per process each.
 	 */
 	const char	*test_corrupt;	/* borrowed (environ), NULL: off */
 	const char	*test_stop;	/* borrowed (environ), NULL: off */
