@@ -1297,6 +1297,9 @@ check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
 			return conf_fmt(errbuf, errlen, "transport = udt for a "
 			    "bm:// source (UDT data connections) is not "
 			    "supported by this build yet");
+		if (m->bwlimit > 0)
+			return conf_fmt(errbuf, errlen, "bwlimit for a bm:// "
+			    "source is not supported by this build yet");
 	} else if (m->secret_file != NULL)
 		return conf_fmt(errbuf, errlen, "secret_file applies only to "
 		    "bm:// sources");

@@ -10,6 +10,7 @@
 #   authenticated session), a wrong one fails the run (exit 3) with a
 #   clear message and nothing fetched; without one the run says the
 #   export needs it.
+# BM_SERVE (default BM) is the binary that serves; BM the client.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -53,7 +54,7 @@ path = $T/up
 path = $T/up
 secret_file = $T/secret
 CONF
-"$BM" -c "$T/serve.conf" serve > "$T/serve.log" 2>&1 &
+"${BM_SERVE:-$BM}" -c "$T/serve.conf" serve > "$T/serve.log" 2>&1 &
 SPID=$!
 BM_SERVERS="$BM_SERVERS serve:$SPID:$T"
 python3 "$BM_TOOLS/bmclient.py" wait $H "$PORT" ||

@@ -11,6 +11,7 @@
 # - BM_SERVE_TEST_CORRUPT: one byte of a served range flipped: the digest
 #   catches it, nothing of it reaches the file, the range is fetched
 #   again, the file ends byte-identical.
+# BM_SERVE (default BM) is the binary that serves; BM the client.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -27,7 +28,7 @@ printf '[serve]\nlisten = %s:%s\n\n[export pub]\npath = %s\n' $H "$PORT" \
 
 # serve LOG [VAR=VALUE]: start biomirror serve (with a test hook).
 serve() {
-	env ${2:+"$2"} "$BM" -c "$T/serve.conf" serve > "$1" 2>&1 &
+	env ${2:+"$2"} "${BM_SERVE:-$BM}" -c "$T/serve.conf" serve > "$1" 2>&1 &
 	SPID=$!
 	BM_SERVERS="$BM_SERVERS serve:$SPID:$T"
 	$CL wait $H "$PORT" || { cat "$1"; fail "serve did not start"; }

@@ -467,6 +467,9 @@ test_unsupported(struct ctx *t)
 	fails(t, "[m]\nsource = bm://h/pub/\ndest = /srv/m\ntransport = udt\n",
 	    1, "transport = udt for a bm:// source (UDT data connections) is "
 	    "not supported by this build yet in section [m]");
+	fails(t, "[m]\nsource = bm://h/pub/\ndest = /srv/m\nbwlimit = 1M\n", 1,
+	    "bwlimit for a bm:// source is not supported by this build yet "
+	    "in section [m]");
 	fails(t, "[m]\nsource = gopher://h/\n", 2, "source = gopher://h/: "
 	    "unsupported scheme (use http://, https://, ftp://, ftps:// or bm://)");
 	fails(t, "[m]\nsource = /srv/data\n", 2, "source = /srv/data: not a "
