@@ -46,7 +46,7 @@ enum mkey {
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
 	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_FTP_MODE,
-	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_COUNT
+	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_SECRET_FILE, MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -57,7 +57,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
 	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode",
-	"tcp_congestion", "udt_buffer"
+	"tcp_congestion", "udt_buffer", "secret_file"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -396,6 +396,7 @@ mirror_conf_free(struct mirror_conf *m)
 	free(m->metrics_file);
 	free(m->user);
 	free(m->password_file);
+	free(m->secret_file);
 	free(m);
 }
 
@@ -712,12 +713,12 @@ source_has_dot_segment(const char *v)
 static int
 check_source(const char *v, char *errbuf, size_t errlen)
 {
-	static const char *const later[] = { "udt" };
 	struct xfer_opts xo;
 	char		 schemes[128];
 	struct xfer_url_info ui;
-	const char	*sep;
-	size_t		 i, slen;
+	const char	*sep, *ex;
+	size_t		 slen;
+	bool		 bm;
 	int		 rc = BM_EINVAL;
 
 	lister_schemes(schemes, sizeof(schemes));
@@ -727,13 +728,13 @@ check_source(const char *v, char *errbuf, size_t errlen)
 		goto out;
 	}
 	slen = (size_t)(sep - v);
-	for (i = 0; i < sizeof(later) / sizeof(later[0]); i++)
-		if (slen == strlen(later[i]) &&
-		    strncasecmp(v, later[i], slen) == 0) {
-			rc = conf_fmt(errbuf, errlen, "source scheme %s:// is "
-			    "not supported by this build yet", later[i]);
-			goto out;
-		}
+	if (slen == 3 && strncasecmp(v, "udt", 3) == 0) {
+		rc = conf_fmt(errbuf, errlen, "source scheme udt:// is retired: "
+		    "a biomirror upstream is bm://HOST[:PORT]/EXPORT/ (UDT "
+		    "data connections will be transport = udt)");
+		goto out;
+	}
+	bm = lister_find(v) == &lister_bm_ops;
 	/* A lister lists it and a transport carries it (the registries). */
 	memset(&xo, 0, sizeof(xo));
 	xo.net = XFER_NET_TCP;
@@ -764,6 +765,13 @@ check_source(const char *v, char *errbuf, size_t errlen)
 		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
 		    "user or password (it is logged and stored with every "
 		    "run; an FTP login goes in user and password_file)");
+		goto out;
+	}
+	/* bm://HOST[:PORT]/EXPORT/path/: the first segment names the export. */
+	if (bm && ((ex = strchr(sep + 3, '/')) == NULL || ex[1] == '/' ||
+	    ex[1] == '\0')) {
+		rc = conf_bad(errbuf, errlen, "source", v, "no export (expected "
+		    "bm://HOST[:PORT]/EXPORT/ or bm://HOST[:PORT]/EXPORT/PATH/)");
 		goto out;
 	}
 	if (source_has_dot_segment(v)) {
@@ -911,6 +919,8 @@ set_ftp_tls(const char *v, struct mirror_conf *m, char *errbuf,
 		    "expected require, try or no");
 	return 0;
 }
+
+static int	check_secret_file(const char *, char *, size_t);
 
 /*
  * password_file must be a regular file that others cannot read (the
@@ -1088,7 +1098,7 @@ int
 mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
     char *errbuf, size_t errlen)
 {
-	int	 k;
+	int	 k, rc;
 
 	if (m == NULL || key == NULL || value == NULL)
 		return conf_fmt(errbuf, errlen, "missing key or value");
@@ -1152,6 +1162,11 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 		return set_str(key, value, &m->user, errbuf, errlen);
 	case MK_PASSWORD_FILE:
 		return set_password_file(value, m, errbuf, errlen);
+	case MK_SECRET_FILE:
+		/* The export's secret (bm://): as [export]'s, mode 0600. */
+		if ((rc = check_secret_file(value, errbuf, errlen)) != 0)
+			return rc;
+		return set_str(key, value, &m->secret_file, errbuf, errlen);
 	case MK_FTP_ACTIVE:
 		return set_bool(key, value, &m->ftp_active, errbuf, errlen);
 	case MK_FOLLOW_SYMLINKS:
@@ -1247,6 +1262,17 @@ check_ftp_keys(const struct mirror_conf *m, char *errbuf, size_t errlen)
 {
 	const char	*key = NULL;
 
+	if (lister_find(m->source) == &lister_bm_ops) {
+		if (m->transport == TRANSPORT_UDT)
+			return conf_fmt(errbuf, errlen, "transport = udt for a "
+			    "bm:// source (UDT data connections) is not "
+			    "supported by this build yet");
+		if (m->bwlimit > 0)
+			return conf_fmt(errbuf, errlen, "bwlimit for a bm:// "
+			    "source is not supported by this build yet");
+	} else if (m->secret_file != NULL)
+		return conf_fmt(errbuf, errlen, "secret_file applies only to "
+		    "bm:// sources");
 	/* UDT carries GridFTP's MODE E data only (stream mode: libcurl). */
 	if (m->transport == TRANSPORT_UDT && (!mirror_is_ftp(m) ||
 	    !m->ftp_mode_e))

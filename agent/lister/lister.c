@@ -13,6 +13,7 @@
 static const struct lister_ops *const lister_registry[] = {
 	&lister_http_ops,
 	&lister_ftp_ops,
+	&lister_bm_ops,
 };
 #define LISTER_NREGISTRY (sizeof(lister_registry) / sizeof(lister_registry[0]))
 

@@ -6,6 +6,7 @@
  * first, so that creating their contents does not disturb them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -93,6 +94,9 @@ struct run {
 	int		 digests_rc;	/* first error queueing them, 0 if none */
 	char		*password;	/* owned: FTP password (password_file),
 					   NULL if none; wiped when freed */
+	char		*secret;	/* owned: bm:// secret (secret_file),
+					   NULL if none; wiped when freed */
+	size_t		 secret_len;
 	int		 state_fault;	/* BM_ECORRUPT: the manifest is
 					   damaged; BM_ENOSPC: the state
 					   directory is full; 0 */
@@ -1170,6 +1174,51 @@ run_ftp_source(struct run *r)
 }
 
 /*
+ * The bm:// export's secret from secret_file: its bytes, trailing
+ * newlines removed (as biomirror serve reads its copy).  Read with
+ * O_NOFOLLOW and its mode checked again: 0600 or stricter.
+ */
+static int
+run_bm_secret(struct run *r)
+{
+	struct stat	 st;
+	int		 fd, err, rc;
+
+	if (r->c->secret_file == NULL)
+		return 0;
+	if ((fd = open(r->c->secret_file, O_RDONLY | O_CLOEXEC |
+	    O_NOFOLLOW)) == -1) {
+		err = errno;
+		(void)snprintf(r->err, sizeof(r->err), "secret_file %s: %s",
+		    r->c->secret_file, strerror(err));
+		return BM_EINVAL;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    (st.st_mode & 077) != 0) {
+		(void)close(fd);
+		(void)snprintf(r->err, sizeof(r->err), "secret_file %s: not a "
+		    "regular file of mode 0600 or stricter",
+		    r->c->secret_file);
+		return BM_EINVAL;
+	}
+	rc = fileio_read_all(fd, 4096, &r->secret, &r->secret_len);
+	(void)close(fd);
+	while (rc == 0 && r->secret_len > 0 &&
+	    (r->secret[r->secret_len - 1] == '\n' ||
+	    r->secret[r->secret_len - 1] == '\r'))
+		r->secret_len--;
+	if (rc == 0 && r->secret_len == 0)
+		rc = BM_EINVAL;
+	if (rc != 0 && rc != BM_ENOMEM) {
+		(void)snprintf(r->err, sizeof(r->err), "secret_file %s: %s",
+		    r->c->secret_file, rc == BM_EINVAL ? "empty" :
+		    rc == BM_ELIMIT ? "over 4096 bytes" : bm_strerror(rc));
+		rc = BM_EINVAL;
+	}
+	return rc;
+}
+
+/*
  * tcp_congestion: what biomirror itself sends (requests; on a pull the
  * upstream server sends the data, and its own congestion control governs
  * that).  A name this kernel does not have or does not allow is not
@@ -1291,7 +1340,7 @@ run_open(struct run *r)
 		if (!r->o->dry_run)
 			run_record_owner(r);
 	}
-	if ((rc = run_ftp_source(r)) != 0)
+	if ((rc = run_ftp_source(r)) != 0 || (rc = run_bm_secret(r)) != 0)
 		return rc;
 	memset(&xo, 0, sizeof(xo));
 	xo.max_connections = run_connections(r);
@@ -1307,6 +1356,8 @@ run_open(struct run *r)
 	xo.udt_buffer = r->c->udt_buffer;
 	xo.ftp.user = r->c->user;
 	xo.ftp.password = r->password;
+	xo.bm_secret = (const uint8_t *)r->secret;
+	xo.bm_secret_len = r->secret_len;
 	xo.connect_timeout = r->c->timeout;
 	xo.stall_timeout = r->c->stall_timeout;
 	xo.user_agent = r->c->user_agent ? r->c->user_agent : r->o->user_agent;
@@ -3182,6 +3233,9 @@ done:
 	if (r.password != NULL)
 		explicit_bzero(r.password, strlen(r.password));
 	free(r.password);
+	if (r.secret != NULL)
+		explicit_bzero(r.secret, r.secret_len);
+	free(r.secret);
 	store_close(r.s);
 	/* Connections and the tree closed; the manifest and lock still held. */
 	run_post_sync(&r, &rec);

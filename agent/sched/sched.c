@@ -1194,6 +1194,8 @@ check_start(struct sched *sc, struct sfile *f)
 	j->url = t->url;
 	j->kind = XFER_JOB_VALIDATE;
 	j->expect_size = -1;
+	j->listed_exact = f->act->list_size_exact && f->act->list_size >= 0;
+	j->listed_size = j->listed_exact ? (uint64_t)f->act->list_size : 0;
 	j->if_modified_since = -1;
 	j->owner = f;
 	if ((rc = xfer_submit(sc->x, j)) != 0)
@@ -1339,6 +1341,8 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->sink_arg = j;
 		j->owner = f;
 		j->in_memory = t->in_mem;
+		j->listed_exact = a->list_size_exact && a->list_size >= 0;
+		j->listed_size = j->listed_exact ? (uint64_t)a->list_size : 0;
 		if (n > 1) {
 			j->off = off;
 			j->len = i + 1 < n ? chunk : size - off;

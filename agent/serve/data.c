@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,17 +135,36 @@ sv_item_fail(struct sv_session *s, struct sv_item *q, int rc)
 	(void)pthread_mutex_unlock(&s->wlock);
 }
 
+/* Whether a test hook (serve_int.h) names path; claims it once. */
+static bool
+sv_test_hook(const char *want, atomic_bool *done, const char *path)
+{
+	bool	 no = false;
+
+	return want != NULL && strcmp(want, path) == 0 &&
+	    atomic_compare_exchange_strong(done, &no, true);
+}
+
 /* Header, bytes [off, off+len) of fd, digest. */
 static int
 sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
-    const struct bmp_file *f, uint8_t *buf)
+    const struct bmp_file *f, const char *path, uint8_t *buf)
 {
+	struct sv_server *srv = s->srv;
 	struct bmp_digest d;
 	struct bmp_hash	*h;
 	uint64_t	 left = f->len, off = f->off;
 	ssize_t		 n;
 	size_t		 hl;
 	int		 rc;
+	uint64_t	 mid;
+	bool		 flip, halt;
+
+	flip = f->len > 0 && sv_test_hook(srv->test_corrupt,
+	    &srv->test_corrupted, path);
+	mid = f->size / 2;
+	halt = f->off < mid && mid <= f->off + f->len &&
+	    sv_test_hook(srv->test_stop, &srv->test_stopped, path);
 
 	if ((h = bmp_hash_new(s->keyed ? s->key : NULL, f)) == NULL)
 		return BM_ENOMEM;
@@ -158,9 +178,23 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 			rc = n == 0 ? BM_ECHANGED : BM_EIO;
 			goto out;
 		}
-		if ((rc = bmp_hash_update(h, buf, (size_t)n)) != 0 ||
-		    (rc = sv_write(c, buf, (size_t)n)) != 0)
+		if (halt && off + (uint64_t)n >= mid)
+			n = (ssize_t)(mid - off);	/* up to the middle */
+		if ((rc = bmp_hash_update(h, buf, (size_t)n)) != 0)
 			goto out;
+		if (flip) {
+			buf[(size_t)n / 2] ^= 0x01;
+			flip = false;
+			log_warnx("serve: test hook: one byte of %s flipped",
+			    path);
+		}
+		if ((rc = sv_write(c, buf, (size_t)n)) != 0)
+			goto out;
+		if (halt && off + (uint64_t)n >= mid) {
+			halt = false;
+			log_warnx("serve: test hook: stopped in %s", path);
+			(void)raise(SIGSTOP);
+		}
 		off += (uint64_t)n;
 		left -= (uint64_t)n;
 	}
@@ -209,7 +243,7 @@ sv_serve_item(struct sv_conn *c, struct sv_session *s, struct sv_item *q,
 	f.size = (uint64_t)st.st_size;
 	f.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL +
 	    st.st_mtim.tv_nsec;
-	rc = sv_stream(c, s, fd, &f, buf);
+	rc = sv_stream(c, s, fd, &f, q->path, buf);
 	(void)close(fd);
 	if (rc == 0 && (q->off > 0 || q->len > 0))
 		log_info("serve: %s: export %s: %s [%llu+%llu]: %llu bytes, "

@@ -388,6 +388,8 @@ serve_run(const struct config *c, const struct serve_opts *o,
 	srv->conf = c;
 	srv->sc = &c->serve;
 	srv->lfd = -1;
+	srv->test_corrupt = getenv("BM_SERVE_TEST_CORRUPT");
+	srv->test_stop = getenv("BM_SERVE_TEST_STOP");
 	srv->max_conns = (size_t)c->serve.max_clients *
 	    (c->serve.max_connections + 1);
 	(void)pthread_mutex_init(&srv->lock, NULL);

@@ -103,6 +103,17 @@ struct sv_server {
 	atomic_bool	 draining;	/* SIGTERM: no new sessions */
 	atomic_bool	 cut;		/* drain timeout: end every transfer */
 	uint64_t	 m_sessions, m_files, m_bytes, m_refused;
+	/*
+	 * Test-only hooks (tests/functional/t_89, t_90; never set in
+	 * production): the environment's BM_SERVE_TEST_CORRUPT=PATH flips
+	 * one byte of the first item of PATH served (after it was hashed:
+	 * the digest no longer matches); BM_SERVE_TEST_STOP=PATH stops the
+	 * server (SIGSTOP) when the middle byte of PATH is next to be sent
+	 * (what came before was sent whole).  Once per process each.
+	 */
+	const char	*test_corrupt;	/* borrowed (environ), NULL: off */
+	const char	*test_stop;	/* borrowed (environ), NULL: off */
+	atomic_bool	 test_corrupted, test_stopped;
 };
 
 /* io.c: framed I/O on a connection, bounded in time and size. */

@@ -1503,7 +1503,8 @@ xfer_url_inspect(const char *url, struct xfer_url_info *ret)
 	memset(&info, 0, sizeof(info));
 	if ((u = curl_url()) == NULL)
 		return BM_ENOMEM;
-	uc = curl_url_set(u, CURLUPART_URL, url, 0);
+	/* Any scheme: the registries judged it (bm:// is not libcurl's). */
+	uc = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME);
 	info.host = uc != CURLUE_NO_HOST;
 	if (uc != CURLUE_OK && uc != CURLUE_NO_HOST)
 		info.bad = curl_url_strerror(uc);

@@ -18,6 +18,7 @@
 #include "xfer_int.h"
 
 static const struct xfer_ops *const xfer_registry[] = {
+	&xfer_bm_ops,
 	&xfer_gridftp_ops,
 	&xfer_curl_ops,
 };

@@ -69,6 +69,9 @@ struct mirror_conf {
 	char		*user;		/* owned: FTP login, NULL = anonymous */
 	char		*password_file;	/* owned: file holding the FTP password
 					   (not world-readable), NULL if none */
+	char		*secret_file;	/* owned: bm://: the export's secret
+					   (mode 0600 or stricter), NULL =
+					   anonymous */
 	bool		 ftp_active;	/* ftp_active: PORT/EPRT, not passive */
 	bool		 follow_symlinks; /* fetch symlink targets (FTP) */
 	bool		 ftp_mode_e;	/* ftp_mode = extended: GridFTP MODE E */

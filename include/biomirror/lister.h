@@ -94,9 +94,10 @@ struct lister_ops {
 			    char *errbuf, size_t errlen);
 };
 
-/* The listers of this build (agent/lister/http.c, agent/lister/ftp.c). */
+/* The listers of this build (agent/lister/http.c, ftp.c, bm.c). */
 extern const struct lister_ops lister_http_ops;
 extern const struct lister_ops lister_ftp_ops;
+extern const struct lister_ops lister_bm_ops;
 
 /*
  * The lister of the registry whose schemes hold url's scheme (compared

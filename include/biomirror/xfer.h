@@ -12,6 +12,15 @@
  * libcurl's multi interface over HTTP/HTTPS and FTP/FTPS, TCP only).
  * FTP file jobs (SIZE, MDTM, REST, RETR): see docs/ftp.md, "FTP file
  * jobs".
+ *
+ * bm:// ("bm", agent/xfer/bm.c; docs/protocol.md): one session per run,
+ * its jobs pipelined as GET items over max_connections data connections;
+ * an XFER_JOB_PAGE is the source's one recursive LIST, its ENTRY frames
+ * (header and payload, as received) to the sink.  A file job's bytes
+ * reach the sink only after their item's SHA-256 (HMAC-SHA-256 with a
+ * secret) checked; a mismatch ends the job XFER_RETRY (BM_ECHECKSUM).
+ * res.etag is "bm-SIZE-MTIMENS" of the served file, res.mtime -1 (the
+ * listing's nanosecond mtime is the one to keep).
  */
 #ifndef BIOMIRROR_XFER_H
 #define BIOMIRROR_XFER_H
@@ -145,6 +154,10 @@ struct xfer_job {
 	struct {
 		bool	 mlsd;		/* an XFER_JOB_PAGE: MLSD, not LIST */
 	} ftp;				/* FTP only */
+	bool		 listed_exact;	/* listed_size is the listing's exact
+					   byte count of the file (bm splits a
+					   job into items by it) */
+	uint64_t	 listed_size;	/* bytes, when listed_exact */
 	xfer_sink_fn	 sink;		/* where body bytes go */
 	void		*sink_arg;	/* borrowed: the sink's state */
 	void		*owner;		/* borrowed: the scheduler's record */
@@ -190,6 +203,10 @@ struct xfer_opts {
 					   with net UDT, 0 = sized by the
 					   transport */
 	struct xfer_ftp_opts ftp;	/* FTP only */
+	const uint8_t	*bm_secret;	/* borrowed: bm:// secret_file's bytes
+					   (trailing newline removed), NULL =
+					   anonymous */
+	size_t		 bm_secret_len;
 };
 #define XFER_TLS_NONE		0
 #define XFER_TLS_TRY		1

@@ -458,11 +458,22 @@ test_unsupported(struct ctx *t)
 	bad_value(t, "publish", "tree",
 	    "publish = tree: expected file or set");
 	fails(t, "[m]\nsource = udt://h:9000/\n", 2,
-	    "source scheme udt:// is not supported by this build yet");
+	    "source scheme udt:// is retired: a biomirror upstream is "
+	    "bm://HOST[:PORT]/EXPORT/ (UDT data connections will be "
+	    "transport = udt)");
+	fails(t, "[m]\nsource = bm://h:7722/\n", 2, "source = bm://h:7722/: "
+	    "no export (expected bm://HOST[:PORT]/EXPORT/ or "
+	    "bm://HOST[:PORT]/EXPORT/PATH/)");
+	fails(t, "[m]\nsource = bm://h/pub/\ndest = /srv/m\ntransport = udt\n",
+	    1, "transport = udt for a bm:// source (UDT data connections) is "
+	    "not supported by this build yet in section [m]");
+	fails(t, "[m]\nsource = bm://h/pub/\ndest = /srv/m\nbwlimit = 1M\n", 1,
+	    "bwlimit for a bm:// source is not supported by this build yet "
+	    "in section [m]");
 	fails(t, "[m]\nsource = gopher://h/\n", 2, "source = gopher://h/: "
-	    "unsupported scheme (use http://, https://, ftp:// or ftps://)");
+	    "unsupported scheme (use http://, https://, ftp://, ftps:// or bm://)");
 	fails(t, "[m]\nsource = /srv/data\n", 2, "source = /srv/data: not a "
-	    "URL (expected http://, https://, ftp:// or ftps://HOST/PATH)");
+	    "URL (expected http://, https://, ftp://, ftps:// or bm://HOST/PATH)");
 	fails(t, "[m]\nsource = http:///x/\n", 2,
 	    "source = http:///x/: no host");
 	fails(t, "[m]\nsource = https://\n", 2, "source = https://: no host");
@@ -786,6 +797,26 @@ test_ftp(struct ctx *t)
 	(void)snprintf(msg, sizeof(msg), "password_file = %s: No such file "
 	    "or directory", pw);
 	fails(t, text, 5, msg);
+	/* secret_file (bm://): mode 0600 or stricter, bm:// sources only. */
+	write_file(pw, "s3cret\n");
+	(void)chmod(pw, 0640);
+	(void)snprintf(text, sizeof(text), "[m]\nsource = bm://h/pub/\n"
+	    "dest = /srv/m\nsecret_file = %s\n", pw);
+	(void)snprintf(msg, sizeof(msg), "secret_file = %s: mode 0640: must "
+	    "be 0600 or stricter (chmod go= it)", pw);
+	fails(t, text, 4, msg);
+	(void)chmod(pw, 0600);
+	rc = load(t, text, &c);
+	is_int(rc, 0, "secret_file 0600 accepted");
+	if (c != NULL)
+		is_str(c->mirrors[0]->secret_file, pw, "secret_file set");
+	config_free(c);
+	c = NULL;
+	(void)snprintf(text, sizeof(text), "[m]\nsource = http://h/pub/\n"
+	    "dest = /srv/m\nsecret_file = %s\n", pw);
+	fails(t, text, 1, "secret_file applies only to bm:// sources in "
+	    "section [m]");
+	(void)unlink(pw);
 }
 
 /*

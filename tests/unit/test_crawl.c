@@ -231,8 +231,9 @@ test_registry(void)
 	ok(lister_find("/srv/data") == NULL && lister_find(NULL) == NULL,
 	    "no URL: none");
 	lister_schemes(buf, sizeof(buf));
-	is_str(buf, "http://, https://, ftp:// or ftps://",
+	is_str(buf, "http://, https://, ftp://, ftps:// or bm://",
 	    "the schemes, for messages");
+	ok(lister_find("bm://h/pub/") == &lister_bm_ops, "bm: bm:// lister");
 	lister_schemes(buf, 12);
 	is_str(buf, "http://", "a short buffer: whole names only");
 	is_int(lister_http_ops.connections, 8, "HTTP: 8 connections");

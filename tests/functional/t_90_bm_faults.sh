@@ -1,0 +1,117 @@
+#!/bin/bash
+# bm:// faults, held deterministically by biomirror serve's test-only hooks
+# (agent/serve/serve_int.h):
+# - BM_SERVE_TEST_STOP: the server stops itself (SIGSTOP) half-way
+#   through a 24 MB file: with retries = 0 the run ends within the stall
+#   timeout (exit 1, "no data for 2 s"), no partial file under a final
+#   name; stopped again, a run that waits to retry is interrupted (TERM):
+#   the temp file is kept, and with the server killed and started again
+#   the next run resumes ("continuing with"), its first half never asked
+#   for again;
+# - BM_SERVE_TEST_CORRUPT: one byte of a served range flipped: the digest
+#   catches it, nothing of it reaches the file, the range is fetched
+#   again, the file ends byte-identical.
+# BM_SERVE (default BM) is the binary that serves; BM the client.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+H=127.0.0.1
+CL="python3 $BM_TOOLS/bmclient.py"
+
+mkdir -p "$T/up"
+make_big_file "$T/up/big.bin" 24 stop
+make_big_file "$T/up/c.bin" 10 corrupt
+printf 'small\n' > "$T/up/small.txt"
+PORT=$(free_port)
+printf '[serve]\nlisten = %s:%s\n\n[export pub]\npath = %s\n' $H "$PORT" \
+    "$T/up" > "$T/serve.conf"
+
+# serve LOG [VAR=VALUE]: start biomirror serve (with a test hook).
+serve() {
+	env ${2:+"$2"} "${BM_SERVE:-$BM}" -c "$T/serve.conf" serve > "$1" 2>&1 &
+	SPID=$!
+	BM_SERVERS="$BM_SERVERS serve:$SPID:$T"
+	$CL wait $H "$PORT" || { cat "$1"; fail "serve did not start"; }
+}
+
+cat > "$T/bm.conf" <<CONF
+[stall]
+source = bm://$H:$PORT/pub/
+dest = $T/stall
+include = big.bin
+max_connections = 1
+retries = 0
+timeout = 2
+stall_timeout = 2
+
+[corrupt]
+source = bm://$H:$PORT/pub/
+dest = $T/corrupt
+max_connections = 2
+retries = 2
+CONF
+
+echo "# the server stops half-way through big.bin: the run ends in time"
+serve "$T/serve1.log" BM_SERVE_TEST_STOP=big.bin
+t0=$(date +%s%N)
+assert_exit 1 bm sync stall
+t1=$(date +%s%N)
+grep -q 'serve: test hook: stopped in big.bin' "$T/serve1.log" ||
+    fail "the hook did not stop the server"
+secs=$(((t1 - t0) / 1000000000))
+[ "$secs" -lt 8 ] || fail "the run took $secs s (stall_timeout 2)"
+grep -q "big.bin: fetch: bm://$H:$PORT/pub: no data for 2 s (stall_timeout)" \
+    "$LAST_ERR" || fail "stall not named"
+[ -e "$T/stall/big.bin" ] && fail "a partial file under its final name"
+kill -KILL "$SPID"
+wait "$SPID" 2>/dev/null
+
+echo "# stopped again, the run interrupted while it waits to retry"
+serve "$T/serve2.log" BM_SERVE_TEST_STOP=big.bin
+sed -i 's/^retries = 0$/retries = 5/' "$T/bm.conf"
+"$BM" -c "$T/bm.conf" --state-dir "$T/state" sync stall > "$T/run2.out" 2> "$T/run2.err" &
+RPID=$!
+for _ in $(seq 1 200); do
+	grep -q 'big.bin: fetch: .*no data for 2 s.*(retry 1 of 5)' \
+	    "$T/run2.err" && break
+	sleep 0.05
+done
+grep -q '(retry 1 of 5)' "$T/run2.err" || { cat "$T/run2.err"; fail "no retry"; }
+kill -TERM "$RPID"
+wait "$RPID"
+assert_eq "$?" 1 "exit of the interrupted run"
+[ -e "$T/stall/big.bin" ] && fail "a partial file under its final name"
+ls "$T"/stall/.biomirror-tmp.* > /dev/null 2>&1 || fail "no temp file kept"
+kill -KILL "$SPID"
+wait "$SPID" 2>/dev/null
+
+echo "# the server started again: the next run resumes"
+serve "$T/serve3.log"
+assert_exit 0 bm sync stall
+grep -q 'big.bin: continuing with [1-9][0-9]* of 25165824 bytes held' \
+    "$LAST_ERR" || fail "not resumed"
+cmp "$T/up/big.bin" "$T/stall/big.bin" || fail "big.bin differs"
+no_temps "$T/stall"
+grep -Eq 'big.bin \[(0|4194304)\+4194304\]' "$T/serve3.log" &&
+    fail "bytes held asked for again"
+grep -q 'big.bin \[' "$T/serve3.log" || fail "big.bin not served again"
+kill -TERM "$SPID"
+wait "$SPID" 2>/dev/null
+
+echo "# a flipped byte: caught by the digest, fetched again"
+serve "$T/serve4.log" BM_SERVE_TEST_CORRUPT=c.bin
+assert_exit 0 bm sync corrupt
+grep -q 'serve: test hook: one byte of c.bin flipped' "$T/serve4.log" ||
+    fail "the hook did not flip a byte"
+grep -q 'c.bin: bytes \[0, 4194304): the SHA-256 does not match the server.s: discarded' \
+    "$LAST_ERR" || fail "mismatch not logged"
+grep -q 'c.bin: .*does not match.*fetched again (retry 1 of 2)' "$LAST_ERR" ||
+    fail "no retry of the range"
+assert_eq "$(grep -c 'export pub: c.bin \[0+4194304\]: 4194304 bytes' \
+    "$T/serve4.log")" 2 "the range served twice"
+cmp "$T/up/c.bin" "$T/corrupt/c.bin" || fail "c.bin differs"
+diff -r "$T/up" "$T/corrupt" || fail "trees differ"
+no_temps "$T/corrupt"
+kill -TERM "$SPID"
+wait "$SPID" 2>/dev/null
+echo PASS
