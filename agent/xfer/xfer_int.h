@@ -26,7 +26,8 @@ struct xfer_wait {
 	size_t		 others;	/* connections held beside */
 };
 
-/* The transports of this build (agent/xfer/curl.c, agent/xfer/gridftp.c). */
+/* The transports of this build (agent/xfer/bm.c, curl.c, gridftp.c). */
+extern const struct xfer_ops xfer_bm_ops;
 extern const struct xfer_ops xfer_curl_ops;
 extern const struct xfer_ops xfer_gridftp_ops;
 

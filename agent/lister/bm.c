@@ -1,7 +1,7 @@
 /*
  * The bm:// lister (lister.h; docs/protocol.md "LIST"): one page, the
  * source's whole recursive listing in one LIST request, fetched through
- * the run's callback (the "bm" transport, agent/xfer_bm.c, owns the
+ * the run's callback (the "bm" transport, agent/xfer/bm.c, owns the
  * session and hands the ENTRY frames over as they came).  This file
  * decodes them with the shared codec (bmproto.h): exact sizes (a listed 0
  * is exact), nanosecond mtimes stated in UTC, symlinks with their

@@ -45,6 +45,7 @@
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
 #include "biomirror/xfer.h"
+#include "xfer_int.h"
 
 #define BX_CHUNK	(4u << 20)	/* bytes of one item of a sized job */
 #define BX_BUDGET	(64u << 20)	/* bytes asked for, not yet delivered */
@@ -1445,13 +1446,17 @@ bx_handles(const char *url, const struct xfer_opts *o)
 static void	bx_close(void *impl);
 
 static int
-bx_open(const struct xfer_opts *o, const char *url, void **ret_impl)
+bx_open(const struct xfer_opts *o, const char *url, void **ret_impl,
+    char *errbuf, size_t errlen)
 {
 	struct bx	*x;
 	int		 rc = BM_ENOMEM;
 
-	if (o->net != XFER_NET_TCP)
+	if (o->net != XFER_NET_TCP) {
+		(void)snprintf(errbuf, errlen, "bm:// over UDT is not "
+		    "supported by this build yet");
 		return BM_EINVAL;
+	}
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return BM_ENOMEM;
 	x->o = *o;
@@ -1464,6 +1469,7 @@ bx_open(const struct xfer_opts *o, const char *url, void **ret_impl)
 	    (x->wbuf = malloc(BX_WBUF)) == NULL)
 		goto out;
 	if ((x->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1) {
+		(void)snprintf(errbuf, errlen, "eventfd: %s", strerror(errno));
 		rc = BM_EIO;
 		goto out;
 	}
