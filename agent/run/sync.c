@@ -465,8 +465,9 @@ print_plan(const struct run *r, FILE *fp, const char *guard)
 		    (a->op == ACT_DELETE && a->type == ENTRY_FILE)))
 			fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
 			    action_name(a->op), a->path, a->why,
-			    a->op != ACT_DELETE && a->list_size == b &&
-			    !a->list_size_exact ? "about " : "", (long long)b);
+			    a->op != ACT_DELETE && a->fs.listed.size == b &&
+			    !a->fs.listed.size_exact ? "about " : "",
+			    (long long)b);
 		else
 			fprintf(fp, "%-6s %s (%s)\n", action_name(a->op),
 			    a->path, a->why);
@@ -515,11 +516,11 @@ run_mkdirs(struct run *r)
 		memset(&rec, 0, sizeof(rec));
 		rec.path = a->path;
 		rec.type = ENTRY_DIR;
-		rec.list_size = -1;
-		rec.list_mtime = a->list_mtime;
-		rec.list_prec = a->list_prec;
-		rec.up_size = rec.up_mtime = -1;
-		rec.local_size = rec.local_mtime = -1;
+		rec.fs.listed.size = -1;
+		rec.fs.listed.mtime = a->fs.listed.mtime;
+		rec.fs.listed.prec = a->fs.listed.prec;
+		rec.fs.upstream.size = rec.fs.upstream.mtime = -1;
+		rec.fs.local.size = rec.fs.local.mtime = -1;
 		if ((rc = store_mkdirs(r->s, a->path)) != 0) {
 			rec.op = COMMIT_FAILED;
 			rec.reason = bm_strerror(rc);
@@ -556,11 +557,11 @@ run_symlinks(struct run *r)
 		rec.path = a->path;
 		rec.type = ENTRY_SYMLINK;
 		rec.target = a->target;
-		rec.list_size = -1;
-		rec.list_mtime = a->list_mtime;
-		rec.list_prec = a->list_prec;
-		rec.up_size = rec.up_mtime = -1;
-		rec.local_size = rec.local_mtime = -1;
+		rec.fs.listed.size = -1;
+		rec.fs.listed.mtime = a->fs.listed.mtime;
+		rec.fs.listed.prec = a->fs.listed.prec;
+		rec.fs.upstream.size = rec.fs.upstream.mtime = -1;
+		rec.fs.local.size = rec.fs.local.mtime = -1;
 		rec.op = COMMIT_SYMLINK;
 		if (a->target == NULL || !store_link_inside(a->path,
 		    a->target))
@@ -576,9 +577,9 @@ run_symlinks(struct run *r)
 			(void)result_add_error(r->res, a->path, "symlink",
 			    rec.reason);
 			r->res->failed++;
-		} else if (a->list_prec != MTIME_UNKNOWN &&
-		    store_set_mtime(r->s, a->path, a->list_mtime) == 0)
-			rec.local_mtime = a->list_mtime;
+		} else if (a->fs.listed.prec != MTIME_UNKNOWN &&
+		    store_set_mtime(r->s, a->path, a->fs.listed.mtime) == 0)
+			rec.fs.local.mtime = a->fs.listed.mtime;
 		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
 	}
@@ -653,14 +654,14 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
 	if (st.type != want)
 		(void)snprintf(buf, len, "%s, but the local path is no longer "
 		    "the %s committed: kept, no longer tracked", event, what);
-	else if (want == 'f' && a->local_size >= 0 &&
-	    st.size != a->local_size)
+	else if (want == 'f' && a->fs.local.size >= 0 &&
+	    st.size != a->fs.local.size)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (%lld bytes, committed %lld): kept, no "
 		    "longer tracked", event, (long long)st.size,
-		    (long long)a->local_size);
-	else if (want == 'f' && a->local_mtime >= 0 &&
-	    st.mtime != a->local_mtime)
+		    (long long)a->fs.local.size);
+	else if (want == 'f' && a->fs.local.mtime >= 0 &&
+	    st.mtime != a->fs.local.mtime)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (its mtime changed since): kept, no "
 		    "longer tracked", event);
@@ -1348,14 +1349,14 @@ run_adopts(struct run *r)
 		rec.path = a->path;
 		rec.op = COMMIT_ADOPTED;
 		rec.type = ENTRY_FILE;
-		rec.list_size = a->list_size;
-		rec.list_size_exact = a->list_size_exact;
-		rec.list_mtime = a->list_mtime;
-		rec.list_prec = a->list_prec;
-		rec.up_size = a->list_size;
-		rec.up_mtime = -1;
-		rec.local_size = a->local_size;
-		rec.local_mtime = a->local_mtime;
+		rec.fs.listed.size = a->fs.listed.size;
+		rec.fs.listed.size_exact = a->fs.listed.size_exact;
+		rec.fs.listed.mtime = a->fs.listed.mtime;
+		rec.fs.listed.prec = a->fs.listed.prec;
+		rec.fs.upstream.size = a->fs.listed.size;
+		rec.fs.upstream.mtime = -1;
+		rec.fs.local.size = a->fs.local.size;
+		rec.fs.local.mtime = a->fs.local.mtime;
 		/* XXX: one transaction per file; adopting is a one-off. */
 		if (manifest_commit(r->m, r->run, &rec, 1) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
@@ -1567,9 +1568,8 @@ run_unchecked(void *ctx, const char *path)
 /* A file whose upstream body kept failing its sidecar (manifest_mismatches). */
 struct mism {
 	char		*path;		/* owned */
-	int64_t		 list_size, list_mtime, run;
-	bool		 list_size_exact;
-	enum mtime_prec	 list_prec;
+	struct listed_state listed;	/* listed when it failed */
+	int64_t		 run;
 	char		*want, *got;	/* owned */
 };
 
@@ -1600,10 +1600,7 @@ recheck_mism(void *ctx, const struct mismatch_rec *m)
 	rc->mm = v;
 	e = &v[rc->nmm];
 	memset(e, 0, sizeof(*e));
-	e->list_size = m->list_size;
-	e->list_size_exact = m->list_size_exact;
-	e->list_mtime = m->list_mtime;
-	e->list_prec = m->list_prec;
+	e->listed = m->fs.listed;
 	e->run = m->run;
 	rc->nmm++;
 	if ((e->path = strdup(m->path)) == NULL ||
@@ -1696,15 +1693,17 @@ recheck_queue(struct recheck *rc, const char *path, enum commit_op op,
  */
 static bool
 recheck_known_bad(struct recheck *rc, const struct mism *m,
-    const char *path, int64_t size, bool exact, int64_t mtime,
-    enum mtime_prec prec, const char *now, int *ret)
+    const char *path, const struct listed_state *l, const char *now,
+    int *ret)
 {
 	char	 why[400];
 
 	*ret = 0;
-	if (m == NULL || strcmp(m->want, now) != 0 || m->list_size != size ||
-	    m->list_size_exact != exact || m->list_mtime != mtime ||
-	    m->list_prec != prec || prec == MTIME_UNKNOWN || size < 0)
+	if (m == NULL || strcmp(m->want, now) != 0 ||
+	    m->listed.size != l->size ||
+	    m->listed.size_exact != l->size_exact ||
+	    m->listed.mtime != l->mtime || m->listed.prec != l->prec ||
+	    l->prec == MTIME_UNKNOWN || l->size < 0)
 		return false;
 	(void)snprintf(why, sizeof(why), "checksum mismatch: upstream's copy "
 	    "still fails its sidecar (it says %.150s, run %lld got %.75s): "
@@ -1797,8 +1796,7 @@ recheck_row(void *ctx, const struct file_row *row)
 		return 0;
 	if (recheck_conflict(rc, row->path, &sum, &ret) || (!unchecked &&
 	    recheck_known_bad(rc, recheck_find_mism(rc, row->path), row->path,
-	    row->list_size, row->list_size_exact, row->list_mtime,
-	    row->list_prec, now, &ret)))
+	    &row->fs.listed, now, &ret)))
 		return ret;
 	rec = recheck_was(rc, row, now, was, sizeof(was));
 	if (rec != NULL && strcmp(rec, now) == 0)
@@ -1816,8 +1814,7 @@ recheck_row(void *ctx, const struct file_row *row)
 	}
 	/* Upstream's copy is known to fail too: not fetched again. */
 	if (unchecked && recheck_known_bad(rc, recheck_find_mism(rc,
-	    row->path), row->path, row->list_size, row->list_size_exact,
-	    row->list_mtime, row->list_prec, now, &ret))
+	    row->path), row->path, &row->fs.listed, now, &ret))
 		return ret != 0 ? ret : recheck_queue(rc, row->path,
 		    COMMIT_SIDECAR, "");
 	log_warnx("%s: %s: %s: local content %s: fetching it again",
@@ -1871,8 +1868,7 @@ run_recheck(struct run *r, struct sidecar_set *old, struct sidecar_set *sums)
 		    sidecar_sum_text(&sum, now, sizeof(now)) != 0)
 			continue;
 		if (recheck_known_bad(&rc, recheck_find_mism(&rc, a->path),
-		    a->path, a->list_size, a->list_size_exact, a->list_mtime,
-		    a->list_prec, now, &ret)) {
+		    a->path, &a->fs.listed, now, &ret)) {
 			a->op = ACT_KEEP;	/* not fetched */
 			a->why = "fails its sidecar";
 		}
@@ -2584,7 +2580,7 @@ run_wants_digest(struct run *r, const struct diff_row *row)
 	    row->kind == DIFF_SAME && row->recorded &&
 	    row->type == ENTRY_FILE && row->checksum == NULL &&
 	    store_stat(r->s, row->path, &st) == 0 && st.type == 'f' &&
-	    st.size == row->local_size && st.mtime == row->local_mtime;
+	    st.size == row->fs.local.size && st.mtime == row->fs.local.mtime;
 }
 
 /* Queue path's digest sha ("sha256:HEX") for run_record_digests(). */
@@ -2708,7 +2704,7 @@ intent_seen(void *ctx, const struct commit_rec *c)
 	size_t		 cap;
 
 	if (store_stat(in->r->s, c->path, &st) != 0 || st.type != 'f' ||
-	    st.size != c->local_size || st.mtime != c->local_mtime)
+	    st.size != c->fs.local.size || st.mtime != c->fs.local.mtime)
 		return 0;	/* not renamed: its temp file is a left-over */
 	if (in->n == in->cap) {
 		cap = in->cap ? 2 * in->cap : 64;
@@ -3186,11 +3182,11 @@ verify_file(void *ctx, const struct file_row *row)
 		why = "missing";	/* no tree at all: nothing was made */
 	else if ((rc = store_open_read(r->s, row->path, &fd, &st)) != 0)
 		why = rc == BM_ENOENT ? "missing" : bm_strerror(rc);
-	else if (st.size != row->local_size)
+	else if (st.size != row->fs.local.size)
 		why = "size differs from what was committed";
 	else if ((why = run_local_differs(r, row->path, row->checksum,
 	    &compared, NULL)) == NULL && !compared &&
-	    row->local_mtime >= 0 && st.mtime != row->local_mtime)
+	    row->fs.local.mtime >= 0 && st.mtime != row->fs.local.mtime)
 		/* Nothing to hash against: size and mtime are the check. */
 		why = "mtime differs from what was committed";
 	if (fd != -1)

@@ -351,7 +351,7 @@ resume_reopen(struct sfile *f)
 	int		 rc;
 
 	rc = store_file_resume(f->sc->s, a->path, resume_file_tmpname(f->rf),
-	    a->list_size, &sf);
+	    a->fs.listed.size, &sf);
 	if (resume_file_reopened(f->rf, rc == 0,
 	    rc == 0 ? store_file_length(sf) : 0)) {
 		f->sf = sf;
@@ -380,10 +380,10 @@ resume_jobs(struct sched *sc, struct sfile *f)
 	ngaps = resume_file_gaps(f->rf, gaps, SCHED_MAX_STREAMS);
 	if (ngaps > SCHED_MAX_STREAMS) {	/* refetch the rest whole */
 		ngaps = SCHED_MAX_STREAMS;
-		gaps[2 * ngaps - 1] = (uint64_t)f->act->list_size;
+		gaps[2 * ngaps - 1] = (uint64_t)f->act->fs.listed.size;
 	} else if (ngaps == 0) {		/* all held: one byte confirms */
-		gaps[0] = (uint64_t)f->act->list_size - 1;
-		gaps[1] = (uint64_t)f->act->list_size;
+		gaps[0] = (uint64_t)f->act->fs.listed.size - 1;
+		gaps[1] = (uint64_t)f->act->fs.listed.size;
 		ngaps = 1;
 	}
 	for (g = 0; g < ngaps; g++)
@@ -420,8 +420,8 @@ resume_jobs(struct sched *sc, struct sfile *f)
 			j->url = t->url;
 			j->off = off;
 			j->len = len;
-			j->to_end = f->act->list_size >= 0 &&
-			    off + len == (uint64_t)f->act->list_size;
+			j->to_end = f->act->fs.listed.size >= 0 &&
+			    off + len == (uint64_t)f->act->fs.listed.size;
 			j->expect_size = -1;
 			j->if_modified_since = -1;
 			j->if_range = resume_file_if_range(f->rf);
@@ -433,7 +433,7 @@ resume_jobs(struct sched *sc, struct sfile *f)
 	i = resume_file_covered(f->rf);
 	log_info("%s: %s: continuing with %llu of %lld bytes held: %u "
 	    "range(s)", MIRROR(sc), f->act->path, (unsigned long long)i,
-	    (long long)f->act->list_size, t->njobs);
+	    (long long)f->act->fs.listed.size, t->njobs);
 	return 0;
 }
 
@@ -587,15 +587,8 @@ rec_from_action(struct commit_rec *r, const struct action *a,
 	r->path = a->path;
 	r->op = op;
 	r->type = a->type;
-	r->list_size = a->list_size;
-	r->list_size_exact = a->list_size_exact;
-	r->list_mtime = a->list_mtime;
-	r->list_prec = a->list_prec;
-	r->up_size = a->up_size;
-	r->up_mtime = a->up_mtime;
+	r->fs = a->fs;
 	r->etag = a->etag;
-	r->local_size = a->local_size;
-	r->local_mtime = a->local_mtime;
 }
 
 /*
@@ -649,11 +642,11 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 		return;
 	}
 	rec_from_action(r, f->act, COMMIT_FETCHED);
-	r->up_size = d->size;
-	r->up_mtime = d->up_mtime;
+	r->fs.upstream.size = d->size;
+	r->fs.upstream.mtime = d->up_mtime;
 	r->etag = d->etag[0] ? d->etag : NULL;
-	r->local_size = (int64_t)d->bytes;
-	r->local_mtime = f->mtime;
+	r->fs.local.size = (int64_t)d->bytes;
+	r->fs.local.mtime = f->mtime;
 	r->bytes = (int64_t)d->received;
 	r->checksum = d->checksum[0] ? d->checksum : NULL;
 	r->sidecar = d->sidecar[0] ? d->sidecar : NULL;
@@ -880,8 +873,8 @@ sched_publish(struct sched *sc, struct sfile *f)
 	f->state = SF_DONE;
 	if (res->mtime >= 0)
 		f->mtime = res->mtime * NS;
-	else if (f->act->list_prec != MTIME_UNKNOWN)
-		f->mtime = f->act->list_mtime;
+	else if (f->act->fs.listed.prec != MTIME_UNKNOWN)
+		f->mtime = f->act->fs.listed.mtime;
 	else
 		f->mtime = clock_real_ns();
 	it = &sc->items[sc->nitems];
@@ -997,7 +990,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 		f->state = SF_DONE;
 		/* Unchanged upstream; a drifted local mtime is set back. */
 		if (f->act->touch && store_set_mtime(sc->s, f->act->path,
-		    f->act->local_mtime) == 0)
+		    f->act->fs.local.mtime) == 0)
 			sc->res->touched++;
 		(void)rec_new(sc, f->act, COMMIT_NOT_MODIFIED, NULL);
 		try_free(f->t);
@@ -1073,17 +1066,20 @@ sfile_check_size(struct sfile *f)
 	const struct action *a = f->act;
 	int64_t		 got;
 
-	if (res->cls != XFER_OK || !a->list_size_exact || a->list_size < 0)
+	if (res->cls != XFER_OK || !a->fs.listed.size_exact ||
+	    a->fs.listed.size < 0)
 		return;
 	got = res->size >= 0 ? res->size : (int64_t)res->bytes;
-	if (got == a->list_size && (int64_t)res->bytes == a->list_size)
+	if (got == a->fs.listed.size &&
+	    (int64_t)res->bytes == a->fs.listed.size)
 		return;
-	if (got == a->list_size)
+	if (got == a->fs.listed.size)
 		got = (int64_t)res->bytes;	/* the body fell short */
 	res->cls = XFER_CHANGED;
 	res->rc = BM_ECHANGED;
 	(void)snprintf(res->errmsg, sizeof(res->errmsg), "got %lld bytes, "
-	    "the listing says %lld", (long long)got, (long long)a->list_size);
+	    "the listing says %lld", (long long)got,
+	    (long long)a->fs.listed.size);
 }
 
 /*
@@ -1248,7 +1244,8 @@ check_done(struct sched *sc, struct sfile *f)
 	struct sfile_try *t = f->t;
 	const struct xfer_result *c = &t->check->res, *r0 = &t->jobs[0].res;
 	struct xfer_result *res = &t->res;
-	int64_t		 size = res->size >= 0 ? res->size : f->act->list_size;
+	int64_t		 size = res->size >= 0 ? res->size :
+			    f->act->fs.listed.size;
 	char		 was[32], now[32];
 
 	t->checking = false;
@@ -1331,10 +1328,10 @@ sched_jobs(struct sched *sc, struct sfile *f)
 
 	if (f->rf != NULL && resume_file_usable(f->rf))
 		return resume_jobs(sc, f);
-	if (!f->single && a->op == ACT_FETCH && a->list_size_exact &&
-	    a->list_size > 0 && sched_streams(sc) > 1 &&
+	if (!f->single && a->op == ACT_FETCH && a->fs.listed.size_exact &&
+	    a->fs.listed.size > 0 && sched_streams(sc) > 1 &&
 	    sc->o->min_split > 0) {
-		size = (uint64_t)a->list_size;
+		size = (uint64_t)a->fs.listed.size;
 		n = size / sc->o->min_split;
 		if (n > sched_streams(sc))
 			n = sched_streams(sc);
@@ -1363,23 +1360,25 @@ sched_jobs(struct sched *sc, struct sfile *f)
 			j->accept_full = i == 0;
 			j->to_end = i + 1 == n;
 		} else {
-			j->size_checked = a->list_size_exact &&
-			    a->list_size >= 0;	/* sfile_check_size */
+			/* sfile_check_size */
+			j->size_checked = a->fs.listed.size_exact &&
+			    a->fs.listed.size >= 0;
 			/*
 			 * A file listed to the second (MLSD) takes the
 			 * listed mtime (sfile_done): no MDTM, unless it is
 			 * large enough to be resumed, whose validators
 			 * include the MDTM time.
 			 */
-			j->mtime_listed = a->list_prec >= MTIME_SECOND &&
-			    f->rf == NULL && !(a->list_size_exact &&
-			    a->list_size >= RESUME_MIN_SIZE);
+			j->mtime_listed = a->fs.listed.prec >= MTIME_SECOND &&
+			    f->rf == NULL && !(a->fs.listed.size_exact &&
+			    a->fs.listed.size >= RESUME_MIN_SIZE);
 		}
 	}
 	if (a->op == ACT_COND_FETCH) {
 		t->jobs[0].if_none_match = a->etag;
-		if (a->up_mtime >= 0)
-			t->jobs[0].if_modified_since = a->up_mtime / NS;
+		if (a->fs.upstream.mtime >= 0)
+			t->jobs[0].if_modified_since =
+			    a->fs.upstream.mtime / NS;
 	}
 	return 0;
 }
@@ -1431,14 +1430,15 @@ sched_start(struct sched *sc, struct sfile *f)
 	if (a->op == ACT_COND_FETCH || f->sf != NULL)
 		return sched_launch(sc, f);
 	/* A small file in one stream: received into memory. */
-	if (a->op == ACT_FETCH && a->list_size_exact && a->list_size >= 0 &&
-	    a->list_size <= SCHED_MEM_MAX && f->rf == NULL &&
+	if (a->op == ACT_FETCH && a->fs.listed.size_exact &&
+	    a->fs.listed.size >= 0 && a->fs.listed.size <= SCHED_MEM_MAX &&
+	    f->rf == NULL &&
 	    (f->single || sc->o->streams < 2 || sc->o->min_split == 0 ||
-	    (uint64_t)a->list_size / sc->o->min_split < 2) &&
-	    (f->t->mem = malloc(a->list_size > 0 ? (size_t)a->list_size : 1)) !=
-	    NULL) {
+	    (uint64_t)a->fs.listed.size / sc->o->min_split < 2) &&
+	    (f->t->mem = malloc(a->fs.listed.size > 0 ?
+	    (size_t)a->fs.listed.size : 1)) != NULL) {
 		f->t->in_mem = true;
-		f->t->mem_cap = (size_t)a->list_size;
+		f->t->mem_cap = (size_t)a->fs.listed.size;
 		f->state = SF_RUNNING;
 		return sched_launch(sc, f);
 	}
@@ -1466,8 +1466,8 @@ open_task(void *arg)
 		f->open_rc = 0;
 		return;
 	}
-	f->open_rc = store_file_open(f->sc->s, a->path, a->list_size_exact ?
-	    a->list_size : -1, &f->sf);
+	f->open_rc = store_file_open(f->sc->s, a->path,
+	    a->fs.listed.size_exact ? a->fs.listed.size : -1, &f->sf);
 	f->open_err = f->open_rc == BM_EIO ? errno : 0;
 }
 
@@ -1553,7 +1553,7 @@ sched_touch(struct sched *sc, struct action *a)
 	const char	*reason;
 	int		 rc;
 
-	if ((rc = store_set_mtime(sc->s, a->path, a->local_mtime)) != 0) {
+	if ((rc = store_set_mtime(sc->s, a->path, a->fs.local.mtime)) != 0) {
 		reason = bm_strerror(rc);
 		(void)rec_new(sc, a, COMMIT_FAILED, reason);
 		log_warnx("%s: %s: touch: %s", MIRROR(sc), a->path, reason);
@@ -1927,8 +1927,8 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 	r->etag = r->checksum + strlen(r->checksum) + 1;
 	if (r->etag[0] == '\0')
 		r->etag = NULL;
-	r->up_size = res->size;
-	r->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	r->fs.upstream.size = res->size;
+	r->fs.upstream.mtime = res->mtime >= 0 ? res->mtime * NS : -1;
 	log_warnx("%s: %s: fetch: %s", MIRROR(sc), a->path, res->errmsg);
 	(void)result_add_error(sc->res, a->path, "fetch", res->errmsg);
 	sc->res->failed++;
@@ -2067,11 +2067,11 @@ resume_setup(struct sched *sc, struct sfile *f)
 {
 	const struct action *a = f->act;
 
-	if (a->op != ACT_FETCH || !a->list_size_exact ||
-	    a->list_size < RESUME_MIN_SIZE)
+	if (a->op != ACT_FETCH || !a->fs.listed.size_exact ||
+	    a->fs.listed.size < RESUME_MIN_SIZE)
 		return 0;
-	if ((f->rf = resume_file_new(sc->o->resume, a->path, a->list_size,
-	    a->list_mtime)) == NULL)
+	if ((f->rf = resume_file_new(sc->o->resume, a->path, a->fs.listed.size,
+	    a->fs.listed.mtime)) == NULL)
 		return BM_ENOMEM;
 	sc->bytes_seen += resume_file_covered(f->rf);
 	return 0;
@@ -2087,8 +2087,9 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 		if ((acts[i].op == ACT_FETCH || acts[i].op == ACT_COND_FETCH) &&
 		    sched_wants(sc->o, &acts[i])) {
 			nf++;
-			if (acts[i].op == ACT_FETCH && acts[i].list_size > 0)
-				total += (uint64_t)acts[i].list_size;
+			if (acts[i].op == ACT_FETCH &&
+			    acts[i].fs.listed.size > 0)
+				total += (uint64_t)acts[i].fs.listed.size;
 		}
 	if ((sc->files = calloc(nf ? nf : 1, sizeof(*sc->files))) == NULL ||
 	    (sc->spans = calloc(nf ? nf : 1, sizeof(*sc->spans))) == NULL ||
@@ -2121,7 +2122,7 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 			continue;
 		sc->files[sc->nfiles].act = &acts[i];
 		if (sc->o->tune)
-			tune_plan(sc->o->tune, acts[i].list_size);
+			tune_plan(sc->o->tune, acts[i].fs.listed.size);
 		sc->files[sc->nfiles].sc = sc;
 		if (resume_setup(sc, &sc->files[sc->nfiles]) != 0)
 			return BM_ENOMEM;
