@@ -22,6 +22,7 @@
 
 #include "biomirror/autotune.h"
 #include "biomirror/clock.h"
+#include "biomirror/commit.h"
 #include "biomirror/config.h"
 #include "biomirror/destlock.h"
 #include "biomirror/digest.h"
@@ -513,14 +514,7 @@ run_mkdirs(struct run *r)
 		a = &r->p->acts[i];
 		if (a->op != ACT_MKDIR)
 			continue;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = a->path;
-		rec.type = ENTRY_DIR;
-		rec.fs.listed.size = -1;
-		rec.fs.listed.mtime = a->fs.listed.mtime;
-		rec.fs.listed.prec = a->fs.listed.prec;
-		rec.fs.upstream.size = rec.fs.upstream.mtime = -1;
-		rec.fs.local.size = rec.fs.local.mtime = -1;
+		commit_rec_entry(&rec, a, ENTRY_DIR, COMMIT_MKDIR);
 		if ((rc = store_mkdirs(r->s, a->path)) != 0) {
 			rec.op = COMMIT_FAILED;
 			rec.reason = bm_strerror(rc);
@@ -528,9 +522,8 @@ run_mkdirs(struct run *r)
 			(void)result_add_error(r->res, a->path, "mkdir",
 			    rec.reason);
 			r->res->failed++;
-		} else
-			rec.op = COMMIT_MKDIR;
-		if ((rc = manifest_commit(r->m, r->run, &rec, 1)) != 0)
+		}
+		if ((rc = commit_results(r->m, r->run, &rec, 1)) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -553,16 +546,8 @@ run_symlinks(struct run *r)
 		a = &r->p->acts[i];
 		if (a->op != ACT_SYMLINK)
 			continue;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = a->path;
-		rec.type = ENTRY_SYMLINK;
+		commit_rec_entry(&rec, a, ENTRY_SYMLINK, COMMIT_SYMLINK);
 		rec.target = a->target;
-		rec.fs.listed.size = -1;
-		rec.fs.listed.mtime = a->fs.listed.mtime;
-		rec.fs.listed.prec = a->fs.listed.prec;
-		rec.fs.upstream.size = rec.fs.upstream.mtime = -1;
-		rec.fs.local.size = rec.fs.local.mtime = -1;
-		rec.op = COMMIT_SYMLINK;
 		if (a->target == NULL || !store_link_inside(a->path,
 		    a->target))
 			log_info("%s -> %s: symlink target outside the mirror: "
@@ -580,7 +565,7 @@ run_symlinks(struct run *r)
 		} else if (a->fs.listed.prec != MTIME_UNKNOWN &&
 		    store_set_mtime(r->s, a->path, a->fs.listed.mtime) == 0)
 			rec.fs.local.mtime = a->fs.listed.mtime;
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -606,12 +591,9 @@ run_conflicts(struct run *r)
 		log_warnx("%s: %s", a->path, a->why);
 		(void)result_add_error(r->res, a->path, "conflict", a->why);
 		r->res->failed++;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = a->path;
-		rec.type = a->type;
-		rec.op = COMMIT_FAILED;
+		commit_rec_path(&rec, a->path, a->type, COMMIT_FAILED);
 		rec.reason = a->why;
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -703,17 +685,14 @@ run_deletes(struct run *r, enum action_phase phase)
 		a = &r->p->acts[i];
 		if (a->op != ACT_DELETE || a->phase != phase)
 			continue;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = a->path;
-		rec.type = a->type;
+		commit_rec_path(&rec, a->path, a->type, COMMIT_RELEASED);
 		if ((rec.reason = run_not_committed(r, a, why,
 		    sizeof(why))) != NULL) {
-			rec.op = COMMIT_RELEASED;
 			log_warnx("%s: delete: %s", a->path, rec.reason);
 			(void)result_add_error(r->res, a->path, "delete",
 			    rec.reason);
 			r->res->failed++;
-			if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+			if (commit_results(r->m, r->run, &rec, 1) != 0)
 				goto out;
 			continue;
 		}
@@ -754,7 +733,7 @@ run_deletes(struct run *r, enum action_phase phase)
 			if (a->type == ENTRY_FILE)
 				r->res->deleted++;
 		}
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			goto out;
 	}
 	ret = 0;
@@ -1344,21 +1323,14 @@ run_adopts(struct run *r)
 			    a->path, why);
 			continue;
 		}
-		memset(&rec, 0, sizeof(rec));
+		commit_rec_action(&rec, a, COMMIT_ADOPTED);
 		rec.checksum = sha[0] ? sha : NULL;
-		rec.path = a->path;
-		rec.op = COMMIT_ADOPTED;
 		rec.type = ENTRY_FILE;
-		rec.fs.listed.size = a->fs.listed.size;
-		rec.fs.listed.size_exact = a->fs.listed.size_exact;
-		rec.fs.listed.mtime = a->fs.listed.mtime;
-		rec.fs.listed.prec = a->fs.listed.prec;
+		rec.etag = NULL;
 		rec.fs.upstream.size = a->fs.listed.size;
 		rec.fs.upstream.mtime = -1;
-		rec.fs.local.size = a->fs.local.size;
-		rec.fs.local.mtime = a->fs.local.mtime;
 		/* XXX: one transaction per file; adopting is a one-off. */
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0) {
+		if (commit_results(r->m, r->run, &rec, 1) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
 			return BM_EDB;
@@ -1667,7 +1639,7 @@ recheck_queue(struct recheck *rc, const char *path, enum commit_op op,
 		rc->cap = cap;
 	}
 	v = &rc->recs[rc->nrecs];
-	memset(v, 0, sizeof(*v));
+	commit_rec_path(v, NULL, ENTRY_FILE, op);
 	rc->strs[2 * rc->nrecs] = strdup(path);
 	rc->strs[2 * rc->nrecs + 1] = strdup(text);
 	rc->nrecs++;
@@ -1675,8 +1647,6 @@ recheck_queue(struct recheck *rc, const char *path, enum commit_op op,
 	    rc->strs[2 * rc->nrecs - 1] == NULL)
 		return BM_ENOMEM;
 	v->path = rc->strs[2 * rc->nrecs - 2];
-	v->op = op;
-	v->type = ENTRY_FILE;
 	if (op == COMMIT_SIDECAR)
 		v->sidecar = rc->strs[2 * rc->nrecs - 1];
 	else
@@ -1878,7 +1848,7 @@ run_recheck(struct run *r, struct sidecar_set *old, struct sidecar_set *sums)
 	if ((ret = manifest_ls(r->m, "", recheck_row, &rc)) != 0)
 		goto out;
 	if (rc.nrecs > 0)
-		ret = manifest_commit(r->m, r->run, rc.recs, rc.nrecs);
+		ret = commit_results(r->m, r->run, rc.recs, rc.nrecs);
 out:
 	if (ret == BM_EDB)
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
@@ -2009,12 +1979,10 @@ run_fail_parked(struct run *r)
 		    r->p->acts[i].got : "?");
 		(void)result_add_error(r->res, r->p->acts[i].path, "fetch", why);
 		r->res->failed++;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = r->p->acts[i].path;
-		rec.op = COMMIT_FAILED;
-		rec.type = ENTRY_FILE;
+		commit_rec_path(&rec, r->p->acts[i].path, ENTRY_FILE,
+		    COMMIT_FAILED);
 		rec.reason = why;
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -2666,12 +2634,11 @@ run_record_digests(struct run *r)
 	if ((recs = calloc(r->ndigests, sizeof(*recs))) == NULL)
 		return BM_ENOMEM;
 	for (i = 0; i < r->ndigests; i++) {
-		recs[i].path = r->digests[i].path;
-		recs[i].op = COMMIT_DIGEST;
-		recs[i].type = ENTRY_FILE;
+		commit_rec_path(&recs[i], r->digests[i].path, ENTRY_FILE,
+		    COMMIT_DIGEST);
 		recs[i].checksum = r->digests[i].sum;
 	}
-	if (manifest_commit(r->m, r->run, recs, r->ndigests) != 0) {
+	if (commit_results(r->m, r->run, recs, r->ndigests) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 		    manifest_errmsg(r->m));
 		rc = BM_EDB;
@@ -2746,7 +2713,7 @@ run_intents(struct run *r)
 	memset(&in, 0, sizeof(in));
 	in.r = r;
 	rc = manifest_intents(r->m, intent_seen, &in);
-	if (rc == 0 && in.n > 0 && (rc = manifest_commit(r->m, r->run, in.v,
+	if (rc == 0 && in.n > 0 && (rc = commit_results(r->m, r->run, in.v,
 	    in.n)) == 0)
 		log_info("%s: %zu files published by an earlier run that was "
 		    "stopped before it recorded them: recorded now",

@@ -9,11 +9,11 @@
  * sched_finish(), which ignores files already DONE
  * or FAILED, so a late or double completion cannot commit a file twice.
  * Finished files collect in a batch; sched_flush() hands the batch to
- * the committer thread, which publishes it through store_commit()
- * (mtimes, one syncfs, renames, parent fsyncs) and then records it with
- * one manifest_commit() transaction, while the loop goes on fetching into
- * the next batch (at most one batch commits at a time; the loop waits
- * only when the next batch is full).  The loop thread finishes each
+ * the committer thread, which publishes it through commit_batch()
+ * (agent/sched/commit.c: intents, the store's mtimes, one syncfs,
+ * renames, parent fsyncs, then one manifest transaction), while the loop
+ * goes on fetching into the next batch (at most one batch commits at a
+ * time; the loop waits only when the next batch is full).  The loop thread finishes each
  * committed batch in commit_done() (counters, messages).  A file is only
  * ever in the manifest after its rename.  Per-file memory outside a try is
  * a few dozen bytes, so 100,000 planned files cost little.
@@ -37,6 +37,7 @@
 
 #include "biomirror/autotune.h"
 #include "biomirror/clock.h"
+#include "biomirror/commit.h"
 #include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
@@ -182,7 +183,7 @@ struct sbatch {
 	struct commit_rec *all;		/* owned: 2 * cap records for the manifest */
 	bool		 busy;		/* pushed, not yet through commit_done */
 	int		 store_rc;	/* store_commit's result */
-	int		 db_rc;		/* manifest_commit's result */
+	int		 db_rc;		/* commit_batch's result */
 	char		 db_err[256];	/* manifest_errmsg when db_rc != 0 */
 };
 
@@ -578,19 +579,6 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	return rc;
 }
 
-/* Fill a commit record from the planned action's listed values. */
-static void
-rec_from_action(struct commit_rec *r, const struct action *a,
-    enum commit_op op)
-{
-	memset(r, 0, sizeof(*r));
-	r->path = a->path;
-	r->op = op;
-	r->type = a->type;
-	r->fs = a->fs;
-	r->etag = a->etag;
-}
-
 /*
  * A new record of the batch; reason (may be NULL) is copied and owned by
  * the batch until the flush.
@@ -601,7 +589,7 @@ rec_new(struct sched *sc, const struct action *a, enum commit_op op,
 {
 	struct commit_rec *r = &sc->recs[sc->nrecs];
 
-	rec_from_action(r, a, op);
+	commit_rec_action(r, a, op);
 	sc->reasons[sc->nrecs] = reason ? strdup(reason) : NULL;
 	r->reason = sc->reasons[sc->nrecs] ? sc->reasons[sc->nrecs] :
 	    (reason ? "out of memory" : NULL);
@@ -627,21 +615,24 @@ store_reason(int rc, int err)
 }
 
 /*
- * The manifest record of a published (or not) batch item.  Committer
- * thread: reads the file's action and try, changes nothing.
+ * commit_item_fn: the manifest record of a published (or not) batch
+ * item.  Committer thread: reads the file's action and try, changes
+ * nothing.
  */
 static void
-item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
+item_record(void *ctx, size_t i, const struct store_commit_item *it,
+    struct commit_rec *r)
 {
+	const struct sbatch *b = ctx;
 	const struct sfile *f = b->itemf[i];
 	const struct sfile_done *d = f->d;
 
-	if (b->items[i].rc != 0) {
-		rec_from_action(r, f->act, COMMIT_FAILED);
-		r->reason = store_reason(b->items[i].rc, b->items[i].err);
+	if (it->rc != 0) {
+		commit_rec_action(r, f->act, COMMIT_FAILED);
+		r->reason = store_reason(it->rc, it->err);
 		return;
 	}
-	rec_from_action(r, f->act, COMMIT_FETCHED);
+	commit_rec_action(r, f->act, COMMIT_FETCHED);
 	r->fs.upstream.size = d->size;
 	r->fs.upstream.mtime = d->up_mtime;
 	r->etag = d->etag[0] ? d->etag : NULL;
@@ -653,36 +644,20 @@ item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
 	r->net = report_net_name(d->net);
 }
 
-/* Committer thread: publish batch b, then record it in the manifest. */
+/*
+ * Committer thread: publish batch b and record it in the manifest, in
+ * one commit_batch() (intents, renames, one transaction).
+ */
 static void
 commit_task(void *arg)
 {
 	struct sbatch	*b = arg;
 	struct sched	*sc = b->sc;
-	size_t		 i, n = 0;
 
-	b->store_rc = 0;
-	/*
-	 * What the renames are about to publish goes into the manifest
-	 * first (manifest_intent): a run killed between the renames and the
-	 * manifest transaction below leaves the next run a record that these
-	 * files are biomirror's.  A failure here shows again in that
-	 * transaction (db_rc).  Every item's rc is still 0 here, so its
-	 * record is the FETCHED one it gets if published.
-	 */
-	for (i = 0; i < b->nitems; i++)
-		item_record(b, i, &b->all[i]);
-	(void)manifest_intent(sc->m, b->all, b->nitems);
-	if (b->nitems > 0 && (b->store_rc = store_commit(sc->s, b->items,
-	    b->nitems)) != 0)
-		for (i = 0; i < b->nitems; i++)
-			b->items[i].rc = b->store_rc;
-	for (i = 0; i < b->nitems; i++)
-		item_record(b, i, &b->all[n++]);
-	for (i = 0; i < b->nrecs; i++)
-		b->all[n++] = b->recs[i];
 	b->db_err[0] = '\0';
-	if ((b->db_rc = manifest_commit(sc->m, sc->o->run, b->all, n)) != 0)
+	if ((b->db_rc = commit_batch(sc->m, sc->s, sc->o->run, b->items,
+	    b->nitems, item_record, b, b->recs, b->nrecs, b->all,
+	    &b->store_rc)) != 0)
 		(void)snprintf(b->db_err, sizeof(b->db_err), "%s",
 		    manifest_errmsg(sc->m));
 }
