@@ -1302,7 +1302,7 @@ ls_row(void *arg, const struct file_row *row)
 	struct ls_ctx	*x = arg;
 	char		 ts[32], type[2], *safe = NULL;
 
-	fmt_time(row->local_mtime, ts, sizeof(ts));
+	fmt_time(row->fs.local.mtime, ts, sizeof(ts));
 	if (text_utf8_escape(row->path, &safe) != 0)
 		return BM_ENOMEM;
 	type[0] = (char)row->type;
@@ -1310,10 +1310,10 @@ ls_row(void *arg, const struct file_row *row)
 	if (x->arr != NULL)
 		(void)json_array_append_new(x->arr, json_pack(
 		    "{s:s,s:s,s:I,s:s}", "path", safe, "type", type, "size",
-		    (json_int_t)row->local_size, "mtime", ts));
+		    (json_int_t)row->fs.local.size, "mtime", ts));
 	else if (row->type == ENTRY_FILE)
 		printf("%c %12lld %s %s\n", (char)row->type,
-		    (long long)row->local_size, ts, safe);
+		    (long long)row->fs.local.size, ts, safe);
 	else
 		printf("%c %12s %s %s\n", (char)row->type, "-", ts, safe);
 	free(safe);

@@ -1705,13 +1705,13 @@ diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
 		return DIFF_NEW;
 	if ((int)r->type != sqlite3_column_int(st, 8))
 		return DIFF_CHANGED;
-	if (r->type == ENTRY_FILE && r->list_size == -1 &&
-	    r->list_prec == MTIME_UNKNOWN)
+	if (r->type == ENTRY_FILE && r->fs.listed.size == -1 &&
+	    r->fs.listed.prec == MTIME_UNKNOWN)
 		return DIFF_UNKNOWN;
-	if (r->list_size != sqlite3_column_int64(st, 9) ||
-	    (int)r->list_size_exact != sqlite3_column_int(st, 10) ||
-	    r->list_mtime != sqlite3_column_int64(st, 11) ||
-	    (int)r->list_prec != sqlite3_column_int(st, 12))
+	if (r->fs.listed.size != sqlite3_column_int64(st, 9) ||
+	    (int)r->fs.listed.size_exact != sqlite3_column_int(st, 10) ||
+	    r->fs.listed.mtime != sqlite3_column_int64(st, 11) ||
+	    (int)r->fs.listed.prec != sqlite3_column_int(st, 12))
 		return DIFF_CHANGED;
 	if (r->type == ENTRY_SYMLINK) {
 		tlen = r->target != NULL ? strlen(r->target) : 0;
@@ -1726,10 +1726,10 @@ diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
 	 * more, conditionally (DIFF_UNKNOWN); the run that does so records
 	 * it after the minute ended, which settles it.
 	 */
-	if (r->type == ENTRY_FILE && (r->list_prec == MTIME_MINUTE ||
-	    r->list_prec == MTIME_DAY) && sqlite3_column_type(st, 20) !=
-	    SQLITE_NULL && sqlite3_column_int64(st, 20) < r->list_mtime +
-	    (r->list_prec == MTIME_DAY ? 86400LL : 60LL) * 1000000000LL)
+	if (r->type == ENTRY_FILE && (r->fs.listed.prec == MTIME_MINUTE ||
+	    r->fs.listed.prec == MTIME_DAY) && sqlite3_column_type(st, 20) !=
+	    SQLITE_NULL && sqlite3_column_int64(st, 20) < r->fs.listed.mtime +
+	    (r->fs.listed.prec == MTIME_DAY ? 86400LL : 60LL) * 1000000000LL)
 		return DIFF_UNKNOWN;
 	return DIFF_SAME;
 }
@@ -1746,19 +1746,19 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx)
 		memset(&r, 0, sizeof(r));
 		r.path = col_str(st, 0, &r.pathlen);
 		r.type = (enum entry_type)sqlite3_column_int(st, 1);
-		r.list_size = sqlite3_column_int64(st, 2);
-		r.list_size_exact = sqlite3_column_int(st, 3) != 0;
-		r.list_mtime = sqlite3_column_int64(st, 4);
-		r.list_prec = (enum mtime_prec)sqlite3_column_int(st, 5);
+		r.fs.listed.size = sqlite3_column_int64(st, 2);
+		r.fs.listed.size_exact = sqlite3_column_int(st, 3) != 0;
+		r.fs.listed.mtime = sqlite3_column_int64(st, 4);
+		r.fs.listed.prec = (enum mtime_prec)sqlite3_column_int(st, 5);
 		r.target = col_str(st, 6, NULL);
 		r.recorded = sqlite3_column_int(st, 7) != 0;
 		r.rec_type = r.recorded ? (enum entry_type)
 		    sqlite3_column_int(st, 8) : r.type;
-		r.up_size = col_opt(st, 14);
-		r.up_mtime = col_opt(st, 15);
+		r.fs.upstream.size = col_opt(st, 14);
+		r.fs.upstream.mtime = col_opt(st, 15);
 		r.etag = col_str(st, 16, NULL);
-		r.local_size = col_opt(st, 17);
-		r.local_mtime = col_opt(st, 18);
+		r.fs.local.size = col_opt(st, 17);
+		r.fs.local.mtime = col_opt(st, 18);
 		r.checksum = col_str(st, 19, NULL);
 		r.kind = diff_kind_of(st, &r);
 		if ((rc = fn(ctx, &r)) != 0)
@@ -1778,15 +1778,15 @@ file_from_row(sqlite3_stmt *st, struct file_row *f)
 	memset(f, 0, sizeof(*f));
 	f->path = col_str(st, 0, &f->pathlen);
 	f->type = (enum entry_type)sqlite3_column_int(st, 1);
-	f->list_size = sqlite3_column_int64(st, 2);
-	f->list_size_exact = sqlite3_column_int(st, 3) != 0;
-	f->list_mtime = sqlite3_column_int64(st, 4);
-	f->list_prec = (enum mtime_prec)sqlite3_column_int(st, 5);
-	f->up_size = col_opt(st, 6);
-	f->up_mtime = col_opt(st, 7);
+	f->fs.listed.size = sqlite3_column_int64(st, 2);
+	f->fs.listed.size_exact = sqlite3_column_int(st, 3) != 0;
+	f->fs.listed.mtime = sqlite3_column_int64(st, 4);
+	f->fs.listed.prec = (enum mtime_prec)sqlite3_column_int(st, 5);
+	f->fs.upstream.size = col_opt(st, 6);
+	f->fs.upstream.mtime = col_opt(st, 7);
 	f->etag = col_str(st, 8, NULL);
-	f->local_size = col_opt(st, 9);
-	f->local_mtime = col_opt(st, 10);
+	f->fs.local.size = col_opt(st, 9);
+	f->fs.local.mtime = col_opt(st, 10);
 	f->seen_run = col_opt(st, 11);
 	f->fetched_run = col_opt(st, 12);
 	f->target = col_str(st, 13, NULL);
@@ -1812,16 +1812,9 @@ diff_gone(struct manifest *m, manifest_diff_fn fn, void *ctx)
 		r.kind = DIFF_GONE;
 		r.type = f.type;
 		r.rec_type = f.type;
-		r.list_size = f.list_size;
-		r.list_size_exact = f.list_size_exact;
-		r.list_mtime = f.list_mtime;
-		r.list_prec = f.list_prec;
+		r.fs = f.fs;
 		r.recorded = true;
-		r.up_size = f.up_size;
-		r.up_mtime = f.up_mtime;
 		r.etag = f.etag;
-		r.local_size = f.local_size;
-		r.local_mtime = f.local_mtime;
 		r.checksum = f.checksum;
 		if ((rc = fn(ctx, &r)) != 0)
 			goto out;
@@ -1870,20 +1863,22 @@ manifest_file_count(struct manifest *m, int64_t *ret)
 static void
 bind_rec(sqlite3_stmt *st, const struct commit_rec *c, int64_t run)
 {
-	bool	 known = c->list_prec != MTIME_UNKNOWN;
+	bool	 known = c->fs.listed.prec != MTIME_UNKNOWN;
 
 	(void)bind_path(st, 1, c->path);
 	(void)sqlite3_bind_int(st, 2, (int)c->type);
-	(void)sqlite3_bind_int64(st, 3, c->list_size < 0 ? -1 : c->list_size);
-	(void)sqlite3_bind_int(st, 4, c->list_size >= 0 && c->list_size_exact);
-	(void)sqlite3_bind_int64(st, 5, known ? c->list_mtime : 0);
-	(void)sqlite3_bind_int(st, 6, known ? (int)c->list_prec : 0);
-	(void)bind_opt(st, 7, c->up_size);
-	(void)bind_opt(st, 8, c->up_mtime);
+	(void)sqlite3_bind_int64(st, 3, c->fs.listed.size < 0 ? -1 :
+	    c->fs.listed.size);
+	(void)sqlite3_bind_int(st, 4, c->fs.listed.size >= 0 &&
+	    c->fs.listed.size_exact);
+	(void)sqlite3_bind_int64(st, 5, known ? c->fs.listed.mtime : 0);
+	(void)sqlite3_bind_int(st, 6, known ? (int)c->fs.listed.prec : 0);
+	(void)bind_opt(st, 7, c->fs.upstream.size);
+	(void)bind_opt(st, 8, c->fs.upstream.mtime);
 	(void)bind_text(st, 9, c->etag);
 	(void)bind_path(st, 10, c->type == ENTRY_SYMLINK ? c->target : NULL);
-	(void)bind_opt(st, 11, c->local_size);
-	(void)bind_opt(st, 12, c->local_mtime);
+	(void)bind_opt(st, 11, c->fs.local.size);
+	(void)bind_opt(st, 12, c->fs.local.mtime);
 	(void)sqlite3_bind_int64(st, 13, run);
 }
 
@@ -1944,17 +1939,19 @@ static int
 mismatch_put(struct manifest *m, int64_t run, const struct commit_rec *c)
 {
 	sqlite3_stmt	*st = m->st[ST_MISMATCH_PUT];
-	bool		 known = c->list_prec != MTIME_UNKNOWN;
+	bool		 known = c->fs.listed.prec != MTIME_UNKNOWN;
 
 	if (c->sidecar == NULL || c->checksum == NULL)
 		return BM_EINVAL;
 	(void)bind_path(st, 1, c->path);
-	(void)sqlite3_bind_int64(st, 2, c->list_size < 0 ? -1 : c->list_size);
-	(void)sqlite3_bind_int(st, 3, c->list_size >= 0 && c->list_size_exact);
-	(void)sqlite3_bind_int64(st, 4, known ? c->list_mtime : 0);
-	(void)sqlite3_bind_int(st, 5, known ? (int)c->list_prec : 0);
-	(void)bind_opt(st, 6, c->up_size);
-	(void)bind_opt(st, 7, c->up_mtime);
+	(void)sqlite3_bind_int64(st, 2, c->fs.listed.size < 0 ? -1 :
+	    c->fs.listed.size);
+	(void)sqlite3_bind_int(st, 3, c->fs.listed.size >= 0 &&
+	    c->fs.listed.size_exact);
+	(void)sqlite3_bind_int64(st, 4, known ? c->fs.listed.mtime : 0);
+	(void)sqlite3_bind_int(st, 5, known ? (int)c->fs.listed.prec : 0);
+	(void)bind_opt(st, 6, c->fs.upstream.size);
+	(void)bind_opt(st, 7, c->fs.upstream.mtime);
 	(void)bind_text(st, 8, c->etag);
 	(void)bind_text(st, 9, c->sidecar);
 	(void)bind_text(st, 10, c->checksum);
@@ -2009,8 +2006,8 @@ commit_row(struct manifest *m, int64_t run, const struct commit_rec *c)
 	case COMMIT_TOUCHED:
 		st = m->st[ST_TOUCHED];
 		(void)bind_path(st, 1, c->path);
-		(void)bind_opt(st, 2, c->local_mtime);
-		(void)bind_opt(st, 3, c->local_size);
+		(void)bind_opt(st, 2, c->fs.local.mtime);
+		(void)bind_opt(st, 3, c->fs.local.size);
 		(void)sqlite3_bind_int64(st, 4, run);
 		return st_run(m, st);
 	case COMMIT_DIGEST:
@@ -2110,12 +2107,12 @@ manifest_intent(struct manifest *m, const struct commit_rec *recs, size_t n)
 		return rc;
 	for (i = 0; i < n; i++) {
 		(void)bind_path(st, 1, recs[i].path);
-		(void)sqlite3_bind_int64(st, 2, recs[i].list_size);
-		(void)sqlite3_bind_int(st, 3, recs[i].list_size_exact);
-		(void)sqlite3_bind_int64(st, 4, recs[i].list_mtime);
-		(void)sqlite3_bind_int(st, 5, (int)recs[i].list_prec);
-		(void)sqlite3_bind_int64(st, 6, recs[i].local_size);
-		(void)sqlite3_bind_int64(st, 7, recs[i].local_mtime);
+		(void)sqlite3_bind_int64(st, 2, recs[i].fs.listed.size);
+		(void)sqlite3_bind_int(st, 3, recs[i].fs.listed.size_exact);
+		(void)sqlite3_bind_int64(st, 4, recs[i].fs.listed.mtime);
+		(void)sqlite3_bind_int(st, 5, (int)recs[i].fs.listed.prec);
+		(void)sqlite3_bind_int64(st, 6, recs[i].fs.local.size);
+		(void)sqlite3_bind_int64(st, 7, recs[i].fs.local.mtime);
 		if ((rc = st_run(m, st)) != 0)
 			goto out;
 	}
@@ -2138,13 +2135,13 @@ manifest_intents(struct manifest *m, manifest_intent_fn fn, void *ctx)
 		c.op = COMMIT_ADOPTED;
 		c.type = ENTRY_FILE;
 		c.path = col_str(st, 0, NULL);
-		c.list_size = sqlite3_column_int64(st, 1);
-		c.list_size_exact = sqlite3_column_int(st, 2) != 0;
-		c.list_mtime = sqlite3_column_int64(st, 3);
-		c.list_prec = (enum mtime_prec)sqlite3_column_int(st, 4);
-		c.up_size = c.up_mtime = -1;
-		c.local_size = sqlite3_column_int64(st, 5);
-		c.local_mtime = sqlite3_column_int64(st, 6);
+		c.fs.listed.size = sqlite3_column_int64(st, 1);
+		c.fs.listed.size_exact = sqlite3_column_int(st, 2) != 0;
+		c.fs.listed.mtime = sqlite3_column_int64(st, 3);
+		c.fs.listed.prec = (enum mtime_prec)sqlite3_column_int(st, 4);
+		c.fs.upstream.size = c.fs.upstream.mtime = -1;
+		c.fs.local.size = sqlite3_column_int64(st, 5);
+		c.fs.local.mtime = sqlite3_column_int64(st, 6);
 		c.bytes = 0;
 		if (c.path == NULL) {
 			rc = BM_EDB;
@@ -2443,12 +2440,12 @@ manifest_mismatches(struct manifest *m, manifest_mismatch_fn fn, void *ctx)
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		memset(&r, 0, sizeof(r));
 		r.path = col_str(st, 0, NULL);
-		r.list_size = sqlite3_column_int64(st, 1);
-		r.list_size_exact = sqlite3_column_int(st, 2) != 0;
-		r.list_mtime = sqlite3_column_int64(st, 3);
-		r.list_prec = (enum mtime_prec)sqlite3_column_int(st, 4);
-		r.up_size = col_opt(st, 5);
-		r.up_mtime = col_opt(st, 6);
+		r.fs.listed.size = sqlite3_column_int64(st, 1);
+		r.fs.listed.size_exact = sqlite3_column_int(st, 2) != 0;
+		r.fs.listed.mtime = sqlite3_column_int64(st, 3);
+		r.fs.listed.prec = (enum mtime_prec)sqlite3_column_int(st, 4);
+		r.fs.upstream.size = col_opt(st, 5);
+		r.fs.upstream.mtime = col_opt(st, 6);
 		r.etag = col_str(st, 7, NULL);
 		r.want = col_str(st, 8, NULL);
 		r.got = col_str(st, 9, NULL);

@@ -103,6 +103,11 @@ boundaries() {
 	    2>/dev/null | grep -v '^manifest/' |
 	    sed 's/$/  [sqlite3 outside manifest\/]/')
 "
+	# Only the commit step (agent/sched/commit.c) writes run results.
+	out="$out$(cd "$s" && grep -nE '\bmanifest_(commit|intent)\b' $SRCS \
+	    2>/dev/null | grep -vE '^(manifest/|include/biomirror/manifest\.h:|agent/sched/commit\.c:)' |
+	    sed 's/$/  [manifest_commit or manifest_intent outside agent\/sched\/commit.c]/')
+"
 	# Only the transports (agent/xfer/) call libcurl.
 	out="$out$(cd "$s" && grep -noE '\b(curl_[A-Za-z0-9_]+|CURL[A-Za-z0-9_]*)\b|curl/curl\.h' \
 	    $SRCS 2>/dev/null | grep -v '^agent/xfer/' |
@@ -197,6 +202,8 @@ plant() {
 }
 plant agent/run/p.c 'int f(void) { return sqlite3_exec(0, 0, 0, 0, 0); }'
 plant agent/run/p.c 'void f(void) { curl_easy_reset(0); }'
+plant agent/run/p.c 'int f(void) { return manifest_commit(0, 1, 0, 0); }'
+plant agent/sched/sched.c 'int f(void) { return manifest_intent(0, 0, 0); }'
 plant agent/main.c 'void f(void) { curl_multi_init(); }'
 plant agent/run/p.c 'int f(void) { return socket(2, 1, 0); }'
 plant agent/run/p.c 'int f(int d) { return renameat(d, "a", d, "b"); }'

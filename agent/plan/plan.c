@@ -56,14 +56,14 @@ action_bytes(const struct action *a)
 	switch (a->op) {
 	case ACT_FETCH:
 	case ACT_COND_FETCH:
-		if (a->list_size > 0)
-			return a->list_size;
-		if (a->up_size > 0)
-			return a->up_size;
-		return a->list_size == 0 ? 0 : -1;
+		if (a->fs.listed.size > 0)
+			return a->fs.listed.size;
+		if (a->fs.upstream.size > 0)
+			return a->fs.upstream.size;
+		return a->fs.listed.size == 0 ? 0 : -1;
 	case ACT_DELETE:
-		return a->type == ENTRY_FILE && a->local_size > 0 ?
-		    a->local_size : 0;
+		return a->type == ENTRY_FILE && a->fs.local.size > 0 ?
+		    a->fs.local.size : 0;
 	default:
 		return 0;
 	}
@@ -96,14 +96,7 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	    op == ACT_KEEP) ? PHASE_DELETE : PHASE_XFER;
 	a->type = row->type;
 	a->why = why;
-	a->list_size = row->list_size;
-	a->list_size_exact = row->list_size_exact;
-	a->list_mtime = row->list_mtime;
-	a->list_prec = row->list_prec;
-	a->up_size = row->up_size;
-	a->up_mtime = row->up_mtime;
-	a->local_size = row->local_size;
-	a->local_mtime = row->local_mtime;
+	a->fs = row->fs;
 	p->nacts++;
 	switch (op) {
 	case ACT_MKDIR:
@@ -323,20 +316,21 @@ plan_local(struct plan_ctx *c, const struct diff_row *row,
 			return rc < 0 ? rc : 0;
 		return plan_add(c->p, row, ACT_FETCH, "local not a file");
 	}
-	if (st.size != row->local_size)
+	if (st.size != row->fs.local.size)
 		return plan_add(c->p, row, ACT_FETCH, "local size differs");
 	if (c->po != NULL && c->po->check != NULL &&
 	    c->po->check(c->po->check_ctx, row))
 		return plan_add(c->p, row, ACT_FETCH, "local content differs");
-	if (st.mtime != row->local_mtime && same_op != ACT_COND_FETCH)
+	if (st.mtime != row->fs.local.mtime && same_op != ACT_COND_FETCH)
 		return plan_add(c->p, row, ACT_TOUCH, "local mtime drifted");
 	if (same_op == ACT_COND_FETCH) {
 		if ((rc = plan_add(c->p, row, ACT_COND_FETCH,
-		    row->list_prec == MTIME_UNKNOWN ? "no size or date" :
+		    row->fs.listed.prec == MTIME_UNKNOWN ? "no size or date" :
 		    "recorded before its listed minute ended")) != 0)
 			return rc;
 		/* A 304 keeps the content: the mtime is set back then. */
-		c->p->acts[c->p->nacts - 1].touch = st.mtime != row->local_mtime;
+		c->p->acts[c->p->nacts - 1].touch =
+		    st.mtime != row->fs.local.mtime;
 		return 0;
 	}
 	c->p->unchanged++;
@@ -367,23 +361,25 @@ static int
 plan_adopt(struct plan_ctx *c, const struct diff_row *row)
 {
 	struct local_stat st;
-	int64_t		 unit = prec_unit(row->list_prec), lt;
+	int64_t		 unit = prec_unit(row->fs.listed.prec), lt;
 	int		 rc;
 
-	if (c->s == NULL || !row->list_size_exact || row->list_size < 0 ||
-	    unit == 0 || store_stat(c->s, row->path, &st) != 0 ||
-	    st.type != 'f' || st.size != row->list_size)
+	if (c->s == NULL || !row->fs.listed.size_exact ||
+	    row->fs.listed.size < 0 || unit == 0 ||
+	    store_stat(c->s, row->path, &st) != 0 ||
+	    st.type != 'f' || st.size != row->fs.listed.size)
 		return 0;
 	lt = st.mtime - (st.mtime % unit + unit) % unit;
-	if (lt != row->list_mtime - (row->list_mtime % unit + unit) % unit)
+	if (lt != row->fs.listed.mtime -
+	    (row->fs.listed.mtime % unit + unit) % unit)
 		return 0;
 	/* resync --checksum --adopt: the content must match too. */
 	if (c->po->check != NULL && c->po->check(c->po->check_ctx, row))
 		return 0;
 	if ((rc = plan_add(c->p, row, ACT_ADOPT, "local copy matches")) != 0)
 		return rc;
-	c->p->acts[c->p->nacts - 1].local_size = st.size;
-	c->p->acts[c->p->nacts - 1].local_mtime = st.mtime;
+	c->p->acts[c->p->nacts - 1].fs.local.size = st.size;
+	c->p->acts[c->p->nacts - 1].fs.local.mtime = st.mtime;
 	return 1;
 }
 
@@ -561,15 +557,8 @@ plan_add_refetch(struct plan *p, const struct file_row *row, const char *why)
 	r.kind = DIFF_SAME;
 	r.type = r.rec_type = row->type;
 	r.recorded = true;
-	r.list_size = row->list_size;
-	r.list_size_exact = row->list_size_exact;
-	r.list_mtime = row->list_mtime;
-	r.list_prec = row->list_prec;
-	r.up_size = row->up_size;
-	r.up_mtime = row->up_mtime;
+	r.fs = row->fs;
 	r.etag = row->etag;
-	r.local_size = row->local_size;
-	r.local_mtime = row->local_mtime;
 	r.checksum = row->checksum;
 	return plan_add(p, &r, ACT_FETCH, why);
 }

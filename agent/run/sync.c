@@ -23,6 +23,7 @@
 
 #include "biomirror/autotune.h"
 #include "biomirror/clock.h"
+#include "biomirror/commit.h"
 #include "biomirror/config.h"
 #include "biomirror/destlock.h"
 #include "biomirror/digest.h"
@@ -470,8 +471,9 @@ print_plan(const struct run *r, FILE *fp, const char *guard)
 		    (a->op == ACT_DELETE && a->type == ENTRY_FILE)))
 			fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
 			    action_name(a->op), a->path, a->why,
-			    a->op != ACT_DELETE && a->list_size == b &&
-			    !a->list_size_exact ? "about " : "", (long long)b);
+			    a->op != ACT_DELETE && a->fs.listed.size == b &&
+			    !a->fs.listed.size_exact ? "about " : "",
+			    (long long)b);
 		else
 			fprintf(fp, "%-6s %s (%s)\n", action_name(a->op),
 			    a->path, a->why);
@@ -517,14 +519,7 @@ run_mkdirs(struct run *r)
 		a = &r->p->acts[i];
 		if (a->op != ACT_MKDIR)
 			continue;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = a->path;
-		rec.type = ENTRY_DIR;
-		rec.list_size = -1;
-		rec.list_mtime = a->list_mtime;
-		rec.list_prec = a->list_prec;
-		rec.up_size = rec.up_mtime = -1;
-		rec.local_size = rec.local_mtime = -1;
+		commit_rec_entry(&rec, a, ENTRY_DIR, COMMIT_MKDIR);
 		if ((rc = store_mkdirs(r->s, a->path)) != 0) {
 			rec.op = COMMIT_FAILED;
 			rec.reason = bm_strerror(rc);
@@ -532,9 +527,8 @@ run_mkdirs(struct run *r)
 			(void)result_add_error(r->res, a->path, "mkdir",
 			    rec.reason);
 			r->res->failed++;
-		} else
-			rec.op = COMMIT_MKDIR;
-		if ((rc = manifest_commit(r->m, r->run, &rec, 1)) != 0)
+		}
+		if ((rc = commit_results(r->m, r->run, &rec, 1)) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -557,16 +551,8 @@ run_symlinks(struct run *r)
 		a = &r->p->acts[i];
 		if (a->op != ACT_SYMLINK)
 			continue;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = a->path;
-		rec.type = ENTRY_SYMLINK;
+		commit_rec_entry(&rec, a, ENTRY_SYMLINK, COMMIT_SYMLINK);
 		rec.target = a->target;
-		rec.list_size = -1;
-		rec.list_mtime = a->list_mtime;
-		rec.list_prec = a->list_prec;
-		rec.up_size = rec.up_mtime = -1;
-		rec.local_size = rec.local_mtime = -1;
-		rec.op = COMMIT_SYMLINK;
 		if (a->target == NULL || !store_link_inside(a->path,
 		    a->target))
 			log_info("%s -> %s: symlink target outside the mirror: "
@@ -581,10 +567,10 @@ run_symlinks(struct run *r)
 			(void)result_add_error(r->res, a->path, "symlink",
 			    rec.reason);
 			r->res->failed++;
-		} else if (a->list_prec != MTIME_UNKNOWN &&
-		    store_set_mtime(r->s, a->path, a->list_mtime) == 0)
-			rec.local_mtime = a->list_mtime;
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+		} else if (a->fs.listed.prec != MTIME_UNKNOWN &&
+		    store_set_mtime(r->s, a->path, a->fs.listed.mtime) == 0)
+			rec.fs.local.mtime = a->fs.listed.mtime;
+		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -610,12 +596,9 @@ run_conflicts(struct run *r)
 		log_warnx("%s: %s", a->path, a->why);
 		(void)result_add_error(r->res, a->path, "conflict", a->why);
 		r->res->failed++;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = a->path;
-		rec.type = a->type;
-		rec.op = COMMIT_FAILED;
+		commit_rec_path(&rec, a->path, a->type, COMMIT_FAILED);
 		rec.reason = a->why;
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -658,14 +641,14 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
 	if (st.type != want)
 		(void)snprintf(buf, len, "%s, but the local path is no longer "
 		    "the %s committed: kept, no longer tracked", event, what);
-	else if (want == 'f' && a->local_size >= 0 &&
-	    st.size != a->local_size)
+	else if (want == 'f' && a->fs.local.size >= 0 &&
+	    st.size != a->fs.local.size)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (%lld bytes, committed %lld): kept, no "
 		    "longer tracked", event, (long long)st.size,
-		    (long long)a->local_size);
-	else if (want == 'f' && a->local_mtime >= 0 &&
-	    st.mtime != a->local_mtime)
+		    (long long)a->fs.local.size);
+	else if (want == 'f' && a->fs.local.mtime >= 0 &&
+	    st.mtime != a->fs.local.mtime)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (its mtime changed since): kept, no "
 		    "longer tracked", event);
@@ -707,17 +690,14 @@ run_deletes(struct run *r, enum action_phase phase)
 		a = &r->p->acts[i];
 		if (a->op != ACT_DELETE || a->phase != phase)
 			continue;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = a->path;
-		rec.type = a->type;
+		commit_rec_path(&rec, a->path, a->type, COMMIT_RELEASED);
 		if ((rec.reason = run_not_committed(r, a, why,
 		    sizeof(why))) != NULL) {
-			rec.op = COMMIT_RELEASED;
 			log_warnx("%s: delete: %s", a->path, rec.reason);
 			(void)result_add_error(r->res, a->path, "delete",
 			    rec.reason);
 			r->res->failed++;
-			if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+			if (commit_results(r->m, r->run, &rec, 1) != 0)
 				goto out;
 			continue;
 		}
@@ -758,7 +738,7 @@ run_deletes(struct run *r, enum action_phase phase)
 			if (a->type == ENTRY_FILE)
 				r->res->deleted++;
 		}
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			goto out;
 	}
 	ret = 0;
@@ -1421,26 +1401,19 @@ run_adopts(struct run *r)
 			    a->path, why);
 			continue;
 		}
-		memset(&rec, 0, sizeof(rec));
+		commit_rec_action(&rec, a, COMMIT_ADOPTED);
 		rec.checksum = sha[0] ? sha : NULL;
-		rec.path = a->path;
-		rec.op = COMMIT_ADOPTED;
 		rec.type = ENTRY_FILE;
-		rec.list_size = a->list_size;
-		rec.list_size_exact = a->list_size_exact;
-		rec.list_mtime = a->list_mtime;
-		rec.list_prec = a->list_prec;
-		rec.up_size = a->list_size;
+		rec.etag = NULL;
+		rec.fs.upstream.size = a->fs.listed.size;
 		/*
 		 * The copy's mtime, which mirrors keep as upstream's: a
 		 * conditional GET of it (its listed minute had not ended)
 		 * gets a 304 rather than the whole file.
 		 */
-		rec.up_mtime = a->local_mtime;
-		rec.local_size = a->local_size;
-		rec.local_mtime = a->local_mtime;
+		rec.fs.upstream.mtime = a->fs.local.mtime;
 		/* XXX: one transaction per file; adopting is a one-off. */
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0) {
+		if (commit_results(r->m, r->run, &rec, 1) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
 			return BM_EDB;
@@ -1650,9 +1623,8 @@ run_unchecked(void *ctx, const char *path)
 /* A file whose upstream body kept failing its sidecar (manifest_mismatches). */
 struct mism {
 	char		*path;		/* owned */
-	int64_t		 list_size, list_mtime, run;
-	bool		 list_size_exact;
-	enum mtime_prec	 list_prec;
+	struct listed_state listed;	/* listed when it failed */
+	int64_t		 run;
 	char		*want, *got;	/* owned */
 };
 
@@ -1683,10 +1655,7 @@ recheck_mism(void *ctx, const struct mismatch_rec *m)
 	rc->mm = v;
 	e = &v[rc->nmm];
 	memset(e, 0, sizeof(*e));
-	e->list_size = m->list_size;
-	e->list_size_exact = m->list_size_exact;
-	e->list_mtime = m->list_mtime;
-	e->list_prec = m->list_prec;
+	e->listed = m->fs.listed;
 	e->run = m->run;
 	rc->nmm++;
 	if ((e->path = strdup(m->path)) == NULL ||
@@ -1753,7 +1722,7 @@ recheck_queue(struct recheck *rc, const char *path, enum commit_op op,
 		rc->cap = cap;
 	}
 	v = &rc->recs[rc->nrecs];
-	memset(v, 0, sizeof(*v));
+	commit_rec_path(v, NULL, ENTRY_FILE, op);
 	rc->strs[2 * rc->nrecs] = strdup(path);
 	rc->strs[2 * rc->nrecs + 1] = strdup(text);
 	rc->nrecs++;
@@ -1761,8 +1730,6 @@ recheck_queue(struct recheck *rc, const char *path, enum commit_op op,
 	    rc->strs[2 * rc->nrecs - 1] == NULL)
 		return BM_ENOMEM;
 	v->path = rc->strs[2 * rc->nrecs - 2];
-	v->op = op;
-	v->type = ENTRY_FILE;
 	if (op == COMMIT_SIDECAR)
 		v->sidecar = rc->strs[2 * rc->nrecs - 1];
 	else
@@ -1779,15 +1746,17 @@ recheck_queue(struct recheck *rc, const char *path, enum commit_op op,
  */
 static bool
 recheck_known_bad(struct recheck *rc, const struct mism *m,
-    const char *path, int64_t size, bool exact, int64_t mtime,
-    enum mtime_prec prec, const char *now, int *ret)
+    const char *path, const struct listed_state *l, const char *now,
+    int *ret)
 {
 	char	 why[400];
 
 	*ret = 0;
-	if (m == NULL || strcmp(m->want, now) != 0 || m->list_size != size ||
-	    m->list_size_exact != exact || m->list_mtime != mtime ||
-	    m->list_prec != prec || prec == MTIME_UNKNOWN || size < 0)
+	if (m == NULL || strcmp(m->want, now) != 0 ||
+	    m->listed.size != l->size ||
+	    m->listed.size_exact != l->size_exact ||
+	    m->listed.mtime != l->mtime || m->listed.prec != l->prec ||
+	    l->prec == MTIME_UNKNOWN || l->size < 0)
 		return false;
 	(void)snprintf(why, sizeof(why), "checksum mismatch: upstream's copy "
 	    "still fails its sidecar (it says %.150s, run %lld got %.75s): "
@@ -1880,8 +1849,7 @@ recheck_row(void *ctx, const struct file_row *row)
 		return 0;
 	if (recheck_conflict(rc, row->path, &sum, &ret) || (!unchecked &&
 	    recheck_known_bad(rc, recheck_find_mism(rc, row->path), row->path,
-	    row->list_size, row->list_size_exact, row->list_mtime,
-	    row->list_prec, now, &ret)))
+	    &row->fs.listed, now, &ret)))
 		return ret;
 	rec = recheck_was(rc, row, now, was, sizeof(was));
 	if (rec != NULL && strcmp(rec, now) == 0)
@@ -1899,8 +1867,7 @@ recheck_row(void *ctx, const struct file_row *row)
 	}
 	/* Upstream's copy is known to fail too: not fetched again. */
 	if (unchecked && recheck_known_bad(rc, recheck_find_mism(rc,
-	    row->path), row->path, row->list_size, row->list_size_exact,
-	    row->list_mtime, row->list_prec, now, &ret))
+	    row->path), row->path, &row->fs.listed, now, &ret))
 		return ret != 0 ? ret : recheck_queue(rc, row->path,
 		    COMMIT_SIDECAR, "");
 	log_warnx("%s: %s: %s: local content %s: fetching it again",
@@ -1954,8 +1921,7 @@ run_recheck(struct run *r, struct sidecar_set *old, struct sidecar_set *sums)
 		    sidecar_sum_text(&sum, now, sizeof(now)) != 0)
 			continue;
 		if (recheck_known_bad(&rc, recheck_find_mism(&rc, a->path),
-		    a->path, a->list_size, a->list_size_exact, a->list_mtime,
-		    a->list_prec, now, &ret)) {
+		    a->path, &a->fs.listed, now, &ret)) {
 			a->op = ACT_KEEP;	/* not fetched */
 			a->why = "fails its sidecar";
 		}
@@ -1965,7 +1931,7 @@ run_recheck(struct run *r, struct sidecar_set *old, struct sidecar_set *sums)
 	if ((ret = manifest_ls(r->m, "", recheck_row, &rc)) != 0)
 		goto out;
 	if (rc.nrecs > 0)
-		ret = manifest_commit(r->m, r->run, rc.recs, rc.nrecs);
+		ret = commit_results(r->m, r->run, rc.recs, rc.nrecs);
 out:
 	if (ret == BM_EDB)
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
@@ -2096,12 +2062,10 @@ run_fail_parked(struct run *r)
 		    r->p->acts[i].got : "?");
 		(void)result_add_error(r->res, r->p->acts[i].path, "fetch", why);
 		r->res->failed++;
-		memset(&rec, 0, sizeof(rec));
-		rec.path = r->p->acts[i].path;
-		rec.op = COMMIT_FAILED;
-		rec.type = ENTRY_FILE;
+		commit_rec_path(&rec, r->p->acts[i].path, ENTRY_FILE,
+		    COMMIT_FAILED);
 		rec.reason = why;
-		if (manifest_commit(r->m, r->run, &rec, 1) != 0)
+		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
 	}
 	return 0;
@@ -2667,7 +2631,7 @@ run_wants_digest(struct run *r, const struct diff_row *row)
 	    row->kind == DIFF_SAME && row->recorded &&
 	    row->type == ENTRY_FILE && row->checksum == NULL &&
 	    store_stat(r->s, row->path, &st) == 0 && st.type == 'f' &&
-	    st.size == row->local_size && st.mtime == row->local_mtime;
+	    st.size == row->fs.local.size && st.mtime == row->fs.local.mtime;
 }
 
 /* Queue path's digest sha ("sha256:HEX") for run_record_digests(). */
@@ -2753,12 +2717,11 @@ run_record_digests(struct run *r)
 	if ((recs = calloc(r->ndigests, sizeof(*recs))) == NULL)
 		return BM_ENOMEM;
 	for (i = 0; i < r->ndigests; i++) {
-		recs[i].path = r->digests[i].path;
-		recs[i].op = COMMIT_DIGEST;
-		recs[i].type = ENTRY_FILE;
+		commit_rec_path(&recs[i], r->digests[i].path, ENTRY_FILE,
+		    COMMIT_DIGEST);
 		recs[i].checksum = r->digests[i].sum;
 	}
-	if (manifest_commit(r->m, r->run, recs, r->ndigests) != 0) {
+	if (commit_results(r->m, r->run, recs, r->ndigests) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 		    manifest_errmsg(r->m));
 		rc = BM_EDB;
@@ -2791,7 +2754,7 @@ intent_seen(void *ctx, const struct commit_rec *c)
 	size_t		 cap;
 
 	if (store_stat(in->r->s, c->path, &st) != 0 || st.type != 'f' ||
-	    st.size != c->local_size || st.mtime != c->local_mtime)
+	    st.size != c->fs.local.size || st.mtime != c->fs.local.mtime)
 		return 0;	/* not renamed: its temp file is a left-over */
 	if (in->n == in->cap) {
 		cap = in->cap ? 2 * in->cap : 64;
@@ -2833,7 +2796,7 @@ run_intents(struct run *r)
 	memset(&in, 0, sizeof(in));
 	in.r = r;
 	rc = manifest_intents(r->m, intent_seen, &in);
-	if (rc == 0 && in.n > 0 && (rc = manifest_commit(r->m, r->run, in.v,
+	if (rc == 0 && in.n > 0 && (rc = commit_results(r->m, r->run, in.v,
 	    in.n)) == 0)
 		log_info("%s: %zu files published by an earlier run that was "
 		    "stopped before it recorded them: recorded now",
@@ -3285,11 +3248,11 @@ verify_file(void *ctx, const struct file_row *row)
 		why = "missing";	/* no tree at all: nothing was made */
 	else if ((rc = store_open_read(r->s, row->path, &fd, &st)) != 0)
 		why = rc == BM_ENOENT ? "missing" : bm_strerror(rc);
-	else if (st.size != row->local_size)
+	else if (st.size != row->fs.local.size)
 		why = "size differs from what was committed";
 	else if ((why = run_local_differs(r, row->path, row->checksum,
 	    &compared, NULL)) == NULL && !compared &&
-	    row->local_mtime >= 0 && st.mtime != row->local_mtime)
+	    row->fs.local.mtime >= 0 && st.mtime != row->fs.local.mtime)
 		/* Nothing to hash against: size and mtime are the check. */
 		why = "mtime differs from what was committed";
 	if (fd != -1)

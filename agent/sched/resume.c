@@ -191,8 +191,9 @@ prepare_row(void *ctx, const struct partial_rec *p)
 	ap = bsearch(p->path, rs->fetch, rs->nfetch, sizeof(*rs->fetch),
 	    act_key_cmp);
 	a = ap != NULL ? *ap : NULL;
-	if (a != NULL && a->list_size_exact && a->list_size == p->size &&
-	    a->list_mtime == p->list_mtime && p->nranges > 0 &&
+	if (a != NULL && a->fs.listed.size_exact &&
+	    a->fs.listed.size == p->size &&
+	    a->fs.listed.mtime == p->list_mtime && p->nranges > 0 &&
 	    p->size >= RESUME_MIN_SIZE &&
 	    (etag_strong(p->etag) || p->up_mtime >= 0))
 		return set_keep(rs, p);

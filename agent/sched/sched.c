@@ -4,8 +4,8 @@
  * FAILED; while RUNNING it owns a struct sfile_try (one transport job per
  * range).  Invariants: a file ends only in sched_finish(), which ignores
  * files already DONE or FAILED (no double commit); a file is in the
- * manifest only after its rename (the committer thread: store_commit(),
- * then one manifest_commit()); hashing never holds up a transfer.  States,
+ * manifest only after its rename (the committer thread: commit_batch() in
+ * agent/sched/commit.c); hashing never holds up a transfer.  States,
  * batches and digests: see docs/internals.md, "The scheduler's files and
  * batches".
  */
@@ -19,6 +19,7 @@
 
 #include "biomirror/autotune.h"
 #include "biomirror/clock.h"
+#include "biomirror/commit.h"
 #include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
@@ -164,7 +165,7 @@ struct sbatch {
 	struct commit_rec *all;		/* owned: 2 * cap records for the manifest */
 	bool		 busy;		/* pushed, not yet through commit_done */
 	int		 store_rc;	/* store_commit's result */
-	int		 db_rc;		/* manifest_commit's result */
+	int		 db_rc;		/* commit_batch's result */
 	char		 db_err[256];	/* manifest_errmsg when db_rc != 0 */
 };
 
@@ -333,7 +334,7 @@ resume_reopen(struct sfile *f)
 	int		 rc;
 
 	rc = store_file_resume(f->sc->s, a->path, resume_file_tmpname(f->rf),
-	    a->list_size, &sf);
+	    a->fs.listed.size, &sf);
 	if (resume_file_reopened(f->rf, rc == 0,
 	    rc == 0 ? store_file_length(sf) : 0)) {
 		f->sf = sf;
@@ -362,10 +363,10 @@ resume_jobs(struct sched *sc, struct sfile *f)
 	ngaps = resume_file_gaps(f->rf, gaps, SCHED_MAX_STREAMS);
 	if (ngaps > SCHED_MAX_STREAMS) {	/* refetch the rest whole */
 		ngaps = SCHED_MAX_STREAMS;
-		gaps[2 * ngaps - 1] = (uint64_t)f->act->list_size;
+		gaps[2 * ngaps - 1] = (uint64_t)f->act->fs.listed.size;
 	} else if (ngaps == 0) {		/* all held: one byte confirms */
-		gaps[0] = (uint64_t)f->act->list_size - 1;
-		gaps[1] = (uint64_t)f->act->list_size;
+		gaps[0] = (uint64_t)f->act->fs.listed.size - 1;
+		gaps[1] = (uint64_t)f->act->fs.listed.size;
 		ngaps = 1;
 	}
 	for (g = 0; g < ngaps; g++)
@@ -402,8 +403,8 @@ resume_jobs(struct sched *sc, struct sfile *f)
 			j->url = t->url;
 			j->off = off;
 			j->len = len;
-			j->to_end = f->act->list_size >= 0 &&
-			    off + len == (uint64_t)f->act->list_size;
+			j->to_end = f->act->fs.listed.size >= 0 &&
+			    off + len == (uint64_t)f->act->fs.listed.size;
 			j->expect_size = -1;
 			j->if_modified_since = -1;
 			j->if_range = resume_file_if_range(f->rf);
@@ -415,7 +416,7 @@ resume_jobs(struct sched *sc, struct sfile *f)
 	i = resume_file_covered(f->rf);
 	log_info("%s: %s: continuing with %llu of %lld bytes held: %u "
 	    "range(s)", MIRROR(sc), f->act->path, (unsigned long long)i,
-	    (long long)f->act->list_size, t->njobs);
+	    (long long)f->act->fs.listed.size, t->njobs);
 	return 0;
 }
 
@@ -560,26 +561,6 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	return rc;
 }
 
-/* Fill a commit record from the planned action's listed values. */
-static void
-rec_from_action(struct commit_rec *r, const struct action *a,
-    enum commit_op op)
-{
-	memset(r, 0, sizeof(*r));
-	r->path = a->path;
-	r->op = op;
-	r->type = a->type;
-	r->list_size = a->list_size;
-	r->list_size_exact = a->list_size_exact;
-	r->list_mtime = a->list_mtime;
-	r->list_prec = a->list_prec;
-	r->up_size = a->up_size;
-	r->up_mtime = a->up_mtime;
-	r->etag = a->etag;
-	r->local_size = a->local_size;
-	r->local_mtime = a->local_mtime;
-}
-
 /*
  * A new record of the batch; reason (may be NULL) is copied and owned by
  * the batch until the flush.
@@ -590,7 +571,7 @@ rec_new(struct sched *sc, const struct action *a, enum commit_op op,
 {
 	struct commit_rec *r = &sc->recs[sc->nrecs];
 
-	rec_from_action(r, a, op);
+	commit_rec_action(r, a, op);
 	sc->reasons[sc->nrecs] = reason ? strdup(reason) : NULL;
 	r->reason = sc->reasons[sc->nrecs] ? sc->reasons[sc->nrecs] :
 	    (reason ? "out of memory" : NULL);
@@ -616,62 +597,49 @@ store_reason(int rc, int err)
 }
 
 /*
- * The manifest record of a published (or not) batch item.  Committer
- * thread: reads the file's action and try, changes nothing.
+ * commit_item_fn: the manifest record of a published (or not) batch
+ * item.  Committer thread: reads the file's action and try, changes
+ * nothing.
  */
 static void
-item_record(const struct sbatch *b, size_t i, struct commit_rec *r)
+item_record(void *ctx, size_t i, const struct store_commit_item *it,
+    struct commit_rec *r)
 {
+	const struct sbatch *b = ctx;
 	const struct sfile *f = b->itemf[i];
 	const struct sfile_done *d = f->d;
 
-	if (b->items[i].rc != 0) {
-		rec_from_action(r, f->act, COMMIT_FAILED);
-		r->reason = store_reason(b->items[i].rc, b->items[i].err);
+	if (it->rc != 0) {
+		commit_rec_action(r, f->act, COMMIT_FAILED);
+		r->reason = store_reason(it->rc, it->err);
 		return;
 	}
-	rec_from_action(r, f->act, COMMIT_FETCHED);
-	r->up_size = d->size;
-	r->up_mtime = d->up_mtime;
+	commit_rec_action(r, f->act, COMMIT_FETCHED);
+	r->fs.upstream.size = d->size;
+	r->fs.upstream.mtime = d->up_mtime;
 	r->etag = d->etag[0] ? d->etag : NULL;
-	r->local_size = (int64_t)d->bytes;
-	r->local_mtime = f->mtime;
+	r->fs.local.size = (int64_t)d->bytes;
+	r->fs.local.mtime = f->mtime;
 	r->bytes = (int64_t)d->received;
 	r->checksum = d->checksum[0] ? d->checksum : NULL;
 	r->sidecar = d->sidecar[0] ? d->sidecar : NULL;
 	r->net = report_net_name(d->net);
 }
 
-/* Committer thread: publish batch b, then record it in the manifest. */
+/*
+ * Committer thread: publish batch b and record it in the manifest, in
+ * one commit_batch() (intents, renames, one transaction).
+ */
 static void
 commit_task(void *arg)
 {
 	struct sbatch	*b = arg;
 	struct sched	*sc = b->sc;
-	size_t		 i, n = 0;
 
-	b->store_rc = 0;
-	/*
-	 * What the renames are about to publish goes into the manifest
-	 * first (manifest_intent): a run killed between the renames and the
-	 * manifest transaction below leaves the next run a record that these
-	 * files are biomirror's.  A failure here shows again in that
-	 * transaction (db_rc).  Every item's rc is still 0 here, so its
-	 * record is the FETCHED one it gets if published.
-	 */
-	for (i = 0; i < b->nitems; i++)
-		item_record(b, i, &b->all[i]);
-	(void)manifest_intent(sc->m, b->all, b->nitems);
-	if (b->nitems > 0 && (b->store_rc = store_commit(sc->s, b->items,
-	    b->nitems)) != 0)
-		for (i = 0; i < b->nitems; i++)
-			b->items[i].rc = b->store_rc;
-	for (i = 0; i < b->nitems; i++)
-		item_record(b, i, &b->all[n++]);
-	for (i = 0; i < b->nrecs; i++)
-		b->all[n++] = b->recs[i];
 	b->db_err[0] = '\0';
-	if ((b->db_rc = manifest_commit(sc->m, sc->o->run, b->all, n)) != 0)
+	if ((b->db_rc = commit_batch(sc->m, sc->s, sc->o->run, b->items,
+	    b->nitems, item_record, b, b->recs, b->nrecs, b->all,
+	    &b->store_rc)) != 0)
 		(void)snprintf(b->db_err, sizeof(b->db_err), "%s",
 		    manifest_errmsg(sc->m));
 }
@@ -862,8 +830,8 @@ sched_publish(struct sched *sc, struct sfile *f)
 	f->state = SF_DONE;
 	if (res->mtime >= 0)
 		f->mtime = res->mtime * NS;
-	else if (f->act->list_prec != MTIME_UNKNOWN)
-		f->mtime = f->act->list_mtime;
+	else if (f->act->fs.listed.prec != MTIME_UNKNOWN)
+		f->mtime = f->act->fs.listed.mtime;
 	else
 		f->mtime = clock_real_ns();
 	it = &sc->items[sc->nitems];
@@ -979,7 +947,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 		f->state = SF_DONE;
 		/* Unchanged upstream; a drifted local mtime is set back. */
 		if (f->act->touch && store_set_mtime(sc->s, f->act->path,
-		    f->act->local_mtime) == 0)
+		    f->act->fs.local.mtime) == 0)
 			sc->res->touched++;
 		(void)rec_new(sc, f->act, COMMIT_NOT_MODIFIED, NULL);
 		try_free(f->t);
@@ -1055,17 +1023,20 @@ sfile_check_size(struct sfile *f)
 	const struct action *a = f->act;
 	int64_t		 got;
 
-	if (res->cls != XFER_OK || !a->list_size_exact || a->list_size < 0)
+	if (res->cls != XFER_OK || !a->fs.listed.size_exact ||
+	    a->fs.listed.size < 0)
 		return;
 	got = res->size >= 0 ? res->size : (int64_t)res->bytes;
-	if (got == a->list_size && (int64_t)res->bytes == a->list_size)
+	if (got == a->fs.listed.size &&
+	    (int64_t)res->bytes == a->fs.listed.size)
 		return;
-	if (got == a->list_size)
+	if (got == a->fs.listed.size)
 		got = (int64_t)res->bytes;	/* the body fell short */
 	res->cls = XFER_CHANGED;
 	res->rc = BM_ECHANGED;
 	(void)snprintf(res->errmsg, sizeof(res->errmsg), "got %lld bytes, "
-	    "the listing says %lld", (long long)got, (long long)a->list_size);
+	    "the listing says %lld", (long long)got,
+	    (long long)a->fs.listed.size);
 }
 
 /*
@@ -1194,8 +1165,8 @@ check_start(struct sched *sc, struct sfile *f)
 	j->url = t->url;
 	j->kind = XFER_JOB_VALIDATE;
 	j->expect_size = -1;
-	j->listed_exact = f->act->list_size_exact && f->act->list_size >= 0;
-	j->listed_size = j->listed_exact ? (uint64_t)f->act->list_size : 0;
+	j->listed_exact = f->act->fs.listed.size_exact && f->act->fs.listed.size >= 0;
+	j->listed_size = j->listed_exact ? (uint64_t)f->act->fs.listed.size : 0;
 	j->if_modified_since = -1;
 	j->owner = f;
 	if ((rc = xfer_submit(sc->x, j)) != 0)
@@ -1232,7 +1203,8 @@ check_done(struct sched *sc, struct sfile *f)
 	struct sfile_try *t = f->t;
 	const struct xfer_result *c = &t->check->res, *r0 = &t->jobs[0].res;
 	struct xfer_result *res = &t->res;
-	int64_t		 size = res->size >= 0 ? res->size : f->act->list_size;
+	int64_t		 size = res->size >= 0 ? res->size :
+			    f->act->fs.listed.size;
 	char		 was[32], now[32];
 
 	t->checking = false;
@@ -1315,10 +1287,10 @@ sched_jobs(struct sched *sc, struct sfile *f)
 
 	if (f->rf != NULL && resume_file_usable(f->rf))
 		return resume_jobs(sc, f);
-	if (!f->single && a->op == ACT_FETCH && a->list_size_exact &&
-	    a->list_size > 0 && sched_streams(sc) > 1 &&
+	if (!f->single && a->op == ACT_FETCH && a->fs.listed.size_exact &&
+	    a->fs.listed.size > 0 && sched_streams(sc) > 1 &&
 	    sc->o->min_split > 0) {
-		size = (uint64_t)a->list_size;
+		size = (uint64_t)a->fs.listed.size;
 		n = size / sc->o->min_split;
 		if (n > sched_streams(sc))
 			n = sched_streams(sc);
@@ -1341,31 +1313,33 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->sink_arg = j;
 		j->owner = f;
 		j->in_memory = t->in_mem;
-		j->listed_exact = a->list_size_exact && a->list_size >= 0;
-		j->listed_size = j->listed_exact ? (uint64_t)a->list_size : 0;
+		j->listed_exact = a->fs.listed.size_exact && a->fs.listed.size >= 0;
+		j->listed_size = j->listed_exact ? (uint64_t)a->fs.listed.size : 0;
 		if (n > 1) {
 			j->off = off;
 			j->len = i + 1 < n ? chunk : size - off;
 			j->accept_full = i == 0;
 			j->to_end = i + 1 == n;
 		} else {
-			j->size_checked = a->list_size_exact &&
-			    a->list_size >= 0;	/* sfile_check_size */
+			/* sfile_check_size */
+			j->size_checked = a->fs.listed.size_exact &&
+			    a->fs.listed.size >= 0;
 			/*
 			 * A file listed to the second (MLSD) takes the
 			 * listed mtime (sfile_done): no MDTM, unless it is
 			 * large enough to be resumed, whose validators
 			 * include the MDTM time.
 			 */
-			j->mtime_listed = a->list_prec >= MTIME_SECOND &&
-			    f->rf == NULL && !(a->list_size_exact &&
-			    a->list_size >= RESUME_MIN_SIZE);
+			j->mtime_listed = a->fs.listed.prec >= MTIME_SECOND &&
+			    f->rf == NULL && !(a->fs.listed.size_exact &&
+			    a->fs.listed.size >= RESUME_MIN_SIZE);
 		}
 	}
 	if (a->op == ACT_COND_FETCH) {
 		t->jobs[0].if_none_match = a->etag;
-		if (a->up_mtime >= 0)
-			t->jobs[0].if_modified_since = a->up_mtime / NS;
+		if (a->fs.upstream.mtime >= 0)
+			t->jobs[0].if_modified_since =
+			    a->fs.upstream.mtime / NS;
 	}
 	return 0;
 }
@@ -1417,14 +1391,15 @@ sched_start(struct sched *sc, struct sfile *f)
 	if (a->op == ACT_COND_FETCH || f->sf != NULL)
 		return sched_launch(sc, f);
 	/* A small file in one stream: received into memory. */
-	if (a->op == ACT_FETCH && a->list_size_exact && a->list_size >= 0 &&
-	    a->list_size <= SCHED_MEM_MAX && f->rf == NULL &&
+	if (a->op == ACT_FETCH && a->fs.listed.size_exact &&
+	    a->fs.listed.size >= 0 && a->fs.listed.size <= SCHED_MEM_MAX &&
+	    f->rf == NULL &&
 	    (f->single || sc->o->streams < 2 || sc->o->min_split == 0 ||
-	    (uint64_t)a->list_size / sc->o->min_split < 2) &&
-	    (f->t->mem = malloc(a->list_size > 0 ? (size_t)a->list_size : 1)) !=
-	    NULL) {
+	    (uint64_t)a->fs.listed.size / sc->o->min_split < 2) &&
+	    (f->t->mem = malloc(a->fs.listed.size > 0 ?
+	    (size_t)a->fs.listed.size : 1)) != NULL) {
 		f->t->in_mem = true;
-		f->t->mem_cap = (size_t)a->list_size;
+		f->t->mem_cap = (size_t)a->fs.listed.size;
 		f->state = SF_RUNNING;
 		return sched_launch(sc, f);
 	}
@@ -1452,8 +1427,8 @@ open_task(void *arg)
 		f->open_rc = 0;
 		return;
 	}
-	f->open_rc = store_file_open(f->sc->s, a->path, a->list_size_exact ?
-	    a->list_size : -1, &f->sf);
+	f->open_rc = store_file_open(f->sc->s, a->path,
+	    a->fs.listed.size_exact ? a->fs.listed.size : -1, &f->sf);
 	f->open_err = f->open_rc == BM_EIO ? errno : 0;
 }
 
@@ -1539,7 +1514,7 @@ sched_touch(struct sched *sc, struct action *a)
 	const char	*reason;
 	int		 rc;
 
-	if ((rc = store_set_mtime(sc->s, a->path, a->local_mtime)) != 0) {
+	if ((rc = store_set_mtime(sc->s, a->path, a->fs.local.mtime)) != 0) {
 		reason = bm_strerror(rc);
 		(void)rec_new(sc, a, COMMIT_FAILED, reason);
 		log_warnx("%s: %s: touch: %s", MIRROR(sc), a->path, reason);
@@ -1913,8 +1888,8 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 	r->etag = r->checksum + strlen(r->checksum) + 1;
 	if (r->etag[0] == '\0')
 		r->etag = NULL;
-	r->up_size = res->size;
-	r->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	r->fs.upstream.size = res->size;
+	r->fs.upstream.mtime = res->mtime >= 0 ? res->mtime * NS : -1;
 	log_warnx("%s: %s: fetch: %s", MIRROR(sc), a->path, res->errmsg);
 	(void)result_add_error(sc->res, a->path, "fetch", res->errmsg);
 	sc->res->failed++;
@@ -2053,11 +2028,11 @@ resume_setup(struct sched *sc, struct sfile *f)
 {
 	const struct action *a = f->act;
 
-	if (a->op != ACT_FETCH || !a->list_size_exact ||
-	    a->list_size < RESUME_MIN_SIZE)
+	if (a->op != ACT_FETCH || !a->fs.listed.size_exact ||
+	    a->fs.listed.size < RESUME_MIN_SIZE)
 		return 0;
-	if ((f->rf = resume_file_new(sc->o->resume, a->path, a->list_size,
-	    a->list_mtime)) == NULL)
+	if ((f->rf = resume_file_new(sc->o->resume, a->path, a->fs.listed.size,
+	    a->fs.listed.mtime)) == NULL)
 		return BM_ENOMEM;
 	sc->bytes_seen += resume_file_covered(f->rf);
 	return 0;
@@ -2073,8 +2048,9 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 		if ((acts[i].op == ACT_FETCH || acts[i].op == ACT_COND_FETCH) &&
 		    sched_wants(sc->o, &acts[i])) {
 			nf++;
-			if (acts[i].op == ACT_FETCH && acts[i].list_size > 0)
-				total += (uint64_t)acts[i].list_size;
+			if (acts[i].op == ACT_FETCH &&
+			    acts[i].fs.listed.size > 0)
+				total += (uint64_t)acts[i].fs.listed.size;
 		}
 	if ((sc->files = calloc(nf ? nf : 1, sizeof(*sc->files))) == NULL ||
 	    (sc->spans = calloc(nf ? nf : 1, sizeof(*sc->spans))) == NULL ||
@@ -2107,7 +2083,7 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 			continue;
 		sc->files[sc->nfiles].act = &acts[i];
 		if (sc->o->tune)
-			tune_plan(sc->o->tune, acts[i].list_size);
+			tune_plan(sc->o->tune, acts[i].fs.listed.size);
 		sc->files[sc->nfiles].sc = sc;
 		if (resume_setup(sc, &sc->files[sc->nfiles]) != 0)
 			return BM_ENOMEM;

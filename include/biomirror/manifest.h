@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "biomirror/file_state.h"
 #include "biomirror/listing.h"
 
 struct manifest;
@@ -173,19 +174,13 @@ struct diff_row {
 	size_t		 pathlen;	/* bytes in path */
 	enum diff_kind	 kind;
 	enum entry_type	 type;		/* listed type; recorded type for DIFF_GONE */
-	int64_t		 list_size;	/* staged (listed) size, -1 unknown */
-	bool		 list_size_exact;
-	int64_t		 list_mtime;	/* staged mtime, ns UTC */
-	enum mtime_prec	 list_prec;	/* staged precision */
+	struct file_state fs;		/* listed: staged; upstream: the last
+					   GET; local: committed (-1 if none) */
 	const char	*target;	/* staged symlink target or NULL (borrowed) */
 	bool		 recorded;	/* the manifest has a committed row */
 	enum entry_type	 rec_type;	/* type committed; the listed type
 					   when not recorded */
-	int64_t		 up_size;	/* exact size from the last GET, -1 unknown */
-	int64_t		 up_mtime;	/* exact mtime from the last GET, ns, -1 unknown */
 	const char	*etag;		/* ETag from the last GET, NULL if none (borrowed) */
-	int64_t		 local_size;	/* committed local size, -1 if none */
-	int64_t		 local_mtime;	/* committed local mtime, ns, -1 if none */
 	const char	*checksum;	/* recorded "ALG:HEX" digest, NULL if none (borrowed) */
 };
 
@@ -237,16 +232,10 @@ struct commit_rec {
 	const char	*path;		/* borrowed: relative path */
 	enum commit_op	 op;
 	enum entry_type	 type;
-	int64_t		 list_size;	/* listed values to record (as staged) */
-	bool		 list_size_exact;
-	int64_t		 list_mtime;	/* ns */
-	enum mtime_prec	 list_prec;
-	int64_t		 up_size;	/* exact size from the GET, -1 unknown */
-	int64_t		 up_mtime;	/* exact mtime from the GET, ns, -1 unknown */
+	struct file_state fs;		/* what to record: listed (as staged),
+					   upstream (the GET), local (-1 n/a) */
 	const char	*etag;		/* borrowed, NULL if none */
 	const char	*target;	/* borrowed: symlink target, NULL if none */
-	int64_t		 local_size;	/* committed local size, -1 if n/a */
-	int64_t		 local_mtime;	/* committed local mtime, ns, -1 if n/a */
 	int64_t		 bytes;		/* bytes transferred for this file */
 	const char	*checksum;	/* borrowed: FETCHED (or ADOPTED, NOT_MODIFIED:
 					   kept when NULL; DIGEST: required)
@@ -272,8 +261,7 @@ int	manifest_commit(struct manifest *m, int64_t run,
 
 /*
  * Before a batch's renames: record the n files it is about to publish
- * (recs borrowed: path, list_size, list_size_exact, list_mtime,
- * list_prec, local_size, local_mtime), in one transaction of their own.
+ * (recs borrowed: path, fs.listed, fs.local), in one transaction of their own.
  * manifest_commit() drops each path's intent with its FETCHED or FAILED
  * record.  A run killed between the renames and that transaction leaves
  * its intents: the next run learns from them which files it published
@@ -285,7 +273,7 @@ int	manifest_intent(struct manifest *m, const struct commit_rec *recs,
 
 /*
  * Called with each intent left (a commit_rec: op COMMIT_ADOPTED, type
- * ENTRY_FILE, the recorded fields; up_size, up_mtime -1; strings valid
+ * ENTRY_FILE, the recorded fields; fs.upstream -1; strings valid
  * during the call only); a non-zero return stops the walk.
  */
 typedef int (*manifest_intent_fn)(void *ctx, const struct commit_rec *c);
@@ -300,13 +288,8 @@ struct file_row {
 	const char	*path;		/* borrowed until the callback returns */
 	size_t		 pathlen;
 	enum entry_type	 type;
-	int64_t		 list_size;
-	bool		 list_size_exact;
-	int64_t		 list_mtime;
-	enum mtime_prec	 list_prec;
-	int64_t		 up_size, up_mtime;
+	struct file_state fs;		/* as recorded */
 	const char	*etag;		/* NULL if none */
-	int64_t		 local_size, local_mtime;
 	int64_t		 seen_run, fetched_run;
 	const char	*target;	/* borrowed: symlink target or NULL */
 	const char	*checksum;	/* borrowed: recorded "ALG:HEX" digest or NULL */
@@ -382,12 +365,8 @@ int	manifest_partials(struct manifest *m, manifest_partial_fn fn,
 /* A file whose fetched body twice gave the same digest, not the published one. */
 struct mismatch_rec {
 	const char	*path;		/* borrowed */
-	int64_t		 list_size;	/* listed when it failed, -1 unknown */
-	bool		 list_size_exact;
-	int64_t		 list_mtime;	/* ns */
-	enum mtime_prec	 list_prec;
-	int64_t		 up_size;	/* from the GET, -1 unknown */
-	int64_t		 up_mtime;	/* ns, -1 unknown */
+	struct file_state fs;		/* listed when it failed, upstream
+					   from the GET; local -1 */
 	const char	*etag;		/* NULL if none */
 	const char	*want;		/* the published digests (sidecar_sum_text) */
 	const char	*got;		/* the body's "ALG:HEX" */

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "biomirror/file_state.h"
 #include "biomirror/listing.h"
 
 struct manifest;
@@ -46,15 +47,9 @@ struct action {
 	const char	*why;		/* static: "new", "changed", "local missing", ... */
 	bool		 replace;	/* a delete that makes way for a new type */
 	bool		 touch;		/* ACT_COND_FETCH: local mtime drifted too */
-	int64_t		 list_size;	/* listed values, to record on success */
-	bool		 list_size_exact;
-	int64_t		 list_mtime;	/* ns */
-	enum mtime_prec	 list_prec;
-	int64_t		 up_size;	/* recorded exact size, -1 unknown */
-	int64_t		 up_mtime;	/* recorded exact mtime ns, -1 unknown */
+	struct file_state fs;		/* listed: to record on success;
+					   upstream, local: as recorded */
 	char		*etag;		/* owned: recorded ETag, NULL if none */
-	int64_t		 local_size;	/* recorded local size, -1 if none */
-	int64_t		 local_mtime;	/* recorded local mtime ns, -1 if none */
 	char		*target;	/* owned: ACT_SYMLINK target, NULL unknown */
 	char		*got;		/* owned: the body digest ("ALG:HEX") of a
 					   try that failed its sidecar (sched.h
@@ -121,7 +116,7 @@ struct plan_opts {
 
 /*
  * plan_build() with options (po may be NULL: plan_build()).  Adopted
- * files get ACT_ADOPT with local_size/local_mtime from the local file;
+ * files get ACT_ADOPT with fs.local from the local file;
  * files check() finds different get ACT_FETCH "local content differs".
  */
 int	plan_build_opts(struct manifest *m, struct store *s, bool do_delete,

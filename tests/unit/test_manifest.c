@@ -32,10 +32,8 @@ struct seen {
 	size_t		 pathlen;
 	enum diff_kind	 kind;
 	enum entry_type	 type;
-	int64_t		 list_size, list_mtime, up_size, up_mtime;
-	int64_t		 local_size, local_mtime;
+	struct file_state fs;		/* the row's */
 	int64_t		 seen_run, fetched_run;
-	enum mtime_prec	 list_prec;
 	bool		 recorded;
 	char		*etag;		/* owned copy, NULL if none */
 	char		*target;	/* owned copy, NULL if none */
@@ -104,14 +102,8 @@ diff_cb(void *ctx, const struct diff_row *r)
 	s->pathlen = r->pathlen;
 	s->kind = r->kind;
 	s->type = r->type;
-	s->list_size = r->list_size;
-	s->list_mtime = r->list_mtime;
-	s->list_prec = r->list_prec;
+	s->fs = r->fs;
 	s->recorded = r->recorded;
-	s->up_size = r->up_size;
-	s->up_mtime = r->up_mtime;
-	s->local_size = r->local_size;
-	s->local_mtime = r->local_mtime;
 	s->etag = dup_or_null(r->etag);
 	s->target = dup_or_null(r->target);
 	if (sl->stop_at != 0 && (int)sl->n == sl->stop_at)
@@ -133,13 +125,7 @@ ls_cb(void *ctx, const struct file_row *r)
 	memcpy(s->path, r->path, r->pathlen + 1);
 	s->pathlen = r->pathlen;
 	s->type = r->type;
-	s->list_size = r->list_size;
-	s->list_mtime = r->list_mtime;
-	s->list_prec = r->list_prec;
-	s->up_size = r->up_size;
-	s->up_mtime = r->up_mtime;
-	s->local_size = r->local_size;
-	s->local_mtime = r->local_mtime;
+	s->fs = r->fs;
 	s->seen_run = r->seen_run;
 	s->fetched_run = r->fetched_run;
 	s->etag = dup_or_null(r->etag);
@@ -197,14 +183,14 @@ rec(const char *path, enum commit_op op, enum entry_type type, int64_t size,
 	c.path = path;
 	c.op = op;
 	c.type = type;
-	c.list_size = size;
-	c.list_size_exact = true;
-	c.list_mtime = mtime_s * NS;
-	c.list_prec = prec;
-	c.up_size = size;
-	c.up_mtime = mtime_s * NS;
-	c.local_size = size;
-	c.local_mtime = mtime_s * NS;
+	c.fs.listed.size = size;
+	c.fs.listed.size_exact = true;
+	c.fs.listed.mtime = mtime_s * NS;
+	c.fs.listed.prec = prec;
+	c.fs.upstream.size = size;
+	c.fs.upstream.mtime = mtime_s * NS;
+	c.fs.local.size = size;
+	c.fs.local.mtime = mtime_s * NS;
 	c.bytes = size > 0 ? size : 0;
 	return c;
 }
@@ -863,8 +849,8 @@ test_diff(const char *dir)
 	    MTIME_MINUTE);
 	c[i] = rec("inexact", COMMIT_FETCHED, ENTRY_FILE, 1536, 5040,
 	    MTIME_MINUTE);
-	c[i].list_size_exact = false;
-	c[i++].up_size = 1500;
+	c[i].fs.listed.size_exact = false;
+	c[i++].fs.upstream.size = 1500;
 	c[i] = rec("unknown", COMMIT_FETCHED, ENTRY_FILE, 7, 60, MTIME_SECOND);
 	c[i++].etag = "\"abc\"";
 	c[i++] = rec("typechg", COMMIT_FETCHED, ENTRY_FILE, 3, 60,
@@ -925,31 +911,31 @@ test_diff(const char *dir)
 	KIND("gone", DIFF_GONE);
 #undef KIND
 	if ((s = seen_find(&sl, "same")) != NULL) {
-		is_int(s->list_size, 100, "first of duplicate paths staged");
+		is_int(s->fs.listed.size, 100, "first of duplicate paths staged");
 		ok(s->recorded, "same is recorded");
 	}
 	if ((s = seen_find(&sl, "new")) != NULL) {
 		ok(!s->recorded, "new is not recorded");
-		is_int(s->up_size, -1, "new: up_size -1");
-		is_int(s->local_mtime, -1, "new: local_mtime -1");
+		is_int(s->fs.upstream.size, -1, "new: up_size -1");
+		is_int(s->fs.local.mtime, -1, "new: local_mtime -1");
 		ok(s->etag == NULL, "new: no etag");
 	}
 	if ((s = seen_find(&sl, "unknown")) != NULL) {
-		is_int(s->list_size, -1, "unknown: staged size -1");
-		is_int(s->list_mtime, 0, "unknown: staged mtime 0");
-		is_int(s->list_prec, MTIME_UNKNOWN, "unknown: prec 0");
-		is_int(s->up_size, 7, "unknown: recorded up_size");
-		is_int(s->up_mtime, 60 * NS, "unknown: recorded up_mtime");
+		is_int(s->fs.listed.size, -1, "unknown: staged size -1");
+		is_int(s->fs.listed.mtime, 0, "unknown: staged mtime 0");
+		is_int(s->fs.listed.prec, MTIME_UNKNOWN, "unknown: prec 0");
+		is_int(s->fs.upstream.size, 7, "unknown: recorded up_size");
+		is_int(s->fs.upstream.mtime, 60 * NS, "unknown: recorded up_mtime");
 		is_str(s->etag, "\"abc\"", "unknown: recorded etag");
-		is_int(s->local_size, 7, "unknown: recorded local_size");
+		is_int(s->fs.local.size, 7, "unknown: recorded local_size");
 	}
 	if ((s = seen_find(&sl, "inexact")) != NULL)
-		is_int(s->up_size, 1500, "inexact: up_size from the GET");
+		is_int(s->fs.upstream.size, 1500, "inexact: up_size from the GET");
 	if ((s = seen_find(&sl, "link")) != NULL)
 		is_str(s->target, "new", "link: staged target");
 	if ((s = seen_find(&sl, "gone")) != NULL) {
 		is_int(s->type, ENTRY_FILE, "gone: recorded type");
-		is_int(s->list_size, 3, "gone: recorded list_size");
+		is_int(s->fs.listed.size, 3, "gone: recorded list_size");
 		ok(s->recorded, "gone: recorded");
 	}
 	if ((s = seen_find(&sl, "typechg")) != NULL)
@@ -1117,14 +1103,14 @@ test_commit_ops(const char *dir)
 	c[i++].etag = NULL;
 	c[i] = rec("nm", COMMIT_NOT_MODIFIED, ENTRY_FILE, 100, 1060,
 	    MTIME_MINUTE);
-	c[i].up_size = -1;
-	c[i].up_mtime = -1;
-	c[i].local_size = -1;
-	c[i].local_mtime = -1;
+	c[i].fs.upstream.size = -1;
+	c[i].fs.upstream.mtime = -1;
+	c[i].fs.local.size = -1;
+	c[i].fs.local.mtime = -1;
 	c[i++].etag = NULL;
 	c[i] = rec("t", COMMIT_TOUCHED, ENTRY_FILE, 555, 3000, MTIME_SECOND);
-	c[i].local_size = -1;
-	c[i++].local_mtime = 3000 * NS;
+	c[i].fs.local.size = -1;
+	c[i++].fs.local.mtime = 3000 * NS;
 	c[i] = rec("fail", COMMIT_FAILED, ENTRY_FILE, 999, 9999, MTIME_SECOND);
 	c[i].bytes = 12;
 	c[i++].reason = "size or checksum mismatch";
@@ -1141,39 +1127,39 @@ test_commit_ops(const char *dir)
 	ok(seen_find(&sl, "del") == NULL, "deleted row is gone");
 	ok(seen_find(&sl, "notthere") == NULL, "touch of no row is a no-op");
 	if ((s = seen_find(&sl, "f")) != NULL) {
-		is_int(s->list_size, 200, "fetched: list_size updated");
-		is_int(s->list_mtime, 2000 * NS, "fetched: list_mtime");
-		is_int(s->up_size, 200, "fetched: up_size");
-		is_int(s->local_size, 200, "fetched: local_size");
+		is_int(s->fs.listed.size, 200, "fetched: list_size updated");
+		is_int(s->fs.listed.mtime, 2000 * NS, "fetched: list_mtime");
+		is_int(s->fs.upstream.size, 200, "fetched: up_size");
+		is_int(s->fs.local.size, 200, "fetched: local_size");
 		ok(s->etag == NULL, "fetched without ETag clears the old one");
 		is_int(s->fetched_run, 2, "fetched: fetched_run = 2");
 		is_int(s->seen_run, 2, "fetched: seen_run = 2");
 	}
 	if ((s = seen_find(&sl, "nm")) != NULL) {
-		is_int(s->list_mtime, 1060 * NS, "not-modified: list_mtime");
-		is_int(s->list_prec, MTIME_MINUTE, "not-modified: list_prec");
-		is_int(s->up_size, 100, "not-modified: up_size kept");
-		is_int(s->up_mtime, 1000 * NS, "not-modified: up_mtime kept");
+		is_int(s->fs.listed.mtime, 1060 * NS, "not-modified: list_mtime");
+		is_int(s->fs.listed.prec, MTIME_MINUTE, "not-modified: list_prec");
+		is_int(s->fs.upstream.size, 100, "not-modified: up_size kept");
+		is_int(s->fs.upstream.mtime, 1000 * NS, "not-modified: up_mtime kept");
 		is_str(s->etag, "\"e2\"", "not-modified: etag kept");
-		is_int(s->local_mtime, 1000 * NS, "not-modified: local kept");
+		is_int(s->fs.local.mtime, 1000 * NS, "not-modified: local kept");
 		is_int(s->fetched_run, 1, "not-modified: fetched_run kept");
 		is_int(s->seen_run, 2, "not-modified: seen_run = 2");
 	}
 	if ((s = seen_find(&sl, "t")) != NULL) {
-		is_int(s->local_mtime, 3000 * NS, "touched: local_mtime set");
-		is_int(s->local_size, 100, "touched: local_size kept");
-		is_int(s->list_size, 100, "touched: list_size untouched");
-		is_int(s->list_mtime, 1000 * NS, "touched: list_mtime kept");
+		is_int(s->fs.local.mtime, 3000 * NS, "touched: local_mtime set");
+		is_int(s->fs.local.size, 100, "touched: local_size kept");
+		is_int(s->fs.listed.size, 100, "touched: list_size untouched");
+		is_int(s->fs.listed.mtime, 1000 * NS, "touched: list_mtime kept");
 		is_int(s->seen_run, 2, "touched: seen_run = 2");
 		is_int(s->fetched_run, 1, "touched: fetched_run kept");
 	}
 	if ((s = seen_find(&sl, "fail")) != NULL) {
-		is_int(s->list_size, 100, "failed: old list_size kept");
-		is_int(s->list_mtime, 1000 * NS, "failed: old list_mtime kept");
+		is_int(s->fs.listed.size, 100, "failed: old list_size kept");
+		is_int(s->fs.listed.mtime, 1000 * NS, "failed: old list_mtime kept");
 		is_int(s->seen_run, 1, "failed: seen_run unchanged");
 	}
 	if ((s = seen_find(&sl, "van")) != NULL)
-		is_int(s->list_size, 100, "vanished: row kept unchanged");
+		is_int(s->fs.listed.size, 100, "vanished: row kept unchanged");
 	seen_reset(&sl);
 
 	is_int(manifest_events(m, 2, ev_cb, &sl), 0, "events of run 2");
@@ -1221,8 +1207,8 @@ test_commit_ops(const char *dir)
 	is_int(sl.n, 5, "no row created by a digest");
 	if ((s = seen_find(&sl, "t")) != NULL) {
 		is_str(s->checksum, "sha256:aa", "digest: the first one kept");
-		is_int(s->local_mtime, 3000 * NS, "digest: local_mtime kept");
-		is_int(s->list_size, 100, "digest: list_size kept");
+		is_int(s->fs.local.mtime, 3000 * NS, "digest: local_mtime kept");
+		is_int(s->fs.listed.size, 100, "digest: list_size kept");
 		is_int(s->seen_run, 2, "digest: seen_run kept");
 	}
 	if ((s = seen_find(&sl, "f")) != NULL)
@@ -1397,8 +1383,8 @@ intent_cb(void *ctx, const struct commit_rec *c)
 	if (s->n < 4) {
 		(void)snprintf(s->paths[s->n], sizeof(s->paths[0]), "%s",
 		    c->path);
-		s->local_size[s->n] = c->local_size;
-		s->local_mtime[s->n] = c->local_mtime;
+		s->local_size[s->n] = c->fs.local.size;
+		s->local_mtime[s->n] = c->fs.local.mtime;
 		s->op[s->n] = (int)c->op;
 	}
 	s->n++;
@@ -1449,7 +1435,7 @@ mism_cb(void *ctx, const struct mismatch_rec *r)
 	size_t	 n = strlen(out);
 
 	(void)snprintf(out + n, 512 - n, "%s %s %s %lld %lld;", r->path,
-	    r->want, r->got, (long long)r->run, (long long)r->up_size);
+	    r->want, r->got, (long long)r->run, (long long)r->fs.upstream.size);
 	return 0;
 }
 
@@ -1580,14 +1566,14 @@ test_sidecar_mismatch(const char *dir)
 	c[0] = rec("a", COMMIT_MISMATCH, ENTRY_FILE, 11, 100, MTIME_SECOND);
 	c[0].sidecar = "md5:bb";
 	c[0].checksum = "md5:aa";
-	c[0].up_size = 11;
+	c[0].fs.upstream.size = 11;
 	c[0].reason = "checksum mismatch";
 	c[1] = rec("a", COMMIT_SIDECAR, ENTRY_FILE, 0, 0, MTIME_UNKNOWN);
 	c[1].sidecar = "";
 	c[2] = rec("new", COMMIT_MISMATCH, ENTRY_FILE, 5, 50, MTIME_SECOND);
 	c[2].sidecar = "md5:cc";
 	c[2].checksum = "md5:dd";
-	c[2].up_size = -1;
+	c[2].fs.upstream.size = -1;
 	is_int(manifest_commit(m, run, c, 3), 0, "mism: mismatches");
 	out[0] = '\0';
 	(void)manifest_ls(m, NULL, sidecar_cb, out);
@@ -1615,7 +1601,7 @@ test_sidecar_mismatch(const char *dir)
 	c[0] = rec("b", COMMIT_MISMATCH, ENTRY_FILE, 22, 200, MTIME_SECOND);
 	c[0].sidecar = "md5:ee";
 	c[0].checksum = "md5:ff";
-	c[0].up_size = 22;
+	c[0].fs.upstream.size = 22;
 	c[1] = rec("b", COMMIT_FETCHED, ENTRY_FILE, 22, 200, MTIME_SECOND);
 	c[1].sidecar = MANIFEST_SIDECAR_UNCHECKED;
 	is_int(manifest_commit(m, run, c, 2), 0, "mism: fetched unchecked");
@@ -1722,9 +1708,9 @@ test_partials(const char *dir)
 	c.path = "a/big.bin";
 	c.op = COMMIT_FETCHED;
 	c.type = ENTRY_FILE;
-	c.list_size = 1000;
-	c.list_size_exact = true;
-	c.up_size = c.up_mtime = c.local_size = c.local_mtime = -1;
+	c.fs.listed.size = 1000;
+	c.fs.listed.size_exact = true;
+	c.fs.upstream.size = c.fs.upstream.mtime = c.fs.local.size = c.fs.local.mtime = -1;
 	is_int(manifest_commit(m, run, &c, 1), 0, "commit a/big.bin");
 	memset(&pl, 0, sizeof(pl));
 	(void)manifest_partials(m, prow_cb, &pl);

@@ -224,15 +224,15 @@ rec_of(struct commit_rec *r, const struct action *a, enum commit_op op)
 	r->path = a->path;
 	r->op = op;
 	r->type = a->type;
-	r->list_size = a->list_size;
-	r->list_size_exact = a->list_size_exact;
-	r->list_mtime = a->list_mtime;
-	r->list_prec = a->list_prec;
-	r->up_size = a->up_size;
-	r->up_mtime = a->up_mtime;
+	r->fs.listed.size = a->fs.listed.size;
+	r->fs.listed.size_exact = a->fs.listed.size_exact;
+	r->fs.listed.mtime = a->fs.listed.mtime;
+	r->fs.listed.prec = a->fs.listed.prec;
+	r->fs.upstream.size = a->fs.upstream.size;
+	r->fs.upstream.mtime = a->fs.upstream.mtime;
 	r->etag = a->etag;
-	r->local_size = a->local_size;
-	r->local_mtime = a->local_mtime;
+	r->fs.local.size = a->fs.local.size;
+	r->fs.local.mtime = a->fs.local.mtime;
 }
 
 /*
@@ -250,13 +250,13 @@ do_fetch(struct fx *fx, int64_t run, const struct action *a)
 	char		 etag[PATH_MAX + 8];
 	int64_t		 size, mtime;
 
-	if (a->list_size < 0)
+	if (a->fs.listed.size < 0)
 		size = PLAIN_SIZE;
-	else if (a->list_size_exact)
-		size = a->list_size;
+	else if (a->fs.listed.size_exact)
+		size = a->fs.listed.size;
 	else
-		size = a->list_size - 1000;
-	mtime = a->list_prec != MTIME_UNKNOWN ? a->list_mtime : T_PLAIN * NS;
+		size = a->fs.listed.size - 1000;
+	mtime = a->fs.listed.prec != MTIME_UNKNOWN ? a->fs.listed.mtime : T_PLAIN * NS;
 	MUST(store_file_open(fx->s, a->path, size, &f));
 	if (size > 0)
 		MUST(store_file_write(f, (uint64_t)size - 1, "x", 1));
@@ -268,11 +268,11 @@ do_fetch(struct fx *fx, int64_t run, const struct action *a)
 	MUST(it.rc);
 	(void)snprintf(etag, sizeof(etag), "\"etag-%s\"", a->path);
 	rec_of(&rec, a, COMMIT_FETCHED);
-	rec.up_size = size;
-	rec.up_mtime = mtime;
+	rec.fs.upstream.size = size;
+	rec.fs.upstream.mtime = mtime;
 	rec.etag = etag;
-	rec.local_size = size;
-	rec.local_mtime = mtime;
+	rec.fs.local.size = size;
+	rec.fs.local.mtime = mtime;
 	rec.bytes = size;
 	MUST(manifest_commit(fx->m, run, &rec, 1));
 }
@@ -297,11 +297,11 @@ execute(struct fx *fx, const struct plan *p)
 			rec.path = a->path;
 			rec.op = COMMIT_MKDIR;
 			rec.type = ENTRY_DIR;
-			rec.list_size = -1;
-			rec.list_mtime = a->list_mtime;
-			rec.list_prec = a->list_prec;
-			rec.up_size = rec.up_mtime = -1;
-			rec.local_size = rec.local_mtime = -1;
+			rec.fs.listed.size = -1;
+			rec.fs.listed.mtime = a->fs.listed.mtime;
+			rec.fs.listed.prec = a->fs.listed.prec;
+			rec.fs.upstream.size = rec.fs.upstream.mtime = -1;
+			rec.fs.local.size = rec.fs.local.mtime = -1;
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
 		case ACT_FETCH:
@@ -312,7 +312,7 @@ execute(struct fx *fx, const struct plan *p)
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
 		case ACT_TOUCH:
-			MUST(store_set_mtime(fx->s, a->path, a->local_mtime));
+			MUST(store_set_mtime(fx->s, a->path, a->fs.local.mtime));
 			rec_of(&rec, a, COMMIT_TOUCHED);
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
@@ -428,19 +428,19 @@ test_change_rule(void)
 	    700 + 1000 + 500, "new: fetch_bytes sums the listed sizes");
 	a = is_act(p, "a/x", ACT_FETCH, "new", "new");
 	if (a != NULL) {
-		is_int(a->list_size, 100, "new: a/x list_size");
-		ok(a->list_size_exact, "new: a/x size exact");
-		is_int(a->list_mtime, T0 * NS, "new: a/x list_mtime in ns");
-		is_int(a->list_prec, MTIME_SECOND, "new: a/x list_prec");
-		is_int(a->up_size, -1, "new: a/x up_size unknown");
-		is_int(a->up_mtime, -1, "new: a/x up_mtime unknown");
+		is_int(a->fs.listed.size, 100, "new: a/x list_size");
+		ok(a->fs.listed.size_exact, "new: a/x size exact");
+		is_int(a->fs.listed.mtime, T0 * NS, "new: a/x list_mtime in ns");
+		is_int(a->fs.listed.prec, MTIME_SECOND, "new: a/x list_prec");
+		is_int(a->fs.upstream.size, -1, "new: a/x up_size unknown");
+		is_int(a->fs.upstream.mtime, -1, "new: a/x up_mtime unknown");
 		ok(a->etag == NULL, "new: a/x no etag");
-		is_int(a->local_size, -1, "new: a/x no local size");
+		is_int(a->fs.local.size, -1, "new: a/x no local size");
 		is_int(a->type, ENTRY_FILE, "new: a/x type file");
 	}
 	a = is_act(p, "plain", ACT_FETCH, "new", "new");
 	if (a != NULL) {
-		is_int(a->list_size, -1, "new: plain list_size unknown");
+		is_int(a->fs.listed.size, -1, "new: plain list_size unknown");
 		is_int(action_bytes(a), -1, "new: plain bytes unknown");
 	}
 	a = is_act(p, "a/x", ACT_FETCH, "new", "new");
@@ -472,11 +472,11 @@ test_change_rule(void)
 	a = is_act(p, "plain", ACT_COND_FETCH, "no size or date", "same");
 	if (a != NULL) {
 		is_str(a->etag, "\"etag-plain\"", "same: plain carries etag");
-		is_int(a->up_mtime, T_PLAIN * NS,
+		is_int(a->fs.upstream.mtime, T_PLAIN * NS,
 		    "same: plain carries up_mtime");
-		is_int(a->up_size, PLAIN_SIZE, "same: plain carries up_size");
-		is_int(a->list_size, -1, "same: plain list_size unknown");
-		is_int(a->list_prec, MTIME_UNKNOWN, "same: plain no date");
+		is_int(a->fs.upstream.size, PLAIN_SIZE, "same: plain carries up_size");
+		is_int(a->fs.listed.size, -1, "same: plain list_size unknown");
+		is_int(a->fs.listed.prec, MTIME_UNKNOWN, "same: plain no date");
 	}
 	plan_free(p);
 
@@ -510,30 +510,30 @@ test_change_rule(void)
 	is_act(p, "dirgone", ACT_MKDIR, "local missing", "changes");
 	a = is_act(p, "size", ACT_FETCH, "changed", "changes");
 	if (a != NULL) {
-		is_int(a->list_size, 600, "changes: size list_size new");
-		is_int(a->up_size, 500, "changes: size up_size recorded");
-		is_int(a->local_size, 500, "changes: size local_size");
+		is_int(a->fs.listed.size, 600, "changes: size list_size new");
+		is_int(a->fs.upstream.size, 500, "changes: size up_size recorded");
+		is_int(a->fs.local.size, 500, "changes: size local_size");
 		is_str(a->etag, "\"etag-size\"", "changes: size etag");
 	}
 	a = is_act(p, "mtime", ACT_FETCH, "changed", "changes");
 	if (a != NULL) {
-		is_int(a->list_mtime, (T0 + 60) * NS,
+		is_int(a->fs.listed.mtime, (T0 + 60) * NS,
 		    "changes: mtime list_mtime new");
-		is_int(a->up_mtime, T0 * NS, "changes: mtime up_mtime old");
+		is_int(a->fs.upstream.mtime, T0 * NS, "changes: mtime up_mtime old");
 	}
 	is_act(p, "missing", ACT_FETCH, "local missing", "changes");
 	is_act(p, "plain-gone", ACT_FETCH, "local missing", "changes");
 	a = is_act(p, "lsize", ACT_FETCH, "local size differs", "changes");
 	if (a != NULL)
-		is_int(a->local_size, 20, "changes: lsize recorded size");
+		is_int(a->fs.local.size, 20, "changes: lsize recorded size");
 	a = is_act(p, "drift", ACT_TOUCH, "local mtime drifted", "changes");
 	if (a != NULL)
-		is_int(a->local_mtime, T0 * NS,
+		is_int(a->fs.local.mtime, T0 * NS,
 		    "changes: drift sets the committed mtime back");
 	a = is_act(p, "plain", ACT_COND_FETCH, "no size or date", "changes");
 	if (a != NULL) {
 		is_str(a->etag, "\"etag-plain\"", "changes: plain etag");
-		is_int(a->up_mtime, T_PLAIN * NS, "changes: plain up_mtime");
+		is_int(a->fs.upstream.mtime, T_PLAIN * NS, "changes: plain up_mtime");
 	}
 	execute(&fx, p);
 	plan_free(p);
@@ -588,7 +588,7 @@ test_inexact(void)
 	p = mkplan(&fx, v94, 1, false, false);
 	a = is_act(p, "db.tar.gz", ACT_FETCH, "changed", "93M -> 94M");
 	if (a != NULL)
-		ok(!a->list_size_exact, "93M -> 94M: size inexact");
+		ok(!a->fs.listed.size_exact, "93M -> 94M: size inexact");
 	is_counts(p, 1, 1, 0, 0, 0, 0, 0, "93M -> 94M");
 	plan_free(p);
 	p = mkplan(&fx, vexact, 1, false, false);
@@ -636,7 +636,7 @@ test_gone(void)
 	a = is_act(p, "old/g", ACT_DELETE, "gone upstream", "gone");
 	if (a != NULL) {
 		is_int(a->type, ENTRY_FILE, "gone: old/g recorded type");
-		is_int(a->local_size, 7, "gone: old/g recorded local size");
+		is_int(a->fs.local.size, 7, "gone: old/g recorded local size");
 	}
 	a = is_act(p, "old/sub", ACT_DELETE, "gone upstream", "gone");
 	if (a != NULL)

@@ -182,12 +182,12 @@ test_prepare(const char *dir)
 	memset(acts, 0, sizeof(acts));
 	acts[0].path = pa;
 	acts[0].op = ACT_FETCH;
-	acts[0].list_size = 4 * MB;
-	acts[0].list_size_exact = true;
-	acts[0].list_mtime = 5 * NS;
+	acts[0].fs.listed.size = 4 * MB;
+	acts[0].fs.listed.size_exact = true;
+	acts[0].fs.listed.mtime = 5 * NS;
 	acts[1] = acts[0];
 	acts[1].path = pb;
-	acts[1].list_mtime = 9 * NS;	/* changed since */
+	acts[1].fs.listed.mtime = 9 * NS;	/* changed since */
 	acts[2] = acts[0];
 	acts[2].path = pz;
 	rc = resume_prepare(m, s, acts, 3, &rs, &kept, &removed);

@@ -417,12 +417,12 @@ tc_file(struct tcase *c, const char *path, size_t len)
 	a->op = ACT_FETCH;
 	a->type = ENTRY_FILE;
 	a->why = "new";
-	a->list_size = (int64_t)len;
-	a->list_size_exact = true;
-	a->list_mtime = FK_MTIME * NS;
-	a->list_prec = MTIME_SECOND;
-	a->up_size = a->up_mtime = -1;
-	a->local_size = a->local_mtime = -1;
+	a->fs.listed.size = (int64_t)len;
+	a->fs.listed.size_exact = true;
+	a->fs.listed.mtime = FK_MTIME * NS;
+	a->fs.listed.prec = MTIME_SECOND;
+	a->fs.upstream.size = a->fs.upstream.mtime = -1;
+	a->fs.local.size = a->fs.local.mtime = -1;
 }
 
 static int
