@@ -258,7 +258,7 @@ read_all(void)
 		(void)fprintf(stderr, "manifest_open: %d %s\n", rc, err);
 	if (rc != 0) {
 		FUZZ_CHECK(m == NULL);
-		FUZZ_CHECK(rc == BM_EDB || rc == BM_ENOMEM);
+		FUZZ_CHECK(rc == BM_EDB || rc == BM_ECORRUPT || rc == BM_ENOMEM);
 		FUZZ_CHECK(strncmp(err, dbpath, strlen(dbpath)) == 0);
 		return;
 	}
