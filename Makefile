@@ -14,18 +14,24 @@ WARN	 = -std=c11 -Wall -Wextra -Wformat=2 -Wshadow -Wpointer-arith \
 HARDEN	 = -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 CFLAGS	?= -O2 -g
 ALL_CFLAGS = $(CFLAGS) $(WARN) $(HARDEN) -D_GNU_SOURCE -Iinclude \
-	   -DBM_VERSION=\"$(VERSION)\" \
+	   -DBM_VERSION=\"$(VERSION)\" -DBM_UDT_MODULE_DIR=\"$(UDT_MOD_DIR)\" \
 	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS	?=
 ALL_LDFLAGS = $(LDFLAGS) -pie -Wl,-z,relro,-z,now
-# udt4 has no .pc file (STYLE.md rule 3): named directly.
-LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ludt -lstdc++ -lpthread
-# The UDT shim (agent/xfer/udt_shim.cpp), the only C++: the same hardening.
+LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lpthread
+# The UDT shim (agent/xfer/udt_shim.cpp), the only C++, is the module
+# libbiomirror-udt.so, dlopen()ed by agent/xfer/udt_load.c only when UDT
+# is used (libudt's initializer sleeps 100 ms); udt4 has no .pc file
+# (STYLE.md rule 3): named directly.  The same hardening, PIC.
+UDT_MOD	 = libbiomirror-udt.so
+UDT_MOD_DIR = $(PREFIX)/lib/biomirror
+UDT_LIBS = -ludt -lstdc++ -lpthread
 CXX	?= g++
 CXXWARN	 = -std=c++11 -Wall -Wextra -Wformat=2 -Wshadow -Wpointer-arith \
 	   -Wcast-qual -Wwrite-strings -Wmissing-declarations -Wsign-compare
 CXXFLAGS ?= $(CFLAGS)
-ALL_CXXFLAGS = $(CXXFLAGS) $(CXXWARN) $(HARDEN) -D_GNU_SOURCE -Iinclude
+ALL_CXXFLAGS = $(CXXFLAGS) $(CXXWARN) $(HARDEN) -D_GNU_SOURCE -Iinclude \
+	   -fPIC -fvisibility=hidden
 
 ifeq ($(CI),true)
 ALL_CFLAGS += -Werror
@@ -38,8 +44,8 @@ endif
 # Architecture); folder-private headers (*_int.h) sit beside their .c.
 LIB_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c agent/*/*.c)) \
 	   $(wildcard manifest/*.c)
-LIB_CXX_SRCS = $(wildcard agent/*.cpp agent/*/*.cpp)
-LIB_OBJS = $(LIB_SRCS:.c=.o) $(LIB_CXX_SRCS:.cpp=.o)
+UDT_CXX_SRCS = agent/xfer/udt_shim.cpp
+LIB_OBJS = $(LIB_SRCS:.c=.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(UNIT_SRCS:.c=)
 HDRS	 = $(wildcard include/biomirror/*.h agent/*/*.h) $(wildcard tests/unit/*.h)
@@ -54,7 +60,6 @@ DEB_PKGS = build-essential pkg-config libcurl4-openssl-dev libsqlite3-dev \
 # libFuzzer targets (STYLE.md rule 53, tests/fuzz/README.md): built with
 # clang into tests/fuzz/obj/, apart from the gcc build.
 FUZZ_CC	 = clang
-FUZZ_CXX = clang++
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
 	   -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iinclude \
@@ -62,10 +67,7 @@ FUZZ_CFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) \
 	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_NAMES = path config list_http list_ftp crawl_http crawl_ftp manifest
 FUZZ_BINS = $(FUZZ_NAMES:%=tests/fuzz/fuzz_%)
-FUZZ_CXXFLAGS = -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) -std=c++11 \
-	   -Wall -Wextra -D_GNU_SOURCE -Iinclude
-FUZZ_OBJS = $(LIB_SRCS:%.c=tests/fuzz/obj/%.o) \
-	   $(LIB_CXX_SRCS:%.cpp=tests/fuzz/obj/%.o)
+FUZZ_OBJS = $(LIB_SRCS:%.c=tests/fuzz/obj/%.o)
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps check unit functional sanitize torture run install clean \
@@ -75,11 +77,12 @@ FUZZ_SECONDS ?= 60
 # change: objects, the library and binaries depend on it, so that objects
 # of a build with other flags (make sanitize's ASan build) are rebuilt
 # instead of being linked into this one.
-BUILD_FLAGS = $(CC) $(ALL_CFLAGS) $(CXX) $(ALL_CXXFLAGS) $(ALL_LDFLAGS) $(LIBS)
+BUILD_FLAGS = $(CC) $(ALL_CFLAGS) $(CXX) $(ALL_CXXFLAGS) $(ALL_LDFLAGS) $(LIBS) \
+	   $(UDT_LIBS)
 .build-flags: FORCE
 	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
 
-all: biomirror
+all: biomirror $(UDT_MOD)
 
 biomirror: agent/main.o libbiomirror.a .build-flags
 	$(CC) $(ALL_CFLAGS) -o $@ agent/main.o libbiomirror.a $(ALL_LDFLAGS) $(LIBS)
@@ -94,17 +97,21 @@ libbiomirror.a: $(LIB_OBJS)
 %.o: %.cpp $(HDRS) .build-flags
 	$(CXX) $(ALL_CXXFLAGS) -c -o $@ $<
 
+# Only udt_shim_module() is exported (-fvisibility=hidden).
+$(UDT_MOD): $(UDT_CXX_SRCS:.cpp=.o) .build-flags
+	$(CXX) $(ALL_CXXFLAGS) -shared -o $@ $(UDT_CXX_SRCS:.cpp=.o) \
+	    $(LDFLAGS) -Wl,-z,relro,-z,now -Wl,-z,defs $(UDT_LIBS)
+
 tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(HDRS) .build-flags
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< libbiomirror.a \
 	    $(ALL_LDFLAGS) $(LIBS)
 
+# It loads ./libbiomirror-udt.so (tests run from the top directory).
+tests/unit/test_udt_shim: $(UDT_MOD)
+
 tests/fuzz/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
-
-tests/fuzz/obj/%.o: %.cpp $(HDRS)
-	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 tests/fuzz/obj/libbiomirror.a: $(FUZZ_OBJS)
 	rm -f $@
@@ -173,11 +180,13 @@ run: deps
 	$(MAKE) all
 	@sh tests/demo/run-demo.sh
 
-install: biomirror
+install: biomirror $(UDT_MOD)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/biomirror/conf \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 	    $(DESTDIR)$(PREFIX)/share/doc/biomirror $(DESTDIR)/etc/biomirror
 	install -m 0755 biomirror $(DESTDIR)$(PREFIX)/bin/biomirror
+	install -d $(DESTDIR)$(UDT_MOD_DIR)
+	install -m 0644 $(UDT_MOD) $(DESTDIR)$(UDT_MOD_DIR)/$(UDT_MOD)
 	install -m 0644 conf/biomirror.conf conf/ncbi-blast.conf conf/ftp-example.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
 	test -e $(DESTDIR)/etc/biomirror/biomirror.conf || \
 	    install -m 0644 conf/biomirror.conf $(DESTDIR)/etc/biomirror/biomirror.conf
@@ -195,7 +204,7 @@ install: biomirror
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/biomirror/
 
 clean:
-	rm -f biomirror agent/*.o agent/*/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
+	rm -f biomirror $(UDT_MOD) agent/*.o agent/*/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
 	    $(TORTURE_BINS) .build-flags
 	rm -rf tests/fuzz/obj tests/fuzz/out
 	rm -f $(FUZZ_BINS)

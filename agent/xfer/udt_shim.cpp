@@ -5,6 +5,8 @@
  * into a BM_E* code; nothing here logs.  A handle owns one UDTSOCKET; a
  * listener also names the UDP socket it handed to UDT::bind2 (UDT owns
  * and closes it), so that the kernel's granted buffer sizes can be read.
+ * Built as the module libbiomirror-udt.so (udt_shim_int.h), loaded by
+ * udt_load.c only when UDT is used.
  */
 #include <cerrno>
 #include <cstdio>
@@ -22,6 +24,7 @@
 
 #include "biomirror/error.h"
 #include "biomirror/udt_shim.h"
+#include "udt_shim_int.h"
 
 struct udt_sock {
 	UDTSOCKET	 u;		/* owned */
@@ -579,4 +582,36 @@ udt_poll_free(udt_poll *p)
 		/* the id is gone with libudt's cleanup */
 	}
 	delete p;
+}
+
+/* The module's table (udt_shim_int.h): its only exported symbol. */
+static const struct udt_shim_ops shim_ops = {
+	UDT_SHIM_ABI,
+	udt_shim_startup,
+	udt_shim_cleanup,
+	udt_sock_listen,
+	udt_sock_name,
+	udt_sock_accept,
+	udt_sock_connect,
+	udt_sock_recv,
+	udt_sock_recv_pwrite,
+	udt_sock_send,
+	udt_sock_set_maxbw,
+	udt_sock_maxbw,
+	udt_sock_set_nonblock,
+	udt_sock_linger_off,
+	udt_sock_idle_ms,
+	udt_sock_connected,
+	udt_sock_close,
+	udt_poll_new,
+	udt_poll_add,
+	udt_poll_del,
+	udt_poll_wait,
+	udt_poll_free,
+};
+
+extern "C" __attribute__((visibility("default"))) const struct udt_shim_ops *
+udt_shim_module(void)
+{
+	return &shim_ops;
 }

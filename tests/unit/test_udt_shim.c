@@ -341,12 +341,41 @@ child_main(int pfd)
 	_exit(4);
 }
 
+/*
+ * Without its module, startup fails with the path and dlerror's text,
+ * and nothing else runs; the module is loaded only by a later startup.
+ */
+static void
+test_no_module(void)
+{
+	struct sockaddr_in	 a = loopback(9);
+	udt_sock		*c = NULL;
+	udt_poll		*p = NULL;
+	char			 good[4096];
+
+	(void)snprintf(good, sizeof(good), "%s", getenv("BM_UDT_MODULE"));
+	(void)setenv("BM_UDT_MODULE", "/nonexistent/libbiomirror-udt.so", 1);
+	is_int(udt_shim_startup(err, sizeof(err)), BM_EINVAL,
+	    "no module: startup fails");
+	ok(strncmp(err, "UDT module /nonexistent/libbiomirror-udt.so: ",
+	    45) == 0 && strstr(err, "No such file") != NULL,
+	    "no module: the path and the reason: %s", err);
+	is_int(udt_sock_connect((struct sockaddr *)&a, sizeof(a), &c, err,
+	    sizeof(err)), BM_ENET, "no module: connect refused");
+	is_int(udt_poll_new(&p, err, sizeof(err)), BM_ENET,
+	    "no module: poll_new refused");
+	udt_shim_cleanup();
+	(void)setenv("BM_UDT_MODULE", good, 1);
+}
+
 int
 main(void)
 {
 	int	 pp[2];
 	pid_t	 child;
 
+	/* The build tree's module (run from the top directory). */
+	(void)setenv("BM_UDT_MODULE", "./libbiomirror-udt.so", 0);
 	/* Fork before libudt starts its threads in this process. */
 	if (pipe(pp) == -1 || (child = fork()) == -1)
 		tap_bail("fork");
@@ -355,6 +384,7 @@ main(void)
 		child_main(pp[0]);
 	}
 	(void)close(pp[0]);
+	test_no_module();
 	is_int(udt_shim_startup(err, sizeof(err)), 0, "startup: %s", err);
 	test_dead_peer(pp[1], child);
 	test_poll();
