@@ -14,7 +14,7 @@ WARN	 = -std=c11 -Wall -Wextra -Wformat=2 -Wshadow -Wpointer-arith \
 HARDEN	 = -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 CFLAGS	?= -O2 -g
 ALL_CFLAGS = $(CFLAGS) $(WARN) $(HARDEN) -D_GNU_SOURCE -Iinclude \
-	   -DBM_VERSION=\"$(VERSION)\" -DBM_UDT_MODULE_DIR=\"$(UDT_MOD_DIR)\" \
+	   -DBM_VERSION=\"$(VERSION)\" \
 	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS	?=
 ALL_LDFLAGS = $(LDFLAGS) -pie -Wl,-z,relro,-z,now
@@ -22,7 +22,9 @@ LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lpthread
 # The UDT shim (agent/xfer/udt_shim.cpp), the only C++, is the module
 # libbiomirror-udt.so, dlopen()ed by agent/xfer/udt_load.c only when UDT
 # is used (libudt's initializer sleeps 100 ms); udt4 has no .pc file
-# (STYLE.md rule 3): named directly.  The same hardening, PIC.
+# (STYLE.md rule 3): named directly.  The same hardening, PIC.  Installed
+# in $(PREFIX)/lib/biomirror: the loader looks in ../lib/biomirror from
+# the binary's directory (and first beside it: the build tree).
 UDT_MOD	 = libbiomirror-udt.so
 UDT_MOD_DIR = $(PREFIX)/lib/biomirror
 UDT_LIBS = -ludt -lstdc++ -lpthread

@@ -4,8 +4,9 @@
  * dlopen()ed by the first udt_shim_startup() and never closed (libudt's
  * threads live in it).  The module is $BM_UDT_MODULE when set, else
  * libbiomirror-udt.so beside the running binary (the build tree) when
- * there, else BM_UDT_MODULE_DIR/libbiomirror-udt.so (make install's
- * $(PREFIX)/lib/biomirror).  Nothing here logs.
+ * there, else ../lib/biomirror/libbiomirror-udt.so from the binary's
+ * directory (make install: $(PREFIX)/bin, $(PREFIX)/lib/biomirror; any
+ * PREFIX or DESTDIR).  Nothing here logs.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -18,10 +19,6 @@
 #include "biomirror/error.h"
 #include "biomirror/udt_shim.h"
 #include "udt_shim_int.h"
-
-#ifndef BM_UDT_MODULE_DIR
-#define BM_UDT_MODULE_DIR	"/usr/local/lib/biomirror"
-#endif
 
 static pthread_mutex_t		 mod_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct udt_shim_ops *mod;	/* set once, under mod_lock */
@@ -40,17 +37,21 @@ module_path(char *path, size_t len)
 		return;
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	slash = NULL;
 	if (n > 0) {
 		exe[n] = '\0';
-		if ((slash = strrchr(exe, '/')) != NULL) {
-			*slash = '\0';
-			(void)snprintf(path, len, "%s/%s", exe,
-			    UDT_SHIM_MODULE_FILE);
-			if (access(path, F_OK) == 0)
-				return;
-		}
+		slash = strrchr(exe, '/');
 	}
-	(void)snprintf(path, len, "%s/%s", BM_UDT_MODULE_DIR,
+	if (slash == NULL) {
+		/* no /proc: the bare name, dlopen's search path */
+		(void)snprintf(path, len, "%s", UDT_SHIM_MODULE_FILE);
+		return;
+	}
+	*slash = '\0';
+	(void)snprintf(path, len, "%s/%s", exe, UDT_SHIM_MODULE_FILE);
+	if (access(path, F_OK) == 0)
+		return;
+	(void)snprintf(path, len, "%s/../lib/biomirror/%s", exe,
 	    UDT_SHIM_MODULE_FILE);
 }
 

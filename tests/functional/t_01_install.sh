@@ -3,6 +3,9 @@
 # man pages, the docs, the systemd units and the sysusers.d and tmpfiles.d
 # files in place (exactly those files); the sysusers.d and tmpfiles.d files
 # work; the installed binary runs and accepts the installed configs.
+# The UDT module (libbiomirror-udt.so) goes to $(PREFIX)/lib/biomirror and
+# exports its table; the binary does not link libudt (whose initializer
+# sleeps 100 ms in every process).
 . "$(dirname "$0")/lib.sh"
 bm_setup
 d=$T/root
@@ -11,6 +14,7 @@ make -s install DESTDIR="$d" PREFIX=/usr > "$T/install.log" 2>&1 ||
 # Exactly these files, with these modes (man pages and docs as in docs/).
 {
 	echo "755 usr/bin/biomirror"
+	echo "644 usr/lib/biomirror/libbiomirror-udt.so"
 	for f in etc/biomirror/biomirror.conf \
 	    usr/share/biomirror/conf/biomirror.conf \
 	    usr/share/biomirror/conf/ncbi-blast.conf \
@@ -52,6 +56,13 @@ grep -q '^ExecStart=/usr/bin/biomirror serve$' \
     fail "biomirror-serve.service: ExecStart not set"
 assert_exit 0 "$d/usr/bin/biomirror" --version
 grep -q '^biomirror [0-9]' "$T/last.out" || fail "--version output"
+! ldd "$d/usr/bin/biomirror" | grep -q libudt || fail "the binary links libudt"
+nm -D --defined-only "$d/usr/lib/biomirror/libbiomirror-udt.so" |
+    grep -q ' T udt_shim_module$' || fail "the UDT module exports no table"
+strace -f -e trace=clock_nanosleep -o "$T/strace.out" "$d/usr/bin/biomirror" \
+    --version > /dev/null || fail "strace --version"
+! grep -q 'tv_nsec=100000000' "$T/strace.out" ||
+    fail "libudt's 100 ms sleep at start: $(cat "$T/strace.out")"
 for c in biomirror.conf ncbi-blast.conf ftp-example.conf; do
 	assert_exit 0 "$d/usr/bin/biomirror" -c "$d/usr/share/biomirror/conf/$c" -n
 done

@@ -20,7 +20,10 @@
 #     --json), udt for the UDT runs, tcp for the fallback; the summary
 #     line and the progress line on a terminal name udt (the rerun);
 #  6. the UDT transport that cannot start (epoll_create fails, strace):
-#     exit 1, "SOURCE: open the udt transport: REASON", nothing fetched.
+#     exit 1, "SOURCE: open the udt transport: REASON", nothing fetched;
+#  7. without the UDT module (BM_UDT_MODULE names a missing file): the
+#     same clean failure, "UDT module PATH: dlerror's text"; libudt is
+#     never loaded by a run that does not use UDT (no 100 ms sleep).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -217,6 +220,18 @@ assert_eq "$rc" 1 "exit when the UDT transport cannot start"
 grep -qx "biomirror: up: $GRIDFTP_URL: open the udt transport: UDT epoll_create: .*" \
     "$T/last.err" || fail "no message for the transport: $(cat "$T/last.err")"
 [ -z "$(find "$T/mirror" -type f 2>/dev/null)" ] || fail "files fetched without a transport"
+
+echo "# no UDT module: the run fails cleanly and says which file"
+BM_UDT_MODULE=$T/none/libbiomirror-udt.so "$BM" -c "$T/bm.conf" \
+    --state-dir "$T/state" sync up > "$T/last.out" 2> "$T/last.err"
+assert_eq "$?" 1 "exit without the UDT module"
+grep -qx "biomirror: up: $GRIDFTP_URL: open the udt transport: UDT module $T/none/libbiomirror-udt.so: .*No such file or directory" \
+    "$T/last.err" || fail "no message for the module: $(cat "$T/last.err")"
+[ -z "$(find "$T/mirror" -type f 2>/dev/null)" ] || fail "files fetched without the module"
+strace -f -qq -o "$T/st.status" -e trace=clock_nanosleep,openat \
+    "$BM" -c "$T/bm.conf" --state-dir "$T/state" status > /dev/null 2>&1
+grep -q 'libudt\|tv_nsec=100000000' "$T/st.status" &&
+    fail "libudt loaded by status: $(grep 'libudt\|nanosleep' "$T/st.status")"
 
 echo "# transport = udt needs ftp_mode = extended"
 write_conf "$GRIDFTP_URL"
