@@ -254,7 +254,7 @@ assert_eq "$($CL version $H "$PORT" pub 1)" "version 1" "a session after SIGHUP"
 kill -0 "$SPID" 2>/dev/null || fail "SIGHUP stopped serve"
 grep -q 'Hangup' "$T/serve3.log" && fail "SIGHUP began a drain"
 mkfifo "$T/half.in"
-python3 - $H "$PORT" "$BM_TOOLS" < "$T/half.in" > "$T/half.out" 2>&1 <<'EOF' &
+cat > "$T/half.py" <<'EOF'
 import socket, struct, sys
 sys.path.insert(0, sys.argv[3])
 import bmclient
@@ -265,6 +265,7 @@ x.sendall(b"\0\0")                                  # 2 bytes, no HELLO
 print("held", flush=True)
 sys.stdin.readline()
 EOF
+python3 "$T/half.py" $H "$PORT" "$BM_TOOLS" < "$T/half.in" > "$T/half.out" 2>&1 &
 CPID=$!
 exec 7> "$T/half.in"
 for _ in $(seq 1 100); do grep -q held "$T/half.out" && grep -q 'session started' "$T/serve3.log" && break; sleep 0.05; done
