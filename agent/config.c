@@ -32,6 +32,7 @@
 
 #define CONF_MAX_FILE	(1024 * 1024)	/* bytes of config file read */
 #define CONF_NAME_MAX	64		/* bytes of a mirror name */
+#define CONF_SECRET_MAX	4096		/* bytes of a secret_file */
 #define CONF_MAX_GLOBS	1024		/* include (or exclude) patterns */
 #define CONF_REASON	512		/* bytes of a reason string */
 #define CONF_MAX_ERRORS	1000		/* errors recorded, then the parse stops */
@@ -412,6 +413,7 @@ config_new(void)
 	c->serve.max_connections = 8;
 	c->serve.idle_timeout = 300;
 	c->serve.drain_timeout = 30;
+	c->serve.max_queued_bytes = 8 << 20;
 	return c;
 }
 
@@ -2132,6 +2134,29 @@ parse_listen(const char *s, int *ret_family, uint8_t ret_addr[16],
 }
 
 /* See include/biomirror/config.h. */
+bool
+net_range_match(const struct net_range *r, int family, const uint8_t *addr)
+{
+	uint8_t		 a[16];
+	size_t		 full, bits;
+
+	memcpy(a, addr, 16);
+	if (family == AF_INET && r->family == AF_INET6) {
+		/* ::ffff:a.b.c.d, as a dual-stack socket would see it */
+		memset(a, 0, 10);
+		a[10] = a[11] = 0xff;
+		memcpy(a + 12, addr, 4);
+	} else if (family != r->family)
+		return false;
+	full = r->prefix / 8;
+	bits = r->prefix % 8;
+	if (memcmp(r->addr, a, full) != 0)
+		return false;
+	return bits == 0 || ((r->addr[full] ^ a[full]) &
+	    (0xff << (8 - bits))) == 0;
+}
+
+/* See include/biomirror/config.h. */
 int
 parse_net_range(const char *s, struct net_range *ret)
 {
@@ -2150,42 +2175,97 @@ parse_net_range(const char *s, struct net_range *ret)
 	if (inet_pton(r.family, host, r.addr) != 1)
 		return BM_EINVAL;
 	bits = r.family == AF_INET ? 32 : 128;
-	if (slash != NULL && config_parse_uint(slash + 1, 0, bits, &bits) != 0)
+	/* "/07": a leading zero is a typo, not a prefix length. */
+	if (slash != NULL && ((slash[1] == '0' && slash[2] != '\0') ||
+	    config_parse_uint(slash + 1, 0, bits, &bits) != 0))
 		return BM_EINVAL;
 	r.prefix = (unsigned)bits;
 	*ret = r;
 	return 0;
 }
 
+/* See include/biomirror/config.h. */
+int
+config_read_secret(const char *v, uint8_t **ret, size_t *ret_len,
+    char *errbuf, size_t errlen)
+{
+	struct stat	 st;
+	char		*buf = NULL;
+	size_t		 len = 0;
+	int		 fd = -1, err, rc = BM_EINVAL;
+
+	if (v[0] != '/') {
+		(void)conf_bad(errbuf, errlen, "secret_file", v,
+		    "must be an absolute path");
+		goto out;
+	}
+	if (has_ctrl(v)) {
+		(void)conf_bad(errbuf, errlen, "secret_file", v,
+		    "control characters are not allowed");
+		goto out;
+	}
+	if (lstat(v, &st) == 0 && S_ISLNK(st.st_mode)) {
+		(void)conf_bad(errbuf, errlen, "secret_file", v, "a symbolic "
+		    "link: not allowed (name the file itself)");
+		goto out;
+	}
+	if ((fd = open(v, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) ==
+	    -1 || fstat(fd, &st) == -1) {
+		err = errno;
+		(void)conf_bad(errbuf, errlen, "secret_file", v, "%s",
+		    strerror(err));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		(void)conf_bad(errbuf, errlen, "secret_file", v,
+		    "not a regular file");
+		goto out;
+	}
+	if ((st.st_mode & 077) != 0) {
+		(void)conf_bad(errbuf, errlen, "secret_file", v, "mode %04o: "
+		    "must be 0600 or stricter (chmod go= it)",
+		    (unsigned)(st.st_mode & 07777));
+		goto out;
+	}
+	if ((rc = fileio_read_all(fd, CONF_SECRET_MAX, &buf, &len)) != 0) {
+		if (rc != BM_ENOMEM)
+			(void)conf_bad(errbuf, errlen, "secret_file", v, "%s",
+			    rc == BM_ELIMIT ? "over 4096 bytes" :
+			    bm_strerror(rc));
+		rc = rc == BM_ENOMEM ? rc : BM_EINVAL;
+		goto out;
+	}
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+		len--;
+	if (len == 0) {
+		rc = conf_bad(errbuf, errlen, "secret_file", v, "empty (or "
+		    "only newlines)");
+		goto out;
+	}
+	if (ret != NULL) {
+		*ret = (uint8_t *)buf;
+		*ret_len = len;
+		buf = NULL;
+	}
+	rc = 0;
+out:
+	if (buf != NULL) {
+		explicit_bzero(buf, len);
+		free(buf);
+	}
+	if (fd != -1)
+		(void)close(fd);
+	return rc;
+}
+
 /*
- * secret_file: an absolute path to a regular file that only its owner can
- * read or write (mode 0600 or stricter); the secret is read at start.
+ * secret_file: checked as config_read_secret() reads it (the secret
+ * itself is read again at start, and dropped here).
  */
 static int
 check_secret_file(const char *v, char *errbuf, size_t errlen)
 {
-	struct stat	 st;
-	int		 err;
-
-	if (v[0] != '/')
-		return conf_bad(errbuf, errlen, "secret_file", v,
-		    "must be an absolute path");
-	if (has_ctrl(v))
-		return conf_bad(errbuf, errlen, "secret_file", v,
-		    "control characters are not allowed");
-	if (stat(v, &st) == -1) {
-		err = errno;
-		return conf_bad(errbuf, errlen, "secret_file", v, "%s",
-		    strerror(err));
-	}
-	if (!S_ISREG(st.st_mode))
-		return conf_bad(errbuf, errlen, "secret_file", v,
-		    "not a regular file");
-	if ((st.st_mode & 077) != 0)
-		return conf_bad(errbuf, errlen, "secret_file", v, "mode %04o: "
-		    "must be 0600 or stricter (chmod go= it)",
-		    (unsigned)(st.st_mode & 07777));
-	return 0;
+	return config_read_secret(v, NULL, NULL, errbuf, errlen);
 }
 
 /* The keys of a later issue's UDT data connections. */
@@ -2214,10 +2294,11 @@ static int
 serve_value(struct serve_conf *sv, int k, const char *name, const char *v,
     char *why, size_t wl)
 {
-	static const unsigned lo[] = { 0, 1, 1, 1, 0 },
-	    hi[] = { 0, 1024, 64, 86400, 3600 };
+	static const unsigned lo[] = { 0, 1, 1, 1, 0, 0, 0, 1 },
+	    hi[] = { 0, 1024, 64, 86400, 3600, 0, 0, 65535 };
 	unsigned	*u[] = { NULL, &sv->max_clients, &sv->max_connections,
-			    &sv->idle_timeout, &sv->drain_timeout };
+			    &sv->idle_timeout, &sv->drain_timeout, NULL, NULL,
+			    &sv->max_per_address };
 	int		 fam, rc;
 	uint8_t		 a[16];
 	uint16_t	 port;
@@ -2229,8 +2310,16 @@ serve_value(struct serve_conf *sv, int k, const char *name, const char *v,
 			    "127.0.0.1:7722, :7722)");
 		return set_str(name, v, &sv->listen, why, wl);
 	}
-	if (k <= 4)
+	if (k <= 4 || k == 7)
 		return set_uint(name, v, lo[k], hi[k], u[k], why, wl);
+	if (k == 8) {
+		if ((rc = set_size(name, v, 65536, &sv->max_queued_bytes, why,
+		    wl)) != 0)
+			return rc;
+		if (sv->max_queued_bytes > (1ULL << 30))
+			return conf_bad(why, wl, name, v, "must be at most 1G");
+		return 0;
+	}
 	if (k == 5) {
 		if ((rc = check_secret_file(v, why, wl)) != 0)
 			return rc;
@@ -2247,7 +2336,8 @@ conf_serve_key(struct conf_load *ld, const char *name, const char *value)
 {
 	static const char *const keys[] = { "listen", "max_clients",
 	    "max_connections", "idle_timeout", "drain_timeout",
-	    "secret_file", "metrics_file" };
+	    "secret_file", "metrics_file", "max_per_address",
+	    "max_queued_bytes" };
 	char	 why[CONF_REASON];
 	int	 k, rc;
 

@@ -1155,46 +1155,20 @@ run_ftp_source(struct run *r)
 
 /*
  * The bm:// export's secret from secret_file: its bytes, trailing
- * newlines removed (as biomirror serve reads its copy).  Read with
- * O_NOFOLLOW and its mode checked again: 0600 or stricter.
+ * newlines removed, checked as at config time (config_read_secret(): a
+ * regular file, not a symlink, mode 0600 or stricter, not empty).
  */
 static int
 run_bm_secret(struct run *r)
 {
-	struct stat	 st;
-	int		 fd, err, rc;
+	uint8_t	*sec = NULL;
+	int	 rc;
 
 	if (r->c->secret_file == NULL)
 		return 0;
-	if ((fd = open(r->c->secret_file, O_RDONLY | O_CLOEXEC |
-	    O_NOFOLLOW)) == -1) {
-		err = errno;
-		(void)snprintf(r->err, sizeof(r->err), "secret_file %s: %s",
-		    r->c->secret_file, strerror(err));
-		return BM_EINVAL;
-	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
-	    (st.st_mode & 077) != 0) {
-		(void)close(fd);
-		(void)snprintf(r->err, sizeof(r->err), "secret_file %s: not a "
-		    "regular file of mode 0600 or stricter",
-		    r->c->secret_file);
-		return BM_EINVAL;
-	}
-	rc = fileio_read_all(fd, 4096, &r->secret, &r->secret_len);
-	(void)close(fd);
-	while (rc == 0 && r->secret_len > 0 &&
-	    (r->secret[r->secret_len - 1] == '\n' ||
-	    r->secret[r->secret_len - 1] == '\r'))
-		r->secret_len--;
-	if (rc == 0 && r->secret_len == 0)
-		rc = BM_EINVAL;
-	if (rc != 0 && rc != BM_ENOMEM) {
-		(void)snprintf(r->err, sizeof(r->err), "secret_file %s: %s",
-		    r->c->secret_file, rc == BM_EINVAL ? "empty" :
-		    rc == BM_ELIMIT ? "over 4096 bytes" : bm_strerror(rc));
-		rc = BM_EINVAL;
-	}
+	rc = config_read_secret(r->c->secret_file, &sec, &r->secret_len,
+	    r->err, sizeof(r->err));
+	r->secret = (char *)sec;
 	return rc;
 }
 

@@ -276,6 +276,8 @@ sv_next_item(struct sv_session *s)
 		if (s->head == NULL)
 			s->tail = NULL;
 		s->queued--;
+		s->qbytes -= q->cost;
+		srv->qbytes -= q->cost;
 		s->inflight++;
 		q->next = NULL;
 	}

@@ -30,8 +30,30 @@ sv_ms_since(const struct timespec *t)
 }
 
 /*
+ * Whether a drain may end c's read now: a connection before its first
+ * frame, or a session's control connection with nothing in flight (a
+ * request read during a drain would be refused anyway).
+ */
+static bool
+sv_drain_cuts(struct sv_conn *c)
+{
+	struct sv_server *srv = c->srv;
+	bool		 cut;
+
+	if (!atomic_load(&srv->draining))
+		return false;
+	if (atomic_load(&c->first))
+		return true;
+	(void)pthread_mutex_lock(&srv->lock);
+	cut = c->ctl_of != NULL && !sv_busy(c->ctl_of);
+	(void)pthread_mutex_unlock(&srv->lock);
+	return cut;
+}
+
+/*
  * Wait at most ms for c to be readable.  Returns 1 readable (or closed),
- * 0 time is up, BM_EINTR when the server cuts connections.
+ * 0 time is up, BM_EINTR when the server cuts connections (or a drain
+ * ends an idle read: sv_drain_cuts).
  */
 int
 sv_wait(struct sv_conn *c, int ms)
@@ -40,7 +62,7 @@ sv_wait(struct sv_conn *c, int ms)
 	int		 n, step;
 
 	while (ms >= 0) {
-		if (atomic_load(&c->srv->cut))
+		if (atomic_load(&c->srv->cut) || sv_drain_cuts(c))
 			return BM_EINTR;
 		step = ms < SV_SLICE_MS ? ms : SV_SLICE_MS;
 		n = poll(&pfd, 1, step);
@@ -91,25 +113,31 @@ sv_read_full(struct sv_conn *c, void *buf, size_t len, int ms)
 }
 
 /*
- * Read one frame into buf (cap bytes, at least BMP_HDR_LEN): its payload
- * lands at buf + BMP_HDR_LEN.  Returns 0; BM_ELIMIT for a payload over
- * cap - BMP_HDR_LEN (nothing more read) or the time up; BM_EPROTO for an
+ * Read one frame into buf (cap bytes, at least BMP_HDR_LEN) within ms
+ * for header and payload together: its payload lands at buf +
+ * BMP_HDR_LEN.  Returns 0; BM_ELIMIT for a payload over cap -
+ * BMP_HDR_LEN (nothing more read) or the time up; BM_EPROTO for an
  * unknown type; BM_ENET, BM_EINTR as sv_read_full.
  */
 int
 sv_read_frame(struct sv_conn *c, uint8_t *buf, size_t cap, int ms,
     uint8_t *ret_type, size_t *ret_len)
 {
-	size_t	 len;
-	uint8_t	 type;
-	int	 rc;
+	struct timespec	 t0;
+	int64_t		 left;
+	size_t		 len;
+	uint8_t		 type;
+	int		 rc;
 
+	(void)clock_gettime(CLOCK_MONOTONIC, &t0);
 	if ((rc = sv_read_full(c, buf, BMP_HDR_LEN, ms)) != 0)
 		return rc;
 	if ((rc = bmp_header(buf, cap - BMP_HDR_LEN, &type, &len)) != 0)
 		return rc;
-	if ((rc = sv_read_full(c, buf + BMP_HDR_LEN, len, ms)) != 0)
-		return rc == BM_ELIMIT ? BM_ENET : rc;
+	if ((left = ms - sv_ms_since(&t0)) < 0)
+		left = 0;
+	if ((rc = sv_read_full(c, buf + BMP_HDR_LEN, len, (int)left)) != 0)
+		return rc;
 	*ret_type = type;
 	*ret_len = len;
 	return 0;

@@ -31,42 +31,18 @@
 
 #include "serve_int.h"
 
-/* Read a secret file: its bytes without a trailing newline. */
+/* Read a secret file (config_read_secret(): checked as at config time). */
 static int
 sv_read_secret(const char *path, uint8_t **ret, size_t *ret_len)
 {
-	struct stat	 st;
-	char		*buf = NULL;
-	size_t		 len = 0;
-	int		 fd, rc;
+	char	 why[512];
+	int	 rc;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
-		log_warn("serve: secret_file %s: open", path);
-		return BM_EIO;
-	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
-	    (st.st_mode & 077) != 0) {
-		log_warnx("serve: secret_file %s: not a regular file of mode "
-		    "0600 or stricter", path);
-		(void)close(fd);
-		return BM_EINVAL;
-	}
-	rc = fileio_read_all(fd, SV_SECRET_MAX, &buf, &len);
-	(void)close(fd);
-	while (rc == 0 && len > 0 && (buf[len - 1] == '\n' ||
-	    buf[len - 1] == '\r'))
-		len--;
-	if (rc == 0 && len == 0)
-		rc = BM_EINVAL;
-	if (rc != 0) {
-		log_warnx("serve: secret_file %s: %s", path, rc == BM_EINVAL ?
-		    "empty" : bm_strerror(rc));
-		free(buf);
-		return rc;
-	}
-	*ret = (uint8_t *)buf;
-	*ret_len = len;
-	return 0;
+	if ((rc = config_read_secret(path, ret, ret_len, why,
+	    sizeof(why))) != 0)
+		log_warnx("serve: %s", rc == BM_ENOMEM ? "out of memory" :
+		    why);
+	return rc;
 }
 
 /* The config's exports as served: roots found, secrets read. */
@@ -203,6 +179,7 @@ sv_conn_main(void *arg)
 	int		 rc;
 
 	rc = sv_read_frame(c, buf, sizeof(buf), SV_HELLO_MS, &type, &len);
+	atomic_store(&c->first, false);
 	if (rc == BM_ELIMIT || rc == BM_EPROTO || (rc == 0 &&
 	    type != BMP_HELLO && type != BMP_ATTACH)) {
 		sv_refused(srv, c, "first frame is not HELLO or ATTACH%s",
@@ -257,17 +234,37 @@ sv_peer(struct sv_conn *c, const struct sockaddr_storage *ss)
 	    "[%s]:%u" : "%s:%u", a, port);
 }
 
-/* Accept one connection and start its thread (or refuse it). */
+/*
+ * Whether some export may admit c: one without an allow list, or one
+ * whose ranges hold c's address (checked again at HELLO, per export).
+ */
+static bool
+sv_allowed_any(const struct sv_server *srv, const struct sv_conn *c)
+{
+	size_t	 i;
+
+	for (i = 0; i < srv->nexports; i++)
+		if (sv_allowed(&srv->exports[i], c))
+			return true;
+	return false;
+}
+
+/*
+ * Accept one connection and start its thread, or refuse it before a
+ * byte is read: an address no export allows, max_per_address from one
+ * address, max_clients * (max_connections + 1) in all.
+ */
 static void
 sv_accept(struct sv_server *srv)
 {
 	struct sockaddr_storage	 ss;
 	socklen_t		 sl = sizeof(ss);
-	struct sv_conn		*c;
+	struct sv_conn		*c, *o;
 	struct timeval		 tv;
 	sigset_t		 all, old;
 	pthread_attr_t		 at;
 	pthread_t		 t;
+	size_t			 same;
 	bool			 full;
 	int			 fd, one = 1;
 
@@ -281,25 +278,40 @@ sv_accept(struct sv_server *srv)
 	c->srv = srv;
 	c->fd = fd;
 	sv_peer(c, &ss);
+	atomic_init(&c->first, true);
 	tv.tv_sec = srv->sc->idle_timeout;
 	tv.tv_usec = 0;
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (!sv_allowed_any(srv, c)) {
+		sv_refused(srv, c, "address not in any export's allow list");
+		(void)sv_send_error(c, 0, BMP_NO_INDEX, BMP_E_DENIED,
+		    "address not allowed");
+		goto out;
+	}
 	(void)pthread_mutex_lock(&srv->lock);
-	if (!(full = srv->nconns >= srv->max_conns)) {
+	for (o = srv->conns, same = 0; o != NULL; o = o->next)
+		if (o->family == c->family &&
+		    memcmp(o->addr, c->addr, sizeof(c->addr)) == 0)
+			same++;
+	full = srv->nconns >= srv->max_conns;
+	if (!full && same < srv->max_per_addr) {
 		c->next = srv->conns;
 		srv->conns = c;
 		srv->nconns++;
 	}
 	(void)pthread_mutex_unlock(&srv->lock);
-	if (full) {
-		sv_refused(srv, c, "too many connections (%zu open)",
-		    srv->max_conns);
+	if (full || same >= srv->max_per_addr) {
+		if (full)
+			sv_refused(srv, c, "too many connections (%zu open)",
+			    srv->max_conns);
+		else
+			sv_refused(srv, c, "too many connections from one "
+			    "address (max_per_address %zu)",
+			    srv->max_per_addr);
 		(void)sv_send_error(c, 0, BMP_NO_INDEX, BMP_E_LIMIT,
 		    "too many connections");
-		(void)close(fd);
-		free(c);
-		return;
+		goto out;
 	}
 	(void)sigfillset(&all);
 	(void)pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -311,11 +323,15 @@ sv_accept(struct sv_server *srv)
 		srv->conns = c->next;
 		srv->nconns--;
 		(void)pthread_mutex_unlock(&srv->lock);
+	} else
+		c = NULL;	/* the thread's */
+	(void)pthread_attr_destroy(&at);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+out:
+	if (c != NULL) {
 		(void)close(fd);
 		free(c);
 	}
-	(void)pthread_attr_destroy(&at);
-	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Wait at most ms for every connection to end; true when they did. */
@@ -341,12 +357,17 @@ sv_wait_conns(struct sv_server *srv, int64_t ms)
 	return done;
 }
 
-/* SIGTERM: no new sessions, drain_timeout for transfers, then cut. */
+/*
+ * SIGTERM: no new sessions, drain_timeout for transfers, then cut.
+ * Returns false when a transfer was cut (an item in flight or queued
+ * with a data connection), true otherwise.
+ */
 static bool
 sv_drain(struct sv_server *srv, int sig)
 {
 	struct sv_conn		*c;
 	struct sv_session	*s;
+	bool			 inflight = false;
 
 	(void)pthread_mutex_lock(&srv->lock);
 	log_info("serve: %s: draining %zu session%s (at most %u s)",
@@ -364,11 +385,13 @@ sv_drain(struct sv_server *srv, int sig)
 	    srv->nconns, srv->nconns == 1 ? "" : "s");
 	for (c = srv->conns; c != NULL; c = c->next)
 		(void)shutdown(c->fd, SHUT_RDWR);
-	for (s = srv->sessions; s != NULL; s = s->next)
+	for (s = srv->sessions; s != NULL; s = s->next) {
+		inflight = inflight || sv_busy(s);
 		(void)pthread_cond_broadcast(&s->cond);
+	}
 	(void)pthread_mutex_unlock(&srv->lock);
 	(void)sv_wait_conns(srv, INT64_MAX);
-	return false;
+	return !inflight;
 }
 
 /* See include/biomirror/serve.h. */
@@ -377,6 +400,7 @@ serve_run(const struct config *c, const struct serve_opts *o,
     volatile sig_atomic_t *stop)
 {
 	struct sv_server *srv;
+	struct sigaction sa;
 	struct pollfd	 pfd;
 	const char	*spec;
 	size_t		 i;
@@ -392,6 +416,11 @@ serve_run(const struct config *c, const struct serve_opts *o,
 	srv->test_stop = getenv("BM_SERVE_TEST_STOP");
 	srv->max_conns = (size_t)c->serve.max_clients *
 	    (c->serve.max_connections + 1);
+	srv->max_per_addr = c->serve.max_per_address != 0 ?
+	    c->serve.max_per_address : 2 * ((size_t)c->serve.max_connections +
+	    1);
+	srv->max_qbytes = c->serve.max_queued_bytes > SV_QUEUE_TOTAL ?
+	    c->serve.max_queued_bytes : SV_QUEUE_TOTAL;
 	(void)pthread_mutex_init(&srv->lock, NULL);
 	(void)pthread_cond_init(&srv->cond, NULL);
 	spec = o->listen != NULL ? o->listen : c->serve.listen != NULL ?
@@ -407,6 +436,10 @@ serve_run(const struct config *c, const struct serve_opts *o,
 	    "max_connections %u)", spec, srv->nexports, srv->nexports == 1 ?
 	    "" : "s", c->serve.max_clients, c->serve.max_connections);
 	sv_metrics(srv);
+	/* Config is read once: SIGHUP does not stop serve (biomirror(1)). */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	(void)sigaction(SIGHUP, &sa, NULL);
 	pfd.fd = srv->lfd;
 	pfd.events = POLLIN;
 	while (*stop == 0) {

@@ -21,6 +21,10 @@
 #include "biomirror/config.h"
 
 #define SV_QUEUE_MAX	65536		/* GET items queued per session */
+#define SV_ITEM_COST	64		/* bytes an item costs beyond its wire
+					   bytes (max_queued_bytes) */
+#define SV_QUEUE_TOTAL	(64ULL << 20)	/* queued bytes of all sessions (or
+					   max_queued_bytes, if larger) */
 #define SV_BUF		(256 * 1024)	/* bytes read per pread of a file */
 #define SV_HELLO_MS	10000		/* first frame of a connection */
 #define SV_SLICE_MS	250		/* poll slice: drain, cut, idle checks */
@@ -45,6 +49,9 @@ struct sv_conn {
 	uint8_t		 addr[16];	/* peer address */
 	char		 peer[64];	/* "ADDR:PORT" for log lines */
 	struct sv_session *sess;	/* borrowed: a data connection's */
+	struct sv_session *ctl_of;	/* borrowed: the session this is the
+					   control connection of, NULL */
+	atomic_bool	 first;		/* its first frame not yet read */
 	struct sv_conn	*next;		/* server's list */
 };
 
@@ -61,6 +68,7 @@ struct sv_item {
 	uint16_t	 index;
 	char		*path;		/* owned, NUL-terminated, checked */
 	uint64_t	 off, len;
+	size_t		 cost;		/* bytes counted in qbytes */
 	struct sv_item	*next;
 };
 
@@ -78,6 +86,7 @@ struct sv_session {
 	pthread_cond_t	 cond;		/* queue or closing changed */
 	struct sv_item	*head, *tail;	/* owned queue */
 	size_t		 queued;	/* items in the queue */
+	uint64_t	 qbytes;	/* their cost (SV_ITEM_COST) */
 	size_t		 inflight;	/* items being sent */
 	size_t		 ndata;		/* attached data connections */
 	bool		 closing;	/* data threads must leave */
@@ -98,6 +107,9 @@ struct sv_server {
 	struct sv_conn	*conns;		/* every open connection */
 	size_t		 nconns;
 	size_t		 max_conns;	/* open connections at once */
+	size_t		 max_per_addr;	/* of them from one address */
+	uint64_t	 qbytes;	/* every session's qbytes */
+	uint64_t	 max_qbytes;	/* all sessions' queued bytes */
 	struct sv_session *sessions;	/* sessions with a token */
 	size_t		 nsessions;	/* sessions counted against max_clients */
 	atomic_bool	 draining;	/* SIGTERM: no new sessions */
@@ -135,6 +147,11 @@ int	sv_list(struct sv_session *s, uint32_t id, const char *path,
 int	sv_open_root(const struct sv_export *e, int *ret_fd,
 	    int64_t *ret_snap);
 uint16_t sv_wire_error(int rc);
+
+/* session.c: whether c may use export e (its allow ranges). */
+bool	sv_allowed(const struct sv_export *e, const struct sv_conn *c);
+/* Under srv->lock: whether s has an item in flight (or one to send). */
+bool	sv_busy(const struct sv_session *s);
 
 /* session.c, data.c: a connection's thread after its first frame. */
 void	sv_session_run(struct sv_conn *c, const uint8_t *p, size_t len);

@@ -24,27 +24,33 @@
 #include "serve_int.h"
 
 /* Whether c's address lies in one of e's allow ranges (none: anyone). */
-static bool
+bool
 sv_allowed(const struct sv_export *e, const struct sv_conn *c)
 {
-	const struct net_range *r;
-	size_t		 i, full, bits;
+	size_t	 i;
 
 	if (e->conf->nallow == 0)
 		return true;
-	for (i = 0; i < e->conf->nallow; i++) {
-		r = &e->conf->allow[i];
-		if (r->family != c->family)
-			continue;
-		full = r->prefix / 8;
-		bits = r->prefix % 8;
-		if (memcmp(r->addr, c->addr, full) != 0)
-			continue;
-		if (bits == 0 || ((r->addr[full] ^ c->addr[full]) &
-		    (0xff << (8 - bits))) == 0)
+	for (i = 0; i < e->conf->nallow; i++)
+		if (net_range_match(&e->conf->allow[i], c->family, c->addr))
 			return true;
-	}
 	return false;
+}
+
+/* A client's bytes for a log line: printable ASCII, others as \\xHH. */
+static void
+sv_printable(char *out, size_t cap, const uint8_t *p, size_t len)
+{
+	size_t	 i, o = 0;
+
+	for (i = 0; i < len && o + 5 <= cap; i++) {
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
+			out[o++] = (char)p[i];
+		else
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02x",
+			    p[i]);
+	}
+	out[o < cap ? o : cap - 1] = '\0';
 }
 
 static const struct sv_export *
@@ -69,16 +75,17 @@ sv_admit(struct sv_conn *c, const struct bmp_hello *h)
 {
 	struct sv_server	*srv = c->srv;
 	const struct sv_export	*e;
-	char			 name[BMP_NAME_MAX + 1];
+	char			 name[4 * BMP_NAME_MAX + 1];
 	bool			 full;
 
-	(void)snprintf(name, sizeof(name), "%.*s", (int)h->export.len,
-	    (const char *)h->export.p);
 	if ((e = sv_find_export(srv, &h->export)) == NULL) {
+		sv_printable(name, sizeof(name), h->export.p, h->export.len);
 		sv_refused(srv, c, "no export '%s'", name);
-		(void)sv_send_error(c, 0, BMP_NO_INDEX, BMP_E_NOEXPORT, name);
+		(void)sv_send_error(c, 0, BMP_NO_INDEX, BMP_E_NOEXPORT,
+		    "no such export");
 		return NULL;
 	}
+	(void)snprintf(name, sizeof(name), "%s", e->conf->name);
 	if (!sv_allowed(e, c)) {
 		sv_refused(srv, c, "export %s: address not in its allow list",
 		    name);
@@ -260,7 +267,7 @@ sv_do_list(struct sv_session *s, const uint8_t *p, size_t len, uint8_t *buf)
 		    "path", s->exp->conf->name);
 	if (rc != 0)
 		return sv_ctl_error(s, id, BMP_NO_INDEX, sv_wire_error(rc),
-		    bm_strerror(rc));
+		    rc == BM_EINVAL ? "not a directory" : bm_strerror(rc));
 	log_info("serve: %s: export %s: listed /%s: %llu entries",
 	    s->ctl->peer, s->exp->conf->name, path, (unsigned long long)count);
 	if ((rc = bmp_enc_list_end(id, count, buf, BMP_HDR_LEN + 64, &n)) != 0)
@@ -289,6 +296,7 @@ sv_item_new(struct sv_get *g, uint16_t index,
 	q->index = index;
 	q->off = it->off;
 	q->len = it->len;
+	q->cost = SV_ITEM_COST + 18 + it->path.len;	/* its wire bytes too */
 	*ret = q;
 	return 0;
 }
@@ -297,26 +305,38 @@ sv_item_new(struct sv_get *g, uint16_t index,
 static int
 sv_do_get(struct sv_session *s, const uint8_t *p, size_t len, uint8_t *buf)
 {
+	struct sv_server *srv = s->srv;
 	struct sv_item	*head = NULL, **tail = &head, *q;
 	struct bmp_rd	 r;
 	struct bmp_item	 it;
 	struct sv_get	*g;
+	const char	*why = NULL;
+	uint64_t	 cost, qb = 0;
 	uint32_t	 id;
 	uint16_t	 n, i;
 	size_t		 nq = 0, fl;
 	int		 rc;
-	bool		 over;
 
 	if (bmp_dec_get(p, len, &id, &n, &r) != 0)
 		return BM_EPROTO;
-	(void)pthread_mutex_lock(&s->srv->lock);
-	over = s->queued + n > SV_QUEUE_MAX;
-	(void)pthread_mutex_unlock(&s->srv->lock);
-	if (over) {
-		sv_refused(s->srv, s->ctl, "export %s: GET %u: more than %d "
-		    "items queued", s->exp->conf->name, id, SV_QUEUE_MAX);
+	/* Its cost once queued: wire bytes plus SV_ITEM_COST an item. */
+	cost = (uint64_t)len - 6 + (uint64_t)n * SV_ITEM_COST;
+	(void)pthread_mutex_lock(&srv->lock);
+	if (s->queued + n > SV_QUEUE_MAX)
+		why = "items";
+	else if (s->qbytes + cost > srv->sc->max_queued_bytes)
+		why = "bytes";
+	else if (srv->qbytes + cost > srv->max_qbytes)
+		why = "bytes of all sessions";
+	(void)pthread_mutex_unlock(&srv->lock);
+	if (why != NULL) {
+		sv_refused(srv, s->ctl, "export %s: GET %u: too many %s queued "
+		    "(%d items, max_queued_bytes %llu a session, %llu in all)",
+		    s->exp->conf->name, id, why, SV_QUEUE_MAX,
+		    (unsigned long long)srv->sc->max_queued_bytes,
+		    (unsigned long long)srv->max_qbytes);
 		return sv_ctl_error(s, id, BMP_NO_INDEX, BMP_E_LIMIT,
-		    "too many items queued");
+		    "too much queued");
 	}
 	if ((g = calloc(1, sizeof(*g))) == NULL)
 		return BM_ENOMEM;
@@ -340,6 +360,7 @@ sv_do_get(struct sv_session *s, const uint8_t *p, size_t len, uint8_t *buf)
 			*tail = q;
 			tail = &q->next;
 			nq++;
+			qb += q->cost;
 		}
 	}
 	if (rc == 0 && bmp_rd_end(&r) != 0)
@@ -368,9 +389,19 @@ sv_do_get(struct sv_session *s, const uint8_t *p, size_t len, uint8_t *buf)
 		continue;
 	s->tail = q;
 	s->queued += nq;
+	s->qbytes += qb;
+	srv->qbytes += qb;
 	(void)pthread_cond_broadcast(&s->cond);
 	(void)pthread_mutex_unlock(&s->srv->lock);
 	return 0;
+}
+
+/* See serve_int.h. */
+bool
+sv_busy(const struct sv_session *s)
+{
+	/* Queued items wait for a data connection: idle without one. */
+	return (s->queued > 0 && s->ndata > 0) || s->inflight > 0;
 }
 
 /*
@@ -385,8 +416,7 @@ sv_should_end(struct sv_session *s)
 	int64_t		 ms;
 
 	(void)pthread_mutex_lock(&srv->lock);
-	/* Queued items wait for a data connection: idle without one. */
-	busy = (s->queued > 0 && s->ndata > 0) || s->inflight > 0;
+	busy = sv_busy(s);
 	ms = sv_ms_since(&s->last);
 	(void)pthread_mutex_unlock(&srv->lock);
 	idle = !busy && ms >= (int64_t)srv->sc->idle_timeout * 1000;
@@ -429,7 +459,14 @@ sv_loop(struct sv_session *s, uint8_t *buf)
 			    "bytes or too slow", s->exp->conf->name,
 			    BMP_FRAME_MAX);
 			(void)sv_ctl_error(s, 0, BMP_NO_INDEX, BMP_E_LIMIT,
-			    "frame too large");
+			    "frame too large or too slow");
+			return;
+		}
+		if (rc == BM_EPROTO) {	/* a type this version does not know */
+			sv_refused(srv, s->ctl, "export %s: unknown frame "
+			    "type %u", s->exp->conf->name, buf[4]);
+			(void)sv_ctl_error(s, 0, BMP_NO_INDEX, BMP_E_PROTO,
+			    "unknown frame type");
 			return;
 		}
 		if (rc != 0)
@@ -487,6 +524,7 @@ sv_session_end(struct sv_session *s)
 		(void)pthread_cond_wait(&srv->cond, &srv->lock);
 	while ((q = s->head) != NULL) {
 		s->head = q->next;
+		srv->qbytes -= q->cost;
 		if (q->next == NULL || q->next->get != q->get)
 			free(q->get);	/* the last queued item of its GET */
 		free(q->path);
@@ -529,6 +567,9 @@ sv_session_run(struct sv_conn *c, const uint8_t *p, size_t len)
 	s->version = h.version < BMP_VERSION ? h.version : BMP_VERSION;
 	(void)pthread_mutex_init(&s->wlock, NULL);
 	(void)pthread_cond_init(&s->cond, NULL);
+	(void)pthread_mutex_lock(&c->srv->lock);
+	c->ctl_of = s;		/* a drain may cut its idle reads */
+	(void)pthread_mutex_unlock(&c->srv->lock);
 	if ((s->exp = sv_admit(c, &h)) == NULL)
 		goto out;
 	counted = true;
@@ -555,6 +596,9 @@ out:
 		(void)pthread_mutex_unlock(&c->srv->lock);
 	}
 	if (s != NULL) {
+		(void)pthread_mutex_lock(&c->srv->lock);
+		c->ctl_of = NULL;
+		(void)pthread_mutex_unlock(&c->srv->lock);
 		if (s->root != -1)
 			(void)close(s->root);
 		OPENSSL_cleanse(s->key, sizeof(s->key));

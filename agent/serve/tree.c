@@ -241,7 +241,12 @@ sv_list(struct sv_session *s, uint32_t id, const char *path,
 	int		 fd, rc;
 
 	if ((rc = sv_open_beneath(s->root, path, O_RDONLY | O_DIRECTORY,
-	    &fd)) != 0)
+	    &fd)) == BM_ENOENT && sv_open_beneath(s->root, path, O_PATH,
+	    &fd) == 0) {
+		(void)close(fd);	/* there, but not a directory */
+		rc = BM_EINVAL;
+	}
+	if (rc != 0)
 		return rc;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
 	    (w->buf = malloc(SV_BUF)) == NULL) {

@@ -121,6 +121,10 @@ struct serve_conf {
 	unsigned	 max_connections; /* data connections per session (8) */
 	unsigned	 idle_timeout;	/* seconds without a request (300) */
 	unsigned	 drain_timeout;	/* seconds SIGTERM waits for transfers (30) */
+	unsigned	 max_per_address; /* connections from one address, 0 =
+					   2 * (max_connections + 1) */
+	uint64_t	 max_queued_bytes; /* GET items' bytes queued per
+					   session (8 MiB) */
 	char		*secret_file;	/* owned: default secret, NULL = anonymous */
 	char		*metrics_file;	/* owned: Prometheus textfile, NULL none */
 	unsigned	 line;		/* line of [serve], 0 if absent */
@@ -175,8 +179,24 @@ int	config_load_all(const char *path, struct config **ret,
  */
 int	parse_listen(const char *s, int *ret_family, uint8_t ret_addr[16],
 	    uint16_t *ret_port);
+/*
+ * Read secret_file v (an absolute path; a regular file of mode 0600 or
+ * stricter, not a symlink, 1 to 4096 bytes once trailing newlines are
+ * removed) into *ret (the caller's, to cleanse and free; ret NULL: only
+ * checked).  Returns 0, BM_ENOMEM, or BM_EINVAL with "secret_file = v:
+ * why" in errbuf.
+ */
+int	config_read_secret(const char *v, uint8_t **ret, size_t *ret_len,
+	    char *errbuf, size_t errlen);
 /* Parse one allow range ("10.0.0.0/8", "::1") into *ret.  0 or BM_EINVAL. */
 int	parse_net_range(const char *s, struct net_range *ret);
+/*
+ * Whether addr (family AF_INET: 4 bytes used, of 16; AF_INET6: 16) lies in
+ * r.  An IPv4 address also matches an IPv6 range holding its v4-mapped
+ * form (::ffff:a.b.c.d: "::/0", "::ffff:10.0.0.0/104").
+ */
+bool	net_range_match(const struct net_range *r, int family,
+	    const uint8_t *addr);
 /* The export named name, or NULL (borrowed). */
 struct export_conf *config_find_export(const struct config *c,
 	    const char *name);

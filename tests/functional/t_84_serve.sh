@@ -14,8 +14,12 @@
 #   connection, oversized frames, path escapes (.., absolute, a symlink
 #   out of the root), an address outside allow, too many clients, data
 #   connections and TCP connections, an idle session;
+# - caps before a byte is read: max_per_address, the total, an address
+#   no export allows; max_queued_bytes refuses a GET over its budget;
 # - SIGTERM drains: no new sessions, a running transfer finishes, exit 0;
-#   a transfer still running at drain_timeout is cut, exit 1.
+#   idle or half-sent requests end at once (exit 0: nothing in flight);
+#   a transfer still running at drain_timeout is cut, exit 1; SIGHUP
+#   does not stop the server.
 . "$(dirname "$0")/lib.sh"
 bm_setup
 CL="python3 $BM_TOOLS/bmclient.py"
@@ -53,6 +57,7 @@ max_connections = 4
 idle_timeout = 1
 drain_timeout = 20
 metrics_file = $T/serve.prom
+max_queued_bytes = 1M
 
 [export pub]
 path = $T/up
@@ -64,6 +69,10 @@ secret_file = $T/secret
 [export local]
 path = $T/up
 allow = 127.0.0.1/32
+
+[export mapped]
+path = $T/up
+allow = ::ffff:127.0.0.1/128
 CONF
 "$BM" -c "$T/bm.conf" serve > "$T/serve.log" 2>&1 &
 SPID=$!
@@ -153,24 +162,49 @@ hostile get:a.txt "ok got 6 bytes" "" local
 hostile get:a.txt "ERROR 4" "export local: address not in its allow list" local --src 127.0.0.3
 hostile too-many-conns "ERROR 5" "too many data connections for one session"
 hostile too-many-clients "ERROR 5" "too many clients (max_clients 3)"
+hostile get:a.txt "ok got 6 bytes" "" mapped
+hostile get:a.txt "ERROR 4" "export mapped: address not in its allow list" mapped --src 127.0.0.3
+hostile list:a.txt "ERROR 8 not a directory" ""
+hostile list:link "ERROR 8 not a directory" ""
+hostile list:nothere "ERROR 6" ""
+hostile unknown-type "ERROR 1 unknown frame type" "export pub: unknown frame type 16"
+hostile noexport-raw "ERROR 3 no such export" "no export '.xff.x00bad'"
+hostile slow-frame "ERROR 5 frame too large or too slow" "frame over 65536 bytes or too slow"
+# max_queued_bytes = 1M: a GET costs its bytes plus 64 an item (65,558
+# here), so 15 stay queued and the 16th and 17th are refused.
+hostile queue-bytes:17 "refused 16,17 (ERROR 5 too much queued)" \
+    "GET 16: too many bytes queued (65536 items, max_queued_bytes 1048576"
 hostile idle "ERROR 11" "" pub
 grep -q 'export pub: idle timeout (1 s): session closed' "$T/serve.log" ||
     fail "idle timeout not logged"
 grep -q 'do not serve' "$T"/got*/* 2>/dev/null && fail "outside file served"
 grep -Eq ': (escape|etcdir/passwd|\.\./outside/secret.txt|/etc/passwd): [0-9]+ bytes' \
     "$T/serve.log" && fail "an escaping path was served"
-# Connections beyond max_clients * (max_connections + 1) = 15 are cut
+# Connections beyond max_per_address (2 * (max_connections + 1) = 10) from
+# one address, or max_clients * (max_connections + 1) = 15 in all, are cut
 # before a byte is read.
 python3 - $H "$PORT" <<'EOF' > "$T/tcp.out" || fail "tcp flood"
 import socket, struct, sys
 h, p = sys.argv[1], int(sys.argv[2])
-keep = [socket.create_connection((h, p)) for _ in range(15)]
-s = socket.create_connection((h, p), timeout=10)
-d = s.recv(64)
-print("ERROR %d" % struct.unpack(">IHHH", d[5:15])[2] if d else "CLOSED")
+def conn(src):
+    s = socket.socket()
+    s.settimeout(10)
+    s.bind((src, 0))
+    s.connect((h, p))
+    return s
+def answer(s):
+    d = s.recv(64)
+    return "ERROR %d" % struct.unpack(">IHHH", d[5:15])[2] if d else "CLOSED"
+keep = [conn("127.0.0.4") for _ in range(10)]
+print(answer(conn("127.0.0.4")))
+keep += [conn("127.0.0.5") for _ in range(5)]
+print(answer(conn("127.0.0.6")))
 EOF
-assert_eq "$(cat "$T/tcp.out")" "ERROR 5" "the 16th TCP connection"
-grep -q 'refused: too many connections (15 open)' "$T/serve.log" ||
+assert_eq "$(cat "$T/tcp.out")" "ERROR 5
+ERROR 5" "the 11th connection from one address, the 16th in all"
+grep -q '127.0.0.4:[0-9]*: refused: too many connections from one address (max_per_address 10)' \
+    "$T/serve.log" || fail "per-address cap not logged"
+grep -q '127.0.0.6:[0-9]*: refused: too many connections (15 open)' "$T/serve.log" ||
     fail "connection cap not logged"
 grep -q '^biomirror_serve_refused_total [1-9]' "$T/serve.prom" ||
     fail "metrics file: refused_total"
@@ -209,8 +243,42 @@ wait "$SPID"
 assert_eq "$?" 0 "serve's exit after a drain"
 grep -q 'serve: stopped$' "$T/serve.log" || fail "stop not logged"
 
-echo "# drain_timeout: a transfer that does not finish is cut, exit 1"
+echo "# SIGHUP does not stop serve; a drain ends idle and half-sent requests at once"
 sed -i 's/^drain_timeout = 20/drain_timeout = 1/; s/^idle_timeout = 1/idle_timeout = 30/' "$T/bm.conf"
+"$BM" -c "$T/bm.conf" serve > "$T/serve3.log" 2>&1 &
+SPID=$!
+BM_SERVERS="$BM_SERVERS serve:$SPID:$T"
+$CL wait $H "$PORT" || fail "serve did not start again"
+kill -HUP "$SPID"
+assert_eq "$($CL version $H "$PORT" pub 1)" "version 1" "a session after SIGHUP"
+kill -0 "$SPID" 2>/dev/null || fail "SIGHUP stopped serve"
+grep -q 'Hangup' "$T/serve3.log" && fail "SIGHUP began a drain"
+mkfifo "$T/half.in"
+cat > "$T/half.py" <<'EOF'
+import socket, struct, sys
+sys.path.insert(0, sys.argv[3])
+import bmclient
+s = bmclient.Session(sys.argv[1], int(sys.argv[2]), "pub")
+s.c.sock.sendall(struct.pack(">IB", 6, bmclient.LIST) + b"\0")  # half a LIST
+x = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+x.sendall(b"\0\0")                                  # 2 bytes, no HELLO
+print("held", flush=True)
+sys.stdin.readline()
+EOF
+python3 "$T/half.py" $H "$PORT" "$BM_TOOLS" < "$T/half.in" > "$T/half.out" 2>&1 &
+CPID=$!
+exec 7> "$T/half.in"
+for _ in $(seq 1 100); do grep -q held "$T/half.out" && grep -q 'session started' "$T/serve3.log" && break; sleep 0.05; done
+grep -q held "$T/half.out" || fail "half-request client did not start"
+kill -TERM "$SPID"
+wait "$SPID"
+assert_eq "$?" 0 "serve's exit: nothing was in flight"
+grep -q 'drain timeout' "$T/serve3.log" && fail "the drain waited for idle reads"
+grep -q 'serve: stopped$' "$T/serve3.log" || fail "stop not logged"
+exec 7>&-
+wait "$CPID"
+
+echo "# drain_timeout: a transfer that does not finish is cut, exit 1"
 "$BM" -c "$T/bm.conf" serve > "$T/serve2.log" 2>&1 &
 SPID=$!
 BM_SERVERS="$BM_SERVERS serve:$SPID:$T"
@@ -236,4 +304,24 @@ wait "$SPID"
 assert_eq "$?" 1 "serve's exit after cutting"
 grep -q 'drain timeout: cutting' "$T/serve2.log" || fail "cut not logged"
 wait "$CPID"
+
+echo "# every export has an allow list: other addresses refused at accept"
+cat > "$T/allow.conf" <<CONF
+[serve]
+listen = $H:$PORT
+
+[export only]
+path = $T/up
+allow = 127.0.0.1/32
+CONF
+"$BM" -c "$T/allow.conf" serve > "$T/serve4.log" 2>&1 &
+SPID=$!
+BM_SERVERS="$BM_SERVERS serve:$SPID:$T"
+$CL wait $H "$PORT" || fail "serve did not start (allow)"
+out=$($CL hostile $H "$PORT" only prehello --src 127.0.0.3)
+assert_eq "$out" "ERROR 4 address not allowed" "a connection no export allows"
+grep -q "127.0.0.3:[0-9]*: refused: address not in any export's allow list" \
+    "$T/serve4.log" || fail "accept-time allow refusal not logged"
+kill -TERM "$SPID"
+wait "$SPID"
 echo PASS

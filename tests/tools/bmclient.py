@@ -32,9 +32,10 @@ LIST, ENTRY, LIST_END, GET, FILE, DIGEST, GET_END, ERROR, BYE = range(7, 16)
 
 
 class Refused(Exception):
-    def __init__(self, code, msg):
+    def __init__(self, code, msg, rid=0):
         super().__init__("ERROR %d %s" % (code, msg))
         self.code = code
+        self.rid = rid
 
 
 def s16(b):
@@ -68,8 +69,9 @@ class Conn:
         n, t = struct.unpack(">IB", self.read(5))
         p = self.read(n)
         if t == ERROR:
-            _id, _ix, code, ml = struct.unpack(">IHHH", p[:10])
-            raise Refused(code, p[10:10 + ml].decode("utf-8", "replace"))
+            rid, _ix, code, ml = struct.unpack(">IHHH", p[:10])
+            raise Refused(code, p[10:10 + ml].decode("utf-8", "replace"),
+                          rid)
         return t, p
 
 
@@ -363,6 +365,53 @@ def hostile(host, port, export, case, opts):
         while len(keep) < 64:
             keep.append(Session(host, port, export, secret=sec, src=opts["src"]))
         return "ok 64 sessions"
+    if case == "unknown-type":      # a type no version defines, mid-session
+        s = Session(host, port, export, secret=sec, src=opts["src"])
+        s.c.send(16)
+        s.c.frame()
+        return "ok frame"
+    if case == "noexport-raw":      # an export name of raw bytes
+        c = Conn(host, port, opts["src"])
+        c.send(HELLO, struct.pack(">IHI", MAGIC, 1, 3) + s16(b"\xff\x00bad"))
+        c.frame()
+        return "ok frame"
+    if case == "prehello":          # connect, send nothing
+        c = Conn(host, port, opts["src"])
+        c.sock.settimeout(5)
+        c.frame()
+        return "ok frame"
+    if case == "slow-frame":        # one LIST frame over 1.4 s, in 3 parts
+        s = Session(host, port, export, secret=sec, src=opts["src"])
+        m = struct.pack(">IB", 6, LIST) + struct.pack(">I", 1) + s16(b"")
+        for part, pause in ((m[:4], 0.7), (m[4:5], 0.7), (m[5:], 0)):
+            s.c.sock.sendall(part)
+            time.sleep(pause)
+        while s.c.frame()[0] != LIST_END:
+            pass
+        return "ok listed"
+    if case.startswith("queue-bytes:"):
+        # GETs of 16 items of 4,015-byte paths (no data connection: they
+        # stay queued), then a LIST round trip; which GETs were refused
+        s = Session(host, port, export, secret=sec, src=opts["src"])
+        path = b"/".join([b"x" * 250] * 16)
+        item = s16(path) + struct.pack(">QQ", 0, 0)
+        n = int(case.split(":", 1)[1])
+        for rid in range(1, n + 1):
+            s.c.send(GET, struct.pack(">IH", rid, 16) + item * 16)
+        s.c.send(LIST, struct.pack(">I", n + 1) + s16(b"sub"))
+        refused, codes = [], set()
+        while True:
+            try:
+                t, _p = s.c.frame()
+            except Refused as r:
+                refused.append(str(r.rid))
+                codes.add(str(r))
+                continue
+            if t == LIST_END:
+                break
+        if not refused:
+            return "ok none refused"
+        return "refused %s (%s)" % (",".join(refused), "; ".join(sorted(codes)))
     if case == "idle":
         s = Session(host, port, export, secret=sec, src=opts["src"])
         t0 = time.monotonic()

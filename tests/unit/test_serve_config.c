@@ -62,13 +62,16 @@ test_keys(void)
 	c = load("[m]\nsource = http://h/\ndest = /srv/m\npublish = set\n");
 	ok(c->nerrors == 0 && c->serve.max_clients == 16 &&
 	    c->serve.max_connections == 8 && c->serve.idle_timeout == 300 &&
-	    c->serve.drain_timeout == 30 && c->serve.listen == NULL,
+	    c->serve.drain_timeout == 30 && c->serve.listen == NULL &&
+	    c->serve.max_per_address == 0 &&
+	    c->serve.max_queued_bytes == 8 << 20,
 	    "defaults without [serve]");
 	config_free(c);
 	(void)snprintf(text, sizeof(text),
 	    "[serve]\nlisten = 127.0.0.1:7000\nmax_clients = 4\n"
 	    "max_connections = 2\nidle_timeout = 9\ndrain_timeout = 0\n"
 	    "secret_file = %s\nmetrics_file = /var/lib/x/serve.prom\n"
+	    "max_per_address = 5\nmax_queued_bytes = 2M\n"
 	    "[export pub]\npath = /srv/pub\nallow = 10.0.0.0/8, ::1\n"
 	    "allow = 192.168.1.7\n"
 	    "[m]\nsource = http://h/\ndest = /srv/m\n"
@@ -76,8 +79,9 @@ test_keys(void)
 	c = load(text);
 	is_int(c->nerrors, 0, "a full [serve] and two exports");
 	ok(c->serve.max_clients == 4 && c->serve.max_connections == 2 &&
-	    c->serve.idle_timeout == 9 && c->serve.drain_timeout == 0,
-	    "numbers");
+	    c->serve.idle_timeout == 9 && c->serve.drain_timeout == 0 &&
+	    c->serve.max_per_address == 5 &&
+	    c->serve.max_queued_bytes == 2 << 20, "numbers");
 	is_str(c->serve.listen, "127.0.0.1:7000", "listen");
 	is_int(c->nexports, 2, "exports");
 	e = config_find_export(c, "pub");
@@ -92,6 +96,39 @@ test_keys(void)
 	config_free(c);
 }
 
+/* A secret_file that serve or a sync would refuse fails at config time. */
+static void
+test_secret_forms(void)
+{
+	char	 text[1024], why[512], p[160];
+	uint8_t	*sec = NULL;
+	size_t	 len = 0;
+	int	 fd;
+
+	(void)snprintf(p, sizeof(p), "%s/link", dir);
+	if (symlink(secret, p) != 0)
+		tap_bail("symlink");
+	(void)snprintf(text, sizeof(text), "[export p]\npath = /a\n"
+	    "secret_file = %s\n", p);
+	(void)snprintf(why, sizeof(why), "secret_file = %s: a symbolic link: "
+	    "not allowed (name the file itself)", p);
+	one_error(text, 3, why);
+	(void)unlink(p);
+	(void)snprintf(p, sizeof(p), "%s/empty", dir);
+	if ((fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) == -1 ||
+	    write(fd, "\n\r\n", 3) != 3)
+		tap_bail("empty secret");
+	(void)close(fd);
+	(void)snprintf(text, sizeof(text), "[serve]\nsecret_file = %s\n", p);
+	(void)snprintf(why, sizeof(why), "secret_file = %s: empty (or only "
+	    "newlines)", p);
+	one_error(text, 2, why);
+	(void)unlink(p);
+	ok(config_read_secret(secret, &sec, &len, why, sizeof(why)) == 0 &&
+	    len == 1 && sec[0] == 'k', "the secret without its newline");
+	free(sec);
+}
+
 static void
 test_errors(void)
 {
@@ -102,6 +139,10 @@ test_errors(void)
 	    "([::1]:7722, 127.0.0.1:7722, :7722)");
 	one_error("[serve]\nmax_clients = 0\n", 2,
 	    "max_clients = 0: expected an integer from 1 to 1024");
+	one_error("[serve]\nmax_queued_bytes = 2G\n", 2,
+	    "max_queued_bytes = 2G: must be at most 1G");
+	one_error("[serve]\nmax_per_address = 0\n", 2,
+	    "max_per_address = 0: expected an integer from 1 to 65535");
 	one_error("[serve]\nbogus = 1\n", 2,
 	    "unknown key 'bogus' in section [serve]");
 	one_error("[serve]\nudt_cc = rate\n", 2, "udt_cc is not supported "
@@ -134,6 +175,7 @@ test_errors(void)
 		one_error(text, 3, why);
 	}
 	(void)chmod(secret, 0600);
+	test_secret_forms();
 	/* A bad export leaves a mirror beside it usable. */
 	{
 		struct config *c = load("[m]\nsource = http://h/\ndest = /srv/m\n"
@@ -166,6 +208,27 @@ test_parsers(void)
 	ok(parse_net_range("fe80::/10", &r) == 0 && r.prefix == 10,
 	    "v6 range");
 	ok(parse_net_range("/8", &r) == BM_EINVAL, "no address");
+	ok(parse_net_range("127.0.0.1/07", &r) == BM_EINVAL,
+	    "a prefix with a leading zero");
+	ok(parse_net_range("10.0.0.0/0", &r) == 0 && r.prefix == 0, "/0");
+	/* An IPv4 peer against v6 ranges: its v4-mapped form. */
+	memset(a, 0, sizeof(a));
+	a[0] = 127;
+	a[3] = 1;
+	ok(parse_net_range("::ffff:127.0.0.1/128", &r) == 0 &&
+	    net_range_match(&r, AF_INET, a), "::ffff:127.0.0.1 holds 127.0.0.1");
+	ok(parse_net_range("::ffff:127.0.0.0/104", &r) == 0 &&
+	    net_range_match(&r, AF_INET, a), "::ffff:127.0.0.0/104");
+	ok(parse_net_range("::/0", &r) == 0 && net_range_match(&r, AF_INET, a),
+	    "::/0 holds IPv4 too");
+	ok(parse_net_range("::1", &r) == 0 && !net_range_match(&r, AF_INET, a),
+	    "::1 does not hold 127.0.0.1");
+	ok(parse_net_range("127.0.0.0/8", &r) == 0 &&
+	    net_range_match(&r, AF_INET, a) &&
+	    !net_range_match(&r, AF_INET6, a), "v4 range: v4 peers only");
+	a[3] = 2;
+	ok(parse_net_range("::ffff:127.0.0.1", &r) == 0 &&
+	    !net_range_match(&r, AF_INET, a), "127.0.0.2 is not in it");
 }
 
 int
