@@ -16,7 +16,11 @@
 #   keeps the first and is counted ("a name listed again"); entries
 #   below a listed file or symlink are skipped and counted ("below a
 #   file or a symlink"), never fetched: exit 0, no directory where the
-#   listing has a file or a symlink, the same on the next run.
+#   listing has a file or a symlink, the same on the next run;
+# - mtimes the file system cannot store (-2**63 ns: ext4 keeps 1901-12-13):
+#   the manifest records the mtime the file kept, so the next run touches
+#   nothing; a manifest that holds the unstorable one (written before)
+#   is touched once, then not again.
 # BM_SERVE (default BM) is the binary that serves; BM the client.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
@@ -166,5 +170,28 @@ assert_eq "$(readlink "$T/ev/linkup/s/t/l")" .. "linkup: s/t/l"
 assert_eq "$(find "$T/ev/linkup" -name pwn | wc -l)" 0 "linkup: pwn written"
 grep -E '^GET (linkesc/esc/|linkesc/up/|linkin2?/esc/|linkup/s/t/l/|filedir/a/)' \
     "$T/evil.log" && fail "an entry below a file or a symlink was fetched"
-[ -e "$T/outside" ] || [ -e "$T/ev/pwned" ] && fail "written outside"
+[ -e "$T/ev/pwned" ] && fail "up/pwned written outside its mirror"
+
+echo "# mtimes out of the file system's range: not touched on every run"
+# evm TOUCHED: a --json run of mtimes, exit 0, nothing fetched.
+evm() {
+	assert_exit 0 "$BM" -c "$T/evil.conf" --state-dir "$T/evstate" --json \
+	    sync mtimes
+	assert_eq "$(jfield fetched)/$(jfield touched)" "0/$1" "fetched/touched"
+}
+assert_exit 0 "$BM" -c "$T/evil.conf" --state-dir "$T/evstate" sync mtimes
+evm 0
+evm 0
+sql() { sqlite3 "$(manifest_db "$T/evstate" mtimes)" "$1"; }
+for f in a b c ok.txt; do
+	want=$(python3 -c 'import os, sys; print(os.lstat(sys.argv[1]).st_mtime_ns)' \
+	    "$T/ev/mtimes/$f")
+	got=$(sql "SELECT COALESCE(local_mtime, list_mtime) FROM files WHERE path = CAST('$f' AS BLOB)")
+	assert_eq "$((got))" "$((want))" "$f: the mtime recorded is the file's"
+done
+assert_eq "$(sql "SELECT list_mtime FROM files WHERE path = CAST('a' AS BLOB)")" \
+    -9223372036854775808 "a: the listed mtime kept as listed"
+sql "UPDATE files SET local_mtime = list_mtime WHERE path = CAST('a' AS BLOB)"
+evm 1
+evm 0
 echo PASS
