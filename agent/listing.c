@@ -236,14 +236,17 @@ merge_pass(const struct entry *src, struct entry *dst, size_t n, size_t w)
 /*
  * Sort by path bytes and drop duplicates keeping the first appended:
  * qsort(3) is not stable, so a merge sort keeps "first" meaningful.
- * Returns 0 or BM_ENOMEM.
+ * *ret_dropped (may be NULL) gets how many were dropped.  Returns 0 or
+ * BM_ENOMEM.
  */
 int
-listing_sort(struct listing *l)
+listing_sort_count(struct listing *l, size_t *ret_dropped)
 {
 	struct entry	*tmp, *src, *dst, *sw;
 	size_t		 i, j, w;
 
+	if (ret_dropped != NULL)
+		*ret_dropped = 0;
 	if (l->n < 2)
 		return 0;
 	if ((tmp = malloc(l->n * sizeof(*tmp))) == NULL)
@@ -269,8 +272,44 @@ listing_sort(struct listing *l)
 			memset(&l->v[i], 0, sizeof(l->v[i]));
 		}
 	}
+	if (ret_dropped != NULL)
+		*ret_dropped = l->n - (j + 1);
 	l->n = j + 1;
 	return 0;
+}
+
+/* listing_sort_count() without the count. */
+int
+listing_sort(struct listing *l)
+{
+	return listing_sort_count(l, NULL);
+}
+
+/*
+ * Index of the entry whose path is the len bytes at path in l, sorted
+ * by listing_sort(); -1 when there is none.
+ */
+ssize_t
+listing_find(const struct listing *l, const char *path, size_t len)
+{
+	size_t	 lo = 0, hi = l->n, mid, ml;
+	int	 c;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		ml = l->v[mid].path != NULL ? strlen(l->v[mid].path) : 0;
+		c = memcmp(l->v[mid].path != NULL ? l->v[mid].path : "", path,
+		    ml < len ? ml : len);
+		if (c == 0)
+			c = ml < len ? -1 : ml > len;
+		if (c == 0)
+			return (ssize_t)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
 }
 
 static bool

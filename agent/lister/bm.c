@@ -6,7 +6,9 @@
  * decodes them with the shared codec (bmproto.h): exact sizes (a listed 0
  * is exact), nanosecond mtimes stated in UTC, symlinks with their
  * targets.  Every name is judged again here (path_is_safe): the server's
- * listing is data, not truth.  No socket here.
+ * listing is data, not truth.  So is its shape: a name listed again keeps
+ * the first, and an entry below a listed file or symlink is skipped, both
+ * counted for the run's log.  No socket here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,12 +45,11 @@ bm_ancestors_taken(const struct filter *f, char *path, size_t len,
 }
 
 /*
- * One ENTRY (e, its path already checked) into out, or skipped by the
- * filter.  Returns 0, BM_ENOMEM or BM_ELIMIT (listing full).
+ * One ENTRY (e, its path already checked) into out.  Returns 0,
+ * BM_ENOMEM or BM_ELIMIT (listing full).
  */
 static int
-bm_take(const struct lister_run *lr, const struct bmp_entry *e,
-    struct listing *out)
+bm_take(const struct bmp_entry *e, struct listing *out)
 {
 	struct entry	*dst = NULL;
 	char		*path = NULL, *target = NULL;
@@ -56,12 +57,6 @@ bm_take(const struct lister_run *lr, const struct bmp_entry *e,
 
 	if ((path = strndup((const char *)e->path.p, e->path.len)) == NULL)
 		goto out;
-	if (!bm_ancestors_taken(lr->filter, path, e->path.len,
-	    lr->max_depth) || (e->type == BMP_T_DIR ? !filter_dir(lr->filter,
-	    path) : !filter_file(lr->filter, path))) {
-		rc = 0;
-		goto out;
-	}
 	if (e->type == BMP_T_LINK && (target = strndup((const char *)
 	    e->target.p, e->target.len)) == NULL)
 		goto out;
@@ -87,6 +82,69 @@ bm_take(const struct lister_run *lr, const struct bmp_entry *e,
 out:
 	free(path);
 	free(target);
+	return rc;
+}
+
+/* Whether a listed ancestor of e (in all, sorted) is not a directory. */
+static bool
+bm_beneath(const struct listing *all, const struct entry *e)
+{
+	const struct entry *a;
+	const char	*p = e->path;
+	ssize_t		 i;
+	size_t		 k;
+
+	for (k = 0; p[k] != '\0'; k++) {
+		if (p[k] != '/' || (i = listing_find(all, p, k)) < 0)
+			continue;
+		a = listing_get(all, (size_t)i);
+		if (a->type != ENTRY_DIR)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The listing as a tree, into out: all sorted, a name listed again
+ * dropped (the first kept: st->dups), an entry below a listed file or
+ * symlink dropped (st->beneath: nothing is ever made or written beneath
+ * what the listing says is not a directory), then the filter.  Moves
+ * the entries it keeps out of all.  0, BM_ENOMEM or BM_ELIMIT.
+ */
+static int
+bm_tree(const struct lister_run *lr, struct listing *all,
+    struct listing *out, struct lister_stats *st)
+{
+	struct entry	*e, *dst;
+	bool		*below = NULL;
+	size_t		 i, n;
+	int		 rc;
+
+	if ((rc = listing_sort_count(all, &st->dups)) != 0)
+		goto out;
+	n = listing_count(all);
+	rc = BM_ENOMEM;
+	if (n > 0 && (below = calloc(n, sizeof(*below))) == NULL)
+		goto out;
+	/* All judged before any moves: a moved entry is blank in all. */
+	for (i = 0; i < n; i++)
+		if ((below[i] = bm_beneath(all, listing_get(all, i))))
+			st->beneath++;
+	for (i = 0; i < n; i++) {
+		e = listing_get_mut(all, i);
+		if (below[i] || !bm_ancestors_taken(lr->filter, e->path,
+		    strlen(e->path), lr->max_depth) || (e->type == ENTRY_DIR ?
+		    !filter_dir(lr->filter, e->path) :
+		    !filter_file(lr->filter, e->path)))
+			continue;
+		if ((rc = listing_append(out, &dst)) != 0)
+			goto out;
+		*dst = *e;
+		memset(e, 0, sizeof(*e));
+	}
+	rc = 0;
+out:
+	free(below);
 	return rc;
 }
 
@@ -120,7 +178,7 @@ bm_decode(const struct lister_run *lr, const uint8_t *body, size_t len,
 			st->skipped++;
 			continue;
 		}
-		if ((rc = bm_take(lr, &e, out)) != 0) {
+		if ((rc = bm_take(&e, out)) != 0) {
 			if (rc == BM_ELIMIT)
 				(void)snprintf(errbuf, errlen, "%s: more than "
 				    "%zu entries", lr->source,
@@ -137,6 +195,7 @@ bm_list(const struct lister_run *lr, struct listing *out,
     struct lister_stats *ret, char *errbuf, size_t errlen)
 {
 	struct http_page pg;
+	struct listing	*all = NULL;
 	int		 rc;
 
 	memset(ret, 0, sizeof(*ret));
@@ -158,8 +217,19 @@ bm_list(const struct lister_run *lr, struct listing *out,
 			    bm_strerror(rc));
 		goto out;
 	}
-	rc = bm_decode(lr, pg.body, pg.len, out, ret, errbuf, errlen);
+	/* Capped as out is: out takes at most what all holds. */
+	if ((all = listing_new(listing_room(out))) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	if ((rc = bm_decode(lr, pg.body, pg.len, all, ret, errbuf,
+	    errlen)) != 0)
+		goto out;
+	if ((rc = bm_tree(lr, all, out, ret)) == BM_ELIMIT)
+		(void)snprintf(errbuf, errlen, "%s: more than %zu entries",
+		    lr->source, listing_count(out));
 out:
+	listing_free(all);
 	free(pg.body);
 	free(pg.content_type);
 	free(pg.effective_url);

@@ -425,6 +425,13 @@ run_list(struct run *r)
 		    "the source, or a name listed both as a file and as a "
 		    "directory: the first kept)", r->c->name, st.skipped,
 		    r->lister->unit);
+	if (st.dups > 0)
+		log_warnx("%s: list: %zu %s skipped: a name listed again (or "
+		    "as a file and as a directory): the first kept", r->c->name,
+		    st.dups, r->lister->unit);
+	if (st.beneath > 0)
+		log_warnx("%s: list: %zu %s skipped: below a file or a symlink "
+		    "of the listing", r->c->name, st.beneath, r->lister->unit);
 	if (st.loops > 0)
 		log_warnx("%s: list: %zu directories not entered: their "
 		    "entries repeat an ancestor's (a server-side symlink loop)",

@@ -619,7 +619,7 @@ item_record(void *ctx, size_t i, const struct store_commit_item *it,
 	r->fs.upstream.mtime = d->up_mtime;
 	r->etag = d->etag[0] ? d->etag : NULL;
 	r->fs.local.size = (int64_t)d->bytes;
-	r->fs.local.mtime = f->mtime;
+	r->fs.local.mtime = it->mtime;	/* what the file system kept */
 	r->bytes = (int64_t)d->received;
 	r->checksum = d->checksum[0] ? d->checksum : NULL;
 	r->sidecar = d->sidecar[0] ? d->sidecar : NULL;
@@ -1512,9 +1512,11 @@ static void
 sched_touch(struct sched *sc, struct action *a)
 {
 	const char	*reason;
+	int64_t		 kept;
 	int		 rc;
 
-	if ((rc = store_set_mtime(sc->s, a->path, a->fs.local.mtime)) != 0) {
+	if ((rc = store_set_mtime_kept(sc->s, a->path, a->fs.local.mtime,
+	    &kept)) != 0) {
 		reason = bm_strerror(rc);
 		(void)rec_new(sc, a, COMMIT_FAILED, reason);
 		log_warnx("%s: %s: touch: %s", MIRROR(sc), a->path, reason);
@@ -1522,7 +1524,8 @@ sched_touch(struct sched *sc, struct action *a)
 		sc->res->failed++;
 		return;
 	}
-	(void)rec_new(sc, a, COMMIT_TOUCHED, NULL);
+	/* A clamped time is recorded as kept: not touched again next run. */
+	rec_new(sc, a, COMMIT_TOUCHED, NULL)->fs.local.mtime = kept;
 	sc->res->touched++;
 }
 

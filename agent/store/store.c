@@ -153,6 +153,13 @@ store_errno_rc(int err)
 	return BM_EIO;
 }
 
+/* ns since the epoch of a file's timespec (as store_stat gives it). */
+static int64_t
+store_timespec_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * STORE_NS + ts->tv_nsec;
+}
+
 static void
 store_ns_to_timespec(int64_t ns, struct timespec *ts)
 {
@@ -1235,6 +1242,10 @@ store_commit_prepare(struct store *s, struct store_commit_item *it)
 		return BM_EIO;
 	if (fchmod(it->file->fd, s->file_mode) == -1)
 		return BM_EIO;
+	/* A time the file system cannot store is clamped: keep what it kept. */
+	if (fstat(it->file->fd, &st) == -1)
+		return BM_EIO;
+	it->mtime = store_timespec_ns(&st.st_mtim);
 	return 0;
 }
 
@@ -1498,10 +1509,10 @@ out:
  */
 static int
 store_set_mtime_of(struct store *s, const char *path, int64_t mtime,
-    bool dir_only)
+    bool dir_only, int64_t *ret_kept)
 {
 	struct timespec	 ts[2];
-	struct stat	 st;
+	struct stat	 st, now;
 	const char	*name;
 	int		 dirfd = -1, rc;
 
@@ -1517,6 +1528,8 @@ store_set_mtime_of(struct store *s, const char *path, int64_t mtime,
 		rc = BM_EUNSAFE;
 		goto out;
 	}
+	if (ret_kept != NULL)
+		*ret_kept = mtime;
 	if (st.st_mtim.tv_sec == ts[0].tv_sec &&
 	    st.st_mtim.tv_nsec == ts[0].tv_nsec) {
 		rc = 0;
@@ -1525,11 +1538,23 @@ store_set_mtime_of(struct store *s, const char *path, int64_t mtime,
 	if (s->set != NULL && S_ISREG(st.st_mode) && st.st_nlink > 1) {
 		if ((rc = store_unshare(dirfd, name, &st, ts)) != 0)
 			goto out;
+		s->changes++;
 	} else if (utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) == -1) {
 		rc = (errno == ENOENT) ? BM_ENOENT : BM_EIO;
 		goto out;
 	}
-	s->changes++;
+	/*
+	 * A time out of the file system's range is clamped: what it kept
+	 * is the answer, and setting it again is no change.
+	 */
+	if (fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (ret_kept != NULL)
+			*ret_kept = store_timespec_ns(&now.st_mtim);
+		if (now.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+		    now.st_mtim.tv_nsec != st.st_mtim.tv_nsec)
+			s->changes++;
+	} else
+		s->changes++;
 	rc = 0;
 out:
 	store_close_fd(dirfd);
@@ -1539,13 +1564,20 @@ out:
 int
 store_set_mtime(struct store *s, const char *path, int64_t mtime)
 {
-	return store_set_mtime_of(s, path, mtime, false);
+	return store_set_mtime_of(s, path, mtime, false, NULL);
+}
+
+int
+store_set_mtime_kept(struct store *s, const char *path, int64_t mtime,
+    int64_t *ret_kept)
+{
+	return store_set_mtime_of(s, path, mtime, false, ret_kept);
 }
 
 int
 store_set_dir_mtime(struct store *s, const char *path, int64_t mtime)
 {
-	return store_set_mtime_of(s, path, mtime, true);
+	return store_set_mtime_of(s, path, mtime, true, NULL);
 }
 
 /*

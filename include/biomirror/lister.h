@@ -75,6 +75,10 @@ struct lister_run {
 struct lister_stats {
 	size_t		 skipped;	/* names or lines skipped (ops->unit) */
 	size_t		 loops;		/* directories not entered: repeats */
+	size_t		 dups;		/* names listed again (as a file and
+					   as a directory too): first kept */
+	size_t		 beneath;	/* entries below a listed file or
+					   symlink: skipped */
 };
 
 /*

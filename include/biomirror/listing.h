@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum entry_type {
 	ENTRY_FILE = 'f',
@@ -100,6 +101,13 @@ void		 listing_pop(struct listing *l);
 /* Sort entries by path bytes (memcmp order) and drop exact duplicate paths,
  * keeping the first.  Returns 0 or BM_ENOMEM. */
 int		 listing_sort(struct listing *l);
+/* listing_sort(), with the number of duplicates dropped in *ret_dropped
+ * (may be NULL). */
+int		 listing_sort_count(struct listing *l, size_t *ret_dropped);
+/* Index of the entry with path (len bytes, no NUL needed) in l sorted by
+ * listing_sort(), or -1 when none. */
+ssize_t		 listing_find(const struct listing *l, const char *path,
+		    size_t len);
 
 /* Free the strings owned by one entry and zero it. */
 void		 entry_clear(struct entry *e);

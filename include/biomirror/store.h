@@ -148,7 +148,9 @@ void	store_file_keep(struct store_file *f);
 struct store_commit_item {
 	struct store_file *file;	/* owned by the store from the call on */
 	int64_t		 size;		/* expected byte count, checked against the file */
-	int64_t		 mtime;		/* ns since epoch to set */
+	int64_t		 mtime;		/* ns since epoch to set; out: what
+					   the file system kept (a time out
+					   of its range is clamped) */
 	int		 rc;		/* out: 0, or why this item was not published */
 	int		 err;		/* out: errno of the failed call when rc
 					   is BM_EIO (EACCES, EPERM, EROFS ...),
@@ -169,6 +171,12 @@ int	store_commit(struct store *s, struct store_commit_item *items,
 
 /* Set the mtime (ns) of an existing file or directory, not following symlinks. */
 int	store_set_mtime(struct store *s, const char *path, int64_t mtime);
+/*
+ * The same, with the mtime the file system kept in *ret_kept (clamped to
+ * its range; the mtime asked for when it was already there).
+ */
+int	store_set_mtime_kept(struct store *s, const char *path,
+	    int64_t mtime, int64_t *ret_kept);
 /*
  * The same for a directory only: anything else at path (a file of the
  * admin's where upstream has a directory: a conflict, left alone) is

@@ -11,6 +11,16 @@
 # - BM_SERVE_TEST_CORRUPT: one byte of a served range flipped: the digest
 #   catches it, nothing of it reaches the file, the range is fetched
 #   again, the file ends byte-identical.
+# - a hostile server (tests/tools/bmevilserver.py) whose listings are
+#   inconsistent: a name listed twice, or as a file and as a directory,
+#   keeps the first and is counted ("a name listed again"); entries
+#   below a listed file or symlink are skipped and counted ("below a
+#   file or a symlink"), never fetched: exit 0, no directory where the
+#   listing has a file or a symlink, the same on the next run;
+# - mtimes the file system cannot store (-2**63 ns: ext4 keeps 1901-12-13):
+#   the manifest records the mtime the file kept, so the next run touches
+#   nothing; a manifest that holds the unstorable one (written before)
+#   is touched once, then not again.
 # BM_SERVE (default BM) is the binary that serves; BM the client.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
@@ -114,4 +124,74 @@ diff -r "$T/up" "$T/corrupt" || fail "trees differ"
 no_temps "$T/corrupt"
 kill -TERM "$SPID"
 wait "$SPID" 2>/dev/null
+
+echo "# a hostile server: inconsistent listings"
+EPORT=$(free_port)
+python3 "$BM_TOOLS/bmevilserver.py" --port "$EPORT" > "$T/evil.log" 2>&1 &
+EPID=$!
+BM_SERVERS="$BM_SERVERS evil:$EPID:$T"
+$CL wait $H "$EPORT" || { cat "$T/evil.log"; fail "evil server did not start"; }
+for sc in dup filedir dirfile linkesc linkin linkin2 linkup mtimes; do
+	printf '[%s]\nsource = bm://%s:%s/pub/%s/\ndest = %s/ev/%s\nretries = 0\ntimeout = 5\n\n' \
+	    "$sc" $H "$EPORT" "$sc" "$T" "$sc"
+done > "$T/evil.conf"
+# evil SCENARIO DUPS BENEATH: two runs, each exit 0 with those counts.
+evil() {
+	local run
+	for run in 1 2; do
+		assert_exit 0 "$BM" -c "$T/evil.conf" --state-dir "$T/evstate" \
+		    sync "$1"
+		assert_eq "$(grep -c "^biomirror: $1: list: $2 entries skipped: a name listed again (or as a file and as a directory): the first kept\$" "$LAST_ERR")" \
+		    "$(($2 > 0))" "$1 run $run: $2 duplicates counted"
+		assert_eq "$(grep -c "^biomirror: $1: list: $3 entries skipped: below a file or a symlink of the listing\$" "$LAST_ERR")" \
+		    "$(($3 > 0))" "$1 run $run: $3 below a non-directory counted"
+	done
+}
+evil dup 1 0
+assert_eq "$(cat "$T/ev/dup/a")" AAAA "dup: a"
+evil filedir 1 1
+[ -f "$T/ev/filedir/a" ] && [ ! -L "$T/ev/filedir/a" ] ||
+    fail "filedir: a is not the file listed first"
+evil dirfile 1 0
+[ -d "$T/ev/dirfile/a" ] && [ -f "$T/ev/dirfile/a/x" ] ||
+    fail "dirfile: not the directory listed first"
+evil linkesc 0 2
+[ -e "$T/ev/linkesc/esc" ] || [ -L "$T/ev/linkesc/esc" ] &&
+    fail "linkesc: something made where the listing has esc -> /etc"
+[ -e "$T/ev/linkesc/up" ] && fail "linkesc: something made for up -> .."
+evil linkin 0 1
+evil linkin2 0 1
+for sc in linkin linkin2; do
+	assert_eq "$(readlink "$T/ev/$sc/esc")" d "$sc: esc is the link"
+	[ -e "$T/ev/$sc/d/x" ] && fail "$sc: x written through the link"
+done
+evil linkup 0 2
+assert_eq "$(readlink "$T/ev/linkup/s/t/l")" .. "linkup: s/t/l"
+assert_eq "$(find "$T/ev/linkup" -name pwn | wc -l)" 0 "linkup: pwn written"
+grep -E '^GET (linkesc/esc/|linkesc/up/|linkin2?/esc/|linkup/s/t/l/|filedir/a/)' \
+    "$T/evil.log" && fail "an entry below a file or a symlink was fetched"
+[ -e "$T/ev/pwned" ] && fail "up/pwned written outside its mirror"
+
+echo "# mtimes out of the file system's range: not touched on every run"
+# evm TOUCHED: a --json run of mtimes, exit 0, nothing fetched.
+evm() {
+	assert_exit 0 "$BM" -c "$T/evil.conf" --state-dir "$T/evstate" --json \
+	    sync mtimes
+	assert_eq "$(jfield fetched)/$(jfield touched)" "0/$1" "fetched/touched"
+}
+assert_exit 0 "$BM" -c "$T/evil.conf" --state-dir "$T/evstate" sync mtimes
+evm 0
+evm 0
+sql() { sqlite3 "$(manifest_db "$T/evstate" mtimes)" "$1"; }
+for f in a b c ok.txt; do
+	want=$(python3 -c 'import os, sys; print(os.lstat(sys.argv[1]).st_mtime_ns)' \
+	    "$T/ev/mtimes/$f")
+	got=$(sql "SELECT COALESCE(local_mtime, list_mtime) FROM files WHERE path = CAST('$f' AS BLOB)")
+	assert_eq "$((got))" "$((want))" "$f: the mtime recorded is the file's"
+done
+assert_eq "$(sql "SELECT list_mtime FROM files WHERE path = CAST('a' AS BLOB)")" \
+    -9223372036854775808 "a: the listed mtime kept as listed"
+sql "UPDATE files SET local_mtime = list_mtime WHERE path = CAST('a' AS BLOB)"
+evm 1
+evm 0
 echo PASS

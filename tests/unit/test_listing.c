@@ -71,8 +71,14 @@ test_container(void)
 	add(l, "Z", ENTRY_FILE);
 	for (i = 0; i < 60; i++)
 		add(l, "zz", ENTRY_FILE);
-	is_int(listing_sort(l), 0, "sort 65");
+	is_int(listing_sort_count(l, &i), 0, "sort 65");
+	is_int(i, 59, "59 of the 60 dropped, counted");
 	is_int(listing_count(l), 6, "60 dups collapse");
+	is_int(listing_find(l, "a/b", 3), 2, "find a/b");
+	is_int(listing_find(l, "a/bc", 1), 1, "find a (len 1)");
+	is_int(listing_find(l, "zz", 2), 4, "find zz");
+	is_int(listing_find(l, "z", 1), -1, "find z: none");
+	is_int(listing_find(l, "Y", 1), -1, "find before the first");
 	is_str(listing_get(l, 0)->path, "Z", "memcmp 0");
 	is_str(listing_get(l, 1)->path, "a", "memcmp 1");
 	is_str(listing_get(l, 2)->path, "a/b", "memcmp 2");
