@@ -1,16 +1,12 @@
 /*
- * The bm:// wire protocol (docs/protocol.md), version 1: frame encoding
- * and decoding, the handshake's HMAC-SHA-256 challenge/response, and the
- * digest that follows every file or range.  Shared by the server
- * (agent/serve/) and the client (lister and transport); this module
- * touches no socket and never logs: callers read and write the bytes.
- *
- * A frame is a 5-byte header (u32 payload length, big-endian; u8 type)
- * and the payload.  Integers are big-endian; a string is a u16 length
- * and that many bytes (no NUL).  Every decoder checks every length
- * against the bytes present (STYLE.md rule 43) and returns BM_EPROTO for
- * anything short, long or out of range; a header announcing more than
- * the reader's cap is BM_ELIMIT before a byte of payload is read.
+ * The bm:// wire protocol, version 1 (docs/protocol.md; frame layout under
+ * "Frames"): frame encoding and decoding, the handshake's HMAC-SHA-256
+ * challenge/response and the digest after every file or range.  Shared
+ * by the server (agent/serve/) and the client (lister and transport);
+ * touches no socket, never logs: callers read and write the bytes.
+ * Decoders check every length against the bytes present (STYLE.md rule
+ * 43): BM_EPROTO for anything short, long or out of range; BM_ELIMIT for
+ * a header over the reader's cap, before a byte of payload is read.
  */
 #ifndef BIOMIRROR_BMPROTO_H
 #define BIOMIRROR_BMPROTO_H

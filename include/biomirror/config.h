@@ -239,17 +239,12 @@ bool	mirror_is_ftp(const struct mirror_conf *m);
 /* The mirror named name, or NULL (borrowed). */
 struct mirror_conf *config_find(const struct config *c, const char *name);
 /*
- * Check the dest of an ad-hoc run (sync --source URL --dest DIR; dest
- * borrowed, relative to the working directory when not absolute)
- * against config c (borrowed; no mirrors is fine) as config_load() checks
- * its mirrors against each other: no ".." component, and neither the
- * same as, inside nor around the dest of a configured mirror or its
- * DEST.biomirror (one run's temp clean-up or deletes would hit the
- * other's files, under another lock).  Paths are compared as written,
- * after collapsing '/' and "." components; symlinks are not resolved.
- * Returns 0, BM_EINVAL with the reason in errbuf ("--dest /srv/db is the
- * same directory as dest /srv/db of [blast]: ..."), BM_EIO (a relative
- * dest and no working directory; the reason in errbuf) or BM_ENOMEM.
+ * Check an ad-hoc run's dest (borrowed; relative to the working directory
+ * when not absolute) against config c (borrowed; no mirrors is fine) as
+ * config_load() checks its mirrors against each other; the rules:
+ * docs/internals.md, "Checking an ad-hoc dest".  Returns 0, BM_EINVAL
+ * (the reason in errbuf), BM_EIO (a relative dest and no working
+ * directory; the reason in errbuf) or BM_ENOMEM.
  */
 int	config_check_adhoc_dest(const struct config *c, const char *dest,
 	    char *errbuf, size_t errlen);

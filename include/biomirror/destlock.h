@@ -30,17 +30,12 @@ struct dest_who {
 
 /*
  * Check dest's kind against self and lock it (see above); never blocks.
- * dest and self are borrowed (copied); dir_mode is the mode of a DEST
- * made here (DEST_LOCK_CREATE, as store_open() would make it).  *ret is
- * the caller's (dest_lock_free); with nothing there to lock (a read-only
- * run on a missing DEST) it holds no lock.  Returns 0; BM_EUNSAFE when
- * refused by kind (errbuf names the owner: exit 2); BM_ELOCKED when
- * another run holds it (errbuf names the holder: exit 75); BM_EINVAL (a
- * dest without a last component); BM_EIO (errbuf says which path and
- * why); BM_ENOMEM.
- * A missing parent (and DEST) is made only once the checks passed.
- * Sandbox: read-write in DEST's parent (DEST, DEST.biomirror); reads the
- * records beside DEST's ancestors and DEST's top directory.
+ * dest and self are borrowed (copied); dir_mode is the mode of a DEST made
+ * here (DEST_LOCK_CREATE).  *ret is the caller's (dest_lock_free).
+ * Returns 0, BM_EUNSAFE (refused by kind: exit 2), BM_ELOCKED (held by
+ * another run: exit 75), BM_EINVAL (no last component), BM_EIO or
+ * BM_ENOMEM; errbuf says why.  What it makes, reads and names:
+ * docs/internals.md, "The destination lock".
  */
 int	dest_lock_take(const char *dest, const struct dest_who *self,
 	    unsigned flags, mode_t dir_mode, struct dest_lock **ret,

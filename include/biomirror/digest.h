@@ -85,19 +85,12 @@ int	digest_fd(struct digest *d, int fd, uint64_t off, uint64_t end,
 bool	sidecar_name(const char *base, enum digest_alg *ret_alg);
 
 /*
- * Parse one line of a sidecar file (line: len bytes, borrowed, without
- * or with its "\n" / "\r\n").  Forms (coreutils md5sum(1) "--tag" off
- * and on, and NCBI's): "HEX  NAME", "HEX *NAME" (binary mode), "HEX
- * NAME", "HEX" alone (no name: the file the sidecar is named for), and
- * "MD5 (NAME) = HEX" / "SHA256 (NAME) = HEX".  The hex length must match
- * alg (32 for MD5, 64 for SHA-256); upper or lower case.  NAME may hold
- * spaces; a leading "./" is dropped; NAME must be a safe relative path
- * (path_is_safe: no "..", not absolute, no NUL or control bytes).
- * Comments ("#"), blank lines and coreutils' escaped lines ("\" first:
- * names with newlines or backslashes) are not entries.  On success *ret
- * gets the digest and *ret_name a malloc'd name or NULL when the line
- * has none.  Returns 0, BM_ENOENT (not an entry: ignore it), BM_EINVAL
- * (malformed or unsafe: ignore it) or BM_ENOMEM.
+ * Parse one line of a sidecar file (len bytes, borrowed, without or with
+ * its "\n" / "\r\n") for alg; the forms taken: docs/internals.md,
+ * "Sidecar files".  On success *ret gets the digest and *ret_name a
+ * malloc'd name or NULL when the line has none.  Returns 0, BM_ENOENT
+ * (not an entry: ignore it), BM_EINVAL (malformed or unsafe: ignore it)
+ * or BM_ENOMEM.
  */
 int	sidecar_parse_line(const char *line, size_t len, enum digest_alg alg,
 	    struct digest_value *ret, char **ret_name);
@@ -120,18 +113,12 @@ struct sidecar_set *sidecar_set_new(size_t max);
 void	sidecar_set_free(struct sidecar_set *s);
 /*
  * Add the entries of the sidecar file at path (a mirror path, borrowed)
- * whose content is text[0..len) (borrowed): names are relative to the
- * sidecar's directory; a line without a name applies to the file that
- * "X.md5" / "X.sha256" is named for.  Lines that are not valid entries
- * are skipped and counted in *ret_bad (may be NULL), a line naming the
- * sidecar itself is skipped (no file holds its own digest); *ret_n (may be
- * NULL) gets the entries added.  When two sidecars state a digest of the
- * same algorithm for one path, the one added first wins: add the
- * per-file sidecars before the lists.  When the winning sidecar itself
- * states two different digests of one algorithm for the path (duplicate
- * lines), sidecar_set_find() flags it in conflict[alg]: callers must
- * treat the path as not matching, whatever its content.  Returns 0, BM_EINVAL (path is not
- * a sidecar name), BM_ELIMIT (past max entries) or BM_ENOMEM.
+ * whose content is text[0..len) (borrowed); names are relative to its
+ * directory.  *ret_n gets the entries added, *ret_bad the lines skipped
+ * as invalid (either may be NULL).  Which sidecar wins and what a
+ * conflict means: docs/internals.md, "Sidecar files".  Returns 0,
+ * BM_EINVAL (path is not a sidecar name), BM_ELIMIT (past max entries)
+ * or BM_ENOMEM.
  */
 int	sidecar_set_add(struct sidecar_set *s, const char *path,
 	    const char *text, size_t len, size_t *ret_n, size_t *ret_bad);

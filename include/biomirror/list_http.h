@@ -37,23 +37,14 @@ enum page_format {
 const char	*page_format_name(enum page_format f);
 
 /*
- * Parse one index page.
- *   body, len	  the page bytes (borrowed; need not be NUL-terminated)
- *   content_type the Content-Type header value or NULL
- *   page_url	  absolute URL the page was fetched from, ending in '/'
- *		  (after redirects); hrefs are resolved against it and
- *		  any that do not name a direct child of it are skipped
- *		  (parent links, sort links "?C=M;O=A", other hosts,
- *		  absolute paths elsewhere, fragments)
- *   prefix	  relative path of this directory under the source root
- *		  ("" for the root, else "a/b" without trailing '/'); each
- *		  entry's path is prefix + "/" + decoded name
- *   out	  entries are appended here (names validated with
- *		  name_is_safe(); unsafe names are skipped and counted)
- *   ret_format	  detected format (may be NULL)
- *   ret_skipped  number of hostile/invalid names skipped (may be NULL)
- * Returns 0, BM_EPROTO (not a parseable page), BM_ENOMEM or BM_ELIMIT.
- * errbuf (errlen bytes, may be NULL) receives a reason on failure.
+ * Parse one index page body[0..len) (borrowed, need not be NUL-terminated;
+ * content_type may be NULL) fetched from page_url (absolute, ending in
+ * '/', after redirects), appending to out each entry with path prefix
+ * ("" for the root, else "a/b") + "/" + decoded name.  *ret_format gets
+ * the format, *ret_skipped the unsafe names skipped (either may be NULL).
+ * Which links count: docs/internals.md, "Reading index pages".  Returns 0,
+ * BM_EPROTO (not a parseable page), BM_ENOMEM or BM_ELIMIT; errbuf
+ * (errlen bytes, may be NULL) receives a reason on failure.
  */
 int	list_http_parse(const uint8_t *body, size_t len,
 	    const char *content_type, const char *page_url, const char *prefix,
@@ -73,18 +64,13 @@ struct crawl_opts {
 };
 
 /*
- * Crawl the tree under source_url (absolute, ending in '/'): fetch the
- * root page, parse it, descend into each directory (breadth first, in
- * batches of opts->batch pages), never above the source, never to another
- * host, never past max_depth, and stop descending where a directory's
- * entries repeat those of one of its ancestors (a server-side symlink
- * loop).  Entries are appended to out with paths relative to the source.
- * Directories filtered out by opts->filter are not descended into; files
- * not taken by the filter are not appended.
- * Returns 0 when the listing is complete, BM_ENET/BM_EPROTO/BM_EHTTP/
- * BM_ENOENT when any page failed (the listing is then incomplete and
- * must not be used for deletes), BM_ENOMEM or BM_ELIMIT.  errbuf gets
- * "URL: reason" of the first failure.
+ * Crawl the tree under source_url (absolute, ending in '/') breadth first,
+ * opts->batch pages at a time, appending entries to out with paths
+ * relative to the source; its bounds and the filter: docs/internals.md,
+ * "Reading index pages".  Returns 0 when the listing is complete;
+ * BM_ENET/BM_EPROTO/BM_EHTTP/BM_ENOENT when a page failed (incomplete:
+ * never used for deletes), BM_ENOMEM or BM_ELIMIT.  errbuf gets "URL:
+ * reason" of the first failure.
  */
 int	list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 	    http_fetch_fn fetch, void *ctx, struct listing *out,

@@ -20,36 +20,22 @@
 struct manifest;
 
 /*
- * Open the manifest at path (a file name; its directory must exist).
- * With create, a missing file is created with the current schema (built
- * under PATH.new and renamed into place); an existing older schema is
- * migrated.  Every open checks the file (PRAGMA quick_check).  A damaged
- * file (corrupt, not a database, empty: 0 bytes or no schema, tables
- * missing, another program's database) gives BM_ECORRUPT; a full disk
- * BM_ENOSPC; a newer schema, a lock held past the busy timeout, or
- * something that is no file to open (a symlink to nothing, a directory,
- * a file this process may not read: its errno) BM_EDB; each with "PATH:
- * reason" in errbuf.  An existing path is never replaced.  Without
- * create a missing file gives BM_ENOENT.  A PATH-wal that is not empty
- * but cannot be read (bad header or first frame) is copied aside as
- * PATH-wal.corrupt-TIMESTAMP before anything may overwrite it, and
- * manifest_warning() says so.  *ret is freed with manifest_close().
+ * Open the manifest at path (a file name; its directory must exist).  With
+ * create, a missing file is made with the current schema and an older one
+ * migrated; without, a missing file is BM_ENOENT.  Every open runs PRAGMA
+ * quick_check.  Returns 0, BM_ENOENT, BM_ECORRUPT (damaged), BM_ENOSPC or
+ * BM_EDB, with "PATH: reason" in errbuf; which failure is which, and the
+ * -wal set aside: docs/internals.md, "Opening the manifest".  *ret is
+ * freed with manifest_close().
  */
 int	manifest_open(const char *path, bool create, struct manifest **ret,
 	    char *errbuf, size_t errlen);
 /*
  * Open an existing manifest for reading only (status, ls, history), as
  * manifest_open(path, false, ...) does, but also where this process may
- * not write the file or its directory, or the disk is full: a file it
- * cannot write is opened read-only (SQLite falls back by itself), and
- * where SQLite cannot make its WAL index (PATH-shm) there either, the
- * file is read immutable (https://sqlite.org/uri.html), which is exact
- * while no PATH-wal holds commits (none is left after a run ends).  A read-only
- * open of an older schema gives BM_EDB ("a run with write access ...
- * migrates it").  A PATH-wal that was there is left as it is (read, never
- * applied to the file or removed; the next writer does that), and the
- * close removes only a -wal and -shm of its own making.  Returns as
- * manifest_open().
+ * not write it or the disk is full (docs/internals.md, "Opening the
+ * manifest").  An older schema gives BM_EDB; a PATH-wal is left as it
+ * is.  Returns as manifest_open().
  */
 int	manifest_open_read(const char *path, struct manifest **ret,
 	    char *errbuf, size_t errlen);

@@ -33,17 +33,10 @@ struct metrics_run {
 
 /*
  * Make the new content of a metrics file: old[0..oldlen) is the file as
- * it was (NULL/0 for none; borrowed), r the run to record.  Lines that
- * are not of our families (other programs' metrics, comments, blank
- * lines) are kept as they were, in their order, first.  Samples of other
- * mirrors in old are kept as they were when the mirror is in r->mirrors
- * (or r->mirrors is NULL), else dropped (a mirror removed from the
- * config); the lines of r->mirror are replaced (its last_success sample
- * kept when r->last_success_ns is -1); our "# HELP"/"# TYPE" lines and
- * samples of our families this module cannot parse are dropped.  Each
- * family gets its "# HELP" and "# TYPE ... gauge" line before its
- * samples, which are sorted by mirror.  *ret is malloc'd (NUL-terminated,
- * *retlen bytes without the NUL).  Returns 0 or BM_ENOMEM.
+ * it was (NULL/0 for none; borrowed), r the run to record; which lines
+ * are kept, replaced or dropped, in what order: docs/internals.md, "The
+ * metrics file".  *ret is malloc'd (NUL-terminated, *retlen bytes without
+ * the NUL).  Returns 0 or BM_ENOMEM.
  */
 int	metrics_merge(const char *old, size_t oldlen,
 	    const struct metrics_run *r, char **ret, size_t *retlen);

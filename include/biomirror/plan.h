@@ -74,19 +74,12 @@ struct plan {
 };
 
 /*
- * Build the plan: walk manifest_diff() of the staged listing; for files
- * the listing did not change, check the local file through the store
- * (store may be NULL when the destination does not exist yet: every
- * local file counts as missing).  do_delete selects ACT_DELETE over
- * ACT_KEEP for gone paths; a gone path that filter (borrowed, NULL for
- * none) does not take is excluded, not gone, and always kept (as rsync
- * keeps excluded files without --delete-excluded).  Where upstream
- * changed a path's type (a file became a directory or the reverse) and
- * do_delete is set, the local entry in the way is deleted first
- * (PHASE_CLEAR; a directory with its recorded contents); without
- * do_delete the transfer fails and says why.  Actions are ordered by
- * phase: clearing deletes (children first), mkdirs (parents first),
- * fetches and touches, deletes (children first).  *ret is freed with
+ * Build the plan from manifest_diff() of the staged listing, checking the
+ * local file of each path the listing did not change through store (NULL
+ * when the destination does not exist yet: every local file missing).
+ * do_delete selects ACT_DELETE over ACT_KEEP for gone paths; filter
+ * (borrowed, NULL for none).  Excluded paths, type changes and the phase
+ * order: docs/internals.md, "Building the plan".  *ret is freed with
  * plan_free().  Returns 0, BM_EDB or BM_ENOMEM.
  */
 int	plan_build(struct manifest *m, struct store *s, bool do_delete,

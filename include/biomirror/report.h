@@ -120,17 +120,8 @@ const char *report_net_name(unsigned n);
 void	report_summary(const struct mirror_result *r, FILE *fp);
 /*
  * Print the --json array of results[0..n) to fp, one object per mirror
- * run with the DESIGN.md fields, plus "dry_run" and "post_sync" (the
- * hook's exit status, null when it did not run), "adopted" and
- * "digest_recorded" when not 0 (resync), "kept_manifest" when set; a
- * verify result also
- * has "digest_checked" and "size_only" (see struct mirror_result); a
- * run with concurrency or streams = auto has "auto": {"concurrency",
- * "streams", "rtt_ms" (null unknown), "rate_per_connection" (bytes/s,
- * null unknown)}; a plan (dry_run) has "actions": [{path, op, bytes
- * (null unknown), reason}]; "transports" has one object per transport
- * that carried files, {"udt": {files, bytes, seconds, rate (bytes/s,
- * null when no time was measured)}}.  Returns 0 or BM_ENOMEM.
+ * run with the DESIGN.md fields and those listed in docs/internals.md,
+ * "The --json fields beyond DESIGN.md".  Returns 0 or BM_ENOMEM.
  */
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
 /* "4.2 MiB" (or "300 B") for b bytes into buf (len bytes).  Never fails. */

@@ -2,25 +2,11 @@
  * The transport seam (DESIGN.md): a transport takes jobs "fetch bytes
  * [off, off+len) of this upstream URL into this sink" and reports each
  * job's end with the response metadata (size, mtime, ETag) or an error
- * class.  The scheduler above sees only struct xfer and the calls below,
- * which go through the transport's table (struct xfer_ops, one file per
- * transport, in the style of curl's lib/vtls backends); xfer_open()'s
- * registry (agent/xfer/xfer.c) picks the transport for a source.  Only
- * transports touch sockets.  Transports: "gridftp" (agent/xfer/gridftp.c:
- * GridFTP MODE E for ftp:// with ftp_mode = extended, its data over TCP
- * or UDT (net), stacked on the next) and "curl" (agent/xfer/curl.c:
- * libcurl's multi interface over HTTP/HTTPS and FTP/FTPS, TCP only).
- * FTP file jobs (SIZE, MDTM, REST, RETR): see docs/ftp.md, "FTP file
- * jobs".
- *
- * bm:// ("bm", agent/xfer/bm.c; docs/protocol.md): one session per run,
- * its jobs pipelined as GET items over max_connections data connections;
- * an XFER_JOB_PAGE is the source's one recursive LIST, its ENTRY frames
- * (header and payload, as received) to the sink.  A file job's bytes
- * reach the sink only after their item's SHA-256 (HMAC-SHA-256 with a
- * secret) checked; a mismatch ends the job XFER_RETRY (BM_ECHECKSUM).
- * res.etag is "bm-SIZE-MTIMENS" of the served file, res.mtime -1 (the
- * listing's nanosecond mtime is the one to keep).
+ * class.  The scheduler sees only struct xfer and the calls below, which
+ * go through the transport's table (struct xfer_ops); xfer_open() picks
+ * the transport for a source.  Only transports touch sockets.  The
+ * transports: docs/internals.md, "The transports (`xfer.h`)"; FTP file
+ * jobs: docs/ftp.md, "FTP file jobs".
  */
 #ifndef BIOMIRROR_XFER_H
 #define BIOMIRROR_XFER_H
