@@ -2623,18 +2623,12 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
 /*
  * Read and check the config file at path (borrowed) into a new struct
  * config (*ret, owned by the caller, free with config_free()), recording
- * every error in it rather than stopping at the first (config.h).
- * Returns 0; BM_ENOENT when the file cannot be opened ("FILE: strerror"
- * in errbuf); BM_EINVAL with "FILE: reason" for a file that is not
- * regular or over 1 MiB; BM_EIO on a read error; BM_ENOMEM.  A file
- * without mirrors is valid.  Beyond mirror_conf_check(), a file's mirrors
- * must have absolute dest paths that are not "/" and neither equal nor
- * nest inside one another (check_file_dest()); a metrics_file must lie
- * outside every dest (and DEST.biomirror) and the state directory
- * (check_metrics_files()), and a post_sync line must hold no inline
- * comment (check_post_sync_line()).  Lines are limited to INI_MAX_LINE -
- * 3 bytes (197 with Debian's inih), not counting the line end.  Follows
- * DESIGN.md "Config" and docs/biomirror.conf.5.
+ * every error in it rather than stopping at the first (config.h).  A file
+ * without mirrors is valid; the checks beyond mirror_conf_check():
+ * docs/internals.md, "Reading the config file".  Returns 0; BM_ENOENT
+ * when the file cannot be opened ("FILE: strerror" in errbuf); BM_EINVAL
+ * with "FILE: reason" for a file that is not regular or over 1 MiB;
+ * BM_EIO on a read error; BM_ENOMEM.
  */
 int
 config_load_all(const char *path, struct config **ret, char *errbuf,

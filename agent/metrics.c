@@ -1,18 +1,8 @@
 /*
- * The metrics file (see include/biomirror/metrics.h).  Format: Prometheus
- * text exposition format 0.0.4: per family "# HELP name text" and "# TYPE
- * name gauge", then samples "name{mirror="VALUE"} NUMBER", label values
- * escaped (backslash, double quote, newline as \\, \", \n).
- *
- * Concurrency: runs of different mirrors that share a file serialise on
- * an flock(2) of PATH.lock, a file that is never renamed (locking PATH
- * itself would not do: the rename replaces its inode, and a waiter would
- * then hold a lock on a file nobody reads).  Under the lock a run reads
- * the current file and rewrites it whole, so the last writer never drops
- * what an earlier one wrote.  Runs of the same mirror never overlap (its
- * run lock).  The lock is taken after the mirror's run lock and held for
- * a few small reads and writes, and nothing waits for a run lock while
- * holding it, so no deadlock.
+ * The metrics file (see include/biomirror/metrics.h): Prometheus text
+ * exposition format 0.0.4, rewritten whole under an flock(2) of
+ * PATH.lock.  The format and why the lock is on PATH.lock and cannot
+ * deadlock: docs/internals.md, "The metrics file".
  */
 #include <errno.h>
 #include <fcntl.h>

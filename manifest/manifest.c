@@ -10,17 +10,9 @@
  * manifest".
  */
 /*
- * Schema version 5 (application_id 0x424d4952 "BMIR", user_version 5;
- * WAL, synchronous=NORMAL, busy timeout 5 s):
- *   files(path BLOB PRIMARY KEY, type, list_size, list_size_exact,
- *     list_mtime, list_prec, up_size, up_mtime, etag, target, checksum,
- *     local_size, local_mtime, seen_run, fetched_run, sidecar)
- *   mismatches(path, list_*, up_size, up_mtime, etag, want, got, run)
- *   runs(id, command, start_ns, end_ns, status, listed, fetched, touched,
- *     deleted, failed, bytes, error); runs_net(run, net, files, bytes, ns)
- *   events(run, seq, time_ns, path, op, reason, bytes, net)
- *   partials(path, tmpname, size, list_mtime, up_mtime, etag, ranges, run)
- *   intents(path, list_*, local_size, local_mtime); temp.staging(...)
+ * Schema version 5 (application_id 0x424d4952 "BMIR"; WAL): tables files,
+ * mismatches, runs, runs_net, events, partials, intents and
+ * temp.staging.  Their columns and rules: docs/internals.md, "Schema".
  */
 #include <sys/stat.h>
 

@@ -2393,16 +2393,9 @@ post_sync_env(const struct run *r, const struct run_record *rec, char **env)
 /*
  * post_sync: after a run that ended "ok" and changed something (files
  * fetched, touched or deleted), run the hook with the run's figures in
- * BIOMIRROR_* variables (the list is in biomirror.conf(5)).  It runs
- * before the run lock is released, so no other run of this mirror changes
- * the tree while it works.  A failing hook is logged, recorded as an error
- * (op "post_sync") in the report and in the run's record, and does not
- * change the exit status: the sync itself succeeded (README "post_sync").
- * A stop (SIGTERM) while it runs is forwarded to it (hook_run()); the run
- * stays "ok", the hook's end is such an error, and the exit status is 1,
- * as for any interrupted run.  A hook still running after hook_timeout
- * seconds is stopped the same way (hook_run()); that is a failing hook:
- * such an error, the exit status unchanged.
+ * BIOMIRROR_* variables (biomirror.conf(5)), before the run lock is
+ * released.  A failing, stopped or timed-out hook and the exit status:
+ * docs/internals.md, "When post_sync runs".
  */
 static void
 run_post_sync(struct run *r, struct run_record *rec)

@@ -1,22 +1,9 @@
 /*
- * concurrency = auto, streams = auto (see include/biomirror/autotune.h).
- * The transport reports, per finished job, the round-trip time of its
- * connection and the time its body took (struct xfer_path); the
- * scheduler reports body bytes as they arrive and calls tune_tick() from
- * its loop.  The tuner keeps the last TUNE_SAMPLES of each measurement
- * (medians resist one slow handshake or one cached tiny file), measures
- * the aggregate rate over windows of max(1 s, 8 RTT), and re-sizes at
- * the end of each window with tune_size().  streams grow by steps while a
- * step raises the aggregate rate of large files by more than TUNE_GAIN;
- * the window after a step is not judged (files started before it still
- * run with the old ranges).  A new value applies to files started after
- * it: ranges of a file in flight are not re-cut.
- *
- * Receive buffers: Linux tunes each socket's receive buffer up to the
- * third value of net.ipv4.tcp_rmem; setting SO_RCVBUF would switch that
- * off (tcp(7)), so biomirror never sets it.  When the measured
- * bandwidth-delay product exceeds the ceiling, one connection cannot fill
- * the path and the settle message says so, naming the sysctl.
+ * concurrency = auto, streams = auto (see include/biomirror/autotune.h):
+ * medians of the last TUNE_SAMPLES RTTs and body times per job, the
+ * aggregate rate over windows of max(1 s, 8 RTT), a re-size with
+ * tune_size() at each window's end.  What is measured, how streams step
+ * and why SO_RCVBUF is never set: docs/internals.md, "Auto sizing".
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1128,17 +1128,10 @@ sfile_cancel(struct sched *sc, struct sfile *f, const char *why)
 
 /*
  * ---- The end check of a try in ranges ----
- * Each range's validators (ETag, Last-Modified or MDTM, total size) are
- * compared with the first's (sfile_ranges), but each range takes them
- * when it starts: a file rewritten in place (same size) after the last
- * range started would pass as a mix of old and new bytes.  So a try
- * whose bytes came from more than one response (ranges, or a range that
- * continues bytes held) asks once more after its last range ended well,
- * for its validators (HTTP: its first byte; FTP: MDTM + SIZE; xfer.h),
- * before its digest or its publication: what upstream says now must be
- * what the ranges saw.  A validator the check does not report is not
- * compared (it proves nothing either way).  One stream needs no check:
- * one response, one set of validators.
+ * A try whose bytes came from more than one response asks once more for
+ * its validators after its last range ended well, before its digest or
+ * publication; a validator not reported is not compared.  Why:
+ * docs/internals.md, "The end check of a try in ranges".
  */
 
 /* Does f's try, judged by sfile_result(), still need its end check? */

@@ -452,20 +452,12 @@ store_make_dest(const char *dest, mode_t dir_mode)
 
 /*
  * Open the destination directory dest (a path from the config; borrowed,
- * copied) with O_DIRECTORY|O_CLOEXEC, creating it and missing parents
- * first (mkdir -p; dest itself gets exactly dir_mode when we create it,
- * parents get dir_mode under the umask).  dest and its parents may be
- * symlinks to directories: the administrator chose them, so they are
- * followed; only symlinks inside the destination are refused (by every
- * other call).  Trailing '/' are dropped from store_path().  The
- * directory must be writable and searchable by our effective ids
- * (faccessat AT_EACCESS), so that a run fails here with "Permission
- * denied" or "Read-only file system", not on its first file.  *ret is
- * owned by the caller (store_close).  Returns 0, BM_EINVAL (NULL or
- * empty dest), BM_EIO (errno kept: ENOTDIR when dest is a file or a
- * symlink to one, EACCES or EROFS when we cannot write into it) or
- * BM_ENOMEM.  Never BM_EUNSAFE.
- * Sandbox: create directories along dest, read-write beneath it.
+ * copied) with O_DIRECTORY|O_CLOEXEC, mkdir -p first; dest and its parents
+ * may be symlinks (docs/internals.md, "The store's invariants").  *ret is
+ * owned by the caller (store_close).  Returns 0, BM_EINVAL (NULL or empty
+ * dest), BM_EIO (errno kept: ENOTDIR when dest is a file or a symlink to
+ * one, EACCES or EROFS when we cannot write into it) or BM_ENOMEM.  Never
+ * BM_EUNSAFE.  Sandbox: create directories along dest, read-write beneath.
  */
 int
 store_open(const char *dest, mode_t file_mode, mode_t dir_mode,
@@ -1342,15 +1334,12 @@ store_commit_sync_parents(struct store_commit_item *items, size_t n)
 
 /*
  * Publish a batch of n items (array borrowed; every items[i].file is
- * owned by the store from the call on, freed, and set to NULL): check
- * each byte count (BM_ECHECKSUM), set mtime (atime too) and file_mode,
- * syncfs once, renameat each temp file over its target (a regular file is
- * replaced; a directory or symlink in the way is BM_EUNSAFE and left
- * alone), then fsync each distinct parent directory once.  items[i].rc
- * gets 0 or why the item was not published (also BM_EINVAL for a NULL
- * file); failed items' temp files are removed.  Returns 0 when the batch
- * ran, or BM_EIO (errno kept) when syncfs failed: nothing renamed, every
- * temp file removed, every rc non-zero.
+ * owned by the store from the call on, freed, and set to NULL); the steps:
+ * docs/internals.md, "The store's invariants".  items[i].rc gets 0 or why
+ * the item was not published (BM_ECHECKSUM, BM_EUNSAFE, BM_EINVAL for a
+ * NULL file, ...); failed items' temp files are removed.  Returns 0 when
+ * the batch ran, or BM_EIO (errno kept) when syncfs failed: nothing
+ * renamed, every temp file removed, every rc non-zero.
  * Sandbox: write, rename and remove files beneath the destination.
  */
 int
@@ -1495,17 +1484,13 @@ out:
 }
 
 /*
- * Set the mtime (ns since the epoch) of the file, directory or symlink at
- * path (relative, checked, borrowed; never followed); atime is set too.
- * Nothing is written when the mtime is already that.  In a set store
- * (store_open_set) a regular file with more than one hard link may share
- * its inode with a published snapshot: it gets its own copy with the new
- * times instead (copy-on-touch), so the published snapshot never changes.
+ * Set the mtime (ns since the epoch; atime too) of the file, directory or
+ * symlink at path (relative, checked, borrowed; never followed); nothing
+ * is written when it is already that.  In a set store a shared inode gets
+ * its own copy (docs/internals.md, "The store's invariants").  dir_only
+ * (store_set_dir_mtime()): anything but a directory is BM_EUNSAFE.
  * Returns 0, BM_ENOENT, BM_EUNSAFE, BM_EINVAL (NULL), BM_ENOSPC (the copy)
- * or BM_EIO.
- * Sandbox: write attributes beneath the destination.
- * dir_only (store_set_dir_mtime()): anything but a directory is left
- * alone, BM_EUNSAFE.
+ * or BM_EIO.  Sandbox: write attributes beneath the destination.
  */
 static int
 store_set_mtime_of(struct store *s, const char *path, int64_t mtime,
@@ -2088,40 +2073,13 @@ store_free_space(struct store *s, uint64_t *ret)
 }
 
 /*
- * publish = set (DESIGN.md "publish"; docs/biomirror.conf.5).
- *
- * Layout beside the destination DEST (a path of the administrator's):
- *
- *   DEST                      symlink "NAME.biomirror/snapshots/ID"
- *   DEST.biomirror/snapshots/ID   one complete version of the tree
- *
- * ID is a decimal number: the conversion of an existing directory makes
- * the first, every later one is named by the run that built it (or one
- * more than the highest present, should run ids have restarted).  The
- * snapshot DEST points at is published; a higher one is the working
- * snapshot of a run that has not been published, named by the last run
- * that worked on it (renamed to each run's id as that run continues it);
- * lower ones are older versions, of which the one replaced last is kept
- * until the next publication.  An unpublished snapshot is continued only
- * by the run right after the one that left it (its id is the preceding
- * run's id, store_open_set's cont): only then does the manifest still
- * describe it.  Any other run in between (a run refused before it opened
- * the snapshots; publish = file runs on a set tree are refused, see
- * agent/destlock.c) may
- * have recorded deletes and fetches the unpublished snapshot lacks, so a
- * later set run discards it and starts again from the published one
- * (whose files that differ from the manifest the plan fetches again).
- *
- * A run writes into its working snapshot only (the store's root fd), which
- * starts as hard links to every entry of the published one
- * (store_set_begin): a file whose content changes is renamed over its
- * link, one whose mtime alone changes gets its own copy
- * (store_set_mtime), so no inode of a published snapshot is ever changed.
- * Publication is syncfs, a new symlink renamed over DEST (rename(2) is
- * atomic: a reader resolving DEST once sees one snapshot), fsync of DEST's
- * parent.  Every step leaves a state that store_open_set() recognises and
- * completes or undoes (store_set_recover); names made while a step is in
- * flight start with STORE_TMP_PREFIX and are removed.
+ * publish = set (DESIGN.md "publish"; docs/biomirror.conf.5): DEST is a
+ * symlink "NAME.biomirror/snapshots/ID", one complete version of the tree
+ * per ID.  Which snapshot is published, working or old, when an
+ * unpublished one is continued, and how a run writes and publishes:
+ * docs/internals.md, "The snapshots of publish = set".  Every step leaves
+ * a state store_open_set() completes or undoes (store_set_recover); names
+ * made while a step is in flight start with STORE_TMP_PREFIX.
  */
 #define SET_SUFFIX	".biomirror"
 #define SET_SNAPS	"snapshots"

@@ -1,25 +1,11 @@
 /*
- * The "bm" transport (xfer.h; docs/protocol.md): bm://HOST[:PORT]/EXPORT/
- * sources served by `biomirror serve`.  One session per transport: a TCP
- * control connection (HELLO, WELCOME, AUTH with the mirror's secret,
- * SESSION; then LIST and GET requests) and up to max_connections data
- * connections attached by the session's token.  Jobs become GET items,
- * pipelined: a job of a listed size is cut into items of at most
- * BX_CHUNK bytes, asked for ahead (a window per job, a byte budget for
- * all), so that small files stream back to back and a large one travels
- * on every data connection at once.  An item's bytes are held in memory
- * until its DIGEST matched (SHA-256, or HMAC-SHA-256 with the session
- * key) and only then handed to the sink, in file order: nothing unchecked
- * reaches the temp file, let alone a final name; a mismatch ends the job
- * XFER_RETRY (BM_ECHECKSUM), so the scheduler asks for it again.
- *
- * Non-blocking after the handshake, which blocks for at most the connect
- * timeout (it runs inside poll, when the first job needs the session).
- * A stall (no byte for stall_timeout while something is asked for), a
- * connection lost or a protocol error drops the session and ends every
- * job XFER_RETRY; the next job opens a new session.  Invariant: a job is
- * active (in x->jobs) or finished (in x->fin, reported once through the
- * done callback at the end of a poll, unless cancelled first).
+ * The "bm" transport (xfer.h; docs/protocol.md, "The client"):
+ * bm://HOST[:PORT]/EXPORT/ sources served by `biomirror serve`, one
+ * session per transport, jobs pipelined as GET items; no unchecked byte
+ * reaches the sink.  How it works: docs/internals.md, "The bm transport".
+ * Invariant: a job is active (in x->jobs) or finished (in x->fin,
+ * reported once through the done callback at the end of a poll, unless
+ * cancelled first).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,16 +1,9 @@
 /*
  * The "curl" transport (xfer.h): HTTP, HTTPS, FTP and FTPS jobs on one
- * libcurl multi handle
- * (STYLE.md rules 20, 38, 39).  Each job gets an easy handle whose
- * CURLOPT_PRIVATE points at our per-transfer record; connections are
- * pooled by the multi handle and reused across jobs, with at most
- * max_connections to one host (CURLMOPT_MAX_HOST_CONNECTIONS; pending
- * requests queue rather than fail).  HTTP/2 is used where TLS ALPN
- * offers it.  CURLOPT_ACCEPT_ENCODING stays unset: a mirror stores the
- * bytes the server holds.  The write callback enforces the expected size
- * and the cap, and refuses bodies of error responses.  Invariant: a job
- * is either in the multi handle with a record, or finished and reported
- * exactly once through the done callback.
+ * libcurl multi handle (STYLE.md rules 20, 38, 39); how it uses libcurl:
+ * docs/internals.md, "The curl transport".  Invariant: a job is either in
+ * the multi handle with a record, or finished and reported exactly once
+ * through the done callback.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -712,18 +705,11 @@ sock_of(struct curl_xfer *x, int local_port, int port)
 }
 
 /*
- * CURLOPT_PREREQFUNCTION, plain http:// (HTTP/1.x) only: before a
- * request goes out on its connection, nothing may be waiting there.
- * Bytes that wait came after the previous response on a reused
- * connection: a server or proxy sent more than its Content-Length (RFC
- * 9112 section 6.3: the message ends there; libcurl reads no further),
- * and libcurl would read them as this request's response, another
- * file's bytes published under this name.  The transfer is stopped
- * (libcurl closes the connection) and retried on a new one.  A connection
- * the server closed (EOF) is left to libcurl, which retries a request on
- * a dead reused connection itself.  Over TLS the socket holds records,
- * not responses (a late session ticket is normal), and HTTP/2 frames
- * every response.
+ * CURLOPT_PREREQFUNCTION, plain http:// (HTTP/1.x) only: before a request
+ * goes out on a reused connection nothing may be waiting there, else the
+ * transfer is stopped (libcurl closes the connection) and retried on a
+ * new one; EOF is left to libcurl.  Why: docs/internals.md, "The curl
+ * transport".
  */
 static int
 prereq_cb(void *arg, char *ip, char *local_ip, int port, int local_port)

@@ -1,15 +1,10 @@
 /*
- * The "gridftp" transport (xfer_gridftp.h): an engine of up to
- * max_connections control connections ("sessions") to the one upstream
- * host, each with its own listening socket for the server's data
- * connection, which stays open across transfers, stacked on the next
- * transport of the registry (gx_*, at the end).  Non-blocking throughout;
- * the transport below polls our sockets beside its own, then gx_poll()
- * calls gridftp_run().  Invariant: a job is either queued, held by exactly one
+ * The "gridftp" transport (xfer_gridftp.h): up to max_connections control
+ * sessions to the one upstream host, non-blocking, stacked on the next
+ * transport (gx_*, at the end); docs/internals.md, "The gridftp
+ * transport".  Invariant: a job is either queued, held by exactly one
  * session, or finished (with a slot in g->finished, reserved when it was
- * submitted) and reported once through the done callback.  Any failure
- * inside a transfer closes its session: the next job logs in afresh
- * instead of trusting a data connection in an unknown state.
+ * submitted) and reported once through the done callback.
  */
 #include <errno.h>
 #include <netdb.h>
