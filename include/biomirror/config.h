@@ -159,16 +159,12 @@ struct config {
 int	config_load(const char *path, struct config **ret,
 	    char *errbuf, size_t errlen);
 /*
- * Read the INI file at path as config_load() does, but go on past
- * errors: every error is in (*ret)->errors ("FILE:LINE" and reason).  An
- * error in a mirror's section (a bad key or value, a missing source, a
- * duplicate [NAME]) marks that mirror bad; the others stay usable.  An
- * error outside every mirror section ([global], a key before the first
- * section) sets (*ret)->fatal.  A malformed section header ("[a b]",
- * "[x" or a reserved name) is an error of no mirror: its keys are
- * checked and dropped.  Returns 0 with *ret for any file that could be
- * read; BM_ENOENT, BM_EIO, BM_EINVAL (not a regular file, over 1 MiB)
- * with "FILE: reason" in errbuf; BM_ENOMEM.
+ * Read the INI file at path as config_load() does, but go on past errors:
+ * every error is in (*ret)->errors ("FILE:LINE" and reason); which mark a
+ * mirror bad and which set (*ret)->fatal: docs/internals.md, "Reading the
+ * config file".  Returns 0 with *ret for any file that could be read;
+ * BM_ENOENT, BM_EIO, BM_EINVAL (not a regular file, over 1 MiB) with
+ * "FILE: reason" in errbuf; BM_ENOMEM.
  */
 int	config_load_all(const char *path, struct config **ret,
 	    char *errbuf, size_t errlen);

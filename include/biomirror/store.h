@@ -157,12 +157,9 @@ struct store_commit_item {
 					   else 0 */
 };
 /*
- * Publish a batch: for each item check the byte count (BM_ECHECKSUM on
- * mismatch), set mtime (futimens) and file_mode, then one syncfs, then
- * renameat each temp file over its target (replacing a regular file; a
- * directory or symlink in the way is BM_EUNSAFE), then fsync each parent
- * directory once.  Items that fail get item->rc and their temp file is
- * removed; the others are published.  Every store_file is freed.
+ * Publish a batch (the steps: docs/internals.md, "The store's
+ * invariants", store_commit).  Items that fail get item->rc and their temp
+ * file is removed; the others are published.  Every store_file is freed.
  * Returns 0 when the batch ran (see each rc), or BM_EIO when syncfs
  * failed (nothing renamed, all temp files removed).
  */
@@ -246,15 +243,11 @@ int	store_open_set(const char *dest, mode_t file_mode, mode_t dir_mode,
 	    int64_t run, int64_t cont, struct store **ret, char *errbuf,
 	    size_t errlen);
 /*
- * Make the root a working snapshot that can be written: unless it is one
- * already (an earlier run's, or the first), link every entry of the
- * published snapshot into a new directory (built under a temp name,
- * synced, then renamed to its id, so that a crash leaves no half-linked
- * snapshot under a snapshot name) and make it the root.  Call after
- * planning (the plan read the published snapshot, which the new one
- * equals) and only when there is something to do.  Returns 0, BM_EINVAL
- * (not a set store, or read-only), BM_ELIMIT, BM_ENOSPC or BM_EIO (errno
- * kept).
+ * Make the root a working snapshot that can be written, unless it is one
+ * already (docs/internals.md, "The snapshots of publish = set",
+ * store_set_begin).  Call after planning and only when there is something
+ * to do.  Returns 0, BM_EINVAL (not a set store, or read-only),
+ * BM_ELIMIT, BM_ENOSPC or BM_EIO (errno kept).
  */
 int	store_set_begin(struct store *s);
 /*
@@ -264,14 +257,11 @@ int	store_set_begin(struct store *s);
  */
 bool	store_set_pending(const struct store *s);
 /*
- * Publish the working snapshot: syncfs (every file, link and directory
- * of it is durable first), a symlink NAME.biomirror/snapshots/ID made
- * under a temp name in DEST.biomirror and renamed over DEST (atomic: a
- * reader resolving DEST sees the old snapshot or the new one), fsync of
- * DEST's parent.  *ret_id (may be NULL) gets the new snapshot's id.  The
- * snapshot published before stays (store_set_prune).  Returns 0,
- * BM_EINVAL (no working snapshot), BM_EUNSAFE (something other than our
- * symlink appeared at DEST; nothing published) or BM_EIO (errno kept).
+ * Publish the working snapshot (the steps: docs/internals.md, "The
+ * snapshots of publish = set", store_set_publish); *ret_id (may be NULL)
+ * gets its id.  The snapshot published before stays (store_set_prune).
+ * Returns 0, BM_EINVAL (no working snapshot), BM_EUNSAFE (something other
+ * than our symlink appeared at DEST; nothing published) or BM_EIO.
  */
 int	store_set_publish(struct store *s, int64_t *ret_id);
 /*

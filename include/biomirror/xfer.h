@@ -40,15 +40,10 @@ typedef int (*xfer_sink_fn)(void *arg, uint64_t off, const void *buf,
 
 /*
  * What one job measured of the network path (for concurrency/streams =
- * auto, agent/sched/autotune.c).  rtt_us: the connection's smoothed round-trip
- * time from the kernel (TCP_INFO tcpi_rtt, tcp(7)) when the socket is
- * still open, else the TCP handshake time of a new connection
- * (CURLINFO_CONNECT_TIME_T minus CURLINFO_NAMELOOKUP_TIME_T), else the
- * time from the request to its first response byte
- * (CURLINFO_STARTTRANSFER_TIME_T minus CURLINFO_PRETRANSFER_TIME_T, one
- * round trip plus the server's time); -1 when none is known.  body_us:
- * microseconds from the first response byte to the last (the job's
- * bytes divided by it is the connection's rate), -1 unknown.
+ * auto, agent/sched/autotune.c); where rtt_us comes from:
+ * docs/internals.md, "Auto sizing".  body_us: microseconds from the first
+ * response byte to the last (the job's bytes divided by it is the
+ * connection's rate).  Both -1 when unknown.
  */
 struct xfer_path {
 	int64_t		 rtt_us;	/* round-trip time, microseconds, -1 unknown */
