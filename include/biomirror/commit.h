@@ -56,15 +56,12 @@ typedef void (*commit_item_fn)(void *ctx, size_t i,
 	    const struct store_commit_item *it, struct commit_rec *ret);
 
 /*
- * Publish a scheduler batch and record it, in this order: the intents of
- * the nitems files (manifest_intent, their own transaction: a run killed
- * after the renames leaves the next run a record of them); the store's
- * commit of items (mtime, syncfs, rename, directory fsync; a failed
- * syncfs fails every item with its code, which goes into *ret_store_rc,
- * else 0); then one transaction with each item's record (rec_of) and the
- * nrecs other records (recs, borrowed).  all (borrowed) has room for
- * nitems + nrecs records.  Returns 0, BM_EINVAL or BM_EDB (nothing of the
- * batch recorded; manifest_errmsg() says why).
+ * Publish a scheduler batch (nitems items) and record it with the nrecs
+ * other records (recs, borrowed); all (borrowed) has room for nitems +
+ * nrecs records.  The order of the steps: docs/internals.md, "One result
+ * writer".  *ret_store_rc gets a failed syncfs's code, else 0.  Returns 0,
+ * BM_EINVAL or BM_EDB (nothing of the batch recorded; manifest_errmsg()
+ * says why).
  */
 int	commit_batch(struct manifest *m, struct store *s, int64_t run,
 	    struct store_commit_item *items, size_t nitems,

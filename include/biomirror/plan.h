@@ -128,15 +128,11 @@ int	plan_add_refetch(struct plan *p, const struct file_row *row,
 void	plan_free(struct plan *p);
 
 /*
- * The safety guards, before anything is changed: an empty listing (no
- * files, whatever directories it holds) where the manifest holds files
- * (unless allow_empty: --allow-empty, for an
- * upstream that really was emptied; max_delete still applies to its
- * deletes); more deletes than max_delete (a count, or a percentage of
- * the manifest's files rounded up, at least 1); fewer free bytes than
- * the planned fetches (free_bytes, UINT64_MAX if unknown).  Returns 0,
- * or BM_ELIMIT with the guard and by how much in errbuf ("max_delete:
- * would delete 3 files, max_delete allows 1 ...": exit 4).
+ * The safety guards, before anything is changed: an empty listing, more
+ * deletes than max_delete, fewer free bytes (free_bytes, UINT64_MAX if
+ * unknown) than the planned fetches; allow_empty is --allow-empty
+ * (docs/internals.md, "Building the plan").  Returns 0, or BM_ELIMIT with
+ * the guard and by how much in errbuf (exit 4).
  */
 int	plan_guard(const struct plan *p, const struct mirror_conf *c,
 	    uint64_t free_bytes, bool allow_empty, char *errbuf,
