@@ -2502,7 +2502,7 @@ static void
 check_exports(struct conf_load *ld)
 {
 	struct export_conf	*e;
-	struct mirror_conf	*m;
+	struct mirror_conf	*m = NULL;
 	size_t			 i;
 
 	for (i = 0; i < ld->c->nexports && ld->rc == 0; i++) {

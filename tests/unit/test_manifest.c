@@ -580,7 +580,9 @@ test_bad_wal(const char *dir)
 	write_file(wal, bad, (size_t)n);
 	is_int(manifest_open(p, false, &m, err, sizeof(err)), 0,
 	    "a writer opens it: %s", err);
-	c = m != NULL ? manifest_warning(m) : "";
+	c = m != NULL ? manifest_warning(m) : NULL;
+	if (c == NULL)
+		c = "";
 	ok(strstr(c, "a copy is kept as ") != NULL, "warning: %s", c);
 	(void)snprintf(copy, sizeof(copy), "%s", c[0] != '\0' ?
 	    strstr(c, "kept as ") + 8 : "");
@@ -740,8 +742,9 @@ test_damaged(const char *dir)
 	    strncmp(kept + strlen(p), ".corrupt-", 9) == 0 &&
 	    kept[strlen(kept) - 1] == 'Z', "kept as %s", kept);
 	ok(!exists(p) && !exists(side), "PATH and PATH-wal moved");
-	(void)snprintf(side, sizeof(side), "%s-wal", kept);
-	ok(file_equals(side, "wal", 3), "the -wal kept beside it");
+	ok((size_t)snprintf(side, sizeof(side), "%s-wal", kept) <
+	    sizeof(side) && file_equals(side, "wal", 3),
+	    "the -wal kept beside it");
 	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
 	    "a new manifest at PATH");
 	manifest_close(m);
