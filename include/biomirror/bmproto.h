@@ -183,7 +183,11 @@ struct bmp_error {
 int	bmp_header(const uint8_t *hdr, size_t cap, uint8_t *ret_type,
 	    size_t *ret_len);
 
-/* Start a frame of type in buf (cap bytes, borrowed). */
+/*
+ * Start a frame of type in buf (cap bytes, borrowed).  The puts append
+ * big-endian integers and raw bytes; one that does not fit marks the
+ * frame over, which bmp_wr_end() reports (no put fails on its own).
+ */
 void	bmp_wr_begin(struct bmp_wr *w, uint8_t *buf, size_t cap, uint8_t type);
 void	bmp_put_u8(struct bmp_wr *w, uint8_t v);
 void	bmp_put_u16(struct bmp_wr *w, uint16_t v);
@@ -199,6 +203,11 @@ void	bmp_put_str(struct bmp_wr *w, const void *p, size_t len);
  */
 int	bmp_wr_end(struct bmp_wr *w, size_t *ret_len);
 
+/*
+ * Read the payload p (len bytes, borrowed for r's use).  The gets take
+ * big-endian integers and raw bytes in order; one past the end marks r
+ * bad and yields zeros, which bmp_rd_end() reports.
+ */
 void	bmp_rd_init(struct bmp_rd *r, const uint8_t *p, size_t len);
 uint8_t	bmp_get_u8(struct bmp_rd *r);
 uint16_t bmp_get_u16(struct bmp_rd *r);
