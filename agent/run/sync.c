@@ -386,6 +386,28 @@ run_zone(const struct run *r)
 	    &r->c->listing_tz;
 }
 
+/* What the listing skipped or did not enter, for the run's log. */
+static void
+run_list_stats(const struct run *r, const struct lister_stats *st)
+{
+	if (st->skipped > 0)
+		log_info("%s: list: %zu %s skipped (unsafe names, outside "
+		    "the source, or a name listed both as a file and as a "
+		    "directory: the first kept)", r->c->name, st->skipped,
+		    r->lister->unit);
+	if (st->dups > 0)
+		log_warnx("%s: list: %zu %s skipped: a name listed again (or "
+		    "as a file and as a directory): the first kept", r->c->name,
+		    st->dups, r->lister->unit);
+	if (st->beneath > 0)
+		log_warnx("%s: list: %zu %s skipped: below a file or a symlink "
+		    "of the listing", r->c->name, st->beneath, r->lister->unit);
+	if (st->loops > 0)
+		log_warnx("%s: list: %zu directories not entered: their "
+		    "entries repeat an ancestor's (a server-side symlink loop)",
+		    r->c->name, st->loops);
+}
+
 static int
 run_list(struct run *r)
 {
@@ -420,22 +442,7 @@ run_list(struct run *r)
 	rc = r->lister->list(&lr, r->l, &st, r->err, sizeof(r->err));
 	run_unlisted(r);
 	r->complete = rc == 0;
-	if (st.skipped > 0)
-		log_info("%s: list: %zu %s skipped (unsafe names, outside "
-		    "the source, or a name listed both as a file and as a "
-		    "directory: the first kept)", r->c->name, st.skipped,
-		    r->lister->unit);
-	if (st.dups > 0)
-		log_warnx("%s: list: %zu %s skipped: a name listed again (or "
-		    "as a file and as a directory): the first kept", r->c->name,
-		    st.dups, r->lister->unit);
-	if (st.beneath > 0)
-		log_warnx("%s: list: %zu %s skipped: below a file or a symlink "
-		    "of the listing", r->c->name, st.beneath, r->lister->unit);
-	if (st.loops > 0)
-		log_warnx("%s: list: %zu directories not entered: their "
-		    "entries repeat an ancestor's (a server-side symlink loop)",
-		    r->c->name, st.loops);
+	run_list_stats(r, &st);
 	if (rc == BM_EINTR)
 		r->err[0] = '\0';	/* the fetch it cut short: run_status says why */
 	if (rc == BM_ENOMEM || rc == BM_EINTR)
@@ -1251,11 +1258,12 @@ run_rebuild(struct run *r, const char *path)
 	return rc;
 }
 
+static int run_open_xfer(struct run *);
+
 static int
 run_open(struct run *r)
 {
-	char		 path[4096], why[256];
-	struct xfer_opts xo;
+	char		 path[4096];
 	struct stat	 st;
 	int		 rc;
 
@@ -1301,6 +1309,21 @@ run_open(struct run *r)
 		if (!r->o->dry_run)
 			run_record_owner(r);
 	}
+	return run_open_xfer(r);
+}
+
+/*
+ * The run's transport for its source (xfer_open), with the FTP password
+ * and bm:// secret read first.  Returns 0, or a BM_E* code with why in
+ * r->err.
+ */
+static int
+run_open_xfer(struct run *r)
+{
+	char		 why[256];
+	struct xfer_opts xo;
+	int		 rc;
+
 	if ((rc = run_ftp_source(r)) != 0 || (rc = run_bm_secret(r)) != 0)
 		return rc;
 	memset(&xo, 0, sizeof(xo));
@@ -3389,4 +3412,75 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	state_unlock(lockfd);
 	*ret = r.res;
 	return rc == BM_ENOMEM ? rc : 0;
+}
+
+int
+sync_list(const struct sync_opts *o, const struct mirror_conf *c,
+    bool recursive, struct listing **ret, char *errbuf, size_t errlen)
+{
+	struct run	 r;
+	struct lister_run lr;
+	struct lister_stats st;
+	int		 rc = BM_ENOMEM, trc;
+
+	*ret = NULL;
+	memset(&r, 0, sizeof(r));
+	r.o = o;
+	r.c = c;
+	if ((r.res = result_new(c->name)) == NULL ||
+	    (r.l = listing_new(MAX_LISTING)) == NULL)
+		goto out;
+	if ((r.lister = lister_find(c->source)) == NULL) {
+		(void)snprintf(r.err, sizeof(r.err), "%s: no lister for its "
+		    "scheme", c->source);
+		rc = BM_EINVAL;
+		goto out;
+	}
+	if ((rc = run_open_xfer(&r)) != 0)
+		goto out;
+	r.filter.include = (const char *const *)c->include;
+	r.filter.ninclude = c->ninclude;
+	r.filter.exclude = (const char *const *)c->exclude;
+	r.filter.nexclude = c->nexclude;
+	memset(&lr, 0, sizeof(lr));
+	memset(&st, 0, sizeof(st));
+	lr.name = c->name;
+	lr.source = c->source;
+	lr.filter = &r.filter;
+	lr.tz = run_zone(&r);
+	lr.max_depth = recursive ? MAX_DEPTH : 0;
+	lr.shallow = !recursive;
+	lr.max_page_bytes = MAX_PAGE_BYTES;
+	lr.connections = run_connections(&r);
+	lr.fetch = fetch_pages;
+	lr.ctx = &r;
+	lr.hint = run_hint;
+	rc = r.lister->list(&lr, r.l, &st, r.err, sizeof(r.err));
+	run_list_stats(&r, &st);
+	if (rc == BM_ENOMEM || rc == BM_EINTR)
+		goto out;
+	if ((trc = listing_resolve_times(r.l, run_zone(&r))) != 0 ||
+	    (trc = listing_sort(r.l)) != 0) {
+		rc = trc;
+		goto out;
+	}
+	*ret = r.l;
+	r.l = NULL;
+out:
+	if (rc == BM_EINTR)
+		(void)snprintf(r.err, sizeof(r.err), "stopped by %s",
+		    stop_signal_name(*o->stop));
+	else if (rc != 0 && r.err[0] == '\0')
+		(void)snprintf(r.err, sizeof(r.err), "%s", bm_strerror(rc));
+	(void)snprintf(errbuf, errlen, "%s", r.err);
+	xfer_free(r.x);
+	listing_free(r.l);
+	if (r.password != NULL)
+		explicit_bzero(r.password, strlen(r.password));
+	free(r.password);
+	if (r.secret != NULL)
+		explicit_bzero(r.secret, r.secret_len);
+	free(r.secret);
+	result_free(r.res);
+	return rc;
 }
