@@ -603,8 +603,10 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	} else {
 		n = a.nnames > 0 ? (size_t)a.nnames : c->conf->nmirrors;
 		if (n == 0) {
-			log_errx("%s: no mirrors configured",
-			    c->conf->path ? c->conf->path : DEFAULT_CONFIG);
+			log_errx("%s: no mirrors configured: nothing to %s "
+			    "(add a [NAME] section with source and dest: "
+			    "biomirror.conf(5))", c->conf->path ?
+			    c->conf->path : DEFAULT_CONFIG, cmd);
 			goto out;
 		}
 		ms = calloc(n, sizeof(*ms));

@@ -2190,6 +2190,29 @@ run_tune_end(struct run *r, struct tune *t)
 	tune_free(t);
 }
 
+/*
+ * The run's progress line: the files and bytes the whole plan fetches,
+ * one total over the scheduler's passes.  NULL on out-of-memory.
+ */
+static struct progress *
+run_progress_new(const struct run *r)
+{
+	const struct action *a;
+	uint64_t	 bytes = 0;
+	int64_t		 files = 0;
+	size_t		 i;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op != ACT_FETCH && a->op != ACT_COND_FETCH)
+			continue;
+		files++;
+		if (a->op == ACT_FETCH && a->fs.listed.size > 0)
+			bytes += (uint64_t)a->fs.listed.size;
+	}
+	return progress_new(r->c->name, files, bytes, r->o->progress);
+}
+
 static int
 run_execute(struct run *r)
 {
@@ -2214,6 +2237,10 @@ run_execute(struct run *r)
 	so.streams = r->c->ftp_mode_e ? 1 : r->c->streams;
 	so.min_split = r->c->min_split;
 	so.progress = r->o->progress;
+	if ((so.line = run_progress_new(r)) == NULL) {
+		resume_set_free(rs);
+		return BM_ENOMEM;
+	}
 	so.retries = r->c->retries;
 	so.run = r->run;
 	so.batch_files = batch_files();
@@ -2227,6 +2254,7 @@ run_execute(struct run *r)
 		rc = run_transfers(r, &so);
 		run_tune_end(r, so.tune);
 	}
+	progress_free(so.line);
 	resume_set_free(rs);
 	if (rc == BM_ENOSPC)
 		(void)snprintf(r->err, sizeof(r->err), "%s: no space left on "
