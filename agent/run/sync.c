@@ -98,6 +98,7 @@ struct run {
 	char		*secret;	/* owned: bm:// secret (secret_file),
 					   NULL if none; wiped when freed */
 	size_t		 secret_len;
+	int64_t		 start_ns;	/* wall clock at the run's start */
 	int		 state_fault;	/* BM_ECORRUPT: the manifest is
 					   damaged; BM_ENOSPC: the state
 					   directory is full; 0 */
@@ -1030,6 +1031,8 @@ plan_has_work(const struct plan *p)
  * published snapshot; else keep it for the next run (it holds what the
  * manifest recorded) or drop it when it holds nothing new.
  */
+static int run_pre_publish(struct run *);
+
 static int
 run_set_finish(struct run *r, int rc)
 {
@@ -1051,6 +1054,8 @@ run_set_finish(struct run *r, int rc)
 		log_info("%s: no change: nothing to publish", r->c->name);
 		return 0;
 	}
+	if ((prc = run_pre_publish(r)) != 0)
+		return prc;
 	if ((prc = store_set_publish(r->s, &id)) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "%s: publish: %s",
 		    r->c->dest, prc == BM_EUNSAFE ? "something other than "
@@ -2404,11 +2409,12 @@ env_pair(const char *name, const char *fmt, ...)
 
 /*
  * The hook's BIOMIRROR_* variables (biomirror.conf(5)) into env (room for
- * HOOK_NENV + 1, zeroed); returns how many were set, NULL ones included
- * (out of memory).
+ * HOOK_NENV + 1, zeroed), BIOMIRROR_STATUS status; returns how many were
+ * set, NULL ones included (out of memory).
  */
 static size_t
-post_sync_env(const struct run *r, const struct run_record *rec, char **env)
+post_sync_env(const struct run *r, const struct run_record *rec,
+    const char *status, char **env)
 {
 	const struct mirror_result *res = r->res;
 	char		 cwd[PATH_MAX];
@@ -2422,7 +2428,7 @@ post_sync_env(const struct run *r, const struct run_record *rec, char **env)
 	    r->c->dest);
 	env[n++] = env_pair("BIOMIRROR_STATE_DIR", "%s", r->o->state_dir);
 	env[n++] = env_pair("BIOMIRROR_RUN_ID", "%lld", (long long)r->run);
-	env[n++] = env_pair("BIOMIRROR_STATUS", "%s", res->status);
+	env[n++] = env_pair("BIOMIRROR_STATUS", "%s", status);
 	env[n++] = env_pair("BIOMIRROR_FILES_LISTED", "%lld",
 	    (long long)res->listed);
 	env[n++] = env_pair("BIOMIRROR_FILES_FETCHED", "%lld",
@@ -2439,6 +2445,188 @@ post_sync_env(const struct run *r, const struct run_record *rec, char **env)
 	env[n++] = env_pair("BIOMIRROR_END", "%lld",
 	    (long long)(rec->end_ns / NS));
 	return n;
+}
+
+/* What pre_publish's check changed in the staged snapshot. */
+struct pre_check {
+	struct run	*r;		/* borrowed */
+	struct commit_rec *recs;	/* owned: a release per removed file */
+	char		**paths;	/* owned: their paths */
+	size_t		 nrecs, cap;
+	size_t		 created, restored, removed;
+	int		 rc;		/* BM_ENOMEM while queueing, else 0 */
+};
+
+#define PRE_REFETCH	"pre_publish changed it: removed from the staged " \
+			"snapshot, fetched again by the next run"
+
+/* store_check_fn: say each path in the log; queue the removed ones. */
+static void
+pre_publish_seen(void *ctx, const char *path, enum store_check what)
+{
+	struct pre_check *pc = ctx;
+	struct commit_rec *nr;
+	char		**np, *p;
+	size_t		 cap;
+
+	if (what == STORE_CHECK_CREATED) {
+		pc->created++;
+		log_warnx("%s: pre_publish: %s: made by the check: removed",
+		    pc->r->c->name, path);
+		return;
+	}
+	if (what == STORE_CHECK_RESTORED) {
+		pc->restored++;
+		log_warnx("%s: pre_publish: %s: changed by the check: restored "
+		    "from the published copy", pc->r->c->name, path);
+		return;
+	}
+	pc->removed++;
+	log_warnx("%s: pre_publish: %s: changed by the check (no unchanged "
+	    "published copy): %s", pc->r->c->name, path, PRE_REFETCH);
+	(void)result_add_error(pc->r->res, path, "pre_publish", PRE_REFETCH);
+	if (pc->nrecs == pc->cap) {
+		cap = pc->cap ? pc->cap * 2 : 16;
+		if ((nr = reallocarray(pc->recs, cap, sizeof(*nr))) == NULL) {
+			pc->rc = BM_ENOMEM;
+			return;
+		}
+		pc->recs = nr;
+		if ((np = reallocarray(pc->paths, cap, sizeof(*np))) == NULL) {
+			pc->rc = BM_ENOMEM;
+			return;
+		}
+		pc->paths = np;
+		pc->cap = cap;
+	}
+	if ((p = strdup(path)) == NULL) {
+		pc->rc = BM_ENOMEM;
+		return;
+	}
+	pc->paths[pc->nrecs] = p;
+	commit_rec_path(&pc->recs[pc->nrecs], p, ENTRY_FILE, COMMIT_RELEASED);
+	pc->recs[pc->nrecs].reason = PRE_REFETCH;
+	pc->nrecs++;
+}
+
+/*
+ * pre_publish: run the check in the staged snapshot (its directory,
+ * BIOMIRROR_SNAPSHOT; post_sync's variables, time limit and logging),
+ * then undo what it changed there (store_set_check).  Returns 0 when it
+ * exited 0 and changed no staged file: the snapshot may be published.
+ * Else the reason is in r->err and BM_EIO (the run fails, exit 1; the
+ * snapshot stays unpublished, for the next run to continue), BM_EINTR
+ * (stopped by a signal) or BM_ENOMEM.
+ */
+static int
+run_pre_publish(struct run *r)
+{
+	struct pre_check pc;
+	struct store_scan *before = NULL;
+	struct run_record rec;
+	char		*env[HOOK_NENV + 2], dir[PATH_MAX], cwd[PATH_MAX];
+	char		 why[300];
+	size_t		 i, n = 0;
+	int		 rc, crc, st = -1;
+
+	if (r->c->pre_publish == NULL)
+		return 0;
+	memset(&pc, 0, sizeof(pc));
+	pc.r = r;
+	memset(env, 0, sizeof(env));
+	memset(&rec, 0, sizeof(rec));
+	rec.start_ns = r->start_ns;
+	rec.end_ns = clock_real_ns();
+	rc = BM_EIO;
+	if (store_set_working_path(r->s, dir, sizeof(dir)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: the "
+		    "staged snapshot's path is too long");
+		goto out;
+	}
+	if ((crc = store_set_stage_scan(r->s, &before)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: %.600s: "
+		    "scan: %s", dir, crc == BM_EIO ? strerror(errno) :
+		    bm_strerror(crc));
+		rc = crc == BM_ENOMEM ? crc : BM_EIO;
+		goto out;
+	}
+	if (dir[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
+		cwd[0] = '\0';
+	n = post_sync_env(r, &rec, "ok", env);
+	env[n++] = env_pair("BIOMIRROR_SNAPSHOT", "%s%s%s", cwd,
+	    cwd[0] ? "/" : "", dir);
+	for (i = 0; i < n; i++)
+		if (env[i] == NULL) {
+			rc = BM_ENOMEM;
+			goto out;
+		}
+	log_info("%s: pre_publish: %s (in %s)", r->c->name, r->c->pre_publish,
+	    dir);
+	rc = hook_run(r->c->pre_publish, dir, env, r->o->stop,
+	    r->c->hook_timeout, &st, why, sizeof(why));
+	/* Whatever it did, the staged snapshot is put back as it was. */
+	if ((crc = store_set_check(r->s, before, pre_publish_seen, &pc)) != 0 ||
+	    pc.rc != 0) {
+		if (crc == 0)
+			crc = pc.rc;
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: %.600s: "
+		    "undoing the check's changes: %s", dir, crc == BM_EIO ?
+		    strerror(errno) : bm_strerror(crc));
+		rc = crc == BM_ENOMEM ? crc : BM_EIO;
+		goto out;
+	}
+	if (pc.nrecs > 0 && commit_results(r->m, r->run, pc.recs,
+	    pc.nrecs) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		rc = BM_EDB;
+		goto out;
+	}
+	if (pc.created > 0)
+		log_warnx("%s: pre_publish: removed %zu entr%s the check made "
+		    "in the staged snapshot", r->c->name, pc.created,
+		    pc.created == 1 ? "y" : "ies");
+	if (rc == BM_EINTR) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: stopped "
+		    "by %s: %.200s: snapshot not published",
+		    stop_signal_name(*r->o->stop), why);
+		goto out;
+	}
+	if (rc != 0) {
+		/* Timed out (BM_ELIMIT) or could not run: a failed check. */
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: %.200s: "
+		    "snapshot not published", why);
+		rc = BM_EIO;
+		goto out;
+	}
+	if (st != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: %s %d: "
+		    "snapshot not published", st > 128 ? "killed by signal" :
+		    "exited with status", st > 128 ? st - 128 : st);
+		rc = BM_EIO;
+		goto out;
+	}
+	if (pc.restored + pc.removed > 0) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: the check "
+		    "changed %zu staged file%s (restored %zu from the published "
+		    "snapshot, removed %zu: fetched again by the next run): "
+		    "snapshot not published", pc.restored + pc.removed,
+		    pc.restored + pc.removed == 1 ? "" : "s", pc.restored,
+		    pc.removed);
+		rc = BM_EIO;
+		goto out;
+	}
+	log_info("%s: pre_publish: exited with status 0", r->c->name);
+	rc = 0;
+out:
+	for (i = 0; i < n; i++)
+		free(env[i]);
+	for (i = 0; i < pc.nrecs; i++)
+		free(pc.paths[i]);
+	free(pc.paths);
+	free(pc.recs);
+	store_scan_free(before);
+	return rc;
 }
 
 /*
@@ -2461,7 +2649,7 @@ run_post_sync(struct run *r, struct run_record *rec)
 	    res->fetched + res->touched + res->deleted == 0)
 		return;
 	memset(env, 0, sizeof(env));
-	n = post_sync_env(r, rec, env);
+	n = post_sync_env(r, rec, res->status, env);
 	for (i = 0; i < n; i++)
 		if (env[i] == NULL) {
 			log_errx("%s: post_sync: out of memory", r->c->name);
@@ -2475,7 +2663,7 @@ run_post_sync(struct run *r, struct run_record *rec)
 		log_errx("%s: post_sync: %s", r->c->name, why);
 	} else {
 		log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
-		rc = hook_run(r->c->post_sync, env, r->o->stop,
+		rc = hook_run(r->c->post_sync, NULL, env, r->o->stop,
 		    r->c->hook_timeout, &st, why, sizeof(why));
 	}
 	r->res->post_sync_status = st;
@@ -3157,6 +3345,7 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 	memset(&r, 0, sizeof(r));
 	r.o = o;
 	r.c = c;
+	r.start_ns = start;
 	if ((r.res = result_new(c->name)) == NULL)
 		return BM_ENOMEM;
 	r.res->dry_run = o->dry_run;
