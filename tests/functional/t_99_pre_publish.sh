@@ -67,7 +67,7 @@ grep -q "set: pre_publish: T_DIR=$T $T/check.sh (in $T/mirror/db.biomirror/snaps
     "$LAST_ERR" || fail "the check not logged"
 
 echo "# exit 1: the old snapshot stays published; the next run publishes"
-printf 'a v2\n' > "$T/up/a.txt"
+printf 'a version 2\n' > "$T/up/a.txt"
 mode fail
 assert_exit 1 bm sync set
 assert_eq "$(snap)" db.biomirror/snapshots/1 "failed check: still snapshot 1"
@@ -83,7 +83,7 @@ assert_eq "$(snap)" db.biomirror/snapshots/3 "the staged snapshot published"
 assert_trees_equal "$T/up" "$D/"
 
 echo "# a replaced staged file is restored, made files removed: exit 1"
-printf 'c v2\n' > "$T/up/sub/c.txt"
+printf 'c version 2\n' > "$T/up/sub/c.txt"
 mode replace
 assert_exit 1 bm sync set
 assert_eq "$(snap)" db.biomirror/snapshots/3 "replace: not published"
@@ -116,7 +116,7 @@ assert_eq "$(snap)" db.biomirror/snapshots/6 "published after the refetch"
 assert_trees_equal "$T/up" "$D/"
 
 echo "# files the check made are removed; exit 0 still publishes"
-printf 'b v2\n' > "$T/up/b.txt"
+printf 'b version 2!\n' > "$T/up/b.txt"
 mode create
 assert_exit 0 bm sync set
 assert_eq "$(snap)" db.biomirror/snapshots/7 "create: published"
@@ -127,7 +127,7 @@ grep -q 'removed 3 entries the check made in the staged snapshot' "$LAST_ERR" ||
     fail "count of made entries"
 
 echo "# hook_timeout: a check past it is stopped, nothing published"
-printf 'b version 3\n' > "$T/up/b.txt"
+printf 'b version 3!!\n' > "$T/up/b.txt"
 mode sleep
 assert_exit 1 bm sync set
 assert_eq "$(snap)" db.biomirror/snapshots/7 "timed out: not published"
