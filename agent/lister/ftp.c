@@ -1313,6 +1313,7 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 	p.source = source_url;
 	p.filter = opts->filter;
 	p.max_depth = opts->max_depth;
+	p.shallow = opts->shallow;
 	p.batch = opts->batch;
 	p.fetch = fetch;
 	p.ctx = ctx;
@@ -1411,6 +1412,7 @@ ftp_list(const struct lister_run *lr, struct listing *out,
 	memset(&fo, 0, sizeof(fo));
 	fo.filter = lr->filter;
 	fo.max_depth = lr->max_depth;
+	fo.shallow = lr->shallow;
 	fo.batch = lr->connections;
 	fo.now_wall = ftp_now_wall(lr->tz);
 	fo.ret_mlsd = &mlsd;

@@ -2283,6 +2283,7 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 	p.source = source_url;
 	p.filter = opts->filter;
 	p.max_depth = opts->max_depth;
+	p.shallow = opts->shallow;
 	p.batch = opts->batch;
 	p.fetch = fetch;
 	p.ctx = ctx;
@@ -2311,6 +2312,7 @@ http_list(const struct lister_run *lr, struct listing *out,
 	memset(&co, 0, sizeof(co));
 	co.filter = lr->filter;
 	co.max_depth = lr->max_depth;
+	co.shallow = lr->shallow;
 	co.max_page_bytes = lr->max_page_bytes;
 	co.batch = (size_t)lr->connections * 2;
 	co.ret_skipped = &ret->skipped;

@@ -194,7 +194,10 @@ struct sched {
 	uint64_t	 bytes_seen;	/* body bytes written, for progress */
 	size_t		 kept;		/* temp files kept for the next run */
 	size_t		 dropped;	/* temp files removed at the end */
-	struct progress	*progress;	/* owned: the live line, may be a no-op */
+	struct progress	*progress;	/* owned unless o->line: the live line,
+					   may be a no-op */
+	int64_t		 fetched0;	/* res->fetched when the pass began */
+	int64_t		 unchanged;	/* files found unchanged (304) */
 	struct workq	*wq;		/* owned: creates temp files off the loop */
 	struct workq	*cq;		/* owned: the committer thread */
 	struct sbatch	 cb;		/* the batch the committer has, if busy */
@@ -945,6 +948,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 		return;
 	case XFER_NOT_MODIFIED:
 		f->state = SF_DONE;
+		sc->unchanged++;
 		/* Unchanged upstream; a drifted local mtime is set back. */
 		if (f->act->touch && store_set_mtime(sc->s, f->act->path,
 		    f->act->fs.local.mtime) == 0)
@@ -1645,8 +1649,10 @@ sched_loop(struct sched *sc)
 		resume_tick(sc, false);
 		if (sc->o->tune)
 			tune_tick(sc->o->tune, clock_mono_ns());
-		progress_update(sc->progress, sc->res->fetched +
-		    (int64_t)(sc->nitems + sc->cb.nitems), sc->bytes_seen);
+		/* Complete files: committed, in a batch, or unchanged. */
+		progress_update(sc->progress, sc->res->fetched - sc->fetched0 +
+		    (int64_t)(sc->nitems + sc->cb.nitems) + sc->unchanged,
+		    sc->bytes_seen);
 		if (batch_due(sc) && sched_flush(sc, false) != 0)
 			break;
 	}
@@ -2061,8 +2067,9 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	    (sc->cb.reasons = calloc(sc->cap, sizeof(*sc->cb.reasons))) ==
 	    NULL ||
 	    (sc->cb.all = calloc(2 * sc->cap, sizeof(*sc->cb.all))) == NULL ||
-	    (sc->progress = progress_new(sc->o->name ? sc->o->name : "",
-	    (int64_t)nf, total, sc->o->progress)) == NULL)
+	    (sc->progress = sc->o->line != NULL ? sc->o->line :
+	    progress_new(sc->o->name ? sc->o->name : "", (int64_t)nf, total,
+	    sc->o->progress)) == NULL)
 		return BM_ENOMEM;
 	if (nf > 0 && workq_new(SCHED_OPENERS, wake_loop, sc->x,
 	    &sc->wq) != 0)
@@ -2145,6 +2152,7 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	sc.s = s;
 	sc.m = m;
 	sc.res = res;
+	sc.fetched0 = res->fetched;
 	sc.cap = o->batch_files + (o->tune ? tune_max_concurrency(o->tune) :
 	    o->concurrency) + 64;
 	if ((rc = sched_setup(&sc, acts, n)) != 0)
@@ -2163,7 +2171,10 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 out:
 	if (sc.spans != NULL)
 		sched_net_seconds(&sc);
-	progress_free(sc.progress);
+	if (o->line != NULL)
+		progress_pass_end(sc.progress);
+	else
+		progress_free(sc.progress);
 	/* Every temp file a worker made is in its sfile once this returns. */
 	workq_free(sc.wq);
 	/* An error path may leave a batch with the committer: finish it. */

@@ -44,6 +44,8 @@ struct crawl_params {
 	const char	*source;	/* borrowed: absolute, ends in '/' */
 	const struct filter *filter;	/* borrowed: NULL for all */
 	unsigned	 max_depth;	/* directory levels below the source */
+	bool		 shallow;	/* a directory past max_depth is listed,
+					   not entered, and no error (list) */
 	size_t		 batch;		/* pages per fetch call, 0 as 1 */
 	const char	*command;	/* borrowed: every page's command (FTP
 					   "MLSD" or "LIST"), NULL for HTTP */

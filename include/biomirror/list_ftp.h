@@ -47,6 +47,7 @@ bool	list_ftp_feat_has(const uint8_t *body, size_t len, const char *name);
 struct ftp_crawl_opts {
 	const struct filter *filter;	/* borrowed: include/exclude, NULL for all */
 	unsigned	 max_depth;	/* hard depth limit (directories below root) */
+	bool		 shallow;	/* past max_depth: no error (crawl.h) */
 	size_t		 batch;		/* replies fetched per callback call */
 	int64_t		 now_wall;	/* server's clock, for LIST year inference */
 	bool		*ret_mlsd;	/* borrowed, may be NULL: set to true

@@ -56,6 +56,8 @@ struct lister_run {
 	const struct filter *filter;	/* borrowed: include/exclude */
 	const struct tzspec *tz;	/* borrowed: the zone of ops->zone */
 	unsigned	 max_depth;	/* directory levels below the source */
+	bool		 shallow;	/* directories past max_depth are
+					   listed, not entered: no error */
 	size_t		 max_page_bytes; /* cap per page (rule 31) */
 	unsigned	 connections;	/* per host: max_connections, or the
 					   lister's default */
