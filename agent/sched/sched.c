@@ -272,6 +272,14 @@ try_free(struct sfile_try *t)
 	free(t);
 }
 
+/* A listing's mtime to the ns goes with each job of a (bm checks it). */
+static void
+job_listed_mtime(struct xfer_job *j, const struct action *a)
+{
+	j->listed_ns = a->fs.listed.prec == MTIME_NS;
+	j->listed_mtime = j->listed_ns ? a->fs.listed.mtime : 0;
+}
+
 /*
  * ---- Resume: ranges held across tries and runs (agent/sched/resume.c) ----
  * A large file of exact size keeps the ranges it has written.  A try that
@@ -412,6 +420,7 @@ resume_jobs(struct sched *sc, struct sfile *f)
 			j->expect_size = -1;
 			j->if_modified_since = -1;
 			j->if_range = resume_file_if_range(f->rf);
+			job_listed_mtime(j, f->act);
 			j->sink = sink_store;
 			j->sink_arg = j;
 			j->owner = f;
@@ -1213,6 +1222,7 @@ check_start(struct sched *sc, struct sfile *f)
 	j->expect_size = -1;
 	j->listed_exact = f->act->fs.listed.size_exact && f->act->fs.listed.size >= 0;
 	j->listed_size = j->listed_exact ? (uint64_t)f->act->fs.listed.size : 0;
+	job_listed_mtime(j, f->act);
 	j->if_modified_since = -1;
 	j->owner = f;
 	if ((rc = xfer_submit(sc->x, j)) != 0)
@@ -1361,6 +1371,7 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->in_memory = t->in_mem;
 		j->listed_exact = a->fs.listed.size_exact && a->fs.listed.size >= 0;
 		j->listed_size = j->listed_exact ? (uint64_t)a->fs.listed.size : 0;
+		job_listed_mtime(j, a);
 		if (n > 1) {
 			j->off = off;
 			j->len = i + 1 < n ? chunk : size - off;

@@ -11,6 +11,9 @@
 # two new builds; released, it gets only files of the snapshot it started
 # with (bytes and mtimes), exit 0 and nothing to say; its next run gets
 # the new build; the held snapshot is kept, then removed by a later sync.
+# One whose session is lost (stall_timeout) and reconnects to a newer
+# build refuses the files that build changed (their mtime is not the
+# listing's): exit 1, nothing of that build published.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -185,6 +188,52 @@ version eight '2024-08-01 00:00:00 UTC'
 assert_exit 0 bm sync up
 grep -q "kept .* old snapshot" "$LAST_ERR" && fail "kept a snapshot no one holds"
 [ -e "$SNAPS/$P" ] && fail "snapshot $P not removed after the session"
+
+echo "# a downstream whose session is lost reconnects to a newer build: no mix"
+# Its stall_timeout ends the stopped session; the build published then is
+# what the new session serves: z.bin (same size, new bytes and mtime) is
+# upstream changed since the listing, never that build's bytes.
+kill -TERM "$SPID"
+wait "$SPID"
+assert_eq "$?" 0 "serve's exit"
+BM_SERVE_TEST_STOP=big.bin "$BM" -c "$T/bm.conf" --state-dir "$T/state" \
+    serve > "$T/serve2.log" 2>&1 &
+SPID=$!
+BM_SERVERS="$BM_SERVERS serve:$SPID:$T/serve"
+$CL wait $H "$PORT" || { cat "$T/serve2.log"; fail "serve did not start"; }
+make_big_file "$T/up/big.bin" 12 build-r
+touch -d '2024-09-01 00:00:00 UTC' "$T/up/big.bin"
+printf 'r\n' > "$T/up/z.bin"
+touch -d '2024-09-01 00:00:00 UTC' "$T/up/z.bin"
+assert_exit 0 bm sync up
+cp -a "$T/up" "$T/want-r"
+sed -i -e 's/^stall_timeout = 60$/stall_timeout = 2/' \
+    -e 's/^retries = 0$/retries = 1\nconcurrency = 1/' "$T/down.conf"
+down > "$T/down.out" 2> "$T/down.err" &
+DPID=$!
+for _ in $(seq 1 200); do
+	grep -q 'big.bin: fetch: .*no data for 2 s.*(retry 1 of 1)' \
+	    "$T/down.err" && break
+	sleep 0.05
+done
+grep -q '(retry 1 of 1)' "$T/down.err" ||
+    { cat "$T/down.err"; fail "the downstream's session did not stall"; }
+printf 's\n' > "$T/up/z.bin"
+touch -d '2024-10-01 00:00:00 UTC' "$T/up/z.bin"
+assert_exit 0 bm sync up
+kill -CONT "$SPID"
+wait "$DPID"
+assert_eq "$?" 1 "the reconnected downstream run's exit"
+cp "$T/down.out" "$T/last.out"
+cat "$T/down.err"
+grep -q "down: z.bin: fetch: upstream changed since the listing (its mtime differs)$" \
+    "$T/down.err" || fail "z.bin of the newer build not refused"
+[ -e "$T/down/z.bin" ] && fail "z.bin of the newer build published"
+(cd "$T/down" && find . -type f -printf '%P\n') | while read -r f; do
+	cmp -s "$T/down/$f" "$T/want-r/$f" || fail "$f: not of the listed build"
+	[ "$(stat -c %Y "$T/down/$f")" = "$(stat -c %Y "$T/want-r/$f")" ] ||
+	    fail "$f: mtime not of the listed build"
+done || exit 1
 kill -TERM "$SPID"
 wait "$SPID"
 assert_eq "$?" 0 "serve's exit"
