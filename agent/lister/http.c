@@ -1189,6 +1189,16 @@ add_entry(struct pctx *pc, const char *name, bool is_dir, const char *href,
 		return BM_ENOMEM;
 	}
 	fill_entry(e, ri);
+	/*
+	 * An HTML index's 0 is a hint (a growing log, a file the server
+	 * could not stat): the size comes from the response, as for none
+	 * (issue 22).  JSON and XML indexes state sizes as facts.
+	 */
+	if (pc->fmt != PAGE_NGINX_JSON && pc->fmt != PAGE_NGINX_XML &&
+	    e->type == ENTRY_FILE && e->size_exact && e->size == 0) {
+		e->size = e->size_min = e->size_max = ENTRY_SIZE_UNKNOWN;
+		e->size_exact = false;
+	}
 	idx = listing_count(pc->out) - 1;
 	if ((rc = nameset_add(&pc->seen, pc->out, idx, &dup)) < 0) {
 		listing_pop(pc->out);
