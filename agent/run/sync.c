@@ -426,8 +426,9 @@ run_list(struct run *r)
 		    "directory: the first kept)", r->c->name, st.skipped,
 		    r->lister->unit);
 	if (st.unread > 0)
-		log_info("%s: list: %zu listing lines not understood, skipped "
-		    "(-v names each)", r->c->name, st.unread);
+		log_info("%s: list: %zu listing line%s not understood, skipped "
+		    "(-v names each)", r->c->name, st.unread,
+		    st.unread == 1 ? "" : "s");
 	if (st.dups > 0)
 		log_warnx("%s: list: %zu %s skipped: a name listed again (or "
 		    "as a file and as a directory): the first kept", r->c->name,
