@@ -5,10 +5,13 @@
  * or change them.  Every line is judged on its own; a line the parsers
  * do not understand is counted and skipped, never fatal.  Formats:
  * MLSD per RFC 3659 section 7; LIST in the Unix "ls -l" layout (the
- * date columns "Mon DD HH:MM" / "Mon DD YYYY" anchor the parse, so
- * owner/group/link-count columns may be missing or odd) and the
- * DOS/IIS layout.  The crawl asks FEAT once (RFC 2389) and uses MLSD
- * when MLST is advertised, LIST otherwise.
+ * date columns "Mon DD HH:MM" / "Mon DD YYYY", or "DD. Mon ...", with
+ * month names of common server locales, anchor the parse, so
+ * owner/group/link-count columns may be missing or odd), the DOS/IIS
+ * layout and the OS/2 one.  A date that does not exist keeps its entry
+ * with an unknown time; a LIST size of 0 is a hint (issue 22).  The
+ * crawl asks FEAT once (RFC 2389) and uses MLSD when MLST is advertised,
+ * LIST otherwise.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -72,8 +75,8 @@ enum line_kind {
  * after a trailing '.' or ',' is dropped ("janv.", "Okt.", "Jan.,").
  */
 static const struct month_name {
-	const char	*name;
-	int		 mon;
+	const char	*name;		/* static: lower case, no trailing dot */
+	int		 mon;		/* 1..12 */
 } month_names[] = {
 	{ "jan", 1 }, { "feb", 2 }, { "mar", 3 }, { "apr", 4 },
 	{ "may", 5 }, { "jun", 6 }, { "jul", 7 }, { "aug", 8 },
