@@ -5,7 +5,7 @@
 #  (a) HTML index: a 300 KB file listed "0" is mirrored on the first
 #      run, exit 0 (a listed 0 is a hint; before: "got 307200 bytes,
 #      the listing says 0", exit 1);
-#      Files listed with an exact size and no date: after a same-size
+#  (a2) HTML index, files with an exact size and no date: after a same-size
 #      rewrite the next run fetches it (a conditional GET, 200), the
 #      unchanged one answers 304 (before: neither was asked for again);
 #  (b) LIST: the same for a file listed 0;
@@ -51,15 +51,17 @@ retrs() {
 mkdir -p "$T/www" "$T/ftp/b" "$T/ftp/c" "$T/ftp/d"
 head -c 307200 /dev/urandom > "$T/www/grow.log"
 printf 'one\n' > "$T/www/one.txt"
-printf 'hello\n' > "$T/www/nodate.txt"
-printf 'hello\n' > "$T/www/nodate2.txt"
+mkdir -p "$T/www/u"
+printf 'hello\n' > "$T/www/u/nodate.txt"
+printf 'hello\n' > "$T/www/u/nodate2.txt"
+printf 'hello\n' > "$T/www/u/dated.txt"
 cp "$T/www/grow.log" "$T/ftp/b/grow.log"
 for f in c/same.txt c/rewrite.txt d/feb30.txt d/feb31.txt d/maerz.txt \
     d/janv.txt d/prec.txt; do
 	printf 'hello\n' > "$T/ftp/$f"
 done
 head -c 612 /dev/urandom > "$T/ftp/d/os2.bin"
-touch -d '2026-01-01 00:00:00 UTC' "$T/ftp"/*/* "$T/www"/*
+touch -d '2026-01-01 00:00:00 UTC' "$T/ftp"/*/* "$T/www"/* "$T/www/u"/*
 chmod -R a+rX "$T/www" "$T/ftp"
 
 # (a) an nginx-style index page, served as it is.
@@ -70,6 +72,15 @@ cat > "$T/www/index.html" <<'EOF'
 <h1>Index of /</h1><hr><pre><a href="../">../</a>
 <a href="grow.log">grow.log</a>                                           01-Jan-2026 00:00                   0
 <a href="one.txt">one.txt</a>                                            01-Jan-2026 00:00                   4
+</pre><hr></body>
+</html>
+EOF
+cat > "$T/www/u/index.html" <<'EOF'
+<html>
+<head><title>Index of /u/</title></head>
+<body>
+<h1>Index of /u/</h1><hr><pre><a href="../">../</a>
+<a href="dated.txt">dated.txt</a>                                          01-Jan-2026 00:00                   6
 <a href="nodate.txt">nodate.txt</a>                                                                6
 <a href="nodate2.txt">nodate2.txt</a>                                                               6
 </pre><hr></body>
@@ -105,21 +116,28 @@ case_a() {
 	echo "# (a) HTML index: a file listed 0"
 	conf a "$NGINX_URL"
 	assert_exit 0 run a --json sync a
-	assert_eq "$(jfield fetched)" 4 "fetched"
+	assert_eq "$(jfield fetched)" 2 "fetched"
 	cmp "$T/www/grow.log" "$T/m_a/grow.log" || fail "grow.log differs"
 	cmp "$T/www/one.txt" "$T/m_a/one.txt" || fail "one.txt differs"
-	echo "# (a) exact sizes, no dates: a same-size rewrite is fetched"
-	printf 'HELLO\n' > "$T/www/nodate.txt"
-	touch -d '2026-02-01 00:00:00 UTC' "$T/www/nodate.txt"
-	assert_exit 0 run a --json sync a
-	assert_eq "$(jfield fetched)" 1 "fetched after the rewrite"
-	cmp "$T/www/nodate.txt" "$T/m_a/nodate.txt" || fail "rewrite not fetched"
-	assert_eq "$(nginx_gets | grep -c '^/nodate.txt$')" 2 "GETs (200) of nodate.txt"
-	assert_eq "$(nginx_gets | grep -c '^/nodate2.txt$')" 1 "GETs (200) of nodate2.txt"
-	grep -q '"GET /nodate2.txt HTTP/1.1" 304 ' "$NGINX_ACCESS_LOG" ||
-	    fail "nodate2.txt was not asked for conditionally (no 304)"
 }
 ( case_a ) || failed="$failed a"
+
+case_a2() {
+	echo "# (a2) HTML index: exact sizes, no dates"
+	conf a2 "${NGINX_URL}u/"
+	assert_exit 0 run a2 --json sync a2
+	assert_eq "$(jfield fetched)" 3 "fetched"
+	printf 'HELLO\n' > "$T/www/u/nodate.txt"
+	touch -d '2026-02-01 00:00:00 UTC' "$T/www/u/nodate.txt"
+	assert_exit 0 run a2 --json sync a2
+	assert_eq "$(jfield fetched)" 1 "fetched after the rewrite"
+	cmp "$T/www/u/nodate.txt" "$T/m_a2/nodate.txt" || fail "rewrite not fetched"
+	assert_eq "$(nginx_gets | grep -c '^/u/nodate.txt$')" 2 "GETs (200) of nodate.txt"
+	assert_eq "$(nginx_gets | grep -c '^/u/nodate2.txt$')" 1 "GETs (200) of nodate2.txt"
+	grep -q '"GET /u/nodate2.txt HTTP/1.1" 304 ' "$NGINX_ACCESS_LOG" ||
+	    fail "nodate2.txt was not asked for conditionally (no 304)"
+}
+( case_a2 ) || failed="$failed a2"
 
 case_b() {
 	echo "# (b) LIST: a file listed 0"
