@@ -383,7 +383,8 @@ get_weekday_date(const char **pp, struct when *w)
 
 /*
  * Read a listed date and time at s.  Returns the bytes consumed (0 when s
- * does not start with a date this module knows) and fills ri's time.
+ * does not start with a date this module knows) and fills ri's time; a
+ * day its month does not have (30 Feb) is consumed, ri's time left unset.
  */
 static size_t
 parse_when(const char *s, struct rowinfo *ri)
@@ -411,6 +412,10 @@ parse_when(const char *s, struct rowinfo *ri)
 	if (w.mo < 1 || w.mo > 12 || w.d < 1 || w.d > 31 || w.h > 23 ||
 	    w.mi > 59 || w.s > 60 || w.y < 1900 || w.y > 9999)
 		return 0;
+	/* A day the month does not have (30 Feb): read, but no date. */
+	if (days_from_civil(w.y, w.mo, w.d) >= days_from_civil(w.y + (w.mo ==
+	    12), w.mo % 12 + 1, 1))
+		return (size_t)(p - s);
 	ri->has_time = true;
 	ri->wall = days_from_civil(w.y, w.mo, w.d) * 86400 + w.h * 3600 +
 	    w.mi * 60 + w.s;

@@ -780,6 +780,19 @@ test_zero(void)
 	    "                                            01-Jun-2026 10:00"
 	    "                   1\n"
 	    "</pre><hr></body></html>\n";
+	static const char *feb30 =
+	    "<html><head><title>Index of /d/</title></head><body>"
+	    "<h1>Index of /d/</h1><hr><pre><a href=\"../\">../</a>\n"
+	    "<a href=\"feb30.txt\">feb30.txt</a>"
+	    "                                          30-Feb-2026 10:00"
+	    "                   5\n"
+	    "<a href=\"leap.txt\">leap.txt</a>"
+	    "                                           29-Feb-2024 10:00"
+	    "                   5\n"
+	    "<a href=\"one.txt\">one.txt</a>"
+	    "                                            01-Jun-2026 10:00"
+	    "                   1\n"
+	    "</pre><hr></body></html>\n";
 	static const char *json =
 	    "[{ \"name\":\"grow.log\", \"type\":\"file\", "
 	    "\"mtime\":\"Mon, 01 Jun 2026 10:00:00 GMT\", \"size\":0 }]";
@@ -802,6 +815,18 @@ test_zero(void)
 	is_str(e ? e->size_display : NULL, "0", "zero html: shown as 0");
 	e = find(l, "one.txt");
 	ok(e != NULL && e->size == 1 && e->size_exact, "zero html: 1 exact");
+	listing_free(l);
+	/* A day the month does not have: kept, with no date (not 2 Mar). */
+	l = listing_new(10);
+	is_int(list_http_parse((const uint8_t *)feb30, strlen(feb30),
+	    "text/html", "http://h/d/", "", l, NULL, NULL, err, sizeof(err)),
+	    0, "feb30 html: parsed (%s)", err);
+	e = find(l, "feb30.txt");
+	ok(e != NULL && e->mtime_prec == MTIME_UNKNOWN && e->size == 5 &&
+	    e->size_exact, "feb30 html: 30-Feb-2026 is no date; size kept");
+	e = find(l, "leap.txt");
+	ok(e != NULL && e->mtime_prec == MTIME_MINUTE,
+	    "feb30 html: 29-Feb-2024 is a date");
 	listing_free(l);
 	l = listing_new(10);
 	is_int(list_http_parse((const uint8_t *)json, strlen(json),
