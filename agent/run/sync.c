@@ -396,6 +396,10 @@ run_list_stats(const struct run *r, const struct lister_stats *st)
 		    "the source, or a name listed both as a file and as a "
 		    "directory: the first kept)", r->c->name, st->skipped,
 		    r->lister->unit);
+	if (st->unread > 0)
+		log_info("%s: list: %zu listing line%s not understood, skipped "
+		    "(-v names each)", r->c->name, st->unread,
+		    st->unread == 1 ? "" : "s");
 	if (st->dups > 0)
 		log_warnx("%s: list: %zu %s skipped: a name listed again (or "
 		    "as a file and as a directory): the first kept", r->c->name,

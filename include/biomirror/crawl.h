@@ -36,6 +36,7 @@ struct crawl_dir {
 /* What a crawl counts. */
 struct crawl_stats {
 	size_t		 skipped;	/* names or lines skipped */
+	size_t		 unread;	/* lines not understood, skipped */
 	size_t		 loops;		/* directories not entered: repeats */
 	size_t		 dangling;	/* followed links not in the listing */
 };

@@ -76,6 +76,8 @@ struct lister_run {
 /* What a listing counted, for the run's log. */
 struct lister_stats {
 	size_t		 skipped;	/* names or lines skipped (ops->unit) */
+	size_t		 unread;	/* listing lines not understood,
+					   skipped (FTP LIST and MLSD) */
 	size_t		 loops;		/* directories not entered: repeats */
 	size_t		 dups;		/* names listed again (as a file and
 					   as a directory too): first kept */
