@@ -1,6 +1,7 @@
 /*
  * Argument parsing and dispatch (DESIGN.md "Command line").  Global
- * options come before the command; per-run overrides after it are applied
+ * options go before or after the command (parse_globals() takes them out
+ * first, for every command alike); per-run overrides are applied
  * through mirror_conf_set(), so that they share the config file's checks.
  * The exit status of a call over several mirrors is the first that
  * applies of 2, 4, 3, 1, 75, 0.
@@ -56,7 +57,8 @@ static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-"usage: biomirror [-c FILE] [--state-dir DIR] [-v|-q] [--json] COMMAND ...\n"
+"usage: biomirror [-c FILE] [--state-dir DIR] [-v|-vv|-q] [--json] COMMAND ...\n"
+"  (the global options may also follow the command)\n"
 "commands:\n"
 "  sync [NAME...]                 one run of the named mirrors (default: all)\n"
 "  sync --source URL --dest DIR   ad-hoc mirror without a config file\n"
@@ -1815,41 +1817,121 @@ cmd_serve(struct cli *c, int argc, char **argv)
 }
 
 /*
- * The output flags (--json, -v, -q and their long forms) may also come
- * after the command ("status blast --json"): take them out of the
- * command's arguments (argv[1..]) and apply them.  Stops at "--", which
- * is kept when keep_dashdash (for getopt) and dropped otherwise.
- * Returns the new argc.
+ * The value of global option opt at argv[*i] ("-cFILE", "--config=FILE"
+ * or the next argument, then *i steps over it); NULL after logging why
+ * when the value is missing.  long_name: NULL for a short-only option.
+ */
+static const char *
+global_value(int argc, char **argv, int *i, const char *short_name,
+    const char *long_name)
+{
+	const char	*a = argv[*i];
+	size_t		 n;
+
+	if (short_name != NULL && strcmp(a, short_name) != 0 &&
+	    strncmp(a, short_name, 2) == 0)
+		return a + 2;
+	n = long_name != NULL ? strlen(long_name) : 0;
+	if (n > 0 && strncmp(a, long_name, n) == 0 && a[n] == '=')
+		return a + n + 1;
+	if (*i + 1 >= argc) {
+		log_errx("option %s needs a value (try --help)", a);
+		return NULL;
+	}
+	return argv[++(*i)];
+}
+
+/* Whether argument a is global option short_name or long_name. */
+static bool
+is_global(const char *a, const char *short_name, const char *long_name)
+{
+	size_t	 n = strlen(long_name);
+
+	if (short_name != NULL && strncmp(a, short_name, 2) == 0)
+		return true;
+	return strncmp(a, long_name, n) == 0 && (a[n] == '\0' || a[n] == '=');
+}
+
+/*
+ * Take the global options (-c, --state-dir, --json, -v, -vv, -q and their
+ * long forms) out of argv wherever they stand, before or after the
+ * command, and apply them; -n, -h, --help and --version count only
+ * before the command (after it, they are the command's).  Everything
+ * else is kept in order for the command, from the first "--" on
+ * untouched ("--" itself is kept when keep_dashdash is set, for getopt).
+ * An unknown option before the command is a usage error.  Returns the
+ * new argc (argv[0] is the command, if any), -1 after --help or
+ * --version, or -2 after logging a usage error.
  */
 static int
-strip_global_flags(struct cli *c, int argc, char **argv, bool keep_dashdash)
+parse_globals(struct cli *c, int argc, char **argv)
 {
-	int	 i, n = 1;
+	const char	*a;
+	bool		 seen_cmd = false, dashdash;
+	int		 i, j, n = 0;
 
 	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0) {
-			/* sync and plan hand "--" on to getopt; others drop it. */
-			if (!keep_dashdash)
+		a = argv[i];
+		if (strcmp(a, "--") == 0) {
+			dashdash = seen_cmd && (strcmp(argv[0], "sync") == 0 ||
+			    strcmp(argv[0], "plan") == 0 ||
+			    strcmp(argv[0], "resync") == 0);
+			if (!dashdash)
 				i++;
 			while (i < argc)
 				argv[n++] = argv[i++];
 			break;
 		}
-		if (strcmp(argv[i], "--json") == 0)
+		if (a[0] != '-' || a[1] == '\0') {
+			argv[n++] = argv[i];
+			seen_cmd = true;
+			continue;
+		}
+		if (is_global(a, "-c", "--config")) {
+			if ((c->config_path = global_value(argc, argv, &i,
+			    "-c", "--config")) == NULL)
+				return -2;
+		} else if (is_global(a, NULL, "--state-dir")) {
+			if ((c->state_dir_opt = global_value(argc, argv, &i,
+			    NULL, "--state-dir")) == NULL)
+				return -2;
+		} else if (strcmp(a, "--json") == 0)
 			c->json = true;
-		else if (strcmp(argv[i], "-v") == 0 ||
-		    strcmp(argv[i], "--verbose") == 0)
+		else if (strcmp(a, "--verbose") == 0)
 			c->verbosity = c->verbosity < 0 ? 1 : c->verbosity + 1;
-		else if (strcmp(argv[i], "-q") == 0 ||
-		    strcmp(argv[i], "--quiet") == 0)
+		else if (strcmp(a, "--quiet") == 0)
 			c->verbosity = -1;
-		else {
+		else if (a[1] == 'v' || a[1] == 'q') {
+			/* -v, -vv, -q: a run of v and q letters */
+			for (j = 1; a[j] == 'v' || a[j] == 'q'; j++)
+				;
+			if (a[j] != '\0')
+				goto other;
+			for (j = 1; a[j] != '\0'; j++)
+				c->verbosity = a[j] == 'q' ? -1 :
+				    c->verbosity < 0 ? 1 : c->verbosity + 1;
+		} else
+			goto other;
+		continue;
+other:
+		if (seen_cmd) {
 			argv[n++] = argv[i];
 			continue;
 		}
+		if (strcmp(a, "-n") == 0)
+			c->check_only = true;
+		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			return -1;
+		} else if (strcmp(a, "--version") == 0) {
+			printf("biomirror %s\n", BM_VERSION);
+			return -1;
+		} else {
+			log_errx("unknown option %s (try --help)", a);
+			return -2;
+		}
 	}
 	argv[n] = NULL;
-	log_init(true, c->verbosity);
 	return n;
 }
 
@@ -1871,61 +1953,23 @@ json_usage_error(struct cli *c)
 	result_free(r);
 }
 
-static const struct option global_longopts[] = {
-	{ "config",	required_argument, NULL, 'c' },
-	{ "state-dir",	required_argument, NULL, 'S' },
-	{ "verbose",	no_argument,	   NULL, 'v' },
-	{ "quiet",	no_argument,	   NULL, 'q' },
-	{ "json",	no_argument,	   NULL, 'j' },
-	{ "help",	no_argument,	   NULL, 'h' },
-	{ "version",	no_argument,	   NULL, 'V' },
-	{ NULL, 0, NULL, 0 }
-};
-
 int
 cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 {
 	struct cli	 c;
 	const char	*cmd;
-	int		 ch, status = 2;
+	int		 status = 2;
 
 	memset(&c, 0, sizeof(c));
 	c.stop = stop;
-	while ((ch = getopt_long(argc, argv, "+c:nvqh", global_longopts,
-	    NULL)) != -1) {
-		switch (ch) {
-		case 'c':
-			c.config_path = optarg;
-			break;
-		case 'S':
-			c.state_dir_opt = optarg;
-			break;
-		case 'n':
-			c.check_only = true;
-			break;
-		case 'v':
-			c.verbosity = c.verbosity < 0 ? 1 : c.verbosity + 1;
-			break;
-		case 'q':
-			c.verbosity = -1;
-			break;
-		case 'j':
-			c.json = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("biomirror %s\n", BM_VERSION);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
+	log_init(true, 0);	/* parse_globals() may say why it failed */
+	argc = parse_globals(&c, argc, argv);
 	log_init(true, c.verbosity);
-	argc -= optind;
-	argv += optind;
+	if (argc < 0) {
+		if (argc == -2 && c.json)
+			json_usage_error(&c);
+		return argc == -1 ? 0 : 2;
+	}
 	if (c.check_only && argc > 0) {
 		log_errx("-n validates the config and takes no command (for "
 		    "a dry run: sync --dry-run or plan)");
@@ -1934,13 +1978,10 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 	if (c.check_only)
 		cmd = "check-config";
 	else if (argc < 1) {
-		log_errx("no command given");
-		usage(stderr);
+		log_errx("no command given (try --help)");
 		return 2;
 	} else
 		cmd = argv[0];
-	argc = strip_global_flags(&c, argc, argv, strcmp(cmd, "sync") == 0 ||
-	    strcmp(cmd, "plan") == 0 || strcmp(cmd, "resync") == 0);
 	if (strcmp(cmd, "check-config") == 0 && argc > 1) {
 		log_errx("check-config takes no arguments");
 		return 2;
