@@ -521,6 +521,7 @@ adhoc_mirror(struct cli *c, const char *cmd, const char *source,
 {
 	struct mirror_conf *m;
 	char		 err[512];
+	unsigned	 line = 0;
 
 	err[0] = '\0';
 	if (config_check_adhoc_dest(c->conf, dest, err, sizeof(err)) != 0) {
@@ -538,6 +539,13 @@ adhoc_mirror(struct cli *c, const char *cmd, const char *source,
 	if (mirror_conf_set(m, "source", source, err, sizeof(err)) != 0 ||
 	    mirror_conf_set(m, "dest", dest, err, sizeof(err)) != 0) {
 		log_errx("%s: %s", cmd, err);
+		mirror_conf_free(m);
+		return NULL;
+	}
+	/* The config's [global] defaults, as a configured mirror's. */
+	if (config_apply_defaults(c->conf, m, err, sizeof(err), &line) != 0) {
+		log_errx("%s: %s:%u: %s", cmd, c->conf->path ? c->conf->path :
+		    DEFAULT_CONFIG, line, err);
 		mirror_conf_free(m);
 		return NULL;
 	}
@@ -1689,6 +1697,52 @@ cmd_verify(struct cli *c, int argc, char **argv)
  * {"config", "ok": false, "error" (the first), "errors": [{path, op,
  * reason}]}.
  */
+/*
+ * check-config -v: m's effective value of every key, and where it came
+ * from: its section, [global] (a default) or the built-in default.
+ */
+static void
+print_settings(const struct mirror_conf *m)
+{
+	const char *const *keys;
+	const struct conf_setting *s, *last;
+	size_t		 nkeys, i, j;
+	bool		 own;
+
+	keys = config_mirror_keys(&nkeys);
+	printf("[%s]\n", m->name);
+	for (i = 0; i < nkeys; i++) {
+		last = NULL;
+		own = false;
+		for (j = 0; j < m->nsettings; j++) {
+			s = &m->settings[j];
+			if (strcmp(s->key, keys[i]) == 0) {
+				last = s;
+				own = own || !s->global;
+			}
+		}
+		if (last == NULL) {
+			printf("  %s = %s  (built-in default)\n", keys[i],
+			    config_key_default(keys[i]));
+			continue;
+		}
+		/* include, exclude: every line of the winning origin. */
+		for (j = 0; j < m->nsettings; j++) {
+			s = &m->settings[j];
+			if (strcmp(s->key, keys[i]) != 0 || s->global == own ||
+			    (s != last && strcmp(keys[i], "include") != 0 &&
+			    strcmp(keys[i], "exclude") != 0))
+				continue;
+			if (s->global)
+				printf("  %s = %s  ([global], line %u)\n",
+				    s->key, s->value, s->line);
+			else
+				printf("  %s = %s  ([%s], line %u)\n", s->key,
+				    s->value, m->name, s->line);
+		}
+	}
+}
+
 static int
 cmd_check_config(struct cli *c)
 {
@@ -1709,6 +1763,8 @@ cmd_check_config(struct cli *c)
 		}
 		printf("%s: configuration OK (%zu mirror%s)\n", path,
 		    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" : "s");
+		for (n = 0; c->verbosity > 0 && n < c->conf->nmirrors; n++)
+			print_settings(c->conf->mirrors[n]);
 		return 0;
 	}
 	err[0] = '\0';
