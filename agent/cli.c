@@ -802,21 +802,19 @@ run_age(const struct run_record *r, int64_t now)
 	return now > t ? (now - t) / NS : 0;
 }
 
-/* An age in seconds as "45s", "12m 5s", "3h 0m", "2d 4h". */
+/* An age in seconds, rounded down to two units: "45s", "12m05s", "3h00m", "2d04h". */
 static void
 fmt_age(int64_t s, char *buf, size_t len)
 {
-	if (s < 60)
-		(void)snprintf(buf, len, "%llds", (long long)s);
-	else if (s < 3600)
-		(void)snprintf(buf, len, "%lldm %llds", (long long)(s / 60),
-		    (long long)(s % 60));
-	else if (s < 86400)
-		(void)snprintf(buf, len, "%lldh %lldm", (long long)(s / 3600),
-		    (long long)(s % 3600 / 60));
+	long long	 v = s > 0 ? (long long)s : 0;
+
+	if (v < 3600)
+		report_duration((double)v, buf, len);
+	else if (v < 86400)
+		(void)snprintf(buf, len, "%lldh%02lldm", v / 3600, v % 3600 / 60);
 	else
-		(void)snprintf(buf, len, "%lldd %lldh", (long long)(s / 86400),
-		    (long long)(s % 86400 / 3600));
+		(void)snprintf(buf, len, "%lldd%02lldh", v / 86400,
+		    v % 86400 / 3600);
 }
 
 /*
@@ -829,7 +827,7 @@ static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32], age[32], nets[160];
+	char	 ts[32], age[32], nets[160], d[32], hb[32];
 	double	 secs, rate;
 
 	if (last == NULL) {
@@ -844,11 +842,12 @@ status_text(const char *name, const struct run_record *last,
 		 * interrupted (no time, no counts: they are recorded at the
 		 * end).
 		 */
-		if (strcmp(last->status, "running") == 0)
-			printf("%s: last run %lld at %s: running for %.0f s\n",
-			    name, (long long)last->id, ts, now > last->start_ns ?
-			    (double)(now - last->start_ns) / 1e9 : 0.0);
-		else
+		if (strcmp(last->status, "running") == 0) {
+			fmt_age(now > last->start_ns ? (now - last->start_ns) /
+			    NS : 0, d, sizeof(d));
+			printf("%s: last run %lld at %s: running for %s\n",
+			    name, (long long)last->id, ts, d);
+		} else
 			printf("%s: last run %lld at %s (%s ago): %s%s%s\n",
 			    name, (long long)last->id, ts, age, last->status,
 			    last->error[0] ? "; " : "", last->error);
@@ -857,12 +856,15 @@ status_text(const char *name, const struct run_record *last,
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
 		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
 		fmt_nets(last, nets, sizeof(nets));
-		printf("%s: last run %lld at %s (ended %s ago): %s in %.1f s, "
-		    "fetched %lld files (%lld bytes, %.1f MB/s%s), touched "
+		report_duration(secs, d, sizeof(d));
+		report_human_bytes(last->bytes > 0 ? (uint64_t)last->bytes :
+		    0, hb, sizeof(hb));
+		printf("%s: last run %lld at %s (ended %s ago): %s in %s, "
+		    "fetched %lld file%s (%s, %.1f MB/s%s), touched "
 		    "%lld, deleted %lld, failed %lld%s%s\n", name,
-		    (long long)last->id, ts, age, last->status, secs,
-		    (long long)last->fetched,
-		    (long long)last->bytes, rate, nets, (long long)last->touched,
+		    (long long)last->id, ts, age, last->status, d,
+		    (long long)last->fetched, last->fetched == 1 ? "" : "s",
+		    hb, rate, nets, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}
@@ -958,6 +960,7 @@ status_verdict(const char *name, const struct run_record *fin,
     size_t len)
 {
 	int64_t	 age;
+	char	 a[32], m[32];
 
 	why[0] = '\0';
 	if (fin != NULL && strcmp(fin->status, "ok") != 0) {
@@ -967,15 +970,17 @@ status_verdict(const char *name, const struct run_record *fin,
 	}
 	if (max_age < 0)
 		return 0;
+	report_duration((double)max_age, m, sizeof(m));
 	if (ok == NULL) {
 		(void)snprintf(why, len, "%s: no successful run (--max-age "
-		    "%lld s)", name, (long long)max_age);
+		    "%s)", name, m);
 		return 1;
 	}
 	if ((age = (now - ok->end_ns) / NS) > max_age) {
-		(void)snprintf(why, len, "%s: last success %lld s ago (run "
-		    "%lld), more than --max-age %lld s", name, (long long)age,
-		    (long long)ok->id, (long long)max_age);
+		report_duration((double)age, a, sizeof(a));
+		(void)snprintf(why, len, "%s: last success %s ago (run "
+		    "%lld), more than --max-age %s", name, a,
+		    (long long)ok->id, m);
 		return 1;
 	}
 	return 0;
@@ -1475,10 +1480,55 @@ out:
 }
 
 /* history NAME [--runs N | --run ID]: runs, or the events of one run. */
+/* Counts the "adopted" events of a run (manifest_events() callback). */
+static int
+count_adopted(void *arg, const struct event_row *e)
+{
+	int64_t	*n = arg;
+
+	if (strcmp(e->op, "adopted") == 0)
+		(*n)++;
+	return 0;
+}
+
+/*
+ * One line of history NAME: id, start, status, the command when it was
+ * not a sync (a resync says how many files it adopted), counts, bytes.
+ */
+static void
+history_line(struct manifest *m, const struct run_record *r)
+{
+	char	 ts[32], nets[160], hb[32], cmd[64];
+	int64_t	 adopted = 0;
+
+	fmt_time(r->start_ns, ts, sizeof(ts));
+	fmt_nets(r, nets, sizeof(nets));
+	report_human_bytes(r->bytes > 0 ? (uint64_t)r->bytes : 0, hb,
+	    sizeof(hb));
+	cmd[0] = '\0';
+	if (strcmp(r->command, "resync") == 0) {
+		(void)manifest_events(m, r->id, count_adopted, &adopted);
+		if (adopted == 0)
+			(void)snprintf(cmd, sizeof(cmd), "resync: ");
+		else
+			(void)snprintf(cmd, sizeof(cmd), "resync, adopted %lld "
+			    "file%s: ", (long long)adopted, adopted == 1 ? "" :
+			    "s");
+	} else if (strcmp(r->command, "sync") != 0 && r->command[0] != '\0')
+		(void)snprintf(cmd, sizeof(cmd), "%s: ", r->command);
+	/* Width of the longest status word, "interrupted". */
+	printf("%6lld %s %-11s %slisted %lld, fetched %lld, touched %lld, "
+	    "deleted %lld, failed %lld, %s%s%s%s\n", (long long)r->id, ts,
+	    r->status, cmd, (long long)r->listed, (long long)r->fetched,
+	    (long long)r->touched, (long long)r->deleted,
+	    (long long)r->failed, hb, nets, r->error[0] ? "; " : "",
+	    r->error);
+}
+
 static int
 cmd_history(struct cli *c, int argc, char **argv)
 {
-	char		 path[PATH_MAX], ts[32], nets[160];
+	char		 path[PATH_MAX];
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL;
 	struct history_ctx x = { NULL, 0 };
@@ -1534,19 +1584,7 @@ cmd_history(struct cli *c, int argc, char **argv)
 				    run_json(&runs[i]));
 				continue;
 			}
-			fmt_time(runs[i].start_ns, ts, sizeof(ts));
-			fmt_nets(&runs[i], nets, sizeof(nets));
-			/* Width of the longest status word, "interrupted". */
-			printf("%6lld %s %-11s listed %lld, fetched %lld, touched "
-			    "%lld, deleted %lld, failed %lld, %lld bytes%s%s%s\n",
-			    (long long)runs[i].id, ts, runs[i].status,
-			    (long long)runs[i].listed,
-			    (long long)runs[i].fetched,
-			    (long long)runs[i].touched,
-			    (long long)runs[i].deleted,
-			    (long long)runs[i].failed,
-			    (long long)runs[i].bytes, nets,
-			    runs[i].error[0] ? "; " : "", runs[i].error);
+			history_line(m, &runs[i]);
 		}
 	}
 	if (x.arr != NULL && status == 0) {

@@ -2424,7 +2424,9 @@ run_post_sync(struct run *r, struct run_record *rec)
 		log_errx("%s: post_sync: %s", r->c->name, why);
 	} else {
 		log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
-		rc = hook_run(r->c->post_sync, env, r->o->stop,
+		(void)snprintf(sent, sizeof(sent), "%s: post_sync",
+		    r->c->name);
+		rc = hook_run_log(sent, r->c->post_sync, env, r->o->stop,
 		    r->c->hook_timeout, &st, why, sizeof(why));
 	}
 	r->res->post_sync_status = st;

@@ -29,5 +29,13 @@
 int	hook_run(const char *command, char *const *env,
 	    volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
 	    char *errbuf, size_t errlen);
+/*
+ * hook_run(), logging each line the hook writes (stdout and stderr) at
+ * info level as "TAG: LINE" (tag borrowed, "up: post_sync"); hook_run()
+ * uses the tag "hook".  Lines over 1 KiB are cut into pieces.
+ */
+int	hook_run_log(const char *tag, const char *command, char *const *env,
+	    volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
+	    char *errbuf, size_t errlen);
 
 #endif
