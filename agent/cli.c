@@ -62,7 +62,7 @@ usage(FILE *fp)
 "commands:\n"
 "  sync [NAME...]                 one run of the named mirrors (default: all)\n"
 "  sync --source URL --dest DIR   ad-hoc mirror without a config file\n"
-"  plan NAME                      what a sync would do (same as sync --dry-run)\n"
+"  plan [NAME...]                 what a sync would do (same as sync --dry-run)\n"
 "  status [--max-age DURATION] [NAME...]\n"
 "                                 last runs and age of the last success; exit 1\n"
 "                                 when a last finished run is not ok, or the last\n"
@@ -281,6 +281,13 @@ static const struct option sync_longopts[] = {
 	{ "dest",		required_argument, NULL, 'd' },
 	{ "dry-run",		no_argument,	   NULL, 'N' },
 	{ "delete",		no_argument,	   NULL, 'D' },
+	{ "no-delete",		no_argument,	   NULL, 'n' },
+	{ "ftp-active",		no_argument,	   NULL, 'D' },
+	{ "no-ftp-active",	no_argument,	   NULL, 'n' },
+	{ "follow-symlinks",	no_argument,	   NULL, 'D' },
+	{ "no-follow-symlinks",	no_argument,	   NULL, 'n' },
+	{ "no-hook",		no_argument,	   NULL, 'H' },
+	{ "name",		required_argument, NULL, 'm' },
 	{ "progress",		no_argument,	   NULL, 'P' },
 	{ "no-progress",	no_argument,	   NULL, 'Q' },
 	{ "concurrency",	required_argument, NULL, 'o' },
@@ -323,6 +330,8 @@ struct sync_args {
 	bool		 checksum;	/* resync --checksum */
 	bool		 adopt;		/* resync --adopt */
 	bool		 allow_empty;	/* --allow-empty */
+	bool		 no_hook;	/* --no-hook: post_sync not run */
+	const char	*name;		/* borrowed: --name of an ad-hoc mirror */
 	const char	*command;	/* static: "sync", "plan" or "resync" */
 	struct override	*ov;		/* owned */
 	size_t		 nov;
@@ -366,19 +375,28 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 		case 'E':
 			a->allow_empty = true;
 			break;
+		case 'H':
+			a->no_hook = true;
+			break;
+		case 'm':
+			a->name = optarg;
+			break;
 		case 'D':
+		case 'n':
 		case 'o':
 			a->ov = reallocarray(a->ov, a->nov + 1, sizeof(*a->ov));
 			if (a->ov == NULL)
 				return 2;
+			/* --no-KEY: KEY = no */
 			(void)snprintf(a->ov[a->nov].key,
 			    sizeof(a->ov[a->nov].key), "%s",
-			    sync_longopts[idx].name);
+			    sync_longopts[idx].name + (ch == 'n' ? 3 : 0));
 			for (i = 0; a->ov[a->nov].key[i]; i++)
 				if (a->ov[a->nov].key[i] == '-')
 					a->ov[a->nov].key[i] = '_';
 			a->ov[a->nov].option = sync_longopts[idx].name;
-			a->ov[a->nov].value = ch == 'D' ? "yes" : optarg;
+			a->ov[a->nov].value = ch == 'D' ? "yes" : ch == 'n' ?
+			    "no" : optarg;
 			a->nov++;
 			break;
 		case 'h':
@@ -432,6 +450,8 @@ apply_overrides(struct mirror_conf *m, const struct sync_args *a)
 			return 2;
 		}
 	}
+	if (a->no_hook)
+		(void)mirror_conf_clear(m, "post_sync");
 	return 0;
 }
 
@@ -479,7 +499,9 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 			status = 2;
 			break;
 		}
-		if (!c->json)
+		/* -q: nothing but errors (cron mails nothing on success). */
+		if (!c->json && (c->verbosity >= 0 ||
+		    results[k]->exit_code != 0))
 			report_summary(results[k], stdout);
 		if (exit_rank(results[k]->exit_code) > exit_rank(status))
 			status = results[k]->exit_code;
@@ -507,6 +529,163 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		result_free(results[i]);
 	free(results);
 	return status;
+}
+
+/*
+ * An ad-hoc mirror's record beside its manifest, STATE/manifests/KEY.adhoc
+ * (JSON: name, source, dest), so that status and history can show what
+ * the key stands for.  Written into path (PATH_MAX bytes); 0 or 2.
+ */
+static int
+adhoc_info_path(struct cli *c, const char *key, char *path)
+{
+	if ((size_t)snprintf(path, PATH_MAX, "%s/manifests/%s.adhoc",
+	    c->state_dir, key) >= PATH_MAX)
+		return 2;
+	return 0;
+}
+
+/* The record of ad-hoc mirror key (a new reference), NULL if none. */
+static json_t *
+adhoc_info_read(struct cli *c, const char *key)
+{
+	char	 path[PATH_MAX];
+	json_t	*o;
+
+	if (strncmp(key, "adhoc-", 6) != 0 || adhoc_info_path(c, key, path))
+		return NULL;
+	if ((o = json_load_file(path, 0, NULL)) != NULL && !json_is_object(o)) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
+}
+
+/* String field f of record o, or dflt. */
+static const char *
+adhoc_field(const json_t *o, const char *f, const char *dflt)
+{
+	const char	*v = json_string_value(json_object_get(o, f));
+
+	return v != NULL ? v : dflt;
+}
+
+/*
+ * The key of the ad-hoc mirror labelled name (--name) into key (keylen
+ * bytes).  Returns true when one has it.
+ */
+static bool
+adhoc_find_name(struct cli *c, const char *name, char *key, size_t keylen)
+{
+	char		 dir[PATH_MAX];
+	struct dirent	*de;
+	DIR		*d;
+	json_t		*o;
+	size_t		 len;
+	bool		 found = false;
+
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/manifests", c->state_dir) >=
+	    sizeof(dir) || (d = opendir(dir)) == NULL)
+		return false;
+	while (!found && (de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (strncmp(de->d_name, "adhoc-", 6) != 0 || len < 7 ||
+		    strcmp(de->d_name + len - 6, ".adhoc") != 0 ||
+		    len - 6 >= keylen)
+			continue;
+		memcpy(key, de->d_name, len - 6);
+		key[len - 6] = '\0';
+		if ((o = adhoc_info_read(c, key)) == NULL)
+			continue;
+		found = strcmp(adhoc_field(o, "name", ""), name) == 0;
+		json_decref(o);
+	}
+	(void)closedir(d);
+	return found;
+}
+
+/*
+ * Record ad-hoc mirror key's source, dest and name (NULL: keep the one
+ * recorded, if any), once its manifest exists.  Failures only warn.
+ */
+static void
+adhoc_info_write(struct cli *c, const char *key, const char *source,
+    const char *dest, const char *name)
+{
+	char		 path[PATH_MAX], tmp[PATH_MAX + 8];
+	struct stat	 st;
+	json_t		*old = NULL, *o = NULL;
+
+	if (adhoc_info_path(c, key, path) != 0 ||
+	    state_manifest_path(c->state_dir, key, tmp, sizeof(tmp)) != 0 ||
+	    stat(tmp, &st) != 0)
+		return;
+	if (name == NULL && (old = adhoc_info_read(c, key)) != NULL)
+		name = adhoc_field(old, "name", NULL);
+	o = json_pack("{s:s,s:s}", "source", source, "dest", dest);
+	if (o != NULL && name != NULL)
+		(void)json_object_set_new(o, "name", json_string(name));
+	(void)snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (o == NULL || json_dump_file(o, tmp, JSON_SORT_KEYS) != 0 ||
+	    rename(tmp, path) != 0) {
+		log_warn("%s: cannot record its source and dest in %s", key,
+		    path);
+		(void)unlink(tmp);
+	}
+	json_decref(o);
+	json_decref(old);
+}
+
+/*
+ * A --name for an ad-hoc mirror (key): a section name's characters, not
+ * a configured mirror's name nor another ad-hoc mirror's.  0 or 2 after
+ * logging why.
+ */
+static int
+adhoc_check_name(struct cli *c, const char *cmd, const char *name,
+    const char *key)
+{
+	char	 other[256];
+	size_t	 i, n = strlen(name);
+	bool	 ok = n > 0 && n <= 64 && (name[0] != '.' && name[0] != '-' &&
+		    name[0] != '_');
+
+	for (i = 0; ok && i < n; i++)
+		ok = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' &&
+		    name[i] <= 'Z') || (name[i] >= '0' && name[i] <= '9') ||
+		    name[i] == '.' || name[i] == '_' || name[i] == '-';
+	if (!ok || strncmp(name, "adhoc-", 6) == 0) {
+		log_errx("%s: --name %s: expected 1 to 64 letters, digits, "
+		    "'.', '_' or '-', starting with a letter or digit (and not "
+		    "adhoc-)", cmd, name);
+		return 2;
+	}
+	if (config_find(c->conf, name) != NULL) {
+		log_errx("%s: --name %s: a mirror in %s has that name", cmd,
+		    name, c->conf->path ? c->conf->path : DEFAULT_CONFIG);
+		return 2;
+	}
+	if (adhoc_find_name(c, name, other, sizeof(other)) &&
+	    strcmp(other, key) != 0) {
+		log_errx("%s: --name %s: the ad-hoc mirror %s has that name",
+		    cmd, name, other);
+		return 2;
+	}
+	return 0;
+}
+
+/*
+ * name as the user gave it (a mirror, an ad-hoc key, or an ad-hoc
+ * mirror's --name) to the name its manifest goes by, in key (keylen).
+ */
+static const char *
+resolve_name(struct cli *c, const char *name, char *key, size_t keylen)
+{
+	if (config_find(c->conf, name) != NULL ||
+	    strncmp(name, "adhoc-", 6) == 0 ||
+	    !adhoc_find_name(c, name, key, keylen))
+		return name;
+	return key;
 }
 
 /*
@@ -586,8 +765,9 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 		log_errx("%s: --source and --dest go together", cmd);
 		goto out;
 	}
-	if (plan && a.source == NULL && a.nnames != 1) {
-		log_errx("plan: name one mirror (or give --source and --dest)");
+	if (a.name != NULL && a.source == NULL) {
+		log_errx("%s: --name labels an ad-hoc mirror (--source, --dest)",
+		    cmd);
 		goto out;
 	}
 	if ((status = load_config(c, a.source == NULL)) != 0 ||
@@ -602,6 +782,8 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 		}
 		if ((adhoc = adhoc_mirror(c, cmd, a.source, a.dest, key,
 		    sizeof(key))) == NULL)
+			goto out;
+		if (a.name != NULL && adhoc_check_name(c, cmd, a.name, key))
 			goto out;
 		n = 1;
 		ms = calloc(1, sizeof(*ms));
@@ -652,6 +834,8 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	status = run_mirrors(c, ms, keys, n, &a, a.progress > 0 ||
 	    (a.progress == 0 && c->verbosity >= 0), a.source == NULL &&
 	    a.nnames == 0);
+	if (adhoc != NULL)
+		adhoc_info_write(c, key, adhoc->source, a.dest, a.name);
 out:
 	mirror_conf_free(adhoc);
 	free(ms);
@@ -1006,7 +1190,7 @@ status_one(struct cli *c, const char *name, json_t *arr,
 	bool		 have_ok = false, published_missing = false;
 	struct timespec	 now;
 	int64_t		 now_ns;
-	json_t		*o, *rj;
+	json_t		*o, *rj, *info;
 	long		 holder = 0;
 	int		 rc, status = 0;
 
@@ -1014,6 +1198,7 @@ status_one(struct cli *c, const char *name, json_t *arr,
 	now_ns = (int64_t)now.tv_sec * NS + now.tv_nsec;
 	if (state_manifest_path(c->state_dir, name, path, sizeof(path)) != 0)
 		return 2;
+	info = adhoc_info_read(c, name);
 	err[0] = '\0';
 	rc = manifest_open_read(path, &m, err, sizeof(err));
 	if (rc == 0 && manifest_warning(m)[0] != '\0')
@@ -1068,6 +1253,9 @@ status_one(struct cli *c, const char *name, json_t *arr,
 		if (o != NULL && holder > 0)
 			(void)json_object_set_new(o, "pid",
 			    json_integer((json_int_t)holder));
+		/* An ad-hoc mirror: its name (--name), source and dest. */
+		if (o != NULL && info != NULL)
+			(void)json_object_update(o, info);
 		/* The manifest could not be read: not a mirror never run. */
 		if (o != NULL && status == 2 &&
 		    text_utf8_escape(err, &esc) == 0) {
@@ -1093,6 +1281,12 @@ status_one(struct cli *c, const char *name, json_t *arr,
 		if (o != NULL)
 			(void)json_array_append_new(arr, o);
 	} else if (status != 2) {
+		if (info != NULL)
+			printf("%s: ad-hoc mirror%s%s: %s -> %s\n", name,
+			    json_object_get(info, "name") ? " " : "",
+			    adhoc_field(info, "name", ""),
+			    adhoc_field(info, "source", "?"),
+			    adhoc_field(info, "dest", "?"));
 		status_text(name, nruns ? &runs[0] : NULL, have_ok ? &ok : NULL,
 		    now_ns);
 		if (holder > 0 && nruns > 0 &&
@@ -1110,6 +1304,7 @@ status_one(struct cli *c, const char *name, json_t *arr,
 	}
 	if (why[0] != '\0')
 		log_warnx("%s", why);
+	json_decref(info);
 	free(runs);
 	manifest_close(m);
 	return status;
@@ -1223,7 +1418,7 @@ static int
 cmd_status(struct cli *c, int argc, char **argv)
 {
 	const struct mirror_conf *m;
-	char		 why[PATH_MAX + 128];
+	char		 why[PATH_MAX + 128], key[256];
 	json_t		*arr = NULL;
 	const char	*v;
 	uint64_t	 u;
@@ -1260,13 +1455,15 @@ cmd_status(struct cli *c, int argc, char **argv)
 	warn_state_full(c);
 	if (argc > 1) {
 		for (i = 1; i < (size_t)argc; i++) {
-			if (!known_mirror(c, argv[i])) {
+			/* An ad-hoc mirror's --name stands for its key. */
+			v = resolve_name(c, argv[i], key, sizeof(key));
+			if (!known_mirror(c, v)) {
 				status = no_such_mirror(c, arr, argv[i]);
 				continue;
 			}
-			m = config_find(c->conf, argv[i]);
+			m = config_find(c->conf, v);
 			s = m != NULL && m->bad ? status_bad(c, m, arr) :
-			    status_one(c, argv[i], arr, max_age);
+			    status_one(c, v, arr, max_age);
 			if (exit_rank(s) > exit_rank(status))
 				status = s;
 		}
@@ -1347,13 +1544,14 @@ static int
 open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
     struct manifest **ret)
 {
-	char			 err[PATH_MAX + 3072];
+	char			 err[PATH_MAX + 3072], key[256];
 	struct mirror_result	*r;
 	int			 status, rc;
 
 	if ((status = load_config(c, false)) != 0 ||
 	    (status = resolve_state_dir(c)) != 0)
 		return status;
+	name = resolve_name(c, name, key, sizeof(key));
 	if (!known_mirror(c, name))
 		return no_such_mirror(c, NULL, name);
 	if (config_find(c->conf, name) != NULL &&
@@ -1528,10 +1726,11 @@ history_line(struct manifest *m, const struct run_record *r)
 static int
 cmd_history(struct cli *c, int argc, char **argv)
 {
-	char		 path[PATH_MAX];
+	char		 path[PATH_MAX], key[256];
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL;
 	struct history_ctx x = { NULL, 0 };
+	json_t		*info;
 	uint64_t	 nruns = 20, run = 0;
 	size_t		 n = 0, i;
 	int		 status;
@@ -1578,6 +1777,17 @@ cmd_history(struct cli *c, int argc, char **argv)
 		status = read_failed(c, argv[1], path, m);
 	else {
 		(void)fix_running(c, argv[1], runs, n);
+		/* An ad-hoc mirror: what its key stands for, first. */
+		info = adhoc_info_read(c, resolve_name(c, argv[1], key,
+		    sizeof(key)));
+		if (info != NULL && x.arr == NULL)
+			printf("%s: ad-hoc mirror%s%s: %s -> %s\n",
+			    resolve_name(c, argv[1], key, sizeof(key)),
+			    json_object_get(info, "name") ? " " : "",
+			    adhoc_field(info, "name", ""),
+			    adhoc_field(info, "source", "?"),
+			    adhoc_field(info, "dest", "?"));
+		json_decref(info);
 		for (i = 0; i < n; i++) {
 			if (x.arr != NULL) {
 				(void)json_array_append_new(x.arr,
@@ -1799,8 +2009,10 @@ cmd_check_config(struct cli *c)
 			result_free(config_errors(c, NULL, true));
 			return 2;
 		}
-		printf("%s: configuration OK (%zu mirror%s)\n", path,
-		    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" : "s");
+		if (c->verbosity >= 0)
+			printf("%s: configuration OK (%zu mirror%s)\n", path,
+			    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" :
+			    "s");
 		for (n = 0; c->verbosity > 0 && n < c->conf->nmirrors; n++)
 			print_settings(c->conf->mirrors[n]);
 		return 0;

@@ -1337,7 +1337,8 @@ config_key_default(const char *key)
 
 /*
  * Empty the include or exclude list of m (command-line options replace
- * the config's list).  Returns 0, or BM_EINVAL for any other key.
+ * the config's list), or drop its post_sync (--no-hook).  Returns 0, or
+ * BM_EINVAL for any other key.
  */
 int
 mirror_conf_clear(struct mirror_conf *m, const char *key)
@@ -1352,6 +1353,9 @@ mirror_conf_clear(struct mirror_conf *m, const char *key)
 		free_globs(m->exclude, m->nexclude);
 		m->exclude = NULL;
 		m->nexclude = 0;
+	} else if (strcmp(key, "post_sync") == 0) {
+		free(m->post_sync);
+		m->post_sync = NULL;
 	} else
 		return BM_EINVAL;
 	return 0;

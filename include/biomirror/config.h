@@ -276,7 +276,8 @@ int	parse_duration(const char *s, uint64_t *ret);
 /*
  * Empty a repeatable key's list (include or exclude) of m, so that the
  * next mirror_conf_set() of it starts a new list (command-line options
- * replace the config's).  Returns 0 or BM_EINVAL (not a list key).
+ * replace the config's), or drop post_sync (--no-hook).  Returns 0 or
+ * BM_EINVAL (another key).
  */
 int	mirror_conf_clear(struct mirror_conf *m, const char *key);
 

@@ -73,4 +73,81 @@ grep -qxF '  streams = 4  (built-in default)' "$LAST_OUT" ||
 assert_eq "$(grep -c '^  include = ' "$LAST_OUT")" 3 \
     "check-config -v: include lines (g1: 2 from [global], g2: its 1)"
 
+echo "# item 4: --no-KEY for one run; -q prints nothing; -v one line per file"
+cat > "$T/h.conf" <<CONF
+[global]
+delete = yes
+max_delete = 50%
+post_sync = echo hook said hello
+
+[h]
+source = $NGINX_URL
+dest = $T/h
+CONF
+assert_exit 0 "$BM" -c "$T/h.conf" --state-dir "$T/state" sync h -q
+assert_eq "$(cat "$LAST_OUT")" "" "-q: no summary"
+assert_eq "$(cat "$LAST_ERR")" "" "-q: no log lines (the hook's output is info)"
+printf 'new\n' > "$T/up/new.txt"
+assert_exit 0 "$BM" -c "$T/h.conf" --state-dir "$T/state" sync h
+grep -qx 'biomirror: h: post_sync: hook said hello' "$LAST_ERR" ||
+    fail "the hook's output is not logged as a line of its own"
+rm "$T/up/new.txt"
+printf 'more\n' > "$T/up/more.txt"
+assert_exit 0 "$BM" -c "$T/h.conf" --state-dir "$T/state" sync h --no-delete \
+    --no-hook -v
+[ -f "$T/h/new.txt" ] || fail "--no-delete: new.txt deleted"
+grep -q 'hook said hello' "$LAST_ERR" && fail "--no-hook: the hook ran"
+grep -qx 'biomirror: fetched  more.txt  5 B' "$LAST_ERR" ||
+    fail "-v: no line for the file fetched"
+grep -q 'request: ' "$LAST_ERR" && fail "-v shows the requests (that is -vv)"
+rm "$T/up/more.txt"
+assert_exit 0 "$BM" -c "$T/h.conf" --state-dir "$T/state" sync h -vv
+grep -qx 'biomirror: deleted  more.txt' "$LAST_ERR" ||
+    fail "-vv: no line for the file deleted"
+grep -qx 'biomirror: deleted  new.txt' "$LAST_ERR" ||
+    fail "-vv: new.txt not deleted (delete = yes from [global])"
+grep -q "^biomirror: request: ${NGINX_URL}\$" "$LAST_ERR" ||
+    fail "-vv: the listing request is not shown"
+
+echo "# item 6: ad-hoc mirrors take --name; a configured name is refused"
+assert_exit 0 "$BM" -c "$T/bm.conf" --state-dir "$T/state" sync \
+    --source "$NGINX_URL" --dest "$T/named" --name scratch -q
+assert_exit 2 "$BM" -c "$T/bm.conf" --state-dir "$T/state" sync \
+    --source "$NGINX_URL" --dest "$T/named2" --name up
+assert_eq "$(cat "$LAST_ERR")" "biomirror: sync: --name up: a mirror in $T/bm.conf has that name" \
+    "--name of a configured mirror"
+[ ! -e "$T/named2" ] || fail "a refused --name still synced"
+assert_exit 0 "$BM" -c "$T/bm.conf" --state-dir "$T/state" status scratch
+key=$(sed -n 's/^\(adhoc-[0-9a-f]*\): ad-hoc mirror scratch: .*/\1/p' "$LAST_OUT")
+[ -n "$key" ] || fail "status NAME: no ad-hoc line"
+grep -qxF "$key: ad-hoc mirror scratch: $NGINX_URL -> $T/named" "$LAST_OUT" ||
+    fail "status: the ad-hoc mirror's source and destination"
+[ -f "$T/state/manifests/$key.db" ] || fail "the manifest is not keyed by the destination"
+assert_exit 0 "$BM" -c "$T/bm.conf" --state-dir "$T/state" --json status
+python3 - "$LAST_OUT" "$key" "$NGINX_URL" "$T/named" <<'PY' || fail "status --json: ad-hoc fields"
+import json, sys
+a = json.load(open(sys.argv[1]))
+o = [x for x in a if x["mirror"] == sys.argv[2]][0]
+assert (o["name"], o["source"], o["dest"]) == ("scratch", sys.argv[3], sys.argv[4]), o
+PY
+assert_exit 0 "$BM" -c "$T/bm.conf" --state-dir "$T/state" history scratch
+head -1 "$LAST_OUT" | grep -qxF "$key: ad-hoc mirror scratch: $NGINX_URL -> $T/named" ||
+    fail "history: the ad-hoc mirror's label"
+
+echo "# item 9: plan takes several names; history says resync and adopted"
+assert_exit 0 "$BM" -c "$T/g.conf" --state-dir "$T/state" plan g1 g2
+grep -q '^g1: plan ok: ' "$LAST_OUT" && grep -q '^g2: plan ok: ' "$LAST_OUT" ||
+    fail "plan g1 g2: both plans"
+mkdir -p "$T/adopt"
+cp -p "$T/up/a.txt" "$T/adopt/a.txt"
+assert_exit 0 "$BM" --state-dir "$T/state" resync --source "$NGINX_URL" \
+    --dest "$T/adopt" --adopt --name adopted -q
+assert_exit 0 "$BM" --state-dir "$T/state" history adopted
+grep -q ' ok  *resync, adopted 1 file: listed ' "$LAST_OUT" ||
+    fail "history: the resync and what it adopted"
+assert_exit 0 "$BM" --state-dir "$T/state" status adopted
+grep -Eq ': ok in [0-9.]+s, fetched [0-9]+ files? \([0-9.]+ (B|KiB)' "$LAST_OUT" ||
+    fail "status: duration and bytes"
+grep -q 'fetched 1 files' "$LAST_OUT" && fail "status: fetched 1 files"
+
 echo "PASS"
