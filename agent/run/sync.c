@@ -2841,6 +2841,66 @@ run_set_needed(struct run *r, bool *ret)
 	return 0;
 }
 
+static int
+path_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * An include-only mirror: drop the mkdir of each directory that no
+ * fetch, touch, symlink or adoption of the plan lies under (its includes
+ * leave it empty).  Returns 0 or BM_ENOMEM.
+ */
+static int
+plan_drop_empty_dirs(struct plan *p)
+{
+	const char	**v;
+	struct action	*a;
+	size_t		 i, j, n = 0, lo, hi, mid, len;
+	bool		 used;
+
+	if ((v = calloc(p->nacts + 1, sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < p->nacts; i++)
+		if (p->acts[i].op == ACT_FETCH ||
+		    p->acts[i].op == ACT_COND_FETCH ||
+		    p->acts[i].op == ACT_TOUCH || p->acts[i].op == ACT_ADOPT ||
+		    p->acts[i].op == ACT_SYMLINK)
+			v[n++] = p->acts[i].path;
+	qsort(v, n, sizeof(*v), path_cmp);
+	for (i = j = 0; i < p->nacts; i++) {
+		a = &p->acts[i];
+		used = a->op != ACT_MKDIR;
+		len = strlen(a->path);
+		/* The first path after "DIR/" in order: under DIR if any is. */
+		for (lo = 0, hi = n; !used && lo < hi; ) {
+			mid = lo + (hi - lo) / 2;
+			if (strncmp(v[mid], a->path, len) < 0 ||
+			    (strncmp(v[mid], a->path, len) == 0 &&
+			    strcmp(v[mid] + len, "/") < 0))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (!used && lo < n && strncmp(v[lo], a->path, len) == 0 &&
+		    v[lo][len] == '/')
+			used = true;
+		if (used) {
+			p->acts[j++] = *a;
+			continue;
+		}
+		free(a->path);
+		free(a->etag);
+		free(a->target);
+		free(a->got);
+		p->nmkdir--;
+	}
+	p->nacts = j;
+	free(v);
+	return 0;
+}
+
 /* The plan, with resync's options (--checksum, --adopt). */
 static int
 run_plan(struct run *r)
@@ -2860,6 +2920,8 @@ run_plan(struct run *r)
 	}
 	if ((rc = plan_build_opts(r->m, r->s, r->c->delete && r->complete,
 	    &r->filter, &po, &r->p)) != 0)
+		return rc;
+	if (r->c->ninclude > 0 && (rc = plan_drop_empty_dirs(r->p)) != 0)
 		return rc;
 	return r->digests_rc;
 }

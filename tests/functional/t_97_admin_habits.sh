@@ -63,6 +63,8 @@ assert_exit 0 "$BM" sync -c "$T/g.conf" --state-dir "$T/state" --json
 [ -f "$T/g2/c.dat" ] && [ ! -e "$T/g2/a.txt" ] ||
     fail "g2's include did not replace [global]'s: $(cd "$T/g2" && find . | sort)"
 [ -f "$T/g2/old.dat" ] || fail "g2's delete = no did not replace [global]'s"
+# item 9: an include-only mirror makes no directory its includes leave empty
+[ ! -e "$T/g2/sub" ] || fail "g2 (include = *.dat) created the empty directory sub"
 assert_exit 0 "$BM" check-config -c "$T/g.conf" -v
 grep -qxF '  delete = yes  ([global], line 2)' "$LAST_OUT" ||
     fail "check-config -v: g1's delete from [global]"
