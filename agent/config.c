@@ -2822,7 +2822,11 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
 		(void)conf_fmt(errbuf, errlen, "%s: %s", path, strerror(errno));
 		return BM_ENOENT;
 	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		/* Said as an open error: "cannot open config file: EISDIR". */
+		(void)conf_fmt(errbuf, errlen, "%s: %s", path, strerror(EISDIR));
+		rc = BM_ENOENT;
+	} else if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode))
 		rc = conf_fmt(errbuf, errlen, "%s: not a regular file", path);
 	else if ((rc = fileio_read_all(fd, CONF_MAX_FILE, ret, ret_len)) ==
 	    BM_ELIMIT)

@@ -152,4 +152,9 @@ grep -Eq ': ok in [0-9.]+s, fetched [0-9]+ files? \([0-9.]+ (B|KiB)' "$LAST_OUT"
     fail "status: duration and bytes"
 grep -q 'fetched 1 files' "$LAST_OUT" && fail "status: fetched 1 files"
 
+echo "# item 9: cannot open config file gives the errno"
+assert_exit 2 "$BM" -c "$T" check-config
+assert_eq "$(cat "$LAST_ERR")" "biomirror: $T: cannot open config file: Is a directory" \
+    "a directory as the config file"
+
 echo "PASS"

@@ -1170,10 +1170,13 @@ test_files(struct ctx *t)
 	    "missing file is BM_ENOENT");
 	snprintf(want, sizeof(want), "%s: No such file or directory", p);
 	is_str(t->err, want, "missing file message");
-	is_int(config_load(t->dir, &c, t->err, sizeof(t->err)), BM_EINVAL,
-	    "directory rejected");
-	snprintf(want, sizeof(want), "%s: not a regular file", t->dir);
-	is_str(t->err, want, "directory message");
+	is_int(config_load(t->dir, &c, t->err, sizeof(t->err)), BM_ENOENT,
+	    "directory rejected, as a file that cannot be opened");
+	snprintf(want, sizeof(want), "%s: Is a directory", t->dir);
+	is_str(t->err, want, "directory message: its errno");
+	is_int(config_load("/dev/null", &c, t->err, sizeof(t->err)), BM_EINVAL,
+	    "a device rejected");
+	is_str(t->err, "/dev/null: not a regular file", "device message");
 	ok(c == NULL, "no config on failure");
 }
 
