@@ -1312,8 +1312,10 @@ config_apply_defaults(const struct config *c, struct mirror_conf *m,
 		if (k == MK_METRICS_FILE)
 			m->metrics_line = d->line;
 		if (settings_add(&m->settings, &m->nsettings, d->key,
-		    d->value, d->line, true) != 0)
+		    d->value, d->line, true) != 0) {
+			(void)conf_fmt(errbuf, errlen, "out of memory");
 			return BM_ENOMEM;
+		}
 	}
 	return 0;
 }
