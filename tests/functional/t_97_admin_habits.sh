@@ -1,7 +1,17 @@
 #!/bin/bash
 # The habits of an rsync/lftp/rclone user (issue 23 items 2, 3, 4, 6, 9):
-#   global options (-c, --state-dir, --json, -v, -q) before or after the
-#   command; an unknown option is one line with the --help hint.
+#   2: global options (-c, --state-dir, --json, -v, -q) before or after the
+#      command; an unknown option is one line with the --help hint.
+#   3: [global] holds mirror defaults; a section key (and its include
+#      lines) replaces them; check-config -v says where each came from.
+#   4: --no-delete and --no-hook for one run; -q prints nothing on
+#      success (the hook's output is an info log line); -v one line per
+#      file acted on, -vv also the requests.
+#   6: ad-hoc --name: shown and accepted by status and history, refused
+#      when a configured mirror has it; the manifest stays keyed by dest.
+#   9: plan NAME NAME; history marks a resync and what it adopted; status
+#      durations and sizes; an include-only mirror makes no empty
+#      directory; a directory as the config file gives its errno.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
