@@ -1,6 +1,7 @@
 /*
  * Argument parsing and dispatch (DESIGN.md "Command line").  Global
- * options come before the command; per-run overrides after it are applied
+ * options go before or after the command (parse_globals() takes them out
+ * first, for every command alike); per-run overrides are applied
  * through mirror_conf_set(), so that they share the config file's checks.
  * The exit status of a call over several mirrors is the first that
  * applies of 2, 4, 3, 1, 75, 0.
@@ -56,11 +57,13 @@ static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-"usage: biomirror [-c FILE] [--state-dir DIR] [-v|-q] [--json] COMMAND ...\n"
+"usage: biomirror [-c FILE] [--state-dir DIR] [-v|-vv|-q] [--json] COMMAND ...\n"
+"  (the global options may also follow the command)\n"
 "commands:\n"
 "  sync [NAME...]                 one run of the named mirrors (default: all)\n"
-"  sync --source URL --dest DIR   ad-hoc mirror without a config file\n"
-"  plan NAME                      what a sync would do (same as sync --dry-run)\n"
+"  sync --source URL --dest DIR [--name NAME]\n"
+"                                 ad-hoc mirror without a config file\n"
+"  plan [NAME...]                 what a sync would do (same as sync --dry-run)\n"
 "  status [--max-age DURATION] [NAME...]\n"
 "                                 last runs and age of the last success; exit 1\n"
 "                                 when a last finished run is not ok, or the last\n"
@@ -75,11 +78,13 @@ usage(FILE *fp)
 "                                 serve the [export] trees (or those given)\n"
 "                                 read-only over bm:// until SIGTERM\n"
 "  check-config                   validate the config and exit (also: -n;\n"
-"                                 --json: {config, ok, mirrors or error})\n"
+"                                 --json: {config, ok, mirrors or error};\n"
+"                                 -v: each mirror's settings and their origin)\n"
 "sync and plan options (each overrides the config key of the same name;\n"
 "--include and --exclude replace the config's list, they do not add to it):\n"
 "  --concurrency N|auto  --max-connections N  --include GLOB  --exclude GLOB\n"
 "  --delete  --max-delete N|P%%  --bwlimit RATE  --retries N  --timeout S\n"
+"  --no-delete  --[no-]ftp-active  --[no-]follow-symlinks  --no-hook\n"
 "  --stall-timeout S  --listing-timezone TZ  --ftp-timezone TZ\n"
 "  --transport tcp|udt|auto  --udt-buffer SIZE  --verify size|sidecar|checksum\n"
 "  --ca-file PEM\n"
@@ -87,6 +92,7 @@ usage(FILE *fp)
 "  --streams N|auto  --min-split SIZE  --dry-run  --progress  --no-progress\n"
 "  --allow-empty  (no config key) an empty listing is not refused: for an\n"
 "                 upstream that really was emptied; max_delete still applies\n"
+"-q: nothing but errors; -v: one line per file acted on; -vv: and requests\n"
 "exit status: 0 ok, 1 some files failed or interrupted, 2 usage/config/\n"
 "manifest error, 3 listing failed or incomplete, 4 refused by a safety\n"
 "guard, 75 another run holds the lock.\n");
@@ -279,6 +285,13 @@ static const struct option sync_longopts[] = {
 	{ "dest",		required_argument, NULL, 'd' },
 	{ "dry-run",		no_argument,	   NULL, 'N' },
 	{ "delete",		no_argument,	   NULL, 'D' },
+	{ "no-delete",		no_argument,	   NULL, 'n' },
+	{ "ftp-active",		no_argument,	   NULL, 'D' },
+	{ "no-ftp-active",	no_argument,	   NULL, 'n' },
+	{ "follow-symlinks",	no_argument,	   NULL, 'D' },
+	{ "no-follow-symlinks",	no_argument,	   NULL, 'n' },
+	{ "no-hook",		no_argument,	   NULL, 'H' },
+	{ "name",		required_argument, NULL, 'm' },
 	{ "progress",		no_argument,	   NULL, 'P' },
 	{ "no-progress",	no_argument,	   NULL, 'Q' },
 	{ "concurrency",	required_argument, NULL, 'o' },
@@ -321,6 +334,8 @@ struct sync_args {
 	bool		 checksum;	/* resync --checksum */
 	bool		 adopt;		/* resync --adopt */
 	bool		 allow_empty;	/* --allow-empty */
+	bool		 no_hook;	/* --no-hook: post_sync not run */
+	const char	*name;		/* borrowed: --name of an ad-hoc mirror */
 	const char	*command;	/* static: "sync", "plan" or "resync" */
 	struct override	*ov;		/* owned */
 	size_t		 nov;
@@ -364,19 +379,28 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 		case 'E':
 			a->allow_empty = true;
 			break;
+		case 'H':
+			a->no_hook = true;
+			break;
+		case 'm':
+			a->name = optarg;
+			break;
 		case 'D':
+		case 'n':
 		case 'o':
 			a->ov = reallocarray(a->ov, a->nov + 1, sizeof(*a->ov));
 			if (a->ov == NULL)
 				return 2;
+			/* --no-KEY: KEY = no */
 			(void)snprintf(a->ov[a->nov].key,
 			    sizeof(a->ov[a->nov].key), "%s",
-			    sync_longopts[idx].name);
+			    sync_longopts[idx].name + (ch == 'n' ? 3 : 0));
 			for (i = 0; a->ov[a->nov].key[i]; i++)
 				if (a->ov[a->nov].key[i] == '-')
 					a->ov[a->nov].key[i] = '_';
 			a->ov[a->nov].option = sync_longopts[idx].name;
-			a->ov[a->nov].value = ch == 'D' ? "yes" : optarg;
+			a->ov[a->nov].value = ch == 'D' ? "yes" : ch == 'n' ?
+			    "no" : optarg;
 			a->nov++;
 			break;
 		case 'h':
@@ -430,6 +454,8 @@ apply_overrides(struct mirror_conf *m, const struct sync_args *a)
 			return 2;
 		}
 	}
+	if (a->no_hook)
+		(void)mirror_conf_clear(m, "post_sync");
 	return 0;
 }
 
@@ -477,7 +503,9 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 			status = 2;
 			break;
 		}
-		if (!c->json)
+		/* -q: nothing but errors (cron mails nothing on success). */
+		if (!c->json && (c->verbosity >= 0 ||
+		    results[k]->exit_code != 0))
 			report_summary(results[k], stdout);
 		if (exit_rank(results[k]->exit_code) > exit_rank(status))
 			status = results[k]->exit_code;
@@ -508,6 +536,163 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 }
 
 /*
+ * An ad-hoc mirror's record beside its manifest, STATE/manifests/KEY.adhoc
+ * (JSON: name, source, dest), so that status and history can show what
+ * the key stands for.  Written into path (PATH_MAX bytes); 0 or 2.
+ */
+static int
+adhoc_info_path(struct cli *c, const char *key, char *path)
+{
+	if ((size_t)snprintf(path, PATH_MAX, "%s/manifests/%s.adhoc",
+	    c->state_dir, key) >= PATH_MAX)
+		return 2;
+	return 0;
+}
+
+/* The record of ad-hoc mirror key (a new reference), NULL if none. */
+static json_t *
+adhoc_info_read(struct cli *c, const char *key)
+{
+	char	 path[PATH_MAX];
+	json_t	*o;
+
+	if (strncmp(key, "adhoc-", 6) != 0 || adhoc_info_path(c, key, path))
+		return NULL;
+	if ((o = json_load_file(path, 0, NULL)) != NULL && !json_is_object(o)) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
+}
+
+/* String field f of record o, or dflt. */
+static const char *
+adhoc_field(const json_t *o, const char *f, const char *dflt)
+{
+	const char	*v = json_string_value(json_object_get(o, f));
+
+	return v != NULL ? v : dflt;
+}
+
+/*
+ * The key of the ad-hoc mirror labelled name (--name) into key (keylen
+ * bytes).  Returns true when one has it.
+ */
+static bool
+adhoc_find_name(struct cli *c, const char *name, char *key, size_t keylen)
+{
+	char		 dir[PATH_MAX];
+	struct dirent	*de;
+	DIR		*d;
+	json_t		*o;
+	size_t		 len;
+	bool		 found = false;
+
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/manifests", c->state_dir) >=
+	    sizeof(dir) || (d = opendir(dir)) == NULL)
+		return false;
+	while (!found && (de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (strncmp(de->d_name, "adhoc-", 6) != 0 || len < 7 ||
+		    strcmp(de->d_name + len - 6, ".adhoc") != 0 ||
+		    len - 6 >= keylen)
+			continue;
+		memcpy(key, de->d_name, len - 6);
+		key[len - 6] = '\0';
+		if ((o = adhoc_info_read(c, key)) == NULL)
+			continue;
+		found = strcmp(adhoc_field(o, "name", ""), name) == 0;
+		json_decref(o);
+	}
+	(void)closedir(d);
+	return found;
+}
+
+/*
+ * Record ad-hoc mirror key's source, dest and name (NULL: keep the one
+ * recorded, if any), once its manifest exists.  Failures only warn.
+ */
+static void
+adhoc_info_write(struct cli *c, const char *key, const char *source,
+    const char *dest, const char *name)
+{
+	char		 path[PATH_MAX], tmp[PATH_MAX + 8];
+	struct stat	 st;
+	json_t		*old = NULL, *o = NULL;
+
+	if (adhoc_info_path(c, key, path) != 0 ||
+	    state_manifest_path(c->state_dir, key, tmp, sizeof(tmp)) != 0 ||
+	    stat(tmp, &st) != 0)
+		return;
+	if (name == NULL && (old = adhoc_info_read(c, key)) != NULL)
+		name = adhoc_field(old, "name", NULL);
+	o = json_pack("{s:s,s:s}", "source", source, "dest", dest);
+	if (o != NULL && name != NULL)
+		(void)json_object_set_new(o, "name", json_string(name));
+	(void)snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (o == NULL || json_dump_file(o, tmp, JSON_SORT_KEYS) != 0 ||
+	    rename(tmp, path) != 0) {
+		log_warn("%s: cannot record its source and dest in %s", key,
+		    path);
+		(void)unlink(tmp);
+	}
+	json_decref(o);
+	json_decref(old);
+}
+
+/*
+ * A --name for an ad-hoc mirror (key): a section name's characters, not
+ * a configured mirror's name nor another ad-hoc mirror's.  0 or 2 after
+ * logging why.
+ */
+static int
+adhoc_check_name(struct cli *c, const char *cmd, const char *name,
+    const char *key)
+{
+	char	 other[256];
+	size_t	 i, n = strlen(name);
+	bool	 ok = n > 0 && n <= 64 && (name[0] != '.' && name[0] != '-' &&
+		    name[0] != '_');
+
+	for (i = 0; ok && i < n; i++)
+		ok = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' &&
+		    name[i] <= 'Z') || (name[i] >= '0' && name[i] <= '9') ||
+		    name[i] == '.' || name[i] == '_' || name[i] == '-';
+	if (!ok || strncmp(name, "adhoc-", 6) == 0) {
+		log_errx("%s: --name %s: expected 1 to 64 letters, digits, "
+		    "'.', '_' or '-', starting with a letter or digit (and not "
+		    "adhoc-)", cmd, name);
+		return 2;
+	}
+	if (config_find(c->conf, name) != NULL) {
+		log_errx("%s: --name %s: a mirror in %s has that name", cmd,
+		    name, c->conf->path ? c->conf->path : DEFAULT_CONFIG);
+		return 2;
+	}
+	if (adhoc_find_name(c, name, other, sizeof(other)) &&
+	    strcmp(other, key) != 0) {
+		log_errx("%s: --name %s: the ad-hoc mirror %s has that name",
+		    cmd, name, other);
+		return 2;
+	}
+	return 0;
+}
+
+/*
+ * name as the user gave it (a mirror, an ad-hoc key, or an ad-hoc
+ * mirror's --name) to the name its manifest goes by, in key (keylen).
+ */
+static const char *
+resolve_name(struct cli *c, const char *name, char *key, size_t keylen)
+{
+	if (config_find(c->conf, name) != NULL ||
+	    strncmp(name, "adhoc-", 6) == 0 ||
+	    !adhoc_find_name(c, name, key, keylen))
+		return name;
+	return key;
+}
+
+/*
  * The mirror of an ad-hoc --source/--dest pair for command cmd ("sync",
  * "plan", "resync", "verify"): its destination checked against the
  * configured ones, its name the key of the destination (written into
@@ -519,6 +704,7 @@ adhoc_mirror(struct cli *c, const char *cmd, const char *source,
 {
 	struct mirror_conf *m;
 	char		 err[512];
+	unsigned	 line = 0;
 
 	err[0] = '\0';
 	if (config_check_adhoc_dest(c->conf, dest, err, sizeof(err)) != 0) {
@@ -536,6 +722,13 @@ adhoc_mirror(struct cli *c, const char *cmd, const char *source,
 	if (mirror_conf_set(m, "source", source, err, sizeof(err)) != 0 ||
 	    mirror_conf_set(m, "dest", dest, err, sizeof(err)) != 0) {
 		log_errx("%s: %s", cmd, err);
+		mirror_conf_free(m);
+		return NULL;
+	}
+	/* The config's [global] defaults, as a configured mirror's. */
+	if (config_apply_defaults(c->conf, m, err, sizeof(err), &line) != 0) {
+		log_errx("%s: %s:%u: %s", cmd, c->conf->path ? c->conf->path :
+		    DEFAULT_CONFIG, line, err);
 		mirror_conf_free(m);
 		return NULL;
 	}
@@ -576,8 +769,9 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 		log_errx("%s: --source and --dest go together", cmd);
 		goto out;
 	}
-	if (plan && a.source == NULL && a.nnames != 1) {
-		log_errx("plan: name one mirror (or give --source and --dest)");
+	if (a.name != NULL && a.source == NULL) {
+		log_errx("%s: --name labels an ad-hoc mirror (--source, --dest)",
+		    cmd);
 		goto out;
 	}
 	if ((status = load_config(c, a.source == NULL)) != 0 ||
@@ -592,6 +786,8 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 		}
 		if ((adhoc = adhoc_mirror(c, cmd, a.source, a.dest, key,
 		    sizeof(key))) == NULL)
+			goto out;
+		if (a.name != NULL && adhoc_check_name(c, cmd, a.name, key))
 			goto out;
 		n = 1;
 		ms = calloc(1, sizeof(*ms));
@@ -644,6 +840,8 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	status = run_mirrors(c, ms, keys, n, &a, a.progress > 0 ||
 	    (a.progress == 0 && c->verbosity >= 0), a.source == NULL &&
 	    a.nnames == 0);
+	if (adhoc != NULL)
+		adhoc_info_write(c, key, adhoc->source, a.dest, a.name);
 out:
 	mirror_conf_free(adhoc);
 	free(ms);
@@ -794,21 +992,19 @@ run_age(const struct run_record *r, int64_t now)
 	return now > t ? (now - t) / NS : 0;
 }
 
-/* An age in seconds as "45s", "12m 5s", "3h 0m", "2d 4h". */
+/* An age in seconds, rounded down to two units: "45s", "12m05s", "3h00m", "2d04h". */
 static void
 fmt_age(int64_t s, char *buf, size_t len)
 {
-	if (s < 60)
-		(void)snprintf(buf, len, "%llds", (long long)s);
-	else if (s < 3600)
-		(void)snprintf(buf, len, "%lldm %llds", (long long)(s / 60),
-		    (long long)(s % 60));
-	else if (s < 86400)
-		(void)snprintf(buf, len, "%lldh %lldm", (long long)(s / 3600),
-		    (long long)(s % 3600 / 60));
+	long long	 v = s > 0 ? (long long)s : 0;
+
+	if (v < 3600)
+		report_duration((double)v, buf, len);
+	else if (v < 86400)
+		(void)snprintf(buf, len, "%lldh%02lldm", v / 3600, v % 3600 / 60);
 	else
-		(void)snprintf(buf, len, "%lldd %lldh", (long long)(s / 86400),
-		    (long long)(s % 86400 / 3600));
+		(void)snprintf(buf, len, "%lldd%02lldh", v / 86400,
+		    v % 86400 / 3600);
 }
 
 /*
@@ -821,7 +1017,7 @@ static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32], age[32], nets[160];
+	char	 ts[32], age[32], nets[160], d[32], hb[32];
 	double	 secs, rate;
 
 	if (last == NULL) {
@@ -836,11 +1032,12 @@ status_text(const char *name, const struct run_record *last,
 		 * interrupted (no time, no counts: they are recorded at the
 		 * end).
 		 */
-		if (strcmp(last->status, "running") == 0)
-			printf("%s: last run %lld at %s: running for %.0f s\n",
-			    name, (long long)last->id, ts, now > last->start_ns ?
-			    (double)(now - last->start_ns) / 1e9 : 0.0);
-		else
+		if (strcmp(last->status, "running") == 0) {
+			fmt_age(now > last->start_ns ? (now - last->start_ns) /
+			    NS : 0, d, sizeof(d));
+			printf("%s: last run %lld at %s: running for %s\n",
+			    name, (long long)last->id, ts, d);
+		} else
 			printf("%s: last run %lld at %s (%s ago): %s%s%s\n",
 			    name, (long long)last->id, ts, age, last->status,
 			    last->error[0] ? "; " : "", last->error);
@@ -849,12 +1046,15 @@ status_text(const char *name, const struct run_record *last,
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
 		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
 		fmt_nets(last, nets, sizeof(nets));
-		printf("%s: last run %lld at %s (ended %s ago): %s in %.1f s, "
-		    "fetched %lld files (%lld bytes, %.1f MB/s%s), touched "
+		report_duration(secs, d, sizeof(d));
+		report_human_bytes(last->bytes > 0 ? (uint64_t)last->bytes :
+		    0, hb, sizeof(hb));
+		printf("%s: last run %lld at %s (ended %s ago): %s in %s, "
+		    "fetched %lld file%s (%s, %.1f MB/s%s), touched "
 		    "%lld, deleted %lld, failed %lld%s%s\n", name,
-		    (long long)last->id, ts, age, last->status, secs,
-		    (long long)last->fetched,
-		    (long long)last->bytes, rate, nets, (long long)last->touched,
+		    (long long)last->id, ts, age, last->status, d,
+		    (long long)last->fetched, last->fetched == 1 ? "" : "s",
+		    hb, rate, nets, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}
@@ -950,6 +1150,7 @@ status_verdict(const char *name, const struct run_record *fin,
     size_t len)
 {
 	int64_t	 age;
+	char	 a[32], m[32];
 
 	why[0] = '\0';
 	if (fin != NULL && strcmp(fin->status, "ok") != 0) {
@@ -959,15 +1160,17 @@ status_verdict(const char *name, const struct run_record *fin,
 	}
 	if (max_age < 0)
 		return 0;
+	report_duration((double)max_age, m, sizeof(m));
 	if (ok == NULL) {
 		(void)snprintf(why, len, "%s: no successful run (--max-age "
-		    "%lld s)", name, (long long)max_age);
+		    "%s)", name, m);
 		return 1;
 	}
 	if ((age = (now - ok->end_ns) / NS) > max_age) {
-		(void)snprintf(why, len, "%s: last success %lld s ago (run "
-		    "%lld), more than --max-age %lld s", name, (long long)age,
-		    (long long)ok->id, (long long)max_age);
+		report_duration((double)age, a, sizeof(a));
+		(void)snprintf(why, len, "%s: last success %s ago (run "
+		    "%lld), more than --max-age %s", name, a,
+		    (long long)ok->id, m);
 		return 1;
 	}
 	return 0;
@@ -993,7 +1196,7 @@ status_one(struct cli *c, const char *name, json_t *arr,
 	bool		 have_ok = false, published_missing = false;
 	struct timespec	 now;
 	int64_t		 now_ns;
-	json_t		*o, *rj;
+	json_t		*o, *rj, *info;
 	long		 holder = 0;
 	int		 rc, status = 0;
 
@@ -1001,6 +1204,7 @@ status_one(struct cli *c, const char *name, json_t *arr,
 	now_ns = (int64_t)now.tv_sec * NS + now.tv_nsec;
 	if (state_manifest_path(c->state_dir, name, path, sizeof(path)) != 0)
 		return 2;
+	info = adhoc_info_read(c, name);
 	err[0] = '\0';
 	rc = manifest_open_read(path, &m, err, sizeof(err));
 	if (rc == 0 && manifest_warning(m)[0] != '\0')
@@ -1055,6 +1259,9 @@ status_one(struct cli *c, const char *name, json_t *arr,
 		if (o != NULL && holder > 0)
 			(void)json_object_set_new(o, "pid",
 			    json_integer((json_int_t)holder));
+		/* An ad-hoc mirror: its name (--name), source and dest. */
+		if (o != NULL && info != NULL)
+			(void)json_object_update(o, info);
 		/* The manifest could not be read: not a mirror never run. */
 		if (o != NULL && status == 2 &&
 		    text_utf8_escape(err, &esc) == 0) {
@@ -1080,6 +1287,12 @@ status_one(struct cli *c, const char *name, json_t *arr,
 		if (o != NULL)
 			(void)json_array_append_new(arr, o);
 	} else if (status != 2) {
+		if (info != NULL)
+			printf("%s: ad-hoc mirror%s%s: %s -> %s\n", name,
+			    json_object_get(info, "name") ? " " : "",
+			    adhoc_field(info, "name", ""),
+			    adhoc_field(info, "source", "?"),
+			    adhoc_field(info, "dest", "?"));
 		status_text(name, nruns ? &runs[0] : NULL, have_ok ? &ok : NULL,
 		    now_ns);
 		if (holder > 0 && nruns > 0 &&
@@ -1097,6 +1310,7 @@ status_one(struct cli *c, const char *name, json_t *arr,
 	}
 	if (why[0] != '\0')
 		log_warnx("%s", why);
+	json_decref(info);
 	free(runs);
 	manifest_close(m);
 	return status;
@@ -1210,7 +1424,7 @@ static int
 cmd_status(struct cli *c, int argc, char **argv)
 {
 	const struct mirror_conf *m;
-	char		 why[PATH_MAX + 128];
+	char		 why[PATH_MAX + 128], key[256];
 	json_t		*arr = NULL;
 	const char	*v;
 	uint64_t	 u;
@@ -1247,13 +1461,15 @@ cmd_status(struct cli *c, int argc, char **argv)
 	warn_state_full(c);
 	if (argc > 1) {
 		for (i = 1; i < (size_t)argc; i++) {
-			if (!known_mirror(c, argv[i])) {
+			/* An ad-hoc mirror's --name stands for its key. */
+			v = resolve_name(c, argv[i], key, sizeof(key));
+			if (!known_mirror(c, v)) {
 				status = no_such_mirror(c, arr, argv[i]);
 				continue;
 			}
-			m = config_find(c->conf, argv[i]);
+			m = config_find(c->conf, v);
 			s = m != NULL && m->bad ? status_bad(c, m, arr) :
-			    status_one(c, argv[i], arr, max_age);
+			    status_one(c, v, arr, max_age);
 			if (exit_rank(s) > exit_rank(status))
 				status = s;
 		}
@@ -1334,13 +1550,14 @@ static int
 open_mirror(struct cli *c, const char *name, char path[PATH_MAX],
     struct manifest **ret)
 {
-	char			 err[PATH_MAX + 3072];
+	char			 err[PATH_MAX + 3072], key[256];
 	struct mirror_result	*r;
 	int			 status, rc;
 
 	if ((status = load_config(c, false)) != 0 ||
 	    (status = resolve_state_dir(c)) != 0)
 		return status;
+	name = resolve_name(c, name, key, sizeof(key));
 	if (!known_mirror(c, name))
 		return no_such_mirror(c, NULL, name);
 	if (config_find(c->conf, name) != NULL &&
@@ -1467,13 +1684,59 @@ out:
 }
 
 /* history NAME [--runs N | --run ID]: runs, or the events of one run. */
+/* Counts the "adopted" events of a run (manifest_events() callback). */
+static int
+count_adopted(void *arg, const struct event_row *e)
+{
+	int64_t	*n = arg;
+
+	if (strcmp(e->op, "adopted") == 0)
+		(*n)++;
+	return 0;
+}
+
+/*
+ * One line of history NAME: id, start, status, the command when it was
+ * not a sync (a resync says how many files it adopted), counts, bytes.
+ */
+static void
+history_line(struct manifest *m, const struct run_record *r)
+{
+	char	 ts[32], nets[160], hb[32], cmd[64];
+	int64_t	 adopted = 0;
+
+	fmt_time(r->start_ns, ts, sizeof(ts));
+	fmt_nets(r, nets, sizeof(nets));
+	report_human_bytes(r->bytes > 0 ? (uint64_t)r->bytes : 0, hb,
+	    sizeof(hb));
+	cmd[0] = '\0';
+	if (strcmp(r->command, "resync") == 0) {
+		(void)manifest_events(m, r->id, count_adopted, &adopted);
+		if (adopted == 0)
+			(void)snprintf(cmd, sizeof(cmd), "resync: ");
+		else
+			(void)snprintf(cmd, sizeof(cmd), "resync, adopted %lld "
+			    "file%s: ", (long long)adopted, adopted == 1 ? "" :
+			    "s");
+	} else if (strcmp(r->command, "sync") != 0 && r->command[0] != '\0')
+		(void)snprintf(cmd, sizeof(cmd), "%s: ", r->command);
+	/* Width of the longest status word, "interrupted". */
+	printf("%6lld %s %-11s %slisted %lld, fetched %lld, touched %lld, "
+	    "deleted %lld, failed %lld, %s%s%s%s\n", (long long)r->id, ts,
+	    r->status, cmd, (long long)r->listed, (long long)r->fetched,
+	    (long long)r->touched, (long long)r->deleted,
+	    (long long)r->failed, hb, nets, r->error[0] ? "; " : "",
+	    r->error);
+}
+
 static int
 cmd_history(struct cli *c, int argc, char **argv)
 {
-	char		 path[PATH_MAX], ts[32], nets[160];
+	char		 path[PATH_MAX], key[256];
 	struct manifest	*m = NULL;
 	struct run_record *runs = NULL;
 	struct history_ctx x = { NULL, 0 };
+	json_t		*info;
 	uint64_t	 nruns = 20, run = 0;
 	size_t		 n = 0, i;
 	int		 status;
@@ -1520,25 +1783,24 @@ cmd_history(struct cli *c, int argc, char **argv)
 		status = read_failed(c, argv[1], path, m);
 	else {
 		(void)fix_running(c, argv[1], runs, n);
+		/* An ad-hoc mirror: what its key stands for, first. */
+		info = adhoc_info_read(c, resolve_name(c, argv[1], key,
+		    sizeof(key)));
+		if (info != NULL && x.arr == NULL)
+			printf("%s: ad-hoc mirror%s%s: %s -> %s\n",
+			    resolve_name(c, argv[1], key, sizeof(key)),
+			    json_object_get(info, "name") ? " " : "",
+			    adhoc_field(info, "name", ""),
+			    adhoc_field(info, "source", "?"),
+			    adhoc_field(info, "dest", "?"));
+		json_decref(info);
 		for (i = 0; i < n; i++) {
 			if (x.arr != NULL) {
 				(void)json_array_append_new(x.arr,
 				    run_json(&runs[i]));
 				continue;
 			}
-			fmt_time(runs[i].start_ns, ts, sizeof(ts));
-			fmt_nets(&runs[i], nets, sizeof(nets));
-			/* Width of the longest status word, "interrupted". */
-			printf("%6lld %s %-11s listed %lld, fetched %lld, touched "
-			    "%lld, deleted %lld, failed %lld, %lld bytes%s%s%s\n",
-			    (long long)runs[i].id, ts, runs[i].status,
-			    (long long)runs[i].listed,
-			    (long long)runs[i].fetched,
-			    (long long)runs[i].touched,
-			    (long long)runs[i].deleted,
-			    (long long)runs[i].failed,
-			    (long long)runs[i].bytes, nets,
-			    runs[i].error[0] ? "; " : "", runs[i].error);
+			history_line(m, &runs[i]);
 		}
 	}
 	if (x.arr != NULL && status == 0) {
@@ -1689,6 +1951,52 @@ cmd_verify(struct cli *c, int argc, char **argv)
  * {"config", "ok": false, "error" (the first), "errors": [{path, op,
  * reason}]}.
  */
+/*
+ * check-config -v: m's effective value of every key, and where it came
+ * from: its section, [global] (a default) or the built-in default.
+ */
+static void
+print_settings(const struct mirror_conf *m)
+{
+	const char *const *keys;
+	const struct conf_setting *s, *last;
+	size_t		 nkeys, i, j;
+	bool		 own;
+
+	keys = config_mirror_keys(&nkeys);
+	printf("[%s]\n", m->name);
+	for (i = 0; i < nkeys; i++) {
+		last = NULL;
+		own = false;
+		for (j = 0; j < m->nsettings; j++) {
+			s = &m->settings[j];
+			if (strcmp(s->key, keys[i]) == 0) {
+				last = s;
+				own = own || !s->global;
+			}
+		}
+		if (last == NULL) {
+			printf("  %s = %s  (built-in default)\n", keys[i],
+			    config_key_default(keys[i]));
+			continue;
+		}
+		/* include, exclude: every line of the winning origin. */
+		for (j = 0; j < m->nsettings; j++) {
+			s = &m->settings[j];
+			if (strcmp(s->key, keys[i]) != 0 || s->global == own ||
+			    (s != last && strcmp(keys[i], "include") != 0 &&
+			    strcmp(keys[i], "exclude") != 0))
+				continue;
+			if (s->global)
+				printf("  %s = %s  ([global], line %u)\n",
+				    s->key, s->value, s->line);
+			else
+				printf("  %s = %s  ([%s], line %u)\n", s->key,
+				    s->value, m->name, s->line);
+		}
+	}
+}
+
 static int
 cmd_check_config(struct cli *c)
 {
@@ -1707,8 +2015,12 @@ cmd_check_config(struct cli *c)
 			result_free(config_errors(c, NULL, true));
 			return 2;
 		}
-		printf("%s: configuration OK (%zu mirror%s)\n", path,
-		    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" : "s");
+		if (c->verbosity >= 0)
+			printf("%s: configuration OK (%zu mirror%s)\n", path,
+			    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" :
+			    "s");
+		for (n = 0; c->verbosity > 0 && n < c->conf->nmirrors; n++)
+			print_settings(c->conf->mirrors[n]);
 		return 0;
 	}
 	err[0] = '\0';
@@ -2043,41 +2355,121 @@ out:
 }
 
 /*
- * The output flags (--json, -v, -q and their long forms) may also come
- * after the command ("status blast --json"): take them out of the
- * command's arguments (argv[1..]) and apply them.  Stops at "--", which
- * is kept when keep_dashdash (for getopt) and dropped otherwise.
- * Returns the new argc.
+ * The value of global option opt at argv[*i] ("-cFILE", "--config=FILE"
+ * or the next argument, then *i steps over it); NULL after logging why
+ * when the value is missing.  long_name: NULL for a short-only option.
+ */
+static const char *
+global_value(int argc, char **argv, int *i, const char *short_name,
+    const char *long_name)
+{
+	const char	*a = argv[*i];
+	size_t		 n;
+
+	if (short_name != NULL && strcmp(a, short_name) != 0 &&
+	    strncmp(a, short_name, 2) == 0)
+		return a + 2;
+	n = long_name != NULL ? strlen(long_name) : 0;
+	if (n > 0 && strncmp(a, long_name, n) == 0 && a[n] == '=')
+		return a + n + 1;
+	if (*i + 1 >= argc) {
+		log_errx("option %s needs a value (try --help)", a);
+		return NULL;
+	}
+	return argv[++(*i)];
+}
+
+/* Whether argument a is global option short_name or long_name. */
+static bool
+is_global(const char *a, const char *short_name, const char *long_name)
+{
+	size_t	 n = strlen(long_name);
+
+	if (short_name != NULL && strncmp(a, short_name, 2) == 0)
+		return true;
+	return strncmp(a, long_name, n) == 0 && (a[n] == '\0' || a[n] == '=');
+}
+
+/*
+ * Take the global options (-c, --state-dir, --json, -v, -vv, -q and their
+ * long forms) out of argv wherever they stand, before or after the
+ * command, and apply them; -n, -h, --help and --version count only
+ * before the command (after it, they are the command's).  Everything
+ * else is kept in order for the command, from the first "--" on
+ * untouched ("--" itself is kept when keep_dashdash is set, for getopt).
+ * An unknown option before the command is a usage error.  Returns the
+ * new argc (argv[0] is the command, if any), -1 after --help or
+ * --version, or -2 after logging a usage error.
  */
 static int
-strip_global_flags(struct cli *c, int argc, char **argv, bool keep_dashdash)
+parse_globals(struct cli *c, int argc, char **argv)
 {
-	int	 i, n = 1;
+	const char	*a;
+	bool		 seen_cmd = false, dashdash;
+	int		 i, j, n = 0;
 
 	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0) {
-			/* sync and plan hand "--" on to getopt; others drop it. */
-			if (!keep_dashdash)
+		a = argv[i];
+		if (strcmp(a, "--") == 0) {
+			dashdash = seen_cmd && (strcmp(argv[0], "sync") == 0 ||
+			    strcmp(argv[0], "plan") == 0 ||
+			    strcmp(argv[0], "resync") == 0);
+			if (!dashdash)
 				i++;
 			while (i < argc)
 				argv[n++] = argv[i++];
 			break;
 		}
-		if (strcmp(argv[i], "--json") == 0)
+		if (a[0] != '-' || a[1] == '\0') {
+			argv[n++] = argv[i];
+			seen_cmd = true;
+			continue;
+		}
+		if (is_global(a, "-c", "--config")) {
+			if ((c->config_path = global_value(argc, argv, &i,
+			    "-c", "--config")) == NULL)
+				return -2;
+		} else if (is_global(a, NULL, "--state-dir")) {
+			if ((c->state_dir_opt = global_value(argc, argv, &i,
+			    NULL, "--state-dir")) == NULL)
+				return -2;
+		} else if (strcmp(a, "--json") == 0)
 			c->json = true;
-		else if (strcmp(argv[i], "-v") == 0 ||
-		    strcmp(argv[i], "--verbose") == 0)
+		else if (strcmp(a, "--verbose") == 0)
 			c->verbosity = c->verbosity < 0 ? 1 : c->verbosity + 1;
-		else if (strcmp(argv[i], "-q") == 0 ||
-		    strcmp(argv[i], "--quiet") == 0)
+		else if (strcmp(a, "--quiet") == 0)
 			c->verbosity = -1;
-		else {
+		else if (a[1] == 'v' || a[1] == 'q') {
+			/* -v, -vv, -q: a run of v and q letters */
+			for (j = 1; a[j] == 'v' || a[j] == 'q'; j++)
+				;
+			if (a[j] != '\0')
+				goto other;
+			for (j = 1; a[j] != '\0'; j++)
+				c->verbosity = a[j] == 'q' ? -1 :
+				    c->verbosity < 0 ? 1 : c->verbosity + 1;
+		} else
+			goto other;
+		continue;
+other:
+		if (seen_cmd) {
 			argv[n++] = argv[i];
 			continue;
 		}
+		if (strcmp(a, "-n") == 0)
+			c->check_only = true;
+		else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			return -1;
+		} else if (strcmp(a, "--version") == 0) {
+			printf("biomirror %s\n", BM_VERSION);
+			return -1;
+		} else {
+			log_errx("unknown option %s (try --help)", a);
+			return -2;
+		}
 	}
 	argv[n] = NULL;
-	log_init(true, c->verbosity);
 	return n;
 }
 
@@ -2099,61 +2491,23 @@ json_usage_error(struct cli *c)
 	result_free(r);
 }
 
-static const struct option global_longopts[] = {
-	{ "config",	required_argument, NULL, 'c' },
-	{ "state-dir",	required_argument, NULL, 'S' },
-	{ "verbose",	no_argument,	   NULL, 'v' },
-	{ "quiet",	no_argument,	   NULL, 'q' },
-	{ "json",	no_argument,	   NULL, 'j' },
-	{ "help",	no_argument,	   NULL, 'h' },
-	{ "version",	no_argument,	   NULL, 'V' },
-	{ NULL, 0, NULL, 0 }
-};
-
 int
 cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 {
 	struct cli	 c;
 	const char	*cmd;
-	int		 ch, status = 2;
+	int		 status = 2;
 
 	memset(&c, 0, sizeof(c));
 	c.stop = stop;
-	while ((ch = getopt_long(argc, argv, "+c:nvqh", global_longopts,
-	    NULL)) != -1) {
-		switch (ch) {
-		case 'c':
-			c.config_path = optarg;
-			break;
-		case 'S':
-			c.state_dir_opt = optarg;
-			break;
-		case 'n':
-			c.check_only = true;
-			break;
-		case 'v':
-			c.verbosity = c.verbosity < 0 ? 1 : c.verbosity + 1;
-			break;
-		case 'q':
-			c.verbosity = -1;
-			break;
-		case 'j':
-			c.json = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'V':
-			printf("biomirror %s\n", BM_VERSION);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
+	log_init(true, 0);	/* parse_globals() may say why it failed */
+	argc = parse_globals(&c, argc, argv);
 	log_init(true, c.verbosity);
-	argc -= optind;
-	argv += optind;
+	if (argc < 0) {
+		if (argc == -2 && c.json)
+			json_usage_error(&c);
+		return argc == -1 ? 0 : 2;
+	}
 	if (c.check_only && argc > 0) {
 		log_errx("-n validates the config and takes no command (for "
 		    "a dry run: sync --dry-run or plan)");
@@ -2162,13 +2516,10 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 	if (c.check_only)
 		cmd = "check-config";
 	else if (argc < 1) {
-		log_errx("no command given");
-		usage(stderr);
+		log_errx("no command given (try --help)");
 		return 2;
 	} else
 		cmd = argv[0];
-	argc = strip_global_flags(&c, argc, argv, strcmp(cmd, "sync") == 0 ||
-	    strcmp(cmd, "plan") == 0 || strcmp(cmd, "resync") == 0);
 	if (strcmp(cmd, "check-config") == 0 && argc > 1) {
 		log_errx("check-config takes no arguments");
 		return 2;

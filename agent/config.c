@@ -36,6 +36,11 @@
 #define CONF_MAX_GLOBS	1024		/* include (or exclude) patterns */
 #define CONF_REASON	512		/* bytes of a reason string */
 #define CONF_MAX_ERRORS	1000		/* errors recorded, then the parse stops */
+#ifdef BM_VERSION
+#define BM_VERSION_TEXT	BM_VERSION
+#else
+#define BM_VERSION_TEXT	"0.0.0"
+#endif
 #define CONF_STR2(x)	#x
 #define CONF_STR(x)	CONF_STR2(x)
 
@@ -60,6 +65,19 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
 	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode",
 	"tcp_congestion", "udt_buffer", "secret_file", "pre_publish"
+};
+
+/* The built-in default of each mirror key, as check-config -v shows it. */
+static const char *const mirror_key_defaults[MK_COUNT] = {
+	"required", "required", "none", "none", "8",
+	"4", "16M", "0 (by scheme: 8 http, 4 ftp)", "tcp",
+	"no", "10%", "size", "file", "0 (unlimited)",
+	"5", "60", "120", "UTC",
+	"UTC", "0644", "0755", "none (system trust)",
+	"biomirror/" BM_VERSION_TEXT,
+	"none", "none", "no (ftp://), require (ftps://)", "none (anonymous)",
+	"none", "no", "no", "3600", "stream",
+	"auto", "0 (sized by the transport)", "none (anonymous)", "none"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -102,6 +120,8 @@ struct conf_load {
 	bool		 seen_global;	/* a [global] header was seen */
 	unsigned	 global_line;	/* its line */
 	unsigned	 seen[MK_COUNT]; /* line each key was set on, 0 = not yet */
+	unsigned	 gseen[MK_COUNT]; /* the same for [global]'s defaults */
+	struct mirror_conf *gscratch;	/* owned: checks [global]'s defaults */
 	int		 rc;		/* BM_ENOMEM or BM_ELIMIT (too many
 					   errors): the parse stops; else 0 */
 };
@@ -113,6 +133,8 @@ static int	conf_bad(char *, size_t, const char *, const char *,
 static void	load_fail(struct conf_load *, unsigned, int, const char *, ...)
 		    __attribute__((format(printf, 4, 5)));
 static void	open_serve(struct conf_load *, const char *);
+static void	check_post_sync_line(struct conf_load *, const char *,
+		    const char *);
 static void	export_conf_free(struct export_conf *);
 static void	mirror_fail(struct conf_load *, struct mirror_conf *, unsigned,
 		    int, const char *, ...) __attribute__((format(printf, 5, 6)));
@@ -372,6 +394,39 @@ mirror_conf_new(const char *name)
 }
 
 static void
+settings_free(struct conf_setting *v, size_t n)
+{
+	size_t	 i;
+
+	for (i = 0; i < n; i++)
+		free(v[i].value);
+	free(v);
+}
+
+/* Append (key, value, line, global) to *v; key must be static. */
+static int
+settings_add(struct conf_setting **v, size_t *n, const char *key,
+    const char *value, unsigned line, bool global)
+{
+	struct conf_setting	*nv;
+	char			*dup;
+
+	if ((dup = strdup(value)) == NULL)
+		return BM_ENOMEM;
+	if ((nv = reallocarray(*v, *n + 1, sizeof(*nv))) == NULL) {
+		free(dup);
+		return BM_ENOMEM;
+	}
+	nv[*n].key = key;
+	nv[*n].value = dup;
+	nv[*n].line = line;
+	nv[*n].global = global;
+	*v = nv;
+	(*n)++;
+	return 0;
+}
+
+static void
 free_globs(char **v, size_t n)
 {
 	size_t	 i;
@@ -400,6 +455,7 @@ mirror_conf_free(struct mirror_conf *m)
 	free(m->user);
 	free(m->password_file);
 	free(m->secret_file);
+	settings_free(m->settings, m->nsettings);
 	free(m);
 }
 
@@ -468,6 +524,7 @@ config_free(struct config *c)
 	free(c->path);
 	free(c->state_dir);
 	free(c->user_agent);
+	settings_free(c->defaults, c->ndefaults);
 	free(c);
 }
 
@@ -1202,9 +1259,94 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 	}
 }
 
+/* Whether m took key from its own section (or the command line). */
+static bool
+has_own(const struct mirror_conf *m, const char *key)
+{
+	size_t	 i;
+
+	for (i = 0; i < m->nsettings; i++)
+		if (!m->settings[i].global &&
+		    strcmp(m->settings[i].key, key) == 0)
+			return true;
+	return false;
+}
+
+/* Whether a default of key applies to m's kind of source. */
+static bool
+default_applies(const struct mirror_conf *m, int k)
+{
+	bool	 ftp = m->source != NULL && mirror_is_ftp(m);
+
+	switch (k) {
+	case MK_FTP_TLS:
+	case MK_USER:
+	case MK_PASSWORD_FILE:
+	case MK_FTP_ACTIVE:
+	case MK_FOLLOW_SYMLINKS:
+	case MK_FTP_MODE:
+	case MK_FTP_TZ:
+		return ftp;
+	case MK_LISTING_TZ:
+		return !ftp;
+	case MK_SECRET_FILE:
+		return m->source != NULL &&
+		    lister_find(m->source) == &lister_bm_ops;
+	default:
+		return true;
+	}
+}
+
+/* See include/biomirror/config.h. */
+int
+config_apply_defaults(const struct config *c, struct mirror_conf *m,
+    char *errbuf, size_t errlen, unsigned *ret_line)
+{
+	const struct conf_setting *d;
+	size_t		 i;
+	int		 k, rc;
+
+	for (i = 0; c != NULL && i < c->ndefaults; i++) {
+		d = &c->defaults[i];
+		if ((k = key_index(mirror_keys, MK_COUNT, d->key)) < 0 ||
+		    has_own(m, d->key) || !default_applies(m, k))
+			continue;
+		*ret_line = d->line;
+		if ((rc = mirror_conf_set(m, d->key, d->value, errbuf,
+		    errlen)) != 0)
+			return rc;
+		if (k == MK_METRICS_FILE)
+			m->metrics_line = d->line;
+		if (settings_add(&m->settings, &m->nsettings, d->key,
+		    d->value, d->line, true) != 0) {
+			(void)conf_fmt(errbuf, errlen, "out of memory");
+			return BM_ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* See include/biomirror/config.h. */
+const char *const *
+config_mirror_keys(size_t *ret_n)
+{
+	*ret_n = MK_COUNT;
+	return mirror_keys;
+}
+
+/* See include/biomirror/config.h. */
+const char *
+config_key_default(const char *key)
+{
+	int	 k = key_index(mirror_keys, MK_COUNT, key);
+
+	return k < 0 ? "" : mirror_key_defaults[k];
+}
+
 /*
  * Empty the include or exclude list of m (command-line options replace
- * the config's list).  Returns 0, or BM_EINVAL for any other key.
+ * the config's list), or drop its post_sync (--no-hook).  Returns 0, or
+ * BM_EINVAL for any other key.
  */
 int
 mirror_conf_clear(struct mirror_conf *m, const char *key)
@@ -1219,6 +1361,9 @@ mirror_conf_clear(struct mirror_conf *m, const char *key)
 		free_globs(m->exclude, m->nexclude);
 		m->exclude = NULL;
 		m->nexclude = 0;
+	} else if (strcmp(key, "post_sync") == 0) {
+		free(m->post_sync);
+		m->post_sync = NULL;
 	} else
 		return BM_EINVAL;
 	return 0;
@@ -1394,9 +1539,17 @@ close_section(struct conf_load *ld)
 {
 	struct mirror_conf	*m = ld->cur;
 	char			 why[CONF_REASON];
+	unsigned		 line = 0;
 	int			 rc;
 
-	if (ld->kind == SECT_MIRROR &&
+	if (ld->kind == SECT_MIRROR && m->source != NULL) {
+		rc = config_apply_defaults(ld->c, m, why, sizeof(why), &line);
+		if (rc != 0)
+			load_fail(ld, line, rc, "%s (the [global] default, "
+			    "for section [%s])", rc == BM_ENOMEM ?
+			    "out of memory" : why, m->name);
+	}
+	if (ld->kind == SECT_MIRROR && !m->bad &&
 	    !(m->source == NULL && ld->seen[MK_SOURCE] != 0) &&
 	    !(m->dest == NULL && ld->seen[MK_DEST] != 0)) {
 		rc = mirror_conf_check(m, why, sizeof(why));
@@ -1705,6 +1858,60 @@ conf_reader(char *str, int num, void *stream)
 	return ld->rc == 0 ? str : NULL;
 }
 
+/*
+ * A mirror key k in [global]: every mirror's default (source and dest
+ * excepted), checked here on a scratch mirror and applied when each
+ * mirror section ends (close_section()), so it must come before them.
+ */
+static int
+conf_global_default(struct conf_load *ld, int k, const char *value)
+{
+	const char	*name = mirror_keys[k];
+	char		 why[CONF_REASON];
+	int		 rc;
+
+	if (k == MK_SOURCE || k == MK_DEST) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "%s belongs in a mirror's "
+		    "section, not in [global]", name);
+		return 1;
+	}
+	if (ld->c->nmirrors > 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "%s in [global] after "
+		    "section [%s]: [global]'s mirror defaults go before the "
+		    "mirror sections", name, ld->c->mirrors[0]->name);
+		return 1;
+	}
+	if (k != MK_INCLUDE && k != MK_EXCLUDE && ld->gseen[k] != 0) {
+		load_fail(ld, ld->lineno, BM_EINVAL, "duplicate key '%s' in "
+		    "section [global] (first on line %u)", name, ld->gseen[k]);
+		return 1;
+	}
+	ld->gseen[k] = ld->lineno;
+	if ((k == MK_CA_FILE || k == MK_PASSWORD_FILE) && value[0] != '/') {
+		load_fail(ld, ld->lineno, BM_EINVAL, "%s must be an absolute "
+		    "path (got '%s'; a relative path would resolve against "
+		    "the working directory)", name, value);
+		return 1;
+	}
+	if (ld->gscratch == NULL &&
+	    (ld->gscratch = mirror_conf_new("global")) == NULL) {
+		ld->rc = BM_ENOMEM;
+		return 1;
+	}
+	if ((rc = mirror_conf_set(ld->gscratch, name, value, why,
+	    sizeof(why))) != 0) {
+		load_fail(ld, ld->lineno, rc, "%s",
+		    rc == BM_ENOMEM ? "out of memory" : why);
+		return 1;
+	}
+	if (k == MK_POST_SYNC || k == MK_PRE_PUBLISH)
+		check_post_sync_line(ld, name, value);
+	if (settings_add(&ld->c->defaults, &ld->c->ndefaults, name, value,
+	    ld->lineno, true) != 0)
+		ld->rc = BM_ENOMEM;
+	return 1;
+}
+
 static int
 conf_global_key(struct conf_load *ld, const char *name, const char *value)
 {
@@ -1717,6 +1924,9 @@ conf_global_key(struct conf_load *ld, const char *name, const char *value)
 	size_t		 i;
 	int		 k, rc = 0;
 
+	k = key_index(mirror_keys, MK_COUNT, name);
+	if (k >= 0 && k != MK_USER_AGENT)
+		return conf_global_default(ld, k, value);
 	if ((k = key_index(global_keys, GK_COUNT, name)) < 0) {
 		load_fail(ld, ld->lineno, BM_EINVAL,
 		    "unknown key '%s' in section [global]", name);
@@ -1737,6 +1947,10 @@ conf_global_key(struct conf_load *ld, const char *name, const char *value)
 			    sizeof(why));
 	} else if (k == GK_USER_AGENT) {
 		rc = set_str(name, value, &c->user_agent, why, sizeof(why));
+		/* Also a mirror default, for check-config -v. */
+		if (rc == 0 && settings_add(&c->defaults, &c->ndefaults,
+		    "user_agent", value, ld->lineno, true) != 0)
+			rc = BM_ENOMEM;
 	} else {
 		for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
 			if (strcasecmp(value, levels[i]) == 0)
@@ -2030,6 +2244,11 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 	    sizeof(why))) != 0) {
 		load_fail(ld, ld->lineno, rc, "%s",
 		    rc == BM_ENOMEM ? "out of memory" : why);
+		return 1;
+	}
+	if (settings_add(&ld->cur->settings, &ld->cur->nsettings,
+	    mirror_keys[k], value, ld->lineno, false) != 0) {
+		ld->rc = BM_ENOMEM;
 		return 1;
 	}
 	if (k == MK_DEST)
@@ -2615,7 +2834,11 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
 		(void)conf_fmt(errbuf, errlen, "%s: %s", path, strerror(errno));
 		return BM_ENOENT;
 	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		/* Said as an open error: "cannot open config file: EISDIR". */
+		(void)conf_fmt(errbuf, errlen, "%s: %s", path, strerror(EISDIR));
+		rc = BM_ENOENT;
+	} else if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode))
 		rc = conf_fmt(errbuf, errlen, "%s: not a regular file", path);
 	else if ((rc = fileio_read_all(fd, CONF_MAX_FILE, ret, ret_len)) ==
 	    BM_ELIMIT)
@@ -2669,6 +2892,7 @@ config_load_all(const char *path, struct config **ret, char *errbuf,
 		load_record(&ld, NULL, true, (unsigned)irc, BM_EINVAL,
 		    "syntax error");
 	close_section(&ld);
+	mirror_conf_free(ld.gscratch);
 	check_metrics_files(&ld);
 	check_exports(&ld);
 	if (ld.rc == BM_ENOMEM)

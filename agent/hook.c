@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -21,6 +22,7 @@
 #include "biomirror/clock.h"
 #include "biomirror/error.h"
 #include "biomirror/hook.h"
+#include "biomirror/log.h"
 
 extern char **environ;
 
@@ -49,12 +51,66 @@ hook_env(char *const *env, char ***ret)
 	return 0;
 }
 
-/* Sleep ms milliseconds (less when a signal comes). */
+/* The hook's output: its pipe and the line being gathered. */
+struct hook_out {
+	int		 fd;		/* read end of the pipe, -1 at EOF */
+	const char	*tag;		/* borrowed: log prefix ("up: post_sync") */
+	char		 line[1024];	/* a line so far (longer ones are cut) */
+	size_t		 len;		/* bytes in line */
+};
+
+/* Log the gathered line at info level (hidden by -q). */
 static void
-hook_nap(long ms)
+hook_out_line(struct hook_out *o)
 {
+	o->line[o->len] = '\0';
+	log_info("%s: %s", o->tag, o->line);
+	o->len = 0;
+}
+
+/* Read what the pipe holds now (it is O_NONBLOCK) and log whole lines. */
+static void
+hook_out_drain(struct hook_out *o)
+{
+	char	 buf[4096];
+	ssize_t	 n, i;
+
+	while (o->fd != -1) {
+		if ((n = read(o->fd, buf, sizeof(buf))) == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0) {
+				(void)close(o->fd);
+				o->fd = -1;
+			}
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			if (buf[i] == '\n' || o->len == sizeof(o->line) - 1)
+				hook_out_line(o);
+			if (buf[i] != '\n')
+				o->line[o->len++] = buf[i];
+		}
+	}
+}
+
+/*
+ * Sleep ms milliseconds (less when a signal comes or output arrives),
+ * logging the hook's output meanwhile.
+ */
+static void
+hook_nap(struct hook_out *o, long ms)
+{
+	struct pollfd	 p;
 	struct timespec	 ts;
 
+	if (o->fd != -1) {
+		p.fd = o->fd;
+		p.events = POLLIN;
+		if (poll(&p, 1, (int)ms) > 0)
+			hook_out_drain(o);
+		return;
+	}
 	ts.tv_sec = ms / 1000;
 	ts.tv_nsec = ms % 1000 * 1000000L;
 	(void)nanosleep(&ts, NULL);	/* EINTR: the caller looks again */
@@ -71,8 +127,8 @@ hook_nap(long ms)
  * *stop, was the cause.  Returns 0 or an errno value of waitpid(2).
  */
 static int
-hook_wait(pid_t pid, volatile sig_atomic_t *stop, int64_t limit_ns, int *st,
-    int *ret_stopped, bool *ret_timeout)
+hook_wait(pid_t pid, struct hook_out *o, volatile sig_atomic_t *stop,
+    int64_t limit_ns, int *st, int *ret_stopped, bool *ret_timeout)
 {
 	const int64_t	 grace = (int64_t)HOOK_GRACE_MS * 1000000;
 	int64_t		 start = clock_mono_ns(), term = 0;
@@ -97,7 +153,7 @@ hook_wait(pid_t pid, volatile sig_atomic_t *stop, int64_t limit_ns, int *st,
 			(void)kill(-pid, SIGKILL);
 			*ret_stopped = 2;
 		}
-		hook_nap(HOOK_POLL_MS);
+		hook_nap(o, HOOK_POLL_MS);
 	}
 	/*
 	 * Stopped: what the leader started may outlive it (a shell that died
@@ -110,7 +166,7 @@ hook_wait(pid_t pid, volatile sig_atomic_t *stop, int64_t limit_ns, int *st,
 			*ret_stopped = 2;
 			break;
 		}
-		hook_nap(HOOK_POLL_MS);
+		hook_nap(o, HOOK_POLL_MS);
 	}
 	return 0;
 }
@@ -120,6 +176,17 @@ hook_run(const char *command, const char *dir, char *const *env,
     volatile sig_atomic_t *stop,
     unsigned timeout, int *ret_status, char *errbuf, size_t errlen)
 {
+	return hook_run_log("hook", command, dir, env, stop, timeout,
+	    ret_status, errbuf, errlen);
+}
+
+int
+hook_run_log(const char *tag, const char *command, const char *dir,
+    char *const *env, volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
+    char *errbuf, size_t errlen)
+{
+	struct hook_out	 o;
+	int		 pfd[2] = { -1, -1 };
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t	 none, deflt;
@@ -133,6 +200,9 @@ hook_run(const char *command, const char *dir, char *const *env,
 	bool		 timed_out = false;
 
 	*ret_status = -1;
+	memset(&o, 0, sizeof(o));
+	o.fd = -1;
+	o.tag = tag;
 	if ((rc = hook_env(env, &envp)) != 0) {
 		(void)snprintf(errbuf, errlen, "environment: %s",
 		    bm_strerror(rc));
@@ -147,12 +217,22 @@ hook_run(const char *command, const char *dir, char *const *env,
 	if ((e = posix_spawnattr_init(&at)) != 0)
 		goto fail;
 	have_at = 1;
-	/* stdin: nothing to read; stdout: away from --json, into the log. */
+	/*
+	 * stdin: nothing to read; stdout and stderr: a pipe whose lines go
+	 * to the log at info level (away from --json; -q hides them).
+	 */
+	op = "pipe2";
+	if (pipe2(pfd, O_CLOEXEC) == -1) {
+		e = errno;
+		goto fail;
+	}
 	op = "posix_spawn_file_actions";
 	if ((e = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO,
 	    "/dev/null", O_RDONLY, 0)) != 0 ||
-	    (e = posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO,
-	    STDOUT_FILENO)) != 0)
+	    (e = posix_spawn_file_actions_adddup2(&fa, pfd[1],
+	    STDOUT_FILENO)) != 0 ||
+	    (e = posix_spawn_file_actions_adddup2(&fa, pfd[1],
+	    STDERR_FILENO)) != 0)
 		goto fail;
 	op = "chdir";
 	if (dir != NULL && (e = posix_spawn_file_actions_addchdir_np(&fa,
@@ -199,10 +279,19 @@ hook_run(const char *command, const char *dir, char *const *env,
 	(void)fflush(stderr);
 	if ((e = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, envp)) != 0)
 		goto fail;
+	(void)close(pfd[1]);
+	pfd[1] = -1;
+	o.fd = pfd[0];
+	pfd[0] = -1;
+	(void)fcntl(o.fd, F_SETFL, O_NONBLOCK);
 	op = "waitpid";
-	if ((e = hook_wait(pid, stop, (int64_t)timeout * 1000000000,
+	if ((e = hook_wait(pid, &o, stop, (int64_t)timeout * 1000000000,
 	    &st, &stopped, &timed_out)) != 0)
 		goto fail;
+	/* What it wrote before it ended; a child it left running is not waited for. */
+	hook_out_drain(&o);
+	if (o.len > 0)
+		hook_out_line(&o);
 	if (WIFEXITED(st))
 		*ret_status = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))
@@ -225,5 +314,11 @@ out:
 		(void)posix_spawnattr_destroy(&at);
 	free(envp);
 	free(cmd);
+	if (o.fd != -1)
+		(void)close(o.fd);
+	if (pfd[0] != -1)
+		(void)close(pfd[0]);
+	if (pfd[1] != -1)
+		(void)close(pfd[1]);
 	return rc;
 }

@@ -136,6 +136,18 @@ log_info(const char *fmt, ...)
 }
 
 void
+log_verbose(const char *fmt, ...)
+{
+	va_list	 ap;
+
+	if (log_level < 1)
+		return;
+	va_start(ap, fmt);
+	log_emit(6, 0, fmt, ap);
+	va_end(ap);
+}
+
+void
 log_debug(const char *fmt, ...)
 {
 	va_list	 ap;

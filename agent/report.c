@@ -147,6 +147,41 @@ report_human_bytes(uint64_t b, char *buf, size_t len)
 		(void)snprintf(buf, len, "%.1f %s", v, units[u]);
 }
 
+void
+report_duration(double secs, char *buf, size_t len)
+{
+	static const char	 unit[] = "dhms";
+	static const long long	 size[] = { 86400, 3600, 60, 1 };
+	long long		 s, v;
+	size_t			 o = 0, i;
+	int			 w;
+
+	if (!(secs > 0))
+		secs = 0;
+	if (secs < 10 && secs != (double)(long long)secs) {
+		(void)snprintf(buf, len, "%.1fs", secs);
+		return;
+	}
+	s = (long long)(secs + 0.5);
+	if (s == 0) {
+		(void)snprintf(buf, len, "0s");
+		return;
+	}
+	buf[0] = '\0';
+	/* The largest unit as is, the next ones in two digits, to the last not 0. */
+	for (i = 0; i < 4 && s > 0; i++) {
+		v = s / size[i];
+		s %= size[i];
+		if (v == 0 && o == 0)
+			continue;
+		w = snprintf(buf + o, len - o, o == 0 ? "%lld%c" : "%02lld%c",
+		    v, unit[i]);
+		if (w < 0 || (size_t)w >= len - o)
+			return;
+		o += (size_t)w;
+	}
+}
+
 const char *
 report_net_name(unsigned n)
 {
@@ -160,7 +195,7 @@ static void
 summary_nets(const struct mirror_result *r, FILE *fp)
 {
 	const struct report_net_use *u;
-	char		 hb[32];
+	char		 hb[32], d[32];
 	const char	*sep = "; ";
 	unsigned	 i;
 
@@ -169,9 +204,10 @@ summary_nets(const struct mirror_result *r, FILE *fp)
 		if (u->files == 0)
 			continue;
 		report_human_bytes(u->bytes, hb, sizeof(hb));
-		fprintf(fp, "%s%s %lld file%s, %s in %.1f s (%.1f MB/s)", sep,
+		report_duration(u->seconds, d, sizeof(d));
+		fprintf(fp, "%s%s %lld file%s, %s in %s (%.1f MB/s)", sep,
 		    report_net_name(i), (long long)u->files,
-		    u->files == 1 ? "" : "s", hb, u->seconds,
+		    u->files == 1 ? "" : "s", hb, d,
 		    u->seconds > 0 ? (double)u->bytes / u->seconds / 1e6 : 0);
 		sep = ", ";
 	}
@@ -180,7 +216,7 @@ summary_nets(const struct mirror_result *r, FILE *fp)
 void
 report_summary(const struct mirror_result *r, FILE *fp)
 {
-	char	 hb[32];
+	char	 hb[32], d[32];
 	double	 rate;
 
 	if (strcmp(r->status, "error") == 0) {
@@ -198,12 +234,13 @@ report_summary(const struct mirror_result *r, FILE *fp)
 		return;
 	}
 	rate = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e6 : 0;
+	report_duration(r->seconds, d, sizeof(d));
 	fprintf(fp, "%s: %s: listed %lld, fetched %lld, touched %lld, "
-	    "deleted %lld, failed %lld, %s in %.1f s (%.1f MB/s)",
+	    "deleted %lld, failed %lld, %s in %s (%.1f MB/s)",
 	    r->mirror, r->status,
 	    (long long)r->listed, (long long)r->fetched,
 	    (long long)r->touched, (long long)r->deleted,
-	    (long long)r->failed, hb, r->seconds, rate);
+	    (long long)r->failed, hb, d, rate);
 	summary_nets(r, fp);
 	if (r->adopted > 0)
 		fprintf(fp, ", adopted %lld", (long long)r->adopted);

@@ -2529,7 +2529,7 @@ run_pre_publish(struct run *r)
 	struct store_scan *before = NULL;
 	struct run_record rec;
 	char		*env[HOOK_NENV + 2], dir[PATH_MAX], cwd[PATH_MAX];
-	char		 why[300];
+	char		 why[300], tag[160];
 	size_t		 i, n = 0;
 	int		 rc, crc, st = -1;
 
@@ -2566,7 +2566,8 @@ run_pre_publish(struct run *r)
 		}
 	log_info("%s: pre_publish: %s (in %s)", r->c->name, r->c->pre_publish,
 	    dir);
-	rc = hook_run(r->c->pre_publish, dir, env, r->o->stop,
+	(void)snprintf(tag, sizeof(tag), "%s: pre_publish", r->c->name);
+	rc = hook_run_log(tag, r->c->pre_publish, dir, env, r->o->stop,
 	    r->c->hook_timeout, &st, why, sizeof(why));
 	/* Whatever it did, the staged snapshot is put back as it was. */
 	if ((crc = store_set_check(r->s, before, pre_publish_seen, &pc)) != 0 ||
@@ -2667,7 +2668,9 @@ run_post_sync(struct run *r, struct run_record *rec)
 		log_errx("%s: post_sync: %s", r->c->name, why);
 	} else {
 		log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
-		rc = hook_run(r->c->post_sync, NULL, env, r->o->stop,
+		(void)snprintf(sent, sizeof(sent), "%s: post_sync",
+		    r->c->name);
+		rc = hook_run_log(sent, r->c->post_sync, NULL, env, r->o->stop,
 		    r->c->hook_timeout, &st, why, sizeof(why));
 	}
 	r->res->post_sync_status = st;
@@ -3082,6 +3085,66 @@ run_set_needed(struct run *r, bool *ret)
 	return 0;
 }
 
+static int
+path_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * An include-only mirror: drop the mkdir of each directory that no
+ * fetch, touch, symlink or adoption of the plan lies under (its includes
+ * leave it empty).  Returns 0 or BM_ENOMEM.
+ */
+static int
+plan_drop_empty_dirs(struct plan *p)
+{
+	const char	**v;
+	struct action	*a;
+	size_t		 i, j, n = 0, lo, hi, mid, len;
+	bool		 used;
+
+	if ((v = calloc(p->nacts + 1, sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < p->nacts; i++)
+		if (p->acts[i].op == ACT_FETCH ||
+		    p->acts[i].op == ACT_COND_FETCH ||
+		    p->acts[i].op == ACT_TOUCH || p->acts[i].op == ACT_ADOPT ||
+		    p->acts[i].op == ACT_SYMLINK)
+			v[n++] = p->acts[i].path;
+	qsort(v, n, sizeof(*v), path_cmp);
+	for (i = j = 0; i < p->nacts; i++) {
+		a = &p->acts[i];
+		used = a->op != ACT_MKDIR;
+		len = strlen(a->path);
+		/* The first path after "DIR/" in order: under DIR if any is. */
+		for (lo = 0, hi = n; !used && lo < hi; ) {
+			mid = lo + (hi - lo) / 2;
+			if (strncmp(v[mid], a->path, len) < 0 ||
+			    (strncmp(v[mid], a->path, len) == 0 &&
+			    strcmp(v[mid] + len, "/") < 0))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (!used && lo < n && strncmp(v[lo], a->path, len) == 0 &&
+		    v[lo][len] == '/')
+			used = true;
+		if (used) {
+			p->acts[j++] = *a;
+			continue;
+		}
+		free(a->path);
+		free(a->etag);
+		free(a->target);
+		free(a->got);
+		p->nmkdir--;
+	}
+	p->nacts = j;
+	free(v);
+	return 0;
+}
+
 /* The plan, with resync's options (--checksum, --adopt). */
 static int
 run_plan(struct run *r)
@@ -3101,6 +3164,8 @@ run_plan(struct run *r)
 	}
 	if ((rc = plan_build_opts(r->m, r->s, r->c->delete && r->complete,
 	    &r->filter, &po, &r->p)) != 0)
+		return rc;
+	if (r->c->ninclude > 0 && (rc = plan_drop_empty_dirs(r->p)) != 0)
 		return rc;
 	return r->digests_rc;
 }

@@ -10,7 +10,9 @@
 
 #include "biomirror/commit.h"
 #include "biomirror/file_state.h"
+#include "biomirror/log.h"
 #include "biomirror/manifest.h"
+#include "biomirror/report.h"
 #include "biomirror/plan.h"
 #include "biomirror/store.h"
 
@@ -46,11 +48,52 @@ commit_rec_entry(struct commit_rec *r, const struct action *a,
 	r->fs.listed.prec = a->fs.listed.prec;
 }
 
+/*
+ * -v: one line per file a committed batch acted on, as rsync -i does:
+ * op, path, size ("fetched    db/a.tar.gz  1.2 GiB").
+ */
+static void
+commit_log(const struct commit_rec *recs, size_t n)
+{
+	const struct commit_rec	*r;
+	const char		*op;
+	char			 hb[32];
+	int64_t			 size;
+	size_t			 i;
+
+	for (i = 0; log_verbosity() >= 1 && i < n; i++) {
+		r = &recs[i];
+		switch (r->op) {
+		case COMMIT_FETCHED:	op = "fetched"; break;
+		case COMMIT_TOUCHED:	op = "touched"; break;
+		case COMMIT_MKDIR:	op = "mkdir"; break;
+		case COMMIT_SYMLINK:	op = "symlink"; break;
+		case COMMIT_DELETED:	op = "deleted"; break;
+		case COMMIT_ADOPTED:	op = "adopted"; break;
+		case COMMIT_VANISHED:	op = "vanished"; break;
+		case COMMIT_FAILED:
+		case COMMIT_MISMATCH:	op = "failed"; break;
+		default:		continue;
+		}
+		size = r->fs.local.size >= 0 ? r->fs.local.size :
+		    r->fs.upstream.size >= 0 ? r->fs.upstream.size :
+		    r->fs.listed.size;
+		hb[0] = '\0';
+		if (size >= 0 && r->type != ENTRY_DIR && r->op != COMMIT_FAILED)
+			report_human_bytes((uint64_t)size, hb, sizeof(hb));
+		log_verbose("%-8s %s%s%s", op, r->path, hb[0] ? "  " : "", hb);
+	}
+}
+
 int
 commit_results(struct manifest *m, int64_t run,
     const struct commit_rec *recs, size_t n)
 {
-	return manifest_commit(m, run, recs, n);
+	int	 rc;
+
+	if ((rc = manifest_commit(m, run, recs, n)) == 0)
+		commit_log(recs, n);
+	return rc;
 }
 
 int
@@ -60,7 +103,7 @@ commit_batch(struct manifest *m, struct store *s, int64_t run,
     struct commit_rec *all, int *ret_store_rc)
 {
 	size_t	 i, n = 0;
-	int	 src = 0;
+	int	 src = 0, rc;
 
 	/*
 	 * Every item's rc is still 0 here, so its record is the FETCHED one
@@ -78,5 +121,7 @@ commit_batch(struct manifest *m, struct store *s, int64_t run,
 		rec_of(ctx, i, &items[i], &all[n++]);
 	for (i = 0; i < nrecs; i++)
 		all[n++] = recs[i];
-	return manifest_commit(m, run, all, n);
+	if ((rc = manifest_commit(m, run, all, n)) == 0)
+		commit_log(all, n);
+	return rc;
 }

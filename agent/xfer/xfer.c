@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "biomirror/error.h"
+#include "biomirror/log.h"
 #include "biomirror/xfer.h"
 #include "xfer_int.h"
 
@@ -110,6 +111,14 @@ xfer_submit(struct xfer *x, struct xfer_job *job)
 	job->res.retry_after = -1;
 	job->res.range_start = job->res.range_end = job->res.total = -1;
 	job->res.path.rtt_us = job->res.path.body_us = -1;
+	/* -vv: every request, whatever carries it. */
+	if (job->len > 0)
+		log_debug("request: %s bytes %llu-%llu", job->url,
+		    (unsigned long long)job->off,
+		    (unsigned long long)(job->off + job->len - 1));
+	else
+		log_debug("request: %s%s", job->url, job->kind ==
+		    XFER_JOB_VALIDATE ? " (validators)" : "");
 	return x->ops->submit(x->impl, job);
 }
 

@@ -27,6 +27,14 @@ enum publish_mode { PUBLISH_FILE = 0, PUBLISH_SET };
 enum ftp_tls { FTP_TLS_DEFAULT = 0, FTP_TLS_NO, FTP_TLS_TRY, FTP_TLS_REQUIRE };
 
 /* One mirror (a config section, or an ad-hoc --source/--dest pair). */
+/* One key line a mirror took: from its section, or [global]'s default. */
+struct conf_setting {
+	const char	*key;		/* static: the key's name */
+	char		*value;		/* owned: its text */
+	unsigned	 line;		/* line it was read on */
+	bool		 global;	/* from [global] (a default) */
+};
+
 struct mirror_conf {
 	char		*name;		/* owned: section name (ad-hoc: "adhoc") */
 	char		*source;	/* owned: upstream URL, ends in '/' */
@@ -88,6 +96,10 @@ struct mirror_conf {
 	unsigned	 dest_line;	/* line of dest, 0 if not from a file */
 	bool		 bad;		/* its section has errors (config
 					   errors[]): never run or read */
+	struct conf_setting *settings;	/* owned: the key lines it took,
+					   section's and [global]'s, in the
+					   order applied (check-config -v) */
+	size_t		 nsettings;
 };
 
 /* One error found in a config file (config_load_all()). */
@@ -150,6 +162,8 @@ struct config {
 	size_t		 nerrors;
 	bool		 fatal;		/* an error outside every mirror
 					   section: no mirror may be used */
+	struct conf_setting *defaults;	/* owned: [global]'s mirror keys */
+	size_t		 ndefaults;
 };
 
 /*
@@ -265,8 +279,24 @@ int	parse_duration(const char *s, uint64_t *ret);
 /*
  * Empty a repeatable key's list (include or exclude) of m, so that the
  * next mirror_conf_set() of it starts a new list (command-line options
- * replace the config's).  Returns 0 or BM_EINVAL (not a list key).
+ * replace the config's), or drop post_sync (--no-hook).  Returns 0 or
+ * BM_EINVAL (another key).
  */
 int	mirror_conf_clear(struct mirror_conf *m, const char *key);
+
+/*
+ * Give m each [global] default of c whose key m's settings lack (an
+ * include or exclude line of m's replaces all of [global]'s); keys that
+ * m's kind of source does not take (FTP keys for http://, secret_file
+ * but for bm://) are left out.  Returns 0, or the error of
+ * mirror_conf_set() with its reason in errbuf and the default's line in
+ * *ret_line.
+ */
+int	config_apply_defaults(const struct config *c, struct mirror_conf *m,
+	    char *errbuf, size_t errlen, unsigned *ret_line);
+/* The mirror keys, in the order of docs (n of them in *ret_n); static. */
+const char *const *config_mirror_keys(size_t *ret_n);
+/* The built-in default of mirror key key as text ("8", "none"); static. */
+const char *config_key_default(const char *key);
 
 #endif

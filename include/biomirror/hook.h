@@ -18,7 +18,8 @@
 
 /*
  * Run command (borrowed) with /bin/sh -c in a process group of its own,
- * in directory dir (borrowed; NULL: the agent's), and wait; env: NULL-terminated "NAME=VALUE" strings (borrowed) to add.
+ * in directory dir (borrowed; NULL: the agent's), and wait; env:
+ * NULL-terminated "NAME=VALUE" strings (borrowed) to add.
  * stop (the agent's signal flag, may be NULL) and timeout (seconds from
  * its start, 0 = none) stop it: SIGTERM, then SIGKILL HOOK_GRACE_MS later.
  * *ret_status: the exit status or 128 + the signal.  Returns 0 (ran to
@@ -28,6 +29,14 @@
  */
 int	hook_run(const char *command, const char *dir, char *const *env,
 	    volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
+	    char *errbuf, size_t errlen);
+/*
+ * hook_run(), logging each line the hook writes (stdout and stderr) at
+ * info level as "TAG: LINE" (tag borrowed, "up: post_sync"); hook_run()
+ * uses the tag "hook".  Lines over 1 KiB are cut into pieces.
+ */
+int	hook_run_log(const char *tag, const char *command, const char *dir,
+	    char *const *env, volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
 	    char *errbuf, size_t errlen);
 
 #endif

@@ -38,6 +38,8 @@ void	log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 const char *log_last_error(void);
 /* Debug (priority 7); shown with -v -v. */
+/* Shown from -v on (verbosity 1): one line per file acted on. */
+void	log_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -127,6 +127,12 @@ int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
 /* "4.2 MiB" (or "300 B") for b bytes into buf (len bytes).  Never fails. */
 void	report_human_bytes(uint64_t b, char *buf, size_t len);
 /*
+ * A duration of secs seconds into buf, exact to the second: "0.4s" (under
+ * 10 s), "45s", "9m19s", "1h59m59s", "2h", "7d"; units that are 0 at the
+ * end are left out.  Never fails.
+ */
+void	report_duration(double secs, char *buf, size_t len);
+/*
  * The JSON object of one result as report_json() prints it (a new
  * reference, NULL on out-of-memory).  A result with status "error" is
  * {"mirror" (when named), "status": "error", "errors": [{path, op,

@@ -94,9 +94,9 @@ assert_eq "$(cat "$LAST_ERR")" "biomirror: up: the state directory $STATE is ful
 assert_eq "$(jfield status)" failed "full disk: --json status"
 echo "# status after it: the last recorded run, 3 hours old"
 assert_exit 0 "$BM" -c "$T/bm.conf" --state-dir "$STATE" status up
-assert_eq "$(head -2 "$LAST_OUT" | sed 's/ in [0-9.]* s, .*//; s/, ended .*)$/)/')" \
-    "up: last run 1 at $started (ended 3h 0m ago): ok
-up: last success 3h 0m ago (run 1)" "full disk: status"
+assert_eq "$(head -2 "$LAST_OUT" | sed 's/ in [0-9.hms]*, .*//; s/, ended .*)$/)/')" \
+    "up: last run 1 at $started (ended 3h00m ago): ok
+up: last success 3h00m ago (run 1)" "full disk: status"
 assert_eq "$(cat "$LAST_ERR")" "biomirror: $STATE: the state directory is full: no run can start or be recorded until space is freed (the runs shown are the last recorded)" \
     "full disk: status warns"
 assert_exit 0 "$BM" -c "$T/bm.conf" --state-dir "$STATE" --json status up

@@ -291,8 +291,8 @@ test_global(struct ctx *t)
 	    "expected error, warning, info, verbose or debug");
 	fails(t, "[global]\nstate_dir = var/lib\n", 2,
 	    "state_dir = var/lib: must be an absolute path");
-	fails(t, "[global]\nconcurrency = 4\n", 2,
-	    "unknown key 'concurrency' in section [global]");
+	fails(t, "[global]\nconcurrency_max = 4\n", 2,
+	    "unknown key 'concurrency_max' in section [global]");
 	fails(t, "[global]\n\n[global]\n", 3,
 	    "duplicate section [global] (first on line 1)");
 	fails(t, "[global]\nuser_agent = a\nuser_agent = b\n", 3,
@@ -1170,10 +1170,13 @@ test_files(struct ctx *t)
 	    "missing file is BM_ENOENT");
 	snprintf(want, sizeof(want), "%s: No such file or directory", p);
 	is_str(t->err, want, "missing file message");
-	is_int(config_load(t->dir, &c, t->err, sizeof(t->err)), BM_EINVAL,
-	    "directory rejected");
-	snprintf(want, sizeof(want), "%s: not a regular file", t->dir);
-	is_str(t->err, want, "directory message");
+	is_int(config_load(t->dir, &c, t->err, sizeof(t->err)), BM_ENOENT,
+	    "directory rejected, as a file that cannot be opened");
+	snprintf(want, sizeof(want), "%s: Is a directory", t->dir);
+	is_str(t->err, want, "directory message: its errno");
+	is_int(config_load("/dev/null", &c, t->err, sizeof(t->err)), BM_EINVAL,
+	    "a device rejected");
+	is_str(t->err, "/dev/null: not a regular file", "device message");
 	ok(c == NULL, "no config on failure");
 }
 
@@ -1620,6 +1623,70 @@ test_duration_clear(void)
 	mirror_conf_free(m);
 }
 
+/* [global] holds every mirror key but source and dest as defaults. */
+static void
+test_global_defaults(struct ctx *t)
+{
+	struct config		*c = NULL;
+	const struct mirror_conf *a, *b;
+	unsigned		 line = 0;
+	char			 err[256];
+	struct mirror_conf	*m;
+	size_t			 i, nglobal = 0;
+
+	is_int(load(t, "[global]\ndelete = yes\nconcurrency = 3\n"
+	    "include = *.gz\ninclude = *.md5\nbwlimit = 1M\n"
+	    "ftp_active = yes\n"
+	    "[a]\nsource = http://h/a/\ndest = /srv/a\n"
+	    "[b]\nsource = ftp://h/b/\ndest = /srv/b\nconcurrency = 5\n"
+	    "include = *.tar\ndelete = no\n", &c), 0, "defaults load");
+	if (c == NULL)
+		return;
+	a = config_find(c, "a");
+	b = config_find(c, "b");
+	ok(a != NULL && b != NULL, "two mirrors");
+	if (a == NULL || b == NULL)
+		goto out;
+	ok(a->delete && a->concurrency == 3 && a->bwlimit == 1 << 20,
+	    "a takes [global]'s delete, concurrency, bwlimit");
+	ok(a->ninclude == 2 && strcmp(a->include[1], "*.md5") == 0,
+	    "a takes both global includes");
+	ok(!a->ftp_active, "an FTP-only default skips an http:// mirror");
+	ok(b->ftp_active, "... and applies to an ftp:// one");
+	ok(!b->delete && b->concurrency == 5, "a section key replaces");
+	ok(b->ninclude == 1 && strcmp(b->include[0], "*.tar") == 0,
+	    "a section's include lines replace the global ones");
+	for (i = 0; i < a->nsettings; i++)
+		if (a->settings[i].global)
+			nglobal++;
+	is_int(nglobal, 5, "a's settings from [global]");
+	is_str(config_key_default("concurrency"), "8", "built-in default");
+	/* An ad-hoc mirror takes them too. */
+	if ((m = mirror_conf_new("adhoc")) != NULL) {
+		(void)mirror_conf_set(m, "source", "http://h/x/", NULL, 0);
+		is_int(config_apply_defaults(c, m, err, sizeof(err), &line), 0,
+		    "ad-hoc defaults");
+		ok(m->delete && m->concurrency == 3, "ad-hoc takes them");
+		mirror_conf_free(m);
+	}
+out:
+	config_free(c);
+	c = NULL;
+	fails(t, "[global]\nsource = http://h/\n", 2,
+	    "source belongs in a mirror's section, not in [global]");
+	fails(t, "[global]\nconcurrency = 0\n", 2,
+	    "concurrency = 0: expected an integer from 1 to 1024, or auto");
+	fails(t, "[global]\ndelete = yes\ndelete = no\n", 3,
+	    "duplicate key 'delete' in section [global] (first on line 2)");
+	fails(t, "[a]\nsource = http://h/a/\ndest = /srv/a\n[global]\n"
+	    "delete = yes\n", 5, "delete in [global] after section [a]: "
+	    "[global]'s mirror defaults go before the mirror sections");
+	fails(t, "[global]\ntransport = udt\n[a]\nsource = http://h/a/\n"
+	    "dest = /srv/a\n", 3, "transport = udt needs an ftp:// source "
+	    "with ftp_mode = extended (UDT carries GridFTP's extended block "
+	    "mode only) in section [a]");
+}
+
 int
 main(void)
 {
@@ -1637,6 +1704,7 @@ main(void)
 	test_every_key(&t);
 	test_publish(&t);
 	test_global(&t);
+	test_global_defaults(&t);
 	test_structure(&t);
 	test_long_lines(&t);
 	test_unsupported(&t);

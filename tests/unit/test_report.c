@@ -81,9 +81,9 @@ test_digest_recorded(void)
 		report_summary(r, fp);
 		fclose(fp);
 		is_str(buf, pass == 0 ? "m: ok: listed 0, fetched 0, touched 0, "
-		    "deleted 0, failed 0, 0 B in 0.0 s (0.0 MB/s)\n" :
+		    "deleted 0, failed 0, 0 B in 0s (0.0 MB/s)\n" :
 		    "m: ok: listed 0, fetched 0, touched 0, deleted 0, "
-		    "failed 0, 0 B in 0.0 s (0.0 MB/s), digests recorded 4\n",
+		    "failed 0, 0 B in 0s (0.0 MB/s), digests recorded 4\n",
 		    "summary with %d digests recorded", pass == 0 ? 0 : 4);
 		free(buf);
 		buf = NULL;
@@ -138,8 +138,8 @@ test_nets(void)
 	report_summary(r, fp);
 	fclose(fp);
 	is_str(buf, "m: ok: listed 0, fetched 3, touched 0, deleted 0, "
-	    "failed 0, 2.9 MiB in 2.0 s (1.5 MB/s); tcp 1 file, 976.6 KiB in "
-	    "1.0 s (1.0 MB/s), udt 2 files, 1.9 MiB in 0.5 s (4.0 MB/s)\n",
+	    "failed 0, 2.9 MiB in 2s (1.5 MB/s); tcp 1 file, 976.6 KiB in "
+	    "1s (1.0 MB/s), udt 2 files, 1.9 MiB in 0.5s (4.0 MB/s)\n",
 	    "summary: the rate of each transport");
 	free(buf);
 	buf = NULL;
@@ -289,10 +289,30 @@ test_actions(void)
 	result_free(r);
 }
 
+/* Durations as an admin reads them: "9m19s", not "559 s". */
+static void
+test_duration(void)
+{
+	static const struct { double s; const char *want; } cases[] = {
+		{ 0, "0s" }, { 0.44, "0.4s" }, { 2, "2s" }, { 45.4, "45s" },
+		{ 559, "9m19s" }, { 600, "10m" }, { 3600, "1h" },
+		{ 7199, "1h59m59s" }, { 7260, "2h01m" }, { 604800, "7d" },
+		{ 90061, "1d01h01m01s" }, { -3, "0s" }
+	};
+	char	 buf[32];
+	size_t	 i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		report_duration(cases[i].s, buf, sizeof(buf));
+		is_str(buf, cases[i].want, "duration %g", cases[i].s);
+	}
+}
+
 int
 main(void)
 {
 	test_json();
+	test_duration();
 	test_digest_recorded();
 	test_nets();
 	test_error_result();
