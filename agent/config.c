@@ -47,7 +47,8 @@ enum mkey {
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
 	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_FTP_MODE,
-	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_SECRET_FILE, MK_COUNT
+	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_SECRET_FILE, MK_MAX_ENTRIES,
+	MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -58,7 +59,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
 	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode",
-	"tcp_congestion", "udt_buffer", "secret_file"
+	"tcp_congestion", "udt_buffer", "secret_file", "max_entries"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -352,6 +353,7 @@ mirror_conf_new(const char *name)
 	m->streams = 4;
 	m->min_split = 16ULL << 20;
 	m->max_connections = 0;
+	m->max_entries = CONFIG_MAX_ENTRIES;
 	m->transport = TRANSPORT_TCP;
 	m->delete = false;
 	m->max_delete = 10;
@@ -1132,6 +1134,9 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 	case MK_MAX_CONNECTIONS:
 		return set_uint(key, value, 0, 256, &m->max_connections,
 		    errbuf, errlen);
+	case MK_MAX_ENTRIES:
+		return set_uint(key, value, 1, CONFIG_MAX_ENTRIES_TOP,
+		    &m->max_entries, errbuf, errlen);
 	case MK_TRANSPORT:
 	case MK_VERIFY:
 	case MK_PUBLISH:

@@ -310,12 +310,17 @@ crawl_batch(struct crawl *c, const struct crawl_ops *ops, void *arg,
 		pg[i].url = urls[i];
 		pg[i].command = c->p.command;
 	}
+	if (ops->prepare != NULL && (rc = ops->prepare(arg, c, first, pg,
+	    n)) != 0)
+		goto out;
 	if ((rc = c->p.fetch(c->p.ctx, pg, n)) != 0) {
 		crawl_fail(c, pg[0].url, rc, "fetch failed");
 		goto out;
 	}
 	rc = ops->read(arg, c, first, pg, n);
 out:
+	if (ops->release != NULL && pg != NULL)
+		ops->release(arg, pg, n);
 	for (i = 0; pg != NULL && i < n; i++) {
 		free(pg[i].body);
 		free(pg[i].content_type);

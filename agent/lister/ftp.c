@@ -1293,7 +1293,10 @@ ftp_more(void *arg, struct crawl *cr, bool *ret_again)
 	return 0;
 }
 
-static const struct crawl_ops ftp_crawl_ops = { ftp_read, ftp_more };
+static const struct crawl_ops ftp_crawl_ops = {
+	.read = ftp_read,
+	.more = ftp_more,
+};
 
 int
 list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,

@@ -72,6 +72,16 @@ struct crawl_ops {
 	 * *ret_again when the crawl should go on.  Returns 0 or BM_E*.
 	 */
 	int		(*more)(void *arg, struct crawl *c, bool *ret_again);
+	/*
+	 * May be NULL: before pages[0..n) of dirs [first, first + n) are
+	 * fetched, set their streams (http_page.stream) to read them as
+	 * they arrive.  Returns 0 or BM_E*.  release (may be NULL) then
+	 * frees what prepare made, after read or a failed fetch.
+	 */
+	int		(*prepare)(void *arg, struct crawl *c, size_t first,
+			    struct http_page *pages, size_t n);
+	void		(*release)(void *arg, struct http_page *pages,
+			    size_t n);
 };
 
 /*

@@ -980,7 +980,7 @@ crawl(const struct fake_page *pages, size_t n, unsigned depth,
 	f->n = n;
 	o.filter = flt;
 	o.max_depth = depth;
-	o.max_page_bytes = 1 << 20;
+	o.max_entries = 0;
 	o.batch = batch;
 	o.ret_loops = loops;
 	return list_http_crawl("http://h/src/", &o, fake_fetch, f, l, err,
@@ -1276,7 +1276,7 @@ test_crawl_wide(void)
 
 		memset(&o, 0, sizeof(o));
 		o.max_depth = 10;
-		o.max_page_bytes = 1 << 20;
+		o.max_entries = 0;
 		o.batch = 8;
 		is_int(list_http_crawl("http://h/src/", &o, fake_fetch, &f, l,
 		    err, sizeof(err)), BM_ENET, "wide, 4th fetch fails: rc");
