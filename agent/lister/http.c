@@ -1655,6 +1655,7 @@ pctx_init(struct pctx *pc, const char *page_url, const char *prefix,
 #define PUSH_XML_KEEP	(8 * 1024 * 1024) /* XML kept to re-read as HTML */
 #define PUSH_ITEM_MAX	(1024 * 1024)	/* one JSON array element */
 #define PUSH_CHUNK_MAX	(1 << 30)	/* bytes per libxml2 chunk call */
+#define PUSH_FIX_LINKS	256		/* links seen before the first prune */
 
 enum push_mode { PUSH_SNIFF = 0, PUSH_HTML, PUSH_JSON, PUSH_XML };
 
@@ -1888,6 +1889,11 @@ html_flush(struct list_http_push *hp, bool final)
 	}
 	if ((rc = walk(root, &as, &m)) != 0)
 		goto out;
+	/* The format is fixed from the first PUSH_FIX_LINKS links or more. */
+	if (!final && !hp->fixed && as.n < PUSH_FIX_LINKS) {
+		rc = 0;
+		goto out;
+	}
 	if (!hp->fixed)
 		hp->pc.fmt = detect_format(doc, &as, &m);
 	/*
@@ -1946,8 +1952,9 @@ html_start(struct list_http_push *hp)
 	return 0;
 }
 
-static int
-html_feed(struct list_http_push *hp, const uint8_t *p, size_t len)
+/* Hand bytes to libxml2's HTML push parser, in pieces of PUSH_CHUNK_MAX. */
+static void
+html_chunk(struct list_http_push *hp, const uint8_t *p, size_t len)
 {
 	size_t	 n;
 
@@ -1956,13 +1963,61 @@ html_feed(struct list_http_push *hp, const uint8_t *p, size_t len)
 		(void)htmlParseChunk(hp->html, (const char *)p, (int)n, 0);
 		p += n;
 		len -= n;
-		hp->since += n;
 	}
+}
+
+/*
+ * HTML bytes.  libxml2 (2.9) misses an end tag of a raw-text element
+ * split between two chunks ("</sty" + "le>": the rest of the page is
+ * taken as style), so a chunk ends only after a '>': what follows the
+ * last one waits in keep (up to PUSH_SNIFF_MAX, then goes anyway).
+ */
+static int
+html_feed(struct list_http_push *hp, const uint8_t *p, size_t len)
+{
+	const uint8_t	*gt = NULL;
+	size_t		 j, head;
+	int		 rc;
+
+	for (j = len; j > 0 && gt == NULL; j--)
+		if (p[j - 1] == '>')
+			gt = p + j - 1;
+	head = gt != NULL ? (size_t)(gt - p) + 1 : 0;
+	if (head == 0 && hp->keeplen + len <= PUSH_SNIFF_MAX)
+		return keep_add(hp, p, len);
+	if (head == 0)
+		head = len;
+	if (hp->keeplen > 0) {
+		if ((rc = keep_add(hp, p, head)) != 0)
+			return rc;
+		html_chunk(hp, hp->keep, hp->keeplen);
+		hp->keeplen = 0;
+	} else
+		html_chunk(hp, p, head);
+	hp->since += head;
+	if ((rc = keep_add(hp, p + head, len - head)) != 0)
+		return rc;
 	if (hp->prune_bytes > 0 && hp->since >= hp->prune_bytes) {
 		hp->since = 0;
 		return html_flush(hp, false);
 	}
 	return 0;
+}
+
+/* Start the HTML parser and feed it what keep holds. */
+static int
+html_restart(struct list_http_push *hp)
+{
+	uint8_t	*old = hp->keep;
+	size_t	 n = hp->keeplen;
+	int	 rc;
+
+	hp->keep = NULL;
+	hp->keeplen = hp->keepcap = 0;
+	if ((rc = html_start(hp)) == 0)
+		rc = html_feed(hp, old, n);
+	free(old);
+	return rc;
 }
 
 /* One element of nginx's JSON array. */
@@ -2099,8 +2154,6 @@ xml_flush(struct list_http_push *hp, bool final)
 static int
 xml_to_html(struct list_http_push *hp, bool malformed)
 {
-	int	 rc;
-
 	while (listing_count(hp->pc.out) > hp->n0)
 		listing_pop(hp->pc.out);
 	free(hp->pc.seen.slot);
@@ -2116,11 +2169,7 @@ xml_to_html(struct list_http_push *hp, bool malformed)
 		    "malformed XML" : "XML that is not an nginx <list>");
 		return 0;
 	}
-	if ((rc = html_start(hp)) != 0)
-		return rc;
-	rc = html_feed(hp, hp->keep, hp->keeplen);
-	keep_drop(hp);
-	return rc;
+	return html_restart(hp);
 }
 
 static int
@@ -2188,11 +2237,8 @@ push_pick(struct list_http_push *hp, bool end)
 		rc = xml_feed(hp, old, n, false);
 		free(old);
 		return rc;
-	} else {
-		if ((rc = html_start(hp)) != 0)
-			return rc;
-		rc = html_feed(hp, hp->keep, hp->keeplen);
-	}
+	} else
+		return html_restart(hp);
 	keep_drop(hp);
 	return rc;
 }
@@ -2289,6 +2335,8 @@ push_finish(struct list_http_push *hp)
 		    "the HTML ends before its </html> (cut short in transit?)");
 		return hp->rc;
 	}
+	html_chunk(hp, hp->keep, hp->keeplen);
+	hp->keeplen = 0;
 	(void)htmlParseChunk(hp->html, NULL, 0, 1);
 	if ((rc = html_flush(hp, true)) != 0 && hp->rc == 0)
 		hp->rc = rc;
