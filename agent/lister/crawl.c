@@ -251,6 +251,13 @@ crawl_take(struct crawl *c, size_t d, struct entry *e)
 		return 0;
 	if ((rc = listing_append(c->p.out, &dst)) != 0)
 		return rc;
+	/*
+	 * The href and the size as printed served the parser; past the
+	 * crawl nothing reads them, and a huge directory pays for each.
+	 */
+	free(e->href);
+	free(e->size_display);
+	e->href = e->size_display = NULL;
 	*dst = *e;
 	memset(e, 0, sizeof(*e));
 	return 0;

@@ -125,7 +125,8 @@ int	crawl_push(struct crawl *c, size_t parent, const char *prefix,
 	    const char *real, const char *key, bool via_link);
 /*
  * Take entry e listed in directory d into the output (its strings moved,
- * e left zeroed) when the filter takes it; a directory is queued as well,
+ * but its href and size_display freed; e left zeroed) when the filter
+ * takes it; a directory is queued as well,
  * unless past max_depth (noted) or its unique= was already listed
  * outside a followed link (a loop: counted).  Returns 0, BM_ENOMEM or
  * BM_ELIMIT (the output's cap).
