@@ -1661,7 +1661,7 @@ enum push_mode { PUSH_SNIFF = 0, PUSH_HTML, PUSH_JSON, PUSH_XML };
 
 /* html_cut_short's markers, seen as bytes pass. */
 struct cutscan {
-	char		 tail[8];	/* the last bytes, lower case */
+	uint64_t	 tail;		/* the last 8 bytes, lower case */
 	bool		 open;		/* "<html" seen */
 	bool		 close;		/* "</html" seen */
 	bool		 link;		/* "<a" + space after the last "</html" */
@@ -1738,32 +1738,38 @@ keep_drop(struct list_http_push *hp)
 	hp->keeplen = hp->keepcap = 0;
 }
 
-static bool
-tail_is(const struct cutscan *cs, const char *s)
+/* s (at most 8 bytes) as the low bytes of a shift register. */
+static uint64_t
+tail_of(const char *s)
 {
-	size_t	 n = strlen(s);
+	uint64_t	 v = 0;
 
-	return memcmp(cs->tail + sizeof(cs->tail) - n, s, n) == 0;
+	for (; *s != '\0'; s++)
+		v = v << 8 | (uint8_t)*s;
+	return v;
 }
 
-/* Pass bytes through the cut-short markers (html_cut_short's rule). */
+/* Pass bytes through the cut-short markers (cut_short's rule). */
 static void
 cut_feed(struct cutscan *cs, const uint8_t *p, size_t len)
 {
-	size_t	 i;
-	int	 c;
+	const uint64_t	 m2 = 0xffff, m5 = 0xffffffffffULL,
+			 m6 = 0xffffffffffffULL;
+	const uint64_t	 a = tail_of("<a"), open = tail_of("<html"),
+			 close = tail_of("</html");
+	size_t		 i;
+	int		 c;
 
 	for (i = 0; i < len; i++) {
 		c = tolower(p[i]);
 		if ((c == ' ' || c == '\t' || c == '\n' || c == '\r') &&
-		    cs->close && tail_is(cs, "<a"))
+		    cs->close && (cs->tail & m2) == a)
 			cs->link = true;
-		memmove(cs->tail, cs->tail + 1, sizeof(cs->tail) - 1);
-		cs->tail[sizeof(cs->tail) - 1] = (char)c;
-		if (tail_is(cs, "</html")) {
+		cs->tail = cs->tail << 8 | (uint8_t)c;
+		if ((cs->tail & m6) == close) {
 			cs->close = true;
 			cs->link = false;
-		} else if (tail_is(cs, "<html"))
+		} else if ((cs->tail & m5) == open)
 			cs->open = true;
 	}
 }

@@ -1384,30 +1384,47 @@ push_pieces(const char *body, size_t len, const char *ct, const char *url,
 	return rc;
 }
 
-/* Whole-page parse of body against pieces split at cuts; 1 when same. */
-static bool
-split_same(const char *name, const char *body, size_t len, const char *ct,
-    const char *url, const size_t *cuts, size_t ncuts, size_t prune,
-    char *why, size_t whylen)
+/* The whole-page parse of body (list_http_parse), to compare against. */
+struct whole {
+	struct listing	*l;
+	enum page_format fmt;
+	int		 rc;
+	char		 err[256];
+};
+
+static void
+whole_parse(const char *body, size_t len, const char *ct, const char *url,
+    struct whole *w)
 {
-	struct listing	*a = listing_new(1000000), *b = listing_new(1000000);
-	enum page_format fa = PAGE_GENERIC, fb = PAGE_GENERIC;
-	char		 ea[256] = "", eb[256] = "";
-	int		 ra, rb;
+	w->l = listing_new(1000000);
+	w->fmt = PAGE_GENERIC;
+	w->err[0] = '\0';
+	w->rc = list_http_parse((const uint8_t *)body, len, ct, url, "", w->l,
+	    &w->fmt, NULL, w->err, sizeof(w->err));
+}
+
+/* Pieces split at cuts parse as w (the whole page) did; 1 when same. */
+static bool
+split_same(const char *name, const struct whole *w, const char *body,
+    size_t len, const char *ct, const char *url, const size_t *cuts,
+    size_t ncuts, size_t prune, char *why, size_t whylen)
+{
+	struct listing	*b = listing_new(1000000);
+	enum page_format fb = PAGE_GENERIC;
+	char		 eb[256] = "";
+	int		 rb;
 	bool		 r;
 
-	ra = list_http_parse((const uint8_t *)body, len, ct, url, "", a, &fa,
-	    NULL, ea, sizeof(ea));
 	rb = push_pieces(body, len, ct, url, cuts, ncuts, prune, b, &fb, eb,
 	    sizeof(eb));
-	if (ra != rb || fa != fb || (ra != 0 && strcmp(ea, eb) != 0)) {
+	if (w->rc != rb || w->fmt != fb || (rb != 0 && strcmp(w->err,
+	    eb) != 0)) {
 		snprintf(why, whylen, "%s: rc %d/%d format %s/%s err '%s'/'%s'",
-		    name, ra, rb, page_format_name(fa), page_format_name(fb),
-		    ea, eb);
+		    name, w->rc, rb, page_format_name(w->fmt),
+		    page_format_name(fb), w->err, eb);
 		r = false;
 	} else
-		r = same_listing(a, b, why, whylen);
-	listing_free(a);
+		r = same_listing(w->l, b, why, whylen);
 	listing_free(b);
 	return r;
 }
@@ -1453,6 +1470,7 @@ test_push_every_byte(void)
 		{ "nginx-autoindex-format-xml-synthetic.xml", "text/xml",
 		    "http://h/d/" },
 	};
+	struct whole	 w;
 	char		 path[256], why[512];
 	char		*body;
 	size_t		 f, len, k;
@@ -1465,9 +1483,12 @@ test_push_every_byte(void)
 			continue;
 		}
 		why[0] = '\0';
+		whole_parse(body, len, pages[f].ct, pages[f].url, &w);
 		for (k = 0, all = true; k <= len && all; k++)
-			all = split_same(pages[f].file, body, len, pages[f].ct,
-			    pages[f].url, &k, 1, 0, why, sizeof(why));
+			all = split_same(pages[f].file, &w, body, len,
+			    pages[f].ct, pages[f].url, &k, 1, 0, why,
+			    sizeof(why));
+		listing_free(w.l);
 		ok(all, "%s (%s): split at each of %zu bytes parses as the "
 		    "whole page%s%s", pages[f].file, pages[f].ct ? pages[f].ct :
 		    "no type", len, all ? "" : ": ", all ? "" : why);
@@ -1532,6 +1553,7 @@ test_push_prune(void)
 		"nginx-autoindex-format-xml-synthetic.xml",
 	};
 	struct listing	*l;
+	struct whole	 w;
 	char		 why[512], path[256];
 	char		*body;
 	size_t		*cuts, ncuts, len, f, at, step;
@@ -1555,11 +1577,13 @@ test_push_prune(void)
 		    step = step % 97 + 1)
 			cuts[ncuts++] = (at += step);
 		why[0] = '\0';
-		ok(split_same(f < 2 ? fmts[f] : fix[f - 2], body, len, NULL,
+		whole_parse(body, len, NULL, "http://h/d/", &w);
+		ok(split_same(f < 2 ? fmts[f] : fix[f - 2], &w, body, len, NULL,
 		    "http://h/d/", cuts, ncuts, f < 2 ? 4096 : 512, why,
 		    sizeof(why)), "%s: fed in %zu pieces, pruned: as the whole "
 		    "page%s%s", f < 2 ? fmts[f] : fix[f - 2], ncuts + 1,
 		    why[0] ? ": " : "", why);
+		listing_free(w.l);
 		free(cuts);
 		free(body);
 	}
