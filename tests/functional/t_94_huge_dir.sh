@@ -87,7 +87,8 @@ NGINX_HTML=$NGINX_URL
 
 start_vsftpd "$T/up"
 mirror_twice "$VSFTPD_URL" "vsftpd LIST"
-grep -q 'MLSD' "$VSFTPD_LOG" && fail "vsftpd: MLSD was used, not LIST"
+grep -q '"LIST' "$VSFTPD_LOG" || fail "vsftpd: no LIST in its log"
+grep -q '"MLSD' "$VSFTPD_LOG" && fail "vsftpd: MLSD was used, not LIST"
 
 # max_entries: the big directory lists more than 150,000.
 for url in "$NGINX_HTML" "$VSFTPD_URL"; do
