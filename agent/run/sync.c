@@ -120,6 +120,7 @@ struct page_buf {
 	size_t		 len, cap;
 	const struct page_stream *st;	/* borrowed, NULL: buffered */
 	const char	*ctype;		/* borrowed: the job's Content-Type */
+	int		 st_rc;		/* the stream's refusal, 0 if none */
 };
 
 static int
@@ -133,7 +134,7 @@ sink_page(void *arg, uint64_t off, const void *data, size_t len)
 		return BM_EPROTO;
 	if (b->st != NULL) {
 		b->len += len;
-		return b->st->feed(b->st->arg, b->ctype, data, len);
+		return b->st_rc = b->st->feed(b->st->arg, b->ctype, data, len);
 	}
 	if (b->len + len > MAX_PAGE_BYTES)
 		return BM_ELIMIT;
@@ -278,8 +279,11 @@ page_result(struct page_try *t, struct http_page *pg)
 	pg->rc = res->rc;
 	if (res->rc == 0 && res->cls != XFER_OK)
 		pg->rc = BM_EHTTP;
-	/* Every failed page is named (the run reports the first). */
-	if (pg->rc != 0)
+	/*
+	 * Every failed page is named (the run reports the first); one its
+	 * lister refused as it streamed in (max_entries) the lister names.
+	 */
+	if (pg->rc != 0 && t->buf.st_rc == 0)
 		log_warnx("%s: list: %s", t->url, res->errmsg);
 	(void)snprintf(pg->errmsg, sizeof(pg->errmsg), "%s", res->errmsg);
 	if (res->content_type[0] &&

@@ -98,6 +98,8 @@ for url in "$NGINX_HTML" "$VSFTPD_URL"; do
 	assert_exit 3 bm --json sync up
 	grep -q "${url}big/: more than 150000 entries in one directory (max_entries)" \
 	    "$LAST_ERR" || fail "$url: max_entries: not named"
+	grep -q "body larger than" "$LAST_ERR" &&
+	    fail "$url: max_entries: the transport's reason logged too"
 	[ ! -e "$T/mirror/big" ] || [ -z "$(ls "$T/mirror/big")" ] ||
 	    fail "$url: max_entries: files fetched from the directory"
 done
