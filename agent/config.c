@@ -53,6 +53,7 @@ enum mkey {
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
 	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_FTP_MODE,
 	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_SECRET_FILE, MK_PRE_PUBLISH,
+	MK_MAX_ENTRIES,
 	MK_COUNT
 };
 
@@ -64,7 +65,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
 	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode",
-	"tcp_congestion", "udt_buffer", "secret_file", "pre_publish"
+	"tcp_congestion", "udt_buffer", "secret_file", "pre_publish", "max_entries"
 };
 
 /* The built-in default of each mirror key, as check-config -v shows it. */
@@ -77,7 +78,8 @@ static const char *const mirror_key_defaults[MK_COUNT] = {
 	"biomirror/" BM_VERSION_TEXT,
 	"none", "none", "no (ftp://), require (ftps://)", "none (anonymous)",
 	"none", "no", "no", "3600", "stream",
-	"auto", "0 (sized by the transport)", "none (anonymous)", "none"
+	"auto", "0 (sized by the transport)", "none (anonymous)", "none",
+	"50000000"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -375,6 +377,7 @@ mirror_conf_new(const char *name)
 	m->streams = 4;
 	m->min_split = 16ULL << 20;
 	m->max_connections = 0;
+	m->max_entries = CONFIG_MAX_ENTRIES;
 	m->transport = TRANSPORT_TCP;
 	m->delete = false;
 	m->max_delete = 10;
@@ -1191,6 +1194,9 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 	case MK_MAX_CONNECTIONS:
 		return set_uint(key, value, 0, 256, &m->max_connections,
 		    errbuf, errlen);
+	case MK_MAX_ENTRIES:
+		return set_uint(key, value, 1, CONFIG_MAX_ENTRIES_TOP,
+		    &m->max_entries, errbuf, errlen);
 	case MK_TRANSPORT:
 	case MK_VERIFY:
 	case MK_PUBLISH:

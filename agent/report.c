@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -389,6 +390,16 @@ error_json(const struct mirror_result *r)
 	return o;
 }
 
+int64_t
+report_peak_rss_kib(void)
+{
+	struct rusage	 ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return -1;
+	return (int64_t)ru.ru_maxrss;
+}
+
 json_t *
 report_result_json(const struct mirror_result *r)
 {
@@ -412,7 +423,9 @@ report_result_json(const struct mirror_result *r)
 	    json_object_set_new(o, "bytes",
 	    json_integer((json_int_t)r->bytes)) ||
 	    json_object_set_new(o, "seconds",
-	    json_real((double)(int64_t)(r->seconds * 1000 + 0.5) / 1000))) {
+	    json_real((double)(int64_t)(r->seconds * 1000 + 0.5) / 1000)) ||
+	    json_object_set_new(o, "peak_rss_kib",
+	    json_integer(report_peak_rss_kib()))) {
 		json_decref(errs);
 		goto fail;
 	}

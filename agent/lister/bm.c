@@ -148,26 +148,45 @@ out:
 	return rc;
 }
 
-/* Decode the ENTRY frames of body (len bytes) into out. */
+/*
+ * The ENTRY frames of the LIST as they arrive: whole frames are decoded
+ * into all, the frame in progress is kept (at most BMP_FRAME_MAX bytes).
+ */
+struct bm_stream {
+	struct page_stream ops;		/* the page's stream (arg: this) */
+	const struct lister_run *lr;	/* borrowed */
+	struct lister_stats *st;	/* borrowed */
+	struct listing	*all;		/* borrowed: the entries so far */
+	uint8_t		*buf;		/* owned: the frame in progress */
+	size_t		 len, cap;
+	uint64_t	 off;		/* reply bytes before buf */
+	int		 rc;		/* first failure */
+	char		 err[256];	/* its reason */
+};
+
+/* Decode the whole ENTRY frames of bs->buf; keep the rest. */
 static int
-bm_decode(const struct lister_run *lr, const uint8_t *body, size_t len,
-    struct listing *out, struct lister_stats *st, char *errbuf,
-    size_t errlen)
+bm_decode(struct bm_stream *bs)
 {
+	const struct lister_run *lr = bs->lr;
 	struct bmp_entry e;
 	uint32_t	 id;
 	uint8_t		 type;
 	size_t		 off = 0, plen;
-	int		 rc;
+	int		 rc = 0;
 
-	while (off < len) {
-		if (len - off < BMP_HDR_LEN ||
-		    bmp_header(body + off, BMP_FRAME_MAX, &type, &plen) != 0 ||
-		    type != BMP_ENTRY || plen > len - off - BMP_HDR_LEN ||
-		    bmp_dec_entry(body + off + BMP_HDR_LEN, plen, &id, &e) != 0) {
-			(void)snprintf(errbuf, errlen, "%s: a malformed listing "
-			    "entry at byte %zu", lr->source, off);
-			return BM_EPROTO;
+	while (bs->len - off >= BMP_HDR_LEN) {
+		if (bmp_header(bs->buf + off, BMP_FRAME_MAX, &type,
+		    &plen) != 0 || type != BMP_ENTRY) {
+			rc = BM_EPROTO;
+			break;
+		}
+		if (plen > bs->len - off - BMP_HDR_LEN)
+			break;	/* the rest of it is still to come */
+		if (bmp_dec_entry(bs->buf + off + BMP_HDR_LEN, plen, &id,
+		    &e) != 0) {
+			rc = BM_EPROTO;
+			break;
 		}
 		off += BMP_HDR_LEN + plen;
 		if (!path_is_safe((const char *)e.path.p, e.path.len) ||
@@ -175,37 +194,105 @@ bm_decode(const struct lister_run *lr, const uint8_t *body, size_t len,
 		    e.type != BMP_T_LINK) || e.size > INT64_MAX ||
 		    (e.type == BMP_T_LINK && (e.target.len == 0 ||
 		    memchr(e.target.p, '\0', e.target.len) != NULL))) {
-			st->skipped++;
+			bs->st->skipped++;
 			continue;
 		}
-		if ((rc = bm_take(&e, out)) != 0) {
+		if ((rc = bm_take(&e, bs->all)) != 0) {
 			if (rc == BM_ELIMIT)
-				(void)snprintf(errbuf, errlen, "%s: more than "
-				    "%zu entries", lr->source,
-				    listing_count(out));
-			return rc;
+				(void)snprintf(bs->err, sizeof(bs->err), "%s: "
+				    "more than %zu entries (max_entries)",
+				    lr->source, listing_count(bs->all));
+			goto out;
 		}
 	}
+	if (rc == BM_EPROTO)
+		(void)snprintf(bs->err, sizeof(bs->err), "%s: a malformed "
+		    "listing entry at byte %llu", lr->source,
+		    (unsigned long long)(bs->off + off));
+out:
+	memmove(bs->buf, bs->buf + off, bs->len - off);
+	bs->len -= off;
+	bs->off += off;
+	return rc;
+}
+
+static int
+bm_begin(void *arg)
+{
+	struct bm_stream *bs = arg;
+
+	while (listing_count(bs->all) > 0)
+		listing_pop(bs->all);
+	bs->len = 0;
+	bs->off = 0;
+	bs->rc = 0;
+	bs->err[0] = '\0';
 	return 0;
 }
 
-/* lister_ops.list: one page, the source's LIST. */
+static int
+bm_feed(void *arg, const char *ctype, const uint8_t *data, size_t len)
+{
+	struct bm_stream *bs = arg;
+	uint8_t		*nb;
+	size_t		 ncap;
+
+	(void)ctype;
+	if (bs->rc != 0)
+		return bs->rc;
+	if (bs->len + len > bs->cap) {
+		ncap = bs->cap ? bs->cap : 65536;
+		while (ncap < bs->len + len)
+			ncap *= 2;
+		if ((nb = realloc(bs->buf, ncap)) == NULL)
+			return bs->rc = BM_ENOMEM;
+		bs->buf = nb;
+		bs->cap = ncap;
+	}
+	memcpy(bs->buf + bs->len, data, len);
+	bs->len += len;
+	return bs->rc = bm_decode(bs);
+}
+
+/* lister_ops.list: one page, the source's LIST, decoded as it comes. */
 static int
 bm_list(const struct lister_run *lr, struct listing *out,
     struct lister_stats *ret, char *errbuf, size_t errlen)
 {
 	struct http_page pg;
+	struct bm_stream bs;
 	struct listing	*all = NULL;
+	size_t		 cap;
 	int		 rc;
 
 	memset(ret, 0, sizeof(*ret));
 	memset(&pg, 0, sizeof(pg));
+	memset(&bs, 0, sizeof(bs));
+	/* Capped as out is: out takes at most what all holds. */
+	cap = listing_room(out);
+	if (lr->max_entries > 0 && lr->max_entries < cap)
+		cap = lr->max_entries;
+	if ((all = listing_new(cap)) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	bs.ops.begin = bm_begin;
+	bs.ops.feed = bm_feed;
+	bs.ops.arg = &bs;
+	bs.lr = lr;
+	bs.st = ret;
+	bs.all = all;
 	pg.url = lr->source;
 	pg.command = "LIST";
+	pg.stream = &bs.ops;
 	if ((rc = lr->fetch(lr->ctx, &pg, 1)) != 0) {
 		if (rc != BM_EINTR && rc != BM_ENOMEM)
 			(void)snprintf(errbuf, errlen, "%s: %s", lr->source,
 			    bm_strerror(rc));
+		goto out;
+	}
+	if ((rc = bs.rc) != 0) {
+		(void)snprintf(errbuf, errlen, "%s", bs.err);
 		goto out;
 	}
 	if ((rc = pg.rc) != 0) {
@@ -217,19 +304,18 @@ bm_list(const struct lister_run *lr, struct listing *out,
 			    bm_strerror(rc));
 		goto out;
 	}
-	/* Capped as out is: out takes at most what all holds. */
-	if ((all = listing_new(listing_room(out))) == NULL) {
-		rc = BM_ENOMEM;
+	if (bs.len > 0) {
+		rc = BM_EPROTO;
+		(void)snprintf(errbuf, errlen, "%s: a malformed listing entry "
+		    "at byte %llu", lr->source, (unsigned long long)bs.off);
 		goto out;
 	}
-	if ((rc = bm_decode(lr, pg.body, pg.len, all, ret, errbuf,
-	    errlen)) != 0)
-		goto out;
 	if ((rc = bm_tree(lr, all, out, ret)) == BM_ELIMIT)
 		(void)snprintf(errbuf, errlen, "%s: more than %zu entries",
 		    lr->source, listing_count(out));
 out:
 	listing_free(all);
+	free(bs.buf);
 	free(pg.body);
 	free(pg.content_type);
 	free(pg.effective_url);

@@ -251,6 +251,13 @@ crawl_take(struct crawl *c, size_t d, struct entry *e)
 		return 0;
 	if ((rc = listing_append(c->p.out, &dst)) != 0)
 		return rc;
+	/*
+	 * The href and the size as printed served the parser; past the
+	 * crawl nothing reads them, and a huge directory pays for each.
+	 */
+	free(e->href);
+	free(e->size_display);
+	e->href = e->size_display = NULL;
 	*dst = *e;
 	memset(e, 0, sizeof(*e));
 	return 0;
@@ -310,12 +317,17 @@ crawl_batch(struct crawl *c, const struct crawl_ops *ops, void *arg,
 		pg[i].url = urls[i];
 		pg[i].command = c->p.command;
 	}
+	if (ops->prepare != NULL && (rc = ops->prepare(arg, c, first, pg,
+	    n)) != 0)
+		goto out;
 	if ((rc = c->p.fetch(c->p.ctx, pg, n)) != 0) {
 		crawl_fail(c, pg[0].url, rc, "fetch failed");
 		goto out;
 	}
 	rc = ops->read(arg, c, first, pg, n);
 out:
+	if (ops->release != NULL && pg != NULL)
+		ops->release(arg, pg, n);
 	for (i = 0; pg != NULL && i < n; i++) {
 		free(pg[i].body);
 		free(pg[i].content_type);

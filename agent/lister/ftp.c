@@ -809,16 +809,16 @@ log_line(const char *url, size_t lineno, const char *p, size_t n,
  * listed) into *ret_cdir (malloc'd, NULL if none; may be NULL); lines
  * not understood are counted in *ret_unread (may be NULL: then in
  * *ret_skipped), unsafe names in *ret_skipped; with url (NULL: quiet),
- * each is named at -v (log_line).
+ * each is named at -v (log_line), numbered from line0 + 1.
  */
 static int
 parse_reply(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
     const char *prefix, struct listing *out, size_t *ret_skipped,
-    size_t *ret_unread, char **ret_cdir, const char *url)
+    size_t *ret_unread, char **ret_cdir, const char *url, size_t line0)
 {
 	const char	*p = (const char *)body, *end = p + len, *nl;
 	struct ftp_line	 fl;
-	size_t		 skipped = 0, unread = 0, n, lineno = 0;
+	size_t		 skipped = 0, unread = 0, n, lineno = line0;
 	int		 rc = 0;
 
 	while (p < end) {
@@ -872,7 +872,7 @@ list_ftp_parse(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
     const char *prefix, struct listing *out, size_t *ret_skipped)
 {
 	return parse_reply(body, len, mlsd, now_wall, prefix, out,
-	    ret_skipped, NULL, NULL, NULL);
+	    ret_skipped, NULL, NULL, NULL, 0);
 }
 
 const char *
@@ -1103,6 +1103,172 @@ mlsd_lists_itself(const struct entry *e, const char *url)
 }
 
 /*
+ * A reply as it arrives: kept whole up to STREAM_AFTER bytes, then its
+ * complete lines are parsed as they come in (into l) and only the line
+ * in progress is kept: a directory costs its entries, not its bytes.
+ */
+#define STREAM_AFTER	(1024 * 1024)	/* bytes of a reply kept whole */
+#define STREAM_LINE_MAX	(1024 * 1024)	/* one line of a streamed reply */
+
+struct fstream {
+	struct page_stream ops;		/* the page's stream (arg: this) */
+	const struct ftp_crawl *c;	/* borrowed */
+	const char	*prefix;	/* borrowed: the directory's path */
+	uint8_t		*buf;		/* owned: the reply, or the line in
+					   progress once streamed */
+	size_t		 len, cap;
+	struct listing	*l;		/* owned: entries of lines parsed,
+					   NULL: not streamed */
+	char		*cdir;		/* owned: MLSD cdir unique=, NULL */
+	size_t		 skipped;	/* lines skipped so far: unsafe names */
+	size_t		 unread;	/* lines not understood so far */
+	size_t		 lines;		/* lines parsed so far */
+	const char	*url;		/* borrowed: the reply's URL, for -v */
+	int		 last;		/* the last byte of the reply */
+	int		 rc;		/* first failure of a parse */
+};
+
+static int
+fstream_begin(void *arg)
+{
+	struct fstream	*fs = arg;
+
+	free(fs->buf);
+	fs->buf = NULL;
+	fs->len = fs->cap = 0;
+	listing_free(fs->l);
+	fs->l = NULL;
+	free(fs->cdir);
+	fs->cdir = NULL;
+	fs->skipped = fs->unread = fs->lines = 0;
+	fs->last = '\n';
+	fs->rc = 0;
+	return 0;
+}
+
+/* Parse the complete lines of fs->buf into fs->l; keep the rest. */
+static int
+fstream_lines(struct fstream *fs)
+{
+	const uint8_t	*nl = NULL;
+	size_t		 n, i, skipped = 0, unread = 0;
+	int		 rc;
+
+	for (n = fs->len; n > 0 && nl == NULL; n--)
+		if (fs->buf[n - 1] == '\n')
+			nl = fs->buf + n - 1;
+	if (nl == NULL)
+		return fs->len > STREAM_LINE_MAX ? BM_EPROTO : 0;
+	n = (size_t)(nl - fs->buf) + 1;
+	rc = parse_reply(fs->buf, n, fs->c->mlsd, fs->c->opts->now_wall,
+	    fs->prefix, fs->l, &skipped, &unread, &fs->cdir, fs->url,
+	    fs->lines);
+	fs->skipped += skipped;
+	fs->unread += unread;
+	for (i = 0; i < n; i++)
+		fs->lines += fs->buf[i] == '\n';
+	memmove(fs->buf, fs->buf + n, fs->len - n);
+	fs->len -= n;
+	return rc;
+}
+
+static int
+fstream_feed(void *arg, const char *ctype, const uint8_t *data, size_t len)
+{
+	struct fstream	*fs = arg;
+	const struct ftp_crawl_opts *o = fs->c->opts;
+	uint8_t		*nb;
+	size_t		 ncap;
+	int		 rc;
+
+	(void)ctype;
+	if (len == 0)
+		return 0;
+	fs->last = data[len - 1];
+	if (fs->rc != 0)
+		return fs->rc == BM_ENOMEM ? fs->rc : 0;
+	if (fs->len + len > fs->cap) {
+		ncap = fs->cap ? fs->cap : 16384;
+		while (ncap < fs->len + len)
+			ncap *= 2;
+		if ((nb = realloc(fs->buf, ncap)) == NULL)
+			return fs->rc = BM_ENOMEM;
+		fs->buf = nb;
+		fs->cap = ncap;
+	}
+	memcpy(fs->buf + fs->len, data, len);
+	fs->len += len;
+	if (fs->l == NULL && fs->len <= STREAM_AFTER)
+		return 0;
+	if (fs->l == NULL && (fs->l = listing_new(o->max_entries > 0 ?
+	    o->max_entries : SIZE_MAX)) == NULL)
+		return fs->rc = BM_ENOMEM;
+	if ((rc = fstream_lines(fs)) != 0)
+		fs->rc = rc;
+	/* Past max_entries the rest of the reply is not wanted. */
+	return rc == BM_ENOMEM || rc == BM_ELIMIT ? rc : 0;
+}
+
+/*
+ * A reply lost while it streamed in: BM_ELIMIT, more than max_entries
+ * (the key named), or BM_EPROTO, a line too long.  Noted on the crawl.
+ */
+static void
+ftp_too_many(struct ftp_crawl *c, const char *url, int rc, char *why,
+    size_t whylen)
+{
+	if (rc == BM_ELIMIT)
+		(void)snprintf(why, whylen, "more than %zu entries in one "
+		    "directory (max_entries)", c->opts->max_entries);
+	else
+		(void)snprintf(why, whylen, "a line of over %d bytes",
+		    STREAM_LINE_MAX);
+	crawl_fail(c->cr, url, rc, why);
+}
+
+/* crawl_ops.prepare: each reply streams into an fstream. */
+static int
+ftp_prepare(void *arg, struct crawl *cr, size_t first, struct http_page *pg,
+    size_t n)
+{
+	struct ftp_crawl *c = arg;
+	struct fstream	*fs;
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		if ((fs = calloc(1, sizeof(*fs))) == NULL)
+			return BM_ENOMEM;
+		fs->ops.begin = fstream_begin;
+		fs->ops.feed = fstream_feed;
+		fs->ops.arg = fs;
+		fs->c = c;
+		fs->prefix = crawl_dir(cr, first + i)->prefix;
+		fs->url = pg[i].url;
+		fs->last = '\n';
+		pg[i].stream = &fs->ops;
+	}
+	return 0;
+}
+
+/* crawl_ops.release: the replies' fstreams. */
+static void
+ftp_release(void *arg, struct http_page *pg, size_t n)
+{
+	struct fstream	*fs;
+	size_t		 i;
+
+	(void)arg;
+	for (i = 0; i < n; i++) {
+		if (pg[i].stream == NULL)
+			continue;
+		fs = pg[i].stream->arg;
+		(void)fstream_begin(fs);
+		free(fs);
+		pg[i].stream = NULL;
+	}
+}
+
+/*
  * Parse one directory's reply and take its entries.  With MLSD, the
  * reply's cdir line must carry the unique= its parent listed for it:
  * else the server listed another directory (one that mangles names in
@@ -1117,29 +1283,57 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
     const char *url)
 {
 	const struct crawl_dir *d = crawl_dir(c->cr, di); /* until ftp_take() */
-	struct listing	*tmp;
-	char		*cdir = NULL;
-	size_t		 i, skipped = 0, unread = 0;
-	int		 rc;
+	struct fstream	*fs = pg->stream != NULL ? pg->stream->arg : NULL;
+	struct listing	*tmp = NULL;
+	const uint8_t	*body = pg->body;
+	char		*cdir = NULL, why[128];
+	size_t		 i, len = pg->len, skipped = 0, unread = 0;
+	int		 rc = 0, last;
 
+	if (fs != NULL && (fs->buf != NULL || fs->l != NULL)) {
+		body = fs->buf;
+		len = fs->len;
+	}
+	last = fs != NULL && fs->l != NULL ? fs->last : len > 0 ?
+	    body[len - 1] : '\n';
 	/*
 	 * Every line of a LIST or MLSD reply ends in CRLF (RFC 959 4.1.3,
 	 * RFC 3659 7.2): one that stops in the middle of a line was cut
 	 * short (its 226 notwithstanding), and its last name is a piece of
 	 * one.  The listing is incomplete: nothing of it is taken.
 	 */
-	if (pg->len > 0 && pg->body[pg->len - 1] != '\n') {
+	if (last != '\n') {
 		crawl_fail(c->cr, url, BM_EPROTO, "the listing stops in the "
 		    "middle of a line (no CRLF after its last line): cut "
 		    "short");
 		return 0;
 	}
-	if ((tmp = listing_new(SIZE_MAX)) == NULL)
+	if (fs != NULL && fs->l != NULL) {
+		/* Streamed: the lines before the last were parsed already. */
+		tmp = fs->l;
+		fs->l = NULL;
+		cdir = fs->cdir;
+		fs->cdir = NULL;
+		crawl_stats(c->cr)->skipped += fs->skipped;
+		crawl_stats(c->cr)->unread += fs->unread;
+		rc = fs->rc;
+	} else if ((tmp = listing_new(c->opts->max_entries > 0 ?
+	    c->opts->max_entries : SIZE_MAX)) == NULL)
 		return BM_ENOMEM;
-	rc = parse_reply(pg->body, pg->len, c->mlsd, c->opts->now_wall,
-	    d->prefix, tmp, &skipped, &unread, &cdir, url);
-	crawl_stats(c->cr)->skipped += skipped;
-	crawl_stats(c->cr)->unread += unread;
+	if (rc == 0) {
+		rc = parse_reply(body, len, c->mlsd, c->opts->now_wall,
+		    d->prefix, tmp, &skipped, &unread, &cdir, url,
+		    fs != NULL ? fs->lines : 0);
+		crawl_stats(c->cr)->skipped += skipped;
+		crawl_stats(c->cr)->unread += unread;
+	}
+	if ((rc == BM_ELIMIT && c->opts->max_entries > 0) ||
+	    rc == BM_EPROTO) {
+		ftp_too_many(c, url, rc, why, sizeof(why));
+		listing_free(tmp);
+		free(cdir);
+		return 0;
+	}
 	if (rc == 0 && c->mlsd && cdir == NULL && listing_count(tmp) == 1 &&
 	    mlsd_lists_itself(listing_get(tmp, 0), url)) {
 		/*
@@ -1203,10 +1397,17 @@ ftp_read(void *arg, struct crawl *cr, size_t first, struct http_page *pg,
     size_t n)
 {
 	struct ftp_crawl *c = arg;
+	struct fstream	*fs;
+	char		 why[128];
 	size_t		 i;
 	int		 rc;
 
 	for (i = 0; i < n; i++) {
+		fs = pg[i].stream != NULL ? pg[i].stream->arg : NULL;
+		if (fs != NULL && (fs->rc == BM_ELIMIT || fs->rc == BM_EPROTO)) {
+			ftp_too_many(c, pg[i].url, fs->rc, why, sizeof(why));
+			continue;
+		}
 		if (pg[i].rc != 0 && c->opts->unlisted != NULL &&
 		    crawl_dir(cr, first + i)->via_link && pg[i].status >= 500 &&
 		    pg[i].status < 600) {
@@ -1547,7 +1748,12 @@ ftp_more(void *arg, struct crawl *cr, bool *ret_again)
 	return 0;
 }
 
-static const struct crawl_ops ftp_crawl_ops = { ftp_read, ftp_more };
+static const struct crawl_ops ftp_crawl_ops = {
+	.read = ftp_read,
+	.more = ftp_more,
+	.prepare = ftp_prepare,
+	.release = ftp_release,
+};
 
 int
 list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
@@ -1671,6 +1877,7 @@ ftp_list(const struct lister_run *lr, struct listing *out,
 	fo.max_depth = lr->max_depth;
 	fo.shallow = lr->shallow;
 	fo.batch = lr->connections;
+	fo.max_entries = lr->max_entries;
 	fo.now_wall = ftp_now_wall(lr->tz);
 	fo.ret_mlsd = &mlsd;
 	fo.ret_gridftp = &gridftp;

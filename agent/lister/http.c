@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 #include <libxml/HTMLparser.h>
+#include <libxml/parserInternals.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <openssl/evp.h>
@@ -1537,54 +1538,6 @@ out:
 	return rc;
 }
 
-static int
-parse_html(struct pctx *pc, const uint8_t *body, size_t len,
-    const char *charset, char *errbuf, size_t errlen)
-{
-	struct anchors	 as = { NULL, 0, 0 };
-	struct marks	 m;
-	htmlDocPtr	 doc;
-	size_t		 i;
-	int		 rc = BM_EPROTO;
-
-	memset(&m, 0, sizeof(m));
-	if (len > INT32_MAX) {
-		set_err(errbuf, errlen, "page too large", "");
-		return BM_ELIMIT;
-	}
-	doc = htmlReadMemory((const char *)body, (int)len, NULL, charset,
-	    HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
-	    HTML_PARSE_NONET);
-	if (doc == NULL || xmlDocGetRootElement(doc) == NULL) {
-		set_err(errbuf, errlen, "not an HTML page", "");
-		goto out;
-	}
-	if ((rc = walk(xmlDocGetRootElement(doc), &as, &m)) != 0)
-		goto out;
-	pc->fmt = detect_format(doc, &as, &m);
-	/*
-	 * No known generator and not one link, not even to the parent: an
-	 * error page, a truncated or garbage body, not an empty directory
-	 * (every index generator links its parent or its sort orders, or
-	 * titles the page "Index of").  Failing the page keeps a crawl from
-	 * taking it as a directory that emptied.
-	 */
-	if (pc->fmt == PAGE_GENERIC && as.n == 0 && !title_index_of(doc)) {
-		set_err(errbuf, errlen, "not an index page", "no links");
-		rc = BM_EPROTO;
-		goto out;
-	}
-	for (i = 0; i < as.n; i++)
-		if ((rc = html_anchor(pc, as.v[i])) != 0)
-			goto out;
-	rc = 0;
-out:
-	free(as.v);
-	if (doc != NULL)
-		xmlFreeDoc(doc);
-	return rc;
-}
-
 /* ---------------------------------------------------------------- */
 /* nginx JSON and XML. */
 
@@ -1617,48 +1570,6 @@ add_raw(struct pctx *pc, const char *name, size_t nlen, bool is_dir,
 }
 
 static int
-parse_json(struct pctx *pc, const uint8_t *body, size_t len, char *errbuf,
-    size_t errlen)
-{
-	json_t		*root, *v, *jn, *jt, *jm, *js;
-	json_error_t	 jerr;
-	const char	*type;
-	size_t		 i;
-	int64_t		 size;
-	int		 rc = BM_EPROTO;
-
-	root = json_loadb((const char *)body, len, 0, &jerr);
-	if (root == NULL || !json_is_array(root)) {
-		set_err(errbuf, errlen, "JSON listing",
-		    root == NULL ? jerr.text : "not an array");
-		goto out;
-	}
-	json_array_foreach(root, i, v) {
-		jn = json_object_get(v, "name");
-		jt = json_object_get(v, "type");
-		jm = json_object_get(v, "mtime");
-		js = json_object_get(v, "size");
-		if (!json_is_string(jn) || !json_is_string(jt)) {
-			pc->skipped++;
-			continue;
-		}
-		type = json_string_value(jt);
-		if (strcmp(type, "file") != 0 && strcmp(type, "directory") != 0)
-			continue;	/* "other": sockets, fifos */
-		size = json_is_integer(js) ? json_integer_value(js) : -1;
-		if ((rc = add_raw(pc, json_string_value(jn),
-		    json_string_length(jn), strcmp(type, "directory") == 0,
-		    json_is_string(jm) ? json_string_value(jm) : NULL,
-		    size)) != 0)
-			goto out;
-	}
-	rc = 0;
-out:
-	json_decref(root);
-	return rc;
-}
-
-static int
 xml_node(struct pctx *pc, const xmlNode *n)
 {
 	xmlChar		*name, *mt, *sz;
@@ -1684,36 +1595,6 @@ xml_node(struct pctx *pc, const xmlNode *n)
 	xmlFree(name);
 	xmlFree(mt);
 	xmlFree(sz);
-	return rc;
-}
-
-/*
- * An nginx XML autoindex (<list> of <file> and <directory>).  Returns 0,
- * a BM_E* code, 1 when the body is well-formed XML but no such <list>, or
- * 2 when libxml2 refused it as XML (both: try HTML instead).
- */
-static int
-parse_xml(struct pctx *pc, const uint8_t *body, size_t len)
-{
-	xmlDocPtr	 doc;
-	const xmlNode	*root, *n;
-	int		 rc = 1;
-
-	if (len > INT32_MAX)
-		return BM_ELIMIT;
-	doc = xmlReadMemory((const char *)body, (int)len, NULL, NULL,
-	    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-	if (doc == NULL)
-		return 2;
-	root = xmlDocGetRootElement(doc);
-	if (root == NULL || strcmp((const char *)root->name, "list") != 0)
-		goto out;
-	for (n = root->children; n != NULL; n = n->next)
-		if ((rc = xml_node(pc, n)) != 0)
-			goto out;
-	rc = 0;
-out:
-	xmlFreeDoc(doc);
 	return rc;
 }
 
@@ -1773,29 +1654,139 @@ pctx_init(struct pctx *pc, const char *page_url, const char *prefix,
 	return 0;
 }
 
+/* ---------------------------------------------------------------- */
 /*
- * Where tag (lower case, e.g. "</html") starts in body, case ignored:
- * the first place at or after from, or with last the last place; -1 if
- * nowhere.
+ * Pages parsed as they arrive (list_http_push_*).  HTML goes to libxml2's
+ * push parser; the tree it builds is pruned as rows complete: once
+ * prune_bytes have come in, the format is decided from the tree so far,
+ * the links whose rows can no longer change are read, and every node
+ * before the last link read is freed (never a node the parser still
+ * holds: the open elements and their last children).  nginx JSON is cut
+ * into its array's elements, each read alone; nginx XML goes to the XML
+ * push parser and the finished children of <list> are read and freed.
  */
-static ssize_t
-find_tag(const uint8_t *body, size_t len, size_t from, const char *tag,
-    bool last)
-{
-	size_t	 n = strlen(tag), i;
 
-	if (len < n || from > len - n)
-		return -1;
-	if (last) {
-		for (i = len - n + 1; i-- > from;)
-			if (strncasecmp((const char *)body + i, tag, n) == 0)
-				return (ssize_t)i;
-		return -1;
+#define PUSH_SNIFF_MAX	(64 * 1024)	/* leading bytes kept to pick a mode */
+#define PUSH_XML_KEEP	(8 * 1024 * 1024) /* XML kept to re-read as HTML */
+#define PUSH_ITEM_MAX	(1024 * 1024)	/* one JSON array element */
+#define PUSH_CHUNK_MAX	(1 << 30)	/* bytes per libxml2 chunk call */
+#define PUSH_FIX_LINKS	256		/* links seen before the first prune */
+
+enum push_mode { PUSH_SNIFF = 0, PUSH_HTML, PUSH_JSON, PUSH_XML };
+
+/* html_cut_short's markers, seen as bytes pass. */
+struct cutscan {
+	uint64_t	 tail;		/* the last 8 bytes, lower case */
+	bool		 open;		/* "<html" seen */
+	bool		 close;		/* "</html" seen */
+	bool		 link;		/* "<a" + space after the last "</html" */
+};
+
+/* nginx's JSON array, cut into elements. */
+struct jsplit {
+	uint8_t		*buf;		/* owned: the element so far */
+	size_t		 len, cap;
+	int		 depth;		/* brackets open inside the element */
+	bool		 started;	/* '[' seen */
+	bool		 ended;		/* ']' seen */
+	bool		 in_str, esc;	/* inside a string, after '\\' */
+};
+
+struct list_http_push {
+	struct pctx	 pc;
+	enum push_mode	 mode;
+	char		*ctype;		/* owned: Content-Type, NULL if none */
+	size_t		 n0;		/* out's count when the page began */
+	size_t		 prune_bytes;	/* HTML bytes between prunes, 0: none */
+	size_t		 since;		/* HTML bytes since the last prune */
+	bool		 fixed;		/* fmt decided mid-page (pruned) */
+	const xmlNode	*last;		/* borrowed: last link read, in the tree */
+	uint8_t		*keep;		/* owned: sniffed bytes, or XML kept for
+					   a re-read as HTML */
+	size_t		 keeplen, keepcap;
+	bool		 keep_lost;	/* XML outgrew PUSH_XML_KEEP */
+	bool		 malformed;	/* XML refused: read as HTML */
+	htmlParserCtxtPtr html;		/* owned, NULL */
+	xmlParserCtxtPtr xml;		/* owned, NULL */
+	struct cutscan	 cut;
+	struct jsplit	 js;
+	int		 rc;		/* first failure, sticky */
+	char		 err[256];	/* its reason */
+};
+
+static void
+push_fail(struct list_http_push *hp, int rc, const char *a, const char *b)
+{
+	if (hp->rc != 0)
+		return;
+	hp->rc = rc;
+	set_err(hp->err, sizeof(hp->err), a, b);
+}
+
+static int
+keep_add(struct list_http_push *hp, const uint8_t *data, size_t len)
+{
+	uint8_t	*nb;
+	size_t	 ncap;
+
+	if (len == 0)
+		return 0;
+	if (hp->keeplen + len > hp->keepcap) {
+		ncap = hp->keepcap ? hp->keepcap : 4096;
+		while (ncap < hp->keeplen + len)
+			ncap *= 2;
+		if ((nb = realloc(hp->keep, ncap)) == NULL)
+			return BM_ENOMEM;
+		hp->keep = nb;
+		hp->keepcap = ncap;
 	}
-	for (i = from; i <= len - n; i++)
-		if (strncasecmp((const char *)body + i, tag, n) == 0)
-			return (ssize_t)i;
-	return -1;
+	memcpy(hp->keep + hp->keeplen, data, len);
+	hp->keeplen += len;
+	return 0;
+}
+
+static void
+keep_drop(struct list_http_push *hp)
+{
+	free(hp->keep);
+	hp->keep = NULL;
+	hp->keeplen = hp->keepcap = 0;
+}
+
+/* s (at most 8 bytes) as the low bytes of a shift register. */
+static uint64_t
+tail_of(const char *s)
+{
+	uint64_t	 v = 0;
+
+	for (; *s != '\0'; s++)
+		v = v << 8 | (uint8_t)*s;
+	return v;
+}
+
+/* Pass bytes through the cut-short markers (cut_short's rule). */
+static void
+cut_feed(struct cutscan *cs, const uint8_t *p, size_t len)
+{
+	const uint64_t	 m2 = 0xffff, m5 = 0xffffffffffULL,
+			 m6 = 0xffffffffffffULL;
+	const uint64_t	 a = tail_of("<a"), open = tail_of("<html"),
+			 close = tail_of("</html");
+	size_t		 i;
+	int		 c;
+
+	for (i = 0; i < len; i++) {
+		c = tolower(p[i]);
+		if ((c == ' ' || c == '\t' || c == '\n' || c == '\r') &&
+		    cs->close && (cs->tail & m2) == a)
+			cs->link = true;
+		cs->tail = cs->tail << 8 | (uint8_t)c;
+		if ((cs->tail & m6) == close) {
+			cs->close = true;
+			cs->link = false;
+		} else if ((cs->tail & m5) == open)
+			cs->open = true;
+	}
 }
 
 /*
@@ -1806,36 +1797,635 @@ find_tag(const uint8_t *body, size_t len, size_t from, const char *tag,
  * closes what is open at the end, as HTML allows), and the files past
  * the cut would be taken as gone upstream.  Every index format biomirror
  * knows (tests/fixtures/LISTINGS.md) ends with </html>; a page that
- * never opens <html> cannot be judged and is taken as it is.  The last
- * </html> is looked for from the end and links only after it, so a
- * whole page costs a scan of its tail.
+ * never opens <html> cannot be judged and is taken as it is.
  */
 static bool
-html_cut_short(const uint8_t *body, size_t len)
+cut_short(const struct cutscan *cs)
 {
-	ssize_t	 end, a;
+	return cs->close ? cs->link : cs->open;
+}
 
-	if ((end = find_tag(body, len, 0, "</html", true)) < 0)
-		return find_tag(body, len, 0, "<html", false) >= 0;
-	for (a = end; (a = find_tag(body, len, (size_t)a, "<a", false)) >= 0;
-	    a += 2)
-		if ((size_t)a + 2 < len && (body[a + 2] == ' ' ||
-		    body[a + 2] == '\t' || body[a + 2] == '\n' ||
-		    body[a + 2] == '\r'))
+/* n is an element the parser has open (it may still get children). */
+static bool
+node_open(const struct list_http_push *hp, const xmlNode *n)
+{
+	const xmlNode	*o;
+
+	for (o = hp->html->node; o != NULL; o = o->parent)
+		if (o == n)
 			return true;
 	return false;
 }
 
+/* n can no longer change: closed, and not the last child of an open one. */
+static bool
+node_done(const struct list_http_push *hp, const xmlNode *n)
+{
+	return !node_open(hp, n) && (n->next != NULL ||
+	    n->parent == NULL || !node_open(hp, n->parent));
+}
+
+/* What read_row reads for link a can no longer change. */
+static bool
+html_ready(const struct list_http_push *hp, const xmlNode *a)
+{
+	const xmlNode	*n, *tr;
+
+	if (!node_done(hp, a))
+		return false;
+	switch (hp->pc.fmt) {
+	case PAGE_NGINX:
+	case PAGE_APACHE_PRE:
+	case PAGE_DOCKER:
+		for (n = a->next; n != NULL; n = n->next) {
+			if (!node_done(hp, n))
+				return false;
+			if (is_elem(n, "a") || is_elem(n, "br") ||
+			    is_elem(n, "img"))
+				return true;
+			if (n->type == XML_TEXT_NODE && n->content != NULL &&
+			    strchr((const char *)n->content, '\n') != NULL)
+				return true;
+		}
+		return a->parent == NULL || !node_open(hp, a->parent);
+	case PAGE_APACHE_TABLE:
+	case PAGE_NGINX_FANCY:
+	case PAGE_LIGHTTPD:
+	case PAGE_CADDY1:
+	case PAGE_CADDY2:
+	case PAGE_SNT:
+		tr = ancestor(a, "tr", "table");
+		return tr == NULL || node_done(hp, tr);
+	default:
+		return true;
+	}
+}
+
 /*
- * Parse one index page into out (see list_http.h).  Borrowed arguments,
- * entries appended to out; returns 0, BM_EPROTO, BM_ENOMEM or BM_ELIMIT.
- * An HTML page of no known format with no link at all (blank, garbage,
- * an error page served with 200) is BM_EPROTO "not an index page"; an
- * empty directory's index (parent or sort links, or an "Index of" title)
- * is 0 entries.  Names starting with LISTING_TMP_PREFIX are hostile
- * (name_is_safe()).
- * Follows nginx/Apache/lighttpd/IIS/Caddy index formats as documented in
- * tests/fixtures/LISTINGS.md, RFC 3986 for hrefs.
+ * Free what lies before link a (read) in document order: the earlier
+ * siblings of a and of each of its ancestors below the root element.
+ * Those are closed and never the last child of an open element, so the
+ * parser holds none of them.  The root's siblings (the DTD) stay.
+ */
+static void
+html_free_before(const xmlNode *a)
+{
+	xmlNode	*x, *p;
+
+	if (a->parent == NULL || a->parent->type != XML_ELEMENT_NODE)
+		return;
+	while ((p = a->prev) != NULL) {
+		xmlUnlinkNode(p);
+		xmlFreeNode(p);
+	}
+	for (x = a->parent; x->parent != NULL &&
+	    x->parent->type == XML_ELEMENT_NODE; x = x->parent) {
+		while ((p = x->prev) != NULL) {
+			xmlUnlinkNode(p);
+			xmlFreeNode(p);
+		}
+	}
+}
+
+/*
+ * Read the links of the tree so far: with final every one left, else
+ * those html_ready and then free what lies before them.  The first
+ * call that is not final fixes the format.  Returns 0 or a BM_E* code.
+ */
+static int
+html_flush(struct list_http_push *hp, bool final)
+{
+	struct anchors	 as = { NULL, 0, 0 };
+	struct marks	 m;
+	htmlDocPtr	 doc = hp->html->myDoc;
+	const xmlNode	*root, *read = NULL;
+	size_t		 i = 0;
+	int		 rc;
+
+	memset(&m, 0, sizeof(m));
+	if (doc == NULL || (root = xmlDocGetRootElement(doc)) == NULL) {
+		if (final)
+			push_fail(hp, BM_EPROTO, "not an HTML page", "");
+		return hp->rc;
+	}
+	if ((rc = walk(root, &as, &m)) != 0)
+		goto out;
+	/* The format is fixed from the first PUSH_FIX_LINKS links or more. */
+	if (!final && !hp->fixed && as.n < PUSH_FIX_LINKS) {
+		rc = 0;
+		goto out;
+	}
+	if (!hp->fixed)
+		hp->pc.fmt = detect_format(doc, &as, &m);
+	/*
+	 * No known generator and not one link, not even to the parent: an
+	 * error page, a truncated or garbage body, not an empty directory
+	 * (every index generator links its parent or its sort orders, or
+	 * titles the page "Index of").  Failing the page keeps a crawl from
+	 * taking it as a directory that emptied.
+	 */
+	if (final && !hp->fixed && hp->pc.fmt == PAGE_GENERIC && as.n == 0 &&
+	    !title_index_of(doc)) {
+		push_fail(hp, BM_EPROTO, "not an index page", "no links");
+		rc = BM_EPROTO;
+		goto out;
+	}
+	hp->fixed = hp->fixed || !final;
+	if (hp->last != NULL)
+		while (i < as.n && as.v[i++] != hp->last)
+			;
+	for (; i < as.n; i++) {
+		if (!final && !html_ready(hp, as.v[i]))
+			break;
+		if ((rc = html_anchor(&hp->pc, as.v[i])) != 0)
+			goto out;
+		read = as.v[i];
+	}
+	if (read != NULL) {
+		hp->last = read;
+		if (!final)
+			html_free_before(read);
+	}
+	rc = 0;
+out:
+	free(as.v);
+	return rc;
+}
+
+static int
+html_start(struct list_http_push *hp)
+{
+	xmlCharEncodingHandlerPtr h;
+	char		*cs = ct_charset(hp->ctype);
+
+	hp->mode = PUSH_HTML;
+	hp->html = htmlCreatePushParserCtxt(NULL, NULL, NULL, 0, NULL,
+	    XML_CHAR_ENCODING_NONE);
+	if (hp->html == NULL) {
+		free(cs);
+		return BM_ENOMEM;
+	}
+	(void)htmlCtxtUseOptions(hp->html, HTML_PARSE_RECOVER |
+	    HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET);
+	if (cs != NULL && (h = xmlFindCharEncodingHandler(cs)) != NULL)
+		(void)xmlSwitchToEncoding(hp->html, h);
+	free(cs);
+	return 0;
+}
+
+/* Hand bytes to libxml2's HTML push parser, in pieces of PUSH_CHUNK_MAX. */
+static void
+html_chunk(struct list_http_push *hp, const uint8_t *p, size_t len)
+{
+	size_t	 n;
+
+	while (len > 0) {
+		n = len < PUSH_CHUNK_MAX ? len : PUSH_CHUNK_MAX;
+		(void)htmlParseChunk(hp->html, (const char *)p, (int)n, 0);
+		p += n;
+		len -= n;
+	}
+}
+
+/*
+ * HTML bytes.  libxml2 (2.9) misses an end tag of a raw-text element
+ * split between two chunks ("</sty" + "le>": the rest of the page is
+ * taken as style), so a chunk ends only after a '>': what follows the
+ * last one waits in keep (up to PUSH_SNIFF_MAX, then goes anyway).
+ */
+static int
+html_feed(struct list_http_push *hp, const uint8_t *p, size_t len)
+{
+	const uint8_t	*gt = NULL;
+	size_t		 j, head;
+	int		 rc;
+
+	for (j = len; j > 0 && gt == NULL; j--)
+		if (p[j - 1] == '>')
+			gt = p + j - 1;
+	head = gt != NULL ? (size_t)(gt - p) + 1 : 0;
+	if (head == 0 && hp->keeplen + len <= PUSH_SNIFF_MAX)
+		return keep_add(hp, p, len);
+	if (head == 0)
+		head = len;
+	if (hp->keeplen > 0) {
+		if ((rc = keep_add(hp, p, head)) != 0)
+			return rc;
+		html_chunk(hp, hp->keep, hp->keeplen);
+		hp->keeplen = 0;
+	} else
+		html_chunk(hp, p, head);
+	hp->since += head;
+	if ((rc = keep_add(hp, p + head, len - head)) != 0)
+		return rc;
+	if (hp->prune_bytes > 0 && hp->since >= hp->prune_bytes) {
+		hp->since = 0;
+		return html_flush(hp, false);
+	}
+	return 0;
+}
+
+/* Start the HTML parser and feed it what keep holds. */
+static int
+html_restart(struct list_http_push *hp)
+{
+	uint8_t	*old = hp->keep;
+	size_t	 n = hp->keeplen;
+	int	 rc;
+
+	hp->keep = NULL;
+	hp->keeplen = hp->keepcap = 0;
+	if ((rc = html_start(hp)) == 0)
+		rc = html_feed(hp, old, n);
+	free(old);
+	return rc;
+}
+
+/* One element of nginx's JSON array. */
+static int
+json_item(struct pctx *pc, const uint8_t *p, size_t len, char *errbuf,
+    size_t errlen)
+{
+	json_t		*v, *jn, *jt, *jm, *js;
+	json_error_t	 jerr;
+	const char	*type;
+	int64_t		 size;
+	int		 rc = 0;
+
+	if ((v = json_loadb((const char *)p, len, 0, &jerr)) == NULL) {
+		set_err(errbuf, errlen, "JSON listing", jerr.text);
+		return BM_EPROTO;
+	}
+	jn = json_object_get(v, "name");
+	jt = json_object_get(v, "type");
+	jm = json_object_get(v, "mtime");
+	js = json_object_get(v, "size");
+	if (!json_is_string(jn) || !json_is_string(jt)) {
+		pc->skipped++;
+		goto out;
+	}
+	type = json_string_value(jt);
+	if (strcmp(type, "file") != 0 && strcmp(type, "directory") != 0)
+		goto out;	/* "other": sockets, fifos */
+	size = json_is_integer(js) ? json_integer_value(js) : -1;
+	rc = add_raw(pc, json_string_value(jn), json_string_length(jn),
+	    strcmp(type, "directory") == 0, json_is_string(jm) ?
+	    json_string_value(jm) : NULL, size);
+out:
+	json_decref(v);
+	return rc;
+}
+
+static bool
+json_ws(int c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Bytes of the JSON array: cut at its top-level commas and ']'. */
+static int
+json_feed(struct list_http_push *hp, const uint8_t *p, size_t len)
+{
+	struct jsplit	*js = &hp->js;
+	size_t		 i;
+	int		 c, rc;
+
+	for (i = 0; i < len && hp->rc == 0; i++) {
+		c = p[i];
+		if (!js->started || js->ended) {
+			if (json_ws(c))
+				continue;
+			if (js->ended || c != '[') {
+				push_fail(hp, BM_EPROTO, "JSON listing",
+				    js->ended ? "bytes after the array" :
+				    "not an array");
+				break;
+			}
+			js->started = true;
+			continue;
+		}
+		if (js->in_str) {
+			if (js->esc)
+				js->esc = false;
+			else if (c == '\\')
+				js->esc = true;
+			else if (c == '"')
+				js->in_str = false;
+		} else if (c == '"')
+			js->in_str = true;
+		else if (c == '{' || c == '[')
+			js->depth++;
+		else if ((c == '}' || c == ']') && js->depth > 0)
+			js->depth--;
+		else if ((c == ',' || c == ']') && js->depth == 0) {
+			if (c == ']')
+				js->ended = true;
+			if (js->len > 0 || c == ',') {
+				rc = json_item(&hp->pc, js->buf, js->len,
+				    hp->err, sizeof(hp->err));
+				if (rc != 0 && hp->rc == 0)
+					hp->rc = rc;
+			}
+			js->len = 0;
+			continue;
+		}
+		if (js->len == 0 && json_ws(c))
+			continue;
+		if (js->len == js->cap) {
+			uint8_t	*nb;
+			size_t	 ncap = js->cap ? js->cap * 2 : 256;
+
+			if (ncap > PUSH_ITEM_MAX) {
+				push_fail(hp, BM_EPROTO, "JSON listing",
+				    "an element over 1 MiB");
+				break;
+			}
+			if ((nb = realloc(js->buf, ncap)) == NULL)
+				return BM_ENOMEM;
+			js->buf = nb;
+			js->cap = ncap;
+		}
+		js->buf[js->len++] = (uint8_t)c;
+	}
+	return hp->rc == BM_ENOMEM || hp->rc == BM_ELIMIT ? hp->rc : 0;
+}
+
+/* Read and free the finished children of <list> (all with final). */
+static int
+xml_flush(struct list_http_push *hp, bool final)
+{
+	xmlNode	*root, *n;
+	int	 rc;
+
+	if (hp->xml->myDoc == NULL ||
+	    (root = xmlDocGetRootElement(hp->xml->myDoc)) == NULL)
+		return 0;
+	if (strcmp((const char *)root->name, "list") != 0)
+		return 1;
+	while ((n = root->children) != NULL && (final || n->next != NULL)) {
+		if ((rc = xml_node(&hp->pc, n)) != 0)
+			return rc;
+		xmlUnlinkNode(n);
+		xmlFreeNode(n);
+	}
+	return 0;
+}
+
+/* Drop what XML gave and read the page again as HTML (XML refused it). */
+static int
+xml_to_html(struct list_http_push *hp, bool malformed)
+{
+	while (listing_count(hp->pc.out) > hp->n0)
+		listing_pop(hp->pc.out);
+	free(hp->pc.seen.slot);
+	memset(&hp->pc.seen, 0, sizeof(hp->pc.seen));
+	hp->pc.skipped = 0;
+	xmlFreeDoc(hp->xml->myDoc);
+	hp->xml->myDoc = NULL;
+	xmlFreeParserCtxt(hp->xml);
+	hp->xml = NULL;
+	hp->malformed = malformed;
+	if (hp->keep_lost) {
+		push_fail(hp, BM_EPROTO, "not an index page", malformed ?
+		    "malformed XML" : "XML that is not an nginx <list>");
+		return 0;
+	}
+	return html_restart(hp);
+}
+
+static int
+xml_feed(struct list_http_push *hp, const uint8_t *p, size_t len, bool end)
+{
+	int	 rc;
+
+	size_t	 n;
+
+	if (!hp->keep_lost && len > 0) {
+		if (hp->keeplen + len > PUSH_XML_KEEP) {
+			keep_drop(hp);
+			hp->keep_lost = true;
+		} else if ((rc = keep_add(hp, p, len)) != 0)
+			return rc;
+	}
+	do {
+		n = len < PUSH_CHUNK_MAX ? len : PUSH_CHUNK_MAX;
+		(void)xmlParseChunk(hp->xml, (const char *)p, (int)n,
+		    end && n == len);
+		p += n;
+		len -= n;
+	} while (len > 0);
+	if (!hp->xml->wellFormed)
+		return xml_to_html(hp, true);
+	if ((rc = xml_flush(hp, end)) == 1)
+		return xml_to_html(hp, false);
+	return rc;
+}
+
+/* Pick the mode from Content-Type and the first bytes (keep). */
+static int
+push_pick(struct list_http_push *hp, bool end)
+{
+	const uint8_t	*p, *e = hp->keep + hp->keeplen;
+	const char	*ct = hp->ctype;
+	uint8_t		*old;
+	size_t		 n;
+	int		 rc;
+
+	p = skip_ws(hp->keep, e);
+	if ((ct == NULL || strncasecmp(ct, "application/json", 16) != 0) &&
+	    (ct == NULL || strcasestr(ct, "/xml") == NULL) && !end &&
+	    hp->keeplen < PUSH_SNIFF_MAX && (p == e || (*p == 0xef &&
+	    e - p < 3) || (*p == '<' && e - p < 5)))
+		return 0;	/* not yet known */
+	if ((ct != NULL && strncasecmp(ct, "application/json", 16) == 0) ||
+	    (p < e && *p == '[')) {
+		hp->mode = PUSH_JSON;
+		hp->pc.fmt = PAGE_NGINX_JSON;
+		rc = json_feed(hp, hp->keep, hp->keeplen);
+	} else if ((ct != NULL && strcasestr(ct, "/xml") != NULL) ||
+	    (e - p >= 5 && memcmp(p, "<?xml", 5) == 0)) {
+		hp->mode = PUSH_XML;
+		hp->pc.fmt = PAGE_NGINX_XML;
+		if ((hp->xml = xmlCreatePushParserCtxt(NULL, NULL, NULL, 0,
+		    NULL)) == NULL)
+			return BM_ENOMEM;
+		(void)xmlCtxtUseOptions(hp->xml, XML_PARSE_NONET |
+		    XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+		old = hp->keep;
+		n = hp->keeplen;
+		hp->keep = NULL;
+		hp->keeplen = hp->keepcap = 0;
+		rc = xml_feed(hp, old, n, false);
+		free(old);
+		return rc;
+	} else
+		return html_restart(hp);
+	keep_drop(hp);
+	return rc;
+}
+
+/*
+ * A page being parsed as it arrives: like list_http_parse (same
+ * arguments, borrowed for the parser's life), with content_type's copy,
+ * and the tree pruned every prune_bytes of HTML (0: only at the end).
+ * Returns 0 or BM_ENOMEM.  Free with list_http_push_free().
+ */
+int
+list_http_push_new(const char *content_type, const char *page_url,
+    const char *prefix, struct listing *out, size_t prune_bytes,
+    struct list_http_push **ret)
+{
+	struct list_http_push *hp;
+	int		 rc;
+
+	if ((hp = calloc(1, sizeof(*hp))) == NULL)
+		return BM_ENOMEM;
+	hp->n0 = listing_count(out);
+	hp->prune_bytes = prune_bytes;
+	if (content_type != NULL && content_type[0] != '\0' &&
+	    (hp->ctype = strdup(content_type)) == NULL) {
+		free(hp);
+		return BM_ENOMEM;
+	}
+	if ((rc = pctx_init(&hp->pc, page_url, prefix, out)) != 0) {
+		set_err(hp->err, sizeof(hp->err), page_url ? page_url : "",
+		    "bad page URL");
+		hp->rc = rc == BM_EINVAL ? BM_EPROTO : rc;
+	}
+	*ret = hp;
+	return 0;
+}
+
+/*
+ * The next len bytes of the page (borrowed).  Returns 0, or BM_ENOMEM or
+ * BM_ELIMIT (out is full): the page is lost.  Other failures wait for
+ * list_http_push_end().
+ */
+int
+list_http_push_feed(struct list_http_push *hp, const uint8_t *data,
+    size_t len)
+{
+	int	 rc = 0;
+
+	if (hp->rc != 0)
+		return hp->rc == BM_ENOMEM || hp->rc == BM_ELIMIT ? hp->rc : 0;
+	cut_feed(&hp->cut, data, len);
+	switch (hp->mode) {
+	case PUSH_SNIFF:
+		if ((rc = keep_add(hp, data, len)) == 0)
+			rc = push_pick(hp, false);
+		break;
+	case PUSH_HTML:
+		rc = html_feed(hp, data, len);
+		break;
+	case PUSH_JSON:
+		rc = json_feed(hp, data, len);
+		break;
+	case PUSH_XML:
+		rc = xml_feed(hp, data, len, false);
+		break;
+	}
+	if (rc != 0 && hp->rc == 0)
+		hp->rc = rc;
+	return rc == BM_ENOMEM || rc == BM_ELIMIT ? rc : 0;
+}
+
+/* The end of the page: the rest of list_http_parse's work. */
+static int
+push_finish(struct list_http_push *hp)
+{
+	int	 rc;
+
+	if (hp->mode == PUSH_SNIFF && (rc = push_pick(hp, true)) != 0)
+		return rc;
+	if (hp->rc != 0)
+		return hp->rc;
+	if (hp->mode == PUSH_XML && (rc = xml_feed(hp, NULL, 0, true)) != 0)
+		return rc;
+	if (hp->rc != 0 || hp->mode == PUSH_XML)
+		return hp->rc;
+	if (hp->mode == PUSH_JSON) {
+		if (!hp->js.ended)
+			push_fail(hp, BM_EPROTO, "JSON listing",
+			    hp->js.started ? "the array is not closed" :
+			    "not an array");
+		return hp->rc;
+	}
+	if (!hp->malformed && cut_short(&hp->cut)) {
+		push_fail(hp, BM_EPROTO, "incomplete index page",
+		    "the HTML ends before its </html> (cut short in transit?)");
+		return hp->rc;
+	}
+	html_chunk(hp, hp->keep, hp->keeplen);
+	hp->keeplen = 0;
+	(void)htmlParseChunk(hp->html, NULL, 0, 1);
+	if ((rc = html_flush(hp, true)) != 0 && hp->rc == 0)
+		hp->rc = rc;
+	/*
+	 * XML that libxml2 refused (nginx writes a name's control
+	 * characters into its XML autoindex as they are, which XML 1.0 does
+	 * not allow) and no HTML in it either: say so, not "no links".
+	 */
+	if (hp->rc == BM_EPROTO && hp->malformed)
+		set_err(hp->err, sizeof(hp->err), "not an index page",
+		    "malformed XML");
+	return hp->rc;
+}
+
+/*
+ * End the page: its last entries go to out.  Returns what
+ * list_http_parse returns, with *ret_format and *ret_skipped (may be
+ * NULL) and the reason in errbuf; on failure every entry of the page is
+ * taken back out of out.
+ */
+int
+list_http_push_end(struct list_http_push *hp, enum page_format *ret_format,
+    size_t *ret_skipped, char *errbuf, size_t errlen)
+{
+	int	 rc = push_finish(hp);
+
+	if (rc != 0) {
+		while (listing_count(hp->pc.out) > hp->n0)
+			listing_pop(hp->pc.out);
+		if (errbuf != NULL && errlen > 0)
+			(void)snprintf(errbuf, errlen, "%s", hp->err);
+	} else {
+		if (ret_format != NULL)
+			*ret_format = hp->pc.fmt;
+		if (ret_skipped != NULL)
+			*ret_skipped = hp->pc.skipped;
+	}
+	return rc;
+}
+
+/* Free hp (entries already in out stay).  NULL is a no-op. */
+void
+list_http_push_free(struct list_http_push *hp)
+{
+	if (hp == NULL)
+		return;
+	if (hp->html != NULL) {
+		xmlFreeDoc(hp->html->myDoc);
+		htmlFreeParserCtxt(hp->html);
+	}
+	if (hp->xml != NULL) {
+		xmlFreeDoc(hp->xml->myDoc);
+		xmlFreeParserCtxt(hp->xml);
+	}
+	free(hp->keep);
+	free(hp->js.buf);
+	free(hp->ctype);
+	free(hp->pc.seen.slot);
+	free(hp->pc.origin);
+	free(hp->pc.pagepath);
+	free(hp);
+}
+
+/*
+ * Parse one index page into out (see list_http.h): the whole body fed
+ * to a push parser at once.  Follows nginx/Apache/lighttpd/IIS/Caddy
+ * index formats as documented in tests/fixtures/LISTINGS.md, RFC 3986
+ * for hrefs.
  */
 int
 list_http_parse(const uint8_t *body, size_t len, const char *content_type,
@@ -1843,63 +2433,17 @@ list_http_parse(const uint8_t *body, size_t len, const char *content_type,
     enum page_format *ret_format, size_t *ret_skipped, char *errbuf,
     size_t errlen)
 {
-	struct pctx	 pc;
-	const uint8_t	*p, *end = body + len;
-	char		*cs = NULL;
-	size_t		 n0 = listing_count(out);
-	bool		 malformed = false;
+	struct list_http_push *hp;
 	int		 rc;
 
-	if ((rc = pctx_init(&pc, page_url, prefix, out)) != 0) {
-		set_err(errbuf, errlen, page_url ? page_url : "",
-		    "bad page URL");
-		rc = rc == BM_EINVAL ? BM_EPROTO : rc;
-		goto out;
-	}
-	p = skip_ws(body, end);
-	if ((content_type != NULL && strncasecmp(content_type,
-	    "application/json", 16) == 0) || (p < end && *p == '[')) {
-		pc.fmt = PAGE_NGINX_JSON;
-		rc = parse_json(&pc, body, len, errbuf, errlen);
-		goto out;
-	}
-	if ((content_type != NULL && strcasestr(content_type, "/xml") !=
-	    NULL) || (end - p >= 5 && memcmp(p, "<?xml", 5) == 0)) {
-		pc.fmt = PAGE_NGINX_XML;
-		if ((rc = parse_xml(&pc, body, len)) != 1 && rc != 2)
-			goto out;
-		malformed = rc == 2;
-	}
-	cs = ct_charset(content_type);
-	if (!malformed && html_cut_short(body, len)) {
-		set_err(errbuf, errlen, "incomplete index page",
-		    "the HTML ends before its </html> (cut short in transit?)");
-		rc = BM_EPROTO;
-		goto out;
-	}
-	rc = parse_html(&pc, body, len, cs, errbuf, errlen);
-	/*
-	 * XML that libxml2 refused (nginx writes a name's control
-	 * characters into its XML autoindex as they are, which XML 1.0 does
-	 * not allow) and no HTML in it either: say so, not "no links".
-	 */
-	if (rc == BM_EPROTO && malformed)
-		set_err(errbuf, errlen, "not an index page",
-		    "malformed XML");
-out:
-	if (rc != 0) {
-		while (listing_count(out) > n0)
-			listing_pop(out);
-	} else {
-		if (ret_format != NULL)
-			*ret_format = pc.fmt;
-		if (ret_skipped != NULL)
-			*ret_skipped = pc.skipped;
-	}
-	free(cs);
-	free(pc.seen.slot);
-	free(pc.origin);
-	free(pc.pagepath);
+	if (errbuf != NULL && errlen > 0)
+		errbuf[0] = '\0';
+	if ((rc = list_http_push_new(content_type, page_url, prefix, out, 0,
+	    &hp)) != 0)
+		return rc;
+	(void)list_http_push_feed(hp, body, len);
+	rc = list_http_push_end(hp, ret_format, ret_skipped, errbuf, errlen);
+	list_http_push_free(hp);
 	return rc;
 }
 
@@ -1912,6 +2456,7 @@ struct http_crawl {
 	struct workq	*pool;		/* owned: parser threads (crawl_pool) */
 	unsigned	 npool;		/* threads in pool */
 	bool		 no_pool;	/* parse inline: one CPU, or no thread */
+	size_t		 max_entries;	/* entries per directory */
 };
 
 /* url is the source or below it, on the same origin. */
@@ -2015,11 +2560,6 @@ page_check(const struct http_crawl *c, const struct http_page *pg,
 		(void)snprintf(why, whylen, "HTTP status %ld", pg->status);
 		return NULL;
 	}
-	if (c->opts->max_page_bytes > 0 && pg->len > c->opts->max_page_bytes) {
-		*ret_rc = BM_ELIMIT;
-		(void)snprintf(why, whylen, "index page too large");
-		return NULL;
-	}
 	if (pg->effective_url != NULL &&
 	    strcmp(pg->effective_url, pg->url) != 0) {
 		if (!url_under(c->source, pg->effective_url)) {
@@ -2035,12 +2575,110 @@ page_check(const struct http_crawl *c, const struct http_page *pg,
 }
 
 /*
+ * A page as it arrives: kept whole up to STREAM_AFTER bytes (then parsed
+ * as the pages of a batch are, on the pool), else parsed as it comes in
+ * on the fetching thread, into l.  Entries, not bytes, are what a large
+ * directory costs: l is capped at max_entries.
+ */
+#define STREAM_AFTER	(1024 * 1024)	/* bytes of a page kept whole */
+#define STREAM_PRUNE	(256 * 1024)	/* HTML between prunes of its tree */
+
+struct hstream {
+	struct page_stream ops;		/* the page's stream (arg: this) */
+	const char	*url;		/* borrowed: the page's URL */
+	const char	*prefix;	/* borrowed: the directory's path */
+	size_t		 cap;		/* entries the page may list */
+	size_t		 max_entries;	/* the directory cap (max_entries) */
+	struct listing	*l;		/* owned: the streamed page's entries */
+	struct list_http_push *push;	/* owned, NULL: still kept whole */
+	uint8_t		*buf;		/* owned: the page kept whole */
+	size_t		 len, bufcap;
+	int		 rc;		/* BM_ENOMEM or BM_ELIMIT: lost */
+};
+
+static int
+hstream_begin(void *arg)
+{
+	struct hstream	*hs = arg;
+
+	list_http_push_free(hs->push);
+	hs->push = NULL;
+	listing_free(hs->l);
+	hs->l = NULL;
+	free(hs->buf);
+	hs->buf = NULL;
+	hs->len = hs->bufcap = 0;
+	hs->rc = 0;
+	return 0;
+}
+
+/* Past STREAM_AFTER: a push parser takes what was kept, then the rest. */
+static int
+hstream_push(struct hstream *hs, const char *ctype)
+{
+	int	 rc;
+
+	if ((hs->l = listing_new(hs->cap)) == NULL)
+		return BM_ENOMEM;
+	if ((rc = list_http_push_new(ctype, hs->url, hs->prefix, hs->l,
+	    STREAM_PRUNE, &hs->push)) != 0)
+		return rc;
+	rc = list_http_push_feed(hs->push, hs->buf, hs->len);
+	free(hs->buf);
+	hs->buf = NULL;
+	hs->len = hs->bufcap = 0;
+	return rc;
+}
+
+static int
+hstream_feed(void *arg, const char *ctype, const uint8_t *data, size_t len)
+{
+	struct hstream	*hs = arg;
+	uint8_t		*nb;
+	size_t		 ncap;
+	int		 rc;
+
+	if (hs->push == NULL && hs->len + len > STREAM_AFTER &&
+	    (rc = hstream_push(hs, ctype)) != 0)
+		return hs->rc = rc;
+	if (hs->push != NULL)
+		return hs->rc = list_http_push_feed(hs->push, data, len);
+	if (hs->len + len > hs->bufcap) {
+		ncap = hs->bufcap ? hs->bufcap : 16384;
+		while (ncap < hs->len + len)
+			ncap *= 2;
+		if ((nb = realloc(hs->buf, ncap)) == NULL)
+			return hs->rc = BM_ENOMEM;
+		hs->buf = nb;
+		hs->bufcap = ncap;
+	}
+	memcpy(hs->buf + hs->len, data, len);
+	hs->len += len;
+	return 0;
+}
+
+/*
+ * A page that listed more than max_entries: its reason, naming the key;
+ * true when the page's cap was max_entries (not the mirror's room).
+ */
+static bool
+page_too_many(const struct hstream *hs, char *why, size_t whylen)
+{
+	if (hs->cap != hs->max_entries)
+		return false;
+	(void)snprintf(why, whylen, "more than %zu entries in one directory "
+	    "(max_entries)", hs->cap);
+	return true;
+}
+
+/*
  * One fetched page of a batch and what parsing it gave: its entries in a
  * listing of its own (parsed on a worker of the crawl's pool, or inline),
  * taken into the crawl's listing in page order by crawl_page.
  */
 struct ppage {
 	const struct http_page *pg;	/* borrowed */
+	struct hstream	*hs;		/* borrowed: pg's stream */
 	const char	*base;		/* borrowed: page_check's URL, NULL: failed */
 	const char	*prefix;	/* borrowed: the directory's relative path */
 	struct listing	*l;		/* owned: the page's entries */
@@ -2049,6 +2687,7 @@ struct ppage {
 					   list_http_parse's result */
 	bool		 done;		/* parsed (or nothing to parse) */
 	bool		 pooled;	/* parsed on a pool thread */
+	bool		 parsed;	/* streamed: parsed as it came in */
 	char		 err[256];	/* the reason for rc */
 };
 
@@ -2058,11 +2697,16 @@ ppage_parse(void *arg)
 {
 	struct ppage	*pp = arg;
 	const struct http_page *pg = pp->pg;
+	const uint8_t	*body = pp->hs->buf != NULL ? pp->hs->buf : pg->body;
+	size_t		 len = pp->hs->buf != NULL ? pp->hs->len : pg->len;
 
+	if (pp->parsed)
+		return;
 	pp->err[0] = '\0';
-	pp->rc = list_http_parse(pg->body, pg->len, pg->content_type,
-	    pp->base, pp->prefix, pp->l, NULL, &pp->skipped, pp->err,
-	    sizeof(pp->err));
+	pp->rc = list_http_parse(body, len, pg->content_type, pp->base,
+	    pp->prefix, pp->l, NULL, &pp->skipped, pp->err, sizeof(pp->err));
+	if (pp->rc == BM_ELIMIT)
+		(void)page_too_many(pp->hs, pp->err, sizeof(pp->err));
 }
 
 /* workq_done_fn: a parsed page is back on the crawl's thread. */
@@ -2143,6 +2787,11 @@ crawl_page(struct crawl *cr, size_t d, struct ppage *pp)
 		    "unreadable index");
 		return 0;
 	}
+	if (rc == BM_ELIMIT && pp->err[0] != '\0') {
+		/* max_entries: this directory fails, the crawl goes on. */
+		crawl_fail(cr, pp->pg->url, rc, pp->err);
+		return 0;
+	}
 	if (rc != 0) {
 		crawl_fail(cr, pp->pg->url, rc, bm_strerror(rc));
 		return rc;
@@ -2210,7 +2859,7 @@ crawl_parse(struct http_crawl *c, struct crawl *cr, size_t first,
 	ahead = q != NULL ? (size_t)c->npool * CRAWL_AHEAD : 0;
 	for (i = 0; i < n && rc == 0; i++) {
 		for (; q != NULL && next < n && next <= i + ahead; next++) {
-			if (pps[next].l != NULL &&
+			if (pps[next].l != NULL && !pps[next].parsed &&
 			    workq_push(q, ppage_parse, &pps[next]) == 0) {
 				pps[next].pooled = true;
 				continue;
@@ -2233,6 +2882,87 @@ crawl_parse(struct http_crawl *c, struct crawl *cr, size_t first,
 	return rc;
 }
 
+/* crawl_ops.prepare: each page streams into an hstream. */
+static int
+http_prepare(void *arg, struct crawl *cr, size_t first,
+    struct http_page *pages, size_t n)
+{
+	struct http_crawl *c = arg;
+	struct hstream	*hs;
+	size_t		 i, room = listing_room(crawl_out(cr));
+
+	for (i = 0; i < n; i++) {
+		if ((hs = calloc(1, sizeof(*hs))) == NULL)
+			return BM_ENOMEM;
+		hs->ops.begin = hstream_begin;
+		hs->ops.feed = hstream_feed;
+		hs->ops.arg = hs;
+		hs->url = pages[i].url;
+		hs->prefix = crawl_dir(cr, first + i)->prefix;
+		hs->max_entries = c->max_entries;
+		hs->cap = c->max_entries > 0 && c->max_entries < room ?
+		    c->max_entries : room;
+		pages[i].stream = &hs->ops;
+	}
+	return 0;
+}
+
+/* crawl_ops.release: the pages' hstreams. */
+static void
+http_release(void *arg, struct http_page *pages, size_t n)
+{
+	struct hstream	*hs;
+	size_t		 i;
+
+	(void)arg;
+	for (i = 0; i < n; i++) {
+		if (pages[i].stream == NULL)
+			continue;
+		hs = pages[i].stream->arg;
+		(void)hstream_begin(hs);
+		free(hs);
+		pages[i].stream = NULL;
+	}
+}
+
+/*
+ * Check page pp; a streamed one is finished here (its entries move to
+ * pp->l), one kept whole gets an empty pp->l for crawl_parse.
+ */
+static int
+ppage_setup(struct http_crawl *c, struct ppage *pp)
+{
+	struct hstream	*hs = pp->hs;
+
+	if (hs->rc == BM_ELIMIT && page_too_many(hs, pp->err,
+	    sizeof(pp->err))) {
+		pp->rc = BM_ELIMIT;
+		pp->base = NULL;
+		return 0;
+	}
+	pp->base = page_check(c, pp->pg, &pp->rc, pp->err, sizeof(pp->err));
+	if (pp->base == NULL)
+		return 0;
+	if (hs->push == NULL)
+		return (pp->l = listing_new(hs->cap)) == NULL ? BM_ENOMEM : 0;
+	/* Streamed: its hrefs were read against the URL asked for. */
+	pp->parsed = pp->done = true;
+	pp->l = hs->l;
+	hs->l = NULL;
+	if (strcmp(pp->base, pp->pg->url) != 0) {
+		pp->rc = BM_EPROTO;
+		(void)snprintf(pp->err, sizeof(pp->err), "redirected to %s: a "
+		    "page this large is read as it arrives, against its own "
+		    "URL", pp->base);
+		return 0;
+	}
+	pp->rc = list_http_push_end(hs->push, NULL, &pp->skipped, pp->err,
+	    sizeof(pp->err));
+	if (pp->rc == BM_ELIMIT)
+		(void)page_too_many(hs, pp->err, sizeof(pp->err));
+	return 0;
+}
+
 /* crawl_ops.read: check and parse the pages of dirs [first, first + n). */
 static int
 http_read(void *arg, struct crawl *cr, size_t first, struct http_page *pages,
@@ -2247,12 +2977,9 @@ http_read(void *arg, struct crawl *cr, size_t first, struct http_page *pages,
 		return BM_ENOMEM;
 	for (i = 0; i < n; i++) {
 		pps[i].pg = &pages[i];
+		pps[i].hs = pages[i].stream->arg;
 		pps[i].prefix = crawl_dir(cr, first + i)->prefix;
-		pps[i].base = page_check(c, &pages[i], &pps[i].rc, pps[i].err,
-		    sizeof(pps[i].err));
-		/* A page holds no more than the crawl has room for. */
-		if (pps[i].base != NULL && (pps[i].l =
-		    listing_new(listing_room(crawl_out(cr)))) == NULL)
+		if ((rc = ppage_setup(c, &pps[i])) != 0)
 			goto out;
 	}
 	rc = crawl_parse(c, cr, first, pps, n);
@@ -2263,7 +2990,11 @@ out:
 	return rc;
 }
 
-static const struct crawl_ops http_crawl_ops = { http_read, NULL };
+static const struct crawl_ops http_crawl_ops = {
+	.read = http_read,
+	.prepare = http_prepare,
+	.release = http_release,
+};
 
 /*
  * Crawl the index tree under source_url (see list_http.h): breadth first,
@@ -2286,6 +3017,7 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 	memset(&c, 0, sizeof(c));
 	c.source = source_url;
 	c.opts = opts;
+	c.max_entries = opts->max_entries;
 	if (errbuf != NULL && errlen > 0)
 		errbuf[0] = '\0';
 	if (!split_url(source_url, NULL, &spath) ||
@@ -2328,7 +3060,7 @@ http_list(const struct lister_run *lr, struct listing *out,
 	co.filter = lr->filter;
 	co.max_depth = lr->max_depth;
 	co.shallow = lr->shallow;
-	co.max_page_bytes = lr->max_page_bytes;
+	co.max_entries = lr->max_entries;
 	co.batch = (size_t)lr->connections * 2;
 	co.ret_skipped = &ret->skipped;
 	co.ret_loops = &ret->loops;

@@ -45,7 +45,7 @@
 #include "biomirror/xfer.h"
 
 #define NS			1000000000LL
-#define MAX_LISTING		(20 * 1000 * 1000)	/* entries per mirror */
+#define MAX_LISTING		(200 * 1000 * 1000)	/* entries per mirror */
 #define MAX_PAGE_BYTES		(64 * 1024 * 1024)	/* one index page */
 #define MAX_DEPTH		64			/* directory levels */
 #define MAX_SIDECAR_BYTES	(64 * 1024 * 1024)	/* one sidecar file */
@@ -112,10 +112,16 @@ struct run_digest {
 	char		 sum[DIGEST_TEXT_MAX]; /* "sha256:HEX" */
 };
 
-/* Memory sink of one index page, capped at MAX_PAGE_BYTES. */
+/*
+ * Sink of one index page: to its lister's stream as it arrives, else
+ * into memory, capped at MAX_PAGE_BYTES.
+ */
 struct page_buf {
 	uint8_t		*buf;		/* owned */
 	size_t		 len, cap;
+	const struct page_stream *st;	/* borrowed, NULL: buffered */
+	const char	*ctype;		/* borrowed: the job's Content-Type */
+	int		 st_rc;		/* the stream's refusal, 0 if none */
 };
 
 static int
@@ -127,6 +133,10 @@ sink_page(void *arg, uint64_t off, const void *data, size_t len)
 
 	if (off != b->len)
 		return BM_EPROTO;
+	if (b->st != NULL) {
+		b->len += len;
+		return b->st_rc = b->st->feed(b->st->arg, b->ctype, data, len);
+	}
 	if (b->len + len > MAX_PAGE_BYTES)
 		return BM_ELIMIT;
 	if (b->len + len + 1 > b->cap) {
@@ -149,6 +159,7 @@ struct page_try {
 	struct page_buf	 buf;		/* the body */
 	char		*url;		/* owned: URL of the current try */
 	const char	*command;	/* borrowed: FTP command, NULL for HTTP */
+	const struct page_stream *st;	/* borrowed: the page's, NULL */
 	unsigned	 attempts;	/* tries made */
 	unsigned	 hops;		/* redirects followed */
 	bool		 running;	/* job submitted, not finished */
@@ -170,12 +181,19 @@ page_done(void *ctx, struct xfer_job *job)
 static int
 page_submit(struct run *r, struct page_try *t)
 {
+	int	 rc;
+
 	free(t->buf.buf);
 	memset(&t->buf, 0, sizeof(t->buf));
 	memset(&t->job, 0, sizeof(t->job));
+	if (t->st != NULL && (rc = t->st->begin(t->st->arg)) != 0)
+		return rc;
+	t->buf.st = t->st;
+	t->buf.ctype = t->job.res.content_type;
 	t->job.url = t->url;
 	t->job.expect_size = -1;
-	t->job.max_size = MAX_PAGE_BYTES;
+	/* A streamed page is capped in entries by its lister (max_entries). */
+	t->job.max_size = t->st != NULL ? 0 : MAX_PAGE_BYTES;
 	t->job.if_modified_since = -1;
 	t->job.no_redirect = true;
 	t->job.kind = t->command != NULL && strcmp(t->command, "FEAT") == 0 ?
@@ -262,8 +280,11 @@ page_result(struct page_try *t, struct http_page *pg)
 	pg->rc = res->rc;
 	if (res->rc == 0 && res->cls != XFER_OK)
 		pg->rc = BM_EHTTP;
-	/* Every failed page is named (the run reports the first). */
-	if (pg->rc != 0)
+	/*
+	 * Every failed page is named (the run reports the first); one its
+	 * lister refused as it streamed in (max_entries) the lister names.
+	 */
+	if (pg->rc != 0 && t->buf.st_rc == 0)
 		log_warnx("%s: list: %s", t->url, res->errmsg);
 	(void)snprintf(pg->errmsg, sizeof(pg->errmsg), "%s", res->errmsg);
 	if (res->content_type[0] &&
@@ -292,6 +313,7 @@ fetch_pages(void *ctx, struct http_page *pages, size_t n)
 		return BM_ENOMEM;
 	for (i = 0; i < n; i++) {
 		t[i].command = pages[i].command;
+		t[i].st = pages[i].stream;
 		if ((t[i].url = strdup(pages[i].url)) == NULL ||
 		    (rc = page_submit(r, &t[i])) != 0)
 			goto out;
@@ -436,7 +458,7 @@ run_list(struct run *r)
 	lr.filter = &r->filter;
 	lr.tz = run_zone(r);
 	lr.max_depth = MAX_DEPTH;
-	lr.max_page_bytes = MAX_PAGE_BYTES;
+	lr.max_entries = r->c->max_entries;
 	lr.connections = run_connections(r);
 	lr.follow = r->c->follow_symlinks;
 	lr.mode_e = r->c->ftp_mode_e;
@@ -3736,7 +3758,7 @@ sync_list(const struct sync_opts *o, const struct mirror_conf *c,
 	lr.tz = run_zone(&r);
 	lr.max_depth = recursive ? MAX_DEPTH : 0;
 	lr.shallow = !recursive;
-	lr.max_page_bytes = MAX_PAGE_BYTES;
+	lr.max_entries = c->max_entries;
 	lr.connections = run_connections(&r);
 	lr.fetch = fetch_pages;
 	lr.ctx = &r;

@@ -20,6 +20,10 @@
 
 #include "biomirror/listing.h"
 
+/* max_entries: its default, and the most it takes. */
+#define CONFIG_MAX_ENTRIES	50000000U
+#define CONFIG_MAX_ENTRIES_TOP	1000000000U
+
 enum transport_kind { TRANSPORT_TCP = 0, TRANSPORT_UDT, TRANSPORT_AUTO };
 enum verify_mode { VERIFY_SIZE = 0, VERIFY_SIDECAR, VERIFY_CHECKSUM };
 enum publish_mode { PUBLISH_FILE = 0, PUBLISH_SET };
@@ -51,6 +55,8 @@ struct mirror_conf {
 	bool		 streams_auto;	/* streams = auto: likewise */
 	uint64_t	 min_split;	/* bytes (default 16M) */
 	unsigned	 max_connections; /* per host; 0 = default by scheme */
+	unsigned	 max_entries;	/* entries one directory may list
+					   (default CONFIG_MAX_ENTRIES) */
 	enum transport_kind transport;	/* udt: ftp:// with ftp_mode =
 					   extended only; auto is tcp */
 	bool		 delete;	/* delete files gone upstream */

@@ -75,6 +75,16 @@ struct crawl_ops {
 	 * *ret_again when the crawl should go on.  Returns 0 or BM_E*.
 	 */
 	int		(*more)(void *arg, struct crawl *c, bool *ret_again);
+	/*
+	 * May be NULL: before pages[0..n) of dirs [first, first + n) are
+	 * fetched, set their streams (http_page.stream) to read them as
+	 * they arrive.  Returns 0 or BM_E*.  release (may be NULL) then
+	 * frees what prepare made, after read or a failed fetch.
+	 */
+	int		(*prepare)(void *arg, struct crawl *c, size_t first,
+			    struct http_page *pages, size_t n);
+	void		(*release)(void *arg, struct http_page *pages,
+			    size_t n);
 };
 
 /*
@@ -118,7 +128,8 @@ int	crawl_push(struct crawl *c, size_t parent, const char *prefix,
 	    const char *real, const char *key, bool via_link);
 /*
  * Take entry e listed in directory d into the output (its strings moved,
- * e left zeroed) when the filter takes it; a directory is queued as well,
+ * but its href and size_display freed; e left zeroed) when the filter
+ * takes it; a directory is queued as well,
  * unless past max_depth (noted) or its unique= was already listed
  * outside a followed link (a loop: counted).  Returns 0, BM_ENOMEM or
  * BM_ELIMIT (the output's cap).

@@ -61,6 +61,7 @@ struct ftp_crawl_opts {
 	unsigned	 max_depth;	/* hard depth limit (directories below root) */
 	bool		 shallow;	/* past max_depth: no error (crawl.h) */
 	size_t		 batch;		/* replies fetched per callback call */
+	size_t		 max_entries;	/* entries per directory, 0: none */
 	int64_t		 now_wall;	/* server's clock, for LIST year inference */
 	bool		*ret_mlsd;	/* borrowed, may be NULL: set to true
 					   when MLSD was used */

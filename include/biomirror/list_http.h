@@ -51,11 +51,32 @@ int	list_http_parse(const uint8_t *body, size_t len,
 	    struct listing *out, enum page_format *ret_format,
 	    size_t *ret_skipped, char *errbuf, size_t errlen);
 
+/*
+ * A page parsed as it arrives, with list_http_parse's rules and results:
+ * list_http_push_new (arguments as list_http_parse's, borrowed for the
+ * parser's life; content_type copied; the HTML tree pruned every
+ * prune_bytes, 0: only at the end), list_http_push_feed with each piece
+ * in order, list_http_push_end, list_http_push_free.  new returns 0 or
+ * BM_ENOMEM; feed 0, or BM_ENOMEM or BM_ELIMIT (out is full: the page
+ * is lost; other failures wait for end); end what list_http_parse
+ * returns, taking the page's entries back out of out on failure.
+ */
+struct list_http_push;
+int	list_http_push_new(const char *content_type, const char *page_url,
+	    const char *prefix, struct listing *out, size_t prune_bytes,
+	    struct list_http_push **ret);
+int	list_http_push_feed(struct list_http_push *hp, const uint8_t *data,
+	    size_t len);
+int	list_http_push_end(struct list_http_push *hp,
+	    enum page_format *ret_format, size_t *ret_skipped, char *errbuf,
+	    size_t errlen);
+void	list_http_push_free(struct list_http_push *hp);
+
 struct crawl_opts {
 	const struct filter *filter;	/* borrowed: include/exclude, NULL for all */
 	unsigned	 max_depth;	/* hard depth limit (directories below root) */
 	bool		 shallow;	/* past max_depth: no error (crawl.h) */
-	size_t		 max_page_bytes; /* cap per page (rule 31) */
+	size_t		 max_entries;	/* entries per directory, 0: none */
 	size_t		 batch;		/* pages fetched per callback call */
 	size_t		*ret_loops;	/* borrowed, may be NULL: set to the number
 					   of directories not descended because

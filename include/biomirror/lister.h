@@ -15,6 +15,20 @@
 
 #include "biomirror/listing.h"
 
+/*
+ * How a page's body reaches its lister as it arrives (http_page.stream):
+ * begin when a try starts (a retry or a redirect drops what an earlier
+ * try fed), then feed with each piece in order and the Content-Type
+ * (borrowed, "" when none).  Both return 0 or a BM_E* code, which aborts
+ * the page with that code.
+ */
+struct page_stream {
+	int		(*begin)(void *arg);
+	int		(*feed)(void *arg, const char *content_type,
+			    const uint8_t *data, size_t len);
+	void		*arg;		/* borrowed: the lister's page state */
+};
+
 /* One page to fetch, filled in by the fetch callback. */
 struct http_page {
 	const char	*url;		/* borrowed: absolute URL to GET */
@@ -22,8 +36,12 @@ struct http_page {
 					   "LIST"; NULL for HTTP */
 	int		 rc;		/* 0, or BM_E* when the fetch failed */
 	long		 status;	/* HTTP status (FTP: reply), 0: none */
-	uint8_t		*body;		/* owned (malloc): body, NULL if none */
-	size_t		 len;		/* body length in bytes */
+	const struct page_stream *stream; /* borrowed, NULL: the body is
+					   kept whole in body */
+	uint8_t		*body;		/* owned (malloc): body, NULL if none
+					   or streamed */
+	size_t		 len;		/* body length in bytes (streamed
+					   too) */
 	char		*content_type;	/* owned: Content-Type or NULL */
 	char		*effective_url;	/* owned: URL after redirects or NULL */
 	char		 errmsg[256];	/* reason when rc != 0 */
@@ -58,7 +76,7 @@ struct lister_run {
 	unsigned	 max_depth;	/* directory levels below the source */
 	bool		 shallow;	/* directories past max_depth are
 					   listed, not entered: no error */
-	size_t		 max_page_bytes; /* cap per page (rule 31) */
+	size_t		 max_entries;	/* cap per directory (rule 31) */
 	unsigned	 connections;	/* per host: max_connections, or the
 					   lister's default */
 	bool		 follow;	/* follow_symlinks */

@@ -124,6 +124,12 @@ void	report_summary(const struct mirror_result *r, FILE *fp);
  * "The --json fields beyond DESIGN.md".  Returns 0 or BM_ENOMEM.
  */
 int	report_json(struct mirror_result *const *results, size_t n, FILE *fp);
+/*
+ * The process's peak resident set so far in KiB (getrusage ru_maxrss:
+ * every mirror of the process so far), -1 if unknown: --json's
+ * peak_rss_kib.
+ */
+int64_t	report_peak_rss_kib(void);
 /* "4.2 MiB" (or "300 B") for b bytes into buf (len bytes).  Never fails. */
 void	report_human_bytes(uint64_t b, char *buf, size_t len);
 /*

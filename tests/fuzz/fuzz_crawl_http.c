@@ -66,7 +66,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(&o, 0, sizeof(o));
 	o.max_depth = 6;
-	o.max_page_bytes = 1 << 20;
+	o.max_entries = 0;
 	o.batch = 3;
 	o.ret_loops = &loops;
 	o.ret_skipped = &skipped;

@@ -1072,7 +1072,7 @@ crawl(const struct fake_page *pages, size_t n, unsigned depth,
 	f->n = n;
 	o.filter = flt;
 	o.max_depth = depth;
-	o.max_page_bytes = 1 << 20;
+	o.max_entries = 0;
 	o.batch = batch;
 	o.ret_loops = loops;
 	return list_http_crawl("http://h/src/", &o, fake_fetch, f, l, err,
@@ -1368,7 +1368,7 @@ test_crawl_wide(void)
 
 		memset(&o, 0, sizeof(o));
 		o.max_depth = 10;
-		o.max_page_bytes = 1 << 20;
+		o.max_entries = 0;
 		o.batch = 8;
 		is_int(list_http_crawl("http://h/src/", &o, fake_fetch, &f, l,
 		    err, sizeof(err)), BM_ENET, "wide, 4th fetch fails: rc");
@@ -1407,6 +1407,298 @@ test_crawl_docker(void)
 	listing_free(l);
 }
 
+/* ---------------------------------------------------------------- */
+/* Pages parsed as they arrive (list_http_push_*). */
+
+/* Entries a and b hold the same fields, in the same order. */
+static bool
+same_listing(const struct listing *a, const struct listing *b, char *why,
+    size_t whylen)
+{
+	const struct entry *x, *y;
+	size_t		 i;
+
+	if (listing_count(a) != listing_count(b)) {
+		snprintf(why, whylen, "%zu entries, not %zu",
+		    listing_count(b), listing_count(a));
+		return false;
+	}
+	for (i = 0; i < listing_count(a); i++) {
+		x = listing_get(a, i);
+		y = listing_get(b, i);
+		if (strcmp(x->path, y->path) != 0 || x->type != y->type ||
+		    x->size != y->size || x->size_exact != y->size_exact ||
+		    x->size_min != y->size_min || x->size_max != y->size_max ||
+		    x->mtime_wall != y->mtime_wall ||
+		    x->mtime_nsec != y->mtime_nsec ||
+		    x->mtime_prec != y->mtime_prec ||
+		    x->zone_stated != y->zone_stated ||
+		    x->zone_offset != y->zone_offset ||
+		    (x->href == NULL) != (y->href == NULL) ||
+		    (x->href != NULL && strcmp(x->href, y->href) != 0) ||
+		    (x->size_display == NULL) != (y->size_display == NULL) ||
+		    (x->size_display != NULL && strcmp(x->size_display,
+		    y->size_display) != 0)) {
+			snprintf(why, whylen, "entry %zu (%s) differs", i,
+			    x->path);
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * body fed in pieces: cuts[0..ncuts) are the offsets where a piece ends
+ * (ascending); prune as list_http_push_new takes it.
+ */
+static int
+push_pieces(const char *body, size_t len, const char *ct, const char *url,
+    const size_t *cuts, size_t ncuts, size_t prune, struct listing *l,
+    enum page_format *fmt, char *err, size_t errlen)
+{
+	struct list_http_push *hp;
+	size_t		 i, at = 0;
+	int		 rc;
+
+	if ((rc = list_http_push_new(ct, url, "", l, prune, &hp)) != 0)
+		return rc;
+	for (i = 0; i <= ncuts; i++) {
+		size_t	 to = i < ncuts ? cuts[i] : len;
+
+		if ((rc = list_http_push_feed(hp, (const uint8_t *)body + at,
+		    to - at)) != 0)
+			break;
+		at = to;
+	}
+	if (rc == 0)
+		rc = list_http_push_end(hp, fmt, NULL, err, errlen);
+	list_http_push_free(hp);
+	return rc;
+}
+
+/* The whole-page parse of body (list_http_parse), to compare against. */
+struct whole {
+	struct listing	*l;
+	enum page_format fmt;
+	int		 rc;
+	char		 err[256];
+};
+
+static void
+whole_parse(const char *body, size_t len, const char *ct, const char *url,
+    struct whole *w)
+{
+	w->l = listing_new(1000000);
+	w->fmt = PAGE_GENERIC;
+	w->err[0] = '\0';
+	w->rc = list_http_parse((const uint8_t *)body, len, ct, url, "", w->l,
+	    &w->fmt, NULL, w->err, sizeof(w->err));
+}
+
+/* Pieces split at cuts parse as w (the whole page) did; 1 when same. */
+static bool
+split_same(const char *name, const struct whole *w, const char *body,
+    size_t len, const char *ct, const char *url, const size_t *cuts,
+    size_t ncuts, size_t prune, char *why, size_t whylen)
+{
+	struct listing	*b = listing_new(1000000);
+	enum page_format fb = PAGE_GENERIC;
+	char		 eb[256] = "";
+	int		 rb;
+	bool		 r;
+
+	rb = push_pieces(body, len, ct, url, cuts, ncuts, prune, b, &fb, eb,
+	    sizeof(eb));
+	if (w->rc != rb || w->fmt != fb || (rb != 0 && strcmp(w->err,
+	    eb) != 0)) {
+		snprintf(why, whylen, "%s: rc %d/%d format %s/%s err '%s'/'%s'",
+		    name, w->rc, rb, page_format_name(w->fmt),
+		    page_format_name(fb), w->err, eb);
+		r = false;
+	} else
+		r = same_listing(w->l, b, why, whylen);
+	listing_free(b);
+	return r;
+}
+
+/* Every fixture page split in two at every byte: the same entries. */
+static void
+test_push_every_byte(void)
+{
+	static const struct {
+		const char	*file, *ct, *url;
+	} pages[] = {
+		{ "apache-fancy-pre-mysql-repo.html", "text/html", "http://h/d/" },
+		{ "apache-htmltable-rclone-fixture.html", "text/html",
+		    "http://example.org/~user/pub/" },
+		{ "apache-htmltable-winehq.html", "text/html", "http://h/d/" },
+		{ "apache-plain-ul-debian.html", "text/html", "http://h/d/" },
+		{ "caddy-v1-rclone-fixture.html", NULL, "http://localhost:8080/" },
+		{ "caddy-v2-sdumirror-ubuntu.html", "text/html; charset=utf-8",
+		    "http://h/d/" },
+		{ "docker-download-armv7l.html", "text/html", "http://h/d/" },
+		{ "docker-download-centos.html", "text/html", "http://h/d/" },
+		{ "iis-dirbrowse-digi-ftp1.html", "text/html", "http://h/d/" },
+		{ "iis-dirbrowse-ilga-jcar.html", "text/html", "http://h/d/" },
+		{ "iis-dirbrowse-nemweb-longdate.html", "text/html",
+		    "http://h/d/" },
+		{ "lighttpd-dirlisting-buildroot-acl.html", "text/html",
+		    "http://h/d/" },
+		{ "nginx-autoindex-inexact-synthetic.html", "text/html",
+		    "http://h/d/" },
+		{ "nginx-autoindex-monitoring-plugins.html", "text/html",
+		    "http://h/d/" },
+		{ "nginx-autoindex-proxmox-truncated.html", "text/html",
+		    "http://h/d/" },
+		{ "nginx-fancyindex-lysator-openbsd.html", "text/html",
+		    "http://h/d/" },
+		{ "snt-utwente-debian.html", "text/html", "http://h/d/" },
+		{ "nginx-autoindex-format-json-synthetic.json", NULL,
+		    "http://h/d/" },
+		{ "nginx-autoindex-format-json-synthetic.json",
+		    "application/json", "http://h/d/" },
+		{ "nginx-autoindex-format-xml-synthetic.xml", NULL,
+		    "http://h/d/" },
+		{ "nginx-autoindex-format-xml-synthetic.xml", "text/xml",
+		    "http://h/d/" },
+	};
+	struct whole	 w;
+	char		 path[256], why[512];
+	char		*body;
+	size_t		 f, len, k;
+	bool		 all;
+
+	for (f = 0; f < sizeof(pages) / sizeof(pages[0]); f++) {
+		snprintf(path, sizeof(path), FIX "%s", pages[f].file);
+		if ((body = slurp(path, &len)) == NULL) {
+			ok(0, "%s: read fixture", pages[f].file);
+			continue;
+		}
+		why[0] = '\0';
+		whole_parse(body, len, pages[f].ct, pages[f].url, &w);
+		for (k = 0, all = true; k <= len && all; k++)
+			all = split_same(pages[f].file, &w, body, len,
+			    pages[f].ct, pages[f].url, &k, 1, 0, why,
+			    sizeof(why));
+		listing_free(w.l);
+		ok(all, "%s (%s): split at each of %zu bytes parses as the "
+		    "whole page%s%s", pages[f].file, pages[f].ct ? pages[f].ct :
+		    "no type", len, all ? "" : ": ", all ? "" : why);
+		free(body);
+	}
+}
+
+/* A generated page of n rows in a row format (fmt: "nginx", "table"). */
+static char *
+gen_page(const char *fmt, size_t n, size_t *ret_len)
+{
+	FILE		*fp;
+	char		*buf = NULL;
+	size_t		 len = 0, i;
+
+	if ((fp = open_memstream(&buf, &len)) == NULL)
+		return NULL;
+	if (strcmp(fmt, "nginx") == 0) {
+		fprintf(fp, "<html>\r\n<head><title>Index of /d/</title></head>"
+		    "\r\n<body>\r\n<h1>Index of /d/</h1><hr><pre>"
+		    "<a href=\"../\">../</a>\r\n");
+		for (i = 0; i < n; i++)
+			fprintf(fp, "<a href=\"f%07zu%s\">f%07zu%s</a>%*s"
+			    "02-Dec-2026 00:%02zu %19zu\r\n", i, i % 7 ? "" :
+			    "/", i, i % 7 ? "" : "/", 40, "", i % 60,
+			    i % 7 ? i * 3 : 0);
+		fprintf(fp, "</pre><hr></body>\r\n</html>\r\n");
+	} else {
+		fprintf(fp, "<!DOCTYPE HTML PUBLIC \"-//W3C//DTD HTML 3.2 Final"
+		    "//EN\">\n<html>\n <head>\n  <title>Index of /d</title>\n"
+		    " </head>\n <body>\n<h1>Index of /d</h1>\n  <table>\n"
+		    "   <tr><th><a href=\"?C=N;O=D\">Name</a></th><th><a "
+		    "href=\"?C=M;O=A\">Last modified</a></th><th><a href=\""
+		    "?C=S;O=A\">Size</a></th></tr>\n");
+		for (i = 0; i < n; i++)
+			fprintf(fp, "<tr><td><a href=\"f%07zu.gz\">f%07zu.gz"
+			    "</a></td><td align=\"right\">2026-12-02 10:%02zu  "
+			    "</td><td align=\"right\">%zuK</td></tr>\n", i, i,
+			    i % 60, i % 900 + 1);
+		fprintf(fp, "</table>\n<address>Apache Server</address>\n"
+		    "</body></html>\n");
+	}
+	fclose(fp);
+	*ret_len = len;
+	return buf;
+}
+
+/*
+ * Large generated pages fed in small pieces of varying size and pruned
+ * every 4 KiB: the same entries as the whole page (never pruned); and a
+ * few fixtures too.
+ */
+static void
+test_push_prune(void)
+{
+	static const char *const fmts[] = { "nginx", "table" };
+	static const char *const fix[] = {
+		"nginx-autoindex-monitoring-plugins.html",
+		"apache-htmltable-winehq.html", "snt-utwente-debian.html",
+		"iis-dirbrowse-nemweb-longdate.html",
+		"nginx-autoindex-format-json-synthetic.json",
+		"nginx-autoindex-format-xml-synthetic.xml",
+	};
+	struct listing	*l;
+	struct whole	 w;
+	char		 why[512], path[256];
+	char		*body;
+	size_t		*cuts, ncuts, len, f, at, step;
+	enum page_format fmt;
+	int		 rc;
+
+	for (f = 0; f < 2 + sizeof(fix) / sizeof(fix[0]); f++) {
+		if (f < 2)
+			body = gen_page(fmts[f], 20000, &len);
+		else {
+			snprintf(path, sizeof(path), FIX "%s", fix[f - 2]);
+			body = slurp(path, &len);
+		}
+		if (body == NULL || (cuts = calloc(len + 1,
+		    sizeof(*cuts))) == NULL) {
+			ok(0, "prune %zu: setup", f);
+			free(body);
+			continue;
+		}
+		for (at = 0, ncuts = 0, step = 1; at + step < len;
+		    step = step % 97 + 1)
+			cuts[ncuts++] = (at += step);
+		why[0] = '\0';
+		whole_parse(body, len, NULL, "http://h/d/", &w);
+		ok(split_same(f < 2 ? fmts[f] : fix[f - 2], &w, body, len, NULL,
+		    "http://h/d/", cuts, ncuts, f < 2 ? 4096 : 512, why,
+		    sizeof(why)), "%s: fed in %zu pieces, pruned: as the whole "
+		    "page%s%s", f < 2 ? fmts[f] : fix[f - 2], ncuts + 1,
+		    why[0] ? ": " : "", why);
+		listing_free(w.l);
+		free(cuts);
+		free(body);
+	}
+	/* The generated pages are what they claim. */
+	body = gen_page("nginx", 20000, &len);
+	l = listing_new(100000);
+	rc = list_http_parse((const uint8_t *)body, len, NULL, "http://h/d/",
+	    "", l, &fmt, NULL, why, sizeof(why));
+	ok(rc == 0 && fmt == PAGE_NGINX && listing_count(l) == 20000,
+	    "generated nginx page: 20000 entries, nginx");
+	listing_free(l);
+	free(body);
+	/* max_entries: one more entry than out takes is BM_ELIMIT. */
+	body = gen_page("table", 3000, &len);
+	l = listing_new(2999);
+	is_int(list_http_parse((const uint8_t *)body, len, NULL,
+	    "http://h/d/", "", l, NULL, NULL, why, sizeof(why)), BM_ELIMIT,
+	    "3000 rows into room for 2999: BM_ELIMIT");
+	is_int((int)listing_count(l), 0, "  and nothing kept");
+	listing_free(l);
+	free(body);
+}
+
 int
 main(void)
 {
@@ -1423,5 +1715,7 @@ main(void)
 	test_crawl();
 	test_crawl_wide();
 	test_crawl_docker();
+	test_push_every_byte();
+	test_push_prune();
 	return done_testing();
 }
