@@ -35,7 +35,8 @@ MDTM, REST) with one fault chosen by --mode:
               response: 226")
 
 Statistics (JSON, rewritten after every change, --stats): retrs, mdtms
-and sizes (MDTM and SIZE commands) per path, rests (REST commands
+and sizes (MDTM and SIZE commands) per path, retr_at (per path, the REST
+offset of each RETR, 0 without REST), rests (REST commands
 accepted), max_concurrent and total control connections, busy (421s
 sent, refused530 (530s sent), logins (PASS
 taken), max_logged_in (most sessions logged in at once).
@@ -52,7 +53,7 @@ from pyftpdlib.handlers import DTPHandler, FTPHandler
 from pyftpdlib.servers import FTPServer
 
 LOCK = threading.Lock()
-STATE = {"retrs": {}, "mdtms": {}, "sizes": {}, "rests": 0, "open": 0,
+STATE = {"retrs": {}, "retr_at": {}, "mdtms": {}, "sizes": {}, "rests": 0, "open": 0,
          "max_concurrent": 0, "total": 0, "busy": 0, "refused530": 0,
          "logins": 0, "logged_in": 0, "max_logged_in": 0}
 ARGS = None
@@ -247,6 +248,8 @@ class FaultFTP(FTPHandler):
         with LOCK:
             n = STATE["retrs"].get(rel, 0)
             STATE["retrs"][rel] = n + 1
+            STATE["retr_at"].setdefault(rel, []).append(
+                self._restart_position or 0)
             save()
         self.fault_limit = None
         self.mix_with = None
