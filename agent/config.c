@@ -356,7 +356,7 @@ mirror_conf_new(const char *name)
 	m->delete = false;
 	m->max_delete = 10;
 	m->max_delete_pct = true;
-	m->verify = VERIFY_SIZE;
+	m->verify = VERIFY_SIDECAR;
 	m->publish = PUBLISH_FILE;
 	m->bwlimit = 0;
 	m->retries = 5;
@@ -1051,6 +1051,7 @@ set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
 		return conf_bad(errbuf, errlen, key, v,
 		    "expected tcp, udt or auto");
 	} else if (k == MK_VERIFY) {
+		m->verify_set = true;
 		if (strcasecmp(v, "size") == 0)
 			m->verify = VERIFY_SIZE;
 		else if (strcasecmp(v, "sidecar") == 0)

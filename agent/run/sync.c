@@ -458,14 +458,50 @@ run_list(struct run *r)
 }
 
 /*
+ * The listed sidecar that covers the data file at path (verify is not
+ * size): its own "X.md5" (".sha256", ...), else the nearest list
+ * (MD5SUMS, ...) in its directory or above; NULL if none.  Borrowed.
+ */
+static bool	is_sidecar(const char *);
+static bool	sidecar_is_list(const char *);
+
+static const char *
+run_sidecar_of(const struct run *r, const char *path)
+{
+	const char	*p, *base, *best = NULL;
+	size_t		 i, n = strlen(path), bestlen = 0;
+
+	if (r->c->verify == VERIFY_SIZE || is_sidecar(path))
+		return NULL;
+	for (i = 0; i < r->nsidecars; i++) {
+		p = r->sidecars[i];
+		base = strrchr(p, '/');
+		base = base ? base + 1 : p;
+		if (!sidecar_is_list(base)) {
+			if (strncmp(p, path, n) == 0 && p[n] == '.' &&
+			    strchr(p + n, '/') == NULL)
+				return p;
+		} else if (strncmp(path, p, (size_t)(base - p)) == 0 &&
+		    (best == NULL || (size_t)(base - p) > bestlen)) {
+			best = p;
+			bestlen = (size_t)(base - p);
+		}
+	}
+	return best;
+}
+
+/*
  * A plan's actions to fp, each with its reason and the bytes it moves
- * ("about" when the size is a listing's rounded figure); then, for a
- * refused one, the guard that refused it (guard, NULL if none).
+ * ("about" when the size is a listing's rounded figure) and the sidecar
+ * it is checked against; then, for a refused one, the guard that
+ * refused it (guard, NULL if none).
  */
 static void
 print_plan(const struct run *r, FILE *fp, const char *guard)
 {
 	const struct action *a;
+	const char	*sc;
+	char		 by[PATH_MAX + 32];
 	int64_t		 b;
 	size_t		 i;
 
@@ -474,13 +510,23 @@ print_plan(const struct run *r, FILE *fp, const char *guard)
 		if (a->op == ACT_KEEP)
 			continue;
 		b = action_bytes(a);
+		by[0] = '\0';
+		if (a->op == ACT_FETCH || a->op == ACT_COND_FETCH) {
+			sc = run_sidecar_of(r, a->path);
+			if (sc != NULL)
+				(void)snprintf(by, sizeof(by), "; checked "
+				    "against %s", sc);
+		}
 		if (b >= 0 && (a->op == ACT_FETCH || a->op == ACT_COND_FETCH ||
 		    (a->op == ACT_DELETE && a->type == ENTRY_FILE)))
-			fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
+			fprintf(fp, "%-6s %s (%s, %s%lld bytes%s)\n",
 			    action_name(a->op), a->path, a->why,
 			    a->op != ACT_DELETE && a->fs.listed.size == b &&
 			    !a->fs.listed.size_exact ? "about " : "",
-			    (long long)b);
+			    (long long)b, by);
+		else if (by[0] != '\0')
+			fprintf(fp, "%-6s %s (%s%s)\n", action_name(a->op),
+			    a->path, a->why, by);
 		else
 			fprintf(fp, "%-6s %s (%s)\n", action_name(a->op),
 			    a->path, a->why);
@@ -2076,6 +2122,7 @@ run_transfers(struct run *r, struct sched_opts *so)
 	    &old)) != 0)
 		return rc;
 	so->pass = SCHED_PASS_SIDECARS;
+	so->sidecar_gone_warns = !r->c->verify_set;
 	so->record_digest = r->c->verify == VERIFY_CHECKSUM;
 	if ((rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts,
 	    r->res)) != 0)

@@ -752,7 +752,15 @@ sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
 	resume_forget(f);
 	f->state = SF_FAILED;
 	(void)rec_new(sc, f->act, op, reason);
-	if (op == COMMIT_VANISHED) {
+	if (op == COMMIT_VANISHED && sc->o->pass == SCHED_PASS_SIDECARS &&
+	    sc->o->sidecar_gone_warns) {
+		/* A stale index entry (NCBI's): its files go unchecked. */
+		log_warnx("%s: %s: fetch: %s (a listed sidecar gone upstream: "
+		    "the files it covers are not checked; verify = sidecar "
+		    "makes this a failure)", MIRROR(sc), f->act->path, reason);
+		(void)result_add_error(sc->res, f->act->path, "vanished",
+		    reason);
+	} else if (op == COMMIT_VANISHED) {
 		log_warnx("%s: %s: fetch: %s (listed, but gone upstream; not "
 		    "deleted)", MIRROR(sc), f->act->path, reason);
 		(void)result_add_error(sc->res, f->act->path, "vanished",
@@ -762,7 +770,9 @@ sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
 		    reason);
 		(void)result_add_error(sc->res, f->act->path, "fetch", reason);
 	}
-	sc->res->failed++;
+	if (!(op == COMMIT_VANISHED && sc->o->pass == SCHED_PASS_SIDECARS &&
+	    sc->o->sidecar_gone_warns))
+		sc->res->failed++;
 	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
 	    try_bytes(f->t) : sc->bytes_seen;
 	try_free(f->t);

@@ -48,6 +48,9 @@ struct sched_opts {
 	enum sched_pass	 pass;		/* which actions (verify = sidecar: two passes) */
 	struct sidecar_set *sums;	/* borrowed: published digests to check, NULL for none */
 	bool		 record_digest;	/* record each fetched file's SHA-256 (verify = checksum) */
+	bool		 sidecar_gone_warns; /* pass SIDECARS: a sidecar gone
+					   upstream (404) is a warning, not a
+					   failed file (verify by default) */
 	bool		 park_mismatch;	/* a body that fails its published
 					   digests (with a retry left) is not
 					   retried: its action gets the body's
