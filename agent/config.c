@@ -661,9 +661,6 @@ set_tz(const char *key, const char *v, struct tzspec *dst, char *errbuf,
 		return conf_bad(errbuf, errlen, key, v, "unknown time zone "
 		    "(use UTC, an offset such as +0100, a zone name such as "
 		    "Europe/London, or auto)");
-	if (tz.kind == TZ_AUTO)
-		return conf_bad(errbuf, errlen, key, v, "auto is not "
-		    "supported by this build yet");
 	*dst = tz;
 	return 0;
 }

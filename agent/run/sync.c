@@ -43,6 +43,7 @@
 #include "biomirror/store.h"
 #include "biomirror/sync.h"
 #include "biomirror/xfer.h"
+#include "biomirror/zone.h"
 
 #define NS			1000000000LL
 #define MAX_LISTING		(20 * 1000 * 1000)	/* entries per mirror */
@@ -98,6 +99,8 @@ struct run {
 	char		*secret;	/* owned: bm:// secret (secret_file),
 					   NULL if none; wiped when freed */
 	size_t		 secret_len;
+	struct zone_state zs;		/* the zone of the listed times
+					   (zone_start, zone_check) */
 	int		 state_fault;	/* BM_ECORRUPT: the manifest is
 					   damaged; BM_ENOSPC: the state
 					   directory is full; 0 */
@@ -378,12 +381,23 @@ run_connections(const struct run *r)
 	    r->lister->connections;
 }
 
-/* The zone of the listed times: the key the lister's table names. */
+/*
+ * The zone of the listed times: the key the lister's table names, as
+ * zone_start() and zone_check() made it (auto: the offset learnt).
+ */
 static const struct tzspec *
 run_zone(const struct run *r)
 {
-	return r->lister->zone == LISTER_ZONE_FTP ? &r->c->ftp_tz :
-	    &r->c->listing_tz;
+	return &r->zs.zone;
+}
+
+/* sched_opts fix_mtime: an MDTM in local time read in the zone. */
+static int64_t
+run_fix_mtime(void *ctx, int64_t s)
+{
+	const struct run *r = ctx;
+
+	return zone_fix_mtime(&r->zs, s);
 }
 
 static int
@@ -402,6 +416,17 @@ run_list(struct run *r)
 	if (r->c->follow_symlinks &&
 	    (r->unlisted = listing_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
+	r->zs.mirror = r->c->name;
+	r->zs.source = r->c->source;
+	r->zs.conf = r->lister->zone == LISTER_ZONE_FTP ? &r->c->ftp_tz :
+	    &r->c->listing_tz;
+	r->zs.ftp = r->lister->zone == LISTER_ZONE_FTP;
+	r->zs.record = !r->o->dry_run;
+	if ((rc = zone_start(&r->zs, r->m)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		return BM_EDB;
+	}
 	memset(&lr, 0, sizeof(lr));
 	memset(&st, 0, sizeof(st));
 	lr.name = r->c->name;
@@ -443,6 +468,13 @@ run_list(struct run *r)
 	if (rc != 0) {
 		log_errx("%s: list: %s", r->c->name, r->err);
 		(void)result_add_error(r->res, "", "list", r->err);
+	}
+	if (listing_count(r->l) > 0 && (rc = zone_check(&r->zs, r->x, r->m,
+	    r->l, r->o->stop)) != 0) {
+		if (rc == BM_EDB)
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+		return rc;
 	}
 	if ((rc = listing_resolve_times(r->l, run_zone(r))) != 0)
 		return rc;
@@ -2246,6 +2278,10 @@ run_execute(struct run *r)
 	so.stop = r->o->stop;
 	so.unchecked = run_unchecked;
 	so.unchecked_ctx = r;
+	if (r->zs.mdtm_local) {
+		so.fix_mtime = run_fix_mtime;
+		so.fix_mtime_ctx = r;
+	}
 	so.resume = rs;
 	if ((rc = run_tune_new(r, &so.tune)) == 0) {
 		rc = run_transfers(r, &so);

@@ -825,6 +825,8 @@ sched_publish(struct sched *sc, struct sfile *f)
 		sched_fail(sc, f, COMMIT_FAILED, "out of memory");
 		return;
 	}
+	if (res->mtime >= 0 && sc->o->fix_mtime != NULL)
+		res->mtime = sc->o->fix_mtime(sc->o->fix_mtime_ctx, res->mtime);
 	d->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
 	d->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
 	d->bytes = res->bytes;

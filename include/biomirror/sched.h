@@ -69,6 +69,11 @@ struct sched_opts {
 					   cover it failed): it is recorded
 					   with MANIFEST_SIDECAR_UNCHECKED */
 	void		*unchecked_ctx;	/* borrowed: unchecked's ctx */
+	int64_t		(*fix_mtime)(void *ctx, int64_t s);
+					/* NULL, or an upstream time (s, as a
+					   response said it) to UTC: an FTP
+					   server whose MDTM is local time */
+	void		*fix_mtime_ctx;	/* borrowed: fix_mtime's ctx */
 	const struct resume_set *resume; /* borrowed: ranges kept by earlier
 					   runs (resume_prepare), NULL if none */
 	struct tune	*tune;		/* borrowed: concurrency/streams = auto

@@ -418,7 +418,9 @@ use_localtime=NO
 hide_ids=YES
 ${BM_VSFTPD_EXTRA:-}
 CONF
-	vsftpd "$dir/vsftpd.conf" > "$dir/server.log" 2>&1 &
+	# BM_VSFTPD_TZ: the server's TZ (its LIST, and MDTM with
+	# use_localtime=YES in BM_VSFTPD_EXTRA, in that zone).
+	env ${BM_VSFTPD_TZ:+TZ="$BM_VSFTPD_TZ"} vsftpd "$dir/vsftpd.conf" > "$dir/server.log" 2>&1 &
 	pid=$!
 	BM_SERVERS="$BM_SERVERS vsftpd:$pid:$dir"
 	wait_ftp "$port" || { cat "$dir/server.log" >&2; fail "vsftpd did not start"; }
