@@ -474,9 +474,10 @@ start_gridftp() {
 start_ftpfault() {
 	local root=$1 mode=$2 port dir pid lo hi
 	shift 2
-	port=$(free_port)
+	# BM_FTPFAULT_PORT: the port of a server restarted (the same host).
+	port=${BM_FTPFAULT_PORT:-$(free_port)}
 	port_range 20
-	dir=$T/ftpfault/$port
+	dir=$T/ftpfault/$port.$$.$RANDOM
 	mkdir -p "$dir" || fail "mkdir $dir"
 	FTPFAULT_STATS=$dir/stats.json
 	/usr/bin/python3 "$BM_TOOLS/ftpfaultserver.py" --root "$root" \
@@ -486,7 +487,8 @@ start_ftpfault() {
 	BM_SERVERS="$BM_SERVERS ftpfault:$pid:$dir"
 	wait_ftp "$port" || { cat "$dir/server.log" >&2; fail "ftpfaultserver did not start"; }
 	FTPFAULT_URL=ftp://127.0.0.1:$port/
-	export FTPFAULT_URL FTPFAULT_STATS
+	FTPFAULT_PORT=$port
+	export FTPFAULT_URL FTPFAULT_STATS FTPFAULT_PORT
 	echo "# ftpfaultserver ($mode) pid $pid on $FTPFAULT_URL serving $root"
 }
 

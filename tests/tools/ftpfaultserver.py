@@ -34,6 +34,11 @@ MDTM, REST) with one fault chosen by --mode:
               a 150 or any data (a confused server: libcurl's "RETR
               response: 226")
 
+--list-tz TZ (any mode): the server runs in the POSIX or IANA zone TZ and
+lists local time in LIST (no MLSD, MLST), as servers that list local time
+do, while MDTM stays UTC (RFC 3659); restarted with another TZ it is a
+server whose offset moved (a daylight-saving change).
+
 Statistics (JSON, rewritten after every change, --stats): retrs, mdtms
 and sizes (MDTM and SIZE commands) per path, retr_at (per path, the REST
 offset of each RETR, 0 without REST), rests (REST commands
@@ -46,6 +51,7 @@ import json
 import logging
 import os
 import threading
+import time
 
 from pyftpdlib.authorizers import DummyAuthorizer
 from pyftpdlib.filesystems import AbstractedFS
@@ -238,7 +244,12 @@ class FaultFTP(FTPHandler):
         if ARGS.mode == "no150":
             self.respond("500 'MDTM': command not understood.")
             return
-        return FTPHandler.ftp_MDTM(self, self.rewritten(path, "mdtms"))
+        # --list-tz: LIST in local time, MDTM in UTC all the same.
+        self.use_gmt_times = True
+        try:
+            return FTPHandler.ftp_MDTM(self, self.rewritten(path, "mdtms"))
+        finally:
+            self.use_gmt_times = not ARGS.list_tz
 
     def ftp_SIZE(self, path):
         return FTPHandler.ftp_SIZE(self, self.rewritten(path, "sizes"))
@@ -282,6 +293,7 @@ def main():
     p.add_argument("--rewrite-at", type=int, default=4096)
     p.add_argument("--stats", required=True)
     p.add_argument("--pasv", default="")
+    p.add_argument("--list-tz", default="")
     ARGS = p.parse_args()
     ARGS.root = os.path.realpath(ARGS.root)
     if ARGS.rewrite_with:
@@ -290,6 +302,12 @@ def main():
     auth.add_anonymous(ARGS.root)
     FaultFTP.authorizer = auth
     FaultFTP.permit_foreign_addresses = False
+    if ARGS.list_tz:
+        os.environ["TZ"] = ARGS.list_tz
+        time.tzset()
+        FaultFTP.use_gmt_times = False
+        FaultFTP.proto_cmds = {k: v for k, v in FTPHandler.proto_cmds.items()
+                               if k not in ("MLSD", "MLST")}
     if ARGS.pasv:
         lo, hi = ARGS.pasv.split("-")
         FaultFTP.passive_ports = range(int(lo), int(hi) + 1)

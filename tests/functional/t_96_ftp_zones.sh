@@ -1,0 +1,86 @@
+#!/bin/bash
+# FTP servers that list local time (issue 22 items 7 and 8):
+# - L: real vsftpd with use_localtime=YES in TZ=XYZ-3 (UTC+3): LIST and
+#   MDTM both in local time; with ftp_timezone = +0300 the MDTM is seen to
+#   agree with LIST and read in that zone too: local mtimes are the true
+#   upstream mtimes; status shows the zone;
+# - A: our own server listing local time (LIST in UTC+3, MDTM in UTC):
+#   ftp_timezone = auto learns +03:00 from MDTM, recorded, shown by
+#   status; restarted in UTC+4 (a daylight-saving change), the next run
+#   learns +04:00 again and fetches nothing;
+# - D: the same server with a fixed ftp_timezone = +0300, restarted in
+#   UTC+4: every file of the directory moved by one hour with its size:
+#   one MDTM says unchanged, the shift is recorded, nothing is fetched;
+#   a file then rewritten (same size) upstream is fetched.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+
+U=$T/up
+mkdir -p "$U/d"
+now=$(date +%s)
+# Recent (LIST shows HH:MM), odd seconds: only MDTM has them.
+i=0
+for f in a.txt b.txt d/c.txt; do
+	printf '%s body\n' "$f" > "$U/$f"
+	touch -d "@$((now - 86400 * 3 - 3600 * i - 37))" "$U/$f"
+	i=$((i + 1))
+done
+touch -d "@$((now - 86400 * 10))" "$U/d"
+
+# mtimes_equal: every file of the mirror has its upstream file's mtime.
+mtimes_equal() {
+	local f up loc
+	for f in a.txt b.txt d/c.txt; do
+		up=$(stat -c %Y "$U/$f")
+		loc=$(stat -c %Y "$T/mirror/$f")
+		[ "$up" = "$loc" ] || fail "$1: $f: local mtime $loc, upstream $up ($(( (loc - up) / 60 )) min off)"
+	done
+}
+
+echo "# L: vsftpd use_localtime=YES in UTC+3, ftp_timezone = +0300"
+BM_VSFTPD_TZ=XYZ-3 BM_VSFTPD_EXTRA=use_localtime=YES start_vsftpd "$U"
+write_conf "$VSFTPD_URL"
+printf 'ftp_timezone = +0300\n' >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+expect_counts 3 0 0 0
+assert_trees_equal "$U" "$T/mirror"
+mtimes_equal "L"
+grep -q 'answers MDTM in local time (UTC+03:00' "$T/last.err" ||
+    fail "L: no use_localtime note: $(cat "$T/last.err")"
+assert_exit 0 bm status up
+grep -q "zone: ftp://127.0.0.1:$VSFTPD_PORT UTC+03:00, MDTM in local time" "$T/last.out" ||
+    fail "L: status shows no zone"
+echo "# L: no change: nothing fetched, mtimes kept"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+mtimes_equal "L again"
+stop_servers
+
+echo "# A: LIST in UTC+3, MDTM in UTC; ftp_timezone = auto"
+rm -rf "$T/mirror" "$T/state"
+start_ftpfault "$U" normal --list-tz XYZ-3
+write_conf "$FTPFAULT_URL"
+printf 'ftp_timezone = auto\n' >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+expect_counts 3 0 0 0
+mtimes_equal "A"
+grep -q 'lists times in UTC+03:00 (learnt from' "$T/last.err" ||
+    fail "A: not learnt: $(cat "$T/last.err")"
+want=$(( $(stat -c %Y "$U/a.txt") / 60 * 60 ))
+assert_eq "$(manifest_sql "$T/state" up "select list_mtime / 1000000000 from files where cast(path as text) = 'a.txt'")" \
+    "$want" "A: listed time of a.txt read in UTC+3"
+assert_exit 0 bm status up
+grep -q "zone: ${FTPFAULT_URL%/} UTC+03:00 (learnt" "$T/last.out" ||
+    fail "A: status shows no zone"
+echo "# A: the server moves to UTC+4: learnt again, nothing fetched"
+stop_servers
+BM_FTPFAULT_PORT=$FTPFAULT_PORT start_ftpfault "$U" normal --list-tz XYZ-4
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+grep -q 'now lists times in UTC+04:00, was UTC+03:00' "$T/last.err" ||
+    fail "A: change not seen: $(cat "$T/last.err")"
+assert_eq "$(ftpfault_stat 'sum(s["retrs"].values())')" 0 "A: RETRs after the change"
+stop_servers
+
+echo "PASS"
