@@ -1771,6 +1771,14 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx)
 		r.recorded = sqlite3_column_int(st, 7) != 0;
 		r.rec_type = r.recorded ? (enum entry_type)
 		    sqlite3_column_int(st, 8) : r.type;
+		if (r.recorded) {
+			r.rec_listed.size = sqlite3_column_int64(st, 9);
+			r.rec_listed.size_exact =
+			    sqlite3_column_int(st, 10) != 0;
+			r.rec_listed.mtime = sqlite3_column_int64(st, 11);
+			r.rec_listed.prec =
+			    (enum mtime_prec)sqlite3_column_int(st, 12);
+		}
 		r.fs.upstream.size = col_opt(st, 14);
 		r.fs.upstream.mtime = col_opt(st, 15);
 		r.etag = col_str(st, 16, NULL);

@@ -2922,6 +2922,96 @@ run_set_needed(struct run *r, bool *ret)
 	return 0;
 }
 
+/* True when paths a and b are in the same directory. */
+static bool
+same_dir(const char *a, const char *b)
+{
+	const char	*sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	size_t		 la = sa ? (size_t)(sa - a) : 0;
+	size_t		 lb = sb ? (size_t)(sb - b) : 0;
+
+	return la == lb && memcmp(a, b, la) == 0;
+}
+
+/*
+ * The daylight-saving rule (plan_shifts): for each directory whose
+ * changed files all moved by the same whole hours, ask one of them
+ * (MDTM, or the first byte's Last-Modified) whether it changed since it
+ * was fetched; if not, every one of them is recorded with its new
+ * listing (not modified) and not fetched.  0, BM_ENOMEM, BM_EINTR or
+ * BM_EDB.
+ */
+static int
+run_shifts(struct run *r)
+{
+	struct commit_rec *recs = NULL;
+	struct action	*a, *b, *ask;
+	bool		*seen = NULL;
+	int64_t		 up;
+	size_t		 i, j, n;
+	int		 rc = 0;
+
+	if (r->p->nshifted == 0)
+		return 0;
+	if ((seen = calloc(r->p->nacts, sizeof(*seen))) == NULL ||
+	    (recs = calloc(r->p->nshifted, sizeof(*recs))) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (seen[i] || a->shift == 0 || a->op != ACT_FETCH)
+			continue;
+		for (ask = NULL, j = i; j < r->p->nacts; j++) {
+			b = &r->p->acts[j];
+			if (b->shift == a->shift && b->op == ACT_FETCH &&
+			    same_dir(a->path, b->path) && ask == NULL &&
+			    b->fs.upstream.mtime >= 0)
+				ask = b;
+		}
+		up = -1;
+		if (ask != NULL && (rc = zone_ask_mtime(&r->zs, r->x,
+		    ask->path, r->o->stop, &up)) != 0)
+			goto out;
+		for (n = 0, j = i; j < r->p->nacts; j++) {
+			b = &r->p->acts[j];
+			if (seen[j] || b->shift != a->shift ||
+			    b->op != ACT_FETCH || !same_dir(a->path, b->path))
+				continue;
+			seen[j] = true;
+			if (ask == NULL || up < 0 ||
+			    up != ask->fs.upstream.mtime / NS)
+				continue;
+			commit_rec_action(&recs[n++], b, COMMIT_NOT_MODIFIED);
+			plan_keep(r->p, b, "listed time moved, unchanged "
+			    "upstream");
+		}
+		if (n == 0) {
+			log_info("%s: %s: listed %+lld h off with the same "
+			    "sizes, but changed upstream (%s): fetched",
+			    r->c->name, a->path, (long long)(a->shift / NS /
+			    3600), ask != NULL ? ask->path : "no time to ask");
+			continue;
+		}
+		log_info("%s: %s: %zu file%s of its directory listed %+lld h "
+		    "off with the same sizes, unchanged upstream (asked %s): "
+		    "a zone shift (daylight saving?), recorded, nothing "
+		    "fetched", r->c->name, a->path, n, n == 1 ? "" : "s",
+		    (long long)(a->shift / NS / 3600), ask->path);
+		if (!r->o->dry_run &&
+		    commit_results(r->m, r->run, recs, n) != 0) {
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+			rc = BM_EDB;
+			goto out;
+		}
+	}
+out:
+	free(seen);
+	free(recs);
+	return rc;
+}
+
 /* The plan, with resync's options (--checksum, --adopt). */
 static int
 run_plan(struct run *r)
@@ -2980,6 +3070,8 @@ run_body(struct run *r)
 		    (rc = run_plan(r)) == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
+		if (rc == 0)
+			rc = run_shifts(r);
 	}
 	if (r->s != NULL)
 		(void)store_prefetch_stop(r->s, false, NULL);

@@ -132,7 +132,7 @@ probe_done(void *ctx, struct xfer_job *job)
  * or the engine's failure.
  */
 static int
-zone_probe(struct zone_state *zs, struct xfer *x, const struct entry *e,
+zone_probe(struct zone_state *zs, struct xfer *x, const char *path,
     volatile sig_atomic_t *stop, int64_t *ret)
 {
 	struct xfer_job	 job;
@@ -141,7 +141,7 @@ zone_probe(struct zone_state *zs, struct xfer *x, const struct entry *e,
 	int		 rc;
 
 	*ret = -1;
-	if ((rc = path_encode(e->path, strlen(e->path), &enc)) != 0)
+	if ((rc = path_encode(path, strlen(path), &enc)) != 0)
 		goto out;
 	if (asprintf(&url, "%s%s", zs->source, enc) == -1) {
 		url = NULL;
@@ -170,7 +170,7 @@ zone_probe(struct zone_state *zs, struct xfer *x, const struct entry *e,
 	if (job.res.cls == XFER_OK)
 		*ret = job.res.mtime;
 	else
-		log_debug("%s: zone: %s: %s", zs->mirror, e->path,
+		log_debug("%s: zone: %s: %s", zs->mirror, path,
 		    job.res.errmsg);
 	rc = 0;
 out:
@@ -278,7 +278,7 @@ zone_check(struct zone_state *zs, struct xfer *x, struct manifest *m,
 	    v[0]->mtime_wall, &utc) != 0 || utc == v[0]->mtime_wall))
 		return 0;
 	for (i = 0; i < n; i++) {
-		if ((rc = zone_probe(zs, x, v[i], stop, &up)) != 0)
+		if ((rc = zone_probe(zs, x, v[i]->path, stop, &up)) != 0)
 			return rc;
 		if (zone_judge(zs, v[i], up, &off, &local))
 			break;
@@ -297,6 +297,17 @@ zone_check(struct zone_state *zs, struct xfer *x, struct manifest *m,
 	}
 	zs->mdtm_local = local;
 	return m != NULL ? zone_record(zs, m, v[i]->path, off, local) : 0;
+}
+
+int
+zone_ask_mtime(struct zone_state *zs, struct xfer *x, const char *path,
+    volatile sig_atomic_t *stop, int64_t *ret)
+{
+	int	 rc;
+
+	if ((rc = zone_probe(zs, x, path, stop, ret)) == 0)
+		*ret = zone_fix_mtime(zs, *ret);
+	return rc;
 }
 
 int64_t

@@ -182,6 +182,8 @@ struct diff_row {
 					   GET; local: committed (-1 if none) */
 	const char	*target;	/* staged symlink target or NULL (borrowed) */
 	bool		 recorded;	/* the manifest has a committed row */
+	struct listed_state rec_listed;	/* the listing it recorded, when
+					   recorded */
 	enum entry_type	 rec_type;	/* type committed; the listed type
 					   when not recorded */
 	const char	*etag;		/* ETag from the last GET, NULL if none (borrowed) */

@@ -48,6 +48,13 @@ int	zone_start(struct zone_state *zs, struct manifest *m);
 int	zone_check(struct zone_state *zs, struct xfer *x, struct manifest *m,
 	    const struct listing *l, volatile sig_atomic_t *stop);
 /*
+ * The upstream time of path (relative to the source, borrowed) as MDTM or
+ * Last-Modified tell it now, fixed as zone_fix_mtime() does, into *ret
+ * (s; -1 when not told).  0, BM_ENOMEM, BM_EINTR or BM_ENET.
+ */
+int	zone_ask_mtime(struct zone_state *zs, struct xfer *x, const char *path,
+	    volatile sig_atomic_t *stop, int64_t *ret);
+/*
  * An upstream time (s, as MDTM said it) to UTC: converted through zs's
  * zone when MDTM is local time, else unchanged.
  */

@@ -83,4 +83,34 @@ grep -q 'now lists times in UTC+04:00, was UTC+03:00' "$T/last.err" ||
 assert_eq "$(ftpfault_stat 'sum(s["retrs"].values())')" 0 "A: RETRs after the change"
 stop_servers
 
+echo "# D: LIST in UTC+3, MDTM in UTC; ftp_timezone = +0300 (fixed)"
+rm -rf "$T/mirror" "$T/state"
+start_ftpfault "$U" normal --list-tz XYZ-3
+write_conf "$FTPFAULT_URL"
+printf 'ftp_timezone = +0300\n' >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+expect_counts 3 0 0 0
+mtimes_equal "D"
+echo "# D: the server moves to UTC+4: every file listed an hour later"
+stop_servers
+BM_FTPFAULT_PORT=$FTPFAULT_PORT start_ftpfault "$U" normal --list-tz XYZ-4
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+assert_eq "$(ftpfault_stat 'sum(s["retrs"].values())')" 0 "D: RETRs after the shift"
+grep -q 'of its directory listed +1 h off with the same sizes, unchanged upstream' "$T/last.err" ||
+    fail "D: no shift note: $(cat "$T/last.err")"
+mtimes_equal "D after the shift"
+echo "# D: the shift is recorded: the next run has nothing to ask"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+grep -q 'listed +1 h off' "$T/last.err" && fail "D: shift seen again: $(cat "$T/last.err")"
+echo "# D: a.txt rewritten upstream (same size): fetched"
+printf 'a.txt BODY\n' > "$U/a.txt"
+touch -d "@$((now - 600))" "$U/a.txt"
+assert_exit 0 bm --json sync up
+expect_counts 1 0 0 0
+cmp -s "$U/a.txt" "$T/mirror/a.txt" || fail "D: a.txt not fetched"
+mtimes_equal "D after the rewrite"
+stop_servers
+
 echo "PASS"
