@@ -1487,7 +1487,8 @@ test_nets(const char *dir)
 	m = NULL;
 	/* A schema 4 manifest with a run and an event: open migrates it. */
 	db = raw_open(p);
-	raw_exec(db, "DROP TABLE runs_net; ALTER TABLE events DROP COLUMN net;"
+	raw_exec(db, "DROP TABLE zones; DROP TABLE runs_net;"
+	    " ALTER TABLE events DROP COLUMN net;"
 	    " INSERT INTO runs (command, start_ns, end_ns, status, fetched)"
 	    " VALUES ('sync', 1, 2, 'ok', 1);"
 	    " INSERT INTO events (run, seq, time_ns, path, op)"
@@ -1644,7 +1645,7 @@ test_partials(const char *dir)
 	m = NULL;
 	/* Make it look like a schema 1 manifest: open migrates it. */
 	db = raw_open(p);
-	raw_exec(db, "DROP TABLE partials; DROP TABLE intents; "
+	raw_exec(db, "DROP TABLE zones; DROP TABLE partials; DROP TABLE intents; "
 	    "DROP TABLE mismatches; ALTER TABLE files DROP COLUMN sidecar; "
 	    "DROP TABLE runs_net; ALTER TABLE events DROP COLUMN net; "
 	    "PRAGMA user_version = 1;");
