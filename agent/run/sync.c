@@ -2949,7 +2949,7 @@ run_shifts(struct run *r)
 	bool		*seen = NULL;
 	int64_t		 up;
 	size_t		 i, j, n;
-	int		 rc = 0;
+	int		 rc = 0, warned = 0;
 
 	if (r->p->nshifted == 0)
 		return 0;
@@ -2979,8 +2979,15 @@ run_shifts(struct run *r)
 			    b->op != ACT_FETCH || !same_dir(a->path, b->path))
 				continue;
 			seen[j] = true;
+			/*
+			 * Unchanged: the same MDTM as fetched; or, from a
+			 * server whose MDTM is local time too, one that
+			 * moved with its listing (its zone moved).
+			 */
 			if (ask == NULL || up < 0 ||
-			    up != ask->fs.upstream.mtime / NS)
+			    (up != ask->fs.upstream.mtime / NS &&
+			    !(r->zs.mdtm_local && up == (ask->fs.upstream.mtime +
+			    a->shift) / NS)))
 				continue;
 			commit_rec_action(&recs[n++], b, COMMIT_NOT_MODIFIED);
 			plan_keep(r->p, b, "listed time moved, unchanged "
@@ -2998,6 +3005,12 @@ run_shifts(struct run *r)
 		    "a zone shift (daylight saving?), recorded, nothing "
 		    "fetched", r->c->name, a->path, n, n == 1 ? "" : "s",
 		    (long long)(a->shift / NS / 3600), ask->path);
+		if (up != ask->fs.upstream.mtime / NS && !warned++)
+			log_warnx("%s: zone: %s's MDTM (local time) moved with "
+			    "its listing: its zone is no longer ftp_timezone's "
+			    "(new files get mtimes %+lld h off until it is "
+			    "set to the server's)", r->c->name, r->zs.host,
+			    (long long)(a->shift / NS / 3600));
 		if (!r->o->dry_run &&
 		    commit_results(r->m, r->run, recs, n) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",

@@ -383,9 +383,10 @@ start_vsftpd() {
 	local root=$1 port dir pid lo hi
 	command -v vsftpd >/dev/null || fail "vsftpd is not installed (make deps)"
 	check_readable "$root"
-	port=$(free_port)
+	# BM_VSFTPD_PORT: the port of a server restarted (the same host).
+	port=${BM_VSFTPD_PORT:-$(free_port)}
 	port_range 100
-	dir=$T/vsftpd/$port
+	dir=$T/vsftpd/$port${BM_VSFTPD_PORT:+.$RANDOM}
 	mkdir -p "$dir/empty" || fail "mkdir $dir"
 	cat > "$dir/vsftpd.conf" <<CONF
 listen=YES
@@ -477,7 +478,7 @@ start_ftpfault() {
 	# BM_FTPFAULT_PORT: the port of a server restarted (the same host).
 	port=${BM_FTPFAULT_PORT:-$(free_port)}
 	port_range 20
-	dir=$T/ftpfault/$port.$$.$RANDOM
+	dir=$T/ftpfault/$port${BM_FTPFAULT_PORT:+.$RANDOM}
 	mkdir -p "$dir" || fail "mkdir $dir"
 	FTPFAULT_STATS=$dir/stats.json
 	/usr/bin/python3 "$BM_TOOLS/ftpfaultserver.py" --root "$root" \

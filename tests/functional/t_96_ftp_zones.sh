@@ -3,7 +3,10 @@
 # - L: real vsftpd with use_localtime=YES in TZ=XYZ-3 (UTC+3): LIST and
 #   MDTM both in local time; with ftp_timezone = +0300 the MDTM is seen to
 #   agree with LIST and read in that zone too: local mtimes are the true
-#   upstream mtimes; status shows the zone;
+#   upstream mtimes; status shows the zone; restarted in UTC+4, LIST and
+#   MDTM both move by an hour: a zone shift, nothing fetched;
+# - H: Apache's index in local time (UTC+3), listing_timezone = auto:
+#   learnt from Last-Modified, listed times read in UTC+3;
 # - A: our own server listing local time (LIST in UTC+3, MDTM in UTC):
 #   ftp_timezone = auto learns +03:00 from MDTM, recorded, shown by
 #   status; restarted in UTC+4 (a daylight-saving change), the next run
@@ -55,6 +58,36 @@ echo "# L: no change: nothing fetched, mtimes kept"
 assert_exit 0 bm --json sync up
 expect_counts 0 0 0 0
 mtimes_equal "L again"
+echo "# L: vsftpd restarted in UTC+4: LIST and MDTM both an hour later"
+stop_servers
+BM_VSFTPD_PORT=$VSFTPD_PORT BM_VSFTPD_TZ=XYZ-4 BM_VSFTPD_EXTRA=use_localtime=YES \
+    start_vsftpd "$U"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+grep -q 'listed +1 h off with the same sizes, unchanged upstream' "$T/last.err" ||
+    fail "L: no shift note: $(cat "$T/last.err")"
+grep -q "MDTM (local time) moved with its listing" "$T/last.err" ||
+    fail "L: no zone warning: $(cat "$T/last.err")"
+grep -q '"RETR ' "$VSFTPD_LOG" && fail "L: RETRs after the shift: $(grep '"RETR ' "$VSFTPD_LOG")"
+grep -q '"MDTM ' "$VSFTPD_LOG" || fail "L: no MDTM asked after the shift"
+mtimes_equal "L after the shift"
+stop_servers
+
+echo "# H: Apache's index in UTC+3 (Last-Modified in GMT); listing_timezone = auto"
+rm -rf "$T/mirror" "$T/state"
+BM_APACHE_TZ=XYZ-3 start_apache "$U"
+write_conf "$APACHE_URL"
+printf 'listing_timezone = auto\n' >> "$T/bm.conf"
+assert_exit 0 bm --json sync up
+expect_counts 3 0 0 0
+mtimes_equal "H"
+grep -q 'lists times in UTC+03:00 (learnt from' "$T/last.err" ||
+    fail "H: not learnt: $(cat "$T/last.err")"
+want=$(( $(stat -c %Y "$U/a.txt") / 60 * 60 ))
+assert_eq "$(manifest_sql "$T/state" up "select list_mtime / 1000000000 from files where cast(path as text) = 'a.txt'")" \
+    "$want" "H: listed time of a.txt read in UTC+3"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
 stop_servers
 
 echo "# A: LIST in UTC+3, MDTM in UTC; ftp_timezone = auto"
