@@ -63,7 +63,9 @@ zone_start(struct zone_state *zs, struct manifest *m)
 	rc = manifest_zone_get(m, zs->host, &z);
 	if (rc == BM_ENOENT)
 		rc = 0;
-	else if (rc == 0 && zs->conf->kind == TZ_AUTO) {
+	else if (rc == 0 && zs->conf->kind != TZ_AUTO)
+		zs->mdtm_local = z.mdtm_local;	/* until zone_check() asks */
+	else if (rc == 0) {
 		zs->zone.kind = TZ_FIXED;
 		zs->zone.offset = z.offset;
 		zs->known = true;

@@ -33,8 +33,9 @@ struct zone_state {
 
 /*
  * Before the listing: zone = the configured zone, or for auto the offset
- * recorded for the source's host (UTC while none is).  zs's borrowed
- * fields are set by the caller.  Returns 0 or BM_EDB.
+ * recorded for the source's host (UTC while none is); mdtm_local as last
+ * recorded.  zs's borrowed fields are set by the caller.  m may be NULL.
+ * Returns 0 or BM_EDB.
  */
 int	zone_start(struct zone_state *zs, struct manifest *m);
 /*
