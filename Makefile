@@ -191,7 +191,7 @@ install: biomirror $(UDT_MOD)
 	install -m 0644 $(UDT_MOD) $(DESTDIR)$(UDT_MOD_DIR)/$(UDT_MOD)
 	install -m 0644 conf/biomirror.conf conf/ncbi-blast.conf conf/ftp-example.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
 	test -e $(DESTDIR)/etc/biomirror/biomirror.conf || \
-	    install -m 0644 conf/biomirror.conf $(DESTDIR)/etc/biomirror/biomirror.conf
+	    install -m 0644 conf/etc-biomirror.conf $(DESTDIR)/etc/biomirror/biomirror.conf
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d \
 	    $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
 	sed 's|@BINDIR@|$(PREFIX)/bin|' systemd/biomirror@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/biomirror@.service

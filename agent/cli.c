@@ -604,8 +604,10 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	} else {
 		n = a.nnames > 0 ? (size_t)a.nnames : c->conf->nmirrors;
 		if (n == 0) {
-			log_errx("%s: no mirrors configured",
-			    c->conf->path ? c->conf->path : DEFAULT_CONFIG);
+			log_errx("%s: no mirrors configured: nothing to %s "
+			    "(add a [NAME] section with source and dest: "
+			    "biomirror.conf(5))", c->conf->path ?
+			    c->conf->path : DEFAULT_CONFIG, cmd);
 			goto out;
 		}
 		ms = calloc(n, sizeof(*ms));
@@ -1853,6 +1855,232 @@ cmd_serve(struct cli *c, int argc, char **argv)
 }
 
 /*
+ * An entry's mtime shown to its precision, UTC: "2024-01-02T03:04:05Z",
+ * "...T03:04Z", "2024-01-02", nanoseconds as ".123456789Z"; "-" unknown.
+ */
+static void
+list_fmt_mtime(const struct entry *e, char *buf, size_t len)
+{
+	struct tm	 tm;
+	time_t		 t;
+	size_t		 n;
+
+	t = (time_t)(e->mtime / NS - (e->mtime % NS < 0 ? 1 : 0));
+	if (e->mtime_prec == MTIME_UNKNOWN || gmtime_r(&t, &tm) == NULL ||
+	    (n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm)) != 19) {
+		(void)snprintf(buf, len, "-");
+		return;
+	}
+	/* Cut to what the listing said: a day, a minute, or more. */
+	if (e->mtime_prec == MTIME_DAY)
+		buf[10] = '\0';
+	else if (e->mtime_prec == MTIME_MINUTE)
+		(void)snprintf(buf + 16, len - 16, "Z");
+	else if (e->mtime_prec == MTIME_NS)
+		(void)snprintf(buf + n, len - n, ".%09lldZ",
+		    (long long)((e->mtime % NS + NS) % NS));
+	else
+		(void)snprintf(buf + n, len - n, "Z");
+}
+
+static const char *
+list_prec_name(enum mtime_prec p)
+{
+	return p == MTIME_DAY ? "day" : p == MTIME_MINUTE ? "minute" :
+	    p == MTIME_SECOND ? "second" : p == MTIME_NS ? "nanosecond" :
+	    "unknown";
+}
+
+static const char *
+list_type_name(enum entry_type t)
+{
+	return t == ENTRY_DIR ? "dir" : t == ENTRY_SYMLINK ? "symlink" :
+	    "file";
+}
+
+/* The --json object of entry e (path and target escaped), NULL: ENOMEM. */
+static json_t *
+list_entry_json(const struct entry *e, const char *path, const char *target,
+    const char *ts)
+{
+	json_t	*o;
+
+	if ((o = json_pack("{s:s,s:s,s:o,s:b,s:s,s:o}", "path", path, "type",
+	    list_type_name(e->type), "size", e->size < 0 ? json_null() :
+	    json_integer((json_int_t)e->size), "size_exact", e->size_exact,
+	    "mtime_precision", list_prec_name(e->mtime_prec), "mtime",
+	    e->mtime_prec == MTIME_UNKNOWN ? json_null() :
+	    json_string(ts))) == NULL)
+		return NULL;
+	if ((!e->size_exact && e->size_min >= 0 &&
+	    (json_object_set_new(o, "size_min",
+	    json_integer((json_int_t)e->size_min)) != 0 ||
+	    json_object_set_new(o, "size_max",
+	    json_integer((json_int_t)e->size_max)) != 0)) ||
+	    (e->size_display != NULL && json_object_set_new(o, "size_shown",
+	    json_string(e->size_display)) != 0) ||
+	    (target != NULL && json_object_set_new(o, "target",
+	    json_string(target)) != 0)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/*
+ * One entry of list: a JSON object appended to arr, or with arr NULL a
+ * line on stdout, "TYPE SIZE MTIME PATH[ -> TARGET]" (SIZE: exact bytes,
+ * "~" and the size the page shows when inexact, "-" unknown).  Returns 0
+ * or BM_ENOMEM.
+ */
+static int
+list_entry(json_t *arr, const struct entry *e)
+{
+	char		 ts[48], sz[64], *path = NULL, *target = NULL;
+	int		 rc = BM_ENOMEM;
+
+	list_fmt_mtime(e, ts, sizeof(ts));
+	if (text_utf8_escape(e->path, &path) != 0 || (e->target != NULL &&
+	    text_utf8_escape(e->target, &target) != 0))
+		goto out;
+	if (arr != NULL) {
+		if (json_array_append_new(arr, list_entry_json(e, path, target,
+		    ts)) != 0)
+			goto out;
+	} else {
+		if (e->size < 0)
+			(void)snprintf(sz, sizeof(sz), "-");
+		else if (e->size_exact)
+			(void)snprintf(sz, sizeof(sz), "%lld",
+			    (long long)e->size);
+		else
+			(void)snprintf(sz, sizeof(sz), "~%.40s",
+			    e->size_display ? e->size_display : "?");
+		printf("%c %12s %-20s %s%s%s\n", (char)e->type, sz, ts, path,
+		    target ? " -> " : "", target ? target : "");
+	}
+	rc = 0;
+out:
+	free(path);
+	free(target);
+	return rc;
+}
+
+#define LIST_USAGE	"usage: biomirror list URL [-r] [--include GLOB] " \
+			"[--exclude GLOB]"
+
+/* list's --json error object {status "error", errors [{url, list, why}]}. */
+static void
+list_json_error(struct cli *c, const char *url, const char *why)
+{
+	struct mirror_result *r;
+
+	if ((r = result_new(NULL)) == NULL)
+		return;
+	r->status = "error";
+	if (result_add_error(r, url, "list", why) == 0)
+		json_results(c, &r, 1);
+	result_free(r);
+}
+
+/*
+ * list URL [-r] [--include GLOB] [--exclude GLOB]: an upstream's listing
+ * through the lister registry, without a mirror, a manifest or a
+ * destination.  Exit 0; 2 (usage); 3 (the listing failed or was cut:
+ * nothing printed but the error); 1 (stopped by a signal).
+ */
+static int
+cmd_list(struct cli *c, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "recursive",	no_argument,	   NULL, 'r' },
+		{ "include",	required_argument, NULL, 'i' },
+		{ "exclude",	required_argument, NULL, 'x' },
+		{ "help",	no_argument,	   NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct mirror_conf *m = NULL;
+	struct listing	*l = NULL;
+	struct sync_opts so;
+	json_t		*arr = NULL;
+	char		 err[1024];
+	bool		 recursive = false;
+	size_t		 i;
+	int		 ch, rc, status = 2;
+
+	if ((m = mirror_conf_new("list")) == NULL)
+		goto out;
+	optind = 0;	/* 0: GNU getopt starts over (and permutes) */
+	while ((ch = getopt_long(argc, argv, ":rh", longopts, NULL)) != -1) {
+		err[0] = '\0';
+		switch (ch) {
+		case 'r':
+			recursive = true;
+			break;
+		case 'i':
+		case 'x':
+			if (mirror_conf_set(m, ch == 'i' ? "include" :
+			    "exclude", optarg, err, sizeof(err)) != 0) {
+				log_errx("list: %s", err);
+				goto out;
+			}
+			break;
+		case 'h':
+			printf("%s\n", LIST_USAGE);
+			status = 0;
+			goto out;
+		default:
+			log_errx("list: %s: unknown option or missing value "
+			    "(%s)", argv[optind - 1], LIST_USAGE);
+			goto out;
+		}
+	}
+	if (argc - optind != 1) {
+		log_errx("list: %s", LIST_USAGE);
+		goto out;
+	}
+	if (load_config(c, false) != 0)
+		goto out;
+	err[0] = '\0';
+	if (mirror_conf_set(m, "source", argv[optind], err,
+	    sizeof(err)) != 0) {
+		log_errx("list: %s", err[0] ? err : "out of memory");
+		goto out;
+	}
+	memset(&so, 0, sizeof(so));
+	so.user_agent = c->conf->user_agent ? c->conf->user_agent :
+	    "biomirror/" BM_VERSION;
+	so.stop = c->stop;
+	so.command = "list";
+	if ((rc = sync_list(&so, m, recursive, &l, err, sizeof(err))) != 0) {
+		log_errx("list: %s", err);
+		status = rc == BM_ENOMEM || rc == BM_EINTR ? 1 : 3;
+		list_json_error(c, m->source, err);
+		goto out;
+	}
+	status = 1;
+	if (c->json && (arr = json_array()) == NULL)
+		goto out;
+	for (i = 0; i < listing_count(l); i++)
+		if (list_entry(arr, listing_get(l, i)) != 0) {
+			log_errx("list: out of memory");
+			goto out;
+		}
+	if (arr != NULL) {
+		(void)json_dumpf(arr, stdout, JSON_INDENT(2) |
+		    JSON_ENSURE_ASCII);
+		(void)putchar('\n');
+		c->json_done = true;
+	}
+	status = fflush(stdout) == 0 ? 0 : 1;
+out:
+	json_decref(arr);
+	listing_free(l);
+	mirror_conf_free(m);
+	return status;
+}
+
+/*
  * The output flags (--json, -v, -q and their long forms) may also come
  * after the command ("status blast --json"): take them out of the
  * command's arguments (argv[1..]) and apply them.  Stops at "--", which
@@ -1998,6 +2226,8 @@ cli_main(int argc, char **argv, volatile sig_atomic_t *stop)
 		status = cmd_history(&c, argc, argv);
 	else if (strcmp(cmd, "serve") == 0)
 		status = cmd_serve(&c, argc, argv);
+	else if (strcmp(cmd, "list") == 0)
+		status = cmd_list(&c, argc, argv);
 	else if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		status = 0;

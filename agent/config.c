@@ -47,7 +47,8 @@ enum mkey {
 	MK_FILE_MODE, MK_DIR_MODE, MK_CA_FILE, MK_USER_AGENT, MK_POST_SYNC,
 	MK_METRICS_FILE, MK_FTP_TLS, MK_USER, MK_PASSWORD_FILE,
 	MK_FTP_ACTIVE, MK_FOLLOW_SYMLINKS, MK_HOOK_TIMEOUT, MK_FTP_MODE,
-	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_SECRET_FILE, MK_COUNT
+	MK_TCP_CONGESTION, MK_UDT_BUFFER, MK_SECRET_FILE, MK_PRE_PUBLISH,
+	MK_COUNT
 };
 
 static const char *const mirror_keys[MK_COUNT] = {
@@ -58,7 +59,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 	"ftp_timezone", "file_mode", "dir_mode", "ca_file", "user_agent",
 	"post_sync", "metrics_file", "ftp_tls", "user", "password_file",
 	"ftp_active", "follow_symlinks", "hook_timeout", "ftp_mode",
-	"tcp_congestion", "udt_buffer", "secret_file"
+	"tcp_congestion", "udt_buffer", "secret_file", "pre_publish"
 };
 
 enum gkey { GK_STATE_DIR, GK_LOG_LEVEL, GK_USER_AGENT, GK_COUNT };
@@ -394,6 +395,7 @@ mirror_conf_free(struct mirror_conf *m)
 	free(m->ca_file);
 	free(m->user_agent);
 	free(m->post_sync);
+	free(m->pre_publish);
 	free(m->metrics_file);
 	free(m->user);
 	free(m->password_file);
@@ -1184,6 +1186,9 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 	case MK_POST_SYNC:
 		/* Run through /bin/sh -c: any shell command line. */
 		return set_str(key, value, &m->post_sync, errbuf, errlen);
+	case MK_PRE_PUBLISH:
+		/* Same shell rules; publish = set only (mirror_conf_check). */
+		return set_str(key, value, &m->pre_publish, errbuf, errlen);
 	case MK_HOOK_TIMEOUT:
 		/* 0: no limit (agent/run/sync.c run_post_sync()). */
 		return set_uint(key, value, 0, 86400, &m->hook_timeout,
@@ -1355,6 +1360,9 @@ mirror_conf_check(struct mirror_conf *m, char *errbuf, size_t errlen)
 	free(src);
 	if (rc != 0)
 		return rc;
+	if (m->pre_publish != NULL && m->publish != PUBLISH_SET)
+		return conf_fmt(errbuf, errlen, "pre_publish needs publish = "
+		    "set (it checks the staged snapshot before the swap)");
 	return check_ftp_keys(m, errbuf, errlen);
 }
 
@@ -1974,7 +1982,8 @@ out:
  * where inih found one, rather than guess which part was meant.
  */
 static void
-check_post_sync_line(struct conf_load *ld, const char *value)
+check_post_sync_line(struct conf_load *ld, const char *key,
+    const char *value)
 {
 	const char	*s = ld->line, *e = ld->line + ld->line_len, *c;
 
@@ -1984,10 +1993,10 @@ check_post_sync_line(struct conf_load *ld, const char *value)
 	c = find_chars_or_comment(s + 1, e, NULL);
 	if (c == e)
 		return;
-	load_fail(ld, ld->lineno, BM_EINVAL, "post_sync: ' %c' starts a "
+	load_fail(ld, ld->lineno, BM_EINVAL, "%s: ' %c' starts a "
 	    "comment in this file, so the command would be cut to '%s': put "
 	    "the command in a script and name the script here (a comment "
-	    "goes on a line of its own)", *c, value);
+	    "goes on a line of its own)", key, *c, value);
 }
 
 static int
@@ -2023,8 +2032,8 @@ conf_mirror_key(struct conf_load *ld, const char *name, const char *value)
 	}
 	if (k == MK_DEST)
 		check_file_dest(ld);
-	else if (k == MK_POST_SYNC)
-		check_post_sync_line(ld, value);
+	else if (k == MK_POST_SYNC || k == MK_PRE_PUBLISH)
+		check_post_sync_line(ld, name, value);
 	else if (k == MK_METRICS_FILE)
 		ld->cur->metrics_line = ld->lineno;
 	return 1;

@@ -116,7 +116,8 @@ hook_wait(pid_t pid, volatile sig_atomic_t *stop, int64_t limit_ns, int *st,
 }
 
 int
-hook_run(const char *command, char *const *env, volatile sig_atomic_t *stop,
+hook_run(const char *command, const char *dir, char *const *env,
+    volatile sig_atomic_t *stop,
     unsigned timeout, int *ret_status, char *errbuf, size_t errlen)
 {
 	posix_spawn_file_actions_t fa;
@@ -152,6 +153,10 @@ hook_run(const char *command, char *const *env, volatile sig_atomic_t *stop,
 	    "/dev/null", O_RDONLY, 0)) != 0 ||
 	    (e = posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO,
 	    STDOUT_FILENO)) != 0)
+		goto fail;
+	op = "chdir";
+	if (dir != NULL && (e = posix_spawn_file_actions_addchdir_np(&fa,
+	    dir)) != 0)
 		goto fail;
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
 	/*

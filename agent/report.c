@@ -463,6 +463,10 @@ struct progress {
 	bool		 drawn;		/* a line is on the screen */
 	unsigned	 nets;		/* bit n: transport n carried a file */
 	bool		 redraw;	/* a new transport: draw at once */
+	int64_t		 files_base;	/* files done in passes that ended */
+	uint64_t	 bytes_base;	/* bytes done in passes that ended */
+	int64_t		 files_pass;	/* this pass's, as last reported */
+	uint64_t	 bytes_pass;
 };
 
 struct progress *
@@ -521,6 +525,10 @@ progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
 
 	if (p == NULL || p->name == NULL)
 		return;
+	p->files_pass = files_done;
+	p->bytes_pass = bytes_done;
+	files_done += p->files_base;
+	bytes_done += p->bytes_base;
 	now = clock_mono_ns();
 	if (p->drawn && !p->redraw && now - p->last_ns < 500000000LL)
 		return;
@@ -543,6 +551,17 @@ progress_update(struct progress *p, int64_t files_done, uint64_t bytes_done)
 	(void)fflush(stderr);
 	p->drawn = true;
 	log_progress_drawn(true);
+}
+
+void
+progress_pass_end(struct progress *p)
+{
+	if (p == NULL)
+		return;
+	p->files_base += p->files_pass;
+	p->bytes_base += p->bytes_pass;
+	p->files_pass = 0;
+	p->bytes_pass = 0;
 }
 
 void

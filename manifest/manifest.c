@@ -1708,15 +1708,53 @@ bytes_equal(const char *a, size_t alen, const char *b, size_t blen)
 	return alen == blen && memcmp(a, b, alen) == 0;
 }
 
+/* ns of one unit of a listed time's precision, 0 for MTIME_UNKNOWN. */
+static int64_t
+prec_ns(int prec)
+{
+	switch (prec) {
+	case MTIME_DAY:		return 86400LL * 1000000000LL;
+	case MTIME_MINUTE:	return 60LL * 1000000000LL;
+	case MTIME_SECOND:	return 1000000000LL;
+	case MTIME_NS:		return 1;
+	default:		return 0;
+	}
+}
+
+/*
+ * True when listed times a (precision pa) and b (pb), both known, can be
+ * the same time: compared at the coarser precision, the finer one lies
+ * in the coarser one's unit ("Jun  1  2026" holds "Jun  1 10:00").
+ * Units start at the listed (zone-resolved) time, so a zone's offset
+ * does not split a day.
+ */
+static bool
+same_time(int64_t a, int pa, int64_t b, int pb)
+{
+	int64_t	 u;
+
+	if (pa == pb)
+		return a == b;
+	if (pa > pb)
+		return same_time(b, pb, a, pa);
+	u = prec_ns(pa);
+	return b >= a && b - a < u;
+}
+
 /*
  * Classify one row of ST_DIFF (DESIGN.md: listings are data; an inexact
  * value is compared as shown, so equal shown values are unchanged).
+ * Times are compared at the coarser of the two precisions.  A file
+ * listed without a time (none, or one that could not be read) is asked
+ * for conditionally (DIFF_UNKNOWN) unless its listed size changed:
+ * its size alone cannot show a same-size rewrite.
  */
 static enum diff_kind
 diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
 {
 	const char	*rtarget;
 	size_t		 tlen, rtlen;
+	int		 rprec;
 
 	if (!r->recorded)
 		return DIFF_NEW;
@@ -1726,9 +1764,15 @@ diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
 	    r->fs.listed.prec == MTIME_UNKNOWN)
 		return DIFF_UNKNOWN;
 	if (r->fs.listed.size != sqlite3_column_int64(st, 9) ||
-	    (int)r->fs.listed.size_exact != sqlite3_column_int(st, 10) ||
-	    r->fs.listed.mtime != sqlite3_column_int64(st, 11) ||
-	    (int)r->fs.listed.prec != sqlite3_column_int(st, 12))
+	    (int)r->fs.listed.size_exact != sqlite3_column_int(st, 10))
+		return DIFF_CHANGED;
+	if (r->type == ENTRY_FILE && r->fs.listed.prec == MTIME_UNKNOWN)
+		return DIFF_UNKNOWN;
+	rprec = sqlite3_column_int(st, 12);
+	if ((rprec == MTIME_UNKNOWN) != (r->fs.listed.prec == MTIME_UNKNOWN))
+		return DIFF_CHANGED;
+	if (rprec != MTIME_UNKNOWN && !same_time(r->fs.listed.mtime,
+	    (int)r->fs.listed.prec, sqlite3_column_int64(st, 11), rprec))
 		return DIFF_CHANGED;
 	if (r->type == ENTRY_SYMLINK) {
 		tlen = r->target != NULL ? strlen(r->target) : 0;

@@ -354,7 +354,7 @@ crawl_run(struct crawl *c, const struct crawl_ops *ops, void *arg)
 		return rc;
 	if (c->fail != 0)
 		return c->fail;
-	if (c->depth_hit) {
+	if (c->depth_hit && !c->p.shallow) {
 		(void)snprintf(why, sizeof(why), "directories more than %u "
 		    "levels below the source not listed (the depth limit)",
 		    c->p.max_depth);

@@ -5,10 +5,13 @@
  * or change them.  Every line is judged on its own; a line the parsers
  * do not understand is counted and skipped, never fatal.  Formats:
  * MLSD per RFC 3659 section 7; LIST in the Unix "ls -l" layout (the
- * date columns "Mon DD HH:MM" / "Mon DD YYYY" anchor the parse, so
- * owner/group/link-count columns may be missing or odd) and the
- * DOS/IIS layout.  The crawl asks FEAT once (RFC 2389) and uses MLSD
- * when MLST is advertised, LIST otherwise.
+ * date columns "Mon DD HH:MM" / "Mon DD YYYY", or "DD. Mon ...", with
+ * month names of common server locales, anchor the parse, so
+ * owner/group/link-count columns may be missing or odd), the DOS/IIS
+ * layout and the OS/2 one.  A date that does not exist keeps its entry
+ * with an unknown time; a LIST size of 0 is a hint (issue 22).  The
+ * crawl asks FEAT once (RFC 2389) and uses MLSD when MLST is advertised,
+ * LIST otherwise.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -27,6 +30,7 @@
 #include "biomirror/lister.h"
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
+#include "biomirror/text.h"
 
 #define DAY_SECONDS	86400
 #define MAX_LINE	8192		/* longer lines are skipped (rule 31) */
@@ -52,6 +56,9 @@ struct ftp_line {
 	enum mtime_prec	 prec;
 	bool		 utc;		/* MLSD: the time is UTC */
 	bool		 cdir;		/* MLSD: the listed directory itself */
+	bool		 datebad;	/* a date was listed that does not exist:
+					   kept with an unknown time */
+	const char	*why;		/* static: why a LINE_BAD line is bad */
 };
 
 /* Result of judging one line. */
@@ -61,9 +68,54 @@ enum line_kind {
 	LINE_BAD,		/* not understood (counted) */
 };
 
-static const char *const months[12] = {
-	"jan", "feb", "mar", "apr", "may", "jun",
-	"jul", "aug", "sep", "oct", "nov", "dec",
+/*
+ * Month names as servers print them: English, then the abbreviations of
+ * the common server locales (glibc's abmon, and the forms FileZilla's
+ * parser knows), in UTF-8 and in Latin-1.  Compared without ASCII case,
+ * after a trailing '.' or ',' is dropped ("janv.", "Okt.", "Jan.,").
+ */
+static const struct month_name {
+	const char	*name;		/* static: lower case, no trailing dot */
+	int		 mon;		/* 1..12 */
+} month_names[] = {
+	{ "jan", 1 }, { "feb", 2 }, { "mar", 3 }, { "apr", 4 },
+	{ "may", 5 }, { "jun", 6 }, { "jul", 7 }, { "aug", 8 },
+	{ "sep", 9 }, { "oct", 10 }, { "nov", 11 }, { "dec", 12 },
+	{ "june", 6 }, { "july", 7 }, { "sept", 9 },
+	/* German, Austrian */
+	{ "m\xc3\xa4r", 3 }, { "m\xe4r", 3 }, { "m\xc3\xa4rz", 3 },
+	{ "m\xe4rz", 3 }, { "mrz", 3 }, { "mai", 5 }, { "juni", 6 },
+	{ "juli", 7 }, { "okt", 10 }, { "dez", 12 }, { "j\xc3\xa4n", 1 },
+	{ "j\xe4n", 1 },
+	/* French */
+	{ "janv", 1 }, { "f\xc3\xa9v", 2 }, { "f\xe9v", 2 },
+	{ "f\xc3\xa9vr", 2 }, { "f\xe9vr", 2 }, { "fevr", 2 }, { "fev", 2 },
+	{ "mars", 3 }, { "avr", 4 }, { "avril", 4 }, { "juin", 6 },
+	{ "juil", 7 }, { "ao\xc3\xbbt", 8 }, { "ao\xfbt", 8 }, { "aout", 8 },
+	{ "d\xc3\xa9" "c", 12 }, { "d\xe9" "c", 12 },
+	/* Spanish, Italian, Portuguese */
+	{ "ene", 1 }, { "abr", 4 }, { "ago", 8 }, { "dic", 12 },
+	{ "gen", 1 }, { "mag", 5 }, { "giu", 6 }, { "lug", 7 }, { "set", 9 },
+	{ "ott", 10 }, { "out", 10 }, { "dez", 12 },
+	/* Dutch, Scandinavian */
+	{ "mrt", 3 }, { "mei", 5 }, { "maj", 5 }, { "des", 12 },
+	/* Polish */
+	{ "sty", 1 }, { "lut", 2 }, { "kwi", 4 }, { "cze", 6 }, { "lip", 7 },
+	{ "sie", 8 }, { "wrz", 9 }, { "pa\xc5\xba", 10 }, { "lis", 11 },
+	{ "gru", 12 },
+	/* Finnish */
+	{ "tammi", 1 }, { "helmi", 2 }, { "maalis", 3 }, { "huhti", 4 },
+	{ "touko", 5 }, { "kes\xc3\xa4", 6 }, { "hein\xc3\xa4", 7 },
+	{ "elo", 8 }, { "syys", 9 }, { "loka", 10 }, { "marras", 11 },
+	{ "joulu", 12 },
+	/* Russian (UTF-8) */
+	{ "\xd1\x8f\xd0\xbd\xd0\xb2", 1 }, { "\xd1\x84\xd0\xb5\xd0\xb2", 2 },
+	{ "\xd0\xbc\xd0\xb0\xd1\x80", 3 }, { "\xd0\xb0\xd0\xbf\xd1\x80", 4 },
+	{ "\xd0\xbc\xd0\xb0\xd0\xb9", 5 }, { "\xd0\xbc\xd0\xb0\xd1\x8f", 5 },
+	{ "\xd0\xb8\xd1\x8e\xd0\xbd", 6 }, { "\xd0\xb8\xd1\x8e\xd0\xbb", 7 },
+	{ "\xd0\xb0\xd0\xb2\xd0\xb3", 8 }, { "\xd1\x81\xd0\xb5\xd0\xbd", 9 },
+	{ "\xd0\xbe\xd0\xba\xd1\x82", 10 }, { "\xd0\xbd\xd0\xbe\xd1\x8f", 11 },
+	{ "\xd0\xb4\xd0\xb5\xd0\xba", 12 },
 };
 
 /* Unsigned decimal of exactly n digits (n > 0), -1 if not. */
@@ -84,39 +136,52 @@ num_n(const char *p, size_t n)
 }
 
 /*
- * The year of a date listed without one: the most recent year that puts
- * it no more than one day after now_wall (FileZilla's rule, which is how
- * ls(1) chooses between "HH:MM" and "YYYY": within six months of now).
+ * The time of a date listed without a year (FileZilla's rule, which is
+ * how ls(1) chooses between "HH:MM" and "YYYY": within six months of
+ * now): the year that puts it no more than one day after now_wall, by
+ * its place in the calendar.  -1 when the date does not exist in that
+ * year (Feb 29 outside a leap year, Feb 30): unknown, never a guess.
  */
 static int64_t
 infer_year(int mon, int day, int hour, int min, int64_t now_wall)
 {
 	struct tm	 tm;
-	time_t		 now = (time_t)now_wall;
-	int64_t		 t;
-	int		 y;
+	time_t		 soon = (time_t)(now_wall + DAY_SECONDS);
+	int64_t		 k, ksoon;
 
-	if (gmtime_r(&now, &tm) == NULL)
+	if (gmtime_r(&soon, &tm) == NULL)
 		return -1;
-	for (y = tm.tm_year + 1900 + 1; y > tm.tm_year + 1900 - 8; y--) {
-		t = ftp_wall_time(y, mon, day, hour, min, 0);
-		if (t >= 0 && t <= now_wall + DAY_SECONDS)
-			return t;
-	}
-	return -1;
+	k = (((int64_t)mon * 32 + day) * 24 + hour) * 60 + min;
+	ksoon = (((int64_t)tm.tm_mon + 1) * 32 + tm.tm_mday) * 24 * 60 +
+	    tm.tm_hour * 60 + tm.tm_min;
+	return ftp_wall_time(tm.tm_year + 1900 - (k > ksoon), mon, day, hour,
+	    min, 0);
 }
 
-/* Month 1..12 of a three-letter English abbreviation, 0 if none. */
+/*
+ * Month 1..12 of a month name (month_names), or of "N月"/"N월" (CJK
+ * locales), 0 if none.
+ */
 static int
 month_of(const char *p, size_t n)
 {
-	int	 i;
+	size_t	 i;
+	int64_t	 v;
 
-	if (n != 3)
-		return 0;
-	for (i = 0; i < 12; i++)
-		if (strncasecmp(p, months[i], 3) == 0)
-			return i + 1;
+	if (n > 1 && (p[n - 1] == '.' || p[n - 1] == ','))
+		n--;
+	if (n > 1 && p[n - 1] == '.')
+		n--;
+	for (i = 0; i < sizeof(month_names) / sizeof(month_names[0]); i++)
+		if (strlen(month_names[i].name) == n &&
+		    strncasecmp(p, month_names[i].name, n) == 0)
+			return month_names[i].mon;
+	if (n == 4 || n == 5) {
+		if ((memcmp(p + n - 3, "\xe6\x9c\x88", 3) == 0 ||
+		    memcmp(p + n - 3, "\xec\x9b\x94", 3) == 0) &&
+		    (v = num_n(p, n - 3)) >= 1 && v <= 12)
+			return (int)v;
+	}
 	return 0;
 }
 
@@ -274,43 +339,87 @@ unix_name(const char *rest, size_t n, int mode, struct ftp_line *fl)
 	return n == 0 ? LINE_BAD : LINE_ENTRY;
 }
 
-/* One Unix "ls -l" line, anchored on "Mon DD HH:MM|YYYY". */
+/*
+ * The time column of a Unix line ("HH:MM", year inferred, or "YYYY") for
+ * month mon, day day.  False when it is neither.  A date that does not
+ * exist (Feb 30; Feb 29 outside a leap year) leaves the time unknown and
+ * sets fl->datebad: the entry is kept, and checked by MDTM.
+ */
+static bool
+unix_when(const char *p, size_t n, int mon, int day, int64_t now_wall,
+    struct ftp_line *fl)
+{
+	int64_t		 year;
+	int		 hour, min;
+
+	if (parse_hhmm(p, n, &hour, &min)) {
+		fl->wall = infer_year(mon, day, hour, min, now_wall);
+		fl->prec = MTIME_MINUTE;
+	} else if (n == 4 && (year = num_n(p, 4)) >= 1900) {
+		fl->wall = ftp_wall_time((int)year, mon, day, 0, 0, 0);
+		fl->prec = MTIME_DAY;
+	} else
+		return false;	/* "209": never guessed */
+	if (fl->wall < 0) {
+		fl->wall = 0;
+		fl->prec = MTIME_UNKNOWN;
+		fl->datebad = true;
+	}
+	return true;
+}
+
+/* "DD" or "DD." (1..31), -1 if not. */
+static int64_t
+unix_day(const char *p, size_t n)
+{
+	int64_t	 d;
+
+	if (n > 1 && p[n - 1] == '.')
+		n--;
+	if (n > 2 || (d = num_n(p, n)) < 1 || d > 31)
+		return -1;
+	return d;
+}
+
+/*
+ * One Unix "ls -l" line, anchored on the first "size Mon DD HH:MM|YYYY"
+ * or, as some locales print it, "size DD[.] Mon[.][,] HH:MM|YYYY".
+ */
 static enum line_kind
 parse_unix(const char *line, size_t len, int64_t now_wall,
     struct ftp_line *fl)
 {
 	const char	*tok[MAX_TOKENS];
-	size_t		 tlen[MAX_TOKENS], nt, m;
-	int64_t		 day, year;
-	int		 mode, mon, hour, min;
+	size_t		 tlen[MAX_TOKENS], nt, m, t;
+	int64_t		 day;
+	int		 mode, mon;
 
+	fl->why = "not a listing line (no Unix mode, no DOS date)";
 	if ((nt = tokens(line, len, tok, tlen, MAX_TOKENS)) < 5)
 		return LINE_BAD;
 	if ((mode = unix_mode_type(tok[0], tlen[0])) == 0)
 		return LINE_BAD;
-	for (m = 2; m + 2 < nt; m++) {
+	fl->why = "no size and date columns (size Mon DD HH:MM|YYYY)";
+	for (m = 2; m + 1 < nt; m++) {
 		if ((mon = month_of(tok[m], tlen[m])) == 0)
 			continue;
-		if ((day = num_n(tok[m + 1], tlen[m + 1])) < 1 || day > 31 ||
-		    tlen[m + 1] > 2)
+		fl->datebad = false;
+		if (m + 2 < nt && (day = unix_day(tok[m + 1], tlen[m + 1])) >
+		    0 && tlen[m + 1] <= 2 &&
+		    parse_size(tok[m - 1], tlen[m - 1], fl) &&
+		    unix_when(tok[m + 2], tlen[m + 2], mon, (int)day, now_wall,
+		    fl))
+			t = m + 2;
+		else if (m >= 3 && (day = unix_day(tok[m - 1], tlen[m - 1])) >
+		    0 && parse_size(tok[m - 2], tlen[m - 2], fl) &&
+		    unix_when(tok[m + 1], tlen[m + 1], mon, (int)day, now_wall,
+		    fl))
+			t = m + 1;
+		else
 			continue;
-		if (!parse_size(tok[m - 1], tlen[m - 1], fl))
-			continue;
-		if (parse_hhmm(tok[m + 2], tlen[m + 2], &hour, &min)) {
-			fl->wall = infer_year(mon, (int)day, hour, min,
-			    now_wall);
-			fl->prec = MTIME_MINUTE;
-		} else if (tlen[m + 2] == 4 &&
-		    (year = num_n(tok[m + 2], 4)) >= 1900) {
-			fl->wall = ftp_wall_time((int)year, mon, (int)day, 0, 0,
-			    0);
-			fl->prec = MTIME_DAY;
-		} else
-			return LINE_BAD;	/* "209": never guessed */
-		if (fl->wall < 0)
-			return LINE_BAD;
-		return unix_name(tok[m + 2] + tlen[m + 2],
-		    len - (size_t)(tok[m + 2] + tlen[m + 2] - line), mode, fl);
+		fl->why = "no name after the date";
+		return unix_name(tok[t] + tlen[t],
+		    len - (size_t)(tok[t] + tlen[t] - line), mode, fl);
 	}
 	return LINE_BAD;
 }
@@ -396,6 +505,69 @@ parse_dos(const char *line, size_t len, struct ftp_line *fl)
 	return LINE_ENTRY;
 }
 
+/*
+ * One OS/2 line: "size [attributes] [DIR] MM-DD-YY[Y] HH:MM name", the
+ * year in two digits or, after 1999, in three counted from 1900
+ * ("04-23-103" is 2003).  Attributes are letters of "RHSA".
+ */
+static enum line_kind
+parse_os2(const char *line, size_t len, struct ftp_line *fl)
+{
+	const char	*tok[6];
+	size_t		 tlen[6], nt, i, d;
+	int64_t		 mo, day, y, size;
+	int		 hour, min;
+	bool		 dir = false;
+
+	fl->why = "not a listing line (no Unix mode, no DOS or OS/2 date)";
+	if ((nt = tokens(line, len, tok, tlen, 6)) < 4 ||
+	    (size = num_n(tok[0], tlen[0])) < 0)
+		return LINE_BAD;
+	for (d = 1; d < nt; d++) {
+		if (tlen[d] == 3 && memcmp(tok[d], "DIR", 3) == 0) {
+			dir = true;
+			continue;
+		}
+		for (i = 0; i < tlen[d] && tok[d][i] != '\0' &&
+		    strchr("RHSA", tok[d][i]) != NULL; i++)
+			;
+		if (i < tlen[d] || tlen[d] > 4)
+			break;
+	}
+	if (d + 2 >= nt || (tlen[d] != 8 && tlen[d] != 9) ||
+	    tok[d][2] != '-' || tok[d][5] != '-')
+		return LINE_BAD;
+	mo = num_n(tok[d], 2);
+	day = num_n(tok[d] + 3, 2);
+	if ((y = num_n(tok[d] + 6, tlen[d] - 6)) >= 0)
+		y += tlen[d] == 9 || y >= 70 ? 1900 : 2000;
+	if (mo < 0 || day < 0 || y < 0 || !parse_hhmm(tok[d + 1],
+	    tlen[d + 1], &hour, &min))
+		return LINE_BAD;
+	if ((fl->wall = ftp_wall_time((int)y, (int)mo, (int)day, hour, min,
+	    0)) < 0) {
+		fl->wall = 0;
+		fl->datebad = true;
+	} else
+		fl->prec = MTIME_MINUTE;
+	fl->type = dir ? ENTRY_DIR : ENTRY_FILE;
+	if (!dir) {
+		fl->size = fl->size_min = fl->size_max = size;
+		fl->size_exact = true;
+		fl->sizetext = tok[0];
+		fl->sizetextlen = tlen[0];
+	}
+	i = (size_t)(tok[d + 1] + tlen[d + 1] - line);
+	while (i < len && (line[i] == ' ' || line[i] == '\t'))
+		i++;
+	fl->why = "no name after the date";
+	if (i == len)
+		return LINE_BAD;
+	fl->name = line + i;
+	fl->namelen = len - i;
+	return LINE_ENTRY;
+}
+
 /* The MLSD type fact's value (RFC 3659 7.5.1, errata 1500). */
 static enum line_kind
 mlsd_type(const char *v, size_t n, struct ftp_line *fl)
@@ -450,8 +622,10 @@ parse_mlsd(const char *line, size_t len, struct ftp_line *fl)
 			sep = line + i;
 			break;
 		}
+	fl->why = "no facts (no \"; \" before the name)";
 	if (sep == NULL)
 		return LINE_BAD;
+	fl->why = "a fact without '='";
 	fl->type = ENTRY_FILE;
 	for (p = line; p < sep; p = e + 1) {
 		if ((e = memchr(p, ';', (size_t)(sep - p))) == NULL)
@@ -496,6 +670,7 @@ parse_mlsd(const char *line, size_t len, struct ftp_line *fl)
 	fl->sizetext = NULL;
 	fl->name = sep + 2;
 	fl->namelen = len - (size_t)(sep + 2 - line);
+	fl->why = "no name after the facts";
 	return fl->namelen == 0 ? LINE_BAD : LINE_ENTRY;
 }
 
@@ -504,7 +679,8 @@ static enum line_kind
 parse_line(const char *line, size_t len, bool mlsd, int64_t now_wall,
     struct ftp_line *fl)
 {
-	size_t	 i;
+	enum line_kind	 k;
+	size_t		 i;
 
 	memset(fl, 0, sizeof(*fl));
 	fl->size = fl->size_min = fl->size_max = -1;
@@ -512,15 +688,32 @@ parse_line(const char *line, size_t len, bool mlsd, int64_t now_wall,
 		;
 	if (i == len)
 		return LINE_QUIET;
+	fl->why = "longer than 8192 bytes";
 	if (len > MAX_LINE)
 		return LINE_BAD;
 	if (mlsd)
 		return parse_mlsd(line, len, fl);
 	if (len > 6 && strncmp(line, "total ", 6) == 0)
 		return LINE_QUIET;
-	if (isdigit((unsigned char)line[0]))
-		return parse_dos(line, len, fl);
-	return parse_unix(line, len, now_wall, fl);
+	if (isdigit((unsigned char)line[i])) {
+		if ((k = parse_dos(line, len, fl)) == LINE_BAD) {
+			memset(fl, 0, sizeof(*fl));
+			fl->size = fl->size_min = fl->size_max = -1;
+			k = parse_os2(line, len, fl);
+		}
+	} else
+		k = parse_unix(line, len, now_wall, fl);
+	/*
+	 * A listed 0 in LIST is a hint (a growing log, a file the server
+	 * could not stat): the size comes from SIZE and the body, as for
+	 * no size (issue 22).  MLSD's size= is a fact.
+	 */
+	if (k == LINE_ENTRY && fl->type == ENTRY_FILE && fl->size_exact &&
+	    fl->size == 0) {
+		fl->size = fl->size_min = fl->size_max = -1;
+		fl->size_exact = false;
+	}
+	return k;
 }
 
 /* Copy n bytes of p into a fresh NUL-terminated string, NULL on ENOMEM. */
@@ -536,10 +729,12 @@ dup_n(const char *p, size_t n)
 	return s;
 }
 
-/* Append the entry of a parsed line; an unsafe name counts as skipped. */
+/*
+ * Append the entry of a parsed line.  Returns 0, 1 when its name is unsafe
+ * (skipped), BM_ENOMEM or BM_ELIMIT.
+ */
 static int
-add_entry(const struct ftp_line *fl, const char *prefix, struct listing *out,
-    size_t *skipped)
+add_entry(const struct ftp_line *fl, const char *prefix, struct listing *out)
 {
 	struct entry	*e;
 	size_t		 plen = strlen(prefix);
@@ -549,10 +744,8 @@ add_entry(const struct ftp_line *fl, const char *prefix, struct listing *out,
 	    (fl->namelen == 2 && memcmp(fl->name, "..", 2) == 0))
 		return 0;
 	if (!name_is_safe(fl->name, fl->namelen) ||
-	    memchr(fl->name, '\0', fl->namelen) != NULL) {
-		(*skipped)++;
-		return 0;
-	}
+	    memchr(fl->name, '\0', fl->namelen) != NULL)
+		return 1;
 	if ((rc = listing_append(out, &e)) != 0)
 		return rc;
 	if ((e->path = malloc(plen + 1 + fl->namelen + 1)) == NULL)
@@ -591,17 +784,41 @@ nomem:
 }
 
 /*
+ * At -v: "url: list: line N skipped: why: the line" (escaped, cut to
+ * 160 bytes), or kept with an unknown time when its date does not exist.
+ */
+static void
+log_line(const char *url, size_t lineno, const char *p, size_t n,
+    const char *why, bool kept)
+{
+	char	 raw[161], esc[4 * sizeof(raw)];
+
+	if (url == NULL || log_verbosity() < 1)
+		return;
+	if (n >= sizeof(raw))
+		n = sizeof(raw) - 1;
+	memcpy(raw, p, n);
+	raw[n] = '\0';
+	text_term_escape(raw, esc, sizeof(esc));
+	log_info("%s: list: line %zu %s: %s: %s", url, lineno, kept ?
+	    "kept with an unknown time" : "skipped", why, esc);
+}
+
+/*
  * list_ftp_parse(), and the unique= of the MLSD cdir line (the directory
- * listed) into *ret_cdir (malloc'd, NULL if none; may be NULL).
+ * listed) into *ret_cdir (malloc'd, NULL if none; may be NULL); lines
+ * not understood are counted in *ret_unread (may be NULL: then in
+ * *ret_skipped), unsafe names in *ret_skipped; with url (NULL: quiet),
+ * each is named at -v (log_line).
  */
 static int
 parse_reply(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
     const char *prefix, struct listing *out, size_t *ret_skipped,
-    char **ret_cdir)
+    size_t *ret_unread, char **ret_cdir, const char *url)
 {
 	const char	*p = (const char *)body, *end = p + len, *nl;
 	struct ftp_line	 fl;
-	size_t		 skipped = 0, n;
+	size_t		 skipped = 0, unread = 0, n, lineno = 0;
 	int		 rc = 0;
 
 	while (p < end) {
@@ -610,6 +827,7 @@ parse_reply(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
 		n = (size_t)(nl - p);
 		if (n > 0 && p[n - 1] == '\r')
 			n--;
+		lineno++;
 		switch (parse_line(p, n, mlsd, now_wall, &fl)) {
 		case LINE_QUIET:
 			if (fl.cdir && fl.unique != NULL && ret_cdir != NULL &&
@@ -620,16 +838,30 @@ parse_reply(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
 			}
 			break;
 		case LINE_ENTRY:
-			if ((rc = add_entry(&fl, prefix, out, &skipped)) != 0)
+			if ((rc = add_entry(&fl, prefix, out)) < 0)
 				goto out;
+			if (rc == 1) {
+				skipped++;
+				log_line(url, lineno, p, n, "unsafe name",
+				    false);
+			} else if (fl.datebad)
+				log_line(url, lineno, p, n, "no such date",
+				    true);
+			rc = 0;
 			break;
 		case LINE_BAD:
-			skipped++;
+			unread++;
+			log_line(url, lineno, p, n, fl.why != NULL ? fl.why :
+			    "not understood", false);
 			break;
 		}
 		p = nl + 1;
 	}
 out:
+	if (ret_unread != NULL)
+		*ret_unread = unread;
+	else
+		skipped += unread;
 	if (ret_skipped != NULL)
 		*ret_skipped = skipped;
 	return rc;
@@ -640,7 +872,28 @@ list_ftp_parse(const uint8_t *body, size_t len, bool mlsd, int64_t now_wall,
     const char *prefix, struct listing *out, size_t *ret_skipped)
 {
 	return parse_reply(body, len, mlsd, now_wall, prefix, out,
-	    ret_skipped, NULL);
+	    ret_skipped, NULL, NULL, NULL);
+}
+
+const char *
+list_ftp_line_why(const uint8_t *line, size_t len, bool mlsd,
+    int64_t now_wall)
+{
+	struct ftp_line	 fl;
+
+	switch (parse_line((const char *)line, len, mlsd, now_wall, &fl)) {
+	case LINE_BAD:
+		return fl.why != NULL ? fl.why : "not understood";
+	case LINE_ENTRY:
+		if (!(fl.namelen == 1 && fl.name[0] == '.') &&
+		    !(fl.namelen == 2 && memcmp(fl.name, "..", 2) == 0) &&
+		    (!name_is_safe(fl.name, fl.namelen) ||
+		    memchr(fl.name, '\0', fl.namelen) != NULL))
+			return "unsafe name";
+		return NULL;
+	default:
+		return NULL;
+	}
 }
 
 bool
@@ -866,7 +1119,7 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
 	const struct crawl_dir *d = crawl_dir(c->cr, di); /* until ftp_take() */
 	struct listing	*tmp;
 	char		*cdir = NULL;
-	size_t		 i, skipped = 0;
+	size_t		 i, skipped = 0, unread = 0;
 	int		 rc;
 
 	/*
@@ -884,8 +1137,9 @@ crawl_reply(struct ftp_crawl *c, size_t di, const struct http_page *pg,
 	if ((tmp = listing_new(SIZE_MAX)) == NULL)
 		return BM_ENOMEM;
 	rc = parse_reply(pg->body, pg->len, c->mlsd, c->opts->now_wall,
-	    d->prefix, tmp, &skipped, &cdir);
+	    d->prefix, tmp, &skipped, &unread, &cdir, url);
 	crawl_stats(c->cr)->skipped += skipped;
+	crawl_stats(c->cr)->unread += unread;
 	if (rc == 0 && c->mlsd && cdir == NULL && listing_count(tmp) == 1 &&
 	    mlsd_lists_itself(listing_get(tmp, 0), url)) {
 		/*
@@ -1313,6 +1567,7 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 	p.source = source_url;
 	p.filter = opts->filter;
 	p.max_depth = opts->max_depth;
+	p.shallow = opts->shallow;
 	p.batch = opts->batch;
 	p.fetch = fetch;
 	p.ctx = ctx;
@@ -1348,7 +1603,10 @@ out:
 	if (opts->ret_loops != NULL)
 		*opts->ret_loops = st->loops;
 	if (opts->ret_skipped != NULL)
-		*opts->ret_skipped = st->skipped;
+		*opts->ret_skipped = st->skipped + (opts->ret_unread == NULL ?
+		    st->unread : 0);
+	if (opts->ret_unread != NULL)
+		*opts->ret_unread = st->unread;
 	if (opts->ret_dangling != NULL)
 		*opts->ret_dangling = st->dangling;
 	listing_free(c.links);
@@ -1411,12 +1669,14 @@ ftp_list(const struct lister_run *lr, struct listing *out,
 	memset(&fo, 0, sizeof(fo));
 	fo.filter = lr->filter;
 	fo.max_depth = lr->max_depth;
+	fo.shallow = lr->shallow;
 	fo.batch = lr->connections;
 	fo.now_wall = ftp_now_wall(lr->tz);
 	fo.ret_mlsd = &mlsd;
 	fo.ret_gridftp = &gridftp;
 	fo.ret_loops = &ret->loops;
 	fo.ret_skipped = &ret->skipped;
+	fo.ret_unread = &ret->unread;
 	fo.follow = lr->follow;
 	fo.ret_dangling = &dangling;
 	fo.unlisted = lr->follow ? lr->unlisted : NULL;

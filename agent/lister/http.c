@@ -383,7 +383,8 @@ get_weekday_date(const char **pp, struct when *w)
 
 /*
  * Read a listed date and time at s.  Returns the bytes consumed (0 when s
- * does not start with a date this module knows) and fills ri's time.
+ * does not start with a date this module knows) and fills ri's time; a
+ * day its month does not have (30 Feb) is consumed, ri's time left unset.
  */
 static size_t
 parse_when(const char *s, struct rowinfo *ri)
@@ -411,6 +412,10 @@ parse_when(const char *s, struct rowinfo *ri)
 	if (w.mo < 1 || w.mo > 12 || w.d < 1 || w.d > 31 || w.h > 23 ||
 	    w.mi > 59 || w.s > 60 || w.y < 1900 || w.y > 9999)
 		return 0;
+	/* A day the month does not have (30 Feb): read, but no date. */
+	if (days_from_civil(w.y, w.mo, w.d) >= days_from_civil(w.y + (w.mo ==
+	    12), w.mo % 12 + 1, 1))
+		return (size_t)(p - s);
 	ri->has_time = true;
 	ri->wall = days_from_civil(w.y, w.mo, w.d) * 86400 + w.h * 3600 +
 	    w.mi * 60 + w.s;
@@ -1189,6 +1194,16 @@ add_entry(struct pctx *pc, const char *name, bool is_dir, const char *href,
 		return BM_ENOMEM;
 	}
 	fill_entry(e, ri);
+	/*
+	 * An HTML index's 0 is a hint (a growing log, a file the server
+	 * could not stat): the size comes from the response, as for none
+	 * (issue 22).  JSON and XML indexes state sizes as facts.
+	 */
+	if (pc->fmt != PAGE_NGINX_JSON && pc->fmt != PAGE_NGINX_XML &&
+	    e->type == ENTRY_FILE && e->size_exact && e->size == 0) {
+		e->size = e->size_min = e->size_max = ENTRY_SIZE_UNKNOWN;
+		e->size_exact = false;
+	}
 	idx = listing_count(pc->out) - 1;
 	if ((rc = nameset_add(&pc->seen, pc->out, idx, &dup)) < 0) {
 		listing_pop(pc->out);
@@ -2283,6 +2298,7 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 	p.source = source_url;
 	p.filter = opts->filter;
 	p.max_depth = opts->max_depth;
+	p.shallow = opts->shallow;
 	p.batch = opts->batch;
 	p.fetch = fetch;
 	p.ctx = ctx;
@@ -2311,6 +2327,7 @@ http_list(const struct lister_run *lr, struct listing *out,
 	memset(&co, 0, sizeof(co));
 	co.filter = lr->filter;
 	co.max_depth = lr->max_depth;
+	co.shallow = lr->shallow;
 	co.max_page_bytes = lr->max_page_bytes;
 	co.batch = (size_t)lr->connections * 2;
 	co.ret_skipped = &ret->skipped;

@@ -5,6 +5,9 @@
  * values compared as shown), or when the local file is missing or no
  * longer matches what was committed; when only the local mtime drifted,
  * set it back; a listing without size or date gets a conditional GET.
+ * Issue 22: a file listed without a date (or with one that could not be
+ * read) is asked for conditionally whatever its size says, and listed
+ * times are compared at the coarser of the two precisions (manifest.c).
  * Deletes come last, children before parents, and only when asked for.
  */
 #include <sys/stat.h>
@@ -407,8 +410,10 @@ plan_local(struct plan_ctx *c, const struct diff_row *row,
 		return plan_add(c->p, row, ACT_TOUCH, "local mtime drifted");
 	if (same_op == ACT_COND_FETCH) {
 		if ((rc = plan_add(c->p, row, ACT_COND_FETCH,
-		    row->fs.listed.prec == MTIME_UNKNOWN ? "no size or date" :
-		    "recorded before its listed minute ended")) != 0)
+		    row->fs.listed.prec != MTIME_UNKNOWN ?
+		    "recorded before its listed minute ended" :
+		    row->fs.listed.size >= 0 ? "no listed date" :
+		    "no size or date")) != 0)
 			return rc;
 		/* A 304 keeps the content: the mtime is set back then. */
 		c->p->acts[c->p->nacts - 1].touch =

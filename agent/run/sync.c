@@ -101,6 +101,7 @@ struct run {
 	size_t		 secret_len;
 	struct zone_state zs;		/* the zone of the listed times
 					   (zone_start, zone_check) */
+	int64_t		 start_ns;	/* wall clock at the run's start */
 	int		 state_fault;	/* BM_ECORRUPT: the manifest is
 					   damaged; BM_ENOSPC: the state
 					   directory is full; 0 */
@@ -400,6 +401,32 @@ run_fix_mtime(void *ctx, int64_t s)
 	return zone_fix_mtime(&r->zs, s);
 }
 
+/* What the listing skipped or did not enter, for the run's log. */
+static void
+run_list_stats(const struct run *r, const struct lister_stats *st)
+{
+	if (st->skipped > 0)
+		log_info("%s: list: %zu %s skipped (unsafe names, outside "
+		    "the source, or a name listed both as a file and as a "
+		    "directory: the first kept)", r->c->name, st->skipped,
+		    r->lister->unit);
+	if (st->unread > 0)
+		log_info("%s: list: %zu listing line%s not understood, skipped "
+		    "(-v names each)", r->c->name, st->unread,
+		    st->unread == 1 ? "" : "s");
+	if (st->dups > 0)
+		log_warnx("%s: list: %zu %s skipped: a name listed again (or "
+		    "as a file and as a directory): the first kept", r->c->name,
+		    st->dups, r->lister->unit);
+	if (st->beneath > 0)
+		log_warnx("%s: list: %zu %s skipped: below a file or a symlink "
+		    "of the listing", r->c->name, st->beneath, r->lister->unit);
+	if (st->loops > 0)
+		log_warnx("%s: list: %zu directories not entered: their "
+		    "entries repeat an ancestor's (a server-side symlink loop)",
+		    r->c->name, st->loops);
+}
+
 static int
 run_list(struct run *r)
 {
@@ -445,22 +472,7 @@ run_list(struct run *r)
 	rc = r->lister->list(&lr, r->l, &st, r->err, sizeof(r->err));
 	run_unlisted(r);
 	r->complete = rc == 0;
-	if (st.skipped > 0)
-		log_info("%s: list: %zu %s skipped (unsafe names, outside "
-		    "the source, or a name listed both as a file and as a "
-		    "directory: the first kept)", r->c->name, st.skipped,
-		    r->lister->unit);
-	if (st.dups > 0)
-		log_warnx("%s: list: %zu %s skipped: a name listed again (or "
-		    "as a file and as a directory): the first kept", r->c->name,
-		    st.dups, r->lister->unit);
-	if (st.beneath > 0)
-		log_warnx("%s: list: %zu %s skipped: below a file or a symlink "
-		    "of the listing", r->c->name, st.beneath, r->lister->unit);
-	if (st.loops > 0)
-		log_warnx("%s: list: %zu directories not entered: their "
-		    "entries repeat an ancestor's (a server-side symlink loop)",
-		    r->c->name, st.loops);
+	run_list_stats(r, &st);
 	if (rc == BM_EINTR)
 		r->err[0] = '\0';	/* the fetch it cut short: run_status says why */
 	if (rc == BM_ENOMEM || rc == BM_EINTR)
@@ -1101,6 +1113,8 @@ plan_has_work(const struct plan *p)
  * published snapshot; else keep it for the next run (it holds what the
  * manifest recorded) or drop it when it holds nothing new.
  */
+static int run_pre_publish(struct run *);
+
 static int
 run_set_finish(struct run *r, int rc)
 {
@@ -1122,6 +1136,8 @@ run_set_finish(struct run *r, int rc)
 		log_info("%s: no change: nothing to publish", r->c->name);
 		return 0;
 	}
+	if ((prc = run_pre_publish(r)) != 0)
+		return prc;
 	if ((prc = store_set_publish(r->s, &id)) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "%s: publish: %s",
 		    r->c->dest, prc == BM_EUNSAFE ? "something other than "
@@ -1329,11 +1345,12 @@ run_rebuild(struct run *r, const char *path)
 	return rc;
 }
 
+static int run_open_xfer(struct run *);
+
 static int
 run_open(struct run *r)
 {
-	char		 path[4096], why[256];
-	struct xfer_opts xo;
+	char		 path[4096];
 	struct stat	 st;
 	int		 rc;
 
@@ -1379,6 +1396,21 @@ run_open(struct run *r)
 		if (!r->o->dry_run)
 			run_record_owner(r);
 	}
+	return run_open_xfer(r);
+}
+
+/*
+ * The run's transport for its source (xfer_open), with the FTP password
+ * and bm:// secret read first.  Returns 0, or a BM_E* code with why in
+ * r->err.
+ */
+static int
+run_open_xfer(struct run *r)
+{
+	char		 why[256];
+	struct xfer_opts xo;
+	int		 rc;
+
 	if ((rc = run_ftp_source(r)) != 0 || (rc = run_bm_secret(r)) != 0)
 		return rc;
 	memset(&xo, 0, sizeof(xo));
@@ -2246,6 +2278,29 @@ run_tune_end(struct run *r, struct tune *t)
 	tune_free(t);
 }
 
+/*
+ * The run's progress line: the files and bytes the whole plan fetches,
+ * one total over the scheduler's passes.  NULL on out-of-memory.
+ */
+static struct progress *
+run_progress_new(const struct run *r)
+{
+	const struct action *a;
+	uint64_t	 bytes = 0;
+	int64_t		 files = 0;
+	size_t		 i;
+
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (a->op != ACT_FETCH && a->op != ACT_COND_FETCH)
+			continue;
+		files++;
+		if (a->op == ACT_FETCH && a->fs.listed.size > 0)
+			bytes += (uint64_t)a->fs.listed.size;
+	}
+	return progress_new(r->c->name, files, bytes, r->o->progress);
+}
+
 static int
 run_execute(struct run *r)
 {
@@ -2270,6 +2325,10 @@ run_execute(struct run *r)
 	so.streams = r->c->ftp_mode_e ? 1 : r->c->streams;
 	so.min_split = r->c->min_split;
 	so.progress = r->o->progress;
+	if ((so.line = run_progress_new(r)) == NULL) {
+		resume_set_free(rs);
+		return BM_ENOMEM;
+	}
 	so.retries = r->c->retries;
 	so.run = r->run;
 	so.batch_files = batch_files();
@@ -2287,6 +2346,7 @@ run_execute(struct run *r)
 		rc = run_transfers(r, &so);
 		run_tune_end(r, so.tune);
 	}
+	progress_free(so.line);
 	resume_set_free(rs);
 	if (rc == BM_ENOSPC)
 		(void)snprintf(r->err, sizeof(r->err), "%s: no space left on "
@@ -2436,11 +2496,12 @@ env_pair(const char *name, const char *fmt, ...)
 
 /*
  * The hook's BIOMIRROR_* variables (biomirror.conf(5)) into env (room for
- * HOOK_NENV + 1, zeroed); returns how many were set, NULL ones included
- * (out of memory).
+ * HOOK_NENV + 1, zeroed), BIOMIRROR_STATUS status; returns how many were
+ * set, NULL ones included (out of memory).
  */
 static size_t
-post_sync_env(const struct run *r, const struct run_record *rec, char **env)
+post_sync_env(const struct run *r, const struct run_record *rec,
+    const char *status, char **env)
 {
 	const struct mirror_result *res = r->res;
 	char		 cwd[PATH_MAX];
@@ -2454,7 +2515,7 @@ post_sync_env(const struct run *r, const struct run_record *rec, char **env)
 	    r->c->dest);
 	env[n++] = env_pair("BIOMIRROR_STATE_DIR", "%s", r->o->state_dir);
 	env[n++] = env_pair("BIOMIRROR_RUN_ID", "%lld", (long long)r->run);
-	env[n++] = env_pair("BIOMIRROR_STATUS", "%s", res->status);
+	env[n++] = env_pair("BIOMIRROR_STATUS", "%s", status);
 	env[n++] = env_pair("BIOMIRROR_FILES_LISTED", "%lld",
 	    (long long)res->listed);
 	env[n++] = env_pair("BIOMIRROR_FILES_FETCHED", "%lld",
@@ -2471,6 +2532,188 @@ post_sync_env(const struct run *r, const struct run_record *rec, char **env)
 	env[n++] = env_pair("BIOMIRROR_END", "%lld",
 	    (long long)(rec->end_ns / NS));
 	return n;
+}
+
+/* What pre_publish's check changed in the staged snapshot. */
+struct pre_check {
+	struct run	*r;		/* borrowed */
+	struct commit_rec *recs;	/* owned: a release per removed file */
+	char		**paths;	/* owned: their paths */
+	size_t		 nrecs, cap;
+	size_t		 created, restored, removed;
+	int		 rc;		/* BM_ENOMEM while queueing, else 0 */
+};
+
+#define PRE_REFETCH	"pre_publish changed it: removed from the staged " \
+			"snapshot, fetched again by the next run"
+
+/* store_check_fn: say each path in the log; queue the removed ones. */
+static void
+pre_publish_seen(void *ctx, const char *path, enum store_check what)
+{
+	struct pre_check *pc = ctx;
+	struct commit_rec *nr;
+	char		**np, *p;
+	size_t		 cap;
+
+	if (what == STORE_CHECK_CREATED) {
+		pc->created++;
+		log_warnx("%s: pre_publish: %s: made by the check: removed",
+		    pc->r->c->name, path);
+		return;
+	}
+	if (what == STORE_CHECK_RESTORED) {
+		pc->restored++;
+		log_warnx("%s: pre_publish: %s: changed by the check: restored "
+		    "from the published copy", pc->r->c->name, path);
+		return;
+	}
+	pc->removed++;
+	log_warnx("%s: pre_publish: %s: changed by the check (no unchanged "
+	    "published copy): %s", pc->r->c->name, path, PRE_REFETCH);
+	(void)result_add_error(pc->r->res, path, "pre_publish", PRE_REFETCH);
+	if (pc->nrecs == pc->cap) {
+		cap = pc->cap ? pc->cap * 2 : 16;
+		if ((nr = reallocarray(pc->recs, cap, sizeof(*nr))) == NULL) {
+			pc->rc = BM_ENOMEM;
+			return;
+		}
+		pc->recs = nr;
+		if ((np = reallocarray(pc->paths, cap, sizeof(*np))) == NULL) {
+			pc->rc = BM_ENOMEM;
+			return;
+		}
+		pc->paths = np;
+		pc->cap = cap;
+	}
+	if ((p = strdup(path)) == NULL) {
+		pc->rc = BM_ENOMEM;
+		return;
+	}
+	pc->paths[pc->nrecs] = p;
+	commit_rec_path(&pc->recs[pc->nrecs], p, ENTRY_FILE, COMMIT_RELEASED);
+	pc->recs[pc->nrecs].reason = PRE_REFETCH;
+	pc->nrecs++;
+}
+
+/*
+ * pre_publish: run the check in the staged snapshot (its directory,
+ * BIOMIRROR_SNAPSHOT; post_sync's variables, time limit and logging),
+ * then undo what it changed there (store_set_check).  Returns 0 when it
+ * exited 0 and changed no staged file: the snapshot may be published.
+ * Else the reason is in r->err and BM_EIO (the run fails, exit 1; the
+ * snapshot stays unpublished, for the next run to continue), BM_EINTR
+ * (stopped by a signal) or BM_ENOMEM.
+ */
+static int
+run_pre_publish(struct run *r)
+{
+	struct pre_check pc;
+	struct store_scan *before = NULL;
+	struct run_record rec;
+	char		*env[HOOK_NENV + 2], dir[PATH_MAX], cwd[PATH_MAX];
+	char		 why[300];
+	size_t		 i, n = 0;
+	int		 rc, crc, st = -1;
+
+	if (r->c->pre_publish == NULL)
+		return 0;
+	memset(&pc, 0, sizeof(pc));
+	pc.r = r;
+	memset(env, 0, sizeof(env));
+	memset(&rec, 0, sizeof(rec));
+	rec.start_ns = r->start_ns;
+	rec.end_ns = clock_real_ns();
+	rc = BM_EIO;
+	if (store_set_working_path(r->s, dir, sizeof(dir)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: the "
+		    "staged snapshot's path is too long");
+		goto out;
+	}
+	if ((crc = store_set_stage_scan(r->s, &before)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: %.600s: "
+		    "scan: %s", dir, crc == BM_EIO ? strerror(errno) :
+		    bm_strerror(crc));
+		rc = crc == BM_ENOMEM ? crc : BM_EIO;
+		goto out;
+	}
+	if (dir[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
+		cwd[0] = '\0';
+	n = post_sync_env(r, &rec, "ok", env);
+	env[n++] = env_pair("BIOMIRROR_SNAPSHOT", "%s%s%s", cwd,
+	    cwd[0] ? "/" : "", dir);
+	for (i = 0; i < n; i++)
+		if (env[i] == NULL) {
+			rc = BM_ENOMEM;
+			goto out;
+		}
+	log_info("%s: pre_publish: %s (in %s)", r->c->name, r->c->pre_publish,
+	    dir);
+	rc = hook_run(r->c->pre_publish, dir, env, r->o->stop,
+	    r->c->hook_timeout, &st, why, sizeof(why));
+	/* Whatever it did, the staged snapshot is put back as it was. */
+	if ((crc = store_set_check(r->s, before, pre_publish_seen, &pc)) != 0 ||
+	    pc.rc != 0) {
+		if (crc == 0)
+			crc = pc.rc;
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: %.600s: "
+		    "undoing the check's changes: %s", dir, crc == BM_EIO ?
+		    strerror(errno) : bm_strerror(crc));
+		rc = crc == BM_ENOMEM ? crc : BM_EIO;
+		goto out;
+	}
+	if (pc.nrecs > 0 && commit_results(r->m, r->run, pc.recs,
+	    pc.nrecs) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		rc = BM_EDB;
+		goto out;
+	}
+	if (pc.created > 0)
+		log_warnx("%s: pre_publish: removed %zu entr%s the check made "
+		    "in the staged snapshot", r->c->name, pc.created,
+		    pc.created == 1 ? "y" : "ies");
+	if (rc == BM_EINTR) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: stopped "
+		    "by %s: %.200s: snapshot not published",
+		    stop_signal_name(*r->o->stop), why);
+		goto out;
+	}
+	if (rc != 0) {
+		/* Timed out (BM_ELIMIT) or could not run: a failed check. */
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: %.200s: "
+		    "snapshot not published", why);
+		rc = BM_EIO;
+		goto out;
+	}
+	if (st != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: %s %d: "
+		    "snapshot not published", st > 128 ? "killed by signal" :
+		    "exited with status", st > 128 ? st - 128 : st);
+		rc = BM_EIO;
+		goto out;
+	}
+	if (pc.restored + pc.removed > 0) {
+		(void)snprintf(r->err, sizeof(r->err), "pre_publish: the check "
+		    "changed %zu staged file%s (restored %zu from the published "
+		    "snapshot, removed %zu: fetched again by the next run): "
+		    "snapshot not published", pc.restored + pc.removed,
+		    pc.restored + pc.removed == 1 ? "" : "s", pc.restored,
+		    pc.removed);
+		rc = BM_EIO;
+		goto out;
+	}
+	log_info("%s: pre_publish: exited with status 0", r->c->name);
+	rc = 0;
+out:
+	for (i = 0; i < n; i++)
+		free(env[i]);
+	for (i = 0; i < pc.nrecs; i++)
+		free(pc.paths[i]);
+	free(pc.paths);
+	free(pc.recs);
+	store_scan_free(before);
+	return rc;
 }
 
 /*
@@ -2493,7 +2736,7 @@ run_post_sync(struct run *r, struct run_record *rec)
 	    res->fetched + res->touched + res->deleted == 0)
 		return;
 	memset(env, 0, sizeof(env));
-	n = post_sync_env(r, rec, env);
+	n = post_sync_env(r, rec, res->status, env);
 	for (i = 0; i < n; i++)
 		if (env[i] == NULL) {
 			log_errx("%s: post_sync: out of memory", r->c->name);
@@ -2507,7 +2750,7 @@ run_post_sync(struct run *r, struct run_record *rec)
 		log_errx("%s: post_sync: %s", r->c->name, why);
 	} else {
 		log_info("%s: post_sync: %s", r->c->name, r->c->post_sync);
-		rc = hook_run(r->c->post_sync, env, r->o->stop,
+		rc = hook_run(r->c->post_sync, NULL, env, r->o->stop,
 		    r->c->hook_timeout, &st, why, sizeof(why));
 	}
 	r->res->post_sync_status = st;
@@ -3294,6 +3537,7 @@ sync_mirror(const struct sync_opts *o, const struct mirror_conf *c,
 	memset(&r, 0, sizeof(r));
 	r.o = o;
 	r.c = c;
+	r.start_ns = start;
 	if ((r.res = result_new(c->name)) == NULL)
 		return BM_ENOMEM;
 	r.res->dry_run = o->dry_run;
@@ -3577,4 +3821,75 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	state_unlock(lockfd);
 	*ret = r.res;
 	return rc == BM_ENOMEM ? rc : 0;
+}
+
+int
+sync_list(const struct sync_opts *o, const struct mirror_conf *c,
+    bool recursive, struct listing **ret, char *errbuf, size_t errlen)
+{
+	struct run	 r;
+	struct lister_run lr;
+	struct lister_stats st;
+	int		 rc = BM_ENOMEM, trc;
+
+	*ret = NULL;
+	memset(&r, 0, sizeof(r));
+	r.o = o;
+	r.c = c;
+	if ((r.res = result_new(c->name)) == NULL ||
+	    (r.l = listing_new(MAX_LISTING)) == NULL)
+		goto out;
+	if ((r.lister = lister_find(c->source)) == NULL) {
+		(void)snprintf(r.err, sizeof(r.err), "%s: no lister for its "
+		    "scheme", c->source);
+		rc = BM_EINVAL;
+		goto out;
+	}
+	if ((rc = run_open_xfer(&r)) != 0)
+		goto out;
+	r.filter.include = (const char *const *)c->include;
+	r.filter.ninclude = c->ninclude;
+	r.filter.exclude = (const char *const *)c->exclude;
+	r.filter.nexclude = c->nexclude;
+	memset(&lr, 0, sizeof(lr));
+	memset(&st, 0, sizeof(st));
+	lr.name = c->name;
+	lr.source = c->source;
+	lr.filter = &r.filter;
+	lr.tz = run_zone(&r);
+	lr.max_depth = recursive ? MAX_DEPTH : 0;
+	lr.shallow = !recursive;
+	lr.max_page_bytes = MAX_PAGE_BYTES;
+	lr.connections = run_connections(&r);
+	lr.fetch = fetch_pages;
+	lr.ctx = &r;
+	lr.hint = run_hint;
+	rc = r.lister->list(&lr, r.l, &st, r.err, sizeof(r.err));
+	run_list_stats(&r, &st);
+	if (rc == BM_ENOMEM || rc == BM_EINTR)
+		goto out;
+	if ((trc = listing_resolve_times(r.l, run_zone(&r))) != 0 ||
+	    (trc = listing_sort(r.l)) != 0) {
+		rc = trc;
+		goto out;
+	}
+	*ret = r.l;
+	r.l = NULL;
+out:
+	if (rc == BM_EINTR)
+		(void)snprintf(r.err, sizeof(r.err), "stopped by %s",
+		    stop_signal_name(*o->stop));
+	else if (rc != 0 && r.err[0] == '\0')
+		(void)snprintf(r.err, sizeof(r.err), "%s", bm_strerror(rc));
+	(void)snprintf(errbuf, errlen, "%s", r.err);
+	xfer_free(r.x);
+	listing_free(r.l);
+	if (r.password != NULL)
+		explicit_bzero(r.password, strlen(r.password));
+	free(r.password);
+	if (r.secret != NULL)
+		explicit_bzero(r.secret, r.secret_len);
+	free(r.secret);
+	result_free(r.res);
+	return rc;
 }

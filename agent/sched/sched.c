@@ -150,6 +150,9 @@ struct sfile {
 	struct hasher	*h;		/* owned by sched's list: the try's digest, NULL if none */
 	int64_t		 mtime;		/* ns set on the committed file */
 	struct resume_file *rf;		/* owned: ranges held, NULL: not resumable */
+	bool		 keep;		/* FAILED, its temp file kept for the next
+					   run: recorded, then closed, by the
+					   next resume_tick */
 };
 
 /*
@@ -197,7 +200,11 @@ struct sched {
 	uint64_t	 bytes_seen;	/* body bytes written, for progress */
 	size_t		 kept;		/* temp files kept for the next run */
 	size_t		 dropped;	/* temp files removed at the end */
-	struct progress	*progress;	/* owned: the live line, may be a no-op */
+	bool		 keep_due;	/* a file to keep: resume_tick at once */
+	struct progress	*progress;	/* owned unless o->line: the live line,
+					   may be a no-op */
+	int64_t		 fetched0;	/* res->fetched when the pass began */
+	int64_t		 unchanged;	/* files found unchanged (304) */
 	struct workq	*wq;		/* owned: creates temp files off the loop */
 	struct workq	*cq;		/* owned: the committer thread */
 	struct sbatch	 cb;		/* the batch the committer has, if busy */
@@ -269,6 +276,14 @@ try_free(struct sfile_try *t)
 	free(t->check);
 	free(t->mem);
 	free(t);
+}
+
+/* A listing's mtime to the ns goes with each job of a (bm checks it). */
+static void
+job_listed_mtime(struct xfer_job *j, const struct action *a)
+{
+	j->listed_ns = a->fs.listed.prec == MTIME_NS;
+	j->listed_mtime = j->listed_ns ? a->fs.listed.mtime : 0;
 }
 
 /*
@@ -411,6 +426,7 @@ resume_jobs(struct sched *sc, struct sfile *f)
 			j->expect_size = -1;
 			j->if_modified_since = -1;
 			j->if_range = resume_file_if_range(f->rf);
+			job_listed_mtime(j, f->act);
 			j->sink = sink_store;
 			j->sink_arg = j;
 			j->owner = f;
@@ -421,6 +437,30 @@ resume_jobs(struct sched *sc, struct sfile *f)
 	    "range(s)", MIRROR(sc), f->act->path, (unsigned long long)i,
 	    (long long)f->act->fs.listed.size, t->njobs);
 	return 0;
+}
+
+/*
+ * Close the temp files of failed files to keep (sched_retry): kept when
+ * their ranges are in the manifest (resume_close), else removed.
+ */
+static void
+resume_keep_close(struct sched *sc)
+{
+	struct sfile	*f;
+	size_t		 i;
+
+	sc->keep_due = false;
+	for (i = 0; i < sc->nfiles; i++) {
+		f = &sc->files[i];
+		if (!f->keep || f->sf == NULL)
+			continue;
+		if (f->rf != NULL && resume_file_in_manifest(f->rf) &&
+		    sc->fatal != BM_ENOSPC) {
+			store_file_keep(f->sf);
+			f->sf = NULL;
+		} else
+			resume_forget(f);
+	}
 }
 
 /*
@@ -443,18 +483,18 @@ resume_tick(struct sched *sc, bool final)
 	int64_t		 now = clock_mono_ns();
 	int		 rc;
 
-	if (!final && now - sc->resume_last < RESUME_EVERY_NS &&
-	    (sc->resume_new < RESUME_SOON_BYTES ||
+	if (!final && !sc->keep_due && now - sc->resume_last <
+	    RESUME_EVERY_NS && (sc->resume_new < RESUME_SOON_BYTES ||
 	    now - sc->resume_last < RESUME_SOON_NS))
 		return;
 	sc->resume_last = now;
 	sc->resume_new = 0;
 	for (i = 0; i < sc->nfiles; i++)
 		if (sc->files[i].rf != NULL && resume_file_due(sc->files[i].rf,
-		    final ? 0 : RESUME_MIN_NEW))
+		    final || sc->files[i].keep ? 0 : RESUME_MIN_NEW))
 			due++;
 	if (due == 0)
-		return;
+		goto out;
 	/*
 	 * The manifest is the committer thread's while it has a batch, and
 	 * files of that batch are settled by commit_done: wait for both.
@@ -467,11 +507,11 @@ resume_tick(struct sched *sc, bool final)
 	for (i = 0; i < sc->nfiles && n < due; i++) {
 		f = &sc->files[i];
 		if (f->rf == NULL || !resume_file_due(f->rf,
-		    final ? 0 : RESUME_MIN_NEW))
+		    final || f->keep ? 0 : RESUME_MIN_NEW))
 			continue;
 		tmp = NULL;
-		if ((f->state == SF_RUNNING || f->state == SF_WAITING) &&
-		    f->sf != NULL && store_file_sync(f->sf) == 0)
+		if ((f->state == SF_RUNNING || f->state == SF_WAITING ||
+		    f->keep) && f->sf != NULL && store_file_sync(f->sf) == 0)
 			tmp = store_file_tmpname(f->sf);
 		if (resume_file_record(f->rf, tmp, &recs[n]))
 			who[n++] = f;
@@ -485,6 +525,8 @@ resume_tick(struct sched *sc, bool final)
 out:
 	free(recs);
 	free(who);
+	if (sc->keep_due)
+		resume_keep_close(sc);
 	/*
 	 * The fdatasyncs above block the loop (for long when the disk is
 	 * behind the network): wait nine times as long before the next
@@ -745,15 +787,27 @@ sched_flush(struct sched *sc, bool wait)
 	return sc->fatal;
 }
 
+/*
+ * End f as failed (op, reason: its record).  Its temp file and ranges
+ * go, unless f->keep (sched_retry): then the next resume_tick records
+ * and keeps them.
+ */
 static void
 sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
     const char *reason)
 {
-	resume_forget(f);
+	if (!f->keep)
+		resume_forget(f);
 	f->state = SF_FAILED;
 	(void)rec_new(sc, f->act, op, reason);
-	if (op == COMMIT_VANISHED && sc->o->pass == SCHED_PASS_SIDECARS &&
-	    sc->o->sidecar_gone_warns) {
+	if (f->keep) {
+		log_warnx("%s: %s: fetch: %s (%llu of %lld bytes kept for the "
+		    "next run to continue)", MIRROR(sc), f->act->path, reason,
+		    (unsigned long long)resume_file_covered(f->rf),
+		    (long long)f->act->fs.listed.size);
+		(void)result_add_error(sc->res, f->act->path, "fetch", reason);
+	} else if (op == COMMIT_VANISHED &&
+	    sc->o->pass == SCHED_PASS_SIDECARS && sc->o->sidecar_gone_warns) {
 		/* A stale index entry (NCBI's): its files go unchecked. */
 		log_warnx("%s: %s: fetch: %s (a listed sidecar gone upstream: "
 		    "the files it covers are not checked; verify = sidecar "
@@ -870,6 +924,17 @@ sched_retry(struct sched *sc, struct sfile *f)
 	struct xfer_result *res = &f->t->res;
 
 	if (f->attempts > sc->o->retries || *sc->o->stop) {
+		/*
+		 * Out of tries on a transient failure: bytes held under a
+		 * strong validator (resume_end_try kept them) stay for the
+		 * next run, which asks for the rest with If-Range.  Wrong
+		 * bytes or a changed upstream left nothing to keep.
+		 */
+		if (f->sf != NULL && f->rf != NULL &&
+		    resume_file_usable(f->rf) && sc->fatal != BM_ENOSPC) {
+			f->keep = true;
+			sc->keep_due = true;
+		}
 		sched_fail(sc, f, COMMIT_FAILED, res->errmsg);
 		return;
 	}
@@ -960,6 +1025,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 		return;
 	case XFER_NOT_MODIFIED:
 		f->state = SF_DONE;
+		sc->unchanged++;
 		/* Unchanged upstream; a drifted local mtime is set back. */
 		if (f->act->touch && store_set_mtime(sc->s, f->act->path,
 		    f->act->fs.local.mtime) == 0)
@@ -1189,6 +1255,7 @@ check_start(struct sched *sc, struct sfile *f)
 	j->expect_size = -1;
 	j->listed_exact = f->act->fs.listed.size_exact && f->act->fs.listed.size >= 0;
 	j->listed_size = j->listed_exact ? (uint64_t)f->act->fs.listed.size : 0;
+	job_listed_mtime(j, f->act);
 	j->if_modified_since = -1;
 	j->owner = f;
 	if ((rc = xfer_submit(sc->x, j)) != 0)
@@ -1382,6 +1449,7 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->in_memory = t->in_mem;
 		j->listed_exact = a->fs.listed.size_exact && a->fs.listed.size >= 0;
 		j->listed_size = j->listed_exact ? (uint64_t)a->fs.listed.size : 0;
+		job_listed_mtime(j, a);
 		if (n > 1) {
 			j->off = off;
 			j->len = i + 1 < n ? chunk : size - off;
@@ -1719,8 +1787,10 @@ sched_loop(struct sched *sc)
 		resume_tick(sc, false);
 		if (sc->o->tune)
 			tune_tick(sc->o->tune, clock_mono_ns());
-		progress_update(sc->progress, sc->res->fetched +
-		    (int64_t)(sc->nitems + sc->cb.nitems), sc->bytes_seen);
+		/* Complete files: committed, in a batch, or unchanged. */
+		progress_update(sc->progress, sc->res->fetched - sc->fetched0 +
+		    (int64_t)(sc->nitems + sc->cb.nitems) + sc->unchanged,
+		    sc->bytes_seen);
 		if (batch_due(sc) && sched_flush(sc, false) != 0)
 			break;
 	}
@@ -2135,8 +2205,9 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	    (sc->cb.reasons = calloc(sc->cap, sizeof(*sc->cb.reasons))) ==
 	    NULL ||
 	    (sc->cb.all = calloc(2 * sc->cap, sizeof(*sc->cb.all))) == NULL ||
-	    (sc->progress = progress_new(sc->o->name ? sc->o->name : "",
-	    (int64_t)nf, total, sc->o->progress)) == NULL)
+	    (sc->progress = sc->o->line != NULL ? sc->o->line :
+	    progress_new(sc->o->name ? sc->o->name : "", (int64_t)nf, total,
+	    sc->o->progress)) == NULL)
 		return BM_ENOMEM;
 	if (nf > 0 && workq_new(SCHED_OPENERS, wake_loop, sc->x,
 	    &sc->wq) != 0)
@@ -2219,6 +2290,7 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	sc.s = s;
 	sc.m = m;
 	sc.res = res;
+	sc.fetched0 = res->fetched;
 	sc.cap = o->batch_files + (o->tune ? tune_max_concurrency(o->tune) :
 	    o->concurrency) + 64;
 	if ((rc = sched_setup(&sc, acts, n)) != 0)
@@ -2237,7 +2309,10 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 out:
 	if (sc.spans != NULL)
 		sched_net_seconds(&sc);
-	progress_free(sc.progress);
+	if (o->line != NULL)
+		progress_pass_end(sc.progress);
+	else
+		progress_free(sc.progress);
 	/* Every temp file a worker made is in its sfile once this returns. */
 	workq_free(sc.wq);
 	/* An error path may leave a batch with the committer: finish it. */

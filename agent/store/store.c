@@ -3086,3 +3086,310 @@ store_set_get_info(const struct store *s, struct store_set_info *ret)
 	ret->held = s->set->held;
 	ret->changes = s->changes;
 }
+
+/* ---- pre_publish: what a check in the staged snapshot changed ---- */
+
+/* One entry of the working snapshot as a scan saw it. */
+struct scan_ent {
+	char		*path;		/* owned: relative path */
+	mode_t		 type;		/* S_IFMT bits */
+	dev_t		 dev;
+	ino_t		 ino;
+	struct timespec	 ctime;
+	off_t		 size;
+	struct timespec	 mtime;
+};
+
+struct store_scan {
+	struct scan_ent	*ents;		/* owned: sorted by path */
+	size_t		 n, cap;
+};
+
+void
+store_scan_free(struct store_scan *sc)
+{
+	size_t	 i;
+
+	if (sc == NULL)
+		return;
+	for (i = 0; i < sc->n; i++)
+		free(sc->ents[i].path);
+	free(sc->ents);
+	free(sc);
+}
+
+static int
+scan_ent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct scan_ent *)a)->path,
+	    ((const struct scan_ent *)b)->path);
+}
+
+/*
+ * Add every entry beneath directory fd (taken: closed here), whose path
+ * is prefix ("" for the root), to sc; depth bounds the recursion.
+ */
+static int
+scan_dir(struct store_scan *sc, int fd, const char *prefix, unsigned depth)
+{
+	DIR		*d = NULL;
+	struct dirent	*de;
+	struct scan_ent	*e, *ne;
+	struct stat	 st;
+	char		 path[PATH_MAX];
+	int		 n, cfd, rc = BM_EIO;
+
+	if (depth > 256) {
+		rc = BM_ELIMIT;
+		goto out;
+	}
+	if ((d = fdopendir(fd)) == NULL)
+		goto out;
+	fd = -1;
+	while ((errno = 0, de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		n = snprintf(path, sizeof(path), "%s%s%s", prefix,
+		    prefix[0] ? "/" : "", de->d_name);
+		if (n < 0 || (size_t)n >= sizeof(path)) {
+			rc = BM_ELIMIT;
+			goto out;
+		}
+		if (fstatat(dirfd(d), de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) == -1)
+			goto out;
+		if (sc->n == sc->cap) {
+			size_t	 cap = sc->cap ? sc->cap * 2 : 256;
+
+			if ((ne = reallocarray(sc->ents, cap,
+			    sizeof(*ne))) == NULL) {
+				rc = BM_ENOMEM;
+				goto out;
+			}
+			sc->ents = ne;
+			sc->cap = cap;
+		}
+		e = &sc->ents[sc->n];
+		if ((e->path = strdup(path)) == NULL) {
+			rc = BM_ENOMEM;
+			goto out;
+		}
+		sc->n++;
+		e->type = st.st_mode & S_IFMT;
+		e->dev = st.st_dev;
+		e->ino = st.st_ino;
+		e->ctime = st.st_ctim;
+		e->size = st.st_size;
+		e->mtime = st.st_mtim;
+		if (S_ISDIR(st.st_mode)) {
+			if ((cfd = openat(dirfd(d), de->d_name, O_RDONLY |
+			    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+				goto out;
+			if ((rc = scan_dir(sc, cfd, path, depth + 1)) != 0)
+				goto out;
+			rc = BM_EIO;
+		}
+	}
+	if (errno != 0)
+		goto out;
+	rc = 0;
+out:
+	if (d != NULL)
+		(void)closedir(d);
+	store_close_fd(fd);
+	return rc;
+}
+
+/*
+ * See include/biomirror/store.h.
+ * Sandbox: read beneath the working snapshot.
+ */
+int
+store_set_stage_scan(struct store *s, struct store_scan **ret)
+{
+	struct store_scan *sc;
+	int		 fd, rc;
+
+	*ret = NULL;
+	if (s->set == NULL || s->set->working < 0)
+		return BM_EINVAL;
+	if ((sc = calloc(1, sizeof(*sc))) == NULL)
+		return BM_ENOMEM;
+	if ((fd = openat(s->fd, ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) == -1) {
+		store_scan_free(sc);
+		return BM_EIO;
+	}
+	if ((rc = scan_dir(sc, fd, "", 0)) != 0) {
+		store_scan_free(sc);
+		return rc;
+	}
+	if (sc->n > 1)
+		qsort(sc->ents, sc->n, sizeof(*sc->ents), scan_ent_cmp);
+	*ret = sc;
+	return 0;
+}
+
+static const struct scan_ent *
+scan_find(const struct store_scan *sc, const char *path)
+{
+	struct scan_ent	 key;
+
+	key.path = (char *)(uintptr_t)path;
+	return sc->n == 0 ? NULL : bsearch(&key, sc->ents, sc->n,
+	    sizeof(*sc->ents), scan_ent_cmp);
+}
+
+static bool
+scan_same(const struct scan_ent *a, const struct scan_ent *b)
+{
+	return a->type == b->type && a->dev == b->dev && a->ino == b->ino &&
+	    a->ctime.tv_sec == b->ctime.tv_sec &&
+	    a->ctime.tv_nsec == b->ctime.tv_nsec;
+}
+
+/* Remove path beneath the working snapshot, a directory with all it holds. */
+static int
+scan_remove(struct store *s, const struct scan_ent *e)
+{
+	if (unlinkat(s->fd, e->path, S_ISDIR(e->type) ? AT_REMOVEDIR :
+	    0) == -1 && errno != ENOENT)
+		return BM_EIO;
+	return 0;
+}
+
+/*
+ * A changed staged file (b: before the hook): back as a hard link to the
+ * published snapshot's copy when it was one and that copy is unchanged
+ * (*ret_restored true), else removed.
+ */
+static int
+scan_restore(struct store *s, int pubfd, const struct scan_ent *b,
+    bool *ret_restored)
+{
+	struct stat	 st;
+	char		 parent[PATH_MAX], tmp[STORE_TMP_NAMELEN + 1];
+	const char	*slash;
+	int		 rc, dfd = -1;
+
+	*ret_restored = false;
+	store_stat_forget(s);
+	if (unlinkat(s->fd, b->path, 0) == -1 && errno != ENOENT &&
+	    (errno != EISDIR || unlinkat(s->fd, b->path, AT_REMOVEDIR) == -1))
+		return BM_EIO;
+	if (pubfd < 0 || fstatat(pubfd, b->path, &st,
+	    AT_SYMLINK_NOFOLLOW) == -1)
+		return 0;
+	/*
+	 * The same inode with the same size and mtime: the staged name was
+	 * replaced, not the bytes both names share (its ctime moved with
+	 * the link count, so it says nothing here).
+	 */
+	if ((st.st_mode & S_IFMT) != b->type || st.st_dev != b->dev ||
+	    st.st_ino != b->ino || st.st_size != b->size ||
+	    st.st_mtim.tv_sec != b->mtime.tv_sec ||
+	    st.st_mtim.tv_nsec != b->mtime.tv_nsec)
+		return 0;	/* not a link to it, or changed there too */
+	if ((slash = strrchr(b->path, '/')) != NULL) {
+		(void)snprintf(parent, sizeof(parent), "%.*s",
+		    (int)(slash - b->path), b->path);
+		if ((rc = store_mkdirs(s, parent)) != 0)
+			return rc;
+		if ((dfd = openat(s->fd, parent, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) == -1)
+			return BM_EIO;
+	}
+	if ((rc = store_tmpname(tmp)) != 0)
+		goto out;
+	rc = BM_EIO;
+	if (linkat(pubfd, b->path, dfd >= 0 ? dfd : s->fd, tmp, 0) == -1)
+		goto out;
+	if (renameat(dfd >= 0 ? dfd : s->fd, tmp, dfd >= 0 ? dfd : s->fd,
+	    slash ? slash + 1 : b->path) == -1) {
+		(void)unlinkat(dfd >= 0 ? dfd : s->fd, tmp, 0);
+		goto out;
+	}
+	*ret_restored = true;
+	rc = 0;
+out:
+	store_close_fd(dfd);
+	return rc;
+}
+
+/*
+ * See include/biomirror/store.h.
+ * Sandbox: read-write beneath the working snapshot, read the published.
+ */
+int
+store_set_check(struct store *s, const struct store_scan *before,
+    store_check_fn cb, void *ctx)
+{
+	struct store_scan *after = NULL;
+	const struct scan_ent *b, *a;
+	struct store_set *set = s->set;
+	char		 id[32];
+	size_t		 i;
+	bool		 restored;
+	int		 pubfd = -1, rc;
+
+	if ((rc = store_set_stage_scan(s, &after)) != 0)
+		return rc;
+	if (set->published >= 0) {
+		(void)snprintf(id, sizeof(id), "%lld",
+		    (long long)set->published);
+		pubfd = openat(set->sfd, id, O_RDONLY | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC);
+	}
+	/* Made by the hook: deepest first (a path sorts after its parent). */
+	for (i = after->n; i-- > 0;) {
+		a = &after->ents[i];
+		if (scan_find(before, a->path) != NULL)
+			continue;
+		store_stat_forget(s);
+		if ((rc = scan_remove(s, a)) != 0)
+			goto out;
+		cb(ctx, a->path, STORE_CHECK_CREATED);
+	}
+	/* Staged files it changed, replaced or removed. */
+	for (i = 0; i < before->n; i++) {
+		b = &before->ents[i];
+		if (!S_ISREG(b->type))
+			continue;
+		if ((a = scan_find(after, b->path)) != NULL &&
+		    scan_same(a, b))
+			continue;
+		if ((rc = scan_restore(s, pubfd, b, &restored)) != 0)
+			goto out;
+		cb(ctx, b->path, restored ? STORE_CHECK_RESTORED :
+		    STORE_CHECK_REMOVED);
+	}
+	s->changes++;
+	rc = 0;
+out:
+	store_close_fd(pubfd);
+	store_scan_free(after);
+	return rc;
+}
+
+/* See include/biomirror/store.h. */
+int
+store_set_working_path(const struct store *s, char *buf, size_t len)
+{
+	char		 target[PATH_MAX];
+	const char	*slash;
+	int		 n, rc;
+
+	if (s->set == NULL || s->set->working < 0)
+		return BM_EINVAL;
+	if ((rc = set_target(s->set, s->set->working, target,
+	    sizeof(target))) != 0)
+		return rc;
+	slash = strrchr(s->path, '/');
+	if (slash == NULL)
+		n = snprintf(buf, len, "%s", target);
+	else
+		n = snprintf(buf, len, "%.*s/%s", (int)(slash - s->path),
+		    s->path, target);
+	return n < 0 || (size_t)n >= len ? BM_ELIMIT : 0;
+}

@@ -1098,6 +1098,12 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 		    "during the transfer (size or mtime)");
 		return 0;
 	}
+	/* A session after a reconnect may serve a newer snapshot. */
+	if (bj->job->listed_ns && c->f.mtime_ns != bj->job->listed_mtime) {
+		bx_job_end(x, bj, XFER_CHANGED, BM_ECHANGED, "upstream changed "
+		    "since the listing (its mtime differs)");
+		return 0;
+	}
 	if ((bj->job->listed_exact && bj->job->len == 0 &&
 	    c->f.size != bj->job->listed_size) || (bj->job->len > 0 &&
 	    bj->job->to_end && c->f.size != bj->job->off + bj->job->len)) {

@@ -64,6 +64,9 @@ struct mirror_conf {
 	char		*ca_file;	/* owned, NULL = system trust */
 	char		*user_agent;	/* owned, NULL = global or default */
 	char		*post_sync;	/* owned, NULL if none */
+	char		*pre_publish;	/* owned, NULL if none: the check run
+					   in a staged snapshot (publish =
+					   set) before the swap */
 	unsigned	 hook_timeout;	/* seconds post_sync may run, 0 = no
 					   limit (default 3600) */
 	char		*metrics_file;	/* owned, NULL if none */

@@ -36,6 +36,7 @@ struct crawl_dir {
 /* What a crawl counts. */
 struct crawl_stats {
 	size_t		 skipped;	/* names or lines skipped */
+	size_t		 unread;	/* lines not understood, skipped */
 	size_t		 loops;		/* directories not entered: repeats */
 	size_t		 dangling;	/* followed links not in the listing */
 };
@@ -44,6 +45,8 @@ struct crawl_params {
 	const char	*source;	/* borrowed: absolute, ends in '/' */
 	const struct filter *filter;	/* borrowed: NULL for all */
 	unsigned	 max_depth;	/* directory levels below the source */
+	bool		 shallow;	/* a directory past max_depth is listed,
+					   not entered, and no error (list) */
 	size_t		 batch;		/* pages per fetch call, 0 as 1 */
 	const char	*command;	/* borrowed: every page's command (FTP
 					   "MLSD" or "LIST"), NULL for HTTP */

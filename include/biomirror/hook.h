@@ -17,8 +17,8 @@
 #define HOOK_GRACE_TEXT	"10 s"	/* HOOK_GRACE_MS, for messages */
 
 /*
- * Run command (borrowed) with /bin/sh -c in a process group of its own
- * and wait; env: NULL-terminated "NAME=VALUE" strings (borrowed) to add.
+ * Run command (borrowed) with /bin/sh -c in a process group of its own,
+ * in directory dir (borrowed; NULL: the agent's), and wait; env: NULL-terminated "NAME=VALUE" strings (borrowed) to add.
  * stop (the agent's signal flag, may be NULL) and timeout (seconds from
  * its start, 0 = none) stop it: SIGTERM, then SIGKILL HOOK_GRACE_MS later.
  * *ret_status: the exit status or 128 + the signal.  Returns 0 (ran to
@@ -26,7 +26,7 @@
  * past HOOK_MAX_ENV), BM_EIO or BM_ENOMEM; errbuf and *ret_status for
  * each: docs/internals.md, "The post_sync hook's process".
  */
-int	hook_run(const char *command, char *const *env,
+int	hook_run(const char *command, const char *dir, char *const *env,
 	    volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
 	    char *errbuf, size_t errlen);
 

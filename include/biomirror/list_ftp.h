@@ -21,13 +21,25 @@
  * server's clock read as UTC, dates LIST gives without a year; prefix,
  * this directory's relative path ("" for the root); entries appended to
  * out; *ret_skipped (may be NULL) counts lines not understood and unsafe
- * names.  A bad line is skipped, never fatal.  Returns 0, BM_ENOMEM or
+ * names.  A bad line is skipped, never fatal; a line whose date does not
+ * exist is kept with an unknown time; a LIST size of 0 is a hint (size
+ * unknown, size_display "0"), MLSD's size=0 is exact.  Returns 0, BM_ENOMEM or
  * BM_ELIMIT (the listing's cap).  Formats: see docs/ftp.md, "Parsing
  * MLSD and LIST replies".
  */
 int	list_ftp_parse(const uint8_t *body, size_t len, bool mlsd,
 	    int64_t now_wall, const char *prefix, struct listing *out,
 	    size_t *ret_skipped);
+
+/*
+ * Why list_ftp_parse() skips one line (line, len: borrowed, no line end;
+ * mlsd and now_wall as there): a static reason ("unsafe name", "no size
+ * and date columns ..."), or NULL when the line makes an entry or is
+ * always left out (blank, "total", ".", devices).  A line whose date
+ * does not exist (Feb 30) makes an entry with an unknown time.
+ */
+const char *list_ftp_line_why(const uint8_t *line, size_t len, bool mlsd,
+	    int64_t now_wall);
 
 /*
  * True when a FEAT reply (RFC 2389; the server's reply lines as
@@ -47,6 +59,7 @@ bool	list_ftp_feat_has(const uint8_t *body, size_t len, const char *name);
 struct ftp_crawl_opts {
 	const struct filter *filter;	/* borrowed: include/exclude, NULL for all */
 	unsigned	 max_depth;	/* hard depth limit (directories below root) */
+	bool		 shallow;	/* past max_depth: no error (crawl.h) */
 	size_t		 batch;		/* replies fetched per callback call */
 	int64_t		 now_wall;	/* server's clock, for LIST year inference */
 	bool		*ret_mlsd;	/* borrowed, may be NULL: set to true
@@ -57,6 +70,9 @@ struct ftp_crawl_opts {
 					   entered because MLSD gave them the
 					   unique= of one already listed */
 	size_t		*ret_skipped;	/* borrowed, may be NULL: lines skipped */
+	size_t		*ret_unread;	/* borrowed, may be NULL: of them, the
+					   lines not understood, then not in
+					   *ret_skipped (at -v each is logged) */
 	bool		 follow;	/* follow_symlinks: fetch link targets */
 	size_t		*ret_dangling;	/* borrowed, may be NULL: followed links
 					   whose target is not in the listing */

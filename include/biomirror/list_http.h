@@ -54,6 +54,7 @@ int	list_http_parse(const uint8_t *body, size_t len,
 struct crawl_opts {
 	const struct filter *filter;	/* borrowed: include/exclude, NULL for all */
 	unsigned	 max_depth;	/* hard depth limit (directories below root) */
+	bool		 shallow;	/* past max_depth: no error (crawl.h) */
 	size_t		 max_page_bytes; /* cap per page (rule 31) */
 	size_t		 batch;		/* pages fetched per callback call */
 	size_t		*ret_loops;	/* borrowed, may be NULL: set to the number

@@ -56,6 +56,8 @@ struct lister_run {
 	const struct filter *filter;	/* borrowed: include/exclude */
 	const struct tzspec *tz;	/* borrowed: the zone of ops->zone */
 	unsigned	 max_depth;	/* directory levels below the source */
+	bool		 shallow;	/* directories past max_depth are
+					   listed, not entered: no error */
 	size_t		 max_page_bytes; /* cap per page (rule 31) */
 	unsigned	 connections;	/* per host: max_connections, or the
 					   lister's default */
@@ -74,6 +76,8 @@ struct lister_run {
 /* What a listing counted, for the run's log. */
 struct lister_stats {
 	size_t		 skipped;	/* names or lines skipped (ops->unit) */
+	size_t		 unread;	/* listing lines not understood,
+					   skipped (FTP LIST and MLSD) */
 	size_t		 loops;		/* directories not entered: repeats */
 	size_t		 dups;		/* names listed again (as a file and
 					   as a directory too): first kept */

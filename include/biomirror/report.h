@@ -144,7 +144,8 @@ struct progress;
 
 /*
  * Make a progress line for a run of total_files files and total_bytes
- * bytes (0 if unknown).  enabled false (or stderr not a terminal, or
+ * bytes (0 if unknown): the whole plan, one total across the
+ * scheduler's passes (sidecars first, then data).  enabled false (or stderr not a terminal, or
  * JOURNAL_STREAM set) makes every call a no-op.  NULL on out-of-memory.
  */
 struct progress *progress_new(const char *name, int64_t total_files,
@@ -155,9 +156,15 @@ struct progress *progress_new(const char *name, int64_t total_files,
  * next update when that is a new one.
  */
 void	progress_net(struct progress *p, unsigned n);
-/* Report files_done and bytes_done so far (bytes include partial files). */
+/*
+ * Report the files done (complete: fetched, or unchanged upstream) and
+ * bytes done (partial files too) of the current pass so far; the line
+ * shows them added to those of the passes that ended.
+ */
 void	progress_update(struct progress *p, int64_t files_done,
 	    uint64_t bytes_done);
+/* The current pass ended: what it last reported stays counted. */
+void	progress_pass_end(struct progress *p);
 /* Erase the line and free p.  NULL is a no-op. */
 void	progress_free(struct progress *p);
 

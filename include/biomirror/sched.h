@@ -21,6 +21,7 @@ struct mirror_result;
 struct action;
 struct sidecar_set;
 struct tune;
+struct progress;
 
 /* Which planned actions one sched_run() carries out. */
 enum sched_pass {
@@ -39,6 +40,9 @@ struct sched_opts {
 	unsigned	 streams;	/* ranges per large file, 1..64 */
 	uint64_t	 min_split;	/* bytes: smallest range worth a stream */
 	bool		 progress;	/* show the live progress line (on a tty) */
+	struct progress	*line;		/* borrowed, NULL: the run's progress
+					   line over every pass (sched_run
+					   then makes none of its own) */
 	unsigned	 retries;	/* retries per file after the first try */
 	int64_t		 run;		/* manifest run id for commit records */
 	size_t		 batch_files;	/* commit after this many files ... */

@@ -293,6 +293,44 @@ int	store_set_discard(struct store *s);
  * kept vanishing under a prune; BM_EIO (errno kept).
  */
 int	store_set_hold(const char *dest, int *ret_fd, int64_t *ret_id);
+/*
+ * pre_publish (biomirror.conf(5)): what the working snapshot holds, to
+ * compare after a check command ran in it.  store_set_stage_scan records every
+ * entry's path, type, inode and ctime into *ret (free with
+ * store_scan_free; NULL is a no-op).  Returns 0, BM_EINVAL (no working
+ * snapshot), BM_ELIMIT (too deep), BM_ENOMEM or BM_EIO (errno kept).
+ */
+struct store_scan;
+int	store_set_stage_scan(struct store *s, struct store_scan **ret);
+void	store_scan_free(struct store_scan *sc);
+
+/* What store_set_check did to one path. */
+enum store_check {
+	STORE_CHECK_CREATED,	/* made by the check: removed */
+	STORE_CHECK_RESTORED,	/* a staged file it changed: linked again
+				   to the published snapshot's copy */
+	STORE_CHECK_REMOVED,	/* a staged file it changed that has no
+				   unchanged published copy: removed (to be
+				   fetched again) */
+};
+typedef void (*store_check_fn)(void *ctx, const char *path,
+	    enum store_check what);
+/*
+ * Compare the working snapshot with before (store_set_stage_scan): every entry
+ * that was not there is removed; every regular file whose inode or ctime
+ * differs, or that is gone, is restored or removed (enum store_check);
+ * cb(ctx, path, what) is told of each (path borrowed for the call).
+ * Returns 0, BM_ENOMEM, BM_ELIMIT or BM_EIO (errno kept).
+ */
+int	store_set_check(struct store *s, const struct store_scan *before,
+	    store_check_fn cb, void *ctx);
+/*
+ * The working snapshot's path (DEST's parent joined with
+ * NAME.biomirror/snapshots/ID; relative when DEST is) into buf.
+ * Returns 0, BM_EINVAL (no working snapshot) or BM_ELIMIT (too long).
+ */
+int	store_set_working_path(const struct store *s, char *buf, size_t len);
+
 /* Snapshot state of a set store (see struct store_set_info). */
 void	store_set_get_info(const struct store *s, struct store_set_info *ret);
 

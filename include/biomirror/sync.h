@@ -13,6 +13,7 @@
 struct config;
 struct mirror_conf;
 struct mirror_result;
+struct listing;
 
 struct sync_opts {
 	const char	*state_dir;	/* borrowed: state directory */
@@ -76,5 +77,16 @@ void	sync_fault_msg(int fault, const char *why,
  */
 int	sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	    struct mirror_result **ret);
+/*
+ * list URL: the listing of c->source (its include and exclude apply;
+ * no manifest, lock or destination), sorted, times resolved in c's zone
+ * key; recursive: the whole tree, else the source's directory only.
+ * *ret (free with listing_free) gets the listing, also when it is
+ * incomplete (a listing error: rc != 0, "URL: reason" in errbuf).
+ * Returns 0, the lister's BM_E* code, BM_EINTR (o->stop) or BM_ENOMEM
+ * (*ret NULL for these two).
+ */
+int	sync_list(const struct sync_opts *o, const struct mirror_conf *c,
+	    bool recursive, struct listing **ret, char *errbuf, size_t errlen);
 
 #endif

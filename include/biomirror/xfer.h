@@ -139,6 +139,10 @@ struct xfer_job {
 					   byte count of the file (bm splits a
 					   job into items by it) */
 	uint64_t	 listed_size;	/* bytes, when listed_exact */
+	bool		 listed_ns;	/* listed_mtime is the listing's mtime to
+					   the ns (bm: every FILE header must
+					   agree, else upstream changed) */
+	int64_t		 listed_mtime;	/* ns, when listed_ns */
 	xfer_sink_fn	 sink;		/* where body bytes go */
 	void		*sink_arg;	/* borrowed: the sink's state */
 	void		*owner;		/* borrowed: the scheduler's record */

@@ -5,7 +5,8 @@
 # files, a 100 MB file) is byte-identical with upstream mtimes to the
 # second; the 100 MB file came in 4 ranged streams (4 RETRs, 3 of them
 # after REST at the range offsets), the others without a SIZE round trip
-# (the listing gave their exact size) and, from an MLSD listing, without
+# (the listing gave their exact size; a LIST size of 0 is a hint, so the
+# zero-byte files from vsftpd take one each) and, from an MLSD listing, without
 # MDTM (it gave their time to the second); a second run fetches nothing; changes
 # upstream (2 modified, 1 added, 2 removed) are exactly what is fetched and
 # deleted.
@@ -79,8 +80,12 @@ echo "# whole files of an exact listed size: RETR without SIZE"
 # (the ranges of big.bin still ask SIZE: the log shows them)
 [ "$(cmds_since "$mark" | grep -c '^SIZE .*big.bin$')" -ge 1 ] ||
     fail "no SIZE logged for the ranges of big.bin"
-assert_eq "$(cmds_since "$mark" | grep '^SIZE ' | grep -vc 'big.bin$')" 0 \
-    "SIZE commands for whole files"
+# A LIST size of 0 is a hint (issue 22): the zero-byte files listed by
+# vsftpd are asked for their SIZE, one each; MLSD's size=0 is exact.
+nzero=0
+[ "$SERVER" = vsftpd ] && nzero=$(find "$T/up" -type f -size 0 | wc -l)
+assert_eq "$(cmds_since "$mark" | grep '^SIZE ' | grep -vc 'big.bin$')" \
+    "$nzero" "SIZE commands for whole files (one per file LIST gave as 0)"
 
 echo "# MDTM of the small files: none where MLSD gave the time to the second"
 echo "# (gridftp), one per file where LIST gave minutes (vsftpd)"

@@ -66,6 +66,11 @@ strace -f -e trace=clock_nanosleep -o "$T/strace.out" "$d/usr/bin/biomirror" \
 for c in biomirror.conf ncbi-blast.conf ftp-example.conf; do
 	assert_exit 0 "$d/usr/bin/biomirror" -c "$d/usr/share/biomirror/conf/$c" -n
 done
+# The /etc config has no active mirror: a bare sync has nothing to do.
+assert_exit 0 "$d/usr/bin/biomirror" -c "$d/etc/biomirror/biomirror.conf" -n
+grep -q '(0 mirrors)' "$T/last.out" || fail "/etc config: a mirror is active"
+cmp -s conf/etc-biomirror.conf "$d/etc/biomirror/biomirror.conf" ||
+    fail "/etc config is not conf/etc-biomirror.conf"
 # A second install keeps an existing /etc config.
 echo '; local edit' >> "$d/etc/biomirror/biomirror.conf"
 make -s install DESTDIR="$d" PREFIX=/usr > "$T/install.log" 2>&1 || fail "reinstall"

@@ -146,4 +146,46 @@ rm -rf "$T/mirror" "$T/state"
 script -qec "$BM -c $T/bm.conf --state-dir $T/state sync --bwlimit 8M up" \
     /dev/null > "$T/tty.out" 2>&1 || fail "sync under a pty"
 grep -q 'files, .*MB/s, ETA' "$T/tty.out" || fail "no progress line on a terminal"
+
+# The line counts what the plan counts (issue 23): 6 files (3 sidecars
+# fetched first, then 3 data files) and their bytes, one total over both
+# passes; a file counts once it is complete, so while the large file is
+# still coming (bwlimit: about 3 s) the line says 5/6.
+echo "# the progress line: one total across the sidecar and data passes"
+stop_servers; rm -rf "$T/mirror" "$T/state" "$T/up3"
+mkdir -p "$T/up6"
+head -c 1000 /dev/urandom > "$T/up6/s1.dat"
+head -c 2000 /dev/urandom > "$T/up6/s2.dat"
+head -c 3000000 /dev/urandom > "$T/up6/big.dat"
+for f in s1 s2 big; do
+	(cd "$T/up6" && md5sum "$f.dat" > "$f.dat.md5")
+done
+total=$(find "$T/up6" -type f -printf '%s\n' | awk '{ t += $1 } END { print t }')
+start_nginx "$T/up6"
+write_conf "$NGINX_URL"
+echo "verify = sidecar" >> "$T/bm.conf"
+script -qec "$BM -c $T/bm.conf --state-dir $T/state sync --bwlimit 1M up" \
+    /dev/null > "$T/tty.out" 2>&1 || { cat "$T/tty.out"; fail "sync under a pty"; }
+assert_trees_equal "$T/up6" "$T/mirror"
+tr '\r' '\n' < "$T/tty.out" | grep -a ' files, .*, ETA ' | sed 's/^\x1b\[K//' > "$T/lines"
+cat "$T/lines"
+python3 - "$T/lines" "$total" <<'PY' || fail "progress line: not the plan's totals"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+total = int(sys.argv[2])
+def human(b):
+    for i, u in enumerate(["B", "KiB", "MiB", "GiB"]):
+        if b < 1024 ** (i + 1) or u == "GiB":
+            return "%d B" % b if i == 0 else "%.1f %s" % (b / 1024 ** i, u)
+assert len(lines) >= 3, lines
+done = []
+for l in lines:
+    m = re.match(r"up: (\d+)/(\d+) files, (.*?)/(.*?), ", l)
+    assert m, l
+    assert m.group(2) == "6", l
+    assert m.group(4) == human(total), (l, human(total))
+    done.append(int(m.group(1)))
+assert done == sorted(done), done
+assert 5 in done, done
+PY
 echo PASS

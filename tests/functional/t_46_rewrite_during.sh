@@ -10,7 +10,8 @@
 #  - with --retries 0: exit 1, nothing under the final name, no temp
 #    file, no committed manifest row, the reason recorded;
 #  - a check that fails transiently (503 to it) is retried, never
-#    published unchecked; with --retries 0 it fails the file;
+#    published unchecked; with --retries 0 it fails the file, its bytes
+#    kept (recorded) for the next run;
 #  - a server that refuses HEAD is no matter: the check is a GET;
 #  - an unchanged file in ranges costs exactly one check; one stream (or
 #    a file below min_split) none.
@@ -97,7 +98,14 @@ grep -q 'big.bin: fetch: checking upstream after the ranges: HTTP 503 (retry 1 o
 assert_eq "$(count checks /big.bin)" 2 "checks of big.bin"
 http --fault "/big.bin=status,code=503,range=0-0"
 assert_exit 1 bm --json sync --retries 0 up
-not_published
+# Transient: the bytes stay, recorded, for the next run (t_91); never
+# under the final name, never a committed row.
+grep -q 'big.bin: fetch: checking upstream after the ranges: HTTP 503 (4194304 of 4194304 bytes kept for the next run to continue)$' \
+    "$LAST_ERR" || fail "the failed check: not said"
+[ -e "$T/mirror/big.bin" ] && fail "big.bin published"
+assert_eq "$(files_rows)" 0 "committed rows of big.bin"
+assert_eq "$(manifest_sql "$T/state" up "select cast(path as text) || ' ' ||
+    ranges from partials")" "big.bin 0-4194304" "partial rows"
 
 echo "# HTTP: a server that refuses HEAD: no matter, the check is a GET"
 http --fault "/big.bin=status,code=405,method=HEAD"

@@ -132,4 +132,27 @@ grep -q 'refused: export sec: wrong secret' "$T/serve.log" ||
 assert_exit 3 bm sync secnone
 grep -q "the export needs a secret (the mirror's secret_file)" "$LAST_ERR" ||
     fail "no secret: no clear message"
+
+# list URL (issue 23): a bm:// export's listing, exact sizes and times to
+# the nanosecond, symlinks with their targets; -r the whole tree.
+echo "# list"
+assert_exit 0 "$BM" list "bm://$H:$PORT/pub/"
+grep -qx 'f            6 2020-01-02T03:04:05.123456789Z a.txt' "$LAST_OUT" ||
+    fail "list: bm a.txt"
+grep -qx 'l            - 2019-05-06T07:08:09.987654321Z link -> a.txt' "$LAST_OUT" ||
+    fail "list: bm link"
+grep -qx 'd            - 2018-01-01T00:00:00.500000000Z sub' "$LAST_OUT" ||
+    fail "list: bm sub"
+grep -q ' sub/' "$LAST_OUT" && fail "list without -r entered sub"
+assert_exit 0 "$BM" list -r --json "bm://$H:$PORT/pub/sub/"
+python3 - "$LAST_OUT" <<'PY' || fail "list -r --json: bm"
+import json, sys
+a = json.load(open(sys.argv[1]))
+got = [(e["path"], e["type"], e["size"], e["size_exact"],
+        e["mtime_precision"]) for e in a]
+want = [("caf\u00e9.txt", "file", 6, True, "nanosecond"),
+        ("deeper", "dir", None, False, "nanosecond"),
+        ("deeper/d.bin", "file", 5, True, "nanosecond")]
+assert got == want, got
+PY
 echo PASS

@@ -35,10 +35,20 @@ parse_one(const uint8_t *data, size_t size, bool mlsd, const char *prefix)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	bool	 mlst, has;
+	const uint8_t	*nl;
+	const char	*why;
+	size_t		 n;
+	bool		 mlst, has;
 
 	parse_one(data, size, true, "");
 	parse_one(data, size, false, "pub/x");
+	/* the first line, judged alone: a reason is a non-empty string */
+	nl = size > 0 ? memchr(data, '\n', size) : NULL;
+	n = nl != NULL ? (size_t)(nl - data) : size;
+	if ((why = list_ftp_line_why(data, n, false, FUZZ_NOW)) != NULL)
+		FUZZ_CHECK(why[0] != '\0');
+	if ((why = list_ftp_line_why(data, n, true, FUZZ_NOW)) != NULL)
+		FUZZ_CHECK(why[0] != '\0');
 	mlst = list_ftp_feat_mlst(data, size);
 	FUZZ_CHECK(mlst == list_ftp_feat_has(data, size, "MLST"));
 	FUZZ_CHECK(mlst == list_ftp_feat_has(data, size, "mlst"));

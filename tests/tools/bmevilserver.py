@@ -59,11 +59,13 @@ class Session:
 
 class Server:
     def __init__(self):
-        self.mtime = {}		# b"SCENARIO/path": mtime of a file
+        # b"SCENARIO/path": mtime of a file, as first listed (the entry a
+        # client keeps of a name listed twice)
+        self.mtime = {}
         for sc, tree in SCENARIOS.items():
             for p, t, m, _ in tree:
                 if t == "f":
-                    self.mtime[(sc + "/" + p).encode()] = m
+                    self.mtime.setdefault((sc + "/" + p).encode(), m)
         self.lock = threading.Lock()
         self.sessions = {}	# token: Session
 

@@ -67,6 +67,8 @@ to the first FEAT (later FEATs are answered); --feat long, --feat huge: a 211- r
 or 1 MiB, of made-up feature lines before the usual ones; --feat midclose: at the first FEAT
 send the first two lines of the reply and close the control connection
 (later FEATs are answered).
+--feat nomlst: a FEAT reply of a plain FTP server (SIZE, REST STREAM,
+MDTM; no MLST, no DCAU): the client lists with LIST.
 --refuse-login: reply "530 Login incorrect." to every PASS.
 --listing DIR=FILE (repeatable): LIST and MLSD of DIR (relative to
 --root, "" for the root) send FILE's bytes as they are instead of a
@@ -252,6 +254,9 @@ class Session(threading.Thread):
                  " REST STREAM\r\n"
                  " MDTM\r\n"
                  "211 End.\r\n").encode()
+        if ARGS.feat == "nomlst":
+            feats = (b"211-Extensions supported\r\n SIZE\r\n REST STREAM\r\n"
+                     b" MDTM\r\n211 End.\r\n")
         if ARGS.feat == "midclose" and first:
             log(self.peer, "FEAT: closing the control connection mid-reply")
             self.c.sendall(b"".join(feats.split(b"\r\n")[:2]) + b"\r\n")
@@ -750,7 +755,8 @@ def main():
     p.add_argument("--faults", metavar="FILE", help="faults as JSON")
     p.add_argument("--refuse-mode-e", action="store_true")
     p.add_argument("--feat", choices=("ok", "refuse", "drop", "split", "r4xx",
-                                      "long", "huge", "midclose"), default="ok")
+                                      "long", "huge", "midclose", "nomlst"),
+                   default="ok")
     p.add_argument("--listing", action="append", default=[],
                    metavar="DIR=FILE")
     p.add_argument("--refuse-login", action="store_true")

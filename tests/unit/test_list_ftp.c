@@ -163,6 +163,19 @@ test_classic(void)
 	listing_free(l);
 }
 
+/* A listed 0 in LIST is a hint: size unknown, shown as "0" (issue 22). */
+static void
+zero_hint(const struct listing *l, const char *fx, const char *name)
+{
+	const struct entry *e = find(l, name);
+
+	ok(e != NULL && e->size == -1 && !e->size_exact &&
+	    e->size_min == -1 && e->size_max == -1, "%s: %s listed 0: size "
+	    "unknown (a hint)", fx, name);
+	is_str(e ? e->size_display : NULL, "0", "%s: %s shown as 0", fx,
+	    name);
+}
+
 static void
 test_wildcard(void)
 {
@@ -181,8 +194,9 @@ test_wildcard(void)
 	check(l, fx, "chmod4", 'd', -1, "2009-05-04 04:31", MTIME_MINUTE,
 	    NULL);
 	check(l, fx, "chmod5", 'd', -1, NULL, 0, NULL);
-	check(l, fx, "empty_file.dat", 'f', 0, "2010-04-27 11:01",
+	check(l, fx, "empty_file.dat", 'f', -1, "2010-04-27 11:01",
 	    MTIME_MINUTE, NULL);
+	zero_hint(l, fx, "empty_file.dat");
 	check(l, fx, "file.txt", 'f', 35, NULL, 0, NULL);
 	check(l, fx, "someothertext.txt", 'f', 47, NULL, 0, NULL);
 	check(l, fx, "link", 'l', -1, "2010-01-06 04:42", MTIME_MINUTE,
@@ -208,8 +222,9 @@ test_dos(void)
 	check(l, fx, "chmod4", 'd', -1, "2010-05-04 04:31", MTIME_MINUTE,
 	    NULL);
 	check(l, fx, "chmod5", 'd', -1, NULL, 0, NULL);
-	check(l, fx, "empty_file.dat", 'f', 0, "2010-04-27 11:01",
+	check(l, fx, "empty_file.dat", 'f', -1, "2010-04-27 11:01",
 	    MTIME_MINUTE, NULL);
+	zero_hint(l, fx, "empty_file.dat");
 	check(l, fx, "file.txt", 'f', 35, NULL, 0, NULL);
 	check(l, fx, "someothertext.txt", 'f', 47, NULL, 0, NULL);
 	check(l, fx, ".NeXT", 'd', -1, "2005-01-23 02:05", MTIME_MINUTE, NULL);
@@ -342,6 +357,23 @@ test_exotic(void)
 	    MTIME_MINUTE, NULL);
 	check(l, fx, "19-dos-longyear file", 'f', 9730, "2002-09-02 19:06",
 	    MTIME_MINUTE, NULL);
+	/* OS/2 (3-digit years since 1900) and day-first dates (issue 22). */
+	check(l, fx, "24-os2 file", 'f', 36611, "2003-04-23 10:57",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "25-os2 file", 'f', 1123, "1999-07-14 12:37",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "26-os2 dir", 'd', -1, "2003-02-11 16:15", MTIME_MINUTE,
+	    NULL);
+	check(l, fx, "27-os2 dir", 'd', -1, "2000-10-05 23:38", MTIME_MINUTE,
+	    NULL);
+	check(l, fx, "28-datetest-ger dir", 'd', -1, "2025-07-26 20:10",
+	    MTIME_MINUTE, NULL);
+	check(l, fx, "29-datetest-ger file", 'f', 2235, "2003-10-02",
+	    MTIME_DAY, NULL);
+	check(l, fx, "52-swapped-daymonth dir", 'd', -1, "2004-10-01",
+	    MTIME_DAY, NULL);
+	check(l, fx, "59-localized-date-dir", 'd', -1, "2026-01-30 12:40",
+	    MTIME_MINUTE, NULL);
 	if ((e = find(l, "08-unix-namedsize file")) != NULL)
 		ok(!e->size_exact && e->size_min <= 34304 &&
 		    e->size_max >= 34304, "%s: 33.5k inexact", fx);
@@ -434,6 +466,24 @@ one_line(const char *line, const char *now)
 	return t;
 }
 
+/* line is kept, with an unknown time and its exact size, at now. */
+static void
+unknown_date(const char *line, const char *now)
+{
+	struct listing	*l = listing_new(10);
+	const struct entry *e;
+	size_t		 sk = 9;
+
+	is_int(list_ftp_parse((const uint8_t *)line, strlen(line), false,
+	    ts(now), "", l, &sk), 0, "parsed: %s", line);
+	e = listing_count(l) == 1 ? listing_get(l, 0) : NULL;
+	ok(e != NULL && sk == 0 && e->mtime_prec == MTIME_UNKNOWN &&
+	    e->size == (strncmp(line, "36611", 5) == 0 ? 36611 : 1) &&
+	    e->size_exact && strcmp(e->path, "x") == 0, "kept with an unknown "
+	    "date at %s: %.*s", now, (int)strcspn(line, "\r"), line);
+	listing_free(l);
+}
+
 static void
 test_years(void)
 {
@@ -453,12 +503,139 @@ test_years(void)
 	YEAR("Jan  1 23:00", "2024-12-31 23:30", "2025-01-01 23:00");
 	YEAR("Mar 10 12:00", "2024-03-10 11:00", "2024-03-10 12:00");
 	YEAR("Mar 12 12:00", "2024-03-10 11:00", "2023-03-12 12:00");
-	/* Feb 29 only exists in leap years. */
-	YEAR("Feb 29 10:00", "2025-03-01 00:00", "2024-02-29 10:00");
-	YEAR("Feb 29 10:00", "2027-01-01 00:00", "2024-02-29 10:00");
+	/*
+	 * Feb 29 only exists in leap years: in another, a year-less Feb 29
+	 * has no date (not the last leap year's, which ls would show with
+	 * its year), and is kept with an unknown time (issue 22).
+	 */
+	YEAR("Feb 29 10:00", "2024-03-01 00:00", "2024-02-29 10:00");
+	YEAR("Feb 29 10:00", "2028-08-10 00:00", "2028-02-29 10:00");
 #undef YEAR
-	is_int(one_line("-rw-r--r-- 1 ftp ftp 1 Feb 30 10:00 x\n",
-	    "2025-01-01"), -1, "Feb 30 is no date: skipped");
+	unknown_date("-rw-r--r-- 1 ftp ftp 1 Feb 29 10:00 x\r\n",
+	    "2025-03-01 00:00");
+	unknown_date("-rw-r--r-- 1 ftp ftp 1 Feb 29 10:00 x\r\n",
+	    "2027-01-01 00:00");
+	unknown_date("-rw-r--r-- 1 ftp ftp 1 Feb 30 10:00 x\r\n",
+	    "2025-01-01 00:00");
+	unknown_date("-rw-r--r-- 1 ftp ftp 1 Feb 29  2025 x\r\n",
+	    "2025-06-01 00:00");
+	unknown_date("-rw-r--r-- 1 ftp ftp 1 Apr 31  2020 x\r\n",
+	    "2025-06-01 00:00");
+	unknown_date("36611      A    02-30-103  10:57  x\r\n",
+	    "2025-06-01 00:00");
+}
+
+/*
+ * Month names of server locales (issue 22): "Mon DD YYYY" in each,
+ * UTF-8 and Latin-1, with and without the locale's trailing dot.
+ */
+static void
+test_months(void)
+{
+	static const struct {
+		const char	*name;
+		int		 mon;
+	} mo[] = {
+		{ "M\xc3\xa4r", 3 }, { "M\xe4r", 3 }, { "Mrz", 3 },
+		{ "Mai", 5 }, { "Okt", 10 }, { "Dez", 12 }, { "Okt.", 10 },
+		{ "janv.", 1 }, { "f\xc3\xa9vr.", 2 }, { "mars", 3 },
+		{ "avr.", 4 }, { "mai", 5 }, { "juin", 6 }, { "juil.", 7 },
+		{ "ao\xc3\xbbt", 8 }, { "sept.", 9 }, { "oct.", 10 },
+		{ "nov.", 11 }, { "d\xc3\xa9" "c.", 12 },
+		{ "ene", 1 }, { "abr", 4 }, { "ago", 8 }, { "dic", 12 },
+		{ "gen", 1 }, { "mag", 5 }, { "giu", 6 }, { "lug", 7 },
+		{ "set", 9 }, { "ott", 10 }, { "mrt", 3 }, { "mei", 5 },
+		{ "out", 10 }, { "maj", 5 }, { "des", 12 }, { "JAN", 1 },
+		{ "\xd0\xbc\xd0\xb0\xd1\x80", 3 }, { "10\xe6\x9c\x88", 10 },
+		{ "3\xec\x9b\x94", 3 },
+	};
+	struct listing	*l;
+	char		 line[128], want[16];
+	size_t		 i;
+
+	for (i = 0; i < sizeof(mo) / sizeof(mo[0]); i++) {
+		(void)snprintf(line, sizeof(line),
+		    "-rw-r--r-- 1 ftp ftp 7 %s  5  2020 m\r\n", mo[i].name);
+		(void)snprintf(want, sizeof(want), "2020-%02d-05", mo[i].mon);
+		l = listing_new(4);
+		(void)list_ftp_parse((const uint8_t *)line, strlen(line),
+		    false, ts("2026-06-01"), "", l, NULL);
+		check(l, mo[i].name, "m", 'f', 7, want, MTIME_DAY, NULL);
+		listing_free(l);
+	}
+	/* Not a month: the line says why it is skipped. */
+	l = listing_new(4);
+	(void)snprintf(line, sizeof(line),
+	    "-rw-r--r-- 1 ftp ftp 7 Foo  5  2020 m\r\n");
+	is_int(list_ftp_parse((const uint8_t *)line, strlen(line), false,
+	    ts("2026-06-01"), "", l, NULL), 0, "Foo: parsed");
+	is_int(listing_count(l), 0, "Foo is no month: skipped");
+	listing_free(l);
+}
+
+/* Why a line is skipped (list_ftp_line_why), and what is kept. */
+static void
+test_why(void)
+{
+	static const struct {
+		const char	*line;
+		bool		 mlsd;
+		const char	*why;	/* NULL: an entry */
+	} w[] = {
+		{ "-rw-r--r-- 1 ftp ftp 7 Foo  5  2020 m", false,
+		  "no size and date columns (size Mon DD HH:MM|YYYY)" },
+		{ "-rw-r--r-- 1 ftp ftp 7 Jun  5  209 m", false,
+		  "no size and date columns (size Mon DD HH:MM|YYYY)" },
+		{ "hello world, this is no listing", false,
+		  "not a listing line (no Unix mode, no DOS date)" },
+		{ "12 34 56 78", false,
+		  "not a listing line (no Unix mode, no DOS or OS/2 date)" },
+		{ "-rw-r--r-- 1 ftp ftp 7 Jun  5  2020 ..", false, NULL },
+		{ "-rw-r--r-- 1 ftp ftp 7 Jun  5  2020 a\x01b", false,
+		  "unsafe name" },
+		{ "-rw-r--r-- 1 ftp ftp 7 Feb 30  2020 m", false, NULL },
+		{ "36611      A    04-23-103  10:57  m", false, NULL },
+		{ "36611      A    04-23-103  10:57", false,
+		  "not a listing line (no Unix mode, no DOS or OS/2 date)" },
+		{ "type=file;size=3 m", true,
+		  "no facts (no \"; \" before the name)" },
+		{ "type=file;size; m", true, "a fact without '='" },
+		{ "type=file;size=0; m", true, NULL },
+	};
+	const char	*got;
+	size_t		 i;
+
+	for (i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+		got = list_ftp_line_why((const uint8_t *)w[i].line,
+		    strlen(w[i].line), w[i].mlsd, ts("2026-06-01"));
+		is_str(got, w[i].why, "why: %s", w[i].line);
+	}
+}
+
+/* A listed 0: a hint in LIST (Unix, DOS, OS/2), a fact in MLSD. */
+static void
+test_zero(void)
+{
+	const char	*list = "-rw-r--r-- 1 ftp ftp 0 Jun  1  2026 a.log\r\n"
+	    "06-01-26  10:00AM                    0 b.log\r\n"
+	    "    0      A    06-01-126  10:00  c.log\r\n"
+	    "-rw-r--r-- 1 ftp ftp 00 Jun  1  2026 d.log\r\n";
+	const char	*mlsd = "type=file;size=0;modify=20260601000000; e\r\n";
+	struct listing	*l = listing_new(10);
+	const char	*fx = "zero";
+
+	is_int(list_ftp_parse((const uint8_t *)list, strlen(list), false,
+	    ts("2026-07-01"), "", l, NULL), 0, "%s: LIST parsed", fx);
+	zero_hint(l, fx, "a.log");
+	zero_hint(l, fx, "b.log");
+	zero_hint(l, fx, "c.log");
+	ok(find(l, "d.log") != NULL && find(l, "d.log")->size == -1,
+	    "%s: 00 is 0 too", fx);
+	check(l, fx, "c.log", 'f', -1, "2026-06-01 10:00", MTIME_MINUTE, NULL);
+	is_int(list_ftp_parse((const uint8_t *)mlsd, strlen(mlsd), true,
+	    ts("2026-07-01"), "", l, NULL), 0, "%s: MLSD parsed", fx);
+	check(l, fx, "e", 'f', 0, "2026-06-01 00:00:00", MTIME_SECOND, NULL);
+	listing_free(l);
 }
 
 /* A server listing local time: ftp_timezone resolves it; MLSD is UTC. */
@@ -1022,6 +1199,9 @@ main(void)
 	test_humansize();
 	test_jlaffaye();
 	test_exotic();
+	test_months();
+	test_why();
+	test_zero();
 	test_mlsd();
 	test_years();
 	test_zone();

@@ -232,6 +232,15 @@ check_row(const char *fx, const struct listing *l, const struct exp_row *x,
 	if (!ok(e != NULL, "%s: entry %s present", fx, x->name))
 		return;
 	is_int(e->type, x->type, "%s: %s type", fx, x->name);
+	if (x->exact == 0 && x->type == 'f') {
+		/* An HTML index's 0 is a hint: size unknown (issue 22). */
+		ok(!e->size_exact && e->size == -1 && e->size_min == -1 &&
+		    e->size_max == -1, "%s: %s listed 0: size unknown", fx,
+		    x->name);
+		is_str(e->size_display, x->display, "%s: %s size_display",
+		    fx, x->name);
+		return;
+	}
 	if (x->exact >= 0) {
 		ok(e->size_exact, "%s: %s size exact", fx, x->name);
 		is_int(e->size, x->exact, "%s: %s size", fx, x->name);
@@ -753,6 +762,89 @@ static const char empty_apache_ul[] =
     " <body>\n<h1>Index of /pub/empty</h1>\n"
     "<ul><li><a href=\"/pub/\"> Parent Directory</a></li>\n"
     "</ul>\n</body></html>\n";
+
+/*
+ * A listed 0 (issue 22): a hint in an HTML index (nginx, Apache), the
+ * size then unknown and shown as "0"; a fact in nginx JSON and XML.
+ */
+static void
+test_zero(void)
+{
+	static const char *html =
+	    "<html><head><title>Index of /d/</title></head><body>"
+	    "<h1>Index of /d/</h1><hr><pre><a href=\"../\">../</a>\n"
+	    "<a href=\"grow.log\">grow.log</a>"
+	    "                                           01-Jun-2026 10:00"
+	    "                   0\n"
+	    "<a href=\"one.txt\">one.txt</a>"
+	    "                                            01-Jun-2026 10:00"
+	    "                   1\n"
+	    "</pre><hr></body></html>\n";
+	static const char *feb30 =
+	    "<html><head><title>Index of /d/</title></head><body>"
+	    "<h1>Index of /d/</h1><hr><pre><a href=\"../\">../</a>\n"
+	    "<a href=\"feb30.txt\">feb30.txt</a>"
+	    "                                          30-Feb-2026 10:00"
+	    "                   5\n"
+	    "<a href=\"leap.txt\">leap.txt</a>"
+	    "                                           29-Feb-2024 10:00"
+	    "                   5\n"
+	    "<a href=\"one.txt\">one.txt</a>"
+	    "                                            01-Jun-2026 10:00"
+	    "                   1\n"
+	    "</pre><hr></body></html>\n";
+	static const char *json =
+	    "[{ \"name\":\"grow.log\", \"type\":\"file\", "
+	    "\"mtime\":\"Mon, 01 Jun 2026 10:00:00 GMT\", \"size\":0 }]";
+	static const char *xml = "<?xml version=\"1.0\"?>\n<list>"
+	    "<file mtime=\"2026-06-01T10:00:00Z\" size=\"0\">grow.log</file>"
+	    "</list>\n";
+	struct listing	*l;
+	const struct entry *e;
+	enum page_format fmt;
+	char		 err[256] = "";
+
+	l = listing_new(10);
+	is_int(list_http_parse((const uint8_t *)html, strlen(html),
+	    "text/html", "http://h/d/", "", l, &fmt, NULL, err, sizeof(err)),
+	    0, "zero html: parsed (%s)", err);
+	is_str(page_format_name(fmt), "nginx", "zero html: nginx page");
+	e = find(l, "grow.log");
+	ok(e != NULL && e->size == -1 && !e->size_exact && e->size_min == -1,
+	    "zero html: a listed 0 is a hint (size unknown)");
+	is_str(e ? e->size_display : NULL, "0", "zero html: shown as 0");
+	e = find(l, "one.txt");
+	ok(e != NULL && e->size == 1 && e->size_exact, "zero html: 1 exact");
+	listing_free(l);
+	/* A day the month does not have: kept, with no date (not 2 Mar). */
+	l = listing_new(10);
+	is_int(list_http_parse((const uint8_t *)feb30, strlen(feb30),
+	    "text/html", "http://h/d/", "", l, NULL, NULL, err, sizeof(err)),
+	    0, "feb30 html: parsed (%s)", err);
+	e = find(l, "feb30.txt");
+	ok(e != NULL && e->mtime_prec == MTIME_UNKNOWN && e->size == 5 &&
+	    e->size_exact, "feb30 html: 30-Feb-2026 is no date; size kept");
+	e = find(l, "leap.txt");
+	ok(e != NULL && e->mtime_prec == MTIME_MINUTE,
+	    "feb30 html: 29-Feb-2024 is a date");
+	listing_free(l);
+	l = listing_new(10);
+	is_int(list_http_parse((const uint8_t *)json, strlen(json),
+	    "application/json", "http://h/d/", "", l, NULL, NULL, err,
+	    sizeof(err)), 0, "zero json: parsed");
+	e = find(l, "grow.log");
+	ok(e != NULL && e->size == 0 && e->size_exact,
+	    "zero json: size 0 exact (a fact)");
+	listing_free(l);
+	l = listing_new(10);
+	is_int(list_http_parse((const uint8_t *)xml, strlen(xml),
+	    "text/xml", "http://h/d/", "", l, NULL, NULL, err, sizeof(err)),
+	    0, "zero xml: parsed");
+	e = find(l, "grow.log");
+	ok(e != NULL && e->size == 0 && e->size_exact,
+	    "zero xml: size 0 exact (a fact)");
+	listing_free(l);
+}
 
 /* Parse body (len bytes) as text/html at http://h/pub/empty/. */
 static int
@@ -1320,6 +1412,7 @@ main(void)
 {
 	test_tsv_fixtures();
 	test_json_xml();
+	test_zero();
 	test_iis();
 	test_specials();
 	test_hostile();

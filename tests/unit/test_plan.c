@@ -1191,6 +1191,118 @@ test_shift(void)
 	fx_close(&fx);
 }
 
+/* One listed file with a time of precision prec (MTIME_UNKNOWN: none). */
+struct pspec {
+	const char	*path;
+	int64_t		 size;		/* exact bytes, -1 none */
+	int64_t		 wall;		/* seconds as listed (UTC) */
+	enum mtime_prec	 prec;
+};
+
+/* Stage v[0..n) and build the plan, as mkplan() with precisions. */
+static struct plan *
+mkplan_prec(struct fx *fx, const struct pspec *v, size_t n)
+{
+	struct listing	*l;
+	struct entry	*e;
+	struct tzspec	 tz;
+	struct plan	*p = NULL;
+	size_t		 i;
+
+	if ((l = listing_new(100)) == NULL)
+		abort();
+	for (i = 0; i < n; i++) {
+		MUST(listing_append(l, &e));
+		if ((e->path = strdup(v[i].path)) == NULL)
+			abort();
+		e->type = ENTRY_FILE;
+		if (v[i].size >= 0) {
+			e->size = e->size_min = e->size_max = v[i].size;
+			e->size_exact = true;
+		}
+		e->mtime_wall = v[i].prec != MTIME_UNKNOWN ? v[i].wall : 0;
+		e->mtime_prec = v[i].prec;
+	}
+	MUST(tzspec_parse("UTC", &tz));
+	MUST(listing_resolve_times(l, &tz));
+	MUST(listing_sort(l));
+	MUST(manifest_stage(fx->m, l));
+	listing_free(l);
+	MUST(plan_build(fx->m, fx->s, false, NULL, &p));
+	return p;
+}
+
+/*
+ * Issue 22, the change rule at every precision: a time that changes
+ * precision, not value, is unchanged (compared at the coarser one, both
+ * ways); another day or minute is a change; a file without a listed
+ * date (none, or unreadable) is checked conditionally however exact its
+ * size, unless the size itself changed.
+ */
+static void
+test_precision(void)
+{
+	/* A day a month before the runs (T0): no listed minute still open. */
+	const int64_t	 day = (T0 - 30 * 86400) / 86400 * 86400;
+	const struct pspec v0[] = {
+		{ "daylater", 100, day + 10 * 3600, MTIME_MINUTE },
+		{ "dayother", 100, day + 10 * 3600, MTIME_MINUTE },
+		{ "minsec", 100, day + 10 * 3600, MTIME_MINUTE },
+		{ "minsec2", 100, day + 10 * 3600, MTIME_MINUTE },
+		{ "nodate", 100, 0, MTIME_UNKNOWN },
+		{ "nodate2", 100, 0, MTIME_UNKNOWN },
+		{ "same", 100, day + 10 * 3600, MTIME_MINUTE },
+		{ "wasday", 100, day, MTIME_DAY },
+		{ "wasday2", 100, day, MTIME_DAY },
+		{ "wasdated", 100, day + 10 * 3600, MTIME_MINUTE },
+	};
+	const struct pspec v1[] = {
+		/* "Jun  1 10:00" six months later: "Jun  1  2026" */
+		{ "daylater", 100, day, MTIME_DAY },
+		{ "dayother", 100, day + 86400, MTIME_DAY },
+		{ "minsec", 100, day + 10 * 3600 + 59, MTIME_SECOND },
+		{ "minsec2", 100, day + 10 * 3600 + 60, MTIME_SECOND },
+		{ "nodate", 100, 0, MTIME_UNKNOWN },
+		{ "nodate2", 200, 0, MTIME_UNKNOWN },
+		{ "same", 100, day + 10 * 3600, MTIME_MINUTE },
+		{ "wasday", 100, day + 86399, MTIME_SECOND },
+		{ "wasday2", 100, day + 86400, MTIME_MINUTE },
+		{ "wasdated", 100, 0, MTIME_UNKNOWN },
+	};
+	struct fx	 fx;
+	struct plan	*p;
+	const char	*tag = "precision";
+
+	fx_open(&fx);
+	p = mkplan_prec(&fx, v0, NELEM(v0));
+	is_int(p->nfetch, (int64_t)NELEM(v0), "%s: first run fetches all",
+	    tag);
+	execute(&fx, p);
+	plan_free(p);
+
+	p = mkplan_prec(&fx, v1, NELEM(v1));
+	no_act(p, "daylater", tag);
+	is_act(p, "dayother", ACT_FETCH, "changed", tag);
+	no_act(p, "minsec", tag);
+	is_act(p, "minsec2", ACT_FETCH, "changed", tag);
+	is_act(p, "nodate", ACT_COND_FETCH, "no listed date", tag);
+	is_act(p, "nodate2", ACT_FETCH, "changed", tag);
+	no_act(p, "same", tag);
+	no_act(p, "wasday", tag);
+	is_act(p, "wasday2", ACT_FETCH, "changed", tag);
+	is_act(p, "wasdated", ACT_COND_FETCH, "no listed date", tag);
+	is_int(p->unchanged, 4, "%s: 4 unchanged", tag);
+	execute(&fx, p);
+	plan_free(p);
+
+	/* The same again: still unchanged, the undated still checked. */
+	p = mkplan_prec(&fx, v1, NELEM(v1));
+	is_str(plan_str(p), "check nodate, check nodate2, check wasdated",
+	    "%s: again: only the undated are checked", tag);
+	plan_free(p);
+	fx_close(&fx);
+}
+
 int
 main(void)
 {
@@ -1202,6 +1314,7 @@ main(void)
 		abort();
 	test_change_rule();
 	test_inexact();
+	test_precision();
 	test_gone();
 	test_keep_unlisted();
 	test_order();

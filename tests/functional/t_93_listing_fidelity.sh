@@ -1,0 +1,216 @@
+#!/bin/bash
+# Listings as servers write them (issue 22, items 2-5), against real
+# servers that send the exact listing lines given here (nginx serving a
+# hand-written index page; our FTP server's --listing, LIST and MLSD):
+#  (a) HTML index: a 300 KB file listed "0" is mirrored on the first
+#      run, exit 0 (a listed 0 is a hint; before: "got 307200 bytes,
+#      the listing says 0", exit 1);
+#  (a2) HTML index, files with an exact size and no date: after a same-size
+#      rewrite the next run fetches it (a conditional GET, 200), the
+#      unchanged one answers 304 (before: neither was asked for again);
+#  (b) LIST: the same for a file listed 0;
+#  (c) MLSD with exact sizes and no Modify fact: after a same-size
+#      rewrite upstream the next run fetches it again (MDTM decides),
+#      an unchanged file is not fetched again (before: never checked);
+#  (d) LIST lines whose date does not exist (Feb 30), an OS/2 line
+#      (3-digit year) and German/French month names are mirrored; the
+#      Feb 30 file is checked by MDTM on the next run (rewrite fetched,
+#      the unchanged one not); with -v every skipped line is named with
+#      its reason, and the run says how many lines it did not understand;
+#  (e) LIST "Mon DD HH:MM", then "Mon DD  YYYY" of the same day (what ls
+#      shows six months later): nothing fetched again.
+# Each case runs in a subshell, so that the old binary's report names
+# every case it fails.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+
+export LC_ALL=C
+D30=$(( $(date -u +%s) - 30 * 86400 ))
+MIN30=$(date -u -d "@$D30" '+%b %e %H:%M')	# "Nov  2 10:05"
+DAY30=$(date -u -d "@$D30" '+%b %e  %Y')	# "Nov  2  2026"
+
+# conf NAME URL: a config of one mirror NAME into $T/m_NAME.
+conf() {
+	printf '[global]\nstate_dir = %s/st_%s\n\n[%s]\nsource = %s\ndest = %s/m_%s\nretries = 1\n' \
+	    "$T" "$1" "$1" "$2" "$T" "$1" > "$T/$1.conf"
+}
+
+# run NAME ARGS...: biomirror with NAME's config.
+run() {
+	local n=$1
+	shift
+	"$BM" -c "$T/$n.conf" --state-dir "$T/st_$n" "$@"
+}
+
+# retrs PATH: RETRs our FTP server answered for PATH (0 if none).
+retrs() {
+	modeefault_stat "s['retrs'].get('$1', 0)"
+}
+
+mkdir -p "$T/www" "$T/ftp/b" "$T/ftp/c" "$T/ftp/d"
+head -c 307200 /dev/urandom > "$T/www/grow.log"
+printf 'one\n' > "$T/www/one.txt"
+mkdir -p "$T/www/u"
+printf 'hello\n' > "$T/www/u/nodate.txt"
+printf 'hello\n' > "$T/www/u/nodate2.txt"
+printf 'hello\n' > "$T/www/u/dated.txt"
+cp "$T/www/grow.log" "$T/ftp/b/grow.log"
+for f in c/same.txt c/rewrite.txt d/feb30.txt d/feb31.txt d/maerz.txt \
+    d/janv.txt d/prec.txt; do
+	printf 'hello\n' > "$T/ftp/$f"
+done
+head -c 612 /dev/urandom > "$T/ftp/d/os2.bin"
+touch -d '2026-01-01 00:00:00 UTC' "$T/ftp"/*/* "$T/www"/* "$T/www/u"/*
+chmod -R a+rX "$T/www" "$T/ftp"
+
+# (a) an nginx-style index page, served as it is.
+cat > "$T/www/index.html" <<'EOF'
+<html>
+<head><title>Index of /</title></head>
+<body>
+<h1>Index of /</h1><hr><pre><a href="../">../</a>
+<a href="grow.log">grow.log</a>                                           01-Jan-2026 00:00                   0
+<a href="one.txt">one.txt</a>                                            01-Jan-2026 00:00                   4
+</pre><hr></body>
+</html>
+EOF
+cat > "$T/www/u/index.html" <<'EOF'
+<html>
+<head><title>Index of /u/</title></head>
+<body>
+<h1>Index of /u/</h1><hr><pre><a href="../">../</a>
+<a href="dated.txt">dated.txt</a>                                          01-Jan-2026 00:00                   6
+<a href="nodate.txt">nodate.txt</a>                                                                6
+<a href="nodate2.txt">nodate2.txt</a>                                                               6
+</pre><hr></body>
+</html>
+EOF
+start_nginx_static "$T/www"
+
+printf -- '-rw-r--r--   1 ftp ftp        0 %s grow.log\r\n' "$DAY30" \
+    > "$T/b.list"
+printf 'Type=file;Size=6;Perm=r; same.txt\r\nType=file;Size=6;Perm=r; rewrite.txt\r\n' \
+    > "$T/c.mlsd"
+# d.list LINE7: the LIST reply of d/, its prec.txt line dated LINE7.
+d_list() {
+	{
+		printf -- '-rw-r--r--   1 ftp ftp        6 Feb 30 10:00 feb30.txt\r\n'
+		printf -- '-rw-r--r--   1 ftp ftp        6 Feb 31  2025 feb31.txt\r\n'
+		printf '  612      A    04-23-103  10:57  os2.bin\r\n'
+		printf -- '-rw-r--r--   1 ftp ftp        6 M\303\244r  5  2020 maerz.txt\r\n'
+		printf -- '-rw-r--r--   1 ftp ftp        6 janv.  5  2020 janv.txt\r\n'
+		printf 'garbage, no listing line\r\n'
+		printf -- '-rw-r--r--   1 ftp ftp        6 %s prec.txt\r\n' "$1"
+	} > "$T/d.list"
+}
+d_list "$MIN30"
+start_modeefault "$T/ftp" --feat nomlst --listing "b=$T/b.list" \
+    --listing "d=$T/d.list"
+LIST_URL=$MODEEFAULT_URL
+LIST_STATS=$MODEEFAULT_STATS
+
+failed=""
+
+case_a() {
+	echo "# (a) HTML index: a file listed 0"
+	conf a "$NGINX_URL"
+	assert_exit 0 run a --json sync a
+	assert_eq "$(jfield fetched)" 2 "fetched"
+	cmp "$T/www/grow.log" "$T/m_a/grow.log" || fail "grow.log differs"
+	cmp "$T/www/one.txt" "$T/m_a/one.txt" || fail "one.txt differs"
+}
+( case_a ) || failed="$failed a"
+
+case_a2() {
+	echo "# (a2) HTML index: exact sizes, no dates"
+	conf a2 "${NGINX_URL}u/"
+	assert_exit 0 run a2 --json sync a2
+	assert_eq "$(jfield fetched)" 3 "fetched"
+	printf 'HELLO\n' > "$T/www/u/nodate.txt"
+	touch -d '2026-02-01 00:00:00 UTC' "$T/www/u/nodate.txt"
+	assert_exit 0 run a2 --json sync a2
+	assert_eq "$(jfield fetched)" 1 "fetched after the rewrite"
+	cmp "$T/www/u/nodate.txt" "$T/m_a2/nodate.txt" || fail "rewrite not fetched"
+	assert_eq "$(nginx_gets | grep -c '^/u/nodate.txt$')" 2 "GETs (200) of nodate.txt"
+	assert_eq "$(nginx_gets | grep -c '^/u/nodate2.txt$')" 1 "GETs (200) of nodate2.txt"
+	grep -q '"GET /u/nodate2.txt HTTP/1.1" 304 ' "$NGINX_ACCESS_LOG" ||
+	    fail "nodate2.txt was not asked for conditionally (no 304)"
+}
+( case_a2 ) || failed="$failed a2"
+
+case_b() {
+	echo "# (b) LIST: a file listed 0"
+	MODEEFAULT_STATS=$LIST_STATS
+	conf b "${LIST_URL}b/"
+	assert_exit 0 run b --json sync b
+	assert_eq "$(jfield fetched)" 1 "fetched"
+	cmp "$T/ftp/b/grow.log" "$T/m_b/grow.log" || fail "grow.log differs"
+	assert_eq "$(retrs b/grow.log)" 1 "RETRs of grow.log"
+}
+( case_b ) || failed="$failed b"
+
+case_d() {
+	local f
+	echo "# (d) LIST: Feb 30, OS/2, month names; -v names skipped lines"
+	MODEEFAULT_STATS=$LIST_STATS
+	conf d "${LIST_URL}d/"
+	assert_exit 0 run d -v --json sync d
+	assert_eq "$(jfield fetched)" 6 "fetched"
+	for f in feb30.txt feb31.txt os2.bin maerz.txt janv.txt prec.txt; do
+		cmp "$T/ftp/d/$f" "$T/m_d/$f" || fail "$f differs"
+	done
+	grep -qF "${LIST_URL}d/: list: line 6 skipped: not a listing line (no Unix mode, no DOS date): garbage, no listing line" \
+	    "$LAST_ERR" || fail "-v does not name the skipped line and why"
+	grep -qF "${LIST_URL}d/: list: line 1 kept with an unknown time: no such date: -rw-r--r--   1 ftp ftp        6 Feb 30 10:00 feb30.txt" \
+	    "$LAST_ERR" || fail "-v does not name the line without a date"
+	grep -qF "d: list: 1 listing line not understood, skipped (-v names each)" \
+	    "$LAST_ERR" || fail "no count of the lines not understood"
+	# A same-size rewrite of the Feb 30 file: MDTM is newer.
+	printf 'HELLO\n' > "$T/ftp/d/feb30.txt"
+	touch -d '2026-02-01 00:00:00 UTC' "$T/ftp/d/feb30.txt"
+	assert_exit 0 run d --json sync d
+	assert_eq "$(jfield fetched)" 1 "fetched after the rewrite"
+	cmp "$T/ftp/d/feb30.txt" "$T/m_d/feb30.txt" || fail "rewrite not fetched"
+	assert_eq "$(retrs d/feb30.txt)" 2 "RETRs of feb30.txt"
+	assert_eq "$(retrs d/feb31.txt)" 1 "RETRs of the unchanged feb31.txt"
+}
+( case_d ) || failed="$failed d"
+
+case_e() {
+	echo "# (e) LIST: minute, then day precision of the same day"
+	MODEEFAULT_STATS=$LIST_STATS
+	[ -d "$T/m_d" ] || fail "(d) left no mirror"
+	d_list "$DAY30"
+	assert_exit 0 run d --json sync d
+	assert_eq "$(jfield fetched)" 0 "fetched"
+	assert_eq "$(retrs d/prec.txt)" 1 "RETRs of prec.txt"
+	# Another day is a change.
+	d_list "$(date -u -d "@$(( D30 - 86400 ))" '+%b %e  %Y')"
+	assert_exit 0 run d --json sync d
+	assert_eq "$(jfield fetched)" 1 "fetched: another day"
+	assert_eq "$(retrs d/prec.txt)" 2 "RETRs of prec.txt, another day"
+}
+( case_e ) || failed="$failed e"
+
+stop_servers
+start_modeefault "$T/ftp" --listing "c=$T/c.mlsd"
+
+case_c() {
+	echo "# (c) MLSD: exact sizes, no Modify"
+	conf c "${MODEEFAULT_URL}c/"
+	assert_exit 0 run c --json sync c
+	assert_eq "$(jfield fetched)" 2 "fetched"
+	printf 'HELLO\n' > "$T/ftp/c/rewrite.txt"
+	touch -d '2026-02-01 00:00:00 UTC' "$T/ftp/c/rewrite.txt"
+	assert_exit 0 run c --json sync c
+	assert_eq "$(jfield fetched)" 1 "fetched after the rewrite"
+	cmp "$T/ftp/c/rewrite.txt" "$T/m_c/rewrite.txt" || fail "rewrite not fetched"
+	assert_eq "$(retrs c/rewrite.txt)" 2 "RETRs of rewrite.txt"
+	assert_eq "$(retrs c/same.txt)" 1 "RETRs of the unchanged same.txt"
+}
+( case_c ) || failed="$failed c"
+
+stop_servers
+[ -z "$failed" ] || fail "cases failed:$failed"
+echo PASS
