@@ -31,6 +31,7 @@
 #include "biomirror/state.h"
 #include "biomirror/sync.h"
 #include "biomirror/text.h"
+#include "biomirror/zone.h"
 
 #ifndef BM_VERSION
 #define BM_VERSION "0.0.0"
@@ -1176,6 +1177,34 @@ status_verdict(const char *name, const struct run_record *fin,
 	return 0;
 }
 
+/* What status_zone() prints for. */
+struct status_zones {
+	const char	*name;		/* borrowed: the mirror */
+	json_t		*arr;		/* borrowed: --json's "zones", or NULL */
+};
+
+/* manifest_zone_fn: one learnt or checked zone, as text or JSON. */
+static int
+status_zone(void *ctx, const struct zone_rec *z)
+{
+	struct status_zones *sz = ctx;
+	char		 off[32], learnt[32], checked[32];
+
+	zone_fmt_offset(z->offset, off, sizeof(off));
+	clock_fmt_utc(z->learnt_ns / NS, learnt, sizeof(learnt));
+	clock_fmt_utc(z->checked_ns / NS, checked, sizeof(checked));
+	if (sz->arr != NULL)
+		(void)json_array_append_new(sz->arr, json_pack(
+		    "{s:s,s:i,s:b,s:s,s:s}", "host", z->host, "offset_seconds",
+		    (json_int_t)z->offset, "mdtm_local", z->mdtm_local,
+		    "learnt", learnt, "checked", checked));
+	else
+		printf("%s: zone: %s %s%s (learnt %s, checked %s)\n", sz->name,
+		    z->host, off, z->mdtm_local ? ", MDTM in local time" : "",
+		    learnt, checked);
+	return 0;
+}
+
 /*
  * status of mirror name: the text, or with arr (--json) one object
  * appended to it, then the verdict (status_verdict) logged.  Returns 0,
@@ -1198,6 +1227,7 @@ status_one(struct cli *c, const char *name, json_t *arr,
 	int64_t		 now_ns;
 	json_t		*o, *rj, *info;
 	long		 holder = 0;
+	struct status_zones zs = { name, NULL };
 	int		 rc, status = 0;
 
 	(void)clock_gettime(CLOCK_REALTIME, &now);
@@ -1284,6 +1314,12 @@ status_one(struct cli *c, const char *name, json_t *arr,
 			(void)json_object_set_new(o, "last_run_age_seconds",
 			    json_integer((json_int_t)run_age(&runs[0],
 			    now_ns)));
+		/* The zones runs learnt or checked (ftp_timezone, auto). */
+		if (o != NULL && m != NULL && status != 2 &&
+		    (zs.arr = json_array()) != NULL) {
+			(void)manifest_zones(m, status_zone, &zs);
+			(void)json_object_set_new(o, "zones", zs.arr);
+		}
 		if (o != NULL)
 			(void)json_array_append_new(arr, o);
 	} else if (status != 2) {
@@ -1307,6 +1343,8 @@ status_one(struct cli *c, const char *name, json_t *arr,
 		else if (published != NULL)
 			printf("%s: published snapshot %s is missing (%s "
 			    "points at nothing)\n", name, published, dest);
+		if (m != NULL)
+			(void)manifest_zones(m, status_zone, &zs);
 	}
 	if (why[0] != '\0')
 		log_warnx("%s", why);

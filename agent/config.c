@@ -72,7 +72,7 @@ static const char *const mirror_keys[MK_COUNT] = {
 static const char *const mirror_key_defaults[MK_COUNT] = {
 	"required", "required", "none", "none", "8",
 	"4", "16M", "0 (by scheme: 8 http, 4 ftp)", "tcp",
-	"no", "10%", "size", "file", "0 (unlimited)",
+	"no", "10%", "sidecar", "file", "0 (unlimited)",
 	"5", "60", "120", "UTC",
 	"UTC", "0644", "0755", "none (system trust)",
 	"biomirror/" BM_VERSION_TEXT,
@@ -382,7 +382,7 @@ mirror_conf_new(const char *name)
 	m->delete = false;
 	m->max_delete = 10;
 	m->max_delete_pct = true;
-	m->verify = VERIFY_SIZE;
+	m->verify = VERIFY_SIDECAR;
 	m->publish = PUBLISH_FILE;
 	m->bwlimit = 0;
 	m->retries = 5;
@@ -723,9 +723,6 @@ set_tz(const char *key, const char *v, struct tzspec *dst, char *errbuf,
 		return conf_bad(errbuf, errlen, key, v, "unknown time zone "
 		    "(use UTC, an offset such as +0100, a zone name such as "
 		    "Europe/London, or auto)");
-	if (tz.kind == TZ_AUTO)
-		return conf_bad(errbuf, errlen, key, v, "auto is not "
-		    "supported by this build yet");
 	*dst = tz;
 	return 0;
 }
@@ -1113,6 +1110,7 @@ set_enum_key(struct mirror_conf *m, int k, const char *v, char *errbuf,
 		return conf_bad(errbuf, errlen, key, v,
 		    "expected tcp, udt or auto");
 	} else if (k == MK_VERIFY) {
+		m->verify_set = true;
 		if (strcasecmp(v, "size") == 0)
 			m->verify = VERIFY_SIZE;
 		else if (strcasecmp(v, "sidecar") == 0)

@@ -144,6 +144,19 @@ static const char *const manifest_migrations[] = {
 	" PRIMARY KEY (run, net)"
 	") WITHOUT ROWID;"
 	"PRAGMA user_version = 5;",
+	/*
+	 * 5 -> 6: the time zone learnt of each upstream host (seconds east
+	 * of UTC of its listed times; whether its MDTM is local time too),
+	 * and when it was last checked (listing_timezone = auto, ftp_timezone)
+	 */
+	"CREATE TABLE zones ("
+	" host TEXT PRIMARY KEY NOT NULL,"
+	" offset INTEGER NOT NULL,"
+	" mdtm_local INTEGER NOT NULL,"
+	" learnt_ns INTEGER NOT NULL,"
+	" checked_ns INTEGER NOT NULL"
+	") WITHOUT ROWID;"
+	"PRAGMA user_version = 6;",
 };
 #define MANIFEST_VERSION \
 	((int)(sizeof(manifest_migrations) / sizeof(manifest_migrations[0])))
@@ -206,6 +219,9 @@ enum manifest_st {
 	ST_MISMATCH_DEL,
 	ST_MISMATCHES,
 	ST_UNCHECKED,
+	ST_ZONE_GET,
+	ST_ZONE_PUT,
+	ST_ZONES,
 	ST__MAX
 };
 
@@ -346,6 +362,15 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_UNCHECKED] =
 	    "SELECT " FILE_COLS " FROM main.files WHERE sidecar = ?1"
 	    " ORDER BY path",
+	[ST_ZONE_GET] =
+	    "SELECT host, offset, mdtm_local, learnt_ns, checked_ns"
+	    " FROM main.zones WHERE host = ?1",
+	[ST_ZONE_PUT] =
+	    "INSERT OR REPLACE INTO main.zones (host, offset, mdtm_local,"
+	    " learnt_ns, checked_ns) VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_ZONES] =
+	    "SELECT host, offset, mdtm_local, learnt_ns, checked_ns"
+	    " FROM main.zones ORDER BY host",
 };
 
 struct manifest {
@@ -1790,6 +1815,14 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx)
 		r.recorded = sqlite3_column_int(st, 7) != 0;
 		r.rec_type = r.recorded ? (enum entry_type)
 		    sqlite3_column_int(st, 8) : r.type;
+		if (r.recorded) {
+			r.rec_listed.size = sqlite3_column_int64(st, 9);
+			r.rec_listed.size_exact =
+			    sqlite3_column_int(st, 10) != 0;
+			r.rec_listed.mtime = sqlite3_column_int64(st, 11);
+			r.rec_listed.prec =
+			    (enum mtime_prec)sqlite3_column_int(st, 12);
+		}
 		r.fs.upstream.size = col_opt(st, 14);
 		r.fs.upstream.mtime = col_opt(st, 15);
 		r.etag = col_str(st, 16, NULL);
@@ -2489,6 +2522,81 @@ manifest_mismatches(struct manifest *m, manifest_mismatch_fn fn, void *ctx)
 		if (r.path == NULL || r.want == NULL || r.got == NULL)
 			continue;
 		if ((rc = fn(ctx, &r)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}
+
+/* Fill z from a zones row (host borrowed from the statement). */
+static void
+zone_from_row(sqlite3_stmt *st, struct zone_rec *z)
+{
+	const unsigned char *h = sqlite3_column_text(st, 0);
+
+	(void)snprintf(z->host, sizeof(z->host), "%s",
+	    h != NULL ? (const char *)h : "");
+	z->offset = (int32_t)sqlite3_column_int64(st, 1);
+	z->mdtm_local = sqlite3_column_int64(st, 2) != 0;
+	z->learnt_ns = sqlite3_column_int64(st, 3);
+	z->checked_ns = sqlite3_column_int64(st, 4);
+}
+
+int
+manifest_zone_get(struct manifest *m, const char *host, struct zone_rec *ret)
+{
+	sqlite3_stmt	*st = m->st[ST_ZONE_GET];
+	int		 rc, src;
+
+	if ((src = sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC)) !=
+	    SQLITE_OK) {
+		rc = db_fail(m, src);
+		goto out;
+	}
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		zone_from_row(st, ret);
+		rc = 0;
+	} else if (src == SQLITE_DONE)
+		rc = BM_ENOENT;
+	else
+		rc = db_fail(m, src);
+out:
+	st_done(st);
+	return rc;
+}
+
+int
+manifest_zone_put(struct manifest *m, const struct zone_rec *z)
+{
+	sqlite3_stmt	*st = m->st[ST_ZONE_PUT];
+	int		 rc = 0, src;
+
+	if ((src = sqlite3_bind_text(st, 1, z->host, -1, SQLITE_STATIC)) !=
+	    SQLITE_OK ||
+	    (src = sqlite3_bind_int64(st, 2, z->offset)) != SQLITE_OK ||
+	    (src = sqlite3_bind_int64(st, 3, z->mdtm_local)) != SQLITE_OK ||
+	    (src = sqlite3_bind_int64(st, 4, z->learnt_ns)) != SQLITE_OK ||
+	    (src = sqlite3_bind_int64(st, 5, z->checked_ns)) != SQLITE_OK ||
+	    (src = sqlite3_step(st)) != SQLITE_DONE)
+		rc = db_fail(m, src);
+	st_done(st);
+	return rc;
+}
+
+int
+manifest_zones(struct manifest *m, manifest_zone_fn fn, void *ctx)
+{
+	sqlite3_stmt	*st = m->st[ST_ZONES];
+	struct zone_rec	 z;
+	int		 rc = 0, src;
+
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		zone_from_row(st, &z);
+		if ((rc = fn(ctx, &z)) != 0)
 			goto out;
 	}
 	if (src != SQLITE_DONE)

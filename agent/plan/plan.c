@@ -100,6 +100,7 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	a->type = row->type;
 	a->why = why;
 	a->fs = row->fs;
+	a->was = row->rec_listed;
 	p->nacts++;
 	switch (op) {
 	case ACT_MKDIR:
@@ -235,6 +236,12 @@ plan_under_conflict(const struct plan *p, const char *path)
 static void
 plan_skip(struct plan *p, struct action *a)
 {
+	plan_keep(p, a, "beneath a conflict");
+}
+
+void
+plan_keep(struct plan *p, struct action *a, const char *why)
+{
 	switch (a->op) {
 	case ACT_MKDIR:
 		p->nmkdir--;
@@ -257,8 +264,83 @@ plan_skip(struct plan *p, struct action *a)
 		return;
 	}
 	a->op = ACT_KEEP;
-	a->why = "beneath a conflict";
+	a->why = why;
 	p->nkeep++;
+}
+
+#define HOUR_NS		(3600LL * 1000000000LL)
+
+/* The shift of a "changed" file, if it is one the rule may take; else 0. */
+static int64_t
+act_shift(const struct action *a)
+{
+	const struct listed_state *n = &a->fs.listed, *o = &a->was;
+	int64_t		 d = n->mtime - o->mtime;
+
+	if (a->op != ACT_FETCH || a->type != ENTRY_FILE ||
+	    strcmp(a->why, "changed") != 0 || !n->size_exact ||
+	    !o->size_exact || n->size != o->size || n->prec != o->prec ||
+	    (n->prec != MTIME_MINUTE && n->prec != MTIME_SECOND &&
+	    n->prec != MTIME_NS) || d == 0 || d % HOUR_NS != 0 ||
+	    d > 14 * HOUR_NS || d < -14 * HOUR_NS)
+		return 0;
+	return d;
+}
+
+/* Length of the directory part of path ("a/b" of "a/b/c"; 0 at the top). */
+static size_t
+dir_len(const char *path)
+{
+	const char	*s = strrchr(path, '/');
+
+	return s != NULL ? (size_t)(s - path) : 0;
+}
+
+static int
+act_dir_cmp(const void *x, const void *y)
+{
+	const struct action *a = *(const struct action *const *)x;
+	const struct action *b = *(const struct action *const *)y;
+	size_t		 la = dir_len(a->path), lb = dir_len(b->path);
+	int		 c = memcmp(a->path, b->path, la < lb ? la : lb);
+
+	if (c != 0)
+		return c;
+	return la < lb ? -1 : la > lb;
+}
+
+int
+plan_shifts(struct plan *p, size_t *ret_marked)
+{
+	struct action	**v = NULL;
+	size_t		 i, j, k, n = 0, marked = 0;
+	int64_t		 d;
+
+	*ret_marked = 0;
+	for (i = 0; i < p->nacts; i++)
+		if (p->acts[i].op == ACT_FETCH &&
+		    strcmp(p->acts[i].why, "changed") == 0)
+			n++;
+	if (n == 0)
+		return 0;
+	if ((v = calloc(n, sizeof(*v))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0, n = 0; i < p->nacts; i++)
+		if (p->acts[i].op == ACT_FETCH &&
+		    strcmp(p->acts[i].why, "changed") == 0)
+			v[n++] = &p->acts[i];
+	qsort(v, n, sizeof(*v), act_dir_cmp);
+	for (i = 0; i < n; i = j) {
+		d = act_shift(v[i]);
+		for (j = i + 1; j < n && act_dir_cmp(&v[i], &v[j]) == 0; j++)
+			if (act_shift(v[j]) != d)
+				d = 0;
+		for (k = i; d != 0 && k < j; k++, marked++)
+			v[k]->shift = d;
+	}
+	free(v);
+	*ret_marked = marked;
+	return 0;
 }
 
 /* True when the filter takes path (and every directory above it). */
@@ -540,6 +622,8 @@ plan_build_opts(struct manifest *m, struct store *s, bool do_delete,
 	/* Paths come in memcmp order, so parents already precede children. */
 	if (p->nacts > 1)
 		qsort(p->acts, p->nacts, sizeof(*p->acts), act_cmp_order);
+	if ((rc = plan_shifts(p, &p->nshifted)) != 0)
+		goto out;
 	*ret = p;
 	p = NULL;
 	rc = 0;

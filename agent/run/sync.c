@@ -43,6 +43,7 @@
 #include "biomirror/store.h"
 #include "biomirror/sync.h"
 #include "biomirror/xfer.h"
+#include "biomirror/zone.h"
 
 #define NS			1000000000LL
 #define MAX_LISTING		(200 * 1000 * 1000)	/* entries per mirror */
@@ -98,6 +99,8 @@ struct run {
 	char		*secret;	/* owned: bm:// secret (secret_file),
 					   NULL if none; wiped when freed */
 	size_t		 secret_len;
+	struct zone_state zs;		/* the zone of the listed times
+					   (zone_start, zone_check) */
 	int64_t		 start_ns;	/* wall clock at the run's start */
 	int		 state_fault;	/* BM_ECORRUPT: the manifest is
 					   damaged; BM_ENOSPC: the state
@@ -401,12 +404,23 @@ run_connections(const struct run *r)
 	    r->lister->connections;
 }
 
-/* The zone of the listed times: the key the lister's table names. */
+/*
+ * The zone of the listed times: the key the lister's table names, as
+ * zone_start() and zone_check() made it (auto: the offset learnt).
+ */
 static const struct tzspec *
 run_zone(const struct run *r)
 {
-	return r->lister->zone == LISTER_ZONE_FTP ? &r->c->ftp_tz :
-	    &r->c->listing_tz;
+	return &r->zs.zone;
+}
+
+/* sched_opts fix_mtime: an MDTM in local time read in the zone. */
+static int64_t
+run_fix_mtime(void *ctx, int64_t s)
+{
+	const struct run *r = ctx;
+
+	return zone_fix_mtime(&r->zs, s);
 }
 
 /* What the listing skipped or did not enter, for the run's log. */
@@ -451,6 +465,17 @@ run_list(struct run *r)
 	if (r->c->follow_symlinks &&
 	    (r->unlisted = listing_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
+	r->zs.mirror = r->c->name;
+	r->zs.source = r->c->source;
+	r->zs.conf = r->lister->zone == LISTER_ZONE_FTP ? &r->c->ftp_tz :
+	    &r->c->listing_tz;
+	r->zs.ftp = r->lister->zone == LISTER_ZONE_FTP;
+	r->zs.record = !r->o->dry_run;
+	if ((rc = zone_start(&r->zs, r->m)) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+		    manifest_errmsg(r->m));
+		return BM_EDB;
+	}
 	memset(&lr, 0, sizeof(lr));
 	memset(&st, 0, sizeof(st));
 	lr.name = r->c->name;
@@ -478,6 +503,13 @@ run_list(struct run *r)
 		log_errx("%s: list: %s", r->c->name, r->err);
 		(void)result_add_error(r->res, "", "list", r->err);
 	}
+	if (listing_count(r->l) > 0 && (rc = zone_check(&r->zs, r->x, r->m,
+	    r->l, r->o->stop)) != 0) {
+		if (rc == BM_EDB)
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+		return rc;
+	}
 	if ((rc = listing_resolve_times(r->l, run_zone(r))) != 0)
 		return rc;
 	if ((rc = listing_sort(r->l)) != 0)
@@ -492,14 +524,50 @@ run_list(struct run *r)
 }
 
 /*
+ * The listed sidecar that covers the data file at path (verify is not
+ * size): its own "X.md5" (".sha256", ...), else the nearest list
+ * (MD5SUMS, ...) in its directory or above; NULL if none.  Borrowed.
+ */
+static bool	is_sidecar(const char *);
+static bool	sidecar_is_list(const char *);
+
+static const char *
+run_sidecar_of(const struct run *r, const char *path)
+{
+	const char	*p, *base, *best = NULL;
+	size_t		 i, n = strlen(path), bestlen = 0;
+
+	if (r->c->verify == VERIFY_SIZE || is_sidecar(path))
+		return NULL;
+	for (i = 0; i < r->nsidecars; i++) {
+		p = r->sidecars[i];
+		base = strrchr(p, '/');
+		base = base ? base + 1 : p;
+		if (!sidecar_is_list(base)) {
+			if (strncmp(p, path, n) == 0 && p[n] == '.' &&
+			    strchr(p + n, '/') == NULL)
+				return p;
+		} else if (strncmp(path, p, (size_t)(base - p)) == 0 &&
+		    (best == NULL || (size_t)(base - p) > bestlen)) {
+			best = p;
+			bestlen = (size_t)(base - p);
+		}
+	}
+	return best;
+}
+
+/*
  * A plan's actions to fp, each with its reason and the bytes it moves
- * ("about" when the size is a listing's rounded figure); then, for a
- * refused one, the guard that refused it (guard, NULL if none).
+ * ("about" when the size is a listing's rounded figure) and the sidecar
+ * it is checked against; then, for a refused one, the guard that
+ * refused it (guard, NULL if none).
  */
 static void
 print_plan(const struct run *r, FILE *fp, const char *guard)
 {
 	const struct action *a;
+	const char	*sc;
+	char		 by[PATH_MAX + 32];
 	int64_t		 b;
 	size_t		 i;
 
@@ -508,13 +576,23 @@ print_plan(const struct run *r, FILE *fp, const char *guard)
 		if (a->op == ACT_KEEP)
 			continue;
 		b = action_bytes(a);
+		by[0] = '\0';
+		if (a->op == ACT_FETCH || a->op == ACT_COND_FETCH) {
+			sc = run_sidecar_of(r, a->path);
+			if (sc != NULL)
+				(void)snprintf(by, sizeof(by), "; checked "
+				    "against %s", sc);
+		}
 		if (b >= 0 && (a->op == ACT_FETCH || a->op == ACT_COND_FETCH ||
 		    (a->op == ACT_DELETE && a->type == ENTRY_FILE)))
-			fprintf(fp, "%-6s %s (%s, %s%lld bytes)\n",
+			fprintf(fp, "%-6s %s (%s, %s%lld bytes%s)\n",
 			    action_name(a->op), a->path, a->why,
 			    a->op != ACT_DELETE && a->fs.listed.size == b &&
 			    !a->fs.listed.size_exact ? "about " : "",
-			    (long long)b);
+			    (long long)b, by);
+		else if (by[0] != '\0')
+			fprintf(fp, "%-6s %s (%s%s)\n", action_name(a->op),
+			    a->path, a->why, by);
 		else
 			fprintf(fp, "%-6s %s (%s)\n", action_name(a->op),
 			    a->path, a->why);
@@ -2130,6 +2208,7 @@ run_transfers(struct run *r, struct sched_opts *so)
 	    &old)) != 0)
 		return rc;
 	so->pass = SCHED_PASS_SIDECARS;
+	so->sidecar_gone_warns = !r->c->verify_set;
 	so->record_digest = r->c->verify == VERIFY_CHECKSUM;
 	if ((rc = sched_run(so, r->x, r->s, r->m, r->p->acts, r->p->nacts,
 	    r->res)) != 0)
@@ -2280,6 +2359,10 @@ run_execute(struct run *r)
 	so.stop = r->o->stop;
 	so.unchecked = run_unchecked;
 	so.unchecked_ctx = r;
+	if (r->zs.mdtm_local) {
+		so.fix_mtime = run_fix_mtime;
+		so.fix_mtime_ctx = r;
+	}
 	so.resume = rs;
 	if ((rc = run_tune_new(r, &so.tune)) == 0) {
 		rc = run_transfers(r, &so);
@@ -3167,6 +3250,109 @@ plan_drop_empty_dirs(struct plan *p)
 	return 0;
 }
 
+/* True when paths a and b are in the same directory. */
+static bool
+same_dir(const char *a, const char *b)
+{
+	const char	*sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+	size_t		 la = sa ? (size_t)(sa - a) : 0;
+	size_t		 lb = sb ? (size_t)(sb - b) : 0;
+
+	return la == lb && memcmp(a, b, la) == 0;
+}
+
+/*
+ * The daylight-saving rule (plan_shifts): for each directory whose
+ * changed files all moved by the same whole hours, ask one of them
+ * (MDTM, or the first byte's Last-Modified) whether it changed since it
+ * was fetched; if not, every one of them is recorded with its new
+ * listing (not modified) and not fetched.  0, BM_ENOMEM, BM_EINTR or
+ * BM_EDB.
+ */
+static int
+run_shifts(struct run *r)
+{
+	struct commit_rec *recs = NULL;
+	struct action	*a, *b, *ask;
+	bool		*seen = NULL;
+	int64_t		 up;
+	size_t		 i, j, n;
+	int		 rc = 0, warned = 0;
+
+	if (r->p->nshifted == 0)
+		return 0;
+	if ((seen = calloc(r->p->nacts, sizeof(*seen))) == NULL ||
+	    (recs = calloc(r->p->nshifted, sizeof(*recs))) == NULL) {
+		rc = BM_ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < r->p->nacts; i++) {
+		a = &r->p->acts[i];
+		if (seen[i] || a->shift == 0 || a->op != ACT_FETCH)
+			continue;
+		for (ask = NULL, j = i; j < r->p->nacts; j++) {
+			b = &r->p->acts[j];
+			if (b->shift == a->shift && b->op == ACT_FETCH &&
+			    same_dir(a->path, b->path) && ask == NULL &&
+			    b->fs.upstream.mtime >= 0)
+				ask = b;
+		}
+		up = -1;
+		if (ask != NULL && (rc = zone_ask_mtime(&r->zs, r->x,
+		    ask->path, r->o->stop, &up)) != 0)
+			goto out;
+		for (n = 0, j = i; j < r->p->nacts; j++) {
+			b = &r->p->acts[j];
+			if (seen[j] || b->shift != a->shift ||
+			    b->op != ACT_FETCH || !same_dir(a->path, b->path))
+				continue;
+			seen[j] = true;
+			/*
+			 * Unchanged: the same MDTM as fetched; or, from a
+			 * server whose MDTM is local time too, one that
+			 * moved with its listing (its zone moved).
+			 */
+			if (ask == NULL || up < 0 ||
+			    (up != ask->fs.upstream.mtime / NS &&
+			    !(r->zs.mdtm_local && up == (ask->fs.upstream.mtime +
+			    a->shift) / NS)))
+				continue;
+			commit_rec_action(&recs[n++], b, COMMIT_NOT_MODIFIED);
+			plan_keep(r->p, b, "listed time moved, unchanged "
+			    "upstream");
+		}
+		if (n == 0) {
+			log_info("%s: %s: listed %+lld h off with the same "
+			    "sizes, but changed upstream (%s): fetched",
+			    r->c->name, a->path, (long long)(a->shift / NS /
+			    3600), ask != NULL ? ask->path : "no time to ask");
+			continue;
+		}
+		log_info("%s: %s: %zu file%s of its directory listed %+lld h "
+		    "off with the same sizes, unchanged upstream (asked %s): "
+		    "a zone shift (daylight saving?), recorded, nothing "
+		    "fetched", r->c->name, a->path, n, n == 1 ? "" : "s",
+		    (long long)(a->shift / NS / 3600), ask->path);
+		if (up != ask->fs.upstream.mtime / NS && !warned++)
+			log_warnx("%s: zone: %s's MDTM (local time) moved with "
+			    "its listing: its zone is no longer ftp_timezone's "
+			    "(new files get mtimes %+lld h off until it is "
+			    "set to the server's)", r->c->name, r->zs.host,
+			    (long long)(a->shift / NS / 3600));
+		if (!r->o->dry_run &&
+		    commit_results(r->m, r->run, recs, n) != 0) {
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+			rc = BM_EDB;
+			goto out;
+		}
+	}
+out:
+	free(seen);
+	free(recs);
+	return rc;
+}
+
 /* The plan, with resync's options (--checksum, --adopt). */
 static int
 run_plan(struct run *r)
@@ -3227,6 +3413,8 @@ run_body(struct run *r)
 		    (rc = run_plan(r)) == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
+		if (rc == 0)
+			rc = run_shifts(r);
 	}
 	if (r->s != NULL)
 		(void)store_prefetch_stop(r->s, false, NULL);

@@ -452,6 +452,19 @@ resume_file_check(struct resume_file *rf, const char *etag, int64_t mtime,
 	return 0;
 }
 
+void
+resume_file_validators(struct resume_file *rf, const char *etag,
+    int64_t mtime)
+{
+	if (rf->valid && (rf->etag[0] != '\0' || rf->mtime >= 0))
+		return;
+	(void)snprintf(rf->etag, sizeof(rf->etag), "%s",
+	    etag != NULL ? etag : "");
+	rf->mtime = mtime;
+	rf->valid = true;
+	file_if_range(rf);
+}
+
 uint64_t
 resume_file_covered(const struct resume_file *rf)
 {

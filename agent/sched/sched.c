@@ -77,6 +77,9 @@ struct sfile_try {
 	struct xfer_job	*check;		/* owned: the end check of a try in
 					   ranges (check_start), NULL if none */
 	bool		 checking;	/* check is in flight */
+	bool		 cut;		/* one stream ended well but short of
+					   the listed size: the end check tells a
+					   cut transfer (continue) from a change */
 	struct xfer_result res;		/* the try's result (sfile_result) */
 	char		 checksum[DIGEST_TEXT_MAX]; /* "sha256:HEX" to record, "" if none */
 	char		 sidecar[SIDECAR_TEXT_MAX]; /* published digests it matched, "" if none */
@@ -803,6 +806,14 @@ sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
 		    (unsigned long long)resume_file_covered(f->rf),
 		    (long long)f->act->fs.listed.size);
 		(void)result_add_error(sc->res, f->act->path, "fetch", reason);
+	} else if (op == COMMIT_VANISHED &&
+	    sc->o->pass == SCHED_PASS_SIDECARS && sc->o->sidecar_gone_warns) {
+		/* A stale index entry (NCBI's): its files go unchecked. */
+		log_warnx("%s: %s: fetch: %s (a listed sidecar gone upstream: "
+		    "the files it covers are not checked; verify = sidecar "
+		    "makes this a failure)", MIRROR(sc), f->act->path, reason);
+		(void)result_add_error(sc->res, f->act->path, "vanished",
+		    reason);
 	} else if (op == COMMIT_VANISHED) {
 		log_warnx("%s: %s: fetch: %s (listed, but gone upstream; not "
 		    "deleted)", MIRROR(sc), f->act->path, reason);
@@ -813,7 +824,9 @@ sched_fail(struct sched *sc, struct sfile *f, enum commit_op op,
 		    reason);
 		(void)result_add_error(sc->res, f->act->path, "fetch", reason);
 	}
-	sc->res->failed++;
+	if (!(op == COMMIT_VANISHED && sc->o->pass == SCHED_PASS_SIDECARS &&
+	    sc->o->sidecar_gone_warns))
+		sc->res->failed++;
 	sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
 	    try_bytes(f->t) : sc->bytes_seen;
 	try_free(f->t);
@@ -866,6 +879,8 @@ sched_publish(struct sched *sc, struct sfile *f)
 		sched_fail(sc, f, COMMIT_FAILED, "out of memory");
 		return;
 	}
+	if (res->mtime >= 0 && sc->o->fix_mtime != NULL)
+		res->mtime = sc->o->fix_mtime(sc->o->fix_mtime_ctx, res->mtime);
 	d->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
 	d->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
 	d->bytes = res->bytes;
@@ -1103,6 +1118,16 @@ sfile_check_size(struct sfile *f)
 	(void)snprintf(res->errmsg, sizeof(res->errmsg), "got %lld bytes, "
 	    "the listing says %lld", (long long)got,
 	    (long long)a->fs.listed.size);
+	/*
+	 * A body that ended early (an FTP 226 before the end) whose bytes
+	 * are held for resume: the end check asks for SIZE and MDTM; if they
+	 * still match, the transfer was cut, not changed (check_done).
+	 */
+	if (f->t->njobs == 1 && f->t->jobs[0].len == 0 && f->rf != NULL &&
+	    f->sf != NULL && got == (int64_t)res->bytes && res->bytes > 0 &&
+	    (int64_t)res->bytes < a->fs.listed.size &&
+	    (res->size < 0 || res->size == a->fs.listed.size))
+		f->t->cut = true;
 }
 
 /*
@@ -1206,8 +1231,12 @@ check_wanted(const struct sfile *f)
 {
 	const struct sfile_try *t = f->t;
 
-	return t->res.cls == XFER_OK && t->check == NULL &&
-	    t->jobs[0].len > 0 && !t->jobs[0].res.full;
+	if (t->check != NULL)
+		return false;
+	if (t->cut)
+		return true;
+	return t->res.cls == XFER_OK && t->jobs[0].len > 0 &&
+	    !t->jobs[0].res.full;
 }
 
 /* Submit the end check of f's try.  Returns 0 or BM_ENOMEM. */
@@ -1257,6 +1286,47 @@ check_changed(struct xfer_result *res, const char *what, const char *was,
  * ends the try as a failed range would (a transient failure is retried),
  * never with the file published unchecked.
  */
+/*
+ * The end check of a body cut short (sfile_check_size): SIZE still the
+ * listed size and MDTM (or ETag) the time the body came with (or, when
+ * it came with none, the listed time to the second) make it a cut
+ * transfer: the try is retried and continues at its last byte (REST),
+ * the bytes kept.  Anything else leaves it "upstream changed".
+ */
+static void
+cut_done(struct sched *sc, struct sfile *f)
+{
+	struct sfile_try *t = f->t;
+	const struct xfer_result *c = &t->check->res, *r0 = &t->jobs[0].res;
+	const struct action *a = f->act;
+	struct xfer_result *res = &t->res;
+
+	if (c->cls != XFER_OK || c->size != a->fs.listed.size)
+		goto changed;
+	if (r0->etag[0] != '\0' && strcmp(c->etag, r0->etag) != 0)
+		goto changed;
+	if (r0->mtime >= 0 ? c->mtime != r0->mtime :
+	    a->fs.listed.prec >= MTIME_SECOND &&
+	    (c->mtime < 0 || c->mtime != a->fs.listed.mtime / NS))
+		goto changed;
+	if (r0->mtime < 0 && r0->etag[0] == '\0')
+		resume_file_validators(f->rf, c->etag, c->mtime);
+	if (!resume_file_usable(f->rf))
+		goto changed;
+	res->cls = XFER_RETRY;
+	res->rc = BM_ENET;
+	(void)snprintf(res->errmsg, sizeof(res->errmsg), "cut short at %llu "
+	    "of %lld bytes (size and mtime unchanged upstream): continuing "
+	    "from there", (unsigned long long)res->bytes,
+	    (long long)a->fs.listed.size);
+	sched_finish(sc, f);
+	return;
+changed:
+	log_debug("%s: %s: short body: upstream changed, or not checked: "
+	    "starting over", MIRROR(sc), a->path);
+	sched_finish(sc, f);
+}
+
 static void
 check_done(struct sched *sc, struct sfile *f)
 {
@@ -1268,6 +1338,10 @@ check_done(struct sched *sc, struct sfile *f)
 	char		 was[32], now[32];
 
 	t->checking = false;
+	if (t->cut) {
+		cut_done(sc, f);
+		return;
+	}
 	if (c->cls != XFER_OK) {
 		res->cls = c->cls == XFER_NOT_MODIFIED ? XFER_RETRY : c->cls;
 		res->rc = c->rc != 0 ? c->rc : BM_EPROTO;

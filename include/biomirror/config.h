@@ -62,7 +62,10 @@ struct mirror_conf {
 	bool		 delete;	/* delete files gone upstream */
 	uint64_t	 max_delete;	/* count, or percent when max_delete_pct */
 	bool		 max_delete_pct; /* max_delete is a percentage 0..100 */
-	enum verify_mode verify;	/* size, sidecar or checksum */
+	enum verify_mode verify;	/* size, sidecar (default) or checksum */
+	bool		 verify_set;	/* verify was given (key or --verify):
+					   a listed sidecar that answers 404
+					   then fails the run */
 	enum publish_mode publish;	/* only file in this build */
 	uint64_t	 bwlimit;	/* bytes per second, 0 = unlimited */
 	unsigned	 retries;	/* per request (default 5) */

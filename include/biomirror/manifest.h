@@ -137,6 +137,24 @@ int	manifest_runs(struct manifest *m, size_t max, struct run_record **ret,
 /* The newest run with status "ok" into *ret; BM_ENOENT if none. */
 int	manifest_last_success(struct manifest *m, struct run_record *ret);
 
+/* The time zone of one upstream host, as a run learnt or checked it. */
+struct zone_rec {
+	char		 host[256];	/* "scheme://host[:port]" */
+	int32_t		 offset;	/* listed times' offset, s east of UTC */
+	bool		 mdtm_local;	/* MDTM answers in that zone too */
+	int64_t		 learnt_ns;	/* when offset was last set (changed) */
+	int64_t		 checked_ns;	/* when a run last checked it */
+};
+/* The record of host into *ret.  0, BM_ENOENT (none) or BM_EDB. */
+int	manifest_zone_get(struct manifest *m, const char *host,
+	    struct zone_rec *ret);
+/* Write (replace) the record z->host.  0 or BM_EDB. */
+int	manifest_zone_put(struct manifest *m, const struct zone_rec *z);
+/* Called per zone record; a non-zero return stops the walk. */
+typedef int (*manifest_zone_fn)(void *ctx, const struct zone_rec *z);
+/* Every zone record, by host.  0, the callback's value, or BM_EDB. */
+int	manifest_zones(struct manifest *m, manifest_zone_fn fn, void *ctx);
+
 /* ---- staging and diff ---- */
 
 /*
@@ -164,6 +182,8 @@ struct diff_row {
 					   GET; local: committed (-1 if none) */
 	const char	*target;	/* staged symlink target or NULL (borrowed) */
 	bool		 recorded;	/* the manifest has a committed row */
+	struct listed_state rec_listed;	/* the listing it recorded, when
+					   recorded */
 	enum entry_type	 rec_type;	/* type committed; the listed type
 					   when not recorded */
 	const char	*etag;		/* ETag from the last GET, NULL if none (borrowed) */

@@ -56,6 +56,11 @@ struct action {
 					   park_mismatch), NULL if none */
 	bool		 parked;	/* that try is not yet judged: fetch the
 					   sidecar again, then the file */
+	struct listed_state was;	/* "changed": the listing recorded */
+	int64_t		 shift;		/* ns: "changed" in a directory whose
+					   changed files all moved by these
+					   whole hours, exact sizes the same
+					   (plan_shifts); 0 none */
 };
 
 struct plan {
@@ -71,6 +76,7 @@ struct plan {
 	int64_t		 unchanged;	/* files needing nothing */
 	uint64_t	 fetch_bytes;	/* bytes to fetch, as far as known */
 	int64_t		 manifest_files; /* committed files before this run */
+	size_t		 nshifted;	/* fetches with a shift (plan_shifts) */
 };
 
 /*
@@ -126,6 +132,17 @@ int	plan_add_refetch(struct plan *p, const struct file_row *row,
 	    const char *why);
 /* Free a plan.  NULL is a no-op. */
 void	plan_free(struct plan *p);
+/*
+ * The daylight-saving rule: in each directory whose changed files
+ * (ACT_FETCH "changed") all moved their listed mtime by the same whole
+ * number of hours (at most 14), with exact sizes that did not change and
+ * the same precision (minute or finer), set each one's shift to it.  The
+ * run then checks one of them upstream (plan_keep() if unchanged).
+ * plan_build() calls it.  *ret_marked: the files marked.  0 or BM_ENOMEM.
+ */
+int	plan_shifts(struct plan *p, size_t *ret_marked);
+/* Make a planned action nothing (ACT_KEEP, why static), fixing counts. */
+void	plan_keep(struct plan *p, struct action *a, const char *why);
 
 /*
  * The safety guards, before anything is changed: an empty listing, more

@@ -71,6 +71,13 @@ int	resume_file_add(struct resume_file *rf, uint64_t off, uint64_t len);
  */
 int	resume_file_check(struct resume_file *rf, const char *etag,
 	    int64_t mtime, int64_t total, char *errbuf, size_t errlen);
+/*
+ * The bytes held came with no validator (no ETag, no MDTM time): take
+ * etag ("" none) and mtime (s, -1 none) from a later check of the same
+ * version as theirs.  No-op when validators are already known.
+ */
+void	resume_file_validators(struct resume_file *rf, const char *etag,
+	    int64_t mtime);
 /* Bytes held (the ranges' total length). */
 uint64_t resume_file_covered(const struct resume_file *rf);
 /*

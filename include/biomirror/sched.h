@@ -52,6 +52,9 @@ struct sched_opts {
 	enum sched_pass	 pass;		/* which actions (verify = sidecar: two passes) */
 	struct sidecar_set *sums;	/* borrowed: published digests to check, NULL for none */
 	bool		 record_digest;	/* record each fetched file's SHA-256 (verify = checksum) */
+	bool		 sidecar_gone_warns; /* pass SIDECARS: a sidecar gone
+					   upstream (404) is a warning, not a
+					   failed file (verify by default) */
 	bool		 park_mismatch;	/* a body that fails its published
 					   digests (with a retry left) is not
 					   retried: its action gets the body's
@@ -70,6 +73,11 @@ struct sched_opts {
 					   cover it failed): it is recorded
 					   with MANIFEST_SIDECAR_UNCHECKED */
 	void		*unchecked_ctx;	/* borrowed: unchecked's ctx */
+	int64_t		(*fix_mtime)(void *ctx, int64_t s);
+					/* NULL, or an upstream time (s, as a
+					   response said it) to UTC: an FTP
+					   server whose MDTM is local time */
+	void		*fix_mtime_ctx;	/* borrowed: fix_mtime's ctx */
 	const struct resume_set *resume; /* borrowed: ranges kept by earlier
 					   runs (resume_prepare), NULL if none */
 	struct tune	*tune;		/* borrowed: concurrency/streams = auto

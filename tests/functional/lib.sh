@@ -383,9 +383,10 @@ start_vsftpd() {
 	local root=$1 port dir pid lo hi
 	command -v vsftpd >/dev/null || fail "vsftpd is not installed (make deps)"
 	check_readable "$root"
-	port=$(free_port)
+	# BM_VSFTPD_PORT: the port of a server restarted (the same host).
+	port=${BM_VSFTPD_PORT:-$(free_port)}
 	port_range 100
-	dir=$T/vsftpd/$port
+	dir=$T/vsftpd/$port${BM_VSFTPD_PORT:+.$RANDOM}
 	mkdir -p "$dir/empty" || fail "mkdir $dir"
 	cat > "$dir/vsftpd.conf" <<CONF
 listen=YES
@@ -418,7 +419,9 @@ use_localtime=NO
 hide_ids=YES
 ${BM_VSFTPD_EXTRA:-}
 CONF
-	vsftpd "$dir/vsftpd.conf" > "$dir/server.log" 2>&1 &
+	# BM_VSFTPD_TZ: the server's TZ (its LIST, and MDTM with
+	# use_localtime=YES in BM_VSFTPD_EXTRA, in that zone).
+	env ${BM_VSFTPD_TZ:+TZ="$BM_VSFTPD_TZ"} vsftpd "$dir/vsftpd.conf" > "$dir/server.log" 2>&1 &
 	pid=$!
 	BM_SERVERS="$BM_SERVERS vsftpd:$pid:$dir"
 	wait_ftp "$port" || { cat "$dir/server.log" >&2; fail "vsftpd did not start"; }
@@ -472,9 +475,10 @@ start_gridftp() {
 start_ftpfault() {
 	local root=$1 mode=$2 port dir pid lo hi
 	shift 2
-	port=$(free_port)
+	# BM_FTPFAULT_PORT: the port of a server restarted (the same host).
+	port=${BM_FTPFAULT_PORT:-$(free_port)}
 	port_range 20
-	dir=$T/ftpfault/$port
+	dir=$T/ftpfault/$port${BM_FTPFAULT_PORT:+.$RANDOM}
 	mkdir -p "$dir" || fail "mkdir $dir"
 	FTPFAULT_STATS=$dir/stats.json
 	/usr/bin/python3 "$BM_TOOLS/ftpfaultserver.py" --root "$root" \
@@ -484,7 +488,8 @@ start_ftpfault() {
 	BM_SERVERS="$BM_SERVERS ftpfault:$pid:$dir"
 	wait_ftp "$port" || { cat "$dir/server.log" >&2; fail "ftpfaultserver did not start"; }
 	FTPFAULT_URL=ftp://127.0.0.1:$port/
-	export FTPFAULT_URL FTPFAULT_STATS
+	FTPFAULT_PORT=$port
+	export FTPFAULT_URL FTPFAULT_STATS FTPFAULT_PORT
 	echo "# ftpfaultserver ($mode) pid $pid on $FTPFAULT_URL serving $root"
 }
 

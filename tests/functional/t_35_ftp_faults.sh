@@ -2,7 +2,8 @@
 # FTP faults from our own server (tests/tools/ftpfaultserver.py, Debian's
 # pyftpdlib, MLSD): a data connection dropped mid-way (426), or cut short
 # under a "226 complete" reply, gives a retried, identical file, never a
-# truncated one; a server that refuses REST still yields an identical big
+# truncated one (a cut one whose SIZE and MDTM still match continues with
+# REST at the cut); a server that refuses REST still yields an identical big
 # file (one stream); 421 "too many connections" at login is retried;
 # without max_connections at most 4 control connections are open at once;
 # a file longer than listed (grew after the listing) is never published
@@ -34,6 +35,16 @@ for mode in drop short; do
 	assert_eq "$(ftpfault_stat 's["retrs"]["big.bin"]')" 2 "RETRs of big.bin"
 	grep -q 'sub/three.bin.*retry 1 of 5' "$T/last.err" ||
 	    fail "$mode: the retry of three.bin was not logged"
+	if [ "$mode" = short ]; then
+		# A 226 before the end with SIZE and MDTM unchanged is a cut
+		# transfer: the retry continues at the cut (REST), never at 0.
+		assert_eq "$(ftpfault_stat 's["retr_at"]["big.bin"]')" \
+		    "[0, 20971520]" "short: RETR offsets of big.bin"
+		assert_eq "$(ftpfault_stat 's["retr_at"]["sub/three.bin"]')" \
+		    "[0, 1572864]" "short: RETR offsets of three.bin"
+		grep -q 'big.bin: fetch: cut short at 20971520 of 41943040 bytes' \
+		    "$T/last.err" || fail "short: no cut message: $(grep big.bin "$T/last.err")"
+	fi
 	stop_servers
 done
 

@@ -34,8 +34,14 @@ MDTM, REST) with one fault chosen by --mode:
               a 150 or any data (a confused server: libcurl's "RETR
               response: 226")
 
+--list-tz TZ (any mode): the server runs in the POSIX or IANA zone TZ and
+lists local time in LIST (no MLSD, MLST), as servers that list local time
+do, while MDTM stays UTC (RFC 3659); restarted with another TZ it is a
+server whose offset moved (a daylight-saving change).
+
 Statistics (JSON, rewritten after every change, --stats): retrs, mdtms
-and sizes (MDTM and SIZE commands) per path, rests (REST commands
+and sizes (MDTM and SIZE commands) per path, retr_at (per path, the REST
+offset of each RETR, 0 without REST), rests (REST commands
 accepted), max_concurrent and total control connections, busy (421s
 sent, refused530 (530s sent), logins (PASS
 taken), max_logged_in (most sessions logged in at once).
@@ -45,6 +51,7 @@ import json
 import logging
 import os
 import threading
+import time
 
 from pyftpdlib.authorizers import DummyAuthorizer
 from pyftpdlib.filesystems import AbstractedFS
@@ -52,7 +59,7 @@ from pyftpdlib.handlers import DTPHandler, FTPHandler
 from pyftpdlib.servers import FTPServer
 
 LOCK = threading.Lock()
-STATE = {"retrs": {}, "mdtms": {}, "sizes": {}, "rests": 0, "open": 0,
+STATE = {"retrs": {}, "retr_at": {}, "mdtms": {}, "sizes": {}, "rests": 0, "open": 0,
          "max_concurrent": 0, "total": 0, "busy": 0, "refused530": 0,
          "logins": 0, "logged_in": 0, "max_logged_in": 0}
 ARGS = None
@@ -237,7 +244,12 @@ class FaultFTP(FTPHandler):
         if ARGS.mode == "no150":
             self.respond("500 'MDTM': command not understood.")
             return
-        return FTPHandler.ftp_MDTM(self, self.rewritten(path, "mdtms"))
+        # --list-tz: LIST in local time, MDTM in UTC all the same.
+        self.use_gmt_times = True
+        try:
+            return FTPHandler.ftp_MDTM(self, self.rewritten(path, "mdtms"))
+        finally:
+            self.use_gmt_times = not ARGS.list_tz
 
     def ftp_SIZE(self, path):
         return FTPHandler.ftp_SIZE(self, self.rewritten(path, "sizes"))
@@ -247,6 +259,8 @@ class FaultFTP(FTPHandler):
         with LOCK:
             n = STATE["retrs"].get(rel, 0)
             STATE["retrs"][rel] = n + 1
+            STATE["retr_at"].setdefault(rel, []).append(
+                self._restart_position or 0)
             save()
         self.fault_limit = None
         self.mix_with = None
@@ -279,6 +293,7 @@ def main():
     p.add_argument("--rewrite-at", type=int, default=4096)
     p.add_argument("--stats", required=True)
     p.add_argument("--pasv", default="")
+    p.add_argument("--list-tz", default="")
     ARGS = p.parse_args()
     ARGS.root = os.path.realpath(ARGS.root)
     if ARGS.rewrite_with:
@@ -287,6 +302,12 @@ def main():
     auth.add_anonymous(ARGS.root)
     FaultFTP.authorizer = auth
     FaultFTP.permit_foreign_addresses = False
+    if ARGS.list_tz:
+        os.environ["TZ"] = ARGS.list_tz
+        time.tzset()
+        FaultFTP.use_gmt_times = False
+        FaultFTP.proto_cmds = {k: v for k, v in FTPHandler.proto_cmds.items()
+                               if k not in ("MLSD", "MLST")}
     if ARGS.pasv:
         lo, hi = ARGS.pasv.split("-")
         FaultFTP.passive_ports = range(int(lo), int(hi) + 1)

@@ -142,7 +142,8 @@ test_defaults(struct ctx *t)
 	is_int(m->delete, 0, "delete no");
 	is_int(m->max_delete, 10, "max_delete 10");
 	is_int(m->max_delete_pct, 1, "max_delete is 10%%");
-	is_int(m->verify, VERIFY_SIZE, "verify size");
+	is_int(m->verify, VERIFY_SIDECAR, "verify sidecar by default");
+	ok(!m->verify_set, "verify not given");
 	is_int(m->publish, PUBLISH_FILE, "publish file");
 	is_int(m->bwlimit, 0, "bwlimit 0");
 	is_int(m->retries, 5, "retries 5");
@@ -450,6 +451,7 @@ test_unsupported(struct ctx *t)
 		is_int(mirror_conf_set(m, "verify", "sidecar", err,
 		    sizeof(err)), 0, "verify = sidecar accepted");
 		is_int(m ? (int)m->verify : -1, VERIFY_SIDECAR, "verify sidecar");
+		ok(m != NULL && m->verify_set, "verify = sidecar is explicit");
 		is_int(mirror_conf_set(m, "verify", "Checksum", err,
 		    sizeof(err)), 0, "verify = checksum accepted");
 		is_int(m ? (int)m->verify : -1, VERIFY_CHECKSUM, "verify checksum");
@@ -1024,9 +1026,10 @@ test_values(struct ctx *t)
 		is_int(m->listing_tz.offset, 3600, "+0100 = 3600 s");
 	}
 	config_free(c);
-	/* XXX: auto (learn the offset from Last-Modified) is not built yet. */
-	bad_value(t, "listing_timezone", "auto",
-	    "listing_timezone = auto: auto is not supported by this build yet");
+	/* auto: the run learns the offset (agent/run/zone.c). */
+	if ((m = good_value(t, "listing_timezone", "auto", &c)) != NULL)
+		is_int(m->listing_tz.kind, TZ_AUTO, "listing_timezone auto");
+	config_free(c);
 	if ((m = good_value(t, "file_mode", "0640", &c)) != NULL)
 		is_int(m->file_mode, 0640, "file_mode 0640");
 	config_free(c);

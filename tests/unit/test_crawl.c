@@ -143,7 +143,9 @@ fake_more(void *arg, struct crawl *c, bool *ret_again)
 	return crawl_push(c, 0, "l", "a", NULL, true);
 }
 
-static const struct crawl_ops fake_ops = { fake_read, fake_more };
+static const struct crawl_ops fake_ops = {
+	.read = fake_read, .more = fake_more
+};
 
 /*
  * The tree: the root lists a/, b/ (unique= U) and x.txt; a/ lists

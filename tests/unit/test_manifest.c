@@ -1488,7 +1488,8 @@ test_nets(const char *dir)
 	m = NULL;
 	/* A schema 4 manifest with a run and an event: open migrates it. */
 	db = raw_open(p);
-	raw_exec(db, "DROP TABLE runs_net; ALTER TABLE events DROP COLUMN net;"
+	raw_exec(db, "DROP TABLE zones; DROP TABLE runs_net;"
+	    " ALTER TABLE events DROP COLUMN net;"
 	    " INSERT INTO runs (command, start_ns, end_ns, status, fetched)"
 	    " VALUES ('sync', 1, 2, 'ok', 1);"
 	    " INSERT INTO events (run, seq, time_ns, path, op)"
@@ -1645,7 +1646,7 @@ test_partials(const char *dir)
 	m = NULL;
 	/* Make it look like a schema 1 manifest: open migrates it. */
 	db = raw_open(p);
-	raw_exec(db, "DROP TABLE partials; DROP TABLE intents; "
+	raw_exec(db, "DROP TABLE zones; DROP TABLE partials; DROP TABLE intents; "
 	    "DROP TABLE mismatches; ALTER TABLE files DROP COLUMN sidecar; "
 	    "DROP TABLE runs_net; ALTER TABLE events DROP COLUMN net; "
 	    "PRAGMA user_version = 1;");
@@ -1722,6 +1723,54 @@ test_partials(const char *dir)
 	manifest_close(m);
 }
 
+/* manifest_zones: count the rows, keep the last. */
+static int
+zone_cb(void *ctx, const struct zone_rec *z)
+{
+	struct zone_rec	*last = ctx;
+
+	*last = *z;
+	last->checked_ns++;	/* counts calls beyond the row's own value */
+	return 0;
+}
+
+/* The zones table (schema 6): one row per host, replaced, walked. */
+static void
+test_zones(const char *dir)
+{
+	struct manifest	*m = NULL;
+	struct zone_rec	 z, got, last;
+	char		 p[512], err[512];
+
+	join(p, sizeof(p), dir, "zones.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open zones.db");
+	if (m == NULL)
+		return;
+	is_int(manifest_zone_get(m, "ftp://h", &got), BM_ENOENT,
+	    "zone: none yet");
+	memset(&z, 0, sizeof(z));
+	(void)snprintf(z.host, sizeof(z.host), "ftp://h");
+	z.offset = 3 * 3600;
+	z.learnt_ns = 10;
+	z.checked_ns = 20;
+	is_int(manifest_zone_put(m, &z), 0, "zone: put");
+	z.offset = 4 * 3600;
+	z.mdtm_local = true;
+	z.checked_ns = 30;
+	is_int(manifest_zone_put(m, &z), 0, "zone: replaced");
+	memset(&got, 0, sizeof(got));
+	is_int(manifest_zone_get(m, "ftp://h", &got), 0, "zone: get");
+	is_int(got.offset, 4 * 3600, "zone: offset");
+	ok(got.mdtm_local, "zone: mdtm_local");
+	is_int(got.learnt_ns, 10, "zone: learnt_ns");
+	is_int(got.checked_ns, 30, "zone: checked_ns");
+	memset(&last, 0, sizeof(last));
+	is_int(manifest_zones(m, zone_cb, &last), 0, "zones: walk");
+	is_str(last.host, "ftp://h", "zones: the one row");
+	is_int(last.checked_ns, 31, "zones: one call");
+	manifest_close(m);
+}
+
 int
 main(void)
 {
@@ -1749,6 +1798,7 @@ main(void)
 	test_intents(dir);
 	test_sidecar_mismatch(dir);
 	test_nets(dir);
+	test_zones(dir);
 	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
 	    sizeof(cmd))
 		if (system(cmd) != 0)

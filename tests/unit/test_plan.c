@@ -1114,6 +1114,83 @@ cleanup(void)
 	(void)nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/*
+ * The daylight-saving rule (plan_shifts): a directory whose changed files
+ * all moved by the same whole hours, exact sizes unchanged, marks them
+ * with the shift; any other change in that directory, a shift that is
+ * not whole hours or differs between files, marks none.
+ */
+static void
+test_shift(void)
+{
+	static const struct spec v0[] = {
+		{ "d", 'd', -1, NULL, T0 },
+		{ "d/a", 'f', 10, NULL, T0 },
+		{ "d/b", 'f', 20, NULL, T0 + 100 },
+		{ "e", 'd', -1, NULL, T0 },
+		{ "e/c", 'f', 30, NULL, T0 },
+		{ "f", 'd', -1, NULL, T0 },
+		{ "f/m", 'f', 1, NULL, T0 },
+		{ "f/n", 'f', 2, NULL, T0 },
+		{ "g", 'd', -1, NULL, T0 },
+		{ "g/p", 'f', 40, NULL, T0 },
+		{ "g/q", 'f', 41, NULL, T0 },
+		{ "h", 'd', -1, NULL, T0 },
+		{ "h/r", 'f', 50, NULL, T0 },
+		{ "top.txt", 'f', 5, NULL, T0 },
+	}, v1[] = {
+		{ "d", 'd', -1, NULL, T0 },
+		{ "d/a", 'f', 10, NULL, T0 + 3600 },
+		{ "d/b", 'f', 20, NULL, T0 + 100 + 3600 },
+		{ "e", 'd', -1, NULL, T0 },
+		{ "e/c", 'f', 30, NULL, T0 + 3600 },
+		{ "e/x", 'f', 7, NULL, T0 },
+		{ "f", 'd', -1, NULL, T0 },
+		{ "f/m", 'f', 1, NULL, T0 + 3600 },
+		{ "f/n", 'f', 2, NULL, T0 + 7200 },
+		{ "g", 'd', -1, NULL, T0 },
+		{ "g/p", 'f', 44, NULL, T0 + 3600 },
+		{ "g/q", 'f', 41, NULL, T0 + 3600 },
+		{ "h", 'd', -1, NULL, T0 },
+		{ "h/r", 'f', 50, NULL, T0 - 7200 },
+		{ "top.txt", 'f', 5, NULL, T0 + 1800 },
+	};
+	static const struct {
+		const char	*path;
+		int64_t		 shift;		/* s */
+	} want[] = {
+		{ "d/a", 3600 }, { "d/b", 3600 }, { "e/c", 3600 },
+		{ "e/x", 0 }, { "f/m", 0 }, { "f/n", 0 }, { "g/p", 0 },
+		{ "g/q", 0 }, { "h/r", -7200 }, { "top.txt", 0 },
+	};
+	struct fx	 fx;
+	struct plan	*p;
+	const struct action *a;
+	size_t		 i;
+
+	fx_open(&fx);
+	sync_to(&fx, v0, sizeof(v0) / sizeof(v0[0]), false);
+	p = mkplan(&fx, v1, sizeof(v1) / sizeof(v1[0]), false, false);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		a = find_act(p, want[i].path);
+		ok(a != NULL && a->op == ACT_FETCH, "shift: %s fetched",
+		    want[i].path);
+		is_int(a != NULL ? a->shift : -1, want[i].shift * NS,
+		    "shift: %s moved %lld s", want[i].path,
+		    (long long)want[i].shift);
+	}
+	is_int(p->nshifted, 4, "shift: 4 files marked");
+	a = find_act(p, "d/a");
+	if (a != NULL) {
+		is_int(a->was.mtime, T0 * NS, "shift: d/a was at T0");
+		plan_keep(p, (struct action *)(uintptr_t)a, "kept");
+		is_int(a->op, ACT_KEEP, "shift: plan_keep keeps d/a");
+	}
+	is_int(p->nfetch, 9, "shift: one fetch fewer after plan_keep");
+	plan_free(p);
+	fx_close(&fx);
+}
+
 /* One listed file with a time of precision prec (MTIME_UNKNOWN: none). */
 struct pspec {
 	const char	*path;
@@ -1243,5 +1320,6 @@ main(void)
 	test_order();
 	test_guard();
 	test_space_dir();
+	test_shift();
 	return done_testing();
 }
