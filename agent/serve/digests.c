@@ -158,7 +158,8 @@ out:
 /*
  * A reference to export e's digest table as its manifest is now (loaded
  * again when the file changed), or NULL: not a served mirror, or none
- * to be had (logged).  Release it with sv_digests_put().
+ * to be had (logged once per state of the file).  Release it with
+ * sv_digests_put().
  */
 struct sv_digests *
 sv_digests_get(struct sv_server *srv, const struct sv_export *ce)
@@ -166,6 +167,7 @@ sv_digests_get(struct sv_server *srv, const struct sv_export *ce)
 	struct sv_export *e = &srv->exports[ce - srv->exports];
 	struct sv_digests *t = NULL, *old = NULL;
 	int64_t		 st4[4];
+	bool		 failed;
 
 	if (e->manifest == NULL)
 		return NULL;
@@ -175,9 +177,16 @@ sv_digests_get(struct sv_server *srv, const struct sv_export *ce)
 		t = e->dg;
 		t->refs++;
 	}
+	failed = memcmp(e->dg_failed, st4, sizeof(st4)) == 0;
 	(void)pthread_mutex_unlock(&srv->lock);
-	if (t != NULL || sv_dg_load(e->manifest, st4, &t) != 0)
+	if (t != NULL || failed)
 		return t;
+	if (sv_dg_load(e->manifest, st4, &t) != 0) {
+		(void)pthread_mutex_lock(&srv->lock);
+		memcpy(e->dg_failed, st4, sizeof(st4));
+		(void)pthread_mutex_unlock(&srv->lock);
+		return NULL;
+	}
 	(void)pthread_mutex_lock(&srv->lock);
 	old = e->dg;
 	e->dg = t;

@@ -84,6 +84,7 @@ sv_exports(struct sv_server *srv)
 			if (srv->state_dir != NULL && (rc = sv_manifest_path(
 			    srv->state_dir, m->name, &e->manifest)) != 0)
 				return rc;
+			e->dg_failed[0] = -1;	/* no load failed yet */
 		} else
 			e->root = e->conf->path;
 		if (!e->set && (stat(e->root, &st) == -1 ||

@@ -43,6 +43,9 @@ struct sv_export {
 					   path (its digests), NULL none */
 	struct sv_digests *dg;		/* the table loaded last (one
 					   reference; under srv->lock), NULL */
+	int64_t		 dg_failed[4];	/* the manifest's stamp when a load
+					   last failed (not tried again,
+					   nor logged, until it changes) */
 };
 
 struct sv_digests;

@@ -9,7 +9,8 @@
 #   (strace), never a range (hashed as read);
 # - a file changed behind the manifest's back (same size, mtime put
 #   back) is listed without a digest and served with its true one: a new
-#   downstream gets the new bytes, exit 0, never the stale digest.
+#   downstream gets the new bytes, exit 0, never the stale digest;
+# - a served mirror without a manifest yet is logged once, not per session.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -83,6 +84,12 @@ want_digests() {
 	    print $5 "\t" $7 }' | LC_ALL=C sort > "$T/got.dg" ||
 	    fail "list $1"
 }
+
+echo "# t1 not synced yet: no manifest, said once, not per session"
+$CL list $H "$PORT" t1 "" > /dev/null || fail "list t1 before its sync"
+$CL list $H "$PORT" t1 "" > /dev/null || fail "list t1 before its sync"
+assert_eq "$(grep -c 't1.db: no recorded digests' "$T/serve.log")" 1 \
+    "a missing manifest logged once"
 
 echo "# tier 1: t1 from a plain export (no digests listed there)"
 want_digests pub "$T/up"
