@@ -2163,6 +2163,8 @@ cmd_serve(struct cli *c, int argc, char **argv)
 		    bad == 1 ? "" : "s");
 		return 2;
 	}
+	if (resolve_state_dir(c) == 0)
+		o.state_dir = c->state_dir;
 	return serve_run(c->conf, &o, c->stop);
 }
 

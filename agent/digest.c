@@ -516,6 +516,24 @@ sidecar_set_add(struct sidecar_set *s, const char *path, const char *text,
 	return 0;
 }
 
+int
+sidecar_set_put(struct sidecar_set *s, const char *path,
+    const struct digest_value *v, const char *from)
+{
+	const char	*name = NULL;
+	char		*p;
+	size_t		 i;
+
+	for (i = 0; i < s->nnames && name == NULL; i++)
+		if (strcmp(s->names[i], from) == 0)
+			name = s->names[i];
+	if (name == NULL && (name = set_name(s, from)) == NULL)
+		return BM_ENOMEM;
+	if ((p = strdup(path)) == NULL)
+		return BM_ENOMEM;
+	return set_push(s, p, v, name);
+}
+
 static int
 ent_cmp(const void *a, const void *b)
 {

@@ -56,6 +56,7 @@ entry_clear(struct entry *e)
 	free(e->size_display);
 	free(e->target);
 	free(e->unique);
+	free(e->checksum);
 	memset(e, 0, sizeof(*e));
 }
 

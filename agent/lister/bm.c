@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "biomirror/bmproto.h"
+#include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/lister.h"
 #include "biomirror/listing.h"
@@ -44,6 +45,22 @@ bm_ancestors_taken(const struct filter *f, char *path, size_t len,
 	return ok;
 }
 
+/* The digest an ENTRY states as "sha256:HEX" into *ret (malloc'd). */
+static int
+bm_checksum(const struct bmp_entry *e, char **ret)
+{
+	struct digest_value v;
+	char		 text[DIGEST_TEXT_MAX];
+
+	v.alg = DIGEST_SHA256;
+	memcpy(v.md, e->digest, BMP_DIGEST_LEN);
+	if (digest_to_text(&v, text, sizeof(text)) != 0)
+		return BM_ELIMIT;
+	if ((*ret = strdup(text)) == NULL)
+		return BM_ENOMEM;
+	return 0;
+}
+
 /*
  * One ENTRY (e, its path already checked) into out.  Returns 0,
  * BM_ENOMEM or BM_ELIMIT (listing full).
@@ -71,6 +88,9 @@ bm_take(const struct bmp_entry *e, struct listing *out)
 		dst->size = (int64_t)e->size;
 		dst->size_exact = true;
 		dst->size_min = dst->size_max = dst->size;
+		if (e->digest_kind == BMP_D_SHA256 && (rc = bm_checksum(e,
+		    &dst->checksum)) != 0)
+			goto out;	/* dst is the listing's: freed with it */
 	}
 	/* Floor division: a time before 1970 keeps 0 <= nsec < 1 s. */
 	dst->mtime_wall = e->mtime_ns / NS - (e->mtime_ns % NS < 0);

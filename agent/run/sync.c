@@ -57,6 +57,12 @@ struct dir_mtime {
 	int64_t		 mtime;		/* ns */
 };
 
+/* A digest the listing states (a bm:// server's recorded SHA-256). */
+struct run_lsum {
+	char		*path;		/* owned */
+	struct digest_value v;
+};
+
 struct run {
 	const struct sync_opts *o;	/* borrowed */
 	const struct mirror_conf *c;	/* borrowed */
@@ -82,6 +88,9 @@ struct run {
 					   unchecked (run_unchecked) */
 	size_t		 nunloaded;
 	struct sidecar_set *sums;	/* owned: local sidecars' digests (--checksum), or NULL */
+	struct run_lsum	*lsums;		/* owned: digests the listing states
+					   (run_keep_lsums), NULL none */
+	size_t		 nlsums;
 	char		**noted;	/* owned: "sidecar\npath" keys already
 					   warned about this run (run_note_once) */
 	size_t		 nnoted;
@@ -916,6 +925,32 @@ run_keep_sidecars(struct run *r)
 	return 0;
 }
 
+/* Keep the digests the listing states (verify = sidecar | checksum). */
+static int
+run_keep_lsums(struct run *r)
+{
+	const struct entry *e;
+	size_t		 i, n = 0;
+
+	for (i = 0; i < listing_count(r->l); i++)
+		if (listing_get(r->l, i)->checksum != NULL)
+			n++;
+	if (n == 0)
+		return 0;
+	if ((r->lsums = calloc(n, sizeof(*r->lsums))) == NULL)
+		return BM_ENOMEM;
+	for (i = 0; i < listing_count(r->l); i++) {
+		e = listing_get(r->l, i);
+		if (e->type != ENTRY_FILE || e->checksum == NULL ||
+		    digest_from_text(e->checksum, &r->lsums[r->nlsums].v) != 0)
+			continue;
+		if ((r->lsums[r->nlsums].path = strdup(e->path)) == NULL)
+			return BM_ENOMEM;
+		r->nlsums++;
+	}
+	return 0;
+}
+
 /*
  * Keep what the rest of the run needs from the listing (directories with
  * a known mtime) and free the rest: on a 100,000-entry listing that is
@@ -935,7 +970,7 @@ run_drop_listing(struct run *r)
 	if (n > 0 && (r->dirs = calloc(n, sizeof(*r->dirs))) == NULL)
 		return BM_ENOMEM;
 	if ((r->c->verify != VERIFY_SIZE || r->o->checksum) &&
-	    run_keep_sidecars(r) != 0)
+	    (run_keep_sidecars(r) != 0 || run_keep_lsums(r) != 0))
 		return BM_ENOMEM;
 	for (i = 0; i < listing_count(r->l); i++) {
 		e = listing_get(r->l, i);
@@ -1627,6 +1662,24 @@ run_notes_free(struct run *r)
 }
 
 /*
+ * The digests the listing itself states (a bm:// server's recorded
+ * SHA-256) into set, after the sidecars: a sidecar file wins.  0,
+ * BM_ELIMIT or BM_ENOMEM.
+ */
+static int
+run_listed_sums(struct run *r, struct sidecar_set *set)
+{
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < r->nlsums; i++)
+		if ((rc = sidecar_set_put(set, r->lsums[i].path, &r->lsums[i].v,
+		    "the upstream's listing")) != 0)
+			return rc;
+	return 0;
+}
+
+/*
  * The published digests: every listed sidecar file as it is on disk now
  * (after the sidecar pass fetched the changed ones), per-file sidecars
  * ("X.md5") before lists ("MD5SUMS"), so that the more specific one wins.
@@ -1690,6 +1743,8 @@ run_load_sums(struct run *r, bool quiet, struct sidecar_set **ret)
 				log_info("%s: sidecar: %zu lines ignored "
 				    "(malformed, or unsafe names)", p, bad);
 		}
+	if (rc != BM_ENOMEM)
+		rc = run_listed_sums(r, set);
 	if (rc != BM_ENOMEM && !quiet)
 		rc = sidecar_set_conflicts(set, run_note_conflict, r);
 	if (rc == BM_ENOMEM) {
@@ -3677,6 +3732,9 @@ done:
 	for (i = 0; i < r.nsidecars; i++)
 		free(r.sidecars[i]);
 	free(r.sidecars);
+	for (i = 0; i < r.nlsums; i++)
+		free(r.lsums[i].path);
+	free(r.lsums);
 	free(r.unloaded);
 	sidecar_set_free(r.sums);
 	run_digests_free(&r);
@@ -3898,6 +3956,9 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 	for (i = 0; i < r.nsidecars; i++)
 		free(r.sidecars[i]);
 	free(r.sidecars);
+	for (i = 0; i < r.nlsums; i++)
+		free(r.lsums[i].path);
+	free(r.lsums);
 	free(r.unloaded);
 	sidecar_set_free(r.sums);
 	run_digests_free(&r);

@@ -145,17 +145,23 @@ sv_test_hook(const char *want, atomic_bool *done, const char *path)
 	    atomic_compare_exchange_strong(done, &no, true);
 }
 
-/* Header, bytes [off, off+len) of fd, digest. */
+/*
+ * Header, bytes [off, off+len) of fd, digest.  known: the digest the
+ * manifest recorded for the whole file (NULL: hash as read).  An item
+ * that fits in buf goes in one write; a larger one with a known digest
+ * by sendfile(2).
+ */
 static int
 sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
-    const struct bmp_file *f, const char *path, uint8_t *buf)
+    const struct bmp_file *f, const char *path, const uint8_t *known,
+    uint8_t *buf)
 {
 	struct sv_server *srv = s->srv;
 	struct bmp_digest d;
-	struct bmp_hash	*h;
+	struct bmp_hash	*h = NULL;
 	uint64_t	 left = f->len, off = f->off;
 	ssize_t		 n;
-	size_t		 hl;
+	size_t		 hl, at, dl;
 	int		 rc;
 	uint64_t	 mid;
 	bool		 flip, halt;
@@ -165,12 +171,45 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	mid = f->size / 2;
 	halt = f->off < mid && mid <= f->off + f->len &&
 	    sv_test_hook(srv->test_stop, &srv->test_stopped, path);
-
-	if ((h = bmp_hash_new(s->keyed ? s->key : NULL, f)) == NULL)
+	d.id = f->id;
+	d.index = f->index;
+	if (known != NULL) {
+		d.kind = BMP_D_SHA256;
+		memcpy(d.digest, known, sizeof(d.digest));
+	} else if ((h = bmp_hash_new(s->keyed ? s->key : NULL, f)) == NULL)
 		return BM_ENOMEM;
-	if ((rc = bmp_enc_file(f, buf, SV_BUF, &hl)) != 0 ||
-	    (rc = sv_write(c, buf, hl)) != 0)
+	if ((rc = bmp_enc_file(f, buf, SV_BUF, &hl)) != 0)
 		goto out;
+	if (!halt && f->len <= SV_BUF - hl - SV_DIGEST_FRAME) {
+		/* Small: header, bytes and digest gathered, one write. */
+		for (at = hl; left > 0; at += (size_t)n, left -= (uint64_t)n,
+		    off += (uint64_t)n)
+			if ((n = pread(fd, buf + at, (size_t)left,
+			    (off_t)off)) <= 0) {
+				rc = n == 0 ? BM_ECHANGED : BM_EIO;
+				goto out;
+			}
+		if (h != NULL && ((rc = bmp_hash_update(h, buf + hl,
+		    (size_t)f->len)) != 0 || (rc = bmp_hash_final(h, d.digest,
+		    &d.kind)) != 0))
+			goto out;
+		if (flip) {
+			buf[hl + (size_t)f->len / 2] ^= 0x01;
+			log_warnx("serve: test hook: one byte of %s flipped",
+			    path);
+		}
+		if ((rc = bmp_enc_digest(&d, buf + at, SV_BUF - at, &dl)) == 0)
+			rc = sv_write(c, buf, at + dl);
+		goto out;
+	}
+	if ((rc = sv_write_more(c, buf, hl, true)) != 0)
+		goto out;
+	if (known != NULL && !flip && !halt) {
+		rc = sv_sendfile(c, fd, off, left);
+		left = 0;
+		if (rc != 0)
+			goto out;
+	}
 	while (left > 0) {
 		n = pread(fd, buf, left < SV_BUF ? (size_t)left : SV_BUF,
 		    (off_t)off);
@@ -180,7 +219,8 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 		}
 		if (halt && off + (uint64_t)n >= mid)
 			n = (ssize_t)(mid - off);	/* up to the middle */
-		if ((rc = bmp_hash_update(h, buf, (size_t)n)) != 0)
+		if (h != NULL && (rc = bmp_hash_update(h, buf,
+		    (size_t)n)) != 0)
 			goto out;
 		if (flip) {
 			buf[(size_t)n / 2] ^= 0x01;
@@ -188,7 +228,8 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 			log_warnx("serve: test hook: one byte of %s flipped",
 			    path);
 		}
-		if ((rc = sv_write(c, buf, (size_t)n)) != 0)
+		if ((rc = sv_write_more(c, buf, (size_t)n, left >
+		    (uint64_t)n)) != 0)
 			goto out;
 		if (halt && off + (uint64_t)n >= mid) {
 			halt = false;
@@ -198,12 +239,10 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 		off += (uint64_t)n;
 		left -= (uint64_t)n;
 	}
-	d.id = f->id;
-	d.index = f->index;
-	if ((rc = bmp_hash_final(h, d.digest, &d.kind)) != 0 ||
-	    (rc = bmp_enc_digest(&d, buf, SV_BUF, &hl)) != 0)
+	if (h != NULL && (rc = bmp_hash_final(h, d.digest, &d.kind)) != 0)
 		goto out;
-	rc = sv_write(c, buf, hl);
+	if ((rc = bmp_enc_digest(&d, buf, SV_BUF, &hl)) == 0)
+		rc = sv_write(c, buf, hl);
 out:
 	bmp_hash_free(h);
 	return rc;
@@ -220,6 +259,8 @@ sv_serve_item(struct sv_conn *c, struct sv_session *s, struct sv_item *q,
 	struct bmp_file	 f;
 	struct stat	 st;
 	struct timespec	 t0;
+	uint8_t		 known[BMP_DIGEST_LEN];
+	bool		 whole;
 	int		 fd = -1, rc;
 
 	(void)clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -243,7 +284,10 @@ sv_serve_item(struct sv_conn *c, struct sv_session *s, struct sv_item *q,
 	f.size = (uint64_t)st.st_size;
 	f.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL +
 	    st.st_mtim.tv_nsec;
-	rc = sv_stream(c, s, fd, &f, q->path, buf);
+	/* A whole file the manifest holds a digest of (anonymous only). */
+	whole = f.off == 0 && f.len == f.size && !s->keyed &&
+	    sv_digest_of(s->dg, q->path, &st, known);
+	rc = sv_stream(c, s, fd, &f, q->path, whole ? known : NULL, buf);
 	(void)close(fd);
 	if (rc == 0 && (q->off > 0 || q->len > 0))
 		log_info("serve: %s: export %s: %s [%llu+%llu]: %llu bytes, "

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -143,9 +144,12 @@ sv_read_frame(struct sv_conn *c, uint8_t *buf, size_t cap, int ms,
 	return 0;
 }
 
-/* Write all len bytes.  Returns 0 or BM_ENET (closed, timed out, cut). */
+/*
+ * Write all len bytes; more: more follows at once (MSG_MORE: one segment
+ * with what comes next).  Returns 0 or BM_ENET (closed, timed out, cut).
+ */
 int
-sv_write(struct sv_conn *c, const void *buf, size_t len)
+sv_write_more(struct sv_conn *c, const void *buf, size_t len, bool more)
 {
 	const uint8_t	*p = buf;
 	ssize_t		 n;
@@ -153,7 +157,7 @@ sv_write(struct sv_conn *c, const void *buf, size_t len)
 	while (len > 0) {
 		if (atomic_load(&c->srv->cut))
 			return BM_ENET;
-		n = send(c->fd, p, len, MSG_NOSIGNAL);
+		n = send(c->fd, p, len, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -161,6 +165,41 @@ sv_write(struct sv_conn *c, const void *buf, size_t len)
 		}
 		p += n;
 		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Write all len bytes.  Returns 0 or BM_ENET (closed, timed out, cut). */
+int
+sv_write(struct sv_conn *c, const void *buf, size_t len)
+{
+	return sv_write_more(c, buf, len, false);
+}
+
+/*
+ * Send bytes [off, off+len) of the file fd with sendfile(2).  Returns 0;
+ * BM_ECHANGED when the file ended early (it shrank); BM_ENET (the peer
+ * gone, timed out, cut; or the file unreadable: the stream is broken).
+ */
+int
+sv_sendfile(struct sv_conn *c, int fd, uint64_t off, uint64_t len)
+{
+	off_t	 o = (off_t)off;
+	ssize_t	 n;
+
+	while (len > 0) {
+		if (atomic_load(&c->srv->cut))
+			return BM_ENET;
+		n = sendfile(c->fd, fd, &o, len < (1U << 30) ? (size_t)len :
+		    (1U << 30));
+		if (n == 0)
+			return BM_ECHANGED;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return BM_ENET;
+		}
+		len -= (uint64_t)n;
 	}
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -28,6 +29,7 @@
 #include "biomirror/fileio.h"
 #include "biomirror/log.h"
 #include "biomirror/serve.h"
+#include "biomirror/state.h"
 
 #include "serve_int.h"
 
@@ -45,6 +47,19 @@ sv_read_secret(const char *path, uint8_t **ret, size_t *ret_len)
 	return rc;
 }
 
+/* The manifest path of mirror name under dir into *ret (malloc'd). */
+static int
+sv_manifest_path(const char *dir, const char *name, char **ret)
+{
+	char	 path[PATH_MAX];
+
+	if (state_manifest_path(dir, name, path, sizeof(path)) != 0)
+		return BM_ELIMIT;
+	if ((*ret = strdup(path)) == NULL)
+		return BM_ENOMEM;
+	return 0;
+}
+
 /* The config's exports as served: roots found, secrets read. */
 static int
 sv_exports(struct sv_server *srv)
@@ -55,6 +70,7 @@ sv_exports(struct sv_server *srv)
 	const char		*sf;
 	struct stat		 st;
 	size_t			 i;
+	int			 rc;
 
 	if ((srv->exports = calloc(c->nexports + 1, sizeof(*e))) == NULL)
 		return BM_ENOMEM;
@@ -65,6 +81,10 @@ sv_exports(struct sv_server *srv)
 			m = config_find(c, e->conf->mirror);
 			e->root = m->dest;
 			e->set = m->publish == PUBLISH_SET;
+			if (srv->state_dir != NULL && (rc = sv_manifest_path(
+			    srv->state_dir, m->name, &e->manifest)) != 0)
+				return rc;
+			e->dg_failed[0] = -1;	/* no load failed yet */
 		} else
 			e->root = e->conf->path;
 		if (!e->set && (stat(e->root, &st) == -1 ||
@@ -412,6 +432,7 @@ serve_run(const struct config *c, const struct serve_opts *o,
 	srv->conf = c;
 	srv->sc = &c->serve;
 	srv->lfd = -1;
+	srv->state_dir = o->state_dir;
 	srv->test_corrupt = getenv("BM_SERVE_TEST_CORRUPT");
 	srv->test_stop = getenv("BM_SERVE_TEST_STOP");
 	srv->max_conns = (size_t)c->serve.max_clients *
@@ -458,6 +479,7 @@ out:
 			OPENSSL_cleanse(srv->exports[i].secret,
 			    srv->exports[i].secret_len);
 		free(srv->exports[i].secret);
+		sv_digests_drop(&srv->exports[i]);
 	}
 	free(srv->exports);
 	(void)pthread_mutex_destroy(&srv->lock);

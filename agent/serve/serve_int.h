@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "biomirror/bmproto.h"
@@ -26,6 +27,7 @@
 #define SV_QUEUE_TOTAL	(64ULL << 20)	/* queued bytes of all sessions (or
 					   max_queued_bytes, if larger) */
 #define SV_BUF		(256 * 1024)	/* bytes read per pread of a file */
+#define SV_DIGEST_FRAME	(BMP_HDR_LEN + 39) /* a DIGEST frame's bytes */
 #define SV_HELLO_MS	10000		/* first frame of a connection */
 #define SV_SLICE_MS	250		/* poll slice: drain, cut, idle checks */
 #define SV_SECRET_MAX	4096		/* bytes of a secret file */
@@ -37,7 +39,16 @@ struct sv_export {
 	bool		 set;		/* a publish = set mirror: pin snapshots */
 	uint8_t		*secret;	/* owned: NULL = anonymous */
 	size_t		 secret_len;
+	char		*manifest;	/* owned: a served mirror's manifest
+					   path (its digests), NULL none */
+	struct sv_digests *dg;		/* the table loaded last (one
+					   reference; under srv->lock), NULL */
+	int64_t		 dg_failed[4];	/* the manifest's stamp when a load
+					   last failed (not tried again,
+					   nor logged, until it changes) */
 };
+
+struct sv_digests;
 
 struct sv_session;
 
@@ -82,6 +93,9 @@ struct sv_session {
 	uint8_t		 token[BMP_KEY_LEN];
 	uint8_t		 key[BMP_KEY_LEN]; /* session key (keyed only) */
 	bool		 keyed;		/* export has a secret */
+	uint32_t	 features;	/* negotiated BMP_F_* */
+	struct sv_digests *dg;		/* a reference: the export's recorded
+					   digests, NULL none */
 	pthread_mutex_t	 wlock;		/* writes on ctl->fd */
 	pthread_cond_t	 cond;		/* queue or closing changed */
 	struct sv_item	*head, *tail;	/* owned queue */
@@ -123,6 +137,7 @@ struct sv_server {
 	 * server (SIGSTOP) when the middle byte of PATH is next to be sent
 	 * (what came before was sent whole).  Once per process each.
 	 */
+	const char	*state_dir;	/* borrowed: manifests of mirrors */
 	const char	*test_corrupt;	/* borrowed (environ), NULL: off */
 	const char	*test_stop;	/* borrowed (environ), NULL: off */
 	atomic_bool	 test_corrupted, test_stopped;
@@ -134,6 +149,9 @@ int	sv_read_full(struct sv_conn *c, void *buf, size_t len, int ms);
 int	sv_read_frame(struct sv_conn *c, uint8_t *buf, size_t cap, int ms,
 	    uint8_t *ret_type, size_t *ret_len);
 int	sv_write(struct sv_conn *c, const void *buf, size_t len);
+int	sv_write_more(struct sv_conn *c, const void *buf, size_t len,
+	    bool more);
+int	sv_sendfile(struct sv_conn *c, int fd, uint64_t off, uint64_t len);
 int	sv_send_error(struct sv_conn *c, uint32_t id, uint16_t index,
 	    uint16_t code, const char *msg);
 void	sv_refused(struct sv_server *srv, const struct sv_conn *c,
@@ -147,6 +165,14 @@ int	sv_list(struct sv_session *s, uint32_t id, const char *path,
 int	sv_open_root(const struct sv_export *e, int *ret_fd,
 	    int64_t *ret_snap);
 uint16_t sv_wire_error(int rc);
+
+/* digests.c: a served mirror's recorded digests (sv_digests_get). */
+struct sv_digests *sv_digests_get(struct sv_server *srv,
+	    const struct sv_export *e);
+void	sv_digests_put(struct sv_server *srv, struct sv_digests *t);
+bool	sv_digest_of(const struct sv_digests *t, const char *path,
+	    const struct stat *st, uint8_t d[BMP_DIGEST_LEN]);
+void	sv_digests_drop(struct sv_export *e);
 
 /* session.c: whether c may use export e (its allow ranges). */
 bool	sv_allowed(const struct sv_export *e, const struct sv_conn *c);

@@ -133,7 +133,8 @@ sv_handshake(struct sv_session *s, const struct bmp_hello *h, uint8_t *buf,
 
 	memset(&w, 0, sizeof(w));
 	w.version = s->version;
-	w.features = h->features & BMP_F_RANGES;
+	w.features = h->features & BMP_F_ALL;
+	s->features = w.features;
 	w.auth = e->secret != NULL;
 	if (w.auth && RAND_bytes(w.challenge, BMP_KEY_LEN) != 1)
 		return BM_EIO;
@@ -190,6 +191,7 @@ sv_start(struct sv_session *s, const uint8_t *proof, uint8_t *buf)
 	}
 	if (RAND_bytes(s->token, BMP_KEY_LEN) != 1)
 		return BM_EIO;
+	s->dg = sv_digests_get(srv, s->exp);
 	memset(&m, 0, sizeof(m));
 	memcpy(m.token, s->token, BMP_KEY_LEN);
 	if (s->keyed)
@@ -601,6 +603,7 @@ out:
 		(void)pthread_mutex_unlock(&c->srv->lock);
 		if (s->root != -1)
 			(void)close(s->root);
+		sv_digests_put(c->srv, s->dg);
 		OPENSSL_cleanse(s->key, sizeof(s->key));
 		(void)pthread_mutex_destroy(&s->wlock);
 		(void)pthread_cond_destroy(&s->cond);

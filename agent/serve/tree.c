@@ -121,6 +121,7 @@ sv_wire_error(int rc)
 struct sv_walk {
 	struct sv_session *s;		/* borrowed */
 	uint32_t	 id;
+	const char	*base;		/* borrowed: the LIST's path */
 	uint8_t		*buf;		/* owned: gathered frames */
 	size_t		 len;		/* bytes in buf */
 	char		 rel[PATH_MAX];	/* path of the directory being read */
@@ -139,6 +140,23 @@ sv_walk_flush(struct sv_walk *w)
 	(void)pthread_mutex_unlock(&w->s->wlock);
 	w->len = 0;
 	return rc;
+}
+
+/* The recorded digest of the file w->rel (st) when one holds. */
+static bool
+sv_walk_digest(const struct sv_walk *w, const struct stat *st,
+    uint8_t d[BMP_DIGEST_LEN])
+{
+	char	 full[PATH_MAX];
+
+	if ((w->s->features & BMP_F_DIGESTS) == 0 || w->s->dg == NULL)
+		return false;
+	if (w->base[0] == '\0')
+		return sv_digest_of(w->s->dg, w->rel, st, d);
+	if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->base, w->rel) >=
+	    sizeof(full))
+		return false;
+	return sv_digest_of(w->s->dg, full, st, d);
 }
 
 /* One entry (name in the directory dfd) as an ENTRY frame. */
@@ -170,8 +188,11 @@ sv_walk_entry(struct sv_walk *w, int dfd, const char *name,
 		e.target.p = (const uint8_t *)target;
 		e.target.len = (size_t)tl;
 		e.size = (uint64_t)tl;
-	} else
+	} else {
 		e.type = BMP_T_FILE;
+		if (sv_walk_digest(w, st, e.digest))
+			e.digest_kind = BMP_D_SHA256;
+	}
 	if (BMP_HDR_LEN + BMP_FRAME_MAX > SV_BUF - w->len &&
 	    (rc = sv_walk_flush(w)) != 0)
 		return rc;
@@ -256,6 +277,7 @@ sv_list(struct sv_session *s, uint32_t id, const char *path,
 	}
 	w->s = s;
 	w->id = id;
+	w->base = path;
 	rc = sv_walk_dir(w, fd, 0, 0);
 	if (rc == 0)
 		rc = sv_walk_flush(w);

@@ -123,6 +123,13 @@ void	sidecar_set_free(struct sidecar_set *s);
 int	sidecar_set_add(struct sidecar_set *s, const char *path,
 	    const char *text, size_t len, size_t *ret_n, size_t *ret_bad);
 /*
+ * Add one digest v for path (borrowed, copied) as stated by from (a
+ * name for messages, e.g. "the bm:// listing"; copied): it counts as one
+ * more sidecar, after those added before it.  0, BM_ELIMIT or BM_ENOMEM.
+ */
+int	sidecar_set_put(struct sidecar_set *s, const char *path,
+	    const struct digest_value *v, const char *from);
+/*
  * The digests published for path, or false when none.  Not thread-safe
  * (the first call after an add sorts the set).
  */

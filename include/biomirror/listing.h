@@ -58,6 +58,9 @@ struct entry {
 					   states it (GridFTP MLSD: Type= beside
 					   UNIX.slink), 0 if not stated */
 	char		*unique;	/* owned: MLSD unique= fact (RFC 3659 7.5.2), NULL if none */
+	char		*checksum;	/* owned: "ALG:HEX" digest the listing
+					   states (bm://: the server's
+					   manifest), NULL if none */
 };
 
 struct listing;

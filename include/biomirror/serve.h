@@ -14,6 +14,9 @@
 
 struct serve_opts {
 	const char	*listen;	/* borrowed: --listen, NULL = [serve]'s */
+	const char	*state_dir;	/* borrowed: where served mirrors'
+					   manifests are (their digests),
+					   NULL: none read */
 };
 
 /*

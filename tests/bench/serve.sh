@@ -8,13 +8,19 @@
 #	                                 # 8 x 256 MiB, medians of 3
 #	tests/bench/serve.sh --quick     # smoke test: 200 small files,
 #	                                 # 2 x 4 MiB, 1 run
+#	tests/bench/serve.sh --runs 5 --nobig   # tree A only
 #
-# Cases (each tool, per round): tree A cold (empty destination, fresh
-# state) and no-change re-sync; tree B cold.  biomirror runs with
-# concurrency 64 for tree A (bm:// and HTTP alike) and 4 connections;
-# bm:// also with verify = checksum off (size), HTTP with verify = size
-# and verify = checksum for tree B.  Prints a table of medians (seconds)
-# and keeps every raw run in $T/raw.csv while it runs.
+# Cases (each tool, per round, the tools' order rotating from round to
+# round): tree A cold (empty destination, fresh state) and no-change
+# re-sync; tree B cold with verify = checksum (bm:// of the plain tree
+# against HTTP, both hashing every byte) and with verify = size (bm:// of
+# a served verify = checksum mirror of B, whose recorded digests go by
+# sendfile, against HTTP); rsync -a for both.  biomirror runs with
+# concurrency 64 for tree A and 4 connections throughout.  Then 4 bm://
+# clients of tree A at once from the one server.  Prints `uptime`, a
+# table of medians (seconds), the server's CPU seconds per GiB served
+# (bm:// cases) and its peak memory per session (the 4 clients), and
+# keeps every raw run in $T/raw.csv while it runs.
 . "$(dirname "$0")/../functional/lib.sh"
 
 RUNS=3 NFILES=5000 NBIG=8 BIGMB=256
@@ -22,12 +28,14 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) RUNS=1 NFILES=200 NBIG=2 BIGMB=4 ;;
 	--runs) RUNS=$2; shift ;;
-	*) echo "usage: $0 [--quick] [--runs N]" >&2; exit 2 ;;
+	--nobig) NBIG=0 ;;
+	*) echo "usage: $0 [--quick] [--runs N] [--nobig]" >&2; exit 2 ;;
 	esac
 	shift
 done
 bm_setup
 H=127.0.0.1
+uptime | sed 's/^/# uptime at start: /'
 
 echo "# trees: A $NFILES files of 1-32 KiB, B $NBIG x $BIGMB MiB"
 python3 - "$T/src/A" "$NFILES" <<'EOF' || fail "tree A"
@@ -42,16 +50,34 @@ for i in range(n):
         f.write(rng.randbytes(rng.randint(1024, 32768)))
     os.utime(p, (1600000000 + i, 1600000000 + i))
 EOF
+mkdir -p "$T/src/B"
 for i in $(seq 1 "$NBIG"); do
 	make_big_file "$T/src/B/big$i.bin" "$BIGMB" "bench$i"
 done
 
 echo "# servers: biomirror serve, rsync --daemon, nginx"
 SPORT=$(free_port)
-printf '[serve]\nlisten = %s:%s\n\n[export src]\npath = %s\n' $H "$SPORT" \
-    "$T/src" > "$T/serve.conf"
-"$BM" -c "$T/serve.conf" serve > "$T/serve.log" 2>&1 &
-BM_SERVERS="$BM_SERVERS serve:$!:$T/.serve"
+mkdir -p "$T/tier"
+cat > "$T/serve.conf" <<CONF
+[serve]
+listen = $H:$SPORT
+max_connections = 8
+
+[export src]
+path = $T/src
+
+[export tier]
+mirror = tier
+
+[tier]
+source = bm://$H:$SPORT/src/B/
+dest = $T/tier
+verify = checksum
+max_connections = 4
+CONF
+"$BM" -c "$T/serve.conf" --state-dir "$T/sst" serve > "$T/serve.log" 2>&1 &
+SPID=$!
+BM_SERVERS="$BM_SERVERS serve:$SPID:$T/.serve"
 python3 "$BM_TOOLS/bmclient.py" wait $H "$SPORT" || fail "serve"
 RPORT=$(free_port)
 cat > "$T/rsyncd.conf" <<CONF
@@ -70,63 +96,134 @@ for _ in $(seq 1 50); do
 done
 start_nginx "$T/src"
 
-# timed CSVKEY CMD...: run CMD, append "key,seconds" to raw.csv.
+if [ "$NBIG" -gt 0 ]; then
+	echo "# the served mirror of B (verify = checksum: digests recorded)"
+	"$BM" -c "$T/serve.conf" --state-dir "$T/sst" sync tier \
+	    > "$T/tier.log" 2>&1 || { cat "$T/tier.log"; fail "tier"; }
+fi
+
+# scpu: the server's CPU seconds so far (utime + stime).
+scpu() {
+	awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / hz }' \
+	    "/proc/$SPID/stat"
+}
+# timed TOOL,CASE CMD...: run CMD, append "TOOL,CASE,ms,server CPU s"
+# to raw.csv.
 timed() {
-	local key=$1 t0 t1
+	local key=$1 t0 t1 c0 c1
 	shift
+	c0=$(scpu)
 	t0=$(date +%s%N)
 	"$@" > "$T/cmd.out" 2>&1 || { cat "$T/cmd.out"; fail "$key: $*"; }
 	t1=$(date +%s%N)
-	echo "$key,$(( (t1 - t0) / 1000000 ))" >> "$T/raw.csv"
+	c1=$(scpu)
+	echo "$key,$(( (t1 - t0) / 1000000 )),$(awk -v a="$c0" -v b="$c1" \
+	    'BEGIN { printf "%.2f", b - a }')" >> "$T/raw.csv"
 }
 # bmsync SRC DEST STATE [KEY=VALUE...]: biomirror with a one-mirror config.
 bmsync() {
 	local src=$1 dest=$2 st=$3 kv
 	shift 3
+	mkdir -p "$st"
 	{
 		printf '[m]\nsource = %s\ndest = %s\n' "$src" "$dest"
 		for kv in "$@"; do printf '%s\n' "$kv"; done
-	} > "$T/m.conf"
-	"$BM" -c "$T/m.conf" --state-dir "$st" sync m
+	} > "$st/m.conf"
+	"$BM" -c "$st/m.conf" --state-dir "$st" sync m
 }
 
 : > "$T/raw.csv"
+order=(bm rsync http)
 for r in $(seq 1 "$RUNS"); do
-	echo "# round $r"
-	for tool in bm rsync http; do
+	echo "# round $r: ${order[*]}"
+	for tool in "${order[@]}"; do
 		rm -rf "$T/dst" "$T/st"
 		mkdir -p "$T/dst"
+		bs=()
 		case $tool in
-		bm) a=(bmsync "bm://$H:$SPORT/src/A/" "$T/dst/A" "$T/st"
+		bm) a=(bmsync "bm://$H:$SPORT/src/A/" "$T/dst/A" "$T/st/a"
 		    "concurrency = 64" "max_connections = 4")
-		    b=(bmsync "bm://$H:$SPORT/src/B/" "$T/dst/B" "$T/st"
+		    bc=(bmsync "bm://$H:$SPORT/src/B/" "$T/dst/Bc" "$T/st/c"
+		    "max_connections = 4" "verify = checksum")
+		    bs=(bmsync "bm://$H:$SPORT/tier/" "$T/dst/Bs" "$T/st/s"
 		    "max_connections = 4" "verify = size") ;;
 		rsync) a=(rsync -a "rsync://$H:$RPORT/src/A/" "$T/dst/A/")
-		    b=(rsync -a "rsync://$H:$RPORT/src/B/" "$T/dst/B/") ;;
-		http) a=(bmsync "$NGINX_URL/A/" "$T/dst/A" "$T/st"
+		    bc=(rsync -a "rsync://$H:$RPORT/src/B/" "$T/dst/Bc/") ;;
+		http) a=(bmsync "${NGINX_URL}A/" "$T/dst/A" "$T/st/a"
 		    "concurrency = 64" "max_connections = 4")
-		    b=(bmsync "$NGINX_URL/B/" "$T/dst/B" "$T/st"
-		    "max_connections = 4" "verify = checksum") ;;
+		    bc=(bmsync "${NGINX_URL}B/" "$T/dst/Bc" "$T/st/c"
+		    "max_connections = 4" "verify = checksum")
+		    bs=(bmsync "${NGINX_URL}B/" "$T/dst/Bs" "$T/st/s"
+		    "max_connections = 4" "verify = size") ;;
 		esac
 		timed "$tool,A cold" "${a[@]}"
 		timed "$tool,A no change" "${a[@]}"
 		diff -r "$T/src/A" "$T/dst/A" || fail "$tool: tree A differs"
-		timed "$tool,B cold" "${b[@]}"
-		cmp "$T/src/B/big1.bin" "$T/dst/B/big1.bin" || fail "$tool: B differs"
+		rm -rf "$T/dst/A"
+		[ "$NBIG" -gt 0 ] || continue
+		timed "$tool,B cold checksum" "${bc[@]}"
+		cmp "$T/src/B/big1.bin" "$T/dst/Bc/big1.bin" ||
+		    fail "$tool: B differs"
+		rm -rf "$T/dst/Bc"
+		[ ${#bs[@]} -gt 0 ] || continue
+		timed "$tool,B cold size" "${bs[@]}"
+		cmp "$T/src/B/big1.bin" "$T/dst/Bs/big1.bin" ||
+		    fail "$tool: B differs"
+		rm -rf "$T/dst/Bs"
 	done
+	order=("${order[@]:1}" "${order[0]}")
 done
 
-echo "# medians of $RUNS (seconds)"
-python3 - "$T/raw.csv" <<'EOF'
+echo "# 4 bm:// clients of tree A at once"
+rm -rf "$T/dst" "$T/st"
+mkdir -p "$T/dst"
+# Peak memory from here on (clear_refs 5 resets VmHWM to VmRSS).
+echo 5 > "/proc/$SPID/clear_refs" || fail "clear_refs"
+rss0=$(awk '/^VmRSS/ { print $2 }' "/proc/$SPID/status")
+c0=$(scpu)
+t0=$(date +%s%N)
+pids=""
+for i in 1 2 3 4; do
+	bmsync "bm://$H:$SPORT/src/A/" "$T/dst/A$i" "$T/st/$i" \
+	    "concurrency = 64" "max_connections = 4" > "$T/four$i.log" 2>&1 &
+	pids="$pids $!"
+done
+bad=0
+for p in $pids; do wait "$p" || bad=1; done
+t1=$(date +%s%N)
+c1=$(scpu)
+[ "$bad" = 0 ] || { cat "$T"/four*.log; fail "4 clients"; }
+for i in 1 2 3 4; do
+	diff -r "$T/src/A" "$T/dst/A$i" || fail "4 clients: A$i differs"
+done
+hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$SPID/status")
+uptime | sed 's/^/# uptime at end: /'
+
+echo "# medians of $RUNS (seconds); server CPU of the bm:// cases"
+python3 - "$T/raw.csv" "$(du -sk "$T/src/A" | cut -f1)" \
+    "$(du -sk "$T/src/B" | cut -f1)" <<'EOF'
 import csv, statistics, sys
-runs = {}
-for tool, case, ms in csv.reader(open(sys.argv[1])):
+runs, cpu = {}, {}
+for tool, case, ms, c in csv.reader(open(sys.argv[1])):
     runs.setdefault(case, {}).setdefault(tool, []).append(int(ms) / 1000)
+    cpu.setdefault(case, {}).setdefault(tool, []).append(float(c))
+gib = {"A": int(sys.argv[2]) / 2**20, "B": int(sys.argv[3]) / 2**20}
 tools = ["bm", "rsync", "http"]
-print("| case | bm:// | rsync -a rsync:// | biomirror over HTTP |")
-print("|---|---|---|---|")
+print("| case | bm:// | rsync -a rsync:// | biomirror over HTTP "
+      "| bm:// server CPU s/GiB |")
+print("|---|---|---|---|---|")
 for case, t in runs.items():
-    print("| %s | %s |" % (case, " | ".join(
-        "%.2f" % statistics.median(t[k]) if k in t else "-" for k in tools)))
+    c = statistics.median(cpu[case]["bm"]) if "bm" in cpu[case] else None
+    per = ("%.2f" % (c / gib[case[0]]) if c is not None and
+           "no change" not in case else "-")
+    print("| %s | %s | %s |" % (case, " | ".join(
+        "%.2f" % statistics.median(t[k]) if k in t else "-"
+        for k in tools), per))
 EOF
+awk -v t=$(( (t1 - t0) / 1000000 )) -v c0="$c0" -v c1="$c1" \
+    -v r0="$rss0" -v h="$hwm" 'BEGIN {
+	printf "4 clients of A at once: %.2f s, server CPU %.2f s; " \
+	    "peak memory %.1f MiB per session (VmHWM %.1f MiB, %.1f MiB " \
+	    "before)\n", t / 1000, c1 - c0, (h - r0) / 4 / 1024, h / 1024,
+	    r0 / 1024 }'
 stop_servers

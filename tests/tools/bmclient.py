@@ -5,7 +5,8 @@ stdlib only, written from the document, not from the server's code.
 Commands (HOST PORT EXPORT first; --secret FILE for an export with one;
 --src ADDR binds the client's address, e.g. 127.0.0.2):
   wait HOST PORT                  until a TCP connect succeeds (<= 10 s)
-  list ... PATH                   TSV: type size mtime_ns mode path target
+  list ... PATH [--digests]       TSV: type size mtime_ns mode path target
+                                  (--digests: and "sha256:HEX" or "-")
   get ... OUTDIR [--conns N] SPEC...  SPEC = PATH or PATH@OFF+LEN; each
                                   item's digest is checked; files go to
                                   OUTDIR/PATH (ranges OUTDIR/PATH@OFF+LEN)
@@ -141,7 +142,9 @@ class Session:
             o += 21
             (tl,) = struct.unpack(">H", p[o:o + 2])
             target = p[o + 2:o + 2 + tl]
-            out.append((typ, size, mt, mode, name, target))
+            o += 2 + tl
+            dig = p[o + 1:o + 33].hex() if p[o] == 1 else None
+            out.append((typ, size, mt, mode, name, target, dig))
 
     def attach(self, token=None, src=None, rcvbuf=None):
         d = Conn(self.host, self.port, src or self.src, rcvbuf)
@@ -269,11 +272,15 @@ class Session:
 
 
 def parse_common(argv):
-    opts = {"secret": None, "src": None, "conns": 1}
+    opts = {"secret": None, "src": None, "conns": 1, "digests": False}
     rest = []
     i = 0
     while i < len(argv):
         a = argv[i]
+        if a == "--digests":
+            opts["digests"] = True
+            i += 1
+            continue
         if a in ("--secret", "--src", "--conns"):
             opts[a[2:]] = argv[i + 1]
             i += 2
@@ -454,9 +461,13 @@ def main(argv):
         return 0
     s = Session(host, port, export, secret=opts["secret"], src=opts["src"])
     if cmd == "list":
-        for typ, size, mt, mode, name, target in s.list(a[3]):
-            sys.stdout.buffer.write(b"%s\t%d\t%d\t%o\t%s\t%s\n" % (
+        for typ, size, mt, mode, name, target, dig in s.list(a[3]):
+            sys.stdout.buffer.write(b"%s\t%d\t%d\t%o\t%s\t%s" % (
                 typ.encode(), size, mt, mode, name, target))
+            if opts["digests"]:
+                sys.stdout.buffer.write(b"\t" + (b"sha256:" +
+                                        dig.encode() if dig else b"-"))
+            sys.stdout.buffer.write(b"\n")
     elif cmd == "get":
         cmd_get(s, a[3], a[4:], opts["conns"])
     elif cmd == "hold":

@@ -352,6 +352,35 @@ test_conflict(void)
 	sidecar_set_free(s);
 }
 
+/* sidecar_set_put: a listing's digest, after the sidecars (they win). */
+static void
+test_put(void)
+{
+	struct sidecar_set *s = sidecar_set_new(3);
+	struct sidecar_sum sum;
+	struct digest_value v, w;
+	const char	 own[] = MD5_ABC "  a.gz\n";
+
+	memset(&v, 0, sizeof(v));
+	v.alg = DIGEST_MD5;
+	v.md[0] = 0x01;
+	is_int(sidecar_set_add(s, "a.gz.md5", own, strlen(own), NULL, NULL),
+	    0, "sidecar first");
+	is_int(sidecar_set_put(s, "a.gz", &v, "the listing"), 0, "put a.gz");
+	is_int(sidecar_set_put(s, "b.gz", &v, "the listing"), 0, "put b.gz");
+	ok(sidecar_set_find(s, "a.gz", &sum) && !sum.conflict[DIGEST_MD5] &&
+	    strcmp(sum.from[DIGEST_MD5], "a.gz.md5") == 0,
+	    "the sidecar file wins over the listing");
+	ok(sidecar_set_find(s, "b.gz", &sum) &&
+	    digest_equal(&sum.v[DIGEST_MD5], &v) &&
+	    strcmp(sum.from[DIGEST_MD5], "the listing") == 0,
+	    "the listing's digest, named for messages");
+	w = v;
+	is_int(sidecar_set_put(s, "c.gz", &w, "the listing"), BM_ELIMIT,
+	    "past max entries");
+	sidecar_set_free(s);
+}
+
 int
 main(void)
 {
@@ -361,5 +390,6 @@ main(void)
 	test_names();
 	test_set();
 	test_conflict();
+	test_put();
 	return done_testing();
 }

@@ -1,0 +1,250 @@
+/*
+ * The digests a served mirror's manifest holds (docs/protocol.md, "LIST"
+ * and "GET"): for an export `mirror = NAME`, the SHA-256 recorded for
+ * each committed file, read through manifest/'s API only.  One table per
+ * export, shared by its sessions (counted references under srv->lock),
+ * loaded again when the manifest file changed.  A digest is trusted for
+ * a file on disk only when the file still is what the manifest recorded:
+ * the same size and mtime (ns), and its ctime before the end of the
+ * manifest's newest finished run (a write, touch, chmod or rename since
+ * then moves ctime past it).  Anything else is hashed as it is read.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "biomirror/digest.h"
+#include "biomirror/error.h"
+#include "biomirror/log.h"
+#include "biomirror/manifest.h"
+
+#include "serve_int.h"
+
+#define SV_DG_RUNS	8		/* newest runs read for the guard */
+
+/* One file's recorded digest. */
+struct sv_dent {
+	char		*path;		/* owned */
+	int64_t		 size, mtime;	/* committed locally (ns) */
+	uint8_t		 d[BMP_DIGEST_LEN]; /* SHA-256 */
+};
+
+struct sv_digests {
+	unsigned	 refs;		/* under srv->lock */
+	int64_t		 stamp[4];	/* db and -wal mtime (ns) and size */
+	int64_t		 guard_ns;	/* newest finished run's end; a
+					   file's ctime must be before it */
+	struct sv_dent	*e;		/* owned, sorted by path */
+	size_t		 n, cap;
+};
+
+static void
+sv_dg_free(struct sv_digests *t)
+{
+	size_t	 i;
+
+	if (t == NULL)
+		return;
+	for (i = 0; i < t->n; i++)
+		free(t->e[i].path);
+	free(t->e);
+	free(t);
+}
+
+/* The manifest file's identity now: db and -wal mtime and size. */
+static void
+sv_dg_stamp(const char *db, int64_t st4[4])
+{
+	char		 wal[PATH_MAX];
+	struct stat	 st;
+
+	memset(st4, 0, 4 * sizeof(*st4));
+	if (stat(db, &st) == 0) {
+		st4[0] = (int64_t)st.st_mtim.tv_sec * 1000000000LL +
+		    st.st_mtim.tv_nsec;
+		st4[1] = (int64_t)st.st_size;
+	}
+	if ((size_t)snprintf(wal, sizeof(wal), "%s-wal", db) < sizeof(wal) &&
+	    stat(wal, &st) == 0) {
+		st4[2] = (int64_t)st.st_mtim.tv_sec * 1000000000LL +
+		    st.st_mtim.tv_nsec;
+		st4[3] = (int64_t)st.st_size;
+	}
+}
+
+/* manifest_ls callback: keep a file row with a SHA-256. */
+static int
+sv_dg_row(void *ctx, const struct file_row *r)
+{
+	struct sv_digests *t = ctx;
+	struct digest_value v;
+	struct sv_dent	*ne;
+	size_t		 ncap;
+
+	if (r->type != ENTRY_FILE || r->checksum == NULL ||
+	    r->fs.local.size < 0 || r->fs.local.mtime < 0 ||
+	    digest_from_text(r->checksum, &v) != 0 || v.alg != DIGEST_SHA256)
+		return 0;
+	if (t->n == t->cap) {
+		ncap = t->cap ? t->cap * 2 : 256;
+		if ((ne = reallocarray(t->e, ncap, sizeof(*ne))) == NULL)
+			return BM_ENOMEM;
+		t->e = ne;
+		t->cap = ncap;
+	}
+	if ((t->e[t->n].path = strndup(r->path, r->pathlen)) == NULL)
+		return BM_ENOMEM;
+	t->e[t->n].size = r->fs.local.size;
+	t->e[t->n].mtime = r->fs.local.mtime;
+	memcpy(t->e[t->n].d, v.md, BMP_DIGEST_LEN);
+	t->n++;
+	return 0;
+}
+
+static int
+sv_dent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct sv_dent *)a)->path,
+	    ((const struct sv_dent *)b)->path);
+}
+
+static int
+sv_dent_key(const void *key, const void *b)
+{
+	return strcmp(key, ((const struct sv_dent *)b)->path);
+}
+
+/* A new table from the manifest at db (stamped st4).  0 or BM_E*. */
+static int
+sv_dg_load(const char *db, const int64_t st4[4], struct sv_digests **ret)
+{
+	struct manifest	*m = NULL;
+	struct sv_digests *t;
+	struct run_record *runs = NULL;
+	size_t		 nruns = 0, i;
+	char		 err[512];
+	int		 rc;
+
+	if ((t = calloc(1, sizeof(*t))) == NULL)
+		return BM_ENOMEM;
+	memcpy(t->stamp, st4, sizeof(t->stamp));
+	err[0] = '\0';
+	if ((rc = manifest_open_read(db, &m, err, sizeof(err))) != 0 ||
+	    (rc = manifest_runs(m, SV_DG_RUNS, &runs, &nruns)) != 0)
+		goto out;
+	for (i = 0; i < nruns; i++)
+		if (runs[i].end_ns > t->guard_ns)
+			t->guard_ns = runs[i].end_ns;
+	if (t->guard_ns > 0 && (rc = manifest_ls(m, "", sv_dg_row, t)) != 0)
+		goto out;
+	if (t->n > 1)
+		qsort(t->e, t->n, sizeof(*t->e), sv_dent_cmp);
+	*ret = t;
+	t = NULL;
+	rc = 0;
+out:
+	if (rc != 0)
+		log_warnx("serve: %s: no recorded digests: %s", db,
+		    err[0] != '\0' ? err : bm_strerror(rc));
+	free(runs);
+	manifest_close(m);
+	sv_dg_free(t);
+	return rc;
+}
+
+/*
+ * A reference to export e's digest table as its manifest is now (loaded
+ * again when the file changed), or NULL: not a served mirror, or none
+ * to be had (logged once per state of the file).  Release it with
+ * sv_digests_put().
+ */
+struct sv_digests *
+sv_digests_get(struct sv_server *srv, const struct sv_export *ce)
+{
+	struct sv_export *e = &srv->exports[ce - srv->exports];
+	struct sv_digests *t = NULL, *old = NULL;
+	int64_t		 st4[4];
+	bool		 failed;
+
+	if (e->manifest == NULL)
+		return NULL;
+	sv_dg_stamp(e->manifest, st4);
+	(void)pthread_mutex_lock(&srv->lock);
+	if (e->dg != NULL && memcmp(e->dg->stamp, st4, sizeof(st4)) == 0) {
+		t = e->dg;
+		t->refs++;
+	}
+	failed = memcmp(e->dg_failed, st4, sizeof(st4)) == 0;
+	(void)pthread_mutex_unlock(&srv->lock);
+	if (t != NULL || failed)
+		return t;
+	if (sv_dg_load(e->manifest, st4, &t) != 0) {
+		(void)pthread_mutex_lock(&srv->lock);
+		memcpy(e->dg_failed, st4, sizeof(st4));
+		(void)pthread_mutex_unlock(&srv->lock);
+		return NULL;
+	}
+	(void)pthread_mutex_lock(&srv->lock);
+	old = e->dg;
+	e->dg = t;
+	t->refs = 2;		/* the export's and the caller's */
+	if (old != NULL && --old->refs > 0)
+		old = NULL;
+	(void)pthread_mutex_unlock(&srv->lock);
+	sv_dg_free(old);
+	return t;
+}
+
+/* Drop a reference from sv_digests_get() (NULL: nothing). */
+void
+sv_digests_put(struct sv_server *srv, struct sv_digests *t)
+{
+	bool	 last;
+
+	if (t == NULL)
+		return;
+	(void)pthread_mutex_lock(&srv->lock);
+	last = --t->refs == 0;
+	(void)pthread_mutex_unlock(&srv->lock);
+	if (last)
+		sv_dg_free(t);
+}
+
+/*
+ * The recorded SHA-256 of path into d when t holds one and st (the file
+ * as opened or listed now) is still what was recorded; else false.
+ */
+bool
+sv_digest_of(const struct sv_digests *t, const char *path,
+    const struct stat *st, uint8_t d[BMP_DIGEST_LEN])
+{
+	const struct sv_dent *r;
+	int64_t		 mt, ct;
+
+	if (t == NULL || !S_ISREG(st->st_mode))
+		return false;
+	if ((r = bsearch(path, t->e, t->n, sizeof(*t->e), sv_dent_key)) ==
+	    NULL)
+		return false;
+	mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+	ct = (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+	if (r->size != (int64_t)st->st_size || r->mtime != mt ||
+	    ct >= t->guard_ns)
+		return false;
+	memcpy(d, r->d, BMP_DIGEST_LEN);
+	return true;
+}
+
+/* Free the export's own reference (server teardown). */
+void
+sv_digests_drop(struct sv_export *e)
+{
+	if (e->dg != NULL && --e->dg->refs == 0)
+		sv_dg_free(e->dg);
+	e->dg = NULL;
+	free(e->manifest);
+	e->manifest = NULL;
+}

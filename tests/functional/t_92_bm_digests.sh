@@ -1,0 +1,153 @@
+#!/bin/bash
+# bm:// and a served mirror's recorded digests (docs/protocol.md, "LIST"
+# and "GET"):
+# - an export `mirror = t1` of a verify = checksum mirror: LIST carries
+#   each file's SHA-256 from t1's manifest (a plain `path =` export: none);
+# - a downstream records them (its manifest's sidecar column) and gets
+#   byte-identical files;
+# - the server sends a whole file whose digest it holds with sendfile(2)
+#   (strace), never a range (hashed as read);
+# - a file changed behind the manifest's back (same size, mtime put
+#   back) is listed without a digest and served with its true one: a new
+#   downstream gets the new bytes, exit 0, never the stale digest;
+# - a served mirror without a manifest yet is logged once, not per session.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sync_lib.sh"
+bm_setup
+H=127.0.0.1
+CL="python3 $BM_TOOLS/bmclient.py"
+command -v strace > /dev/null || fail "strace is not installed"
+
+mkdir -p "$T/up/d" "$T/t1"
+printf 'small one\n' > "$T/up/small.txt"
+for i in $(seq 1 20); do printf 'file %d\n' "$i" > "$T/up/d/f$i"; done
+make_big_file "$T/up/big.bin" 2
+touch -d '2022-03-04 05:06:07.123456789 UTC' "$T/up/small.txt" "$T/up/d/"*
+
+PORT=$(free_port)
+cat > "$T/bm.conf" <<CONF
+[serve]
+listen = $H:$PORT
+
+[export pub]
+path = $T/up
+
+[export t1]
+mirror = t1
+
+[t1]
+source = bm://$H:$PORT/pub/
+dest = $T/t1
+verify = checksum
+timeout = 5
+stall_timeout = 10
+
+[t2]
+source = bm://$H:$PORT/t1/
+dest = $T/t2
+verify = checksum
+timeout = 5
+stall_timeout = 10
+
+[t3]
+source = bm://$H:$PORT/t1/
+dest = $T/t3
+verify = checksum
+timeout = 5
+stall_timeout = 10
+CONF
+strace -f -qq -e trace=sendfile -e signal=none -o "$T/strace.out" \
+    "${BM_SERVE:-$BM}" -c "$T/bm.conf" --state-dir "$T/state" serve \
+    > "$T/serve.log" 2>&1 &
+SPID=$!
+BM_SERVERS="$BM_SERVERS strace:$SPID:$T"
+$CL wait $H "$PORT" || { cat "$T/serve.log"; fail "serve did not start"; }
+# TERM goes to serve itself (under strace, under this shell's subshell).
+desc() { local p; for p in $(pgrep -P "$1"); do echo "$p"; desc "$p"; done; }
+SERVE_PID=$(for p in $(desc "$SPID"); do
+	case $(cat "/proc/$p/comm" 2>/dev/null) in strace|bash) ;; *) echo "$p" ;; esac
+done | head -1)
+[ -n "$SERVE_PID" ] || fail "no serve under strace"
+BM_SERVERS="serve:$SERVE_PID:$T $BM_SERVERS"
+
+# sendfiles N: sendfile calls so far that sent N bytes in one go.
+sendfiles() {
+	grep -Ec "sendfile\\(.*\\) = $1\$" "$T/strace.out"
+}
+# want_digests EXPORT DIR: LIST of EXPORT with digests, against sha256sum.
+want_digests() {
+	(cd "$2" && find . -type f -printf '%P\n' | LC_ALL=C sort |
+	    while IFS= read -r f; do
+		printf '%s\tsha256:%s\n' "$f" "$(sha256sum < "$f" | cut -c1-64)"
+	done) > "$T/want.dg"
+	$CL list $H "$PORT" "$1" "" --digests | awk -F'\t' '$1 == "f" {
+	    print $5 "\t" $7 }' | LC_ALL=C sort > "$T/got.dg" ||
+	    fail "list $1"
+}
+
+echo "# t1 not synced yet: no manifest, said once, not per session"
+$CL list $H "$PORT" t1 "" > /dev/null || fail "list t1 before its sync"
+$CL list $H "$PORT" t1 "" > /dev/null || fail "list t1 before its sync"
+assert_eq "$(grep -c 't1.db: no recorded digests' "$T/serve.log")" 1 \
+    "a missing manifest logged once"
+
+echo "# tier 1: t1 from a plain export (no digests listed there)"
+want_digests pub "$T/up"
+assert_eq "$(cut -f2 "$T/got.dg" | sort -u)" "-" "digests of a path export"
+assert_exit 0 bm --json sync t1
+expect_counts 22 0 0 0
+assert_trees_equal "$T/up" "$T/t1"
+assert_eq "$(manifest_sql "$T/state" t1 \
+    "SELECT count(*) FROM files WHERE checksum LIKE 'sha256:%'")" 22 \
+    "t1's recorded digests"
+
+echo "# LIST of the served mirror carries its recorded digests"
+want_digests t1 "$T/t1"
+diff "$T/want.dg" "$T/got.dg" || fail "LIST digests of t1"
+
+echo "# tier 2: records them; whole files by sendfile"
+before=$(sendfiles 2097152)
+assert_exit 0 bm --json sync t2
+expect_counts 22 0 0 0
+assert_trees_equal "$T/t1" "$T/t2"
+assert_eq "$(sendfiles 2097152)" $((before + 1)) "big.bin by sendfile"
+assert_eq "$(manifest_sql "$T/state" t2 "SELECT sidecar FROM files \
+    WHERE path = CAST('big.bin' AS BLOB)")" \
+    "$(grep '^big.bin	' "$T/want.dg" | cut -f2)" "t2 records the listed digest"
+assert_eq "$(manifest_sql "$T/state" t2 "SELECT count(*) FROM files \
+    WHERE sidecar LIKE 'sha256:%'")" 22 "t2: listed digests recorded"
+
+echo "# ranges are hashed as read, never sendfile"
+n=$(grep -c sendfile "$T/strace.out")
+$CL get $H "$PORT" t1 "$T/got" big.bin@0+1048576 big.bin@1048576+1048576 \
+    > /dev/null || fail "get ranges"
+cat "$T/got/big.bin@0+1048576" "$T/got/big.bin@1048576+1048576" |
+    cmp -s - "$T/t1/big.bin" || fail "ranges differ"
+assert_eq "$(grep -c sendfile "$T/strace.out")" "$n" "sendfile for a range"
+$CL get $H "$PORT" t1 "$T/got" big.bin > /dev/null || fail "get whole"
+cmp -s "$T/got/big.bin" "$T/t1/big.bin" || fail "whole big.bin differs"
+assert_eq "$(sendfiles 2097152)" $((before + 2)) "whole file by sendfile"
+
+echo "# changed behind the manifest's back: true digest, never the stale one"
+ms=$(stat -c '%.9Y' "$T/t1/small.txt")
+printf 'SMALL ONE\n' > "$T/t1/small.txt"
+touch -d "@$ms" "$T/t1/small.txt"
+mt=$(stat -c '%.9Y' "$T/t1/big.bin")
+printf 'X' | dd of="$T/t1/big.bin" bs=1 seek=1000 conv=notrunc status=none
+touch -d "@$mt" "$T/t1/big.bin"
+assert_eq "$(stat -c '%.9Y' "$T/t1/big.bin")" "$mt" "big.bin's mtime put back"
+assert_eq "$(stat -c '%.9Y' "$T/t1/small.txt")" "$ms" "small's mtime put back"
+want_digests t1 "$T/t1"
+assert_eq "$(grep -E '^(small.txt|big.bin)	' "$T/got.dg" | cut -f2 | sort -u)" \
+    "-" "changed files listed without a digest"
+assert_eq "$(grep -c '	sha256:' "$T/got.dg")" 20 "unchanged files keep theirs"
+before=$(sendfiles 2097152)
+assert_exit 0 bm --json sync t3
+expect_counts 22 0 0 0
+assert_trees_equal "$T/t1" "$T/t3"
+assert_eq "$(cat "$T/t3/small.txt")" "SMALL ONE" "t3 has the new bytes"
+assert_eq "$(sendfiles 2097152)" "$before" "a changed file went by sendfile"
+assert_eq "$(manifest_sql "$T/state" t3 "SELECT checksum FROM files \
+    WHERE path = CAST('big.bin' AS BLOB)")" \
+    "sha256:$(sha256sum < "$T/t1/big.bin" | cut -c1-64)" "t3's big.bin digest"
+echo PASS
