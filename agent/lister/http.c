@@ -2000,6 +2000,8 @@ html_feed(struct list_http_push *hp, const uint8_t *p, size_t len)
 	size_t		 j, head;
 	int		 rc;
 
+	if (len == 0)
+		return 0;
 	for (j = len; j > 0 && gt == NULL; j--)
 		if (p[j - 1] == '>')
 			gt = p + j - 1;
@@ -2197,7 +2199,6 @@ static int
 xml_feed(struct list_http_push *hp, const uint8_t *p, size_t len, bool end)
 {
 	int	 rc;
-
 	size_t	 n;
 
 	if (!hp->keep_lost && len > 0) {
@@ -2211,7 +2212,8 @@ xml_feed(struct list_http_push *hp, const uint8_t *p, size_t len, bool end)
 		n = len < PUSH_CHUNK_MAX ? len : PUSH_CHUNK_MAX;
 		(void)xmlParseChunk(hp->xml, (const char *)p, (int)n,
 		    end && n == len);
-		p += n;
+		if (n > 0)	/* p may be NULL for an empty last chunk */
+			p += n;
 		len -= n;
 	} while (len > 0);
 	if (!hp->xml->wellFormed)
@@ -2225,12 +2227,14 @@ xml_feed(struct list_http_push *hp, const uint8_t *p, size_t len, bool end)
 static int
 push_pick(struct list_http_push *hp, bool end)
 {
-	const uint8_t	*p, *e = hp->keep + hp->keeplen;
+	const uint8_t	*p, *e;
 	const char	*ct = hp->ctype;
 	uint8_t		*old;
 	size_t		 n;
 	int		 rc;
 
+	/* An empty page: nothing kept yet (keep NULL: no offset from it). */
+	e = hp->keep != NULL ? hp->keep + hp->keeplen : NULL;
 	p = skip_ws(hp->keep, e);
 	if ((ct == NULL || strncasecmp(ct, "application/json", 16) != 0) &&
 	    (ct == NULL || strcasestr(ct, "/xml") == NULL) && !end &&
