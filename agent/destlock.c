@@ -1052,6 +1052,38 @@ out:
 	return rc;
 }
 
+/*
+ * Rewrite name in dirfd in place when it holds text but for its first
+ * line, at the same length (the next run of the same owner: a new pid).
+ * One pwrite of a page: no new inode, and no flush that ext4 starts for a
+ * rename over a file.  1 done, 0 not that case (nothing written).
+ */
+static int
+dl_rewrite(int dirfd, const char *name, const char *text, size_t len)
+{
+	struct stat	 st;
+	char		 old[DL_RECORD_MAX];
+	const char	*nl;
+	ssize_t		 n;
+	int		 fd, done = 0;
+
+	if ((nl = strchr(text, '\n')) == NULL || len > sizeof(old))
+		return 0;
+	if ((fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC)) == -1)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+	    st.st_size == (off_t)len &&
+	    pread(fd, old, len, 0) == (ssize_t)len &&
+	    memchr(old, '\n', len) == old + (nl - text) &&
+	    memcmp(old + (nl - text), nl, len - (size_t)(nl - text)) == 0) {
+		n = pwrite(fd, text, len, 0);
+		done = n == (ssize_t)len;
+	}
+	(void)close(fd);
+	return done;
+}
+
 /* Write record text into name in dirfd, by a rename of tmp over it. */
 static int
 dl_write(int dirfd, const char *tmp, const char *name, const char *text)
@@ -1060,6 +1092,8 @@ dl_write(int dirfd, const char *tmp, const char *name, const char *text)
 	ssize_t	 n;
 	int	 fd, err, rc = BM_EIO;
 
+	if (dl_rewrite(dirfd, name, text, len))
+		return 0;
 	if ((fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC |
 	    O_NOFOLLOW | O_CLOEXEC, 0644)) == -1)
 		return BM_EIO;
