@@ -24,6 +24,24 @@ struct crawl {
 	int		 fail;		/* first failure's code, 0 if none */
 };
 
+void
+crawl_params_init(struct crawl_params *p, const char *source,
+    const struct filter *filter, unsigned max_depth, size_t batch,
+    http_fetch_fn fetch, void *ctx, struct listing *out, char *errbuf,
+    size_t errlen)
+{
+	memset(p, 0, sizeof(*p));
+	p->source = source;
+	p->filter = filter;
+	p->max_depth = max_depth;
+	p->batch = batch;
+	p->fetch = fetch;
+	p->ctx = ctx;
+	p->out = out;
+	p->errbuf = errbuf;
+	p->errlen = errlen;
+}
+
 int
 crawl_new(const struct crawl_params *p, struct crawl **ret)
 {

@@ -1309,16 +1309,8 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 	c.source = source_url;
 	c.opts = opts;
 	c.out = out;
-	memset(&p, 0, sizeof(p));
-	p.source = source_url;
-	p.filter = opts->filter;
-	p.max_depth = opts->max_depth;
-	p.batch = opts->batch;
-	p.fetch = fetch;
-	p.ctx = ctx;
-	p.out = out;
-	p.errbuf = errbuf;
-	p.errlen = errlen;
+	crawl_params_init(&p, source_url, opts->filter, opts->max_depth,
+	    opts->batch, fetch, ctx, out, errbuf, errlen);
 	if ((rc = crawl_new(&p, &c.cr)) != 0)
 		return rc;
 	if (source_url[0] == '\0' ||
