@@ -258,7 +258,6 @@ take_dir(struct crawl *c, size_t d, const struct entry *e, bool *ret_keep)
 int
 crawl_take(struct crawl *c, size_t d, struct entry *e)
 {
-	struct entry	*dst;
 	bool		 keep;
 	int		 rc;
 
@@ -267,11 +266,7 @@ crawl_take(struct crawl *c, size_t d, struct entry *e)
 			return rc;
 	} else if (!filter_file(c->p.filter, e->path))
 		return 0;
-	if ((rc = listing_append(c->p.out, &dst)) != 0)
-		return rc;
-	*dst = *e;
-	memset(e, 0, sizeof(*e));
-	return 0;
+	return listing_move_in(c->p.out, e);
 }
 
 bool

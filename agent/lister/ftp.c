@@ -706,7 +706,6 @@ struct ftp_crawl {
 static int
 crawl_link_add(struct ftp_crawl *c, struct entry *e, size_t di)
 {
-	struct entry	*dst;
 	size_t		*nv, n = listing_count(c->links);
 	int		 rc;
 
@@ -717,10 +716,8 @@ crawl_link_add(struct ftp_crawl *c, struct entry *e, size_t di)
 			return BM_ENOMEM;
 		c->linkdir = nv;
 	}
-	if ((rc = listing_append(c->links, &dst)) != 0)
+	if ((rc = listing_move_in(c->links, e)) != 0)
 		return rc;
-	*dst = *e;
-	memset(e, 0, sizeof(*e));
 	c->linkdir[n] = di;
 	return 0;
 }
@@ -1188,35 +1185,24 @@ static int
 link_entry(struct ftp_crawl *c, const struct entry *l, enum entry_type type,
     size_t idx)
 {
-	const struct entry *t;
-	struct entry	*dst;
+	struct entry	*dst, want;
 	int		 rc;
 
 	if ((rc = listing_append(c->out, &dst)) != 0)
 		return rc;
-	dst->type = type;
-	if ((dst->path = strdup(l->path)) == NULL ||
-	    (l->href != NULL && (dst->href = strdup(l->href)) == NULL))
-		goto nomem;
-	if (idx == SIZE_MAX)
-		return 0;
-	t = listing_get(c->out, idx);
-	dst->size = t->size;
-	dst->size_exact = t->size_exact;
-	dst->size_min = t->size_min;
-	dst->size_max = t->size_max;
-	dst->mtime_wall = t->mtime_wall;
-	dst->mtime_nsec = t->mtime_nsec;
-	dst->mtime_prec = t->mtime_prec;
-	dst->zone_stated = t->zone_stated;
-	dst->zone_offset = t->zone_offset;
-	if (t->size_display != NULL &&
-	    (dst->size_display = strdup(t->size_display)) == NULL)
-		goto nomem;
+	/* The link's names and type; out[idx]'s size, time and size text. */
+	want = idx == SIZE_MAX ? *dst : *listing_get(c->out, idx);
+	want.type = type;
+	want.path = l->path;
+	want.href = l->href;
+	want.target = want.unique = NULL;
+	want.target_type = 0;
+	want.mtime = 0;
+	if (listing_entry_copy(dst, &want) != 0) {
+		listing_pop(c->out);
+		return BM_ENOMEM;
+	}
 	return 0;
-nomem:
-	listing_pop(c->out);
-	return BM_ENOMEM;
 }
 
 /*
