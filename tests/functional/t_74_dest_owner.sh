@@ -21,6 +21,9 @@
 # - kill -9 of the held run: the ad-hoc run is still refused (the owner
 #   not running now), nothing changed, and the owner's next run completes
 #   (it continues the killed run's snapshot and publishes it);
+# - the owner's next run rewrites the record beside its plain tree in
+#   place, naming its pid (the same inode: before, a new file renamed
+#   over it on every run);
 # - a publish = set run of another mirror on a plain tree that a
 #   publish = file mirror owns is refused (exit 2), the tree untouched;
 #   once the record named in the message is removed, it converts it; an
@@ -153,6 +156,22 @@ P=$T/srv/plain
 conf "$T/p.conf" plain "$T/state-p" "$P"
 conf "$T/q.conf" conv "$T/state-q" "$P" "publish = set"
 assert_exit 0 "$BM" -c "$T/p.conf" sync plain
+rec=$T/srv/.plain.biomirror-owner
+echo "# the owner's next run rewrites its record in place (the same inode)"
+ino=$(stat -c %i "$rec") && pid1=$(sed -n 's/^pid //p' "$rec") || fail "no record $rec"
+assert_exit 0 bash -c 'echo $$ > "$1"; exec "$2" -c "$3" sync plain' _ "$T/pid2" "$BM" "$T/p.conf"
+pid2=$(cat "$T/pid2")
+assert_eq "$(head -n 1 "$rec")" "pid $pid2" "the record names the last run"
+assert_eq "$(tail -n +2 "$rec")" "mirror plain
+config $T/p.conf
+state_dir $T/state-p
+publish file" "the rest of the record"
+if [ ${#pid1} = ${#pid2} ]; then
+	assert_eq "$(stat -c %i "$rec")" "$ino" "the record's inode (same length: rewritten in place)"
+else
+	echo "# pids $pid1 and $pid2 differ in length: a new record, not compared"
+fi
+[ -e "$rec.tmp" ] && fail "a temporary record left"
 plain=$(listing "$P")
 assert_exit 2 "$BM" -c "$T/q.conf" sync conv
 grep -qF "$P is a plain tree of mirror plain of $T/p.conf (state directory $T/state-p, pid " "$LAST_ERR" ||
