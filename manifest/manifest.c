@@ -1319,6 +1319,20 @@ manifest_warning(const struct manifest *m)
 	return m->warn;
 }
 
+/* See manifest.h. */
+int64_t
+manifest_reprepares(const struct manifest *m)
+{
+	int64_t	 n = 0;
+	int	 i;
+
+	for (i = 0; i < ST__MAX; i++)
+		if (m->st[i] != NULL)
+			n += sqlite3_stmt_status(m->st[i],
+			    SQLITE_STMTSTATUS_REPREPARE, 0);
+	return n;
+}
+
 /* Finalize every statement and close the connection.  NULL is a no-op. */
 void
 manifest_close(struct manifest *m)
