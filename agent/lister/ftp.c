@@ -66,23 +66,6 @@ static const char *const months[12] = {
 	"jul", "aug", "sep", "oct", "nov", "dec",
 };
 
-/* Unsigned decimal of exactly n digits (n > 0), -1 if not. */
-static int64_t
-num_n(const char *p, size_t n)
-{
-	int64_t	 v = 0;
-	size_t	 i;
-
-	if (n == 0 || n > 18)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (!isdigit((unsigned char)p[i]))
-			return -1;
-		v = v * 10 + (p[i] - '0');
-	}
-	return v;
-}
-
 /*
  * The year of a date listed without one: the most recent year that puts
  * it no more than one day after now_wall (FileZilla's rule, which is how
@@ -138,8 +121,8 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 	fl->sizetextlen = n;
 	/* an earlier size fact of the same MLSD line may have set it */
 	fl->size_exact = false;
-	if (n > 0 && num_n(p, n) >= 0) {
-		fl->size = fl->size_min = fl->size_max = num_n(p, n);
+	if (n > 0 && ftp_digits(p, n) >= 0) {
+		fl->size = fl->size_min = fl->size_max = ftp_digits(p, n);
 		fl->size_exact = true;
 		return true;
 	}
@@ -162,7 +145,7 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 		mult *= 1024;
 	for (i = dot + 1; i < n - 1; i++)
 		step /= 10;
-	if ((x = num_n(p, dot < n - 1 ? dot : n - 1)) < 0)
+	if ((x = ftp_digits(p, dot < n - 1 ? dot : n - 1)) < 0)
 		return false;
 	v = (double)x;
 	for (i = dot + 1, x = 0; i < n - 1; i++)
@@ -211,8 +194,8 @@ parse_hhmm(const char *p, size_t n, int *hour, int *min)
 	const char	*c = memchr(p, ':', n);
 	int64_t		 h, m;
 
-	if (c == NULL || (h = num_n(p, (size_t)(c - p))) < 0 || c - p > 2 ||
-	    (m = num_n(c + 1, n - (size_t)(c - p) - 1)) < 0 ||
+	if (c == NULL || (h = ftp_digits(p, (size_t)(c - p))) < 0 ||
+	    c - p > 2 || (m = ftp_digits(c + 1, n - (size_t)(c - p) - 1)) < 0 ||
 	    n - (size_t)(c - p) - 1 != 2 || h > 23 || m > 59)
 		return false;
 	*hour = (int)h;
@@ -291,8 +274,8 @@ parse_unix(const char *line, size_t len, int64_t now_wall,
 	for (m = 2; m + 2 < nt; m++) {
 		if ((mon = month_of(tok[m], tlen[m])) == 0)
 			continue;
-		if ((day = num_n(tok[m + 1], tlen[m + 1])) < 1 || day > 31 ||
-		    tlen[m + 1] > 2)
+		if ((day = ftp_digits(tok[m + 1], tlen[m + 1])) < 1 ||
+		    day > 31 || tlen[m + 1] > 2)
 			continue;
 		if (!parse_size(tok[m - 1], tlen[m - 1], fl))
 			continue;
@@ -301,7 +284,7 @@ parse_unix(const char *line, size_t len, int64_t now_wall,
 			    now_wall);
 			fl->prec = MTIME_MINUTE;
 		} else if (tlen[m + 2] == 4 &&
-		    (year = num_n(tok[m + 2], 4)) >= 1900) {
+		    (year = ftp_digits(tok[m + 2], 4)) >= 1900) {
 			fl->wall = ftp_wall_time((int)year, mon, (int)day, 0, 0,
 			    0);
 			fl->prec = MTIME_DAY;
@@ -353,13 +336,13 @@ parse_dos(const char *line, size_t len, struct ftp_line *fl)
 		return LINE_BAD;
 	if (tlen[0] == 10 && tok[0][4] == '-' && tok[0][7] == '-') {
 		/* ISO "YYYY-MM-DD" (IIS with a long-year setting) */
-		y = num_n(tok[0], 4);
-		mo = num_n(tok[0] + 5, 2);
-		d = num_n(tok[0] + 8, 2);
+		y = ftp_digits(tok[0], 4);
+		mo = ftp_digits(tok[0] + 5, 2);
+		d = ftp_digits(tok[0] + 8, 2);
 	} else if (tok[0][2] == '-' && tok[0][5] == '-') {
-		mo = num_n(tok[0], 2);
-		d = num_n(tok[0] + 3, 2);
-		y = num_n(tok[0] + 6, tlen[0] - 6);
+		mo = ftp_digits(tok[0], 2);
+		d = ftp_digits(tok[0] + 3, 2);
+		y = ftp_digits(tok[0] + 6, tlen[0] - 6);
 		if (tlen[0] == 8 && y >= 0)
 			y += y < 70 ? 2000 : 1900;
 	} else
