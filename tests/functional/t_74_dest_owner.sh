@@ -157,20 +157,23 @@ conf "$T/p.conf" plain "$T/state-p" "$P"
 conf "$T/q.conf" conv "$T/state-q" "$P" "publish = set"
 assert_exit 0 "$BM" -c "$T/p.conf" sync plain
 rec=$T/srv/.plain.biomirror-owner
-echo "# the owner's next run rewrites its record in place (the same inode)"
-ino=$(stat -c %i "$rec") && pid1=$(sed -n 's/^pid //p' "$rec") || fail "no record $rec"
-assert_exit 0 bash -c 'echo $$ > "$1"; exec "$2" -c "$3" sync plain' _ "$T/pid2" "$BM" "$T/p.conf"
-pid2=$(cat "$T/pid2")
-assert_eq "$(head -n 1 "$rec")" "pid $pid2" "the record names the last run"
-assert_eq "$(tail -n +2 "$rec")" "mirror plain
+echo "# the owner's next runs rewrite its record in place (the same inode)"
+rest="mirror plain
 config $T/p.conf
 state_dir $T/state-p
-publish file" "the rest of the record"
-if [ ${#pid1} = ${#pid2} ]; then
-	assert_eq "$(stat -c %i "$rec")" "$ino" "the record's inode (same length: rewritten in place)"
-else
-	echo "# pids $pid1 and $pid2 differ in length: a new record, not compared"
-fi
+publish file"
+assert_eq "$(tail -n +2 "$rec")" "$rest" "the record after the first run"
+# A longer and a shorter pid than this run's (pid_max is at most 2^22).
+for old in 12345678 1; do
+	printf 'pid %s\n%s\n' "$old" "$rest" > "$rec"	# same inode
+	ino=$(stat -c %i "$rec")
+	assert_exit 0 bash -c 'echo $$ > "$1"; exec "$2" -c "$3" sync plain' _ "$T/pid2" "$BM" "$T/p.conf"
+	pid2=$(cat "$T/pid2")
+	assert_eq "$(cat "$rec"; echo x)" "pid $pid2
+$rest
+x" "the record after pid $old (all of it, nothing after its last line)"
+	assert_eq "$(stat -c %i "$rec")" "$ino" "the record's inode after pid $old"
+done
 [ -e "$rec.tmp" ] && fail "a temporary record left"
 plain=$(listing "$P")
 assert_exit 2 "$BM" -c "$T/q.conf" sync conv
