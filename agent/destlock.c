@@ -1052,6 +1052,42 @@ out:
 	return rc;
 }
 
+/*
+ * Rewrite name in dirfd in place when it holds text but for its first
+ * line (the next run of the same owner: only "pid N" differs): one
+ * pwrite, and an ftruncate when the pid is shorter (meanwhile a reader
+ * sees at most a tail of the last line, without a space: no field).  No
+ * new inode, and no flush that ext4 starts for a rename over a file.
+ * 1 done, 0 not that case (nothing written).
+ */
+static int
+dl_rewrite(int dirfd, const char *name, const char *text, size_t len)
+{
+	struct stat	 st;
+	char		 old[DL_RECORD_MAX];
+	const char	*nl, *onl;
+	size_t		 rest;
+	ssize_t		 n;
+	int		 fd, done = 0;
+
+	if ((nl = strchr(text, '\n')) == NULL)
+		return 0;
+	rest = len - (size_t)(nl - text);
+	if ((fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC)) == -1)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+	    st.st_size > 0 && (size_t)st.st_size <= sizeof(old) &&
+	    (n = pread(fd, old, (size_t)st.st_size, 0)) == st.st_size &&
+	    (onl = memchr(old, '\n', (size_t)n)) != NULL &&
+	    (size_t)n - (size_t)(onl - old) == rest &&
+	    memcmp(onl, nl, rest) == 0 &&
+	    pwrite(fd, text, len, 0) == (ssize_t)len)
+		done = (size_t)n <= len || ftruncate(fd, (off_t)len) == 0;
+	(void)close(fd);
+	return done;
+}
+
 /* Write record text into name in dirfd, by a rename of tmp over it. */
 static int
 dl_write(int dirfd, const char *tmp, const char *name, const char *text)
@@ -1060,6 +1096,8 @@ dl_write(int dirfd, const char *tmp, const char *name, const char *text)
 	ssize_t	 n;
 	int	 fd, err, rc = BM_EIO;
 
+	if (dl_rewrite(dirfd, name, text, len))
+		return 0;
 	if ((fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC |
 	    O_NOFOLLOW | O_CLOEXEC, 0644)) == -1)
 		return BM_EIO;

@@ -146,6 +146,46 @@ listing_append(struct listing *l, struct entry **ret)
 	return 0;
 }
 
+/* See listing.h. */
+int
+listing_move_in(struct listing *l, struct entry *e)
+{
+	struct entry	*dst;
+	int		 rc;
+
+	if ((rc = listing_append(l, &dst)) != 0)
+		return rc;
+	*dst = *e;
+	memset(e, 0, sizeof(*e));
+	return 0;
+}
+
+/* *dst = a copy of s (NULL stays NULL); false when out of memory. */
+static bool
+dup_or_null(char **dst, const char *s)
+{
+	*dst = s != NULL ? strdup(s) : NULL;
+	return s == NULL || *dst != NULL;
+}
+
+/* See listing.h. */
+int
+listing_entry_copy(struct entry *dst, const struct entry *src)
+{
+	*dst = *src;
+	dst->path = dst->href = dst->size_display = dst->target =
+	    dst->unique = NULL;
+	if (!dup_or_null(&dst->path, src->path) ||
+	    !dup_or_null(&dst->href, src->href) ||
+	    !dup_or_null(&dst->size_display, src->size_display) ||
+	    !dup_or_null(&dst->target, src->target) ||
+	    !dup_or_null(&dst->unique, src->unique)) {
+		entry_clear(dst);
+		return BM_ENOMEM;
+	}
+	return 0;
+}
+
 /* Entries l can still take before listing_append gives BM_ELIMIT. */
 size_t
 listing_room(const struct listing *l)

@@ -688,12 +688,15 @@ out:
 	return rc == BM_EDB && m->fault == BM_ECORRUPT ? BM_ECORRUPT : rc;
 }
 
-/* Validate, migrate and set up an open connection; prepare statements. */
+/*
+ * Validate, migrate and set up an open connection (statements: see
+ * manifest_prepare).  0 or BM_E* (m->err).
+ */
 static int
 manifest_setup(struct manifest *m)
 {
 	int64_t	 version = 0;
-	int	 rc, src, i;
+	int	 rc, src;
 
 	if ((rc = manifest_identify(m, &version)) != 0)
 		return rc;
@@ -720,6 +723,20 @@ manifest_setup(struct manifest *m)
 		return rc;
 	if ((src = db_exec_script(m->db, manifest_staging_sql)) != SQLITE_OK)
 		return db_fail(m, src);
+	return 0;
+}
+
+/*
+ * Prepare every statement of a set-up connection: a table or column
+ * the schema lacks is a damaged schema (BM_ECORRUPT).  Called after the
+ * last sqlite3_db_config() flag change, which expires (re-prepares on
+ * next use) every prepared statement.
+ */
+static int
+manifest_prepare(struct manifest *m)
+{
+	int	 i, src;
+
 	for (i = 0; i < ST__MAX; i++) {
 		src = sqlite3_prepare_v3(m->db, manifest_st_sql[i], -1,
 		    SQLITE_PREPARE_PERSISTENT, &m->st[i], NULL);
@@ -1128,12 +1145,9 @@ static int
 open_immutable(struct manifest *m)
 {
 	char	*uri;
-	int	 i, src;
+	int	 src;
 
-	for (i = 0; i < ST__MAX; i++) {
-		(void)sqlite3_finalize(m->st[i]);
-		m->st[i] = NULL;
-	}
+	/* No statement is prepared yet (manifest_prepare comes after). */
 	(void)sqlite3_close(m->db);
 	m->db = NULL;
 	if ((uri = immutable_uri(m->path)) == NULL)
@@ -1205,6 +1219,8 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 	if (!reader || !had_wal)
 		(void)sqlite3_db_config(m->db,
 		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
+	if ((rc = manifest_prepare(m)) != 0)
+		goto out;
 	m->err[0] = '\0';
 	m->fault = 0;
 	*ret = m;
@@ -1265,7 +1281,8 @@ manifest_open_scratch(struct manifest **ret, char *errbuf, size_t errlen)
 		goto out;
 	}
 	(void)sqlite3_extended_result_codes(m->db, 1);
-	if ((rc = manifest_migrate(m)) != 0 || (rc = manifest_setup(m)) != 0)
+	if ((rc = manifest_migrate(m)) != 0 || (rc = manifest_setup(m)) != 0 ||
+	    (rc = manifest_prepare(m)) != 0)
 		goto out;
 	*ret = m;
 	m = NULL;
@@ -1325,6 +1342,20 @@ const char *
 manifest_warning(const struct manifest *m)
 {
 	return m->warn;
+}
+
+/* See manifest.h. */
+int64_t
+manifest_reprepares(const struct manifest *m)
+{
+	int64_t	 n = 0;
+	int	 i;
+
+	for (i = 0; i < ST__MAX; i++)
+		if (m->st[i] != NULL)
+			n += sqlite3_stmt_status(m->st[i],
+			    SQLITE_STMTSTATUS_REPREPARE, 0);
+	return n;
 }
 
 /* Finalize every statement and close the connection.  NULL is a no-op. */

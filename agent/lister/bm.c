@@ -135,7 +135,7 @@ static int
 bm_tree(const struct lister_run *lr, struct listing *all,
     struct listing *out, struct lister_stats *st)
 {
-	struct entry	*e, *dst;
+	struct entry	*e;
 	bool		*below = NULL;
 	size_t		 i, n;
 	int		 rc;
@@ -157,10 +157,8 @@ bm_tree(const struct lister_run *lr, struct listing *all,
 		    !filter_dir(lr->filter, e->path) :
 		    !filter_file(lr->filter, e->path)))
 			continue;
-		if ((rc = listing_append(out, &dst)) != 0)
+		if ((rc = listing_move_in(out, e)) != 0)
 			goto out;
-		*dst = *e;
-		memset(e, 0, sizeof(*e));
 	}
 	rc = 0;
 out:

@@ -24,6 +24,24 @@ struct crawl {
 	int		 fail;		/* first failure's code, 0 if none */
 };
 
+void
+crawl_params_init(struct crawl_params *p, const char *source,
+    const struct filter *filter, unsigned max_depth, size_t batch,
+    http_fetch_fn fetch, void *ctx, struct listing *out, char *errbuf,
+    size_t errlen)
+{
+	memset(p, 0, sizeof(*p));
+	p->source = source;
+	p->filter = filter;
+	p->max_depth = max_depth;
+	p->batch = batch;
+	p->fetch = fetch;
+	p->ctx = ctx;
+	p->out = out;
+	p->errbuf = errbuf;
+	p->errlen = errlen;
+}
+
 int
 crawl_new(const struct crawl_params *p, struct crawl **ret)
 {
@@ -240,7 +258,6 @@ take_dir(struct crawl *c, size_t d, const struct entry *e, bool *ret_keep)
 int
 crawl_take(struct crawl *c, size_t d, struct entry *e)
 {
-	struct entry	*dst;
 	bool		 keep;
 	int		 rc;
 
@@ -249,8 +266,6 @@ crawl_take(struct crawl *c, size_t d, struct entry *e)
 			return rc;
 	} else if (!filter_file(c->p.filter, e->path))
 		return 0;
-	if ((rc = listing_append(c->p.out, &dst)) != 0)
-		return rc;
 	/*
 	 * The href and the size as printed served the parser; past the
 	 * crawl nothing reads them, and a huge directory pays for each.
@@ -258,9 +273,7 @@ crawl_take(struct crawl *c, size_t d, struct entry *e)
 	free(e->href);
 	free(e->size_display);
 	e->href = e->size_display = NULL;
-	*dst = *e;
-	memset(e, 0, sizeof(*e));
-	return 0;
+	return listing_move_in(c->p.out, e);
 }
 
 bool

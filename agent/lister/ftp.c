@@ -118,23 +118,6 @@ static const struct month_name {
 	{ "\xd0\xb4\xd0\xb5\xd0\xba", 12 },
 };
 
-/* Unsigned decimal of exactly n digits (n > 0), -1 if not. */
-static int64_t
-num_n(const char *p, size_t n)
-{
-	int64_t	 v = 0;
-	size_t	 i;
-
-	if (n == 0 || n > 18)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (!isdigit((unsigned char)p[i]))
-			return -1;
-		v = v * 10 + (p[i] - '0');
-	}
-	return v;
-}
-
 /*
  * The time of a date listed without a year (FileZilla's rule, which is
  * how ls(1) chooses between "HH:MM" and "YYYY": within six months of
@@ -179,7 +162,7 @@ month_of(const char *p, size_t n)
 	if (n == 4 || n == 5) {
 		if ((memcmp(p + n - 3, "\xe6\x9c\x88", 3) == 0 ||
 		    memcmp(p + n - 3, "\xec\x9b\x94", 3) == 0) &&
-		    (v = num_n(p, n - 3)) >= 1 && v <= 12)
+		    (v = ftp_digits(p, n - 3)) >= 1 && v <= 12)
 			return (int)v;
 	}
 	return 0;
@@ -203,8 +186,8 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 	fl->sizetextlen = n;
 	/* an earlier size fact of the same MLSD line may have set it */
 	fl->size_exact = false;
-	if (n > 0 && num_n(p, n) >= 0) {
-		fl->size = fl->size_min = fl->size_max = num_n(p, n);
+	if (n > 0 && ftp_digits(p, n) >= 0) {
+		fl->size = fl->size_min = fl->size_max = ftp_digits(p, n);
 		fl->size_exact = true;
 		return true;
 	}
@@ -227,7 +210,7 @@ parse_size(const char *p, size_t n, struct ftp_line *fl)
 		mult *= 1024;
 	for (i = dot + 1; i < n - 1; i++)
 		step /= 10;
-	if ((x = num_n(p, dot < n - 1 ? dot : n - 1)) < 0)
+	if ((x = ftp_digits(p, dot < n - 1 ? dot : n - 1)) < 0)
 		return false;
 	v = (double)x;
 	for (i = dot + 1, x = 0; i < n - 1; i++)
@@ -276,8 +259,8 @@ parse_hhmm(const char *p, size_t n, int *hour, int *min)
 	const char	*c = memchr(p, ':', n);
 	int64_t		 h, m;
 
-	if (c == NULL || (h = num_n(p, (size_t)(c - p))) < 0 || c - p > 2 ||
-	    (m = num_n(c + 1, n - (size_t)(c - p) - 1)) < 0 ||
+	if (c == NULL || (h = ftp_digits(p, (size_t)(c - p))) < 0 ||
+	    c - p > 2 || (m = ftp_digits(c + 1, n - (size_t)(c - p) - 1)) < 0 ||
 	    n - (size_t)(c - p) - 1 != 2 || h > 23 || m > 59)
 		return false;
 	*hour = (int)h;
@@ -355,7 +338,7 @@ unix_when(const char *p, size_t n, int mon, int day, int64_t now_wall,
 	if (parse_hhmm(p, n, &hour, &min)) {
 		fl->wall = infer_year(mon, day, hour, min, now_wall);
 		fl->prec = MTIME_MINUTE;
-	} else if (n == 4 && (year = num_n(p, 4)) >= 1900) {
+	} else if (n == 4 && (year = ftp_digits(p, 4)) >= 1900) {
 		fl->wall = ftp_wall_time((int)year, mon, day, 0, 0, 0);
 		fl->prec = MTIME_DAY;
 	} else
@@ -376,7 +359,7 @@ unix_day(const char *p, size_t n)
 
 	if (n > 1 && p[n - 1] == '.')
 		n--;
-	if (n > 2 || (d = num_n(p, n)) < 1 || d > 31)
+	if (n > 2 || (d = ftp_digits(p, n)) < 1 || d > 31)
 		return -1;
 	return d;
 }
@@ -462,13 +445,13 @@ parse_dos(const char *line, size_t len, struct ftp_line *fl)
 		return LINE_BAD;
 	if (tlen[0] == 10 && tok[0][4] == '-' && tok[0][7] == '-') {
 		/* ISO "YYYY-MM-DD" (IIS with a long-year setting) */
-		y = num_n(tok[0], 4);
-		mo = num_n(tok[0] + 5, 2);
-		d = num_n(tok[0] + 8, 2);
+		y = ftp_digits(tok[0], 4);
+		mo = ftp_digits(tok[0] + 5, 2);
+		d = ftp_digits(tok[0] + 8, 2);
 	} else if (tok[0][2] == '-' && tok[0][5] == '-') {
-		mo = num_n(tok[0], 2);
-		d = num_n(tok[0] + 3, 2);
-		y = num_n(tok[0] + 6, tlen[0] - 6);
+		mo = ftp_digits(tok[0], 2);
+		d = ftp_digits(tok[0] + 3, 2);
+		y = ftp_digits(tok[0] + 6, tlen[0] - 6);
 		if (tlen[0] == 8 && y >= 0)
 			y += y < 70 ? 2000 : 1900;
 	} else
@@ -521,7 +504,7 @@ parse_os2(const char *line, size_t len, struct ftp_line *fl)
 
 	fl->why = "not a listing line (no Unix mode, no DOS or OS/2 date)";
 	if ((nt = tokens(line, len, tok, tlen, 6)) < 4 ||
-	    (size = num_n(tok[0], tlen[0])) < 0)
+	    (size = ftp_digits(tok[0], tlen[0])) < 0)
 		return LINE_BAD;
 	for (d = 1; d < nt; d++) {
 		if (tlen[d] == 3 && memcmp(tok[d], "DIR", 3) == 0) {
@@ -537,9 +520,9 @@ parse_os2(const char *line, size_t len, struct ftp_line *fl)
 	if (d + 2 >= nt || (tlen[d] != 8 && tlen[d] != 9) ||
 	    tok[d][2] != '-' || tok[d][5] != '-')
 		return LINE_BAD;
-	mo = num_n(tok[d], 2);
-	day = num_n(tok[d] + 3, 2);
-	if ((y = num_n(tok[d] + 6, tlen[d] - 6)) >= 0)
+	mo = ftp_digits(tok[d], 2);
+	day = ftp_digits(tok[d] + 3, 2);
+	if ((y = ftp_digits(tok[d] + 6, tlen[d] - 6)) >= 0)
 		y += tlen[d] == 9 || y >= 70 ? 1900 : 2000;
 	if (mo < 0 || day < 0 || y < 0 || !parse_hhmm(tok[d + 1],
 	    tlen[d + 1], &hour, &min))
@@ -959,7 +942,6 @@ struct ftp_crawl {
 static int
 crawl_link_add(struct ftp_crawl *c, struct entry *e, size_t di)
 {
-	struct entry	*dst;
 	size_t		*nv, n = listing_count(c->links);
 	int		 rc;
 
@@ -970,10 +952,8 @@ crawl_link_add(struct ftp_crawl *c, struct entry *e, size_t di)
 			return BM_ENOMEM;
 		c->linkdir = nv;
 	}
-	if ((rc = listing_append(c->links, &dst)) != 0)
+	if ((rc = listing_move_in(c->links, e)) != 0)
 		return rc;
-	*dst = *e;
-	memset(e, 0, sizeof(*e));
 	c->linkdir[n] = di;
 	return 0;
 }
@@ -1643,35 +1623,24 @@ static int
 link_entry(struct ftp_crawl *c, const struct entry *l, enum entry_type type,
     size_t idx)
 {
-	const struct entry *t;
-	struct entry	*dst;
+	struct entry	*dst, want;
 	int		 rc;
 
 	if ((rc = listing_append(c->out, &dst)) != 0)
 		return rc;
-	dst->type = type;
-	if ((dst->path = strdup(l->path)) == NULL ||
-	    (l->href != NULL && (dst->href = strdup(l->href)) == NULL))
-		goto nomem;
-	if (idx == SIZE_MAX)
-		return 0;
-	t = listing_get(c->out, idx);
-	dst->size = t->size;
-	dst->size_exact = t->size_exact;
-	dst->size_min = t->size_min;
-	dst->size_max = t->size_max;
-	dst->mtime_wall = t->mtime_wall;
-	dst->mtime_nsec = t->mtime_nsec;
-	dst->mtime_prec = t->mtime_prec;
-	dst->zone_stated = t->zone_stated;
-	dst->zone_offset = t->zone_offset;
-	if (t->size_display != NULL &&
-	    (dst->size_display = strdup(t->size_display)) == NULL)
-		goto nomem;
+	/* The link's names and type; out[idx]'s size, time and size text. */
+	want = idx == SIZE_MAX ? *dst : *listing_get(c->out, idx);
+	want.type = type;
+	want.path = l->path;
+	want.href = l->href;
+	want.target = want.unique = NULL;
+	want.target_type = 0;
+	want.mtime = 0;
+	if (listing_entry_copy(dst, &want) != 0) {
+		listing_pop(c->out);
+		return BM_ENOMEM;
+	}
 	return 0;
-nomem:
-	listing_pop(c->out);
-	return BM_ENOMEM;
 }
 
 /*
@@ -1769,17 +1738,9 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 	c.source = source_url;
 	c.opts = opts;
 	c.out = out;
-	memset(&p, 0, sizeof(p));
-	p.source = source_url;
-	p.filter = opts->filter;
-	p.max_depth = opts->max_depth;
+	crawl_params_init(&p, source_url, opts->filter, opts->max_depth,
+	    opts->batch, fetch, ctx, out, errbuf, errlen);
 	p.shallow = opts->shallow;
-	p.batch = opts->batch;
-	p.fetch = fetch;
-	p.ctx = ctx;
-	p.out = out;
-	p.errbuf = errbuf;
-	p.errlen = errlen;
 	if ((rc = crawl_new(&p, &c.cr)) != 0)
 		return rc;
 	if (source_url[0] == '\0' ||

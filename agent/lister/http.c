@@ -3030,17 +3030,9 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 		    "source URL must be absolute and end in '/'");
 		return BM_EINVAL;
 	}
-	memset(&p, 0, sizeof(p));
-	p.source = source_url;
-	p.filter = opts->filter;
-	p.max_depth = opts->max_depth;
+	crawl_params_init(&p, source_url, opts->filter, opts->max_depth,
+	    opts->batch, fetch, ctx, out, errbuf, errlen);
 	p.shallow = opts->shallow;
-	p.batch = opts->batch;
-	p.fetch = fetch;
-	p.ctx = ctx;
-	p.out = out;
-	p.errbuf = errbuf;
-	p.errlen = errlen;
 	if ((rc = crawl_new(&p, &cr)) != 0)
 		return rc;
 	rc = crawl_run(cr, &http_crawl_ops, &c);

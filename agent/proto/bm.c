@@ -19,13 +19,36 @@ struct bmp_hash {
 	EVP_MAC_CTX	*mac;		/* owned: HMAC-SHA-256, or NULL */
 };
 
+/* v as n (1 to 8) big-endian bytes at p: every integer the frames write. */
+static void
+be_store(uint8_t *p, uint64_t v, size_t n)
+{
+	size_t	 i;
+
+	for (i = n; i > 0; i--) {
+		p[i - 1] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+/* The n (1 to 8) big-endian bytes at p: every integer the frames read. */
+static uint64_t
+be_load(const uint8_t *p, size_t n)
+{
+	uint64_t	 v = 0;
+	size_t		 i;
+
+	for (i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
 int
 bmp_header(const uint8_t *hdr, size_t cap, uint8_t *ret_type, size_t *ret_len)
 {
 	uint32_t	 len;
 
-	len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
-	    (uint32_t)hdr[2] << 8 | hdr[3];
+	len = (uint32_t)be_load(hdr, 4);
 	if (cap > BMP_FRAME_MAX)
 		cap = BMP_FRAME_MAX;
 	if (len > cap)
@@ -64,40 +87,38 @@ bmp_put_bytes(struct bmp_wr *w, const void *p, size_t len)
 	w->len += len;
 }
 
+/* v as n big-endian bytes at the frame's end. */
+static void
+put_be(struct bmp_wr *w, uint64_t v, size_t n)
+{
+	uint8_t	 b[8];
+
+	be_store(b, v, n);
+	bmp_put_bytes(w, b, n);
+}
+
 void
 bmp_put_u8(struct bmp_wr *w, uint8_t v)
 {
-	bmp_put_bytes(w, &v, 1);
+	put_be(w, v, 1);
 }
 
 void
 bmp_put_u16(struct bmp_wr *w, uint16_t v)
 {
-	uint8_t	 b[2] = { (uint8_t)(v >> 8), (uint8_t)v };
-
-	bmp_put_bytes(w, b, sizeof(b));
+	put_be(w, v, 2);
 }
 
 void
 bmp_put_u32(struct bmp_wr *w, uint32_t v)
 {
-	uint8_t	 b[4];
-	int	 i;
-
-	for (i = 0; i < 4; i++)
-		b[i] = (uint8_t)(v >> (24 - 8 * i));
-	bmp_put_bytes(w, b, sizeof(b));
+	put_be(w, v, 4);
 }
 
 void
 bmp_put_u64(struct bmp_wr *w, uint64_t v)
 {
-	uint8_t	 b[8];
-	int	 i;
-
-	for (i = 0; i < 8; i++)
-		b[i] = (uint8_t)(v >> (56 - 8 * i));
-	bmp_put_bytes(w, b, sizeof(b));
+	put_be(w, v, 8);
 }
 
 void
@@ -119,10 +140,7 @@ bmp_wr_end(struct bmp_wr *w, size_t *ret_len)
 	if (w->over)
 		return BM_ELIMIT;
 	n = w->len - BMP_HDR_LEN;
-	w->buf[0] = (uint8_t)(n >> 24);
-	w->buf[1] = (uint8_t)(n >> 16);
-	w->buf[2] = (uint8_t)(n >> 8);
-	w->buf[3] = (uint8_t)n;
+	be_store(w->buf, n, 4);
 	*ret_len = w->len;
 	return 0;
 }
@@ -148,45 +166,38 @@ bmp_get_bytes(struct bmp_rd *r, void *out, size_t len)
 	r->off += len;
 }
 
+/* The next n big-endian bytes of the payload (0 past its end). */
+static uint64_t
+get_be(struct bmp_rd *r, size_t n)
+{
+	uint8_t	 b[8];
+
+	bmp_get_bytes(r, b, n);
+	return be_load(b, n);
+}
+
 uint8_t
 bmp_get_u8(struct bmp_rd *r)
 {
-	uint8_t	 v;
-
-	bmp_get_bytes(r, &v, 1);
-	return v;
+	return (uint8_t)get_be(r, 1);
 }
 
 uint16_t
 bmp_get_u16(struct bmp_rd *r)
 {
-	uint8_t	 b[2];
-
-	bmp_get_bytes(r, b, sizeof(b));
-	return (uint16_t)(b[0] << 8 | b[1]);
+	return (uint16_t)get_be(r, 2);
 }
 
 uint32_t
 bmp_get_u32(struct bmp_rd *r)
 {
-	uint8_t	 b[4];
-
-	bmp_get_bytes(r, b, sizeof(b));
-	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
-	    (uint32_t)b[2] << 8 | b[3];
+	return (uint32_t)get_be(r, 4);
 }
 
 uint64_t
 bmp_get_u64(struct bmp_rd *r)
 {
-	uint8_t		 b[8];
-	uint64_t	 v = 0;
-	int		 i;
-
-	bmp_get_bytes(r, b, sizeof(b));
-	for (i = 0; i < 8; i++)
-		v = v << 8 | b[i];
-	return v;
+	return get_be(r, 8);
 }
 
 void
@@ -495,7 +506,7 @@ bmp_get_add(struct bmp_wr *w, const struct bmp_item *it)
 
 	if (w->over || w->len < BMP_HDR_LEN + 6)
 		return BM_ELIMIT;
-	n = (uint16_t)(w->buf[BMP_HDR_LEN + 4] << 8 | w->buf[BMP_HDR_LEN + 5]);
+	n = (uint16_t)be_load(w->buf + BMP_HDR_LEN + 4, 2);
 	if (n >= BMP_GET_MAX || it->path.len == 0)
 		return n >= BMP_GET_MAX ? BM_ELIMIT : BM_EINVAL;
 	bmp_put_str(w, it->path.p, it->path.len);
@@ -506,9 +517,7 @@ bmp_get_add(struct bmp_wr *w, const struct bmp_item *it)
 		w->len = save;
 		return BM_ELIMIT;
 	}
-	n++;
-	w->buf[BMP_HDR_LEN + 4] = (uint8_t)(n >> 8);
-	w->buf[BMP_HDR_LEN + 5] = (uint8_t)n;
+	be_store(w->buf + BMP_HDR_LEN + 4, (uint64_t)n + 1, 2);
 	return 0;
 }
 

@@ -115,9 +115,9 @@ ftp_wall_time(int year, int mon, int day, int hour, int min, int sec)
 	return (int64_t)t;
 }
 
-/* The n decimal digits at p (n <= 18), -1 for anything else. */
-static int64_t
-digits(const char *p, size_t n)
+/* See ftp_proto.h. */
+int64_t
+ftp_digits(const char *p, size_t n)
 {
 	int64_t	 v = 0;
 	size_t	 i;
@@ -139,12 +139,12 @@ ftp_time_val(const char *v, size_t n, int64_t *ret_secs, int32_t *ret_nsec)
 	size_t	 i;
 	int32_t	 ns = 0, scale = 100000000;
 
-	if (n < 14 || digits(v, 14) < 0 || (n > 14 && (v[14] != '.' ||
-	    n == 15 || n > 24 || digits(v + 15, n - 15) < 0)))
+	if (n < 14 || ftp_digits(v, 14) < 0 || (n > 14 && (v[14] != '.' ||
+	    n == 15 || n > 24 || ftp_digits(v + 15, n - 15) < 0)))
 		return BM_EINVAL;
-	t = ftp_wall_time((int)digits(v, 4), (int)digits(v + 4, 2),
-	    (int)digits(v + 6, 2), (int)digits(v + 8, 2),
-	    (int)digits(v + 10, 2), (int)digits(v + 12, 2));
+	t = ftp_wall_time((int)ftp_digits(v, 4), (int)ftp_digits(v + 4, 2),
+	    (int)ftp_digits(v + 6, 2), (int)ftp_digits(v + 8, 2),
+	    (int)ftp_digits(v + 10, 2), (int)ftp_digits(v + 12, 2));
 	if (t < 0)
 		return BM_EINVAL;
 	for (i = 15; i < n; i++, scale /= 10)

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,13 @@
 #include "biomirror/udt_shim.h"
 #include "udt_shim_int.h"
 
+/*
+ * The table, set once (under mod_lock, which only loading takes) and read
+ * without a lock by every call.  Not pthread_once(): a failed load is
+ * tried again by the next udt_shim_startup().
+ */
 static pthread_mutex_t		 mod_lock = PTHREAD_MUTEX_INITIALIZER;
-static const struct udt_shim_ops *mod;	/* set once, under mod_lock */
+static const struct udt_shim_ops *_Atomic mod;
 
 /* The module's path into path (len bytes): the rule above. */
 static void
@@ -69,8 +75,10 @@ module_load(char *errbuf, size_t errlen)
 	void		*h;
 	int		 rc = 0;
 
+	if (atomic_load_explicit(&mod, memory_order_acquire) != NULL)
+		return 0;
 	(void)pthread_mutex_lock(&mod_lock);
-	if (mod != NULL)
+	if (atomic_load_explicit(&mod, memory_order_relaxed) != NULL)
 		goto out;
 	module_path(path, sizeof(path));
 	if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
@@ -90,7 +98,7 @@ module_load(char *errbuf, size_t errlen)
 		rc = BM_EINVAL;
 		goto fail;
 	}
-	mod = ops;
+	atomic_store_explicit(&mod, ops, memory_order_release);
 	goto out;
 fail:
 	if (errbuf != NULL && errlen > 0)
@@ -102,16 +110,11 @@ out:
 	return rc;
 }
 
-/* The table once loaded, or NULL. */
+/* The table once loaded, or NULL: no lock. */
 static const struct udt_shim_ops *
 ops_get(void)
 {
-	const struct udt_shim_ops *o;
-
-	(void)pthread_mutex_lock(&mod_lock);
-	o = mod;
-	(void)pthread_mutex_unlock(&mod_lock);
-	return o;
+	return atomic_load_explicit(&mod, memory_order_acquire);
 }
 
 /* A call before a successful udt_shim_startup(): BM_ENET, said so. */

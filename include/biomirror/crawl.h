@@ -60,6 +60,17 @@ struct crawl_params {
 
 struct crawl;
 
+/*
+ * Fill p for a crawl of source (everything borrowed, see crawl_params):
+ * the filter, depth limit and batch size, where pages come from (fetch,
+ * ctx), where entries go (out) and the first failure is said (errbuf,
+ * errlen).  No command: HTTP (crawl_set_command for FTP).
+ */
+void	crawl_params_init(struct crawl_params *p, const char *source,
+	    const struct filter *filter, unsigned max_depth, size_t batch,
+	    http_fetch_fn fetch, void *ctx, struct listing *out, char *errbuf,
+	    size_t errlen);
+
 /* How a lister reads its pages; arg is its own state. */
 struct crawl_ops {
 	/*

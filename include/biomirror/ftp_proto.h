@@ -39,6 +39,8 @@ long	ftp_reply_end(const char *buf, size_t len, int *ret_code);
  */
 bool	ftp_530_is_limit(const char *text, bool anonymous, bool logged_in);
 
+/* The n decimal digits at p (1 to 18, no sign), -1 for anything else. */
+int64_t	ftp_digits(const char *p, size_t n);
 /*
  * Seconds since the epoch of a calendar time read as UTC (timegm), or -1
  * for a date or time that does not exist (Feb 30, 25:00).

@@ -86,6 +86,16 @@ struct entry	*listing_get_mut(struct listing *l, size_t i);
  * Returns 0, BM_ENOMEM, or BM_ELIMIT when max_entries is reached.
  */
 int		 listing_append(struct listing *l, struct entry **ret);
+/*
+ * Append e, moving its strings into the listing (e is left zeroed).
+ * Returns 0, BM_ENOMEM or BM_ELIMIT (e kept as it was).
+ */
+int		 listing_move_in(struct listing *l, struct entry *e);
+/*
+ * Copy src into dst, each string duplicated (dst's own; what dst held
+ * is not freed).  Returns 0, or BM_ENOMEM with dst zeroed.
+ */
+int		 listing_entry_copy(struct entry *dst, const struct entry *src);
 /* Entries l can still take before listing_append gives BM_ELIMIT. */
 size_t		 listing_room(const struct listing *l);
 /*

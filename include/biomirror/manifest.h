@@ -65,6 +65,12 @@ int	manifest_peek_last_run(const char *path, int64_t *ret_id);
  * higher): a rebuilt manifest carries on the old one's run ids.
  */
 void	manifest_run_ids_from(struct manifest *m, int64_t next);
+/*
+ * How many times SQLite compiled m's statements again since the open (a
+ * schema or connection flag change expires them all): 0 on a connection
+ * set up once.  For tests.
+ */
+int64_t	manifest_reprepares(const struct manifest *m);
 /* Close the connection (finalizing every statement).  NULL is a no-op. */
 void	manifest_close(struct manifest *m);
 /* Last error text of the connection ("" if none); borrowed. */

@@ -21,6 +21,9 @@
 # - kill -9 of the held run: the ad-hoc run is still refused (the owner
 #   not running now), nothing changed, and the owner's next run completes
 #   (it continues the killed run's snapshot and publishes it);
+# - the owner's next run rewrites the record beside its plain tree in
+#   place, naming its pid (the same inode: before, a new file renamed
+#   over it on every run);
 # - a publish = set run of another mirror on a plain tree that a
 #   publish = file mirror owns is refused (exit 2), the tree untouched;
 #   once the record named in the message is removed, it converts it; an
@@ -153,6 +156,25 @@ P=$T/srv/plain
 conf "$T/p.conf" plain "$T/state-p" "$P"
 conf "$T/q.conf" conv "$T/state-q" "$P" "publish = set"
 assert_exit 0 "$BM" -c "$T/p.conf" sync plain
+rec=$T/srv/.plain.biomirror-owner
+echo "# the owner's next runs rewrite its record in place (the same inode)"
+rest="mirror plain
+config $T/p.conf
+state_dir $T/state-p
+publish file"
+assert_eq "$(tail -n +2 "$rec")" "$rest" "the record after the first run"
+# A longer and a shorter pid than this run's (pid_max is at most 2^22).
+for old in 12345678 1; do
+	printf 'pid %s\n%s\n' "$old" "$rest" > "$rec"	# same inode
+	ino=$(stat -c %i "$rec")
+	assert_exit 0 bash -c 'echo $$ > "$1"; exec "$2" -c "$3" sync plain' _ "$T/pid2" "$BM" "$T/p.conf"
+	pid2=$(cat "$T/pid2")
+	assert_eq "$(cat "$rec"; echo x)" "pid $pid2
+$rest
+x" "the record after pid $old (all of it, nothing after its last line)"
+	assert_eq "$(stat -c %i "$rec")" "$ino" "the record's inode after pid $old"
+done
+[ -e "$rec.tmp" ] && fail "a temporary record left"
 plain=$(listing "$P")
 assert_exit 2 "$BM" -c "$T/q.conf" sync conv
 grep -qF "$P is a plain tree of mirror plain of $T/p.conf (state directory $T/state-p, pid " "$LAST_ERR" ||

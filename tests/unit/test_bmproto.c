@@ -2,7 +2,8 @@
  * Unit tests for agent/proto/bm.c: every frame encodes and decodes back to
  * the same fields; headers over the cap and unknown types are refused;
  * truncated and padded payloads are refused; GET batching stops at the
- * frame cap and at BMP_GET_MAX items; the digests match independent
+ * frame cap and at BMP_GET_MAX items; integers go on the wire big-endian,
+ * byte for byte, and a get past the end reads 0; the digests match independent
  * computations (SHA-256 of "abc"; OpenSSL's one-shot HMAC()).
  */
 #include <stdint.h>
@@ -62,6 +63,34 @@ test_header(void)
 	h[4] = BMP_TYPE_MAX + 1;
 	is_int(bmp_header(h, BMP_FRAME_MAX, &type, &len), BM_EPROTO,
 	    "unknown type is refused");
+}
+
+static void
+test_ints(void)
+{
+	static const uint8_t want[] = { 0, 0, 0, 15, BMP_ERROR, 0xa1, 0xb2,
+	    0xc3, 0x01, 0x02, 0x03, 0x04, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06,
+	    0x07, 0x08 };
+	struct bmp_wr	 w;
+	struct bmp_rd	 r;
+	size_t		 n = 0;
+
+	bmp_wr_begin(&w, buf, sizeof(buf), BMP_ERROR);
+	bmp_put_u8(&w, 0xa1);
+	bmp_put_u16(&w, 0xb2c3);
+	bmp_put_u32(&w, 0x01020304);
+	bmp_put_u64(&w, 0x0102030405060708ULL);
+	ok(bmp_wr_end(&w, &n) == 0 && n == sizeof(want) &&
+	    memcmp(buf, want, sizeof(want)) == 0,
+	    "u8, u16, u32, u64 and the length: big-endian bytes");
+	bmp_rd_init(&r, want + BMP_HDR_LEN, sizeof(want) - BMP_HDR_LEN);
+	ok(bmp_get_u8(&r) == 0xa1 && bmp_get_u16(&r) == 0xb2c3 &&
+	    bmp_get_u32(&r) == 0x01020304 &&
+	    bmp_get_u64(&r) == 0x0102030405060708ULL && bmp_rd_end(&r) == 0,
+	    "... read back from those bytes");
+	bmp_rd_init(&r, want + BMP_HDR_LEN, 3);
+	ok(bmp_get_u16(&r) == 0xa1b2 && bmp_get_u32(&r) == 0 &&
+	    bmp_rd_end(&r) == BM_EPROTO, "a get past the end reads 0, bad");
 }
 
 static void
@@ -312,6 +341,7 @@ int
 main(void)
 {
 	test_header();
+	test_ints();
 	test_handshake();
 	test_list();
 	test_get();

@@ -188,17 +188,9 @@ run_crawl(struct run *r, const struct fake_page *pages, size_t npages,
 	r->f.link = link;
 	if ((r->l = listing_new(100)) == NULL)
 		tap_bail("listing_new");
-	memset(&p, 0, sizeof(p));
-	p.source = SRC;
-	p.filter = flt;
-	p.max_depth = depth;
-	p.batch = batch;
+	crawl_params_init(&p, SRC, flt, depth, batch, fake_fetch, &r->f, r->l,
+	    r->err, sizeof(r->err));
 	p.command = "MLSD";
-	p.fetch = fake_fetch;
-	p.ctx = &r->f;
-	p.out = r->l;
-	p.errbuf = r->err;
-	p.errlen = sizeof(r->err);
 	if (crawl_new(&p, &c) != 0)
 		tap_bail("crawl_new");
 	r->rc = crawl_run(c, &fake_ops, &r->f);
@@ -307,15 +299,8 @@ test_crawl_limits(void)
 		struct crawl	*c;
 		struct listing	*l = listing_new(100);
 
-		memset(&p, 0, sizeof(p));
-		p.source = SRC;
-		p.max_depth = 10;
-		p.batch = 2;
-		p.fetch = fake_fetch;
-		p.ctx = &r.f;
-		p.out = l;
-		p.errbuf = r.err;
-		p.errlen = sizeof(r.err);
+		crawl_params_init(&p, SRC, NULL, 10, 2, fake_fetch, &r.f, l,
+		    r.err, sizeof(r.err));
 		r.f.pages = tree;
 		r.f.n = NTREE;
 		r.f.fail_call = 2;

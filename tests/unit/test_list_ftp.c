@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "biomirror/error.h"
+#include "biomirror/ftp_proto.h"
 #include "biomirror/list_ftp.h"
 #include "biomirror/listing.h"
 
@@ -1190,9 +1191,25 @@ test_abs_targets(void)
 	listing_free(l);
 }
 
+/* ftp_digits: what the LIST parsers and MDTM/MLSD times read numbers with. */
+static void
+test_digits(void)
+{
+	is_int((int)ftp_digits("2024", 4), 2024, "digits: 2024");
+	is_int((int)ftp_digits("0712x", 2), 7, "digits: the first 2 of 0712x");
+	ok(ftp_digits("123456789012345678", 18) == 123456789012345678LL,
+	    "digits: 18 of them");
+	is_int((int)ftp_digits("1234567890123456789", 19), -1, "digits: 19: no");
+	is_int((int)ftp_digits("12", 0), -1, "digits: none: no");
+	is_int((int)ftp_digits("1a", 2), -1, "digits: a letter: no");
+	is_int((int)ftp_digits("-1", 2), -1, "digits: a sign: no");
+	is_int((int)ftp_digits(" 1", 2), -1, "digits: a space: no");
+}
+
 int
 main(void)
 {
+	test_digits();
 	test_classic();
 	test_wildcard();
 	test_dos();

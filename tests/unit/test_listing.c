@@ -130,6 +130,62 @@ safe(const char *p)
 }
 
 static void
+test_copy(void)
+{
+	struct listing	*l = listing_new(1);
+	struct entry	 src, dst, e;
+
+	memset(&src, 0, sizeof(src));
+	src.path = strdup("d/l");
+	src.href = strdup("l");
+	src.type = ENTRY_SYMLINK;
+	src.size = 5;
+	src.size_exact = true;
+	src.size_min = src.size_max = 5;
+	src.size_display = strdup("5");
+	src.mtime_wall = 1000;
+	src.mtime_nsec = 7;
+	src.mtime_prec = MTIME_NS;
+	src.zone_stated = true;
+	src.zone_offset = 3600;
+	src.mtime = 42;
+	src.target = strdup("../t");
+	src.target_type = ENTRY_DIR;
+	src.unique = strdup("u1");
+	if (l == NULL || src.path == NULL || src.href == NULL ||
+	    src.size_display == NULL || src.target == NULL || src.unique == NULL)
+		tap_bail("setup");
+	is_int(listing_entry_copy(&dst, &src), 0, "entry copy");
+	ok(dst.path != src.path && strcmp(dst.path, "d/l") == 0 &&
+	    dst.href != src.href && strcmp(dst.href, "l") == 0 &&
+	    dst.size_display != src.size_display &&
+	    strcmp(dst.size_display, "5") == 0 && dst.target != src.target &&
+	    strcmp(dst.target, "../t") == 0 && dst.unique != src.unique &&
+	    strcmp(dst.unique, "u1") == 0, "... every string its own");
+	ok(dst.type == ENTRY_SYMLINK && dst.size == 5 && dst.size_exact &&
+	    dst.size_min == 5 && dst.size_max == 5 && dst.mtime_wall == 1000 &&
+	    dst.mtime_nsec == 7 && dst.mtime_prec == MTIME_NS &&
+	    dst.zone_stated && dst.zone_offset == 3600 && dst.mtime == 42 &&
+	    dst.target_type == ENTRY_DIR, "... every other field the same");
+	entry_clear(&dst);
+	memset(&e, 0, sizeof(e));
+	is_int(listing_entry_copy(&dst, &e), 0, "an entry with no strings");
+	ok(dst.path == NULL && dst.href == NULL && dst.unique == NULL,
+	    "... copies none");
+	is_int(listing_move_in(l, &src), 0, "move in");
+	ok(src.path == NULL && src.unique == NULL && src.size == 0 &&
+	    listing_count(l) == 1 &&
+	    strcmp(listing_get(l, 0)->path, "d/l") == 0 &&
+	    strcmp(listing_get(l, 0)->unique, "u1") == 0,
+	    "... the entry moved, its source zeroed");
+	e.path = strdup("x");
+	is_int(listing_move_in(l, &e), BM_ELIMIT, "move into a full listing");
+	ok(e.path != NULL && strcmp(e.path, "x") == 0, "... leaves it as it was");
+	entry_clear(&e);
+	listing_free(l);
+}
+
+static void
 test_paths(void)
 {
 	char	 big[PATH_MAX + 10];
@@ -309,6 +365,7 @@ main(void)
 {
 	test_take();
 	test_container();
+	test_copy();
 	test_paths();
 	test_coding();
 	test_filter();

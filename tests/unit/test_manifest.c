@@ -827,6 +827,47 @@ test_locked(const char *dir)
 }
 
 static void
+test_no_reprepare(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct listing		*l;
+	struct run_record	 r;
+	struct run_record	*runs = NULL;
+	char			 p[512], err[512];
+	size_t			 n = 0;
+	int64_t			 id = 0, count = -1;
+
+	join(p, sizeof(p), dir, "reprep.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "create");
+	manifest_close(m);
+	m = NULL;
+	/* A no-change sync's statements, on a reopened (existing) file. */
+	is_int(manifest_open(p, false, &m, err, sizeof(err)), 0, "reopen");
+	if ((l = listing_new(10)) == NULL)
+		tap_bail("setup failed");
+	add(l, "f", ENTRY_FILE, 1, true, 5000, MTIME_SECOND, NULL);
+	memset(&r, 0, sizeof(r));
+	ok(manifest_run_begin(m, "sync", NS, &id) == 0 &&
+	    manifest_stage(m, l) == 0 && manifest_file_count(m, &count) == 0 &&
+	    manifest_runs(m, 5, &runs, &n) == 0, "a run's statements");
+	r.id = id;
+	(void)snprintf(r.status, sizeof(r.status), "ok");
+	is_int(manifest_run_end(m, &r), 0, "its end");
+	is_int(manifest_reprepares(m), 0,
+	    "no statement compiled twice (prepared after the open's last "
+	    "connection flag change)");
+	free(runs);
+	listing_free(l);
+	manifest_close(m);
+	m = NULL;
+	is_int(manifest_open_read(p, &m, err, sizeof(err)), 0, "a reader");
+	ok(manifest_runs(m, 5, &runs, &n) == 0 && n == 1, "its runs");
+	is_int(manifest_reprepares(m), 0, "... none compiled twice either");
+	free(runs);
+	manifest_close(m);
+}
+
+static void
 test_diff(const char *dir)
 {
 	struct manifest		*m = NULL;
@@ -1789,6 +1830,7 @@ main(void)
 	test_not_a_file(dir);
 	test_scratch_and_ids(dir);
 	test_diff(dir);
+	test_no_reprepare(dir);
 	test_bytes_and_ls(dir);
 	test_commit_ops(dir);
 	test_runs(dir);
