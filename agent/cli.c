@@ -337,6 +337,7 @@ struct sync_args {
 	bool		 allow_empty;	/* --allow-empty */
 	bool		 no_hook;	/* --no-hook: post_sync not run */
 	const char	*name;		/* borrowed: --name of an ad-hoc mirror */
+	const char	*label;		/* borrowed: name, else the recorded one */
 	const char	*command;	/* static: "sync", "plan" or "resync" */
 	struct override	*ov;		/* owned */
 	size_t		 nov;
@@ -484,6 +485,7 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		memset(&so, 0, sizeof(so));
 		so.state_dir = c->state_dir;
 		so.key = keys[i];
+		so.label = a->source != NULL ? a->label : NULL;
 		so.config_file = a->source != NULL ? NULL : c->conf->path;
 		so.user_agent = c->conf->user_agent ? c->conf->user_agent :
 		    "biomirror/" BM_VERSION;
@@ -742,6 +744,7 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	bool		 plan = strcmp(cmd, "plan") == 0;
 	struct sync_args a;
 	struct mirror_conf **ms = NULL, *adhoc = NULL;
+	json_t		*info = NULL;	/* the ad-hoc record: a.label */
 	const char	**keys = NULL;
 	char		 key[64], err[512];
 	size_t		 i, j, n = 0;
@@ -790,6 +793,9 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 			goto out;
 		if (a.name != NULL && adhoc_check_name(c, cmd, a.name, key))
 			goto out;
+		if ((a.label = a.name) == NULL &&
+		    (info = adhoc_info_read(c, key)) != NULL)
+			a.label = adhoc_field(info, "name", NULL);
 		n = 1;
 		ms = calloc(1, sizeof(*ms));
 		keys = calloc(1, sizeof(*keys));
@@ -844,6 +850,7 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	if (adhoc != NULL)
 		adhoc_info_write(c, key, adhoc->source, a.dest, a.name);
 out:
+	json_decref(info);
 	mirror_conf_free(adhoc);
 	free(ms);
 	free(keys);

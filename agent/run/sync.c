@@ -2584,13 +2584,17 @@ post_sync_env(const struct run *r, const struct run_record *rec,
 	char		 cwd[PATH_MAX];
 	size_t		 n = 0;
 
-	if (r->c->dest[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL)
+	/* Both paths absolute: pre_publish runs in the staged snapshot. */
+	if (getcwd(cwd, sizeof(cwd)) == NULL)
 		cwd[0] = '\0';
-	env[n++] = env_pair("BIOMIRROR_MIRROR", "%s", r->c->name);
+	env[n++] = env_pair("BIOMIRROR_MIRROR", "%s", r->o->label != NULL ?
+	    r->o->label : r->c->name);
 	env[n++] = env_pair("BIOMIRROR_SOURCE", "%s", r->c->source);
-	env[n++] = env_pair("BIOMIRROR_DEST", "%s%s%s", cwd, cwd[0] ? "/" : "",
-	    r->c->dest);
-	env[n++] = env_pair("BIOMIRROR_STATE_DIR", "%s", r->o->state_dir);
+	env[n++] = env_pair("BIOMIRROR_DEST", "%s%s%s", r->c->dest[0] == '/' ?
+	    "" : cwd, r->c->dest[0] != '/' && cwd[0] ? "/" : "", r->c->dest);
+	env[n++] = env_pair("BIOMIRROR_STATE_DIR", "%s%s%s",
+	    r->o->state_dir[0] == '/' ? "" : cwd, r->o->state_dir[0] != '/' &&
+	    cwd[0] ? "/" : "", r->o->state_dir);
 	env[n++] = env_pair("BIOMIRROR_RUN_ID", "%lld", (long long)r->run);
 	env[n++] = env_pair("BIOMIRROR_STATUS", "%s", status);
 	env[n++] = env_pair("BIOMIRROR_FILES_LISTED", "%lld",
@@ -2645,9 +2649,21 @@ pre_publish_seen(void *ctx, const char *path, enum store_check what)
 		    "from the published copy", pc->r->c->name, path);
 		return;
 	}
+	if (what == STORE_CHECK_DIR) {
+		log_warnx("%s: pre_publish: %s: directory removed or replaced "
+		    "by the check: made again", pc->r->c->name, path);
+		return;
+	}
 	pc->removed++;
-	log_warnx("%s: pre_publish: %s: changed by the check (no unchanged "
-	    "published copy): %s", pc->r->c->name, path, PRE_REFETCH);
+	if (what == STORE_CHECK_INPLACE)
+		log_warnx("%s: pre_publish: %s: changed in place by the check: "
+		    "%s; the published snapshot shares the file and serves "
+		    "the changed one until then", pc->r->c->name, path,
+		    PRE_REFETCH);
+	else
+		log_warnx("%s: pre_publish: %s: changed by the check (no "
+		    "unchanged published copy): %s", pc->r->c->name, path,
+		    PRE_REFETCH);
 	(void)result_add_error(pc->r->res, path, "pre_publish", PRE_REFETCH);
 	if (pc->nrecs == pc->cap) {
 		cap = pc->cap ? pc->cap * 2 : 16;

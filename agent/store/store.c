@@ -3260,20 +3260,22 @@ scan_remove(struct store *s, const struct scan_ent *e)
 }
 
 /*
- * A changed staged file (b: before the hook): back as a hard link to the
- * published snapshot's copy when it was one and that copy is unchanged
- * (*ret_restored true), else removed.
+ * A changed staged file (b: before the hook; inplace: its inode is still
+ * there, changed): back as a hard link to the published snapshot's copy
+ * when it was one and that copy is unchanged (*ret_what RESTORED), else
+ * removed (REMOVED; INPLACE when the published copy is that same inode,
+ * changed with it).
  */
 static int
 scan_restore(struct store *s, int pubfd, const struct scan_ent *b,
-    bool *ret_restored)
+    bool inplace, enum store_check *ret_what)
 {
 	struct stat	 st;
 	char		 parent[PATH_MAX], tmp[STORE_TMP_NAMELEN + 1];
 	const char	*slash;
 	int		 rc, dfd = -1;
 
-	*ret_restored = false;
+	*ret_what = STORE_CHECK_REMOVED;
 	store_stat_forget(s);
 	if (unlinkat(s->fd, b->path, 0) == -1 && errno != ENOENT &&
 	    (errno != EISDIR || unlinkat(s->fd, b->path, AT_REMOVEDIR) == -1))
@@ -3281,6 +3283,12 @@ scan_restore(struct store *s, int pubfd, const struct scan_ent *b,
 	if (pubfd < 0 || fstatat(pubfd, b->path, &st,
 	    AT_SYMLINK_NOFOLLOW) == -1)
 		return 0;
+	if (inplace) {
+		/* Its bytes or mode changed under both names. */
+		if (st.st_dev == b->dev && st.st_ino == b->ino)
+			*ret_what = STORE_CHECK_INPLACE;
+		return 0;
+	}
 	/*
 	 * The same inode with the same size and mtime: the staged name was
 	 * replaced, not the bytes both names share (its ctime moved with
@@ -3310,7 +3318,7 @@ scan_restore(struct store *s, int pubfd, const struct scan_ent *b,
 		(void)unlinkat(dfd >= 0 ? dfd : s->fd, tmp, 0);
 		goto out;
 	}
-	*ret_restored = true;
+	*ret_what = STORE_CHECK_RESTORED;
 	rc = 0;
 out:
 	store_close_fd(dfd);
@@ -3328,9 +3336,9 @@ store_set_check(struct store *s, const struct store_scan *before,
 	struct store_scan *after = NULL;
 	const struct scan_ent *b, *a;
 	struct store_set *set = s->set;
+	enum store_check what;
 	char		 id[32];
 	size_t		 i;
-	bool		 restored;
 	int		 pubfd = -1, rc;
 
 	if ((rc = store_set_stage_scan(s, &after)) != 0)
@@ -3341,28 +3349,42 @@ store_set_check(struct store *s, const struct store_scan *before,
 		pubfd = openat(set->sfd, id, O_RDONLY | O_DIRECTORY |
 		    O_NOFOLLOW | O_CLOEXEC);
 	}
-	/* Made by the hook: deepest first (a path sorts after its parent). */
+	/*
+	 * Made by the hook, or put where an entry of another type was (a
+	 * file or symlink for a directory): deepest first (a path sorts
+	 * after its parent); unlinkat follows no symlink.
+	 */
 	for (i = after->n; i-- > 0;) {
 		a = &after->ents[i];
-		if (scan_find(before, a->path) != NULL)
+		if ((b = scan_find(before, a->path)) != NULL &&
+		    b->type == a->type)
 			continue;
 		store_stat_forget(s);
 		if ((rc = scan_remove(s, a)) != 0)
 			goto out;
 		cb(ctx, a->path, STORE_CHECK_CREATED);
 	}
-	/* Staged files it changed, replaced or removed. */
+	/* Staged entries it changed, replaced or removed: parents first. */
 	for (i = 0; i < before->n; i++) {
 		b = &before->ents[i];
+		a = scan_find(after, b->path);
+		if (S_ISDIR(b->type)) {
+			if (a != NULL && S_ISDIR(a->type))
+				continue;
+			if ((rc = store_mkdirs(s, b->path)) != 0)
+				goto out;
+			cb(ctx, b->path, STORE_CHECK_DIR);
+			continue;
+		}
 		if (!S_ISREG(b->type))
 			continue;
-		if ((a = scan_find(after, b->path)) != NULL &&
-		    scan_same(a, b))
+		if (a != NULL && scan_same(a, b))
 			continue;
-		if ((rc = scan_restore(s, pubfd, b, &restored)) != 0)
+		if ((rc = scan_restore(s, pubfd, b, a != NULL &&
+		    a->type == b->type && a->dev == b->dev &&
+		    a->ino == b->ino, &what)) != 0)
 			goto out;
-		cb(ctx, b->path, restored ? STORE_CHECK_RESTORED :
-		    STORE_CHECK_REMOVED);
+		cb(ctx, b->path, what);
 	}
 	s->changes++;
 	rc = 0;

@@ -312,13 +312,23 @@ enum store_check {
 	STORE_CHECK_REMOVED,	/* a staged file it changed that has no
 				   unchanged published copy: removed (to be
 				   fetched again) */
+	STORE_CHECK_INPLACE,	/* a staged file it changed in place (same
+				   inode, new ctime) that is the published
+				   copy too: removed from the staged one (to
+				   be fetched again); the published snapshot
+				   holds the changed file */
+	STORE_CHECK_DIR,	/* a staged directory it removed or
+				   replaced: made again (its files are
+				   restored or removed as above) */
 };
 typedef void (*store_check_fn)(void *ctx, const char *path,
 	    enum store_check what);
 /*
  * Compare the working snapshot with before (store_set_stage_scan): every entry
- * that was not there is removed; every regular file whose inode or ctime
- * differs, or that is gone, is restored or removed (enum store_check);
+ * that was not there, or had another type, is removed (never followed);
+ * every directory that is gone is made again; every regular file whose
+ * inode or ctime differs, or that is gone, is restored or removed (enum
+ * store_check);
  * cb(ctx, path, what) is told of each (path borrowed for the call).
  * Returns 0, BM_ENOMEM, BM_ELIMIT or BM_EIO (errno kept).
  */

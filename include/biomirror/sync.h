@@ -18,6 +18,8 @@ struct listing;
 struct sync_opts {
 	const char	*state_dir;	/* borrowed: state directory */
 	const char	*key;		/* borrowed: manifest/lock name (mirror name or adhoc key) */
+	const char	*label;		/* borrowed: an ad-hoc mirror's --name
+					   (BIOMIRROR_MIRROR), NULL = none */
 	const char	*config_file;	/* borrowed: the mirror's config file,
 					   NULL for an ad-hoc run (the
 					   destination's owner record) */
