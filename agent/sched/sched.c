@@ -882,7 +882,7 @@ sched_publish(struct sched *sc, struct sfile *f)
 	if (res->mtime >= 0 && sc->o->fix_mtime != NULL)
 		res->mtime = sc->o->fix_mtime(sc->o->fix_mtime_ctx, res->mtime);
 	d->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
-	d->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	d->up_mtime = clock_secs_ns(res->mtime);
 	d->bytes = res->bytes;
 	d->received = try_bytes(f->t);
 	if (d->received > d->bytes)
@@ -897,8 +897,8 @@ sched_publish(struct sched *sc, struct sfile *f)
 	d->start_ns = f->t->start_ns;
 	d->end_ns = f->t->end_ns > d->start_ns ? f->t->end_ns : d->start_ns;
 	f->state = SF_DONE;
-	if (res->mtime >= 0)
-		f->mtime = res->mtime * NS;
+	if (clock_secs_ns(res->mtime) >= 0)
+		f->mtime = clock_secs_ns(res->mtime);
 	else if (f->act->fs.listed.prec != MTIME_UNKNOWN)
 		f->mtime = f->act->fs.listed.mtime;
 	else
@@ -2029,7 +2029,7 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 	if (r->etag[0] == '\0')
 		r->etag = NULL;
 	r->fs.upstream.size = res->size;
-	r->fs.upstream.mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	r->fs.upstream.mtime = clock_secs_ns(res->mtime);
 	log_warnx("%s: %s: fetch: %s", MIRROR(sc), a->path, res->errmsg);
 	(void)result_add_error(sc->res, a->path, "fetch", res->errmsg);
 	sc->res->failed++;

@@ -18,7 +18,10 @@
 #      the unchanged one not); with -v every skipped line is named with
 #      its reason, and the run says how many lines it did not understand;
 #  (e) LIST "Mon DD HH:MM", then "Mon DD  YYYY" of the same day (what ls
-#      shows six months later): nothing fetched again.
+#      shows six months later): nothing fetched again;
+#  (f) MLSD modify= in 2263 and 9999, past what int64 ns holds: the
+#      listed time is unknown, the file gets its MDTM time (before: 1901,
+#      a signed overflow); the next run asks MDTM and fetches nothing.
 # Each case runs in a subshell, so that the old binary's report names
 # every case it fails.
 . "$(dirname "$0")/lib.sh"
@@ -48,7 +51,7 @@ retrs() {
 	modeefault_stat "s['retrs'].get('$1', 0)"
 }
 
-mkdir -p "$T/www" "$T/ftp/b" "$T/ftp/c" "$T/ftp/d"
+mkdir -p "$T/www" "$T/ftp/b" "$T/ftp/c" "$T/ftp/d" "$T/ftp/f"
 head -c 307200 /dev/urandom > "$T/www/grow.log"
 printf 'one\n' > "$T/www/one.txt"
 mkdir -p "$T/www/u"
@@ -56,7 +59,7 @@ printf 'hello\n' > "$T/www/u/nodate.txt"
 printf 'hello\n' > "$T/www/u/nodate2.txt"
 printf 'hello\n' > "$T/www/u/dated.txt"
 cp "$T/www/grow.log" "$T/ftp/b/grow.log"
-for f in c/same.txt c/rewrite.txt d/feb30.txt d/feb31.txt d/maerz.txt \
+for f in f/y2263 f/y9999 c/same.txt c/rewrite.txt d/feb30.txt d/feb31.txt d/maerz.txt \
     d/janv.txt d/prec.txt; do
 	printf 'hello\n' > "$T/ftp/$f"
 done
@@ -92,6 +95,8 @@ printf -- '-rw-r--r--   1 ftp ftp        0 %s grow.log\r\n' "$DAY30" \
     > "$T/b.list"
 printf 'Type=file;Size=6;Perm=r; same.txt\r\nType=file;Size=6;Perm=r; rewrite.txt\r\n' \
     > "$T/c.mlsd"
+printf 'type=file;size=6;modify=22630101000000; y2263\r\ntype=file;size=6;modify=99991231235959; y9999\r\n' \
+    > "$T/f.mlsd"
 # d.list LINE7: the LIST reply of d/, its prec.txt line dated LINE7.
 d_list() {
 	{
@@ -194,7 +199,7 @@ case_e() {
 ( case_e ) || failed="$failed e"
 
 stop_servers
-start_modeefault "$T/ftp" --listing "c=$T/c.mlsd"
+start_modeefault "$T/ftp" --listing "c=$T/c.mlsd" --listing "f=$T/f.mlsd"
 
 case_c() {
 	echo "# (c) MLSD: exact sizes, no Modify"
@@ -210,6 +215,24 @@ case_c() {
 	assert_eq "$(retrs c/same.txt)" 1 "RETRs of the unchanged same.txt"
 }
 ( case_c ) || failed="$failed c"
+
+case_f() {
+	local f
+	echo "# (f) MLSD: modify= past what int64 ns holds"
+	conf f "${MODEEFAULT_URL}f/"
+	assert_exit 0 run f --json sync f
+	assert_eq "$(jfield fetched)" 2 "fetched"
+	for f in y2263 y9999; do
+		assert_eq "$(stat -c %Y "$T/m_f/$f")" \
+		    "$(stat -c %Y "$T/ftp/f/$f")" "local mtime of $f (MDTM)"
+	done
+	assert_eq "$(manifest_sql "$T/st_f" f "select count(*) from files where list_prec = 0")" \
+	    2 "listed times recorded unknown"
+	assert_exit 0 run f --json sync f
+	assert_eq "$(jfield fetched)" 0 "fetched again"
+	assert_eq "$(retrs f/y2263)" 1 "RETRs of y2263"
+}
+( case_f ) || failed="$failed f"
 
 stop_servers
 [ -z "$failed" ] || fail "cases failed:$failed"
