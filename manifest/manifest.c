@@ -1776,7 +1776,7 @@ same_time(int64_t a, int pa, int64_t b, int pb)
 	if (pa > pb)
 		return same_time(b, pb, a, pa);
 	u = prec_ns(pa);
-	return b >= a && b - a < u;
+	return b >= a && (uint64_t)b - (uint64_t)a < (uint64_t)u;
 }
 
 /*
