@@ -872,6 +872,7 @@ sched_publish(struct sched *sc, struct sfile *f)
 	struct xfer_result *res = &f->t->res;
 	struct store_commit_item *it;
 	struct sfile_done *d;
+	bool		 weak;
 
 	if ((d = calloc(1, sizeof(*d))) == NULL) {
 		store_file_abort(f->sf);
@@ -882,12 +883,17 @@ sched_publish(struct sched *sc, struct sfile *f)
 	if (res->mtime >= 0 && sc->o->fix_mtime != NULL)
 		res->mtime = sc->o->fix_mtime(sc->o->fix_mtime_ctx, res->mtime);
 	d->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
-	d->up_mtime = clock_secs_ns(res->mtime);
+	/*
+	 * A file listed without a time is checked by its validators alone:
+	 * weak ones are not kept, so the next check asks unconditionally.
+	 */
+	weak = res->weak && f->act->fs.listed.prec == MTIME_UNKNOWN;
+	d->up_mtime = weak ? -1 : clock_secs_ns(res->mtime);
 	d->bytes = res->bytes;
 	d->received = try_bytes(f->t);
 	if (d->received > d->bytes)
 		d->received = d->bytes;
-	(void)snprintf(d->etag, sizeof(d->etag), "%s", res->etag);
+	(void)snprintf(d->etag, sizeof(d->etag), "%s", weak ? "" : res->etag);
 	(void)snprintf(d->checksum, sizeof(d->checksum), "%s",
 	    f->t->checksum);
 	(void)snprintf(d->sidecar, sizeof(d->sidecar), "%s",

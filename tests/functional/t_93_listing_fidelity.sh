@@ -8,6 +8,12 @@
 #  (a2) HTML index, files with an exact size and no date: after a same-size
 #      rewrite the next run fetches it (a conditional GET, 200), the
 #      unchanged one answers 304 (before: neither was asked for again);
+#  (a3) HTML index without dates, a file whose Last-Modified is not before
+#      the response's Date (weak, RFC 7232 2.2.2: here a future mtime
+#      stands for "rewritten again later in that second"): after a
+#      same-size rewrite that keeps its mtime the next run fetches it
+#      unconditionally (before: a 304, the rewrite never fetched); an
+#      older file is still asked for conditionally (304);
 #  (b) LIST: the same for a file listed 0;
 #  (c) MLSD with exact sizes and no Modify fact: after a same-size
 #      rewrite upstream the next run fetches it again (MDTM decides),
@@ -54,7 +60,9 @@ retrs() {
 mkdir -p "$T/www" "$T/ftp/b" "$T/ftp/c" "$T/ftp/d" "$T/ftp/f"
 head -c 307200 /dev/urandom > "$T/www/grow.log"
 printf 'one\n' > "$T/www/one.txt"
-mkdir -p "$T/www/u"
+mkdir -p "$T/www/u" "$T/www/w"
+printf 'hello\n' > "$T/www/w/weak.txt"
+printf 'hello\n' > "$T/www/w/old.txt"
 printf 'hello\n' > "$T/www/u/nodate.txt"
 printf 'hello\n' > "$T/www/u/nodate2.txt"
 printf 'hello\n' > "$T/www/u/dated.txt"
@@ -89,6 +97,19 @@ cat > "$T/www/u/index.html" <<'EOF'
 </pre><hr></body>
 </html>
 EOF
+cat > "$T/www/w/index.html" <<'EOF'
+<html>
+<head><title>Index of /w/</title></head>
+<body>
+<h1>Index of /w/</h1><hr><pre><a href="../">../</a>
+<a href="old.txt">old.txt</a>
+<a href="weak.txt">weak.txt</a>
+</pre><hr></body>
+</html>
+EOF
+WEAK_MTIME=$(( $(date +%s) + 3600 ))
+touch -d "@$WEAK_MTIME" "$T/www/w/weak.txt"
+touch -d "2026-01-01 00:00:00 UTC" "$T/www/w/old.txt"
 start_nginx_static "$T/www"
 
 printf -- '-rw-r--r--   1 ftp ftp        0 %s grow.log\r\n' "$DAY30" \
@@ -143,6 +164,23 @@ case_a2() {
 	    fail "nodate2.txt was not asked for conditionally (no 304)"
 }
 ( case_a2 ) || failed="$failed a2"
+
+case_a3() {
+	echo "# (a3) HTML index, no dates: a weak Last-Modified"
+	conf a3 "${NGINX_URL}w/"
+	assert_exit 0 run a3 --json sync a3
+	assert_eq "$(jfield fetched)" 2 "fetched"
+	printf 'HELLO\n' > "$T/www/w/weak.txt"
+	touch -d "@$WEAK_MTIME" "$T/www/w/weak.txt"
+	assert_exit 0 run a3 --json sync a3
+	assert_eq "$(jfield fetched)" 1 "fetched after the same-second rewrite"
+	cmp "$T/www/w/weak.txt" "$T/m_a3/weak.txt" || fail "rewrite not fetched"
+	assert_eq "$(grep -c '"GET /w/weak.txt HTTP/1.1" 200 ' "$NGINX_ACCESS_LOG")" 2 \
+	    "GETs (200) of weak.txt"
+	grep -q '"GET /w/old.txt HTTP/1.1" 304 ' "$NGINX_ACCESS_LOG" ||
+	    fail "old.txt was not asked for conditionally (no 304)"
+}
+( case_a3 ) || failed="$failed a3"
 
 case_b() {
 	echo "# (b) LIST: a file listed 0"
