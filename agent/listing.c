@@ -730,9 +730,13 @@ tzspec_to_utc(const struct tzspec *tz, int64_t wall, int64_t *ret)
 	}
 }
 
+/* Listed secs that fit int64 ns with two days to spare (a day's end). */
+#define LISTED_SECS_MAX	(INT64_MAX / 1000000000LL - 2 * 86400LL)
+
 /*
  * Set mtime (ns, UTC) of every entry with a known time: a stated zone
- * wins, else tz applies.  Returns 0 or BM_EINVAL.
+ * wins, else tz applies.  A time past what int64 ns holds (before 1678,
+ * after 2262) becomes unknown.  Returns 0 or BM_EINVAL.
  */
 int
 listing_resolve_times(struct listing *l, const struct tzspec *tz)
@@ -750,6 +754,11 @@ listing_resolve_times(struct listing *l, const struct tzspec *tz)
 			utc = e->mtime_wall - e->zone_offset;
 		else if ((rc = tzspec_to_utc(tz, e->mtime_wall, &utc)) != 0)
 			return rc;
+		if (utc < -LISTED_SECS_MAX || utc > LISTED_SECS_MAX) {
+			e->mtime_prec = MTIME_UNKNOWN;
+			e->mtime = 0;
+			continue;
+		}
 		e->mtime = utc * 1000000000LL + e->mtime_nsec;
 	}
 	return 0;

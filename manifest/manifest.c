@@ -1757,19 +1757,26 @@ prec_ns(int prec)
  * the same time: compared at the coarser precision, the finer one lies
  * in the coarser one's unit ("Jun  1  2026" holds "Jun  1 10:00").
  * Units start at the listed (zone-resolved) time, so a zone's offset
- * does not split a day.
+ * does not split a day.  Two dates only are calendar days in the
+ * server's zone: resolved with another offset (a daylight-saving change
+ * under ftp_timezone = auto) the day's start moves by hours, while two
+ * different days lie a day apart, so under half a day apart is the same.
  */
 static bool
 same_time(int64_t a, int pa, int64_t b, int pb)
 {
 	int64_t	 u;
 
+	if (pa == pb && pa == MTIME_DAY)
+		return (a >= b ? (uint64_t)a - (uint64_t)b :
+		    (uint64_t)b - (uint64_t)a) < (uint64_t)(43200LL *
+		    1000000000LL);
 	if (pa == pb)
 		return a == b;
 	if (pa > pb)
 		return same_time(b, pb, a, pa);
 	u = prec_ns(pa);
-	return b >= a && b - a < u;
+	return b >= a && (uint64_t)b - (uint64_t)a < (uint64_t)u;
 }
 
 /*

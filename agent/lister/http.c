@@ -1670,6 +1670,7 @@ pctx_init(struct pctx *pc, const char *page_url, const char *prefix,
 #define PUSH_XML_KEEP	(8 * 1024 * 1024) /* XML kept to re-read as HTML */
 #define PUSH_ITEM_MAX	(1024 * 1024)	/* one JSON array element */
 #define PUSH_CHUNK_MAX	(1 << 30)	/* bytes per libxml2 chunk call */
+#define PUSH_PENDING_MAX (16 * 1024 * 1024) /* HTML libxml2 holds unparsed */
 #define PUSH_FIX_LINKS	256		/* links seen before the first prune */
 
 enum push_mode { PUSH_SNIFF = 0, PUSH_HTML, PUSH_JSON, PUSH_XML };
@@ -1988,6 +1989,23 @@ html_chunk(struct list_http_push *hp, const uint8_t *p, size_t len)
 }
 
 /*
+ * Refuse a page whose one tag, comment or text run outgrows
+ * PUSH_PENDING_MAX: libxml2 holds it unparsed until it ends (a 200 MB
+ * attribute peaked at 850 MB).  Returns hp->rc (BM_EPROTO then).
+ */
+static int
+html_pending(struct list_http_push *hp)
+{
+	const xmlParserInput	*in = hp->html->input;
+
+	if (in != NULL && in->cur != NULL && in->end != NULL &&
+	    in->end - in->cur > PUSH_PENDING_MAX)
+		push_fail(hp, BM_EPROTO, "index page", "a tag, comment or "
+		    "text run of over 16 MiB");
+	return hp->rc;
+}
+
+/*
  * HTML bytes.  libxml2 (2.9) misses an end tag of a raw-text element
  * split between two chunks ("</sty" + "le>": the rest of the page is
  * taken as style), so a chunk ends only after a '>': what follows the
@@ -2018,6 +2036,8 @@ html_feed(struct list_http_push *hp, const uint8_t *p, size_t len)
 	} else
 		html_chunk(hp, p, head);
 	hp->since += head;
+	if ((rc = html_pending(hp)) != 0)
+		return rc;
 	if ((rc = keep_add(hp, p + head, len - head)) != 0)
 		return rc;
 	if (hp->prune_bytes > 0 && hp->since >= hp->prune_bytes) {

@@ -275,8 +275,13 @@ static int64_t
 act_shift(const struct action *a)
 {
 	const struct listed_state *n = &a->fs.listed, *o = &a->was;
-	int64_t		 d = n->mtime - o->mtime;
+	int64_t		 d;
 
+	/* Times 1678..2262 apart do not fit a difference: not a shift. */
+	if ((n->mtime >= o->mtime ? (uint64_t)n->mtime - (uint64_t)o->mtime :
+	    (uint64_t)o->mtime - (uint64_t)n->mtime) > (uint64_t)(14 * HOUR_NS))
+		return 0;
+	d = n->mtime - o->mtime;
 	if (a->op != ACT_FETCH || a->type != ENTRY_FILE ||
 	    strcmp(a->why, "changed") != 0 || !n->size_exact ||
 	    !o->size_exact || n->size != o->size || n->prec != o->prec ||

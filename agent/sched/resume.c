@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "biomirror/clock.h"
 #include "biomirror/error.h"
 #include "biomirror/manifest.h"
 #include "biomirror/plan.h"
@@ -541,7 +542,7 @@ resume_file_record(struct resume_file *rf, const char *tmpname,
 	ret->tmpname = tmpname;
 	ret->size = (int64_t)rf->size;
 	ret->list_mtime = rf->list_mtime;
-	ret->up_mtime = rf->mtime >= 0 ? rf->mtime * NS : -1;
+	ret->up_mtime = clock_secs_ns(rf->mtime);
 	ret->etag = rf->etag[0] ? rf->etag : NULL;
 	ret->ranges = rf->snap;
 	ret->nranges = rf->nsnap;

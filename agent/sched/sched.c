@@ -872,6 +872,7 @@ sched_publish(struct sched *sc, struct sfile *f)
 	struct xfer_result *res = &f->t->res;
 	struct store_commit_item *it;
 	struct sfile_done *d;
+	bool		 weak;
 
 	if ((d = calloc(1, sizeof(*d))) == NULL) {
 		store_file_abort(f->sf);
@@ -882,12 +883,17 @@ sched_publish(struct sched *sc, struct sfile *f)
 	if (res->mtime >= 0 && sc->o->fix_mtime != NULL)
 		res->mtime = sc->o->fix_mtime(sc->o->fix_mtime_ctx, res->mtime);
 	d->size = res->size >= 0 ? res->size : (int64_t)res->bytes;
-	d->up_mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	/*
+	 * A file listed without a time is checked by its validators alone:
+	 * weak ones are not kept, so the next check asks unconditionally.
+	 */
+	weak = res->weak && f->act->fs.listed.prec == MTIME_UNKNOWN;
+	d->up_mtime = weak ? -1 : clock_secs_ns(res->mtime);
 	d->bytes = res->bytes;
 	d->received = try_bytes(f->t);
 	if (d->received > d->bytes)
 		d->received = d->bytes;
-	(void)snprintf(d->etag, sizeof(d->etag), "%s", res->etag);
+	(void)snprintf(d->etag, sizeof(d->etag), "%s", weak ? "" : res->etag);
 	(void)snprintf(d->checksum, sizeof(d->checksum), "%s",
 	    f->t->checksum);
 	(void)snprintf(d->sidecar, sizeof(d->sidecar), "%s",
@@ -897,8 +903,8 @@ sched_publish(struct sched *sc, struct sfile *f)
 	d->start_ns = f->t->start_ns;
 	d->end_ns = f->t->end_ns > d->start_ns ? f->t->end_ns : d->start_ns;
 	f->state = SF_DONE;
-	if (res->mtime >= 0)
-		f->mtime = res->mtime * NS;
+	if (clock_secs_ns(res->mtime) >= 0)
+		f->mtime = clock_secs_ns(res->mtime);
 	else if (f->act->fs.listed.prec != MTIME_UNKNOWN)
 		f->mtime = f->act->fs.listed.mtime;
 	else
@@ -2029,7 +2035,7 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 	if (r->etag[0] == '\0')
 		r->etag = NULL;
 	r->fs.upstream.size = res->size;
-	r->fs.upstream.mtime = res->mtime >= 0 ? res->mtime * NS : -1;
+	r->fs.upstream.mtime = clock_secs_ns(res->mtime);
 	log_warnx("%s: %s: fetch: %s", MIRROR(sc), a->path, res->errmsg);
 	(void)result_add_error(sc->res, a->path, "fetch", res->errmsg);
 	sc->res->failed++;

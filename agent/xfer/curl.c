@@ -51,6 +51,8 @@ struct curl_rec {
 	char		 ftp_unreadable[120]; /* FTP: a 2xx reply that says the
 					   listed directory could not be read
 					   (vsftpd), or "" */
+	int64_t		 date;		/* HTTP: Date of the last response,
+					   secs, 0 if none */
 	struct curl_rec	*next, *prev;	/* list of records in flight */
 };
 
@@ -291,6 +293,7 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 		/* A new response (after a redirect or 100): forget the last. */
 		res->etag[0] = '\0';
 		res->mtime = -1;
+		r->date = 0;
 		res->content_type[0] = '\0';
 		res->retry_after = -1;
 		res->range_start = res->range_end = res->total = -1;
@@ -324,6 +327,14 @@ header_cb(char *buf, size_t size, size_t nitems, void *arg)
 		header_value(buf + off, n - off, lm, sizeof(lm));
 		if ((t = curl_getdate(lm, NULL)) >= 0)
 			res->mtime = (int64_t)t;
+	}
+	else if (header_is(buf, n, "Date", &off)) {
+		char	 dt[64];
+		time_t	 t;
+
+		header_value(buf + off, n - off, dt, sizeof(dt));
+		if ((t = curl_getdate(dt, NULL)) > 0)
+			r->date = (int64_t)t;
 	}
 	else if (header_is(buf, n, "Content-Type", &off))
 		header_value(buf + off, n - off, res->content_type,
@@ -1129,6 +1140,12 @@ classify(struct curl_rec *r, CURLcode cc)
 	res->size = cl;
 	if (ft >= 0)
 		res->mtime = ft;
+	/*
+	 * A Last-Modified not before the Date's second is weak (RFC 7232
+	 * section 2.2.2): the file may change again within that second and
+	 * keep its Last-Modified (and nginx's ETag, made of it).
+	 */
+	res->weak = !r->ftp && r->date > 0 && res->mtime >= r->date;
 	/* FTP has no redirects: its URL is the job's (ftps:// kept). */
 	if (eff)
 		(void)snprintf(res->effective_url, sizeof(res->effective_url),

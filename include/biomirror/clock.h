@@ -31,6 +31,18 @@ clock_real_ns(void)
 }
 
 /*
+ * Upstream secs since the epoch (MDTM, Last-Modified) in ns; -1 (not
+ * known) when negative or past what int64 ns holds (year 2262).
+ */
+static inline int64_t
+clock_secs_ns(int64_t secs)
+{
+	if (secs < 0 || secs > INT64_MAX / 1000000000LL - 1)
+		return -1;
+	return secs * 1000000000LL;
+}
+
+/*
  * secs since the epoch as ISO 8601 UTC, "2024-01-02T03:04:05Z" (21 bytes
  * with the NUL), into buf of len bytes; "-" when secs is negative or past
  * what gmtime_r(3) can show.

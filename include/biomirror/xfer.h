@@ -67,6 +67,9 @@ struct xfer_result {
 	int64_t		 size;		/* total size from Content-Length/-Range, -1 unknown */
 	int64_t		 mtime;		/* Last-Modified, seconds since epoch, -1 unknown */
 	char		 etag[256];	/* ETag as sent (quotes kept), "" if none */
+	bool		 weak;		/* mtime not before the response's Date
+					   second: mtime and ETag may not show a
+					   change later in that second */
 	char		 content_type[128]; /* Content-Type, "" if none */
 	char		 effective_url[2048]; /* URL after redirects */
 	char		 location[2048]; /* redirect target not followed, "" if none */

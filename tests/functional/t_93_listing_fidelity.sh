@@ -8,6 +8,12 @@
 #  (a2) HTML index, files with an exact size and no date: after a same-size
 #      rewrite the next run fetches it (a conditional GET, 200), the
 #      unchanged one answers 304 (before: neither was asked for again);
+#  (a3) HTML index without dates, a file whose Last-Modified is not before
+#      the response's Date (weak, RFC 7232 2.2.2: here a future mtime
+#      stands for "rewritten again later in that second"): after a
+#      same-size rewrite that keeps its mtime the next run fetches it
+#      unconditionally (before: a 304, the rewrite never fetched); an
+#      older file is still asked for conditionally (304);
 #  (b) LIST: the same for a file listed 0;
 #  (c) MLSD with exact sizes and no Modify fact: after a same-size
 #      rewrite upstream the next run fetches it again (MDTM decides),
@@ -18,7 +24,10 @@
 #      the unchanged one not); with -v every skipped line is named with
 #      its reason, and the run says how many lines it did not understand;
 #  (e) LIST "Mon DD HH:MM", then "Mon DD  YYYY" of the same day (what ls
-#      shows six months later): nothing fetched again.
+#      shows six months later): nothing fetched again;
+#  (f) MLSD modify= in 2263 and 9999, past what int64 ns holds: the
+#      listed time is unknown, the file gets its MDTM time (before: 1901,
+#      a signed overflow); the next run asks MDTM and fetches nothing.
 # Each case runs in a subshell, so that the old binary's report names
 # every case it fails.
 . "$(dirname "$0")/lib.sh"
@@ -48,15 +57,17 @@ retrs() {
 	modeefault_stat "s['retrs'].get('$1', 0)"
 }
 
-mkdir -p "$T/www" "$T/ftp/b" "$T/ftp/c" "$T/ftp/d"
+mkdir -p "$T/www" "$T/ftp/b" "$T/ftp/c" "$T/ftp/d" "$T/ftp/f"
 head -c 307200 /dev/urandom > "$T/www/grow.log"
 printf 'one\n' > "$T/www/one.txt"
-mkdir -p "$T/www/u"
+mkdir -p "$T/www/u" "$T/www/w"
+printf 'hello\n' > "$T/www/w/weak.txt"
+printf 'hello\n' > "$T/www/w/old.txt"
 printf 'hello\n' > "$T/www/u/nodate.txt"
 printf 'hello\n' > "$T/www/u/nodate2.txt"
 printf 'hello\n' > "$T/www/u/dated.txt"
 cp "$T/www/grow.log" "$T/ftp/b/grow.log"
-for f in c/same.txt c/rewrite.txt d/feb30.txt d/feb31.txt d/maerz.txt \
+for f in f/y2263 f/y9999 c/same.txt c/rewrite.txt d/feb30.txt d/feb31.txt d/maerz.txt \
     d/janv.txt d/prec.txt; do
 	printf 'hello\n' > "$T/ftp/$f"
 done
@@ -86,12 +97,27 @@ cat > "$T/www/u/index.html" <<'EOF'
 </pre><hr></body>
 </html>
 EOF
+cat > "$T/www/w/index.html" <<'EOF'
+<html>
+<head><title>Index of /w/</title></head>
+<body>
+<h1>Index of /w/</h1><hr><pre><a href="../">../</a>
+<a href="old.txt">old.txt</a>
+<a href="weak.txt">weak.txt</a>
+</pre><hr></body>
+</html>
+EOF
+WEAK_MTIME=$(( $(date +%s) + 3600 ))
+touch -d "@$WEAK_MTIME" "$T/www/w/weak.txt"
+touch -d "2026-01-01 00:00:00 UTC" "$T/www/w/old.txt"
 start_nginx_static "$T/www"
 
 printf -- '-rw-r--r--   1 ftp ftp        0 %s grow.log\r\n' "$DAY30" \
     > "$T/b.list"
 printf 'Type=file;Size=6;Perm=r; same.txt\r\nType=file;Size=6;Perm=r; rewrite.txt\r\n' \
     > "$T/c.mlsd"
+printf 'type=file;size=6;modify=22630101000000; y2263\r\ntype=file;size=6;modify=99991231235959; y9999\r\n' \
+    > "$T/f.mlsd"
 # d.list LINE7: the LIST reply of d/, its prec.txt line dated LINE7.
 d_list() {
 	{
@@ -138,6 +164,23 @@ case_a2() {
 	    fail "nodate2.txt was not asked for conditionally (no 304)"
 }
 ( case_a2 ) || failed="$failed a2"
+
+case_a3() {
+	echo "# (a3) HTML index, no dates: a weak Last-Modified"
+	conf a3 "${NGINX_URL}w/"
+	assert_exit 0 run a3 --json sync a3
+	assert_eq "$(jfield fetched)" 2 "fetched"
+	printf 'HELLO\n' > "$T/www/w/weak.txt"
+	touch -d "@$WEAK_MTIME" "$T/www/w/weak.txt"
+	assert_exit 0 run a3 --json sync a3
+	assert_eq "$(jfield fetched)" 1 "fetched after the same-second rewrite"
+	cmp "$T/www/w/weak.txt" "$T/m_a3/weak.txt" || fail "rewrite not fetched"
+	assert_eq "$(grep -c '"GET /w/weak.txt HTTP/1.1" 200 ' "$NGINX_ACCESS_LOG")" 2 \
+	    "GETs (200) of weak.txt"
+	grep -q '"GET /w/old.txt HTTP/1.1" 304 ' "$NGINX_ACCESS_LOG" ||
+	    fail "old.txt was not asked for conditionally (no 304)"
+}
+( case_a3 ) || failed="$failed a3"
 
 case_b() {
 	echo "# (b) LIST: a file listed 0"
@@ -194,7 +237,7 @@ case_e() {
 ( case_e ) || failed="$failed e"
 
 stop_servers
-start_modeefault "$T/ftp" --listing "c=$T/c.mlsd"
+start_modeefault "$T/ftp" --listing "c=$T/c.mlsd" --listing "f=$T/f.mlsd"
 
 case_c() {
 	echo "# (c) MLSD: exact sizes, no Modify"
@@ -210,6 +253,24 @@ case_c() {
 	assert_eq "$(retrs c/same.txt)" 1 "RETRs of the unchanged same.txt"
 }
 ( case_c ) || failed="$failed c"
+
+case_f() {
+	local f
+	echo "# (f) MLSD: modify= past what int64 ns holds"
+	conf f "${MODEEFAULT_URL}f/"
+	assert_exit 0 run f --json sync f
+	assert_eq "$(jfield fetched)" 2 "fetched"
+	for f in y2263 y9999; do
+		assert_eq "$(stat -c %Y "$T/m_f/$f")" \
+		    "$(stat -c %Y "$T/ftp/f/$f")" "local mtime of $f (MDTM)"
+	done
+	assert_eq "$(manifest_sql "$T/st_f" f "select count(*) from files where list_prec = 0")" \
+	    2 "listed times recorded unknown"
+	assert_exit 0 run f --json sync f
+	assert_eq "$(jfield fetched)" 0 "fetched again"
+	assert_eq "$(retrs f/y2263)" 1 "RETRs of y2263"
+}
+( case_f ) || failed="$failed f"
 
 stop_servers
 [ -z "$failed" ] || fail "cases failed:$failed"

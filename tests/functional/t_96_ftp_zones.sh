@@ -14,7 +14,11 @@
 # - D: the same server with a fixed ftp_timezone = +0300, restarted in
 #   UTC+4: every file of the directory moved by one hour with its size:
 #   one MDTM says unchanged, the shift is recorded, nothing is fetched;
-#   a file then rewritten (same size) upstream is fetched.
+#   a file then rewritten (same size) upstream is fetched;
+# - Y: ftp_timezone = auto, files older than six months (LIST shows
+#   "Mon DD  YYYY", a date only): the server moves from UTC+1 to UTC+2,
+#   the LIST lines are byte-identical and nothing is fetched (item 1 of
+#   the break-it pass: the day's resolved start moved an hour).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -144,6 +148,33 @@ assert_exit 0 bm --json sync up
 expect_counts 1 0 0 0
 cmp -s "$U/a.txt" "$T/mirror/a.txt" || fail "D: a.txt not fetched"
 mtimes_equal "D after the rewrite"
+stop_servers
+
+echo "# Y: dates only (old files), ftp_timezone = auto, UTC+1 then UTC+2"
+Y=$T/upy
+mkdir -p "$Y"
+for f in r.txt o1.txt o2.txt; do printf '%s\n' "$f" > "$Y/$f"; done
+touch -d "@$((now - 7200))" "$Y/r.txt"
+touch -d "2025-01-01 11:00 UTC" "$Y/o1.txt"
+touch -d "2025-01-01 23:30 UTC" "$Y/o2.txt"
+rm -rf "$T/mirror" "$T/state"
+start_ftpfault "$Y" normal --list-tz XYZ-1
+write_conf "$FTPFAULT_URL"
+printf 'ftp_timezone = auto\n' >> "$T/bm.conf"
+curl -s "$FTPFAULT_URL" > "$T/list.1"
+grep -q ' Jan 0[12]  *2025 o2.txt' "$T/list.1" || fail "Y: o2.txt not listed by date: $(cat "$T/list.1")"
+assert_exit 0 bm --json sync up
+expect_counts 3 0 0 0
+stop_servers
+BM_FTPFAULT_PORT=$FTPFAULT_PORT start_ftpfault "$Y" normal --list-tz XYZ-2
+curl -s "$FTPFAULT_URL" > "$T/list.2"
+assert_eq "$(grep -c '2025 o' "$T/list.2")" 2 "Y: two dated lines"
+assert_eq "$(grep '2025 o' "$T/list.1")" "$(grep '2025 o' "$T/list.2")" "Y: dated LIST lines byte-identical"
+assert_exit 0 bm --json sync up
+grep -q 'now lists times in UTC+02:00, was UTC+01:00' "$T/last.err" ||
+    fail "Y: change not seen: $(cat "$T/last.err")"
+expect_counts 0 0 0 0
+assert_eq "$(ftpfault_stat 'sum(s["retrs"].values())')" 0 "Y: RETRs after the change"
 stop_servers
 
 echo "PASS"

@@ -1699,6 +1699,84 @@ test_push_prune(void)
 	free(body);
 }
 
+/*
+ * One tag, comment or text run of n bytes of 'A', fed in 64 KiB pieces
+ * between head and tail: libxml2 holds it unparsed until it ends, so
+ * past 16 MiB the page is refused (BM_EPROTO, named in err).
+ */
+static int
+push_huge(const char *head, size_t n, const char *tail, struct listing *l,
+    char *err, size_t errlen)
+{
+	static char	 run[65536];
+	struct list_http_push *hp;
+	size_t		 k;
+	int		 rc;
+
+	memset(run, 'A', sizeof(run));
+	if ((rc = list_http_push_new("text/html", "http://h/d/", "", l, 0,
+	    &hp)) != 0)
+		return rc;
+	rc = list_http_push_feed(hp, (const uint8_t *)head, strlen(head));
+	for (k = 0; rc == 0 && k < n; k += sizeof(run))
+		rc = list_http_push_feed(hp, (const uint8_t *)run,
+		    n - k < sizeof(run) ? n - k : sizeof(run));
+	if (rc == 0)
+		rc = list_http_push_feed(hp, (const uint8_t *)tail,
+		    strlen(tail));
+	if (rc == 0)
+		rc = list_http_push_end(hp, NULL, NULL, err, errlen);
+	list_http_push_free(hp);
+	return rc;
+}
+
+static void
+test_push_huge_token(void)
+{
+	static const char *const heads[] = {
+		"<html><body><pre><a href=\"../\">../</a>\n<a href=\"",
+		"<html><body><pre><a href=\"../\">../</a>\n<a href=\"x\" "
+		    "title=\"",
+		"<html><body><pre><a href=\"../\">../</a>\n<!-- ",
+		"<html><body><pre><a href=\"../\">../</a>\n",
+	};
+	static const char *const tails[] = {
+		"\">huge</a> 01-Jan-2026 00:00 3\n",
+		"\">x</a> 01-Jan-2026 00:00 3\n",
+		" -->\n",
+		"\n",
+	};
+	static const char *const names[] = { "href", "title", "comment",
+	    "text" };
+	const char	*end = "<a href=\"y.txt\">y.txt</a> 01-Jan-2026 00:00 3\n"
+			    "</pre></body></html>\n";
+	char		 tail[256], err[256];
+	struct listing	*l;
+	size_t		 i;
+	int		 rc;
+
+	for (i = 0; i < 4; i++) {
+		(void)snprintf(tail, sizeof(tail), "%s%s", tails[i], end);
+		l = listing_new(100);
+		err[0] = '\0';
+		rc = push_huge(heads[i], 20 << 20, tail, l, err, sizeof(err));
+		is_int(rc, BM_EPROTO, "a 20 MiB %s: the page is refused",
+		    names[i]);
+		ok(strstr(err, "over 16 MiB") != NULL, "%s: says why: %s",
+		    names[i], err);
+		is_int((long long)listing_count(l), 0, "%s: no entries kept",
+		    names[i]);
+		listing_free(l);
+	}
+	/* 4 MiB is well under the cap: the page is read. */
+	l = listing_new(100);
+	(void)snprintf(tail, sizeof(tail), "%s%s", tails[1], end);
+	rc = push_huge(heads[1], 4 << 20, tail, l, err, sizeof(err));
+	is_int(rc, 0, "a 4 MiB title: read (%s)", rc != 0 ? err : "");
+	is_int((long long)listing_count(l), 2, "4 MiB title: both files");
+	listing_free(l);
+}
+
 int
 main(void)
 {
@@ -1717,5 +1795,6 @@ main(void)
 	test_crawl_docker();
 	test_push_every_byte();
 	test_push_prune();
+	test_push_huge_token();
 	return done_testing();
 }

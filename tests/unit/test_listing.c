@@ -350,6 +350,16 @@ test_tz(void)
 	listing_append(l, &e);
 	e->mtime_wall = 1000;
 	e->mtime = 42;
+	/* 2263-01-01, past int64 ns (UB before), 1600-01-01, 2262-01-01. */
+	listing_append(l, &e);
+	e->mtime_wall = 9246211200LL;
+	e->mtime_prec = MTIME_SECOND;
+	listing_append(l, &e);
+	e->mtime_wall = -11676096000LL;
+	e->mtime_prec = MTIME_DAY;
+	listing_append(l, &e);
+	e->mtime_wall = 9214646400LL;
+	e->mtime_prec = MTIME_SECOND;
 	tzspec_parse("+0100", &tz);
 	is_int(listing_resolve_times(l, &tz), 0, "resolve");
 	is_int(listing_get(l, 0)->mtime, (1000LL - 7200) * 1000000000LL + 5,
@@ -357,6 +367,13 @@ test_tz(void)
 	is_int(listing_get(l, 1)->mtime, (1000LL - 3600) * 1000000000LL,
 	    "tz applies");
 	is_int(listing_get(l, 2)->mtime, 42, "unknown untouched");
+	is_int(listing_get(l, 3)->mtime_prec, MTIME_UNKNOWN,
+	    "year 2263 is past int64 ns: unknown");
+	is_int(listing_get(l, 3)->mtime, 0, "year 2263: mtime 0");
+	is_int(listing_get(l, 4)->mtime_prec, MTIME_UNKNOWN,
+	    "year 1600 is before int64 ns: unknown");
+	is_int(listing_get(l, 5)->mtime, (9214646400LL - 3600) * 1000000000LL,
+	    "year 2262 still fits");
 	listing_free(l);
 }
 

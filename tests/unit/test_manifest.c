@@ -1812,6 +1812,53 @@ test_zones(const char *dir)
 	manifest_close(m);
 }
 
+/*
+ * A date only is a calendar day in the server's zone: the same day
+ * resolved an hour earlier (daylight saving, ftp_timezone = auto) is
+ * unchanged; the next day, or a day an hour off the next, is changed.
+ */
+static void
+test_diff_day(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct listing		*l;
+	struct seen_list	 sl;
+	struct seen		*s;
+	struct commit_rec	 c[3];
+	char			 p[512], err[512];
+	const int64_t		 day = 1735686000;	/* 2025-01-01 in +1 */
+
+	memset(&sl, 0, sizeof(sl));
+	join(p, sizeof(p), dir, "diffday.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "open diffday.db");
+	if (m == NULL)
+		return;
+	c[0] = rec("dst", COMMIT_FETCHED, ENTRY_FILE, 3, day, MTIME_DAY);
+	c[1] = rec("next", COMMIT_FETCHED, ENTRY_FILE, 3, day, MTIME_DAY);
+	c[2] = rec("nextdst", COMMIT_FETCHED, ENTRY_FILE, 3, day, MTIME_DAY);
+	is_int(manifest_commit(m, 1, c, 3), 0, "commit day-precision rows");
+	if ((l = listing_new(3)) == NULL)
+		tap_bail("setup failed");
+	add(l, "dst", ENTRY_FILE, 3, true, day - 3600, MTIME_DAY, NULL);
+	add(l, "next", ENTRY_FILE, 3, true, day + 86400, MTIME_DAY, NULL);
+	add(l, "nextdst", ENTRY_FILE, 3, true, day + 86400 - 3600, MTIME_DAY,
+	    NULL);
+	is_int(manifest_stage(m, l), 0, "stage the day listing");
+	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff the day listing");
+	s = seen_find(&sl, "dst");
+	ok(s != NULL && s->kind == DIFF_SAME,
+	    "same day an hour earlier (zone offset change) is the same");
+	s = seen_find(&sl, "next");
+	ok(s != NULL && s->kind == DIFF_CHANGED, "the next day is changed");
+	s = seen_find(&sl, "nextdst");
+	ok(s != NULL && s->kind == DIFF_CHANGED,
+	    "the next day an hour earlier is changed");
+	seen_reset(&sl);
+	listing_free(l);
+	manifest_close(m);
+}
+
 int
 main(void)
 {
@@ -1830,6 +1877,7 @@ main(void)
 	test_not_a_file(dir);
 	test_scratch_and_ids(dir);
 	test_diff(dir);
+	test_diff_day(dir);
 	test_no_reprepare(dir);
 	test_bytes_and_ls(dir);
 	test_commit_ops(dir);
