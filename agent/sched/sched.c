@@ -2198,9 +2198,8 @@ resume_setup(struct sched *sc, struct sfile *f)
 		return BM_ENOMEM;
 	listed_sha256(f, sum, sizeof(sum));
 	if (!resume_file_same_digest(f->rf, sum))
-		log_info("%s: %s: the listing states another digest than "
-		    "for the bytes an earlier run kept: starting over",
-		    MIRROR(sc), a->path);
+		log_info("%s: %s: the listed digest is not that of the bytes "
+		    "an earlier run kept: starting over", MIRROR(sc), a->path);
 	sc->bytes_seen += resume_file_covered(f->rf);
 	return 0;
 }

@@ -229,7 +229,7 @@ touch -d "@$mt" "$T/m1/big2.bin"
 serve2 "$T/serve2b.log"
 assert_exit 0 bm --json sync m2
 expect_counts 1 0 0 0
-grep -q 'big2.bin: the listing states another digest than for the bytes an earlier run kept: starting over' \
+grep -q 'big2.bin: the listed digest is not that of the bytes an earlier run kept: starting over' \
     "$LAST_ERR" || fail "the partial was not dropped"
 grep -q 'continuing with' "$LAST_ERR" && fail "a stale partial continued"
 cmp "$T/m1/big2.bin" "$T/m2/big2.bin" || fail "m2's big2.bin is not m1's"
