@@ -177,6 +177,9 @@ static const char manifest_staging_sql[] =
 	"path, type, list_size, list_size_exact, list_mtime, list_prec," \
 	" up_size, up_mtime, etag, local_size, local_mtime, seen_run," \
 	" fetched_run, target, checksum, sidecar"
+/* After FILE_COLS in manifest_ls: the end of the run that fetched it. */
+#define FETCHED_END \
+	"(SELECT r.end_ns FROM main.runs AS r WHERE r.id = fetched_run)"
 #define RUN_COLS \
 	"id, command, start_ns, end_ns, status, listed, fetched, touched," \
 	" deleted, failed, bytes, error"
@@ -324,9 +327,11 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_LAST_OK] =
 	    "SELECT " RUN_COLS " FROM main.runs WHERE status = 'ok'"
 	    " ORDER BY id DESC LIMIT 1",
-	[ST_LS_ALL] = "SELECT " FILE_COLS " FROM main.files ORDER BY path",
+	[ST_LS_ALL] = "SELECT " FILE_COLS ", " FETCHED_END
+	    " FROM main.files ORDER BY path",
 	[ST_LS_PREFIX] =
-	    "SELECT " FILE_COLS " FROM main.files WHERE path = ?1"
+	    "SELECT " FILE_COLS ", " FETCHED_END
+	    " FROM main.files WHERE path = ?1"
 	    " OR (path >= ?2 AND path < ?3) ORDER BY path",
 	[ST_EVENTS] =
 	    "SELECT run, path, op, reason, bytes, time_ns, net"
@@ -2279,6 +2284,8 @@ ls_walk(struct manifest *m, sqlite3_stmt *st, manifest_file_fn fn, void *ctx)
 
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		file_from_row(st, &f);
+		f.fetched_end_ns = sqlite3_column_count(st) > 16 ?
+		    col_opt(st, 16) : -1;
 		if ((rc = fn(ctx, &f)) != 0)
 			goto out;
 	}

@@ -513,6 +513,35 @@ resume_file_reset(struct resume_file *rf)
 }
 
 bool
+resume_file_same_digest(struct resume_file *rf, const char *digest)
+{
+	const char	*p = rf->etag, *held = "";
+	size_t		 n;
+
+	if (!rf->in_manifest || rf->niv == 0 || strncmp(p, "\"bm-", 4) != 0)
+		return true;
+	p += 4;
+	p += strspn(p, "0123456789");
+	if (*p == '-')
+		p++;
+	if (*p == '-')
+		p++;		/* a negative mtime */
+	p += strspn(p, "0123456789");
+	n = strlen(p);
+	if (n >= 1 && p[n - 1] == '"' && *p == '-') {
+		held = p + 1;
+		n -= 2;
+	} else if (strcmp(p, "\"") == 0)
+		n = 0;
+	else
+		return true;	/* not one of ours */
+	if (strlen(digest) == n && strncmp(held, digest, n) == 0)
+		return true;
+	resume_file_reset(rf);
+	return false;
+}
+
+bool
 resume_file_in_manifest(const struct resume_file *rf)
 {
 	return rf->in_manifest && !rf->drop;

@@ -278,12 +278,33 @@ try_free(struct sfile_try *t)
 	free(t);
 }
 
-/* A listing's mtime to the ns goes with each job of a (bm checks it). */
+/* The SHA-256 stated for f as "sha256:HEX" into buf, "" if none. */
 static void
-job_listed_mtime(struct xfer_job *j, const struct action *a)
+listed_sha256(const struct sfile *f, char *buf, size_t len)
 {
+	struct sidecar_sum sum;
+
+	buf[0] = '\0';
+	if (f->sc->o->sums == NULL || !sidecar_set_find(f->sc->o->sums,
+	    f->act->path, &sum) || !sum.has[DIGEST_SHA256] ||
+	    sum.conflict[DIGEST_SHA256])
+		return;
+	if (digest_to_text(&sum.v[DIGEST_SHA256], buf, len) != 0)
+		buf[0] = '\0';
+}
+
+/*
+ * A listing's mtime to the ns and the SHA-256 stated for f go with each
+ * job of f (bm checks the one and makes both part of its validator).
+ */
+static void
+job_listed_mtime(struct xfer_job *j, const struct sfile *f)
+{
+	const struct action *a = f->act;
+
 	j->listed_ns = a->fs.listed.prec == MTIME_NS;
 	j->listed_mtime = j->listed_ns ? a->fs.listed.mtime : 0;
+	listed_sha256(f, j->listed_sha256, sizeof(j->listed_sha256));
 }
 
 /*
@@ -426,7 +447,7 @@ resume_jobs(struct sched *sc, struct sfile *f)
 			j->expect_size = -1;
 			j->if_modified_since = -1;
 			j->if_range = resume_file_if_range(f->rf);
-			job_listed_mtime(j, f->act);
+			job_listed_mtime(j, f);
 			j->sink = sink_store;
 			j->sink_arg = j;
 			j->owner = f;
@@ -1261,7 +1282,7 @@ check_start(struct sched *sc, struct sfile *f)
 	j->expect_size = -1;
 	j->listed_exact = f->act->fs.listed.size_exact && f->act->fs.listed.size >= 0;
 	j->listed_size = j->listed_exact ? (uint64_t)f->act->fs.listed.size : 0;
-	job_listed_mtime(j, f->act);
+	job_listed_mtime(j, f);
 	j->if_modified_since = -1;
 	j->owner = f;
 	if ((rc = xfer_submit(sc->x, j)) != 0)
@@ -1455,7 +1476,7 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->in_memory = t->in_mem;
 		j->listed_exact = a->fs.listed.size_exact && a->fs.listed.size >= 0;
 		j->listed_size = j->listed_exact ? (uint64_t)a->fs.listed.size : 0;
-		job_listed_mtime(j, a);
+		job_listed_mtime(j, f);
 		if (n > 1) {
 			j->off = off;
 			j->len = i + 1 < n ? chunk : size - off;
@@ -2173,6 +2194,7 @@ static int
 resume_setup(struct sched *sc, struct sfile *f)
 {
 	const struct action *a = f->act;
+	char		 sum[DIGEST_TEXT_MAX];
 
 	if (a->op != ACT_FETCH || !a->fs.listed.size_exact ||
 	    a->fs.listed.size < RESUME_MIN_SIZE)
@@ -2180,6 +2202,10 @@ resume_setup(struct sched *sc, struct sfile *f)
 	if ((f->rf = resume_file_new(sc->o->resume, a->path, a->fs.listed.size,
 	    a->fs.listed.mtime)) == NULL)
 		return BM_ENOMEM;
+	listed_sha256(f, sum, sizeof(sum));
+	if (!resume_file_same_digest(f->rf, sum))
+		log_info("%s: %s: the listed digest is not that of the bytes "
+		    "an earlier run kept: starting over", MIRROR(sc), a->path);
 	sc->bytes_seen += resume_file_covered(f->rf);
 	return 0;
 }

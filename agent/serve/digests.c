@@ -5,9 +5,10 @@
  * export, shared by its sessions (counted references under srv->lock),
  * loaded again when the manifest file changed.  A digest is trusted for
  * a file on disk only when the file still is what the manifest recorded:
- * the same size and mtime (ns), and its ctime before the end of the
- * manifest's newest finished run (a write, touch, chmod or rename since
- * then moves ctime past it).  Anything else is hashed as it is read.
+ * the same size and mtime (ns), and its ctime before the end of the run
+ * that fetched it, the one that recorded the row (a write, touch, chmod
+ * or rename since then moves ctime past it; a later run does not move
+ * the guard).  Anything else is hashed as it is read.
  */
 #include <errno.h>
 #include <limits.h>
@@ -23,20 +24,18 @@
 
 #include "serve_int.h"
 
-#define SV_DG_RUNS	8		/* newest runs read for the guard */
-
 /* One file's recorded digest. */
 struct sv_dent {
 	char		*path;		/* owned */
 	int64_t		 size, mtime;	/* committed locally (ns) */
+	int64_t		 guard_ns;	/* end of the run that fetched it: the
+					   file's ctime must be before it */
 	uint8_t		 d[BMP_DIGEST_LEN]; /* SHA-256 */
 };
 
 struct sv_digests {
 	unsigned	 refs;		/* under srv->lock */
 	int64_t		 stamp[4];	/* db and -wal mtime (ns) and size */
-	int64_t		 guard_ns;	/* newest finished run's end; a
-					   file's ctime must be before it */
 	struct sv_dent	*e;		/* owned, sorted by path */
 	size_t		 n, cap;
 };
@@ -86,6 +85,7 @@ sv_dg_row(void *ctx, const struct file_row *r)
 
 	if (r->type != ENTRY_FILE || r->checksum == NULL ||
 	    r->fs.local.size < 0 || r->fs.local.mtime < 0 ||
+	    r->fetched_end_ns <= 0 ||
 	    digest_from_text(r->checksum, &v) != 0 || v.alg != DIGEST_SHA256)
 		return 0;
 	if (t->n == t->cap) {
@@ -99,6 +99,7 @@ sv_dg_row(void *ctx, const struct file_row *r)
 		return BM_ENOMEM;
 	t->e[t->n].size = r->fs.local.size;
 	t->e[t->n].mtime = r->fs.local.mtime;
+	t->e[t->n].guard_ns = r->fetched_end_ns;
 	memcpy(t->e[t->n].d, v.md, BMP_DIGEST_LEN);
 	t->n++;
 	return 0;
@@ -123,8 +124,6 @@ sv_dg_load(const char *db, const int64_t st4[4], struct sv_digests **ret)
 {
 	struct manifest	*m = NULL;
 	struct sv_digests *t;
-	struct run_record *runs = NULL;
-	size_t		 nruns = 0, i;
 	char		 err[512];
 	int		 rc;
 
@@ -133,12 +132,7 @@ sv_dg_load(const char *db, const int64_t st4[4], struct sv_digests **ret)
 	memcpy(t->stamp, st4, sizeof(t->stamp));
 	err[0] = '\0';
 	if ((rc = manifest_open_read(db, &m, err, sizeof(err))) != 0 ||
-	    (rc = manifest_runs(m, SV_DG_RUNS, &runs, &nruns)) != 0)
-		goto out;
-	for (i = 0; i < nruns; i++)
-		if (runs[i].end_ns > t->guard_ns)
-			t->guard_ns = runs[i].end_ns;
-	if (t->guard_ns > 0 && (rc = manifest_ls(m, "", sv_dg_row, t)) != 0)
+	    (rc = manifest_ls(m, "", sv_dg_row, t)) != 0)
 		goto out;
 	if (t->n > 1)
 		qsort(t->e, t->n, sizeof(*t->e), sv_dent_cmp);
@@ -149,7 +143,6 @@ out:
 	if (rc != 0)
 		log_warnx("serve: %s: no recorded digests: %s", db,
 		    err[0] != '\0' ? err : bm_strerror(rc));
-	free(runs);
 	manifest_close(m);
 	sv_dg_free(t);
 	return rc;
@@ -232,7 +225,7 @@ sv_digest_of(const struct sv_digests *t, const char *path,
 	mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
 	ct = (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
 	if (r->size != (int64_t)st->st_size || r->mtime != mt ||
-	    ct >= t->guard_ns)
+	    ct >= r->guard_ns)
 		return false;
 	memcpy(d, r->d, BMP_DIGEST_LEN);
 	return true;

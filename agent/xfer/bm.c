@@ -665,9 +665,11 @@ out:
 }
 
 /*
- * The validators of bj's file (its first FILE header): in the result
- * before the first byte reaches the sink, which checks them against
- * those of the bytes an earlier try or run holds (resume).
+ * The validators of bj's file (its first FILE header) and the SHA-256
+ * the listing stated for it: in the result before the first byte
+ * reaches the sink, which checks them against those of the bytes an
+ * earlier try or run holds (resume): a kept partial is continued only
+ * when the listed digest is still the same (or still none).
  */
 static void
 bx_validators(struct bx_job *bj)
@@ -678,8 +680,9 @@ bx_validators(struct bx_job *bj)
 	res->mtime = -1;
 	if (bj->size >= 0) {
 		(void)snprintf(res->etag, sizeof(res->etag),
-		    "\"bm-%lld-%lld\"", (long long)bj->size,
-		    (long long)bj->mtime);
+		    "\"bm-%lld-%lld%s%s\"", (long long)bj->size,
+		    (long long)bj->mtime, bj->job->listed_sha256[0] ? "-" : "",
+		    bj->job->listed_sha256);
 		if (bj->job->len > 0)
 			res->total = bj->size;
 		else

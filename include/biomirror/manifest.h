@@ -303,6 +303,8 @@ struct file_row {
 	struct file_state fs;		/* as recorded */
 	const char	*etag;		/* NULL if none */
 	int64_t		 seen_run, fetched_run;
+	int64_t		 fetched_end_ns; /* manifest_ls: end of run fetched_run
+					   (ns), 0 unfinished; -1 unknown */
 	const char	*target;	/* borrowed: symlink target or NULL */
 	const char	*checksum;	/* borrowed: recorded "ALG:HEX" digest or NULL */
 	const char	*sidecar;	/* borrowed: published digests the content

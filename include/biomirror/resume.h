@@ -98,6 +98,13 @@ size_t	resume_file_gaps(const struct resume_file *rf, uint64_t *gaps,
  * the next record.
  */
 void	resume_file_reset(struct resume_file *rf);
+/*
+ * Bytes an earlier run kept under a bm:// validator ("bm-SIZE-MTIME" and
+ * "-sha256:HEX" when the listing stated a digest) are continued only
+ * when digest (the one listed now, "" none) is the same: else the
+ * ranges are dropped (the temp file goes when reopened) and false.
+ */
+bool	resume_file_same_digest(struct resume_file *rf, const char *digest);
 /* True when the manifest holds a row for this file (keep its temp file). */
 bool	resume_file_in_manifest(const struct resume_file *rf);
 /*

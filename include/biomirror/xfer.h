@@ -146,6 +146,11 @@ struct xfer_job {
 					   the ns (bm: every FILE header must
 					   agree, else upstream changed) */
 	int64_t		 listed_mtime;	/* ns, when listed_ns */
+	char		 listed_sha256[80]; /* "sha256:HEX" the listing (or a
+					   sidecar) states, "" none: bm puts it
+					   in its validator, so that a kept
+					   partial of another content is
+					   dropped */
 	xfer_sink_fn	 sink;		/* where body bytes go */
 	void		*sink_arg;	/* borrowed: the sink's state */
 	void		*owner;		/* borrowed: the scheduler's record */

@@ -10,7 +10,14 @@
 # - a file changed behind the manifest's back (same size, mtime put
 #   back) is listed without a digest and served with its true one: a new
 #   downstream gets the new bytes, exit 0, never the stale digest;
-# - a served mirror without a manifest yet is logged once, not per session.
+# - a served mirror without a manifest yet is logged once, not per session;
+# - such a changed file stays without a digest after a later run of the
+#   mirror (the guard is the end of the run that fetched the file, not
+#   of the newest run): a new downstream gets the new bytes, exit 0;
+# - a downstream's kept partial (the serve stopped half-way by
+#   BM_SERVE_TEST_STOP, stall_timeout 1) of a file then rewritten in
+#   place (same size and mtime, its listed digest gone) is not continued:
+#   the next run starts over, the file is the new one, exit 0.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -18,13 +25,15 @@ H=127.0.0.1
 CL="python3 $BM_TOOLS/bmclient.py"
 command -v strace > /dev/null || fail "strace is not installed"
 
-mkdir -p "$T/up/d" "$T/t1"
+mkdir -p "$T/up/d" "$T/t1" "$T/up2" "$T/m1"
+make_big_file "$T/up2/big2.bin" 12 v1
 printf 'small one\n' > "$T/up/small.txt"
 for i in $(seq 1 20); do printf 'file %d\n' "$i" > "$T/up/d/f$i"; done
 make_big_file "$T/up/big.bin" 2
 touch -d '2022-03-04 05:06:07.123456789 UTC' "$T/up/small.txt" "$T/up/d/"*
 
 PORT=$(free_port)
+PORT2=$(free_port)
 cat > "$T/bm.conf" <<CONF
 [serve]
 listen = $H:$PORT
@@ -34,6 +43,12 @@ path = $T/up
 
 [export t1]
 mirror = t1
+
+[export pub2]
+path = $T/up2
+
+[export m1]
+mirror = m1
 
 [t1]
 source = bm://$H:$PORT/pub/
@@ -55,7 +70,30 @@ dest = $T/t3
 verify = checksum
 timeout = 5
 stall_timeout = 10
+
+[t4]
+source = bm://$H:$PORT/t1/
+dest = $T/t4
+verify = checksum
+timeout = 5
+stall_timeout = 10
+
+[m1]
+source = bm://$H:$PORT/pub2/
+dest = $T/m1
+verify = checksum
+timeout = 5
+
+[m2]
+source = bm://$H:$PORT2/m1/
+dest = $T/m2
+verify = checksum
+max_connections = 1
+retries = 0
+timeout = 2
+stall_timeout = 1
 CONF
+sed "s/^listen = .*/listen = $H:$PORT2/" "$T/bm.conf" > "$T/bm2.conf"
 strace -f -qq -e trace=sendfile -e signal=none -o "$T/strace.out" \
     "${BM_SERVE:-$BM}" -c "$T/bm.conf" --state-dir "$T/state" serve \
     > "$T/serve.log" 2>&1 &
@@ -150,4 +188,55 @@ assert_eq "$(sendfiles 2097152)" "$before" "a changed file went by sendfile"
 assert_eq "$(manifest_sql "$T/state" t3 "SELECT checksum FROM files \
     WHERE path = CAST('big.bin' AS BLOB)")" \
     "sha256:$(sha256sum < "$T/t1/big.bin" | cut -c1-64)" "t3's big.bin digest"
+
+echo "# a later run of t1 (nothing upstream changed) keeps them without"
+assert_exit 0 bm --json sync t1
+expect_counts 0 0 0 0
+want_digests t1 "$T/t1"
+assert_eq "$(grep -E '^(small.txt|big.bin)	' "$T/got.dg" | cut -f2 | sort -u)" \
+    "-" "changed files listed without a digest after a later run"
+assert_exit 0 bm --json sync t4
+expect_counts 22 0 0 0
+assert_trees_equal "$T/t1" "$T/t4"
+assert_eq "$(cat "$T/t4/small.txt")" "SMALL ONE" "t4 has the new bytes"
+
+echo "# a kept partial of a file rewritten in place is not continued"
+assert_exit 0 bm sync m1
+# serve2 LOG [VAR=VALUE]: m1 served on PORT2 (with a test hook).
+serve2() {
+	env ${2:+"$2"} "${BM_SERVE:-$BM}" -c "$T/bm2.conf" --state-dir \
+	    "$T/state" serve > "$1" 2>&1 &
+	S2PID=$!
+	BM_SERVERS="$BM_SERVERS serve:$S2PID:$T"
+	$CL wait $H "$PORT2" || { cat "$1"; fail "serve2 did not start"; }
+}
+serve2 "$T/serve2a.log" BM_SERVE_TEST_STOP=big2.bin
+assert_exit 1 bm sync m2
+grep -q 'serve: test hook: stopped in big2.bin' "$T/serve2a.log" ||
+    fail "the hook did not stop the server"
+grep -q 'big2.bin: .*bytes kept for the next run to continue' "$LAST_ERR" ||
+    fail "no partial kept"
+assert_eq "$(manifest_sql "$T/state" m2 "SELECT etag FROM partials")" \
+    "\"bm-12582912-$(stat -c '%.9Y' "$T/m1/big2.bin" | tr -d .)-sha256:$(
+    sha256sum < "$T/m1/big2.bin" | cut -c1-64)\"" \
+    "the partial's validator names the listed digest"
+kill -KILL "$S2PID"
+wait "$S2PID" 2>/dev/null
+mt=$(stat -c '%.9Y' "$T/m1/big2.bin")
+printf 'Z' | dd of="$T/m1/big2.bin" bs=1 seek=1048576 conv=notrunc status=none
+printf 'Y' | dd of="$T/m1/big2.bin" bs=1 seek=10485760 conv=notrunc status=none
+touch -d "@$mt" "$T/m1/big2.bin"
+serve2 "$T/serve2b.log"
+assert_exit 0 bm --json sync m2
+expect_counts 1 0 0 0
+grep -q 'big2.bin: the listed digest is not that of the bytes an earlier run kept: starting over' \
+    "$LAST_ERR" || fail "the partial was not dropped"
+grep -q 'continuing with' "$LAST_ERR" && fail "a stale partial continued"
+cmp "$T/m1/big2.bin" "$T/m2/big2.bin" || fail "m2's big2.bin is not m1's"
+no_temps "$T/m2"
+assert_eq "$(manifest_sql "$T/state" m2 "SELECT checksum FROM files \
+    WHERE path = CAST('big2.bin' AS BLOB)")" \
+    "sha256:$(sha256sum < "$T/m1/big2.bin" | cut -c1-64)" "m2's big2.bin digest"
+kill -TERM "$S2PID"
+wait "$S2PID" 2>/dev/null
 echo PASS

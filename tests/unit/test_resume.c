@@ -222,6 +222,86 @@ test_prepare(const char *dir)
 	store_close(s);
 }
 
+/*
+ * bm:// validators name the listed digest: a kept row is continued only
+ * under the same one (or none then and now); other ETags are left alone.
+ */
+static void
+test_same_digest(const char *dir)
+{
+	char			 dest[512], db[512], err[600];
+	struct manifest		*m = NULL;
+	struct store		*s = NULL;
+	struct resume_set	*rs = NULL;
+	struct resume_file	*rf;
+	struct partial_rec	 pr[4];
+	struct action		 acts[4];
+	const uint64_t		 r[] = { 0, MB };
+	const char		*etags[] = { "\"bm-4194304-5000000000-sha256:ab\"",
+	    "\"bm-4194304-5000000000\"", "\"bm-4194304--5000000000-sha256:ab\"",
+	    "\"x-sha256:ab\"" };
+	char			 paths[4][8], tmps[4][40];
+	size_t			 kept = 0, removed = 0, i;
+	struct {
+		size_t		 row;
+		const char	*digest;
+		bool		 same;
+	} c[] = {
+		{ 0, "sha256:ab", true }, { 0, "sha256:cd", false },
+		{ 0, "", false }, { 1, "", true }, { 1, "sha256:ab", false },
+		{ 2, "sha256:ab", true }, { 2, "sha256:a", false },
+		{ 3, "", true }, { 3, "sha256:cd", true },
+	};
+
+	(void)snprintf(dest, sizeof(dest), "%s/dest2", dir);
+	(void)snprintf(db, sizeof(db), "%s/m2.db", dir);
+	is_int(store_open(dest, 0644, 0755, &s), 0, "store");
+	is_int(manifest_open(db, true, &m, err, sizeof(err)), 0, "manifest");
+	(void)mkdir(dest, 0755);
+	memset(pr, 0, sizeof(pr));
+	memset(acts, 0, sizeof(acts));
+	for (i = 0; i < 4; i++) {
+		(void)snprintf(paths[i], sizeof(paths[i]), "%zu.bin", i);
+		(void)snprintf(tmps[i], sizeof(tmps[i]),
+		    ".biomirror-tmp.0000001%zu", i);
+		make_tmp(dest, tmps[i], MB);
+		pr[i].path = paths[i];
+		pr[i].tmpname = tmps[i];
+		pr[i].size = 4 * MB;
+		pr[i].list_mtime = 5 * NS;
+		pr[i].up_mtime = -1;
+		pr[i].etag = etags[i];
+		pr[i].ranges = r;
+		pr[i].nranges = 1;
+		acts[i].path = paths[i];
+		acts[i].op = ACT_FETCH;
+		acts[i].fs.listed.size = 4 * MB;
+		acts[i].fs.listed.size_exact = true;
+		acts[i].fs.listed.mtime = 5 * NS;
+	}
+	is_int(manifest_partials_put(m, 1, pr, 4), 0, "rows");
+	is_int(resume_prepare(m, s, acts, 4, &rs, &kept, &removed), 0,
+	    "prepare");
+	is_int(kept, 4, "all kept");
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		rf = resume_file_new(rs, paths[c[i].row], 4 * MB, 5 * NS);
+		ok(rf != NULL && resume_file_covered(rf) == MB, "row %zu held",
+		    c[i].row);
+		ok(resume_file_same_digest(rf, c[i].digest) == c[i].same,
+		    "%s listed %s: %s", etags[c[i].row], c[i].digest[0] ?
+		    c[i].digest : "none", c[i].same ? "continued" : "dropped");
+		is_int(resume_file_covered(rf), c[i].same ? MB : 0,
+		    "ranges after the check");
+		resume_file_free(rf);
+	}
+	rf = resume_file_new(NULL, "n.bin", 4 * MB, 5 * NS);
+	ok(resume_file_same_digest(rf, "sha256:ab"), "nothing held: true");
+	resume_file_free(rf);
+	resume_set_free(rs);
+	manifest_close(m);
+	store_close(s);
+}
+
 int
 main(void)
 {
@@ -235,6 +315,7 @@ main(void)
 	test_ranges();
 	test_validators();
 	test_prepare(dir);
+	test_same_digest(dir);
 	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
 	    sizeof(cmd))
 		if (system(cmd) != 0)
