@@ -314,6 +314,7 @@ static const struct option sync_longopts[] = {
 	{ "ftp-mode",		required_argument, NULL, 'o' },
 	{ "tcp-congestion",	required_argument, NULL, 'o' },
 	{ "udt-buffer",		required_argument, NULL, 'o' },
+	{ "max-entries",	required_argument, NULL, 'o' },
 	{ "checksum",		no_argument,	   NULL, 'C' },
 	{ "adopt",		no_argument,	   NULL, 'A' },
 	{ "allow-empty",	no_argument,	   NULL, 'E' },
@@ -412,12 +413,18 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 			    argv[0], argv[optind - 1]);
 			return 2;
 		default:
-			if (optopt != 0)
-				log_errx("%s: unknown option -%c (try --help)",
-				    argv[0], optopt);
-			else
+			/* optopt is the option's val (an internal code) */
+			if (strncmp(argv[optind - 1], "--", 2) == 0 &&
+			    optopt != 0 && strchr(argv[optind - 1], '=') != NULL)
+				log_errx("%s: %s: takes no value (try --help)",
+				    argv[0], argv[optind - 1]);
+			else if (strncmp(argv[optind - 1], "--", 2) == 0 ||
+			    optopt == 0)
 				log_errx("%s: unknown option %s (try --help)",
 				    argv[0], argv[optind - 1]);
+			else
+				log_errx("%s: unknown option -%c (try --help)",
+				    argv[0], optopt);
 			return 2;
 		}
 		idx = 0;
@@ -489,7 +496,9 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		    "biomirror/" BM_VERSION;
 		so.dry_run = dry_run;
 		so.progress = progress;
-		so.plan_out = c->json ? NULL : stdout;
+		/* -q: resync's findings are no error (a plan's are asked for) */
+		so.plan_out = c->json || (c->verbosity < 0 && !dry_run) ?
+		    NULL : stdout;
 		so.stop = c->stop;
 		so.command = a->command;
 		so.checksum = a->checksum;
@@ -625,8 +634,12 @@ adhoc_info_write(struct cli *c, const char *key, const char *source,
 	    state_manifest_path(c->state_dir, key, tmp, sizeof(tmp)) != 0 ||
 	    stat(tmp, &st) != 0)
 		return;
-	if (name == NULL && (old = adhoc_info_read(c, key)) != NULL)
+	if ((old = adhoc_info_read(c, key)) != NULL && name == NULL)
 		name = adhoc_field(old, "name", NULL);
+	if (old != NULL && strcmp(adhoc_field(old, "source", source),
+	    source) != 0)
+		log_info("%s: %s: its source was %s, now %s", key, dest,
+		    adhoc_field(old, "source", ""), source);
 	o = json_pack("{s:s,s:s}", "source", source, "dest", dest);
 	if (o != NULL && name != NULL)
 		(void)json_object_set_new(o, "name", json_string(name));
@@ -704,7 +717,7 @@ adhoc_mirror(struct cli *c, const char *cmd, const char *source,
     const char *dest, char *key, size_t keylen)
 {
 	struct mirror_conf *m;
-	char		 err[512];
+	char		 err[512], abs[PATH_MAX];
 	unsigned	 line = 0;
 
 	err[0] = '\0';
@@ -712,10 +725,13 @@ adhoc_mirror(struct cli *c, const char *cmd, const char *source,
 		log_errx("%s: %s", cmd, err[0] ? err : "out of memory");
 		return NULL;
 	}
-	if (state_adhoc_key(dest, key, keylen) != 0) {
+	/* The path the key is made from, whatever the working directory. */
+	if (state_abs_path(dest, abs, sizeof(abs)) != 0 ||
+	    state_adhoc_key(abs, key, keylen) != 0) {
 		log_errx("%s: cannot make an ad-hoc key", dest);
 		return NULL;
 	}
+	dest = abs;
 	/* The key names the run too, so two ad-hoc mirrors differ. */
 	if ((m = mirror_conf_new(key)) == NULL)
 		return NULL;
@@ -842,7 +858,7 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	    (a.progress == 0 && c->verbosity >= 0), a.source == NULL &&
 	    a.nnames == 0);
 	if (adhoc != NULL)
-		adhoc_info_write(c, key, adhoc->source, a.dest, a.name);
+		adhoc_info_write(c, key, adhoc->source, adhoc->dest, a.name);
 out:
 	mirror_conf_free(adhoc);
 	free(ms);
@@ -1855,12 +1871,13 @@ out:
 }
 
 /*
- * Print verify's findings: one line per differing file, then a summary.
- * An error of the whole run (path "": the lock, the state directory, the
- * manifest) is no differing file; sync_verify() logged it.
+ * Print verify's findings: one line per differing file, then a summary
+ * (not when quiet and all matched: -q).  An error of the whole run (path
+ * "": the lock, the state directory, the manifest) is no differing file;
+ * sync_verify() logged it.
  */
 static void
-verify_text(const struct mirror_result *r)
+verify_text(const struct mirror_result *r, bool quiet)
 {
 	size_t	 i;
 	char	*p = NULL;
@@ -1874,6 +1891,8 @@ verify_text(const struct mirror_result *r)
 		free(p);
 		p = NULL;
 	}
+	if (quiet && r->exit_code == 0)
+		return;
 	/* Say how many were hashed: size and mtime alone prove no content. */
 	printf("%s: verify %s: checked %lld file%s against digests, ",
 	    r->mirror, r->status, (long long)r->digest_checked,
@@ -1965,7 +1984,7 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	if (c->json && !repair)
 		json_results(c, &res, 1);
 	else if (!c->json)
-		verify_text(res);
+		verify_text(res, c->verbosity < 0);
 	status = res->exit_code;
 	if (repair && res->failed > 0 && status == 1) {
 		memset(&a, 0, sizeof(a));
@@ -2281,7 +2300,7 @@ out:
 }
 
 #define LIST_USAGE	"usage: biomirror list URL [-r] [--include GLOB] " \
-			"[--exclude GLOB]"
+			"[--exclude GLOB] [--max-entries N]"
 
 /* list's --json error object {status "error", errors [{url, list, why}]}. */
 static void
@@ -2298,9 +2317,9 @@ list_json_error(struct cli *c, const char *url, const char *why)
 }
 
 /*
- * list URL [-r] [--include GLOB] [--exclude GLOB]: an upstream's listing
- * through the lister registry, without a mirror, a manifest or a
- * destination.  Exit 0; 2 (usage); 3 (the listing failed or was cut:
+ * list URL [-r] [--include GLOB] [--exclude GLOB] [--max-entries N]: an
+ * upstream's listing through the lister registry, without a mirror, a
+ * manifest or a destination.  Exit 0; 2 (usage); 3 (the listing failed or was cut:
  * nothing printed but the error); 1 (stopped by a signal).
  */
 static int
@@ -2310,6 +2329,7 @@ cmd_list(struct cli *c, int argc, char **argv)
 		{ "recursive",	no_argument,	   NULL, 'r' },
 		{ "include",	required_argument, NULL, 'i' },
 		{ "exclude",	required_argument, NULL, 'x' },
+		{ "max-entries", required_argument, NULL, 'M' },
 		{ "help",	no_argument,	   NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -2318,7 +2338,7 @@ cmd_list(struct cli *c, int argc, char **argv)
 	struct sync_opts so;
 	json_t		*arr = NULL;
 	char		 err[1024];
-	bool		 recursive = false;
+	bool		 recursive = false, logged;
 	size_t		 i;
 	int		 ch, rc, status = 2;
 
@@ -2333,8 +2353,10 @@ cmd_list(struct cli *c, int argc, char **argv)
 			break;
 		case 'i':
 		case 'x':
+		case 'M':
 			if (mirror_conf_set(m, ch == 'i' ? "include" :
-			    "exclude", optarg, err, sizeof(err)) != 0) {
+			    ch == 'x' ? "exclude" : "max_entries", optarg, err,
+			    sizeof(err)) != 0) {
 				log_errx("list: %s", err);
 				goto out;
 			}
@@ -2366,8 +2388,10 @@ cmd_list(struct cli *c, int argc, char **argv)
 	    "biomirror/" BM_VERSION;
 	so.stop = c->stop;
 	so.command = "list";
-	if ((rc = sync_list(&so, m, recursive, &l, err, sizeof(err))) != 0) {
-		log_errx("list: %s", err);
+	if ((rc = sync_list(&so, m, recursive, &l, &logged, err,
+	    sizeof(err))) != 0) {
+		if (!logged)
+			log_errx("list: %s", err);
 		status = rc == BM_ENOMEM || rc == BM_EINTR ? 1 : 3;
 		list_json_error(c, m->source, err);
 		goto out;
@@ -2414,6 +2438,14 @@ global_value(int argc, char **argv, int *i, const char *short_name,
 		return a + n + 1;
 	if (*i + 1 >= argc) {
 		log_errx("option %s needs a value (try --help)", a);
+		return NULL;
+	}
+	/* "--state-dir --json": the value is most likely missing */
+	if (argv[*i + 1][0] == '-' && argv[*i + 1][1] != '\0') {
+		log_errx("option %s needs a value, not the option %s (for a "
+		    "path that starts with '-': %s=%s or ./%s)", a,
+		    argv[*i + 1], long_name != NULL ? long_name : a,
+		    argv[*i + 1], argv[*i + 1]);
 		return NULL;
 	}
 	return argv[++(*i)];
