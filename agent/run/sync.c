@@ -67,6 +67,7 @@ struct run {
 	const struct sync_opts *o;	/* borrowed */
 	char		 page_err[1024]; /* the first failed page logged:
 					   "URL: reason" (sync_list) */
+	size_t		 page_why;	/* offset of its reason */
 	const struct mirror_conf *c;	/* borrowed */
 	const struct lister_ops *lister; /* borrowed: the source's (run_open) */
 	struct mirror_result *res;	/* borrowed */
@@ -300,9 +301,11 @@ page_result(struct run *r, struct page_try *t, struct http_page *pg)
 	 */
 	if (pg->rc != 0 && t->buf.st_rc == 0) {
 		log_warnx("%s: list: %s", t->url, res->errmsg);
-		if (r->page_err[0] == '\0')
+		if (r->page_err[0] == '\0') {
 			(void)snprintf(r->page_err, sizeof(r->page_err),
 			    "%s: %s", t->url, res->errmsg);
+			r->page_why = strlen(r->page_err) - strlen(res->errmsg);
+		}
 	}
 	(void)snprintf(pg->errmsg, sizeof(pg->errmsg), "%s", res->errmsg);
 	if (res->content_type[0] &&
@@ -4042,7 +4045,10 @@ out:
 	else if (rc != 0 && r.err[0] == '\0')
 		(void)snprintf(r.err, sizeof(r.err), "%s", bm_strerror(rc));
 	(void)snprintf(errbuf, errlen, "%s", r.err);
-	*logged = rc != 0 && strcmp(r.err, r.page_err) == 0;
+	/* the lister's error names the page, or is its reason alone */
+	*logged = rc != 0 && r.page_err[0] != '\0' &&
+	    (strcmp(r.err, r.page_err) == 0 ||
+	    strcmp(r.err, r.page_err + r.page_why) == 0);
 	xfer_free(r.x);
 	listing_free(r.l);
 	if (r.password != NULL)
