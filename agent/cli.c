@@ -902,21 +902,23 @@ run_nets_json(const struct run_record *r)
 	return o;
 }
 
-/* "; udt 7 files at 55.1 MB/s, tcp 1 file at 0.1 MB/s" for run r. */
+/* "; udt 7 files at 55.1 MB/s, tcp 1 file at 95.0 KB/s" for run r. */
 static void
 fmt_nets(const struct run_record *r, char *buf, size_t len)
 {
 	const struct run_net *n;
+	char	 rt[32];
 	size_t	 i, o = 0;
 	int	 w;
 
 	buf[0] = '\0';
 	for (i = 0; i < r->nnets; i++) {
 		n = &r->nets[i];
-		w = snprintf(buf + o, len - o, "%s%s %lld file%s at %.1f MB/s",
+		report_rate(n->bytes > 0 ? (uint64_t)n->bytes : 0,
+		    (double)n->ns / 1e9, rt, sizeof(rt));
+		w = snprintf(buf + o, len - o, "%s%s %lld file%s at %s",
 		    i == 0 ? "; " : ", ", n->net, (long long)n->files,
-		    n->files == 1 ? "" : "s", n->ns > 0 ?
-		    (double)n->bytes * 1e3 / (double)n->ns : 0.0);
+		    n->files == 1 ? "" : "s", rt);
 		if (w < 0 || (size_t)w >= len - o)
 			return;
 		o += (size_t)w;
@@ -1034,8 +1036,8 @@ static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32], age[32], nets[160], d[32], hb[32];
-	double	 secs, rate;
+	char	 ts[32], age[32], nets[160], d[32], hb[32], rt[32];
+	double	 secs;
 
 	if (last == NULL) {
 		printf("%s: never run\n", name);
@@ -1061,17 +1063,18 @@ status_text(const char *name, const struct run_record *last,
 	} else {
 		secs = last->end_ns > last->start_ns ?
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
-		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
+		report_rate(last->bytes > 0 ? (uint64_t)last->bytes : 0, secs,
+		    rt, sizeof(rt));
 		fmt_nets(last, nets, sizeof(nets));
 		report_duration(secs, d, sizeof(d));
 		report_human_bytes(last->bytes > 0 ? (uint64_t)last->bytes :
 		    0, hb, sizeof(hb));
 		printf("%s: last run %lld at %s (ended %s ago): %s in %s, "
-		    "fetched %lld file%s (%s, %.1f MB/s%s), touched "
+		    "fetched %lld file%s (%s, %s%s), touched "
 		    "%lld, deleted %lld, failed %lld%s%s\n", name,
 		    (long long)last->id, ts, age, last->status, d,
 		    (long long)last->fetched, last->fetched == 1 ? "" : "s",
-		    hb, rate, nets, (long long)last->touched,
+		    hb, rt, nets, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}

@@ -639,6 +639,10 @@ run_plan_result(struct run *r)
 		/* Files, as a sync counts them (run_deletes). */
 		if (a->op == ACT_DELETE && a->type == ENTRY_FILE)
 			r->res->deleted++;
+		if (a->op == ACT_COND_FETCH)
+			r->res->checks++;
+		else if (a->op == ACT_FETCH && action_bytes(a) < 0)
+			r->res->unsized++;
 		if (r->o->actions && a->op != ACT_KEEP &&
 		    (rc = result_add_action(r->res, a->path,
 		    action_name(a->op), action_bytes(a), a->why)) != 0)
