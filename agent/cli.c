@@ -314,6 +314,7 @@ static const struct option sync_longopts[] = {
 	{ "ftp-mode",		required_argument, NULL, 'o' },
 	{ "tcp-congestion",	required_argument, NULL, 'o' },
 	{ "udt-buffer",		required_argument, NULL, 'o' },
+	{ "max-entries",	required_argument, NULL, 'o' },
 	{ "checksum",		no_argument,	   NULL, 'C' },
 	{ "adopt",		no_argument,	   NULL, 'A' },
 	{ "allow-empty",	no_argument,	   NULL, 'E' },
@@ -413,12 +414,18 @@ parse_sync_args(int argc, char **argv, struct sync_args *a)
 			    argv[0], argv[optind - 1]);
 			return 2;
 		default:
-			if (optopt != 0)
-				log_errx("%s: unknown option -%c (try --help)",
-				    argv[0], optopt);
-			else
+			/* optopt is the option's val (an internal code) */
+			if (strncmp(argv[optind - 1], "--", 2) == 0 &&
+			    optopt != 0 && strchr(argv[optind - 1], '=') != NULL)
+				log_errx("%s: %s: takes no value (try --help)",
+				    argv[0], argv[optind - 1]);
+			else if (strncmp(argv[optind - 1], "--", 2) == 0 ||
+			    optopt == 0)
 				log_errx("%s: unknown option %s (try --help)",
 				    argv[0], argv[optind - 1]);
+			else
+				log_errx("%s: unknown option -%c (try --help)",
+				    argv[0], optopt);
 			return 2;
 		}
 		idx = 0;
@@ -491,7 +498,9 @@ run_mirrors(struct cli *c, struct mirror_conf **ms, const char **keys,
 		    "biomirror/" BM_VERSION;
 		so.dry_run = dry_run;
 		so.progress = progress;
-		so.plan_out = c->json ? NULL : stdout;
+		/* -q: resync's findings are no error (a plan's are asked for) */
+		so.plan_out = c->json || (c->verbosity < 0 && !dry_run) ?
+		    NULL : stdout;
 		so.stop = c->stop;
 		so.command = a->command;
 		so.checksum = a->checksum;
@@ -627,8 +636,12 @@ adhoc_info_write(struct cli *c, const char *key, const char *source,
 	    state_manifest_path(c->state_dir, key, tmp, sizeof(tmp)) != 0 ||
 	    stat(tmp, &st) != 0)
 		return;
-	if (name == NULL && (old = adhoc_info_read(c, key)) != NULL)
+	if ((old = adhoc_info_read(c, key)) != NULL && name == NULL)
 		name = adhoc_field(old, "name", NULL);
+	if (old != NULL && strcmp(adhoc_field(old, "source", source),
+	    source) != 0)
+		log_info("%s: %s: its source was %s, now %s", key, dest,
+		    adhoc_field(old, "source", ""), source);
 	o = json_pack("{s:s,s:s}", "source", source, "dest", dest);
 	if (o != NULL && name != NULL)
 		(void)json_object_set_new(o, "name", json_string(name));
@@ -706,7 +719,7 @@ adhoc_mirror(struct cli *c, const char *cmd, const char *source,
     const char *dest, char *key, size_t keylen)
 {
 	struct mirror_conf *m;
-	char		 err[512];
+	char		 err[512], abs[PATH_MAX];
 	unsigned	 line = 0;
 
 	err[0] = '\0';
@@ -714,10 +727,13 @@ adhoc_mirror(struct cli *c, const char *cmd, const char *source,
 		log_errx("%s: %s", cmd, err[0] ? err : "out of memory");
 		return NULL;
 	}
-	if (state_adhoc_key(dest, key, keylen) != 0) {
+	/* The path the key is made from, whatever the working directory. */
+	if (state_abs_path(dest, abs, sizeof(abs)) != 0 ||
+	    state_adhoc_key(abs, key, keylen) != 0) {
 		log_errx("%s: cannot make an ad-hoc key", dest);
 		return NULL;
 	}
+	dest = abs;
 	/* The key names the run too, so two ad-hoc mirrors differ. */
 	if ((m = mirror_conf_new(key)) == NULL)
 		return NULL;
@@ -848,7 +864,7 @@ cmd_sync(struct cli *c, int argc, char **argv, const char *cmd)
 	    (a.progress == 0 && c->verbosity >= 0), a.source == NULL &&
 	    a.nnames == 0);
 	if (adhoc != NULL)
-		adhoc_info_write(c, key, adhoc->source, a.dest, a.name);
+		adhoc_info_write(c, key, adhoc->source, adhoc->dest, a.name);
 out:
 	json_decref(info);
 	mirror_conf_free(adhoc);
@@ -893,21 +909,23 @@ run_nets_json(const struct run_record *r)
 	return o;
 }
 
-/* "; udt 7 files at 55.1 MB/s, tcp 1 file at 0.1 MB/s" for run r. */
+/* "; udt 7 files at 55.1 MB/s, tcp 1 file at 95.0 KB/s" for run r. */
 static void
 fmt_nets(const struct run_record *r, char *buf, size_t len)
 {
 	const struct run_net *n;
+	char	 rt[32];
 	size_t	 i, o = 0;
 	int	 w;
 
 	buf[0] = '\0';
 	for (i = 0; i < r->nnets; i++) {
 		n = &r->nets[i];
-		w = snprintf(buf + o, len - o, "%s%s %lld file%s at %.1f MB/s",
+		report_rate(n->bytes > 0 ? (uint64_t)n->bytes : 0,
+		    (double)n->ns / 1e9, rt, sizeof(rt));
+		w = snprintf(buf + o, len - o, "%s%s %lld file%s at %s",
 		    i == 0 ? "; " : ", ", n->net, (long long)n->files,
-		    n->files == 1 ? "" : "s", n->ns > 0 ?
-		    (double)n->bytes * 1e3 / (double)n->ns : 0.0);
+		    n->files == 1 ? "" : "s", rt);
 		if (w < 0 || (size_t)w >= len - o)
 			return;
 		o += (size_t)w;
@@ -1025,8 +1043,8 @@ static void
 status_text(const char *name, const struct run_record *last,
     const struct run_record *ok, int64_t now)
 {
-	char	 ts[32], age[32], nets[160], d[32], hb[32];
-	double	 secs, rate;
+	char	 ts[32], age[32], nets[160], d[32], hb[32], rt[32];
+	double	 secs;
 
 	if (last == NULL) {
 		printf("%s: never run\n", name);
@@ -1052,17 +1070,18 @@ status_text(const char *name, const struct run_record *last,
 	} else {
 		secs = last->end_ns > last->start_ns ?
 		    (double)(last->end_ns - last->start_ns) / 1e9 : 0;
-		rate = secs > 0 ? (double)last->bytes / secs / 1e6 : 0;
+		report_rate(last->bytes > 0 ? (uint64_t)last->bytes : 0, secs,
+		    rt, sizeof(rt));
 		fmt_nets(last, nets, sizeof(nets));
 		report_duration(secs, d, sizeof(d));
 		report_human_bytes(last->bytes > 0 ? (uint64_t)last->bytes :
 		    0, hb, sizeof(hb));
 		printf("%s: last run %lld at %s (ended %s ago): %s in %s, "
-		    "fetched %lld file%s (%s, %.1f MB/s%s), touched "
+		    "fetched %lld file%s (%s, %s%s), touched "
 		    "%lld, deleted %lld, failed %lld%s%s\n", name,
 		    (long long)last->id, ts, age, last->status, d,
 		    (long long)last->fetched, last->fetched == 1 ? "" : "s",
-		    hb, rate, nets, (long long)last->touched,
+		    hb, rt, nets, (long long)last->touched,
 		    (long long)last->deleted, (long long)last->failed,
 		    last->error[0] ? "; " : "", last->error);
 	}
@@ -1862,12 +1881,13 @@ out:
 }
 
 /*
- * Print verify's findings: one line per differing file, then a summary.
- * An error of the whole run (path "": the lock, the state directory, the
- * manifest) is no differing file; sync_verify() logged it.
+ * Print verify's findings: one line per differing file, then a summary
+ * (not when quiet and all matched: -q).  An error of the whole run (path
+ * "": the lock, the state directory, the manifest) is no differing file;
+ * sync_verify() logged it.
  */
 static void
-verify_text(const struct mirror_result *r)
+verify_text(const struct mirror_result *r, bool quiet)
 {
 	size_t	 i;
 	char	*p = NULL;
@@ -1881,6 +1901,8 @@ verify_text(const struct mirror_result *r)
 		free(p);
 		p = NULL;
 	}
+	if (quiet && r->exit_code == 0)
+		return;
 	/* Say how many were hashed: size and mtime alone prove no content. */
 	printf("%s: verify %s: checked %lld file%s against digests, ",
 	    r->mirror, r->status, (long long)r->digest_checked,
@@ -1972,7 +1994,7 @@ cmd_verify(struct cli *c, int argc, char **argv)
 	if (c->json && !repair)
 		json_results(c, &res, 1);
 	else if (!c->json)
-		verify_text(res);
+		verify_text(res, c->verbosity < 0);
 	status = res->exit_code;
 	if (repair && res->failed > 0 && status == 1) {
 		memset(&a, 0, sizeof(a));
@@ -2288,7 +2310,7 @@ out:
 }
 
 #define LIST_USAGE	"usage: biomirror list URL [-r] [--include GLOB] " \
-			"[--exclude GLOB]"
+			"[--exclude GLOB] [--max-entries N]"
 
 /* list's --json error object {status "error", errors [{url, list, why}]}. */
 static void
@@ -2305,9 +2327,9 @@ list_json_error(struct cli *c, const char *url, const char *why)
 }
 
 /*
- * list URL [-r] [--include GLOB] [--exclude GLOB]: an upstream's listing
- * through the lister registry, without a mirror, a manifest or a
- * destination.  Exit 0; 2 (usage); 3 (the listing failed or was cut:
+ * list URL [-r] [--include GLOB] [--exclude GLOB] [--max-entries N]: an
+ * upstream's listing through the lister registry, without a mirror, a
+ * manifest or a destination.  Exit 0; 2 (usage); 3 (the listing failed or was cut:
  * nothing printed but the error); 1 (stopped by a signal).
  */
 static int
@@ -2317,6 +2339,7 @@ cmd_list(struct cli *c, int argc, char **argv)
 		{ "recursive",	no_argument,	   NULL, 'r' },
 		{ "include",	required_argument, NULL, 'i' },
 		{ "exclude",	required_argument, NULL, 'x' },
+		{ "max-entries", required_argument, NULL, 'M' },
 		{ "help",	no_argument,	   NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -2325,7 +2348,7 @@ cmd_list(struct cli *c, int argc, char **argv)
 	struct sync_opts so;
 	json_t		*arr = NULL;
 	char		 err[1024];
-	bool		 recursive = false;
+	bool		 recursive = false, logged;
 	size_t		 i;
 	int		 ch, rc, status = 2;
 
@@ -2340,8 +2363,10 @@ cmd_list(struct cli *c, int argc, char **argv)
 			break;
 		case 'i':
 		case 'x':
+		case 'M':
 			if (mirror_conf_set(m, ch == 'i' ? "include" :
-			    "exclude", optarg, err, sizeof(err)) != 0) {
+			    ch == 'x' ? "exclude" : "max_entries", optarg, err,
+			    sizeof(err)) != 0) {
 				log_errx("list: %s", err);
 				goto out;
 			}
@@ -2373,8 +2398,10 @@ cmd_list(struct cli *c, int argc, char **argv)
 	    "biomirror/" BM_VERSION;
 	so.stop = c->stop;
 	so.command = "list";
-	if ((rc = sync_list(&so, m, recursive, &l, err, sizeof(err))) != 0) {
-		log_errx("list: %s", err);
+	if ((rc = sync_list(&so, m, recursive, &l, &logged, err,
+	    sizeof(err))) != 0) {
+		if (!logged)
+			log_errx("list: %s", err);
 		status = rc == BM_ENOMEM || rc == BM_EINTR ? 1 : 3;
 		list_json_error(c, m->source, err);
 		goto out;
@@ -2421,6 +2448,14 @@ global_value(int argc, char **argv, int *i, const char *short_name,
 		return a + n + 1;
 	if (*i + 1 >= argc) {
 		log_errx("option %s needs a value (try --help)", a);
+		return NULL;
+	}
+	/* "--state-dir --json": the value is most likely missing */
+	if (argv[*i + 1][0] == '-' && argv[*i + 1][1] != '\0') {
+		log_errx("option %s needs a value, not the option %s (for a "
+		    "path that starts with '-': %s=%s or ./%s)", a,
+		    argv[*i + 1], long_name != NULL ? long_name : a,
+		    argv[*i + 1], argv[*i + 1]);
 		return NULL;
 	}
 	return argv[++(*i)];

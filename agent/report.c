@@ -191,12 +191,25 @@ report_net_name(unsigned n)
 	return n < REPORT_NETS ? names[n] : "?";
 }
 
-/* "; udt 3 files, 4.2 MiB in 1.1 s (3.8 MB/s)" per transport used. */
+void
+report_rate(uint64_t b, double secs, char *buf, size_t len)
+{
+	double	 r = secs > 0 ? (double)b / secs : 0;
+
+	if (r >= 1e6)
+		(void)snprintf(buf, len, "%.1f MB/s", r / 1e6);
+	else if (r >= 1e3)
+		(void)snprintf(buf, len, "%.1f KB/s", r / 1e3);
+	else
+		(void)snprintf(buf, len, "%.0f B/s", r);
+}
+
+/* "; udt 3 files, 4.2 MiB in 1.1s (3.8 MB/s)" per transport used. */
 static void
 summary_nets(const struct mirror_result *r, FILE *fp)
 {
 	const struct report_net_use *u;
-	char		 hb[32], d[32];
+	char		 hb[32], d[32], rt[32];
 	const char	*sep = "; ";
 	unsigned	 i;
 
@@ -206,10 +219,10 @@ summary_nets(const struct mirror_result *r, FILE *fp)
 			continue;
 		report_human_bytes(u->bytes, hb, sizeof(hb));
 		report_duration(u->seconds, d, sizeof(d));
-		fprintf(fp, "%s%s %lld file%s, %s in %s (%.1f MB/s)", sep,
+		report_rate(u->bytes, u->seconds, rt, sizeof(rt));
+		fprintf(fp, "%s%s %lld file%s, %s in %s (%s)", sep,
 		    report_net_name(i), (long long)u->files,
-		    u->files == 1 ? "" : "s", hb, d,
-		    u->seconds > 0 ? (double)u->bytes / u->seconds / 1e6 : 0);
+		    u->files == 1 ? "" : "s", hb, d, rt);
 		sep = ", ";
 	}
 }
@@ -217,8 +230,9 @@ summary_nets(const struct mirror_result *r, FILE *fp)
 void
 report_summary(const struct mirror_result *r, FILE *fp)
 {
-	char	 hb[32], d[32];
-	double	 rate;
+	char		 hb[64], d[32], rt[32];
+	const char	*why = NULL;
+	size_t		 i;
 
 	if (strcmp(r->status, "error") == 0) {
 		fprintf(fp, "%s: error: not run (%zu error%s)\n",
@@ -228,20 +242,42 @@ report_summary(const struct mirror_result *r, FILE *fp)
 	}
 	report_human_bytes(r->bytes, hb, sizeof(hb));
 	if (r->dry_run) {
-		fprintf(fp, "%s: plan %s: listed %lld, would fetch %lld (%s), "
-		    "touch %lld, delete %lld\n", r->mirror, r->status,
-		    (long long)r->listed, (long long)r->fetched, hb,
+		/*
+		 * Checks (fetched if changed: a sizeless index) apart; the
+		 * bytes known, and how many files have no size.
+		 */
+		if (r->unsized > 0 && r->unsized >= r->fetched - r->checks)
+			(void)snprintf(hb, sizeof(hb), "size unknown");
+		else if (r->unsized > 0)
+			(void)snprintf(hb + strlen(hb), sizeof(hb) -
+			    strlen(hb), " and %lld of unknown size",
+			    (long long)r->unsized);
+		fprintf(fp, "%s: plan %s: listed %lld, would fetch %lld (%s), ",
+		    r->mirror, r->status, (long long)r->listed,
+		    (long long)(r->fetched - r->checks), hb);
+		if (r->checks > 0)
+			fprintf(fp, "check %lld (fetched if changed), ",
+			    (long long)r->checks);
+		fprintf(fp, "touch %lld, delete %lld\n",
 		    (long long)r->touched, (long long)r->deleted);
 		return;
 	}
-	rate = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e6 : 0;
 	report_duration(r->seconds, d, sizeof(d));
-	fprintf(fp, "%s: %s: listed %lld, fetched %lld, touched %lld, "
-	    "deleted %lld, failed %lld, %s in %s (%.1f MB/s)",
-	    r->mirror, r->status,
+	report_rate(r->bytes, r->seconds, rt, sizeof(rt));
+	/* Not ok with no file failed: the run's own reason (pre_publish). */
+	for (i = 0; r->failed == 0 && strcmp(r->status, "ok") != 0 &&
+	    i < r->nerrors; i++)
+		if (r->errors[i].path == NULL || r->errors[i].path[0] == '\0') {
+			why = r->errors[i].reason;
+			break;
+		}
+	fprintf(fp, "%s: %s%s%s%s: listed %lld, fetched %lld, touched %lld, "
+	    "deleted %lld, failed %lld, %s in %s (%s)",
+	    r->mirror, r->status, why != NULL ? " (" : "",
+	    why != NULL ? why : "", why != NULL ? ")" : "",
 	    (long long)r->listed, (long long)r->fetched,
 	    (long long)r->touched, (long long)r->deleted,
-	    (long long)r->failed, hb, d, rate);
+	    (long long)r->failed, hb, d, rt);
 	summary_nets(r, fp);
 	if (r->adopted > 0)
 		fprintf(fp, ", adopted %lld", (long long)r->adopted);

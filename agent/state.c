@@ -91,25 +91,34 @@ state_prepare(const char *dir)
 }
 
 int
-state_adhoc_key(const char *dest, char *buf, size_t len)
+state_abs_path(const char *dest, char *buf, size_t len)
 {
-	char		 abs[PATH_MAX], cwd[PATH_MAX];
-	unsigned char	 md[EVP_MAX_MD_SIZE];
-	unsigned int	 mdlen = 0;
-	size_t		 i;
+	char	 cwd[PATH_MAX];
 
 	if (dest[0] == '/') {
-		if ((size_t)snprintf(abs, sizeof(abs), "%s", dest) >=
-		    sizeof(abs))
+		if ((size_t)snprintf(buf, len, "%s", dest) >= len)
 			return BM_ELIMIT;
 	} else {
 		if (getcwd(cwd, sizeof(cwd)) == NULL)
 			return BM_EIO;
-		if ((size_t)snprintf(abs, sizeof(abs), "%s/%s", cwd, dest) >=
-		    sizeof(abs))
+		if ((size_t)snprintf(buf, len, "%s/%s", cwd, dest) >= len)
 			return BM_ELIMIT;
 	}
-	fileio_path_canon(abs);	/* "/srv//x/./" names "/srv/x" */
+	fileio_path_canon(buf);	/* "/srv//x/./" names "/srv/x" */
+	return 0;
+}
+
+int
+state_adhoc_key(const char *dest, char *buf, size_t len)
+{
+	char		 abs[PATH_MAX];
+	unsigned char	 md[EVP_MAX_MD_SIZE];
+	unsigned int	 mdlen = 0;
+	size_t		 i;
+	int		 rc;
+
+	if ((rc = state_abs_path(dest, abs, sizeof(abs))) != 0)
+		return rc;
 	if (EVP_Digest(abs, strlen(abs), md, &mdlen, EVP_sha256(), NULL) != 1)
 		return BM_EIO;
 	if (len < 6 + 16 + 1)

@@ -65,6 +65,9 @@ struct run_lsum {
 
 struct run {
 	const struct sync_opts *o;	/* borrowed */
+	char		 page_err[1024]; /* the first failed page logged:
+					   "URL: reason" (sync_list) */
+	size_t		 page_why;	/* offset of its reason */
 	const struct mirror_conf *c;	/* borrowed */
 	const struct lister_ops *lister; /* borrowed: the source's (run_open) */
 	struct mirror_result *res;	/* borrowed */
@@ -284,7 +287,7 @@ page_next(struct run *r, struct page_try *t)
 
 /* Copy a final result into the crawler's page (body moved). */
 static int
-page_result(struct page_try *t, struct http_page *pg)
+page_result(struct run *r, struct page_try *t, struct http_page *pg)
 {
 	struct xfer_result *res = &t->job.res;
 
@@ -296,8 +299,14 @@ page_result(struct page_try *t, struct http_page *pg)
 	 * Every failed page is named (the run reports the first); one its
 	 * lister refused as it streamed in (max_entries) the lister names.
 	 */
-	if (pg->rc != 0 && t->buf.st_rc == 0)
+	if (pg->rc != 0 && t->buf.st_rc == 0) {
 		log_warnx("%s: list: %s", t->url, res->errmsg);
+		if (r->page_err[0] == '\0') {
+			(void)snprintf(r->page_err, sizeof(r->page_err),
+			    "%s: %s", t->url, res->errmsg);
+			r->page_why = strlen(r->page_err) - strlen(res->errmsg);
+		}
+	}
 	(void)snprintf(pg->errmsg, sizeof(pg->errmsg), "%s", res->errmsg);
 	if (res->content_type[0] &&
 	    (pg->content_type = strdup(res->content_type)) == NULL)
@@ -356,7 +365,7 @@ fetch_pages(void *ctx, struct http_page *pages, size_t n)
 			break;
 	}
 	for (i = 0; i < n; i++)
-		if ((rc = page_result(&t[i], &pages[i])) != 0)
+		if ((rc = page_result(r, &t[i], &pages[i])) != 0)
 			goto out;
 	rc = 0;
 out:
@@ -436,26 +445,30 @@ run_fix_mtime(void *ctx, int64_t s)
 static void
 run_list_stats(const struct run *r, const struct lister_stats *st)
 {
+	/* list URL: its mirror is named "list", so say the URL */
+	const char	*who = r->o->command != NULL &&
+	    strcmp(r->o->command, "list") == 0 ? r->c->source : r->c->name;
+
 	if (st->skipped > 0)
 		log_info("%s: list: %zu %s skipped (unsafe names, outside "
 		    "the source, or a name listed both as a file and as a "
-		    "directory: the first kept)", r->c->name, st->skipped,
+		    "directory: the first kept)", who, st->skipped,
 		    r->lister->unit);
 	if (st->unread > 0)
 		log_info("%s: list: %zu listing line%s not understood, skipped "
-		    "(-v names each)", r->c->name, st->unread,
+		    "(-v names each)", who, st->unread,
 		    st->unread == 1 ? "" : "s");
 	if (st->dups > 0)
 		log_warnx("%s: list: %zu %s skipped: a name listed again (or "
-		    "as a file and as a directory): the first kept", r->c->name,
+		    "as a file and as a directory): the first kept", who,
 		    st->dups, r->lister->unit);
 	if (st->beneath > 0)
 		log_warnx("%s: list: %zu %s skipped: below a file or a symlink "
-		    "of the listing", r->c->name, st->beneath, r->lister->unit);
+		    "of the listing", who, st->beneath, r->lister->unit);
 	if (st->loops > 0)
 		log_warnx("%s: list: %zu directories not entered: their "
 		    "entries repeat an ancestor's (a server-side symlink loop)",
-		    r->c->name, st->loops);
+		    who, st->loops);
 }
 
 static int
@@ -626,6 +639,10 @@ run_plan_result(struct run *r)
 		/* Files, as a sync counts them (run_deletes). */
 		if (a->op == ACT_DELETE && a->type == ENTRY_FILE)
 			r->res->deleted++;
+		if (a->op == ACT_COND_FETCH)
+			r->res->checks++;
+		else if (a->op == ACT_FETCH && action_bytes(a) < 0)
+			r->res->unsized++;
 		if (r->o->actions && a->op != ACT_KEEP &&
 		    (rc = result_add_action(r->res, a->path,
 		    action_name(a->op), action_bytes(a), a->why)) != 0)
@@ -3989,7 +4006,8 @@ sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
 
 int
 sync_list(const struct sync_opts *o, const struct mirror_conf *c,
-    bool recursive, struct listing **ret, char *errbuf, size_t errlen)
+    bool recursive, struct listing **ret, bool *logged, char *errbuf,
+    size_t errlen)
 {
 	struct run	 r;
 	struct lister_run lr;
@@ -3997,6 +4015,7 @@ sync_list(const struct sync_opts *o, const struct mirror_conf *c,
 	int		 rc = BM_ENOMEM, trc;
 
 	*ret = NULL;
+	*logged = false;
 	memset(&r, 0, sizeof(r));
 	r.o = o;
 	r.c = c;
@@ -4046,6 +4065,10 @@ out:
 	else if (rc != 0 && r.err[0] == '\0')
 		(void)snprintf(r.err, sizeof(r.err), "%s", bm_strerror(rc));
 	(void)snprintf(errbuf, errlen, "%s", r.err);
+	/* the lister's error names the page, or is its reason alone */
+	*logged = rc != 0 && r.page_err[0] != '\0' &&
+	    (strcmp(r.err, r.page_err) == 0 ||
+	    strcmp(r.err, r.page_err + r.page_why) == 0);
 	xfer_free(r.x);
 	listing_free(r.l);
 	if (r.password != NULL)

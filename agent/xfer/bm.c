@@ -304,20 +304,43 @@ bx_recv_frame(int fd, uint8_t *buf, int64_t deadline, uint8_t *ret_type,
 	return bx_recv_all(fd, buf + BMP_HDR_LEN, *ret_len, deadline);
 }
 
+/*
+ * The server's reason for error code with message msg (cut to max bytes)
+ * into buf (len bytes): "CODE (MSG)"; the code's text alone when msg is
+ * empty or repeats it; msg alone for BMP_E_INVAL, whose text is generic
+ * ("not a regular file or range past its end" for "not a directory").
+ */
+static void
+bx_reason(char *buf, size_t len, unsigned code, const struct bmp_str *msg,
+    size_t max)
+{
+	const char	*t = bmp_strerror(code);
+	int		 n = (int)(msg->len > max ? max : msg->len);
+
+	if (n == 0 || msg->p == NULL ||
+	    (strlen(t) == (size_t)n && memcmp(t, msg->p, (size_t)n) == 0))
+		(void)snprintf(buf, len, "%s", t);
+	else if (code == BMP_E_INVAL)
+		(void)snprintf(buf, len, "%.*s", n, (const char *)msg->p);
+	else
+		(void)snprintf(buf, len, "%s (%.*s)", t, n,
+		    (const char *)msg->p);
+}
+
 /* "the server refused: REASON (MSG)" of an ERROR payload into err. */
 static void
 bx_refusal(const uint8_t *p, size_t len, const char *what, char *err,
     size_t errlen)
 {
 	struct bmp_error e;
+	char		 why[256];
 
 	if (bmp_dec_error(p, len, &e) != 0) {
 		(void)snprintf(err, errlen, "%s: a malformed ERROR", what);
 		return;
 	}
-	(void)snprintf(err, errlen, "%s: the server refused: %s (%.*s)", what,
-	    bmp_strerror(e.code), (int)(e.msg.len > 200 ? 200 : e.msg.len),
-	    e.msg.p != NULL ? (const char *)e.msg.p : "");
+	bx_reason(why, sizeof(why), e.code, &e.msg, 200);
+	(void)snprintf(err, errlen, "%s: the server refused: %s", what, why);
 }
 
 /* A refusal's class: a retry cannot fix a wrong secret or export. */
@@ -863,6 +886,7 @@ bx_item_error(struct bx *x, struct bx_item *it, unsigned code,
 {
 	struct bx_job	*bj = it->bj;
 	enum xfer_class	 cls;
+	char		 why[256];
 	int		 rc;
 
 	if (bj == NULL)
@@ -892,9 +916,8 @@ bx_item_error(struct bx *x, struct bx_item *it, unsigned code,
 		rc = BM_EPROTO;
 		break;
 	}
-	bx_job_end(x, bj, cls, rc, "the server: %s (%.*s)", bmp_strerror(code),
-	    (int)(msg->len > 160 ? 160 : msg->len), msg->p != NULL ?
-	    (const char *)msg->p : "");
+	bx_reason(why, sizeof(why), code, msg, 160);
+	bx_job_end(x, bj, cls, rc, "the server: %s", why);
 }
 
 /* The job of a LIST request id, NULL if none is active. */
@@ -920,6 +943,7 @@ bx_ctl_frame(struct bx *x, uint8_t type, const uint8_t *frame,
 {
 	struct bmp_entry e;
 	struct bmp_error er;
+	char		 reason[256];
 	struct bx_job	*bj;
 	struct bx_get	*g = NULL;
 	struct bx_item	*it;
@@ -979,13 +1003,12 @@ bx_ctl_frame(struct bx *x, uint8_t type, const uint8_t *frame,
 		}
 		if (er.index == BMP_NO_INDEX) {
 			if ((bj = bx_list_job(x, er.id)) != NULL) {
+				bx_reason(reason, sizeof(reason), er.code, &er.msg,
+				    160);
 				bx_job_end(x, bj, er.code == BMP_E_NOENT ?
 				    XFER_GONE : bx_refusal_class(p, len),
 				    er.code == BMP_E_NOENT ? BM_ENOENT :
-				    BM_EPROTO, "LIST: the server: %s (%.*s)",
-				    bmp_strerror(er.code), (int)(er.msg.len >
-				    160 ? 160 : er.msg.len), er.msg.p != NULL ?
-				    (const char *)er.msg.p : "");
+				    BM_EPROTO, "LIST: the server: %s", reason);
 				return 0;
 			}
 			/* A whole GET refused: each item as refused. */

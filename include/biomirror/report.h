@@ -66,6 +66,10 @@ struct mirror_result {
 					   recorded or sidecar digest */
 	int64_t		 size_only;	/* verify: files with no digest to
 					   compare: size and mtime checked only */
+	int64_t		 checks;	/* plan: of fetched, the checks (fetched
+					   only if changed) */
+	int64_t		 unsized;	/* plan: files to fetch whose size the
+					   listing does not give */
 	uint64_t	 bytes;		/* bytes fetched */
 	double		 seconds;	/* wall time of the run */
 	bool		 dry_run;	/* a plan, nothing changed */
@@ -138,6 +142,12 @@ void	report_human_bytes(uint64_t b, char *buf, size_t len);
  * end are left out.  Never fails.
  */
 void	report_duration(double secs, char *buf, size_t len);
+/*
+ * The rate of b bytes in secs seconds into buf: "3.8 MB/s" from 1 MB/s,
+ * "4.9 KB/s" from 1 kB/s, else "300 B/s" (decimal units; "0 B/s" when
+ * secs is not above 0).  Never fails.
+ */
+void	report_rate(uint64_t b, double secs, char *buf, size_t len);
 /*
  * The JSON object of one result as report_json() prints it (a new
  * reference, NULL on out-of-memory).  A result with status "error" is

@@ -27,6 +27,12 @@ int	state_default_dir(char *buf, size_t len);
  */
 int	state_prepare(const char *dir);
 /*
+ * dest as an absolute path, spelled canonically (fileio_path_canon(),
+ * relative to the working directory), into buf (len bytes).
+ * Returns 0, BM_EIO (getcwd) or BM_ELIMIT.
+ */
+int	state_abs_path(const char *dest, char *buf, size_t len);
+/*
  * Key of an ad-hoc mirror for destination dest into buf ("adhoc-" + 16
  * hex digits of SHA-256 of its absolute path, via OpenSSL EVP; the path
  * spelled canonically first: "/srv//x/./" is "/srv/x").

@@ -84,11 +84,13 @@ int	sync_verify(const struct sync_opts *o, const struct mirror_conf *c,
  * no manifest, lock or destination), sorted, times resolved in c's zone
  * key; recursive: the whole tree, else the source's directory only.
  * *ret (free with listing_free) gets the listing, also when it is
- * incomplete (a listing error: rc != 0, "URL: reason" in errbuf).
+ * incomplete (a listing error: rc != 0, "URL: reason" in errbuf;
+ * *logged: that failed page was already logged, as "URL: list: reason").
  * Returns 0, the lister's BM_E* code, BM_EINTR (o->stop) or BM_ENOMEM
  * (*ret NULL for these two).
  */
 int	sync_list(const struct sync_opts *o, const struct mirror_conf *c,
-	    bool recursive, struct listing **ret, char *errbuf, size_t errlen);
+	    bool recursive, struct listing **ret, bool *logged, char *errbuf,
+	    size_t errlen);
 
 #endif

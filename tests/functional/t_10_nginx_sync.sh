@@ -31,6 +31,7 @@ want = [("sub", "dir", None, False, "2023-01-02T03:04Z", "minute"),
 assert got == want, got
 PY
 assert_exit 3 "$BM" list "${NGINX_URL}listcase/nope/"
-grep -q 'list: .*listcase/nope/: HTTP 404' "$LAST_ERR" || fail "list: 404 not said"
+assert_eq "$(cat "$LAST_ERR")" "biomirror: ${NGINX_URL}listcase/nope/: list: HTTP 404" \
+    "list: the 404 said once"
 [ -s "$LAST_OUT" ] && fail "list: a failed listing printed entries"
 echo "PASS"

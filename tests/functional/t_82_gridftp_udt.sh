@@ -83,10 +83,10 @@ PY
 	assert_exit 0 bm history up --run "$run"
 	assert_eq "$(grep -c " fetched  *$1 " "$LAST_OUT")" "$2" "history --run: files over $1"
 	assert_exit 0 bm history up --runs 1
-	grep -q "B; $1 $2 files at [0-9]*\.[0-9] MB/s" "$LAST_OUT" ||
+	grep -q "B; $1 $2 files at [0-9.]* [KM]\?B/s" "$LAST_OUT" ||
 	    fail "history: no $1 rate: $(cat "$LAST_OUT")"
 	assert_exit 0 bm status up
-	grep -q "MB/s; $1 $2 files at [0-9]*\.[0-9] MB/s)" "$LAST_OUT" ||
+	grep -q "B/s; $1 $2 files at [0-9.]* [KM]\?B/s)" "$LAST_OUT" ||
 	    fail "status: no $1 rate: $(cat "$LAST_OUT")"
 	assert_exit 0 bm --json status up
 	python3 - "$LAST_OUT" "$1" "$2" <<'PY' || fail "status --json: $(cat "$LAST_OUT")"
@@ -205,7 +205,7 @@ assert_trees_equal "$T/up" "$T/mirror"
 no_temps "$T/mirror"
 grep -q 'files, .*MB/s, ETA [-0-9:]*, over udt' "$T/tty.out" ||
     fail "no transport on the progress line: $(tr '\r' '\n' < "$T/tty.out")"
-grep -q 'up: ok: listed [0-9]*, fetched [1-7], .*MB/s); udt [1-7] files\?, [0-9.]* [KMG]\?i\?B in [0-9.hms]* ([0-9.]* MB/s)' "$T/tty.out" ||
+grep -q 'up: ok: listed [0-9]*, fetched [1-7], .*B/s); udt [1-7] files\?, [0-9.]* [KMG]\?i\?B in [0-9.hms]* ([0-9.]* [KM]\?B/s)' "$T/tty.out" ||
     fail "no udt rate in the summary: $(tr '\r' '\n' < "$T/tty.out")"
 grep -q 'over tcp\|; tcp ' "$T/tty.out" && fail "tcp named in the rerun: $(tr '\r' '\n' < "$T/tty.out")"
 

@@ -155,4 +155,11 @@ want = [("caf\u00e9.txt", "file", 6, True, "nanosecond"),
         ("deeper/d.bin", "file", 5, True, "nanosecond")]
 assert got == want, got
 PY
+# A refusal says its reason once, and list prints a failed page once.
+assert_exit 3 "$BM" list "bm://$H:$PORT/nope/"
+assert_eq "$(cat "$LAST_ERR")" "biomirror: bm://$H:$PORT/nope/: list: bm://$H:$PORT/nope: the server refused: no such export" \
+    "list of no such export"
+assert_exit 3 "$BM" list "bm://$H:$PORT/pub/a.txt"
+assert_eq "$(cat "$LAST_ERR")" "biomirror: bm://$H:$PORT/pub/a.txt/: list: LIST: the server: not a directory" \
+    "list of a file"
 echo PASS

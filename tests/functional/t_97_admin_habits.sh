@@ -162,6 +162,68 @@ grep -Eq ': ok in [0-9.]+s, fetched [0-9]+ files? \([0-9.]+ (B|KiB)' "$LAST_OUT"
     fail "status: duration and bytes"
 grep -q 'fetched 1 files' "$LAST_OUT" && fail "status: fetched 1 files"
 
+echo "# break-it 3: options by what was typed, not getopt's codes"
+assert_exit 2 "$BM" --state-dir "$T/state" plan --source "$NGINX_URL" \
+    --dest "$T/opt" --delete=yes
+assert_eq "$(cat "$LAST_ERR")" "biomirror: plan: --delete=yes: takes no value (try --help)" \
+    "--delete=yes"
+assert_exit 2 "$BM" --state-dir "$T/state" sync --source "$NGINX_URL" \
+    --dest "$T/opt" --no-ftp-active=1
+assert_eq "$(cat "$LAST_ERR")" "biomirror: sync: --no-ftp-active=1: takes no value (try --help)" \
+    "--no-ftp-active=1"
+assert_exit 2 "$BM" --state-dir --json status
+assert_eq "$(cat "$LAST_ERR")" "biomirror: option --state-dir needs a value, not the option --json (for a path that starts with '-': --state-dir=--json or ./--json)" \
+    "--state-dir --json"
+[ ! -e ./--json ] || fail "--json made a state directory"
+assert_exit 2 "$BM" status -c -q
+grep -q 'option -c needs a value, not the option -q' "$LAST_ERR" ||
+    fail "-c -q took -q as the config file"
+
+echo "# break-it 2: -q prints nothing for a resync or a verify that is ok"
+assert_exit 0 "$BM" --state-dir "$T/state" -q resync --source "$NGINX_URL" \
+    --dest "$T/adhoc"
+assert_eq "$(cat "$LAST_OUT")" "" "-q resync: no plan lines"
+assert_exit 0 "$BM" --state-dir "$T/state" -q verify --source "$NGINX_URL" \
+    --dest "$T/adhoc"
+assert_eq "$(cat "$LAST_OUT")" "" "-q verify: no summary"
+printf 'x\n' > "$T/adhoc/a.txt"
+touch -r "$T/up/a.txt" "$T/adhoc/a.txt"
+assert_exit 1 "$BM" --state-dir "$T/state" -q verify --source "$NGINX_URL" \
+    --dest "$T/adhoc"
+grep -q '^differs a.txt: ' "$LAST_OUT" && grep -q ': verify partial: .* 1 differ$' "$LAST_OUT" ||
+    fail "-q verify: what differs and the summary are still printed"
+
+echo "# break-it 1: an ad-hoc dest is recorded absolute; a new source said"
+mkdir -p "$T/cwd1"
+(cd "$T/cwd1" && "$BM" --state-dir "$T/state" sync --source "$NGINX_URL" \
+    --dest rel -q) || fail "relative --dest from cwd1"
+(cd "$T" && "$BM" --state-dir "$T/state" sync \
+    --source "${NGINX_URL}sub/" --dest cwd1/./rel/) 2> "$T/src.err" ||
+    fail "the same dest from another directory, with another source"
+assert_exit 0 "$BM" --state-dir "$T/state" status
+assert_eq "$(grep -c " -> $T/cwd1/rel\$" "$LAST_OUT")" 1 \
+    "status: one ad-hoc mirror, its dest absolute"
+grep -q ' -> rel$' "$LAST_OUT" && fail "status: a relative dest"
+rkey=$(sed -n "s|^\(adhoc-[0-9a-f]*\): ad-hoc mirror: .* -> $T/cwd1/rel\$|\1|p" "$LAST_OUT")
+grep -qxF "biomirror: $rkey: $T/cwd1/rel: its source was $NGINX_URL, now ${NGINX_URL}sub/" \
+    "$T/src.err" || fail "the source change is not logged: $(cat "$T/src.err")"
+python3 - "$T/state/manifests/$rkey.adhoc" "$T/cwd1/rel" <<'PY' || fail "the .adhoc record's dest"
+import json, sys
+assert json.load(open(sys.argv[1]))["dest"] == sys.argv[2]
+PY
+
+echo "# break-it 5, 4: list errors once; --max-entries for list and sync"
+assert_exit 3 "$BM" list "${NGINX_URL}nonexist/"
+assert_eq "$(cat "$LAST_ERR")" "biomirror: ${NGINX_URL}nonexist/: list: HTTP 404" \
+    "list: one line for a 404"
+assert_exit 3 "$BM" list --max-entries 1 "$NGINX_URL"
+assert_eq "$(grep -c 'max_entries' "$LAST_ERR")" 1 "list --max-entries 1"
+assert_exit 0 "$BM" list --max-entries 100 "$NGINX_URL"
+assert_exit 3 "$BM" --state-dir "$T/state" sync --source "$NGINX_URL" \
+    --dest "$T/maxent" --max-entries 1
+grep -q 'max_entries' "$LAST_ERR" || fail "sync --max-entries 1"
+[ ! -e "$T/maxent/a.txt" ] || fail "sync --max-entries 1 fetched"
+
 echo "# item 9: cannot open config file gives the errno"
 assert_exit 2 "$BM" -c "$T" check-config
 assert_eq "$(cat "$LAST_ERR")" "biomirror: $T: cannot open config file: Is a directory" \

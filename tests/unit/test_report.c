@@ -81,9 +81,9 @@ test_digest_recorded(void)
 		report_summary(r, fp);
 		fclose(fp);
 		is_str(buf, pass == 0 ? "m: ok: listed 0, fetched 0, touched 0, "
-		    "deleted 0, failed 0, 0 B in 0s (0.0 MB/s)\n" :
+		    "deleted 0, failed 0, 0 B in 0s (0 B/s)\n" :
 		    "m: ok: listed 0, fetched 0, touched 0, deleted 0, "
-		    "failed 0, 0 B in 0s (0.0 MB/s), digests recorded 4\n",
+		    "failed 0, 0 B in 0s (0 B/s), digests recorded 4\n",
 		    "summary with %d digests recorded", pass == 0 ? 0 : 4);
 		free(buf);
 		buf = NULL;
@@ -308,9 +308,94 @@ test_duration(void)
 	}
 }
 
+/* Rates: MB/s from 1 MB/s, KB/s from 1 kB/s, else B/s. */
+static void
+test_rate(void)
+{
+	static const struct { uint64_t b; double s; const char *want; }
+	    cases[] = {
+		{ 3800000, 1, "3.8 MB/s" }, { 1000000, 1, "1.0 MB/s" },
+		{ 5018, 0.2, "25.1 KB/s" }, { 999, 1, "999 B/s" },
+		{ 4, 0.1, "40 B/s" }, { 5, 0, "0 B/s" }, { 0, 2, "0 B/s" }
+	};
+	char	 buf[32];
+	size_t	 i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		report_rate(cases[i].b, cases[i].s, buf, sizeof(buf));
+		is_str(buf, cases[i].want, "rate %llu B in %g s",
+		    (unsigned long long)cases[i].b, cases[i].s);
+	}
+}
+
+/* The summary of r into a new string (free it), NULL on failure. */
+static char *
+summary_of(const struct mirror_result *r)
+{
+	char	*buf = NULL;
+	size_t	 len = 0;
+	FILE	*fp;
+
+	if ((fp = open_memstream(&buf, &len)) == NULL)
+		return NULL;
+	report_summary(r, fp);
+	fclose(fp);
+	return buf;
+}
+
+/*
+ * A plan's checks apart from its fetches, a sizeless fetch as such; a
+ * failed run with no file failed says the run's reason.
+ */
+static void
+test_plan_words(void)
+{
+	struct mirror_result *r;
+	char		*s;
+
+	if (!ok((r = result_new("m")) != NULL, "result_new"))
+		return;
+	r->status = "ok";
+	r->dry_run = true;
+	r->listed = 12;
+	r->fetched = 11;
+	r->checks = 11;
+	s = summary_of(r);
+	is_str(s, "m: plan ok: listed 12, would fetch 0 (0 B), check 11 "
+	    "(fetched if changed), touch 0, delete 0\n", "plan of checks");
+	free(s);
+	r->checks = 0;
+	r->unsized = 11;
+	s = summary_of(r);
+	is_str(s, "m: plan ok: listed 12, would fetch 11 (size unknown), "
+	    "touch 0, delete 0\n", "plan of sizeless fetches");
+	free(s);
+	r->unsized = 2;
+	r->bytes = 300;
+	s = summary_of(r);
+	is_str(s, "m: plan ok: listed 12, would fetch 11 (300 B and 2 of "
+	    "unknown size), touch 0, delete 0\n", "plan, 2 sizeless");
+	free(s);
+	r->dry_run = false;
+	r->status = "failed";
+	r->fetched = 0;
+	r->bytes = 0;
+	r->seconds = 1;
+	ok(result_add_error(r, "", "publish", "pre_publish: exited with "
+	    "status 1: snapshot not published") == 0, "result_add_error");
+	s = summary_of(r);
+	is_str(s, "m: failed (pre_publish: exited with status 1: snapshot not "
+	    "published): listed 12, fetched 0, touched 0, deleted 0, failed "
+	    "0, 0 B in 1s (0 B/s)\n", "failed run: its reason");
+	free(s);
+	result_free(r);
+}
+
 int
 main(void)
 {
+	test_rate();
+	test_plan_words();
 	test_json();
 	test_duration();
 	test_digest_recorded();
