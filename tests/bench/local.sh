@@ -369,7 +369,11 @@ run_tool() {
 	esac
 	case $tool in
 	biomirror)
-		CMDLINE=("$bin" --state-dir "$s" sync --source "$URL$tree/" --dest "$d") ;;
+		# With --baseline both binaries do the same work: verify = size
+		# (the old one's default; verify = sidecar is today's, which
+		# hashes tree B's 2 GiB once more).
+		CMDLINE=("$bin" --state-dir "$s" sync ${BASE:+--verify size} \
+		    --source "$URL$tree/" --dest "$d") ;;
 	biomirror-size)
 		# The same with verify = size: no file checked against its MD5
 		# sidecar (the default, verify = sidecar, checks them).
