@@ -743,6 +743,7 @@ listing_resolve_times(struct listing *l, const struct tzspec *tz)
 {
 	struct entry	*e;
 	int64_t		 utc;
+	__int128	 ns;
 	size_t		 i;
 	int		 rc;
 
@@ -754,12 +755,20 @@ listing_resolve_times(struct listing *l, const struct tzspec *tz)
 			utc = e->mtime_wall - e->zone_offset;
 		else if ((rc = tzspec_to_utc(tz, e->mtime_wall, &utc)) != 0)
 			return rc;
-		if (utc < -LISTED_SECS_MAX || utc > LISTED_SECS_MAX) {
+		/*
+		 * Coarse times keep two days to spare (a day's end); a time
+		 * to the second or finer only has to fit (bm:// lists any
+		 * int64 ns, -2^63 too).
+		 */
+		ns = (__int128)utc * 1000000000 + e->mtime_nsec;
+		if (ns < INT64_MIN || ns > INT64_MAX ||
+		    (e->mtime_prec < MTIME_SECOND &&
+		    (utc < -LISTED_SECS_MAX || utc > LISTED_SECS_MAX))) {
 			e->mtime_prec = MTIME_UNKNOWN;
 			e->mtime = 0;
 			continue;
 		}
-		e->mtime = utc * 1000000000LL + e->mtime_nsec;
+		e->mtime = (int64_t)ns;
 	}
 	return 0;
 }

@@ -153,6 +153,10 @@ struct sfile {
 	bool		 keep;		/* FAILED, its temp file kept for the next
 					   run: recorded, then closed, by the
 					   next resume_tick */
+	bool		 continued;	/* this try continues bytes held */
+	bool		 restarted;	/* held bytes found stale once: the
+					   restart was not counted a retry */
+	bool		 restart_now;	/* that restart: no backoff (once) */
 };
 
 /*
@@ -453,6 +457,7 @@ resume_jobs(struct sched *sc, struct sfile *f)
 			j->owner = f;
 		}
 	}
+	f->continued = true;
 	i = resume_file_covered(f->rf);
 	log_info("%s: %s: continuing with %llu of %lld bytes held: %u "
 	    "range(s)", MIRROR(sc), f->act->path, (unsigned long long)i,
@@ -949,6 +954,7 @@ static void
 sched_retry(struct sched *sc, struct sfile *f)
 {
 	struct xfer_result *res = &f->t->res;
+	bool		 now;
 
 	if (f->attempts > sc->o->retries || *sc->o->stop) {
 		/*
@@ -966,8 +972,14 @@ sched_retry(struct sched *sc, struct sfile *f)
 		return;
 	}
 	f->state = SF_WAITING;
-	/* After an ignored Range the one-stream try starts at once. */
-	f->not_before = clock_mono_ns() + (res->ignored_range ? 0 :
+	/*
+	 * After an ignored Range the one-stream try starts at once, as does
+	 * the restart of a file whose held bytes were stale (f->restarted,
+	 * attempts not counted: see the XFER_CHANGED case).
+	 */
+	now = f->restart_now;
+	f->restart_now = false;
+	f->not_before = clock_mono_ns() + (res->ignored_range || now ? 0 :
 	    sched_backoff_ns(f->attempts, res->retry_after));
 	sc->wait[sc->waiting++] = f;
 	if (f->sf == NULL)	/* nothing kept */
@@ -976,6 +988,9 @@ sched_retry(struct sched *sc, struct sfile *f)
 	if (res->ignored_range)
 		log_info("%s: %s: fetch: %s: trying one stream", MIRROR(sc),
 		    f->act->path, res->errmsg);
+	else if (now)
+		log_info("%s: %s: fetch: %s", MIRROR(sc), f->act->path,
+		    res->errmsg);
 	else
 		log_info("%s: %s: fetch: %s (retry %u of %u)", MIRROR(sc),
 		    f->act->path, res->errmsg, f->attempts, sc->o->retries);
@@ -1064,8 +1079,19 @@ sched_finish(struct sched *sc, struct sfile *f)
 	case XFER_GONE:
 		sched_fail(sc, f, COMMIT_VANISHED, res->errmsg);
 		return;
-	case XFER_RETRY:
 	case XFER_CHANGED:
+		if (f->continued && !f->restarted) {
+			/*
+			 * The bytes held (of an earlier run or try) are of an
+			 * older file: nothing transient happened, so starting
+			 * over at once is not a retry (once per file).
+			 */
+			f->restarted = f->restart_now = true;
+			f->attempts--;
+		}
+		sched_retry(sc, f);
+		return;
+	case XFER_RETRY:
 		sched_retry(sc, f);
 		return;
 	case XFER_PERMANENT:
@@ -1529,6 +1555,7 @@ sched_start(struct sched *sc, struct sfile *f)
 	int		 rc;
 
 	f->attempts++;
+	f->continued = false;
 	if ((f->t = calloc(1, sizeof(*f->t))) == NULL)
 		return BM_ENOMEM;
 	if ((rc = path_encode(a->path, strlen(a->path), &enc)) != 0)
