@@ -462,9 +462,13 @@ db_fail(struct manifest *m, int src)
 	int		 c = src & 0xff, e = 0;
 
 	msg = m->db != NULL ? sqlite3_errmsg(m->db) : sqlite3_errstr(src);
-	if (c == SQLITE_MISUSE && m->version < MANIFEST_VERSION)
-		msg = "not written: an older schema, opened to read only";
 	(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path, msg);
+	/* A write an as-is older schema has no statement for. */
+	if (c == SQLITE_MISUSE && m->as_is && m->version > 0 &&
+	    m->version < MANIFEST_VERSION)
+		(void)snprintf(m->err, sizeof(m->err), "%s: not written: "
+		    "schema version %lld, opened as it is (a sync migrates "
+		    "it)", m->path, (long long)m->version);
 	m->src = src;
 	/* "disk I/O error" when the WAL index could not grow, say. */
 	if (m->db != NULL && (c == SQLITE_IOERR || c == SQLITE_CANTOPEN))
@@ -496,10 +500,15 @@ schema_fail(struct manifest *m, int src)
 	return BM_ECORRUPT;
 }
 
-/* Reset a hot statement after use and drop its (borrowed) bindings. */
+/*
+ * Reset a hot statement after use and drop its (borrowed) bindings.  NULL
+ * (a write an as-is older schema lacks, manifest_st_old) is a no-op.
+ */
 static void
 st_done(sqlite3_stmt *st)
 {
+	if (st == NULL)
+		return;
 	(void)sqlite3_reset(st);	/* step errors are handled */
 	(void)sqlite3_clear_bindings(st);
 }
