@@ -12,6 +12,9 @@
 #   "seconds" null; a run's error is stored whole (a listing error over
 #   255 bytes); a read-only state directory says what is wrong and what
 #   to do (exit 2), and status marks it.
+# An older manifest (schema 5: no zones; schema 1) is read as it is by
+#   status, ls, history (while an older run holds the lock) and plan: its
+#   bytes and user_version stay; the next sync migrates it (6).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
