@@ -378,6 +378,55 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    " FROM main.zones ORDER BY host",
 };
 
+/* FILE_COLS of a schema before 4 (no files.sidecar). */
+#define FILE_COLS_V3 \
+	"path, type, list_size, list_size_exact, list_mtime, list_prec," \
+	" up_size, up_mtime, etag, local_size, local_mtime, seen_run," \
+	" fetched_run, target, checksum, NULL"
+
+/*
+ * The statements that need schema version "since" or later: a manifest
+ * opened as it is (not migrated, open_any) with an older one prepares
+ * "old" instead, the same columns read as nothing where the table or
+ * column is missing, or nothing (NULL) for a write.
+ */
+static const struct {
+	int		 since;
+	const char	*old;
+} manifest_st_old[ST__MAX] = {
+	[ST_PARTIAL_PUT] = { 2, NULL },
+	[ST_PARTIAL_DEL] = { 2, NULL },
+	[ST_PARTIALS] = { 2, "SELECT '', '', 0, 0, NULL, NULL, '' WHERE 0" },
+	[ST_INTENT_PUT] = { 3, NULL },
+	[ST_INTENT_DEL] = { 3, NULL },
+	[ST_INTENT_CLEAR] = { 3, NULL },
+	[ST_INTENTS] = { 3, "SELECT '', 0, 0, 0, 0, 0, 0 WHERE 0" },
+	[ST_UPSERT] = { 4, NULL },
+	[ST_SIDECAR] = { 4, NULL },
+	[ST_MISMATCH_PUT] = { 4, NULL },
+	[ST_MISMATCH_DEL] = { 4, NULL },
+	[ST_MISMATCHES] = { 4, "SELECT '', 0, 0, 0, 0, NULL, NULL, NULL, '',"
+	    " '', NULL WHERE 0" },
+	[ST_GONE] = { 4, "SELECT " FILE_COLS_V3 " FROM main.files AS f WHERE"
+	    " NOT EXISTS (SELECT 1 FROM temp.staging AS s WHERE s.path ="
+	    " f.path) ORDER BY f.path" },
+	[ST_LS_ALL] = { 4, "SELECT " FILE_COLS_V3 ", " FETCHED_END
+	    " FROM main.files ORDER BY path" },
+	[ST_LS_PREFIX] = { 4, "SELECT " FILE_COLS_V3 ", " FETCHED_END
+	    " FROM main.files WHERE path = ?1 OR (path >= ?2 AND path < ?3)"
+	    " ORDER BY path" },
+	[ST_UNCHECKED] = { 4, "SELECT " FILE_COLS_V3 " FROM main.files"
+	    " WHERE 0 AND ?1" },
+	[ST_EVENT] = { 5, NULL },
+	[ST_RUN_NET_PUT] = { 5, NULL },
+	[ST_EVENTS] = { 5, "SELECT run, path, op, reason, bytes, time_ns,"
+	    " NULL FROM main.events WHERE run = ?1 ORDER BY seq" },
+	[ST_RUN_NETS] = { 5, "SELECT '', 0, 0, 0 WHERE 0 AND ?1" },
+	[ST_ZONE_PUT] = { 6, NULL },
+	[ST_ZONE_GET] = { 6, "SELECT ?1, 0, 0, 0, 0 WHERE 0" },
+	[ST_ZONES] = { 6, "SELECT '', 0, 0, 0, 0 WHERE 0" },
+};
+
 struct manifest {
 	sqlite3		*db;		/* owned: the connection */
 	char		*path;		/* owned: the database file name */
@@ -387,6 +436,8 @@ struct manifest {
 	int		 fault;		/* BM_ECORRUPT, BM_ENOSPC once
 					   SQLite said so (db_fail), or 0 */
 	bool		 readonly;	/* opened read-only: no set-up writes */
+	bool		 as_is;		/* never migrated (a reading open) */
+	int64_t		 version;	/* schema version as opened */
 	int64_t		 run_floor;	/* lowest id of a new run, 0 none */
 	char		 warn[1024];	/* a warning of open ("" none) */
 	char		*wal_copy;	/* owned: a kept copy of a WAL that
@@ -412,6 +463,12 @@ db_fail(struct manifest *m, int src)
 
 	msg = m->db != NULL ? sqlite3_errmsg(m->db) : sqlite3_errstr(src);
 	(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path, msg);
+	/* A write an as-is older schema has no statement for. */
+	if (c == SQLITE_MISUSE && m->as_is && m->version > 0 &&
+	    m->version < MANIFEST_VERSION)
+		(void)snprintf(m->err, sizeof(m->err), "%s: not written: "
+		    "schema version %lld, opened as it is (a sync migrates "
+		    "it)", m->path, (long long)m->version);
 	m->src = src;
 	/* "disk I/O error" when the WAL index could not grow, say. */
 	if (m->db != NULL && (c == SQLITE_IOERR || c == SQLITE_CANTOPEN))
@@ -443,10 +500,15 @@ schema_fail(struct manifest *m, int src)
 	return BM_ECORRUPT;
 }
 
-/* Reset a hot statement after use and drop its (borrowed) bindings. */
+/*
+ * Reset a hot statement after use and drop its (borrowed) bindings.  NULL
+ * (a write an as-is older schema lacks, manifest_st_old) is a no-op.
+ */
 static void
 st_done(sqlite3_stmt *st)
 {
+	if (st == NULL)
+		return;
 	(void)sqlite3_reset(st);	/* step errors are handled */
 	(void)sqlite3_clear_bindings(st);
 }
@@ -713,19 +775,24 @@ manifest_setup(struct manifest *m)
 	}
 	if ((rc = manifest_check(m)) != 0)
 		return rc;
-	if (m->readonly && version < MANIFEST_VERSION) {
+	m->version = version;
+	if (m->readonly && !m->as_is && version < MANIFEST_VERSION) {
 		(void)snprintf(m->err, sizeof(m->err), "%s: schema version "
 		    "%lld, read-only here: a run with write access to the "
 		    "file migrates it", m->path, (long long)version);
 		return BM_EDB;
 	}
 	/* Only now that the file is ours (or empty) may anything write it. */
-	if (!m->readonly && (src = db_exec_script(m->db,
+	if (!m->readonly && !m->as_is && (src = db_exec_script(m->db,
 	    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")) !=
 	    SQLITE_OK)
 		return db_fail(m, src);
-	if (version < MANIFEST_VERSION && (rc = manifest_migrate(m)) != 0)
-		return rc;
+	/* Only a writer migrates; an as-is open reads the old schema. */
+	if (!m->as_is && version < MANIFEST_VERSION) {
+		if ((rc = manifest_migrate(m)) != 0)
+			return rc;
+		m->version = MANIFEST_VERSION;
+	}
 	if ((src = db_exec_script(m->db, manifest_staging_sql)) != SQLITE_OK)
 		return db_fail(m, src);
 	return 0;
@@ -740,10 +807,15 @@ manifest_setup(struct manifest *m)
 static int
 manifest_prepare(struct manifest *m)
 {
-	int	 i, src;
+	const char	*sql;
+	int		 i, src;
 
 	for (i = 0; i < ST__MAX; i++) {
-		src = sqlite3_prepare_v3(m->db, manifest_st_sql[i], -1,
+		sql = manifest_st_sql[i];
+		if (m->version < manifest_st_old[i].since &&
+		    (sql = manifest_st_old[i].old) == NULL)
+			continue;	/* a write the old schema cannot take */
+		src = sqlite3_prepare_v3(m->db, sql, -1,
 		    SQLITE_PREPARE_PERSISTENT, &m->st[i], NULL);
 		if (src != SQLITE_OK)
 			return schema_fail(m, src);
@@ -1177,11 +1249,12 @@ open_immutable(struct manifest *m)
  * SQLITE_OPEN_CREATE and is never removed.  reader: a read-only open may
  * fall back to an immutable one (open_immutable_ok), and never lets
  * SQLite apply and remove a -wal that was there before; a failed open
- * leaves no -wal or -shm that was not there before it.
+ * leaves no -wal or -shm that was not there before it.  as_is: an older
+ * schema is read as it is (manifest_st_old), never migrated.
  */
 static int
-open_any(const char *path, bool create, bool reader, struct manifest **ret,
-    char *errbuf, size_t errlen)
+open_any(const char *path, bool create, bool reader, bool as_is,
+    struct manifest **ret, char *errbuf, size_t errlen)
 {
 	struct manifest	*m = NULL;
 	bool		 had_wal = true;
@@ -1196,6 +1269,7 @@ open_any(const char *path, bool create, bool reader, struct manifest **ret,
 			    bm_strerror(BM_ENOMEM));
 		goto out;
 	}
+	m->as_is = as_is;
 	if ((rc = open_precheck(m, create)) != 0 ||
 	    (rc = wal_inspect(m, !reader, &had_wal)) != 0)
 		goto out;
@@ -1255,14 +1329,21 @@ int
 manifest_open(const char *path, bool create, struct manifest **ret,
     char *errbuf, size_t errlen)
 {
-	return open_any(path, create, false, ret, errbuf, errlen);
+	return open_any(path, create, false, false, ret, errbuf, errlen);
+}
+
+int
+manifest_open_as_is(const char *path, bool create, struct manifest **ret,
+    char *errbuf, size_t errlen)
+{
+	return open_any(path, create, false, true, ret, errbuf, errlen);
 }
 
 int
 manifest_open_read(const char *path, struct manifest **ret, char *errbuf,
     size_t errlen)
 {
-	return open_any(path, false, true, ret, errbuf, errlen);
+	return open_any(path, false, true, true, ret, errbuf, errlen);
 }
 
 /*

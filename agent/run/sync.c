@@ -1451,7 +1451,10 @@ run_open(struct run *r)
 	/* Refused, or locked by another run: before the manifest is made. */
 	if ((rc = run_claim_dest(r, r->o->dry_run)) != 0)
 		return rc;
-	rc = manifest_open(path, true, &r->m, r->err, sizeof(r->err));
+	/* A dry run never migrates (reading commands leave the file). */
+	rc = r->o->dry_run ? manifest_open_as_is(path, true, &r->m, r->err,
+	    sizeof(r->err)) : manifest_open(path, true, &r->m, r->err,
+	    sizeof(r->err));
 	if (rc == BM_ECORRUPT && r->o->adopt)
 		rc = run_rebuild(r, path);
 	if (rc == 0 && manifest_warning(r->m)[0] != '\0')

@@ -34,11 +34,19 @@ int	manifest_open(const char *path, bool create, struct manifest **ret,
  * Open an existing manifest for reading only (status, ls, history), as
  * manifest_open(path, false, ...) does, but also where this process may
  * not write it or the disk is full (docs/internals.md, "Opening the
- * manifest").  An older schema gives BM_EDB; a PATH-wal is left as it
- * is.  Returns as manifest_open().
+ * manifest").  An older schema is read as it is, never migrated (what
+ * it lacks reads as none: no zones, no transports); a PATH-wal is left
+ * as it is.  Returns as manifest_open().
  */
 int	manifest_open_read(const char *path, struct manifest **ret,
 	    char *errbuf, size_t errlen);
+/*
+ * manifest_open() that reads an older schema as it is and never
+ * migrates it (a dry run: plan); a write the old schema lacks a table
+ * or column for fails with BM_EDB.
+ */
+int	manifest_open_as_is(const char *path, bool create,
+	    struct manifest **ret, char *errbuf, size_t errlen);
 /*
  * A new, empty manifest of the current schema in memory, never written
  * to disk (a dry run of a rebuild plans against it).  0, BM_ENOMEM or

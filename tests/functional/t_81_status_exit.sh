@@ -12,6 +12,9 @@
 #   "seconds" null; a run's error is stored whole (a listing error over
 #   255 bytes); a read-only state directory says what is wrong and what
 #   to do (exit 2), and status marks it.
+# An older manifest (schema 5: no zones; schema 1) is read as it is by
+#   status, ls, history (while an older run holds the lock) and plan: its
+#   bytes and user_version stay; the next sync migrates it (6).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -127,6 +130,44 @@ assert_exit 0 bm status up --max-age 60
 assert_exit 0 bm --json status up
 jstatus 'assert (s["exit"], s["reason"], s["last_finished_run"]["status"]) == (0, None, "ok"), s
 assert s["last_run"]["end"] is not None and s["last_run"]["seconds"] >= 0, s'
+
+# as_is VERSION LAST: status, ls, history (under the lock, as an older run
+# holding it) and plan read the manifest downgraded to schema VERSION as
+# it is (LAST: its last run, ok): its bytes and user_version stay, the
+# output as of schema 6; then a sync migrates it.
+as_is() {
+	local sum lock=$T/state/locks/up.lock
+	sum=$(sha256sum < "$db")
+	assert_exit 0 flock "$lock" "$BM" -c "$T/bm.conf" --state-dir "$T/state" status up
+	grep -q "^up: last run $2 at .*: ok in " "$LAST_OUT" || fail "schema $1: status: $(cat "$LAST_OUT")"
+	assert_eq "$(cat "$LAST_ERR")" "" "schema $1: status stderr"
+	assert_exit 0 flock "$lock" "$BM" -c "$T/bm.conf" --state-dir "$T/state" ls up
+	assert_eq "$(awk '{print $NF}' "$LAST_OUT" | tr '\n' ' ')" "a.txt b.txt c.txt " "schema $1: ls"
+	assert_exit 0 flock "$lock" "$BM" -c "$T/bm.conf" --state-dir "$T/state" --json history up
+	python3 -c 'import json,sys; a = json.load(open(sys.argv[1]))
+assert [(r["run"], r["status"]) for r in a][-4:] == [(4, "ok"), (3, "interrupted"), (2, "partial"), (1, "ok")], a
+assert (len(a), a[0]["run"], a[0]["status"]) == (int(sys.argv[2]), int(sys.argv[2]), "ok"), a' \
+	    "$LAST_OUT" "$2" || fail "schema $1: history --json"
+	assert_exit 0 flock "$lock" "$BM" -c "$T/bm.conf" --state-dir "$T/state" history up --run 4
+	grep -q 'c\.txt' "$LAST_OUT" || fail "schema $1: history --run 4: $(cat "$LAST_OUT")"
+	assert_exit 0 bm plan up
+	grep -qx 'up: plan ok: listed 3, would fetch 0 (0 B), check [0-3] (fetched if changed), touch 0, delete 0' \
+	    "$LAST_OUT" || fail "schema $1: plan: $(cat "$LAST_OUT")"
+	[ -e "$db-wal" ] && fail "schema $1: a -wal left beside the manifest"
+	assert_eq "$(sha256sum < "$db")" "$sum" "schema $1: the manifest's bytes"
+	assert_eq "$(manifest_sql "$T/state" up "PRAGMA user_version")" "$1" "schema $1: user_version"
+	assert_exit 0 bm sync up
+	assert_eq "$(manifest_sql "$T/state" up "PRAGMA user_version")" 6 "schema $1: sync migrates"
+	assert_eq "$(manifest_sql "$T/state" up "SELECT count(*) FROM zones")" 0 "schema $1: zones"
+}
+
+echo "# an older manifest is read as it is: only a sync migrates it"
+sqlite3 "$db" "DROP TABLE zones; PRAGMA user_version = 5" || fail "sqlite3"
+as_is 5 4
+sqlite3 "$db" "DROP TABLE zones; DROP TABLE runs_net; ALTER TABLE events DROP COLUMN net;
+    DROP TABLE mismatches; ALTER TABLE files DROP COLUMN sidecar; DROP TABLE intents;
+    DROP TABLE partials; PRAGMA user_version = 1" || fail "sqlite3"
+as_is 1 5
 
 echo "# a run error over 255 bytes is stored whole"
 long=$(printf 'd%.0s' $(seq 1 250))

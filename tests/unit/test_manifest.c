@@ -1812,6 +1812,103 @@ test_zones(const char *dir)
 	manifest_close(m);
 }
 
+/* PRAGMA user_version of the file at path, read with a connection of its own. */
+static int64_t
+raw_version(const char *path)
+{
+	sqlite3		*db = raw_open(path);
+	sqlite3_stmt	*st = NULL;
+	int64_t		 v = -1;
+
+	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) ==
+	    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	(void)sqlite3_finalize(st);
+	(void)sqlite3_close(db);
+	return v;
+}
+
+/*
+ * An older schema (5: no zones; 4: no events.net, no runs_net) is read as
+ * it is by a reading open and by manifest_open_as_is: what it lacks reads
+ * as none, a write it cannot take fails with BM_EDB, user_version stays;
+ * manifest_open migrates it.
+ */
+static void
+test_as_is(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct run_record	*v = NULL;
+	struct zone_rec		 z, last;
+	struct seen_list	 sl;
+	size_t			 n = 0;
+	int64_t			 id = 0;
+	sqlite3			*db;
+	char			 p[512], err[512];
+
+	join(p, sizeof(p), dir, "as_is.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open as_is.db");
+	if (m == NULL)
+		return;
+	is_int(manifest_run_begin(m, "sync", NS, &id), 0, "as is: a run");
+	manifest_close(m);
+	m = NULL;
+	db = raw_open(p);
+	raw_exec(db, "INSERT INTO events (run, seq, time_ns, path, op, net)"
+	    " VALUES (1, 1, 5, 'a', 'fetched', 'tcp');"
+	    "DROP TABLE zones; PRAGMA user_version = 5;");
+	(void)sqlite3_close(db);
+
+	is_int(manifest_open_read(p, &m, err, sizeof(err)), 0,
+	    "as is: schema 5 opens to read: %s", err);
+	if (m == NULL)
+		return;
+	memset(&z, 0, sizeof(z));
+	is_int(manifest_zone_get(m, "ftp://h", &z), BM_ENOENT,
+	    "as is: no zones table: no zone");
+	memset(&last, 0, sizeof(last));
+	is_int(manifest_zones(m, zone_cb, &last), 0, "as is: zones walk");
+	is_int(last.checked_ns, 0, "as is: no zone walked");
+	(void)snprintf(z.host, sizeof(z.host), "ftp://h");
+	is_int(manifest_zone_put(m, &z), BM_EDB, "as is: a zone not written");
+	ok(strstr(manifest_errmsg(m), "schema version 5, opened as it is") != NULL,
+	    "as is: why: %s", manifest_errmsg(m));
+	is_int(manifest_runs(m, 10, &v, &n), 0, "as is: runs");
+	is_int(n, 1, "as is: one run");
+	free(v);
+	v = NULL;
+	manifest_close(m);
+	m = NULL;
+	is_int(raw_version(p), 5, "as is: a reader leaves schema 5");
+
+	db = raw_open(p);
+	raw_exec(db, "DROP TABLE runs_net; ALTER TABLE events DROP COLUMN net;"
+	    " PRAGMA user_version = 4;");
+	(void)sqlite3_close(db);
+	is_int(manifest_open_as_is(p, false, &m, err, sizeof(err)), 0,
+	    "as is: schema 4 opens as it is: %s", err);
+	if (m == NULL)
+		return;
+	memset(&sl, 0, sizeof(sl));
+	is_int(manifest_events(m, 1, ev_cb, &sl), 0, "as is: events");
+	is_int(sl.n, 1, "as is: the one event");
+	if (sl.n == 1)
+		is_str(sl.v[0].op, "fetched", "as is: its op");
+	seen_reset(&sl);
+	is_int(manifest_runs(m, 10, &v, &n), 0, "as is: runs without runs_net");
+	ok(n == 1 && v[0].nnets == 0, "as is: no transports");
+	free(v);
+	v = NULL;
+	manifest_close(m);
+	m = NULL;
+	is_int(raw_version(p), 4, "as is: plan's open leaves schema 4");
+
+	is_int(manifest_open(p, false, &m, err, sizeof(err)), 0,
+	    "as is: a writer migrates: %s", err);
+	manifest_close(m);
+	is_int(raw_version(p), 6, "as is: now schema 6");
+}
+
 /*
  * A date only is a calendar day in the server's zone: the same day
  * resolved an hour earlier (daylight saving, ftp_timezone = auto) is
@@ -1889,6 +1986,7 @@ main(void)
 	test_sidecar_mismatch(dir);
 	test_nets(dir);
 	test_zones(dir);
+	test_as_is(dir);
 	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
 	    sizeof(cmd))
 		if (system(cmd) != 0)
