@@ -1871,7 +1871,8 @@ same_time(int64_t a, int pa, int64_t b, int pb)
  * Times are compared at the coarser of the two precisions.  A file
  * listed without a time (none, or one that could not be read) is asked
  * for conditionally (DIFF_UNKNOWN) unless its listed size changed:
- * its size alone cannot show a same-size rewrite.
+ * its size alone cannot show a same-size rewrite.  A listed size that
+ * is now unknown is compared by its time alone.
  */
 static enum diff_kind
 diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
@@ -1887,8 +1888,14 @@ diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
 	if (r->type == ENTRY_FILE && r->fs.listed.size == -1 &&
 	    r->fs.listed.prec == MTIME_UNKNOWN)
 		return DIFF_UNKNOWN;
-	if (r->fs.listed.size != sqlite3_column_int64(st, 9) ||
-	    (int)r->fs.listed.size_exact != sqlite3_column_int(st, 10))
+	/*
+	 * A size that became unknown (a listed 0, recorded as exact before
+	 * issue 22 made it a hint) is no change by itself: the time
+	 * decides, as for a listing without sizes.
+	 */
+	if (!(r->type == ENTRY_FILE && r->fs.listed.size == -1) &&
+	    (r->fs.listed.size != sqlite3_column_int64(st, 9) ||
+	    (int)r->fs.listed.size_exact != sqlite3_column_int(st, 10)))
 		return DIFF_CHANGED;
 	if (r->type == ENTRY_FILE && r->fs.listed.prec == MTIME_UNKNOWN)
 		return DIFF_UNKNOWN;

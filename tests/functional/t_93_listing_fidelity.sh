@@ -14,6 +14,10 @@
 #      same-size rewrite that keeps its mtime the next run fetches it
 #      unconditionally (before: a 304, the rewrite never fetched); an
 #      older file is still asked for conditionally (304);
+#  (a4) HTML index, an empty file listed 0 whose row holds that 0 as
+#      exact (as biomirror before issue 22 recorded it): the next run
+#      fetches nothing, no GET (before: "changed", fetched again once
+#      after the upgrade); a later listed time is a change;
 #  (b) LIST: the same for a file listed 0;
 #  (c) MLSD with exact sizes and no Modify fact: after a same-size
 #      rewrite upstream the next run fetches it again (MDTM decides),
@@ -60,7 +64,8 @@ retrs() {
 mkdir -p "$T/www" "$T/ftp/b" "$T/ftp/c" "$T/ftp/d" "$T/ftp/f"
 head -c 307200 /dev/urandom > "$T/www/grow.log"
 printf 'one\n' > "$T/www/one.txt"
-mkdir -p "$T/www/u" "$T/www/w"
+mkdir -p "$T/www/u" "$T/www/w" "$T/www/z"
+: > "$T/www/z/empty.txt"
 printf 'hello\n' > "$T/www/w/weak.txt"
 printf 'hello\n' > "$T/www/w/old.txt"
 printf 'hello\n' > "$T/www/u/nodate.txt"
@@ -72,7 +77,8 @@ for f in f/y2263 f/y9999 c/same.txt c/rewrite.txt d/feb30.txt d/feb31.txt d/maer
 	printf 'hello\n' > "$T/ftp/$f"
 done
 head -c 612 /dev/urandom > "$T/ftp/d/os2.bin"
-touch -d '2026-01-01 00:00:00 UTC' "$T/ftp"/*/* "$T/www"/* "$T/www/u"/*
+touch -d '2026-01-01 00:00:00 UTC' "$T/ftp"/*/* "$T/www"/* "$T/www/u"/* \
+    "$T/www/z"/*
 chmod -R a+rX "$T/www" "$T/ftp"
 
 # (a) an nginx-style index page, served as it is.
@@ -107,6 +113,12 @@ cat > "$T/www/w/index.html" <<'EOF'
 </pre><hr></body>
 </html>
 EOF
+# z_index DATE: the index of z/, empty.txt dated DATE and listed 0.
+z_index() {
+	printf '<html>\n<head><title>Index of /z/</title></head>\n<body>\n<h1>Index of /z/</h1><hr><pre><a href="../">../</a>\n<a href="empty.txt">empty.txt</a>                                          %s                   0\n</pre><hr></body>\n</html>\n' \
+	    "$1" > "$T/www/z/index.html"
+}
+z_index '01-Jan-2026 00:00'
 WEAK_MTIME=$(( $(date +%s) + 3600 ))
 touch -d "@$WEAK_MTIME" "$T/www/w/weak.txt"
 touch -d "2026-01-01 00:00:00 UTC" "$T/www/w/old.txt"
@@ -181,6 +193,31 @@ case_a3() {
 	    fail "old.txt was not asked for conditionally (no 304)"
 }
 ( case_a3 ) || failed="$failed a3"
+
+case_a4() {
+	local db
+	echo "# (a4) HTML index: an empty file listed 0, recorded as exact"
+	conf a4 "${NGINX_URL}z/"
+	assert_exit 0 run a4 --json sync a4
+	assert_eq "$(jfield fetched)" 1 "fetched"
+	assert_exit 0 run a4 --json sync a4
+	assert_eq "$(jfield fetched)" 0 "fetched again (a hint-0 row)"
+	db=$(manifest_db "$T/st_a4" a4)
+	assert_eq "$(sqlite3 -batch "$db" "update files set list_size = 0, list_size_exact = 1 where path = cast('empty.txt' as blob); select changes()")" \
+	    1 "rows set to an exact 0"
+	assert_exit 0 run a4 plan a4
+	grep -q 'empty.txt' "$LAST_OUT" && fail "plan names empty.txt: $(cat "$LAST_OUT")"
+	assert_exit 0 run a4 --json sync a4
+	assert_eq "$(jfield fetched)" 0 "fetched again (an exact-0 row)"
+	assert_eq "$(grep -c '"GET /z/empty.txt HTTP' "$NGINX_ACCESS_LOG")" 1 \
+	    "GETs of empty.txt"
+	# A later listed time is a change: fetched, unconditionally.
+	z_index '02-Jan-2026 00:00'
+	assert_exit 0 run a4 --json sync a4
+	assert_eq "$(jfield fetched)" 1 "fetched after a later listed time"
+	assert_eq "$(nginx_gets | grep -c '^/z/empty.txt$')" 2 "GETs (200) of empty.txt"
+}
+( case_a4 ) || failed="$failed a4"
 
 case_b() {
 	echo "# (b) LIST: a file listed 0"

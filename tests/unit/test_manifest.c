@@ -874,7 +874,7 @@ test_diff(const char *dir)
 	struct listing		*l;
 	struct seen_list	 sl;
 	struct seen		*s;
-	struct commit_rec	 c[12];
+	struct commit_rec	 c[14];
 	char			 p[512], err[512];
 	size_t			 i;
 	int64_t			 count = -1;
@@ -907,9 +907,14 @@ test_diff(const char *dir)
 	    MTIME_SECOND);
 	c[i++].target = "t";
 	c[i++] = rec("dir", COMMIT_MKDIR, ENTRY_DIR, -1, 60, MTIME_SECOND);
+	/* A listed 0 recorded as exact (before issue 22 made it a hint). */
+	c[i++] = rec("zero", COMMIT_FETCHED, ENTRY_FILE, 0, 5040,
+	    MTIME_MINUTE);
+	c[i++] = rec("zerot", COMMIT_FETCHED, ENTRY_FILE, 0, 5040,
+	    MTIME_MINUTE);
 	is_int(manifest_commit(m, 1, c, i), 0, "commit the baseline");
 	is_int(manifest_file_count(m, &count), 0, "file count");
-	is_int(count, 8, "8 committed files (links and dirs not counted)");
+	is_int(count, 10, "10 committed files (links and dirs not counted)");
 
 	if ((l = listing_new(100)) == NULL)
 		tap_bail("setup failed");
@@ -925,16 +930,18 @@ test_diff(const char *dir)
 	add(l, "linksame", ENTRY_SYMLINK, -1, false, 60, MTIME_SECOND, "t");
 	add(l, "dir", ENTRY_DIR, -1, false, 60, MTIME_SECOND, NULL);
 	add(l, "newunknown", ENTRY_FILE, -1, false, 0, MTIME_UNKNOWN, NULL);
+	add(l, "zero", ENTRY_FILE, -1, false, 5040, MTIME_MINUTE, NULL);
+	add(l, "zerot", ENTRY_FILE, -1, false, 5100, MTIME_MINUTE, NULL);
 	add(l, "same", ENTRY_FILE, 999, true, 1, MTIME_SECOND, NULL);
 	is_int(manifest_stage(m, l), 0, "stage the listing (with a dup)");
 	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff");
-	is_int(sl.n, 13, "12 staged rows + 1 gone");
-	for (i = 0; i + 1 < sl.n && i < 11; i++)
+	is_int(sl.n, 15, "14 staged rows + 1 gone");
+	for (i = 0; i + 1 < sl.n && i < 13; i++)
 		ok(strcmp(sl.v[i].path, sl.v[i + 1].path) < 0,
 		    "staged rows in path order: %s < %s", sl.v[i].path,
 		    sl.v[i + 1].path);
-	if (sl.n == 13)
-		is_str(sl.v[12].path, "gone", "gone row comes last");
+	if (sl.n == 15)
+		is_str(sl.v[14].path, "gone", "gone row comes last");
 #define KIND(path, k) do {						\
 	s = seen_find(&sl, path);					\
 	ok(s != NULL && s->kind == k, "%s is %s (got %d)", path, #k,	\
@@ -954,6 +961,9 @@ test_diff(const char *dir)
 	KIND("linksame", DIFF_SAME);
 	KIND("dir", DIFF_SAME);
 	KIND("gone", DIFF_GONE);
+	/* A size that became unknown: the listed time decides. */
+	KIND("zero", DIFF_SAME);
+	KIND("zerot", DIFF_CHANGED);
 #undef KIND
 	if ((s = seen_find(&sl, "same")) != NULL) {
 		is_int(s->fs.listed.size, 100, "first of duplicate paths staged");
@@ -993,7 +1003,7 @@ test_diff(const char *dir)
 	is_int(sl.n, 3, "walk stopped after 3 rows");
 	seen_reset(&sl);
 	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff again after a stop");
-	is_int(sl.n, 13, "statements were reset: all rows again");
+	is_int(sl.n, 15, "statements were reset: all rows again");
 	seen_reset(&sl);
 
 	/* A diff writes nothing: seen_run stays the run that recorded. */
@@ -1010,7 +1020,7 @@ test_diff(const char *dir)
 		tap_bail("setup failed");
 	is_int(manifest_stage(m, l), 0, "stage an empty listing");
 	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff of empty listing");
-	is_int(sl.n, 11, "every committed row is gone");
+	is_int(sl.n, 13, "every committed row is gone");
 	for (i = 0; i < sl.n; i++)
 		if (sl.v[i].kind != DIFF_GONE)
 			break;
