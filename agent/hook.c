@@ -172,15 +172,6 @@ hook_wait(pid_t pid, struct hook_out *o, volatile sig_atomic_t *stop,
 }
 
 int
-hook_run(const char *command, const char *dir, char *const *env,
-    volatile sig_atomic_t *stop,
-    unsigned timeout, int *ret_status, char *errbuf, size_t errlen)
-{
-	return hook_run_log("hook", command, dir, env, stop, timeout,
-	    ret_status, errbuf, errlen);
-}
-
-int
 hook_run_log(const char *tag, const char *command, const char *dir,
     char *const *env, volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
     char *errbuf, size_t errlen)

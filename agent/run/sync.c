@@ -2872,7 +2872,7 @@ run_post_sync(struct run *r, struct run_record *rec)
 	r->res->post_sync_status = st;
 	if ((rc == BM_EINTR || rc == BM_ELIMIT) && st >= 0) {
 		/*
-		 * Stopped or timed out: why, what was done (hook_run()),
+		 * Stopped or timed out: why, what was done (hook_run_log()),
 		 * then how it ended.
 		 */
 		if (rc == BM_EINTR)

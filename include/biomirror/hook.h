@@ -19,7 +19,9 @@
 /*
  * Run command (borrowed) with /bin/sh -c in a process group of its own,
  * in directory dir (borrowed; NULL: the agent's), and wait; env:
- * NULL-terminated "NAME=VALUE" strings (borrowed) to add.
+ * NULL-terminated "NAME=VALUE" strings (borrowed) to add.  Each line the
+ * hook writes (stdout and stderr) is logged at info level as "TAG: LINE"
+ * (tag borrowed, "up: post_sync"; lines over 1 KiB cut into pieces).
  * stop (the agent's signal flag, may be NULL) and timeout (seconds from
  * its start, 0 = none) stop it: SIGTERM, then SIGKILL HOOK_GRACE_MS later.
  * *ret_status: the exit status or 128 + the signal.  Returns 0 (ran to
@@ -27,16 +29,8 @@
  * past HOOK_MAX_ENV), BM_EIO or BM_ENOMEM; errbuf and *ret_status for
  * each: docs/internals.md, "The post_sync hook's process".
  */
-int	hook_run(const char *command, const char *dir, char *const *env,
-	    volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
-	    char *errbuf, size_t errlen);
-/*
- * hook_run(), logging each line the hook writes (stdout and stderr) at
- * info level as "TAG: LINE" (tag borrowed, "up: post_sync"); hook_run()
- * uses the tag "hook".  Lines over 1 KiB are cut into pieces.
- */
 int	hook_run_log(const char *tag, const char *command, const char *dir,
-	    char *const *env, volatile sig_atomic_t *stop, unsigned timeout, int *ret_status,
-	    char *errbuf, size_t errlen);
+	    char *const *env, volatile sig_atomic_t *stop, unsigned timeout,
+	    int *ret_status, char *errbuf, size_t errlen);
 
 #endif
