@@ -33,7 +33,8 @@
 #define GS_DATABUF	(256 * 1024)	/* one read of the data connection */
 #define GS_STREAMS_MAX	64		/* data connections per session */
 #define GS_RANGES_MAX	65536		/* byte ranges of one file held apart */
-#define GS_UDT_TICK_MS	5		/* longest wait while UDT data may come */
+#define GS_UDT_TICK_MS	5		/* longest wait while UDT data flows
+					   (gx_udt_wait) */
 
 enum gs_state {
 	GS_CONNECTING,		/* TCP connect in progress */
@@ -133,6 +134,7 @@ struct gridftp {
 					   false once the server refused it */
 	bool		 udt_up;	/* udt_shim_startup() done */
 	bool		 bufs_warned;	/* a short UDP buffer was logged */
+	bool		 udt_moved;	/* UDT bytes read since the last wait */
 	unsigned	 streams;	/* data connections per file asked for */
 	udt_poll	*up;		/* owned: UDT sockets of all sessions */
 	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
@@ -1371,8 +1373,11 @@ chan_recv(struct gsess *s, struct gchan *c, char *why, size_t whylen)
 
 	if (c->u != NULL) {
 		if ((n = udt_sock_recv(c->u, s->g->buf, GS_DATABUF, err,
-		    sizeof(err))) >= 0)
+		    sizeof(err))) >= 0) {
+			if (n > 0)
+				s->g->udt_moved = true;
 			return n;
+		}
 		(void)snprintf(why, whylen, "failed: %s", err);
 		return -1;
 	}
@@ -1868,10 +1873,43 @@ gx_submit(void *impl, struct xfer_job *job)
 }
 
 /*
+ * Wait beside the poll of the transport below for the engine's UDT
+ * sockets (no fds).  One readable now: no wait.  UDT bytes came since
+ * the last wait (data flows): at most GS_UDT_TICK_MS, as the bytes pay
+ * for the wakeups.  None came: the shim's wakeup fd, armed for the
+ * poll's timeout, is added to w (room kept for it), and the loop sleeps
+ * until UDT data, a socket or the timeout wakes it (the tick, if the fd
+ * cannot be armed).  Returns the timeout to wait.
+ */
+static int
+gx_udt_wait(struct gridftp *g, struct xfer_wait *w, int timeout_ms)
+{
+	udt_sock	*r[1];
+	size_t		 nr = 0;
+	int		 fd;
+	bool		 moved = g->udt_moved;
+
+	g->udt_moved = false;
+	if (g->up == NULL || !gridftp_udt_busy(g))
+		return timeout_ms;
+	(void)udt_poll_wait(g->up, 0, r, 1, &nr, NULL, 0);
+	if (nr > 0 || timeout_ms == 0)
+		return 0;
+	if (!moved && (fd = udt_poll_arm(g->up, timeout_ms, NULL, 0)) >= 0) {
+		w->fds[w->nfds].fd = fd;
+		w->fds[w->nfds].events = POLLIN;
+		w->fds[w->nfds++].revents = 0;
+		return timeout_ms;
+	}
+	return timeout_ms > GS_UDT_TICK_MS || timeout_ms < 0 ?
+	    GS_UDT_TICK_MS : timeout_ms;
+}
+
+/*
  * xfer_ops.poll: the engine's deadlines and queued jobs first, then the
  * transport below waits on its sockets and ours (not at all when the
  * engine just finished jobs: the caller starts the next ones), then the
- * engine's sockets that are ready.
+ * engine's sockets that are ready (every session with UDT sockets).
  */
 static int
 gx_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
@@ -1887,26 +1925,12 @@ gx_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
 	(void)gridftp_run(gx->g, xfer_active(gx->below), pfd, 0, done, ctx,
 	    &gn);
 	w.fds = pfd;
-	w.nfds = gridftp_fds(gx->g, pfd, XFER_WAIT_MAX, &timeout_ms);
-	/*
-	 * UDT sockets are no fds, so the poll below cannot wait on them:
-	 * none waits when the shim's epoll says one is readable, else at
-	 * most GS_UDT_TICK_MS.  XXX: a wakeup fd fed from UDT's epoll would
-	 * spare the ticks.
-	 */
-	if (gx->g->up != NULL && gridftp_udt_busy(gx->g)) {
-		udt_sock *r[1];
-		size_t	 nr = 0;
-
-		(void)udt_poll_wait(gx->g->up, 0, r, 1, &nr, NULL, 0);
-		if (nr > 0)
-			timeout_ms = 0;
-		else if (timeout_ms > GS_UDT_TICK_MS || timeout_ms < 0)
-			timeout_ms = GS_UDT_TICK_MS;
-	}
+	/* One entry is kept for the UDT wakeup fd. */
+	w.nfds = gridftp_fds(gx->g, pfd, XFER_WAIT_MAX - 1, &timeout_ms);
+	timeout_ms = gx_udt_wait(gx->g, &w, gn > 0 ? 0 : timeout_ms);
 	w.others = gridftp_sessions(gx->g);
-	if ((rc = gx->below->ops->poll(gx->below->impl, gn > 0 ? 0 :
-	    timeout_ms, &w, done, ctx)) != 0)
+	if ((rc = gx->below->ops->poll(gx->below->impl, timeout_ms, &w, done,
+	    ctx)) != 0)
 		return rc;
 	(void)gridftp_run(gx->g, xfer_active(gx->below), pfd, w.nfds, done,
 	    ctx, &gn);

@@ -280,6 +280,12 @@ udt_poll_wait(udt_poll *p, int timeout_ms, udt_sock **ready, size_t max,
 	    errlen);
 }
 
+int
+udt_poll_arm(udt_poll *p, int timeout_ms, char *errbuf, size_t errlen)
+{
+	return ops_get()->poll_arm(p, timeout_ms, errbuf, errlen);
+}
+
 void
 udt_poll_free(udt_poll *p)
 {

@@ -16,6 +16,9 @@
 #include <set>
 
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,9 +36,24 @@ struct udt_sock {
 	int64_t		 last_ns;	/* monotonic: last byte received */
 };
 
+/*
+ * The wakeup (udt_poll_arm): a helper thread, started by the first arm,
+ * waits in UDT's epoll while armed and then writes evfd.  mu guards
+ * armed, until_ns, stop and failed; socks is the caller's thread's only.
+ */
 struct udt_poll {
 	int		 eid;		/* owned: UDT epoll id */
 	std::map<UDTSOCKET, udt_sock *> socks; /* borrowed handles */
+	int		 evfd;		/* owned: eventfd, -1 before the
+					   first arm */
+	pthread_t	 th;		/* the helper, when th_up */
+	bool		 th_up;
+	pthread_mutex_t	 mu;
+	pthread_cond_t	 cv;		/* armed or stop set */
+	bool		 armed;		/* the helper is to wait */
+	int64_t		 until_ns;	/* monotonic end of the arm, -1 none */
+	bool		 stop;		/* udt_poll_free() */
+	bool		 failed;	/* the helper's epoll_wait failed */
 };
 
 static int64_t
@@ -487,7 +505,14 @@ udt_poll_new(udt_poll **ret, char *errbuf, size_t errlen)
 		if ((p = new (std::nothrow) udt_poll) == NULL)
 			return fail_msg(BM_ENOMEM, errbuf, errlen,
 			    "out of memory");
+		p->evfd = -1;
+		p->th_up = p->armed = p->stop = p->failed = false;
+		p->until_ns = -1;
+		(void)pthread_mutex_init(&p->mu, NULL);
+		(void)pthread_cond_init(&p->cv, NULL);
 		if ((p->eid = UDT::epoll_create()) < 0) {
+			(void)pthread_mutex_destroy(&p->mu);
+			(void)pthread_cond_destroy(&p->cv);
 			delete p;
 			return fail(BM_ENET, errbuf, errlen,
 			    "UDT epoll_create");
@@ -571,16 +596,135 @@ udt_poll_wait(udt_poll *p, int timeout_ms, udt_sock **ready, size_t max,
 	}
 }
 
+/*
+ * The helper of udt_poll_arm(): while armed, wait in UDT's epoll in
+ * slices of at most 1 s (4.11 refuses an endless wait on an empty set as
+ * a deadlock); a readable socket (or a failed wait) disarms and writes
+ * evfd; the end of the arm's time disarms it quietly.  udt_poll_free()
+ * stops it: stop set, and the epoll id released under a wait.
+ */
+static void *
+poll_helper(void *arg)
+{
+	udt_poll	*p = (udt_poll *)arg;
+	std::set<UDTSOCKET> rd;
+	uint64_t	 one = 1;
+	int64_t		 ms;
+	int		 n;
+	bool		 timeout;
+
+	(void)pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->armed && !p->stop)
+			(void)pthread_cond_wait(&p->cv, &p->mu);
+		if (p->stop)
+			break;
+		ms = p->until_ns < 0 ? 1000 : (p->until_ns - mono_ns()) /
+		    1000000;
+		if (ms <= 0) {
+			p->armed = false;
+			continue;
+		}
+		(void)pthread_mutex_unlock(&p->mu);
+		try {
+			n = UDT::epoll_wait(p->eid, &rd, NULL, ms > 1000 ?
+			    1000 : ms);
+			timeout = n < 0 && UDT::getlasterror_code() ==
+			    CUDTException::ETIMEOUT;
+		} catch (...) {
+			n = -1;
+			timeout = false;
+		}
+		(void)pthread_mutex_lock(&p->mu);
+		if (p->stop || !p->armed || n == 0 || timeout)
+			continue;
+		p->armed = false;
+		p->failed = n < 0;
+		while (write(p->evfd, &one, sizeof(one)) == -1 &&
+		    errno == EINTR)
+			continue;
+	}
+	(void)pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* Start p's helper with every signal blocked (they are the caller's). */
+static int
+helper_start(udt_poll *p, char *errbuf, size_t errlen)
+{
+	sigset_t	 all, old;
+	int		 rc;
+
+	(void)sigfillset(&all);
+	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&p->th, NULL, poll_helper, p);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		if (errbuf != NULL && errlen > 0)
+			(void)snprintf(errbuf, errlen, "UDT wakeup thread: %s",
+			    strerror(rc));
+		return rc == EAGAIN ? BM_ENOMEM : BM_ENET;
+	}
+	p->th_up = true;
+	return 0;
+}
+
+extern "C" int
+udt_poll_arm(udt_poll *p, int timeout_ms, char *errbuf, size_t errlen)
+{
+	uint64_t	 v;
+	int		 rc;
+	bool		 failed;
+
+	if (p->evfd == -1 && (p->evfd = eventfd(0, EFD_NONBLOCK |
+	    EFD_CLOEXEC)) == -1) {
+		if (errbuf != NULL && errlen > 0)
+			(void)snprintf(errbuf, errlen, "eventfd: %s",
+			    strerror(errno));
+		return errno == ENOMEM ? BM_ENOMEM : BM_ENET;
+	}
+	if (!p->th_up && (rc = helper_start(p, errbuf, errlen)) != 0)
+		return rc;
+	/* A wakeup already taken (or not needed) is dropped. */
+	while (read(p->evfd, &v, sizeof(v)) == -1 && errno == EINTR)
+		continue;
+	(void)pthread_mutex_lock(&p->mu);
+	failed = p->failed;
+	p->failed = false;
+	if (!failed) {
+		p->armed = true;
+		p->until_ns = timeout_ms < 0 ? -1 : mono_ns() +
+		    (int64_t)timeout_ms * 1000000;
+		(void)pthread_cond_signal(&p->cv);
+	}
+	(void)pthread_mutex_unlock(&p->mu);
+	if (failed)
+		return fail_msg(BM_ENET, errbuf, errlen,
+		    "UDT epoll_wait failed (wakeup thread)");
+	return p->evfd;
+}
+
 extern "C" void
 udt_poll_free(udt_poll *p)
 {
 	if (p == NULL)
 		return;
+	(void)pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	(void)pthread_cond_signal(&p->cv);
+	(void)pthread_mutex_unlock(&p->mu);
 	try {
+		/* A wait in the helper fails within 10 ms (4.11's tick). */
 		(void)UDT::epoll_release(p->eid);
 	} catch (...) {
 		/* the id is gone with libudt's cleanup */
 	}
+	if (p->th_up)
+		(void)pthread_join(p->th, NULL);
+	if (p->evfd != -1)
+		(void)close(p->evfd);
+	(void)pthread_mutex_destroy(&p->mu);
+	(void)pthread_cond_destroy(&p->cv);
 	delete p;
 }
 
@@ -607,6 +751,7 @@ static const struct udt_shim_ops shim_ops = {
 	udt_poll_add,
 	udt_poll_del,
 	udt_poll_wait,
+	udt_poll_arm,
 	udt_poll_free,
 };
 

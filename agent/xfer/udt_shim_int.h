@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define UDT_SHIM_ABI		1
+#define UDT_SHIM_ABI		2
 #define UDT_SHIM_MODULE_SYM	"udt_shim_module"
 #define UDT_SHIM_MODULE_FILE	"libbiomirror-udt.so"
 
@@ -48,6 +48,7 @@ struct udt_shim_ops {
 	void	(*poll_del)(udt_poll *, udt_sock *);
 	int	(*poll_wait)(udt_poll *, int, udt_sock **, size_t, size_t *,
 		    char *, size_t);
+	int	(*poll_arm)(udt_poll *, int, char *, size_t);
 	void	(*poll_free)(udt_poll *);
 };
 

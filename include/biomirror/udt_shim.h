@@ -118,7 +118,18 @@ void	udt_poll_del(udt_poll *p, udt_sock *s);
  */
 int	udt_poll_wait(udt_poll *p, int timeout_ms, udt_sock **ready,
 	    size_t max, size_t *ret_n, char *errbuf, size_t errlen);
-/* Free p (its sockets stay open).  NULL is a no-op. */
+/*
+ * Arm p's wakeup descriptor for poll(2) beside other fds: it turns
+ * readable (POLLIN) once a socket of p is readable or broken, within
+ * timeout_ms (-1: no end), and stays so until the next arm, which drops
+ * it.  A helper thread (started by the first arm, every signal blocked)
+ * waits in UDT's epoll for it, so the caller needs no wakeup ticks.
+ * Returns the descriptor (owned by p, the same every time), or BM_ENOMEM
+ * or BM_ENET (the helper cannot start, or its last wait failed).
+ */
+int	udt_poll_arm(udt_poll *p, int timeout_ms, char *errbuf,
+	    size_t errlen);
+/* Free p (its sockets stay open; the helper stopped).  NULL is a no-op. */
 void	udt_poll_free(udt_poll *p);
 
 #ifdef __cplusplus
