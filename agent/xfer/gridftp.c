@@ -233,8 +233,12 @@ gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
 	const char	*path;
 	bool		 feat = is_feat(j);
 
-	/* While probing, FEAT only; after, MLSD listings and files. */
-	if (g->refused || feat != g->probing || j->off != 0 || j->len != 0 ||
+	/*
+	 * While probing, FEAT only; after, MLSD listings and files, whole
+	 * or a range (ERET P: a kept partial's rest).
+	 */
+	if (g->refused || feat != g->probing || (j->len == 0 ? j->off != 0 :
+	    j->kind != XFER_JOB_FILE) ||
 	    j->kind == XFER_JOB_VALIDATE || (j->kind == XFER_JOB_PAGE &&
 	    !j->ftp.mlsd) ||
 	    j->if_modified_since >= 0 ||
@@ -733,8 +737,12 @@ sess_xfer_reset(struct gsess *s)
 	s->inorder = 0;
 }
 
-/* Send the job's next command (MDTM, SIZE, RETR), skipping those not
- * needed. */
+/*
+ * Send the job's next command (MDTM, SIZE, RETR or ERET), skipping those
+ * not needed.  A range (len > 0) always asks SIZE (sess_range_size) and
+ * goes as GridFTP's partial retrieve, ERET P OFFSET LENGTH PATH, whose
+ * block offsets count from OFFSET (docs/ftp.md).
+ */
 static int
 sess_job_next(struct gsess *s)
 {
@@ -748,7 +756,7 @@ sess_job_next(struct gsess *s)
 	if (s->jstep == JS_MDTM && (j->mtime_listed ||
 	    j->kind != XFER_JOB_FILE))
 		s->jstep = JS_SIZE;
-	if (s->jstep == JS_SIZE && (j->size_checked ||
+	if (s->jstep == JS_SIZE && ((j->size_checked && j->len == 0) ||
 	    j->kind != XFER_JOB_FILE))
 		s->jstep = JS_RETR;
 	switch (s->jstep) {
@@ -770,6 +778,10 @@ sess_job_next(struct gsess *s)
 		/* RFC 3659 7.1: no argument lists the current directory. */
 		return s->path[0] == '\0' ? sess_send(s, "MLSD") :
 		    sess_send(s, "MLSD %s", s->path);
+	if (j->len > 0)
+		/* One byte more to the end: a file grown since SIZE shows. */
+		return sess_send(s, "ERET P %llu %llu %s", (unsigned long long)
+		    j->off, (unsigned long long)(j->len + j->to_end), s->path);
 	return sess_send(s, "RETR %s", s->path);
 }
 
@@ -836,10 +848,18 @@ sess_job_done(struct gsess *s)
 	struct xfer_result *res = &j->res;
 	size_t		 i;
 
-	if (res->size >= 0 && (uint64_t)res->size != res->bytes) {
+	if (j->len == 0 && res->size >= 0 && (uint64_t)res->size !=
+	    res->bytes) {
 		sess_fail(s, BM_ECHECKSUM, XFER_RETRY, "got %llu bytes, SIZE "
 		    "said %lld", (unsigned long long)res->bytes,
 		    (long long)res->size);
+		return;
+	}
+	if (j->len > 0 && res->bytes != j->len) {
+		sess_fail(s, BM_ECHECKSUM, XFER_RETRY, "got %llu of the %llu "
+		    "bytes asked for at offset %llu", (unsigned long long)
+		    res->bytes, (unsigned long long)j->len,
+		    (unsigned long long)j->off);
 		return;
 	}
 	/* XXX: sched/report do not show it per file yet. */
@@ -906,6 +926,9 @@ sess_job_refused(struct gsess *s, int code, const char *text)
 	} else if (code >= 400 && code < 500) {
 		rc = BM_ENET;
 		cls = XFER_RETRY;
+	} else if (s->jstep == JS_RETR && j->len > 0 && s->state == GS_RETR) {
+		/* ERET P refused: as a refused REST, the file starts over. */
+		j->res.ignored_range = true;
 	}
 	if (s->state == GS_XFER || code == 421) {
 		sess_fail(s, rc, cls, "%s", text);
@@ -913,6 +936,28 @@ sess_job_refused(struct gsess *s, int code, const char *text)
 	}
 	job_end(s->g, j, rc, cls, "%s", text);
 	sess_next(s);
+}
+
+/*
+ * A range's SIZE: the range must lie in the file, and one that ends at
+ * the listed end (to_end) must end where the file does; else upstream
+ * changed, and the job ends before its ERET (the session goes on).
+ * Returns false when it ended the job.
+ */
+static bool
+sess_range_size(struct gsess *s)
+{
+	struct xfer_job	*j = s->job;
+	uint64_t	 end = j->off + j->len;
+
+	if (j->len == 0 || (j->to_end ? (uint64_t)j->res.size == end :
+	    (uint64_t)j->res.size >= end))
+		return true;
+	job_end(s->g, j, BM_ECHANGED, XFER_CHANGED, "upstream changed: SIZE "
+	    "%lld, the range asked for ends at %llu", (long long)j->res.size,
+	    (unsigned long long)end);
+	sess_next(s);
+	return false;
 }
 
 /* Handle one complete reply. */
@@ -1033,6 +1078,8 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 				    "reply: %s", text);
 				return;
 			}
+			if (!sess_range_size(s))
+				return;
 		}
 		s->jstep++;
 		if ((rc = sess_job_next(s)) != 0)
@@ -1235,7 +1282,10 @@ range_add(struct gsess *s, uint64_t a, uint64_t b)
 	return 0;
 }
 
-/* Deliver n payload bytes at p of connection c to the job's sink. */
+/*
+ * Deliver n payload bytes at p of connection c to the job's sink, at
+ * their offset in the file.
+ */
 static int
 sess_payload(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 {
@@ -1243,14 +1293,22 @@ sess_payload(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 	uint64_t	 b = j->res.bytes;
 	int		 rc;
 
+	if (j->len > 0 && j->to_end && c->boff + n > j->len) {
+		sess_fail(s, BM_ECHANGED, XFER_CHANGED, "upstream is longer "
+		    "than listed (more than %llu bytes from offset %llu)",
+		    (unsigned long long)j->len, (unsigned long long)j->off);
+		return BM_ECHANGED;
+	}
 	if (b + n < b || (j->max_size && b + n > j->max_size) ||
+	    (j->len > 0 && c->boff + n > j->len) ||
 	    (j->expect_size >= 0 && (b + n > (uint64_t)j->expect_size ||
 	    c->boff + n > (uint64_t)j->expect_size))) {
 		sess_fail(s, BM_ELIMIT, XFER_PERMANENT, "body larger than the "
 		    "expected size");
 		return BM_ELIMIT;
 	}
-	if ((rc = j->sink(j->sink_arg, c->boff, p, n)) != 0) {
+	/* A range's block offsets count from its first byte (ERET P). */
+	if ((rc = j->sink(j->sink_arg, j->off + c->boff, p, n)) != 0) {
 		sess_fail(s, rc, rc == BM_ECHANGED ? XFER_CHANGED :
 		    XFER_PERMANENT, "%s", bm_strerror(rc));
 		return rc;

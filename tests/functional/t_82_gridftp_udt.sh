@@ -11,8 +11,11 @@
 #     client accepts TCP data connections, makes no UDP socket), exit 0;
 #  3. the server frozen in the middle of the 64 MB file, then killed: the
 #     run ends within the stall timeout (UDT itself notices a dead peer
-#     only after ~47 s), exit 1, nothing under the file's final name; a
-#     new server on the same tree, and the next run completes the mirror;
+#     only after ~47 s), exit 1, nothing under the file's final name, the
+#     bytes kept; a new server on the same tree, and the next run
+#     continues the file over UDT in MODE E (ERET P from each gap, no
+#     RETR or REST of it; the server sent only the missing bytes) and
+#     completes the mirror; the same in MODE E over TCP (transport = tcp);
 #  4. transport = udt without ftp_mode = extended: a config error;
 #  5. which transport carried each file: the run's --json "transports"
 #     (files, bytes, seconds, rate per transport), history --run (per
@@ -161,66 +164,120 @@ assert_eq "$(grep -c 'socket(AF_INET, SOCK_DGRAM' "$T/st.tcp")" 0 \
 echo "# every file over tcp on fallback: --json, history, status"
 check_nets tcp 7
 
-echo "# the server frozen in the middle of big.bin"
+# cut_and_continue NET: the server frozen in the middle of big.bin with
+# data over NET (udt; tcp: MODE E over TCP), then killed: the run ends
+# within the stall timeout, exit 1, nothing under the final name, and
+# big.bin's bytes kept (a partials row).  A new server on the same tree:
+# the next run (on a terminal) continues big.bin in MODE E over NET with
+# ERET P from the gaps only (the server's transfer log: ERET, no RETR of
+# it, the bytes it sent = those missing) and completes the mirror.
+cut_and_continue() {
+	local net=$1 kdir kpid bmpid pids t0 t1 rc held ranges wl=""
+	rm -rf "$T/mirror" "$T/state"
+	rm -f "$T/up/a/new.bin"
+	[ "$net" = udt ] && wl="-dc-whitelist udt,gsi,tcp"
+	GRIDFTP_ARGS=$wl start_gridftp "$T/up" 50
+	kdir=$(dirname "$GRIDFTP_LOG")
+	kpid=$(echo "$BM_SERVERS" | tr ' ' '\n' | awk -F: -v d="$kdir" '$3 == d { print $2 }')
+	conf "$GRIDFTP_URL" 4
+	[ "$net" = tcp ] && sed -i 's/^transport = udt$/transport = tcp/' "$T/bm.conf"
+	bm --json sync up > "$T/last.out" 2> "$T/last.err" &
+	bmpid=$!
+	# Wait for the big file's temp file to hold data, then kill the server.
+	for _ in $(seq 1 4000); do
+		[ -n "$(find "$T/mirror/a/b" -name '.biomirror-tmp.*' -size +1M -print -quit 2>/dev/null)" ] && break
+		kill -0 "$bmpid" 2>/dev/null || break
+		sleep 0.005
+	done
+	# Freeze it (the control connection stays open, the data peers go
+	# silent: what a dead host or a cut path looks like), then kill it.
+	kill -STOP "$kpid"
+	pids=$(bm_server_pids gridftp "$kpid" "$kdir")
+	# shellcheck disable=SC2086
+	kill -STOP $pids
+	t0=$(date +%s.%N)
+	wait "$bmpid"
+	rc=$?
+	t1=$(date +%s.%N)
+	# shellcheck disable=SC2086
+	kill -KILL $pids
+	wait "$kpid" 2>/dev/null
+	echo "# ended $(python3 -c "print('%.1f' % ($t1 - $t0))") s after the freeze"
+	assert_eq "$rc" 1 "exit after the server froze ($net)"
+	python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 3 + 5 else 1)" ||
+	    fail "the run took $(python3 -c "print($t1 - $t0)") s after the freeze (stall_timeout 3)"
+	grep -q 'big.bin: fetch: stalled: no data for 3 s' "$T/last.err" ||
+	    fail "no stall for big.bin: $(grep big.bin "$T/last.err")"
+	[ ! -e "$T/mirror/a/b/big.bin" ] || fail "big.bin published although cut"
+	ranges=$(manifest_sql "$T/state" up \
+	    "SELECT ranges FROM partials WHERE path = CAST('a/b/big.bin' AS BLOB)")
+	[ -n "$ranges" ] || fail "big.bin's bytes not kept after the stall ($net)"
+	held=$(python3 -c 'import sys; print(sum(int(b) - int(a) for a, b in (r.split("-") for r in sys.argv[1].split())))' "$ranges")
+	echo "# big.bin: $held bytes kept in ranges $ranges"
+	echo "# a new server on the same tree: the next run continues big.bin ($net)"
+	# A file new upstream, so that the rerun also moves one whole file
+	# whatever the first run finished before the freeze.
+	head -c 300000 /dev/urandom > "$T/up/a/new.bin"
+	touch -d '2024-03-04 05:06:07 UTC' "$T/up/a/new.bin"
+	GRIDFTP_ARGS=$wl start_gridftp "$T/up" 50
+	sed -i "s#^source = .*#source = $GRIDFTP_URL#" "$T/bm.conf"
+	script -qec "$BM -c $T/bm.conf --state-dir $T/state sync up" /dev/null \
+	    > "$T/tty.out" 2>&1 || { cat "$T/tty.out" >&2; fail "the rerun under a pty ($net)"; }
+	assert_trees_equal "$T/up" "$T/mirror"
+	no_temps "$T/mirror"
+	grep -q "big.bin: continuing with $held of 67108864 bytes held" "$T/tty.out" ||
+	    fail "big.bin not continued from its $held bytes: $(tr '\r' '\n' < "$T/tty.out" | grep big.bin)"
+	grep -q "files, .*MB/s, ETA [-0-9:]*, over $net" "$T/tty.out" ||
+	    fail "no transport on the progress line: $(tr '\r' '\n' < "$T/tty.out")"
+	# Every file over NET, the continued big.bin too (no stream mode).
+	grep -q "up: ok: listed [0-9]*, fetched [1-7], .*B/s); $net [1-7] files\?, [0-9.]* [KMG]\?i\?B in [0-9.hms]* ([0-9.]* [KM]\?B/s)$" \
+	    <(tr '\r' '\n' < "$T/tty.out") ||
+	    fail "not every file over $net in the summary: $(tr '\r' '\n' < "$T/tty.out" | grep 'up: ok')"
+	[ "$net" = udt ] && { grep -q '\[CLIENT\]: SITE SETNETSTACK udt' "$GRIDFTP_LOG" ||
+	    fail "the rerun sent no SITE SETNETSTACK udt"; }
+	grep -q "\[CLIENT\]: RETR .*/a/b/big.bin\$" "$GRIDFTP_LOG" &&
+	    fail "big.bin fetched whole by the rerun: $(grep -a 'big.bin' "$GRIDFTP_LOG")"
+	grep -q '\[CLIENT\]: REST [1-9]' "$GRIDFTP_LOG" &&
+	    fail "REST sent (stream mode): $(grep -a 'REST\|big.bin' "$GRIDFTP_LOG")"
+	python3 - "$GRIDFTP_LOG" "$T/up/a/b/big.bin" "$ranges" <<'PY' || fail "ERET P of big.bin's gaps"
+import re, sys
+log = open(sys.argv[1], errors="replace").read()
+path, size = sys.argv[2], 64 << 20
+held = sorted(tuple(map(int, r.split("-"))) for r in sys.argv[3].split())
+gaps, at = [], 0
+for a, b in held + [(size, size)]:
+    if a > at:
+        gaps.append([at, a])
+    at = max(at, b)
+# ERET P OFFSET LENGTH: the one to the end asks one byte more (a file
+# grown since SIZE would show); together they tile the gaps.
+asked = sorted((int(o), int(o) + int(n)) for o, n in re.findall(
+    r"\[CLIENT\]: ERET P (\d+) (\d+) " + re.escape(path) + r"\r?$", log, re.M))
+assert asked, "no ERET P of big.bin"
+tiles = []
+for o, e in asked:
+    e = size if e == size + 1 else e
+    assert not tiles or o >= tiles[-1][1], ("ranges overlap", asked)
+    if tiles and o == tiles[-1][1]:
+        tiles[-1][1] = e
+    else:
+        tiles.append([o, e])
+assert tiles == gaps, ("ERET P asked", asked, "gaps", gaps)
+stats = [(int(n), t) for f, n, t in re.findall(
+    r"FILE=(\S+) .*?NBYTES=(\d+) .*?TYPE=(\w+) CODE=226", log) if f == path]
+assert stats and {t for n, t in stats} == {"ERET"}, stats
+sent = sum(n for n, t in stats)
+assert sent == size - sum(b - a for a, b in held), (sent, held)
+print("# ERET P", asked, "sent", sent, "of", size, "bytes")
+PY
+}
+
+echo "# the server frozen in the middle of big.bin, over UDT"
 stop_servers
-rm -rf "$T/mirror" "$T/state"
-GRIDFTP_ARGS="-dc-whitelist udt,gsi,tcp" start_gridftp "$T/up" 50
-kdir=$(dirname "$GRIDFTP_LOG")
-kpid=$(echo "$BM_SERVERS" | tr ' ' '\n' | awk -F: -v d="$kdir" '$3 == d { print $2 }')
-conf "$GRIDFTP_URL" 4
-bm --json sync up > "$T/last.out" 2> "$T/last.err" &
-bmpid=$!
-# Wait for the big file's temp file to hold data, then kill the server.
-for _ in $(seq 1 4000); do
-	[ -n "$(find "$T/mirror/a/b" -name '.biomirror-tmp.*' -size +1M -print -quit 2>/dev/null)" ] && break
-	kill -0 "$bmpid" 2>/dev/null || break
-	sleep 0.005
-done
-# Freeze it (the control connection stays open, the UDT peers go
-# silent: what a dead host or a cut path looks like), then kill it.
-kill -STOP "$kpid"
-pids=$(bm_server_pids gridftp "$kpid" "$kdir")
-# shellcheck disable=SC2086
-kill -STOP $pids
-t0=$(date +%s.%N)
-wait "$bmpid"
-rc=$?
-t1=$(date +%s.%N)
-# shellcheck disable=SC2086
-kill -KILL $pids
-wait "$kpid" 2>/dev/null
-echo "# ended $(python3 -c "print('%.1f' % ($t1 - $t0))") s after the freeze"
-assert_eq "$rc" 1 "exit after the server froze"
-python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 3 + 5 else 1)" ||
-    fail "the run took $(python3 -c "print($t1 - $t0)") s after the freeze (stall_timeout 3)"
-grep -q 'big.bin: fetch: stalled: no data for 3 s' "$T/last.err" ||
-    fail "no stall for big.bin: $(grep big.bin "$T/last.err")"
-[ ! -e "$T/mirror/a/b/big.bin" ] || fail "big.bin published although cut"
-echo "# a new server on the same tree: the next run completes (on a terminal)"
-# A file new upstream, so that the rerun moves one whole file over UDT
-# whatever the first run finished before the freeze.
-head -c 300000 /dev/urandom > "$T/up/a/new.bin"
-touch -d '2024-03-04 05:06:07 UTC' "$T/up/a/new.bin"
-GRIDFTP_ARGS="-dc-whitelist udt,gsi,tcp" start_gridftp "$T/up" 50
-sed -i "s#^source = .*#source = $GRIDFTP_URL#" "$T/bm.conf"
-script -qec "$BM -c $T/bm.conf --state-dir $T/state sync up" /dev/null \
-    > "$T/tty.out" 2>&1 || { cat "$T/tty.out" >&2; fail "the rerun under a pty"; }
-assert_trees_equal "$T/up" "$T/mirror"
-no_temps "$T/mirror"
-grep -q 'files, .*MB/s, ETA [-0-9:]*, over \(tcp and \)\?udt' "$T/tty.out" ||
-    fail "no transport on the progress line: $(tr '\r' '\n' < "$T/tty.out")"
-udt='udt [1-7] files\?, [0-9.]* [KMG]\?i\?B in [0-9.hms]* ([0-9.]* [KM]\?B/s)'
-if grep -q 'big.bin: continuing with [0-9]* of' "$T/tty.out"; then
-	# The cut big.bin's bytes were kept (a stall is transient): it
-	# continues with REST in stream mode, which is TCP (the engine's
-	# MODE E fetches whole files): tcp for it, udt for the rest.
-	grep -q "up: ok: listed [0-9]*, fetched [1-7], .*B/s); tcp 1 file, [0-9.]* [KMG]\\?i\\?B in [0-9.hms]* ([0-9.]* [KM]\\?B/s), $udt" "$T/tty.out" ||
-	    fail "no tcp and udt rates in the summary: $(tr '\r' '\n' < "$T/tty.out")"
-else
-	# No bytes of big.bin were recorded before the freeze: all over UDT.
-	grep -q "up: ok: listed [0-9]*, fetched [1-7], .*B/s); $udt" "$T/tty.out" ||
-	    fail "no udt rate in the summary: $(tr '\r' '\n' < "$T/tty.out")"
-fi
+cut_and_continue udt
+echo "# the same in MODE E over TCP (transport = tcp)"
+stop_servers
+cut_and_continue tcp
 
 echo "# the UDT transport cannot start (strace: epoll_create fails)"
 rm -rf "$T/mirror" "$T/state"
