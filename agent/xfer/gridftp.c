@@ -138,6 +138,10 @@ struct gridftp {
 	unsigned	 streams;	/* data connections per file asked for */
 	udt_poll	*up;		/* owned: UDT sockets of all sessions */
 	struct gjob	*qhead, *qtail;	/* owned: jobs not yet in a session */
+	struct gjob	*back;		/* owned: jobs handed back, for the
+					   transport below (sess_no_eret) */
+	bool		 no_eret;	/* the server refused ERET P: ranges
+					   go below */
 	size_t		 active;	/* jobs queued or held */
 	uint8_t		*buf;		/* owned: GS_DATABUF bytes */
 	struct xfer_job	**finished;	/* jobs ended, to report; room for
@@ -238,7 +242,7 @@ gridftp_wants(const struct gridftp *g, const struct xfer_job *j)
 	 * or a range (ERET P: a kept partial's rest).
 	 */
 	if (g->refused || feat != g->probing || (j->len == 0 ? j->off != 0 :
-	    j->kind != XFER_JOB_FILE) ||
+	    j->kind != XFER_JOB_FILE || g->no_eret) ||
 	    j->kind == XFER_JOB_VALIDATE || (j->kind == XFER_JOB_PAGE &&
 	    !j->ftp.mlsd) ||
 	    j->if_modified_since >= 0 ||
@@ -902,6 +906,34 @@ sess_check_end(struct gsess *s)
 }
 
 /*
+ * The server refused ERET P (no partial retrieve): ranges go to the
+ * transport below from now on (stream mode, REST), said once, and this
+ * job too, handed back unreported (gx_poll resubmits it below); the
+ * session goes on.
+ */
+static void
+sess_no_eret(struct gsess *s, const char *text)
+{
+	struct gridftp	*g = s->g;
+	struct gjob	*q;
+
+	if (!g->no_eret)
+		log_warnx("%s: ERET P refused (%s): kept partials continue in "
+		    "stream mode", g->host, text);
+	g->no_eret = true;
+	if ((q = calloc(1, sizeof(*q))) == NULL) {
+		job_end(g, s->job, BM_ENOMEM, XFER_RETRY, "out of memory");
+		sess_next(s);
+		return;
+	}
+	q->job = s->job;
+	q->next = g->back;
+	g->back = q;
+	g->active--;
+	sess_next(s);
+}
+
+/*
  * A reply to a job command that is not success: class and message.  A
  * command refused before any transfer began (MDTM, SIZE, or RETR before
  * its 1xx) leaves the session as it was: it goes on with the next job;
@@ -927,8 +959,8 @@ sess_job_refused(struct gsess *s, int code, const char *text)
 		rc = BM_ENET;
 		cls = XFER_RETRY;
 	} else if (s->jstep == JS_RETR && j->len > 0 && s->state == GS_RETR) {
-		/* ERET P refused: as a refused REST, the file starts over. */
-		j->res.ignored_range = true;
+		sess_no_eret(s, text);
+		return;
 	}
 	if (s->state == GS_XFER || code == 421) {
 		sess_fail(s, rc, cls, "%s", text);
@@ -1796,6 +1828,15 @@ gridftp_cancel(struct gridftp *g, struct xfer_job *job)
 			g->active--;
 			return true;
 		}
+	for (prev = NULL, q = g->back; q != NULL; prev = q, q = q->next)
+		if (q->job == job) {
+			if (prev)
+				prev->next = q->next;
+			else
+				g->back = q->next;
+			free(q);
+			return true;
+		}
 	for (s = g->sess; s != NULL; s = s->next)
 		if (s->job == job && s->state != GS_DEAD) {
 			s->job = NULL;
@@ -1860,6 +1901,10 @@ gridftp_free(struct gridftp *g)
 	}
 	while ((q = g->qhead) != NULL) {
 		g->qhead = q->next;
+		free(q);
+	}
+	while ((q = g->back) != NULL) {
+		g->back = q->next;
 		free(q);
 	}
 	free(g->finished);
@@ -1964,6 +2009,31 @@ gx_udt_wait(struct gridftp *g, struct xfer_wait *w, int timeout_ms)
 }
 
 /*
+ * Jobs the engine handed back (sess_no_eret) go to the transport below,
+ * as if submitted there; one it refuses ends here, reported by done.
+ */
+static void
+gx_hand_back(struct gridftp_xfer *gx, xfer_done_fn done, void *ctx)
+{
+	struct gjob	*q;
+	struct xfer_job	*j;
+	int		 rc;
+
+	while ((q = gx->g->back) != NULL) {
+		gx->g->back = q->next;
+		j = q->job;
+		free(q);
+		if ((rc = xfer_submit(gx->below, j)) != 0) {
+			j->res.rc = rc;
+			j->res.cls = XFER_PERMANENT;
+			(void)snprintf(j->res.errmsg, sizeof(j->res.errmsg),
+			    "stream mode: %s", bm_strerror(rc));
+			done(ctx, j);
+		}
+	}
+}
+
+/*
  * xfer_ops.poll: the engine's deadlines and queued jobs first, then the
  * transport below waits on its sockets and ours (not at all when the
  * engine just finished jobs: the caller starts the next ones), then the
@@ -1982,6 +2052,7 @@ gx_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
 	(void)wait;	/* nothing is stacked on this one */
 	(void)gridftp_run(gx->g, xfer_active(gx->below), pfd, 0, done, ctx,
 	    &gn);
+	gx_hand_back(gx, done, ctx);
 	w.fds = pfd;
 	/* One entry is kept for the UDT wakeup fd. */
 	w.nfds = gridftp_fds(gx->g, pfd, XFER_WAIT_MAX - 1, &timeout_ms);
@@ -1992,6 +2063,7 @@ gx_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
 		return rc;
 	(void)gridftp_run(gx->g, xfer_active(gx->below), pfd, w.nfds, done,
 	    ctx, &gn);
+	gx_hand_back(gx, done, ctx);
 	return 0;
 }
 

@@ -12,7 +12,9 @@
 #   offset), eod2 (EOF announces 2 data connections), noeof (EOD and 226
 #   but never EOF), stall (half the file, then silence; --stall-timeout 2)
 #       -> retried once, identical, RETR count 2, the fault's message; the
-#          retry goes on from the bytes held (stream mode, REST)
+#          retry goes on from the bytes held: its ERET P (partial
+#          retrieve, which this server refuses) in stream mode (REST),
+#          the refusal said once
 #   noconnect (150, no data), backwards (an offset going back)
 #       -> retried once, identical
 #   earlydata (the blocks before the 1xx), nocrlf (LF-only replies),
@@ -86,6 +88,9 @@ retried() {
 	assert_eq "$(modeefault_stat 's["retrs"]["big.bin"]')" 2 "$1: RETRs of big.bin"
 	[ $# -lt 3 ] || assert_eq "$(modeefault_stat 's["stream_retrs"]')" \
 	    "{'big.bin': [$3]}" "$1: stream mode RETRs (REST offsets)"
+	# This server has no ERET: the retry's ERET P is refused, said once.
+	[ $# -lt 3 ] || assert_eq "$(grep -c "^biomirror: 127.0.0.1:[0-9]*: ERET P refused (500 .*): kept partials continue in stream mode$" \
+	    "$T/last.err")" 1 "$1: the refused ERET P said once"
 	assert_eq "$(modeefault_stat 's["faults"]')" "{'big.bin $1': 1}" \
 	    "$1: faults fired"
 	assert_eq "$(modeefault_stat 's["retrs"]["sub/small.txt"]')" 1 \
