@@ -131,6 +131,10 @@ struct hasher {
 	uint64_t	 target;	/* the task hashes up to this offset */
 	bool		 busy;		/* a task is queued or running */
 	bool		 final;		/* the try ended well: finish at its last byte */
+	bool		 sha_only;	/* only a SHA-256 is wanted */
+	bool		 given;		/* the transport's checked SHA-256 of
+					   the whole body stands for the hash
+					   (nothing was hashed) */
 	int		 rc;		/* the last task's result */
 	struct hasher	*next;		/* sched's list of live hashers */
 };
@@ -340,9 +344,22 @@ static void
 resume_end_try(struct sfile *f)
 {
 	const struct xfer_result *res = &f->t->res;
+	struct sidecar_sum sum;
+	bool		 unchecked = false, published;
+	unsigned	 i;
+	int		 k;
 
+	for (i = 0; i < f->t->njobs; i++)
+		unchecked |= f->t->jobs[i].res.unchecked;
+	/* Unchecked bytes are kept only for a whole-file digest to check. */
+	published = f->sc->o->sums != NULL && sidecar_set_find(f->sc->o->sums,
+	    f->act->path, &sum);
+	for (k = 0; published && k < DIGEST__N; k++)
+		if (sum.conflict[k])
+			published = false;
 	if (res->cls == XFER_RETRY && !res->ignored_range && f->rf != NULL &&
-	    f->sf != NULL && resume_file_usable(f->rf))
+	    f->sf != NULL && resume_file_usable(f->rf) &&
+	    (!unchecked || published))
 		return;
 	resume_forget(f);
 }
@@ -1923,6 +1940,7 @@ hash_start(struct sched *sc, struct sfile *f)
 				algs |= DIGEST_BIT(i);
 	if (sc->o->record_digest)
 		algs |= DIGEST_BIT(DIGEST_SHA256);
+	h->sha_only = algs == DIGEST_BIT(DIGEST_SHA256);
 	if (algs == 0) {
 		free(h);
 		return 0;
@@ -1975,6 +1993,22 @@ hash_prefix(const struct sfile *f)
 	return end;
 }
 
+/*
+ * Does the transport hash f's try itself (one job of the whole file,
+ * bm's streamed item) so that nothing needs hashing here?  Only when a
+ * SHA-256 is all that is wanted and nothing was hashed yet.
+ */
+static bool
+hash_given(const struct sfile *f)
+{
+	const struct sfile_try *t = f->t;
+
+	return f->h->sha_only && f->h->hashed == 0 && t->njobs == 1 &&
+	    t->jobs[0].off == 0 && t->jobs[0].len == 0 &&
+	    t->jobs[0].res.unchecked && (!f->h->final ||
+	    t->jobs[0].res.sha256[0] != '\0');
+}
+
 /* Worker thread: feed [hashed, target) of the temp file to the digest. */
 static void
 hash_task(void *arg)
@@ -1998,7 +2032,7 @@ hash_kick(struct sched *sc, struct hasher *h)
 	 * memory (write_task); f->sf is the loop's again in write_done.
 	 */
 	if (h->busy || f == NULL || f->t == NULL || f->state == SF_WRITING ||
-	    f->sf == NULL)
+	    f->sf == NULL || hash_given(f))
 		return;
 	if (h->fd == -1 && store_file_dup(f->sf, &h->fd) != 0) {
 		h->rc = BM_EIO;
@@ -2094,6 +2128,17 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 	return false;
 }
 
+/* f's digest alg: hashed here, or the transport's (hash_given). */
+static int
+hash_value(const struct sfile *f, enum digest_alg alg,
+    struct digest_value *v)
+{
+	if (f->h->given)
+		return alg == DIGEST_SHA256 && digest_from_text(
+		    f->t->jobs[0].res.sha256, v) == 0 ? 0 : BM_EIO;
+	return digest_final(f->h->d, alg, v);
+}
+
 /*
  * All bytes of f are hashed: compare with the published digests, keep
  * the SHA-256 to record, then publish, or discard and retry on a
@@ -2116,7 +2161,7 @@ hash_check(struct sched *sc, struct sfile *f)
 	for (i = 0; rc == 0 && i < DIGEST__N; i++) {
 		if (!h->sum.has[i])
 			continue;
-		if ((rc = digest_final(h->d, (enum digest_alg)i, &v)) != 0)
+		if ((rc = hash_value(f, (enum digest_alg)i, &v)) != 0)
 			break;
 		if (h->sum.conflict[i]) {
 			/*
@@ -2140,7 +2185,7 @@ hash_check(struct sched *sc, struct sfile *f)
 		rc = BM_ECHECKSUM;
 	}
 	if (rc == 0 && sc->o->record_digest &&
-	    (rc = digest_final(h->d, DIGEST_SHA256, &v)) == 0)
+	    (rc = hash_value(f, DIGEST_SHA256, &v)) == 0)
 		(void)digest_to_text(&v, f->t->checksum, sizeof(f->t->checksum));
 	hash_abandon(sc, f);
 	if (rc == 0) {
@@ -2173,6 +2218,11 @@ hash_finish(struct sched *sc, struct sfile *f)
 	f->state = SF_HASHING;
 	sc->hashing++;
 	f->h->final = true;
+	if (hash_given(f)) {
+		f->h->given = true;
+		hash_check(sc, f);
+		return;
+	}
 	hash_kick(sc, f->h);
 	if (!f->h->busy && (f->h->rc != 0 ||
 	    f->h->hashed == f->t->res.bytes))
