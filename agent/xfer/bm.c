@@ -1196,15 +1196,15 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 		    bj->job->listed_size));
 		return 0;
 	}
-	if (bj->stream) {
-		bj->job->res.unchecked = true;
-		return 0;	/* its bytes go to the sink as they come */
-	}
 	cap = bj->sized ? BX_CHUNK : BX_ITEM_MAX;
 	if (bj->job->max_size > 0 && c->f.off + c->f.len > bj->job->max_size) {
 		bx_job_end(x, bj, XFER_PERMANENT, BM_ELIMIT, "over %llu bytes",
 		    (unsigned long long)bj->job->max_size);
 		return 0;
+	}
+	if (bj->stream) {
+		bj->job->res.unchecked = true;
+		return 0;	/* its bytes go to the sink as they come */
 	}
 	if (c->f.len > cap) {
 		bx_job_end(x, bj, XFER_PERMANENT, BM_ELIMIT, "an item of %llu "
@@ -1225,7 +1225,8 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 
 /*
  * Raw bytes of c's item (n bytes at p): hashed, then copied to its
- * buffer, or for a streamed job written to the sink at once.
+ * buffer; or, for a streamed job, written to the sink at once and not
+ * hashed here (the scheduler does, in its workers: res.unchecked).
  */
 static int
 bx_body(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t n,
@@ -1235,7 +1236,7 @@ bx_body(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t n,
 	struct bx_job	*bj = it->bj;
 	int		 rc;
 
-	if (bmp_hash_update(c->h, p, n) != 0)
+	if ((bj == NULL || !bj->stream) && bmp_hash_update(c->h, p, n) != 0)
 		return BM_EIO;
 	if (bj != NULL && bj->stream) {
 		if ((rc = bj->job->sink(bj->job->sink_arg, c->f.off + c->got, p,
@@ -1281,6 +1282,8 @@ bx_digest(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 	c->st = DC_HDR;
 	it->receiving = false;
 	ok = d.kind == kind && CRYPTO_memcmp(d.digest, want, sizeof(want)) == 0;
+	if (it->bj != NULL && it->bj->stream)
+		ok = d.kind == BMP_D_SHA256;	/* checked by the scheduler */
 	if ((bj = it->bj) == NULL) {
 		free(it->buf);
 		it->buf = NULL;
@@ -1301,13 +1304,13 @@ bx_digest(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 		bx_item_ended(x, g, it);	/* after: it is freed here */
 		return 0;
 	}
-	if (bj->stream && kind == BMP_D_SHA256) {
-		/* The whole file's: the scheduler need not hash it again. */
+	if (bj->stream) {
+		/* The server's SHA-256 of the whole file, for the scheduler. */
 		(void)snprintf(bj->job->res.sha256, sizeof(bj->job->res.sha256),
 		    "sha256:");
 		for (i = 0; i < BMP_DIGEST_LEN; i++)
 			(void)snprintf(bj->job->res.sha256 + 7 + 2 * i, 3,
-			    "%02x", want[i]);
+			    "%02x", d.digest[i]);
 	}
 	if (bj->stream)
 		bj->delivered = it->off + c->f.len;

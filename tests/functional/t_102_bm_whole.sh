@@ -8,7 +8,11 @@
 #   (the digest recorded is the file's) and with verify = size;
 # - a byte flipped by the server (BM_SERVE_TEST_CORRUPT) in such a whole
 #   file is caught at its end: the bytes are discarded, the file fetched
-#   again, exit 0, byte-identical, no temp file left.
+#   again, exit 0, byte-identical, no temp file left;
+# - such a file cut half-way (BM_SERVE_TEST_STOP, stall_timeout 1): its
+#   unchecked bytes are kept for the next run only when a published digest
+#   will check them (verify = checksum: kept, and the next run continues
+#   and checks them), never with verify = size (dropped; refetched whole).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -57,6 +61,22 @@ source = bm://$H:$PORT2/t1/
 dest = $T/t4
 verify = checksum
 timeout = 5
+
+[t5]
+source = bm://$H:$PORT2/t1/
+dest = $T/t5
+verify = size
+retries = 0
+timeout = 2
+stall_timeout = 1
+
+[t6]
+source = bm://$H:$PORT2/t1/
+dest = $T/t6
+verify = checksum
+retries = 0
+timeout = 2
+stall_timeout = 1
 CONF
 sed "s/^listen = .*/listen = $H:$PORT2/" "$T/bm.conf" > "$T/bm2.conf"
 strace -f -qq -e trace=sendfile -e signal=none -o "$T/strace.out" \
@@ -129,6 +149,53 @@ no_temps "$T/t4"
 assert_eq "$(manifest_sql "$T/state" t4 "SELECT checksum FROM files \
     WHERE path = CAST('big.bin' AS BLOB)")" "sha256:$(sha "$T/up/big.bin")" \
     "t4 records big.bin's true digest"
+kill -TERM "$S2PID"
+wait "$S2PID" 2>/dev/null
+
+# cut_half MIRROR: the stopped server leaves MIRROR's big.bin half-way (exit 1).
+cut_half() {
+	BM_SERVE_TEST_STOP=big.bin "$BM" -c "$T/bm2.conf" --state-dir \
+	    "$T/state" serve > "$T/serve-$1.log" 2>&1 &
+	S2PID=$!
+	BM_SERVERS="$BM_SERVERS serve:$S2PID:$T"
+	$CL wait $H "$PORT2" || { cat "$T/serve-$1.log"; fail "serve-$1"; }
+	assert_exit 1 bm sync "$1"
+	grep -q 'serve: test hook: stopped in big.bin' "$T/serve-$1.log" ||
+	    fail "$1: the hook did not stop the server"
+	kill -KILL "$S2PID"
+	wait "$S2PID" 2>/dev/null
+	"$BM" -c "$T/bm2.conf" --state-dir "$T/state" serve \
+	    > "$T/serve-$1b.log" 2>&1 &
+	S2PID=$!
+	BM_SERVERS="$BM_SERVERS serve:$S2PID:$T"
+	$CL wait $H "$PORT2" || { cat "$T/serve-$1b.log"; fail "serve-$1b"; }
+}
+echo "# cut half-way, verify = size: the unchecked bytes are not kept"
+cut_half t5
+grep -q 'bytes kept for the next run' "$LAST_ERR" && fail "t5 kept bytes"
+assert_eq "$(manifest_sql "$T/state" t5 "SELECT count(*) FROM partials")" 0 \
+    "t5: no partial recorded"
+assert_exit 0 bm --json sync t5
+assert_eq "$(jfield failed)" 0 "t5: failed"
+assert_trees_equal "$T/up" "$T/t5"
+grep -q 'continuing with' "$LAST_ERR" && fail "t5 continued unchecked bytes"
+cmp "$T/up/big.bin" "$T/t5/big.bin" || fail "t5's big.bin differs"
+no_temps "$T/t5"
+kill -TERM "$S2PID"
+wait "$S2PID" 2>/dev/null
+
+echo "# cut half-way, verify = checksum: kept, continued, checked"
+cut_half t6
+grep -q 'big.bin: .*bytes kept for the next run to continue' "$LAST_ERR" ||
+    fail "t6 kept no bytes"
+assert_exit 0 bm --json sync t6
+assert_eq "$(jfield failed)" 0 "t6: failed"
+assert_trees_equal "$T/up" "$T/t6"
+cmp "$T/up/big.bin" "$T/t6/big.bin" || fail "t6's big.bin differs"
+no_temps "$T/t6"
+assert_eq "$(manifest_sql "$T/state" t6 "SELECT checksum FROM files \
+    WHERE path = CAST('big.bin' AS BLOB)")" "sha256:$(sha "$T/up/big.bin")" \
+    "t6 records big.bin's true digest"
 kill -TERM "$S2PID"
 wait "$S2PID" 2>/dev/null
 echo PASS
