@@ -2418,8 +2418,14 @@ run_execute(struct run *r)
 	so.source_url = r->c->source;
 	so.name = r->c->name;
 	so.concurrency = r->c->concurrency;
-	/* MODE E: whole files, the streams are the engine's (Parallelism). */
-	so.streams = r->c->ftp_mode_e ? 1 : r->c->streams;
+	/*
+	 * MODE E: whole files, the streams are the engine's (Parallelism).
+	 * bm://: whole files too; the transport spreads a file's ranges over
+	 * its data connections, or asks for it whole when the listing states
+	 * its digest (sent by sendfile, hashed once here).
+	 */
+	so.streams = r->c->ftp_mode_e || strncasecmp(r->c->source, "bm://",
+	    5) == 0 ? 1 : r->c->streams;
 	so.min_split = r->c->min_split;
 	so.progress = r->o->progress;
 	if ((so.line = run_progress_new(r)) == NULL) {

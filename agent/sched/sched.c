@@ -229,7 +229,7 @@ static void	open_task(void *);
 static void	write_task(void *);
 static void	mem_drop(struct sfile *);
 static void	sched_publish(struct sched *, struct sfile *);
-static int	hash_start(struct sched *, struct sfile *);
+static int	hash_start(struct sched *, struct sfile *, bool);
 static void	hash_finish(struct sched *, struct sfile *);
 static void	hash_abandon(struct sched *, struct sfile *);
 static void	hash_poll(struct sched *);
@@ -332,6 +332,32 @@ resume_forget(struct sfile *f)
 }
 
 /*
+ * Does f's try hold bytes its transport did not check (res.unchecked)
+ * and that no published digest of the whole file will check?  Such
+ * bytes are neither kept nor recorded for resume.
+ */
+static bool
+resume_unfit(const struct sfile *f)
+{
+	struct sidecar_sum sum;
+	bool		 unchecked = false;
+	unsigned	 i;
+	int		 k;
+
+	for (i = 0; f->t != NULL && i < f->t->njobs; i++)
+		unchecked |= f->t->jobs[i].res.unchecked;
+	if (!unchecked)
+		return false;
+	if (f->sc->o->sums == NULL || !sidecar_set_find(f->sc->o->sums,
+	    f->act->path, &sum))
+		return true;
+	for (k = 0; k < DIGEST__N; k++)
+		if (sum.conflict[k])
+			return true;
+	return false;
+}
+
+/*
  * A try that did not succeed: keep the temp file for the next try when
  * the failure is transient and the bytes held can be continued, else
  * start over.
@@ -342,7 +368,7 @@ resume_end_try(struct sfile *f)
 	const struct xfer_result *res = &f->t->res;
 
 	if (res->cls == XFER_RETRY && !res->ignored_range && f->rf != NULL &&
-	    f->sf != NULL && resume_file_usable(f->rf))
+	    f->sf != NULL && resume_file_usable(f->rf) && !resume_unfit(f))
 		return;
 	resume_forget(f);
 }
@@ -533,7 +559,7 @@ resume_tick(struct sched *sc, bool final)
 	for (i = 0; i < sc->nfiles && n < due; i++) {
 		f = &sc->files[i];
 		if (f->rf == NULL || !resume_file_due(f->rf,
-		    final || f->keep ? 0 : RESUME_MIN_NEW))
+		    final || f->keep ? 0 : RESUME_MIN_NEW) || resume_unfit(f))
 			continue;
 		tmp = NULL;
 		if ((f->state == SF_RUNNING || f->state == SF_WAITING ||
@@ -602,6 +628,10 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	/* A conditional GET opens its temp file with the first byte. */
 	if (f->sf == NULL && (rc = store_file_open(f->sc->s, f->act->path,
 	    -1, &f->sf)) != 0)
+		return rc;
+	/* Bytes the transport does not check: hashed here (hash_claim). */
+	if (j->res.unchecked && f->h == NULL && (rc = hash_start(f->sc, f,
+	    true)) != 0)
 		return rc;
 	/*
 	 * The first byte of a response: same upstream version as held?  If
@@ -1020,7 +1050,15 @@ sched_body_ready(struct sched *sc, struct sfile *f, int rc, int err,
 	}
 	if (f->h != NULL)
 		hash_finish(sc, f);	/* publishes when it matches */
-	else
+	else if (f->t->njobs > 0 && f->t->jobs[0].res.unchecked) {
+		/* Unchecked bytes and no hasher (out of memory): not these. */
+		resume_forget(f);
+		res->cls = XFER_RETRY;
+		res->rc = BM_ENOMEM;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "digest: %s",
+		    bm_strerror(BM_ENOMEM));
+		sched_retry(sc, f);
+	} else
 		sched_publish(sc, f);
 }
 
@@ -1680,7 +1718,8 @@ sched_launch(struct sched *sc, struct sfile *f)
 	unsigned	 i;
 	int		 rc;
 
-	if ((rc = sched_jobs(sc, f)) != 0 || (rc = hash_start(sc, f)) != 0)
+	if ((rc = sched_jobs(sc, f)) != 0 || (rc = hash_start(sc, f,
+	    false)) != 0)
 		return rc;
 	f->t->start_ns = clock_mono_ns();
 	for (i = 0; i < f->t->njobs; i++) {
@@ -1900,12 +1939,22 @@ hash_free_all(struct sched *sc)
 	}
 }
 
+/* Is the source bm://?  Its transport may hand over unchecked bytes. */
+static bool
+sched_bm(const struct sched *sc)
+{
+	return sc->o->source_url != NULL &&
+	    strncasecmp(sc->o->source_url, "bm://", 5) == 0;
+}
+
 /*
  * A new try of f: give it a hasher when it has a published digest to
- * check or every file's digest is recorded.  0 or BM_ENOMEM.
+ * check, every file's digest is recorded, or (unchecked) its transport
+ * hands over bytes it did not check (res.unchecked: their SHA-256 is
+ * checked against res.sha256).  0 or BM_ENOMEM.
  */
 static int
-hash_start(struct sched *sc, struct sfile *f)
+hash_start(struct sched *sc, struct sfile *f, bool unchecked)
 {
 	struct hasher	*h;
 	unsigned	 algs = 0;
@@ -1922,6 +1971,9 @@ hash_start(struct sched *sc, struct sfile *f)
 			if (h->sum.has[i])
 				algs |= DIGEST_BIT(i);
 	if (sc->o->record_digest)
+		algs |= DIGEST_BIT(DIGEST_SHA256);
+	/* bm:// bodies the transport did not check: their SHA-256 is. */
+	if (unchecked || (algs != 0 && sched_bm(sc)))
 		algs |= DIGEST_BIT(DIGEST_SHA256);
 	if (algs == 0) {
 		free(h);
@@ -2095,6 +2147,39 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 }
 
 /*
+ * The bytes of f's try that its transport did not check (res.unchecked)
+ * against the SHA-256 the server sent for them (res.sha256): 0 (none, or
+ * they match), BM_ECHECKSUM (errmsg says so) or BM_E*.
+ */
+static int
+hash_claim(struct sfile *f)
+{
+	struct xfer_result *res = &f->t->res;
+	struct digest_value v, c;
+	unsigned	 i;
+	int		 rc;
+
+	for (i = 0; i < f->t->njobs; i++) {
+		if (!f->t->jobs[i].res.unchecked)
+			continue;
+		if (f->t->njobs != 1 || f->t->jobs[0].off != 0)
+			return BM_EPROTO;	/* not a whole body */
+		if ((rc = digest_final(f->h->d, DIGEST_SHA256, &v)) != 0)
+			return rc;
+		if (digest_from_text(f->t->jobs[0].res.sha256, &c) == 0 &&
+		    digest_equal(&v, &c))
+			return 0;
+		(void)snprintf(res->errmsg, sizeof(res->errmsg), "bytes [0, "
+		    "%llu): the SHA-256 does not match the server's: fetched "
+		    "again", (unsigned long long)res->bytes);
+		log_warnx("%s: %s: %s", MIRROR(f->sc), f->act->path,
+		    res->errmsg);
+		return BM_ECHECKSUM;
+	}
+	return 0;
+}
+
+/*
  * All bytes of f are hashed: compare with the published digests, keep
  * the SHA-256 to record, then publish, or discard and retry on a
  * mismatch (the old file stays as it is; hash_mismatch).
@@ -2107,12 +2192,16 @@ hash_check(struct sched *sc, struct sfile *f)
 	struct digest_value v;
 	char		 want[SIDECAR_TEXT_MAX], got[DIGEST_TEXT_MAX];
 	char		 one[DIGEST_TEXT_MAX];
+	bool		 claim = false;
 	int		 i, rc = h->rc;
 
 	sc->hashing--;
 	got[0] = '\0';
 	if (sidecar_sum_text(&h->sum, want, sizeof(want)) != 0)
 		want[0] = '\0';
+	/* Bytes the server did not send as it said: not a published one's. */
+	if (rc == 0 && (rc = hash_claim(f)) == BM_ECHECKSUM)
+		claim = true;
 	for (i = 0; rc == 0 && i < DIGEST__N; i++) {
 		if (!h->sum.has[i])
 			continue;
@@ -2156,7 +2245,7 @@ hash_check(struct sched *sc, struct sfile *f)
 	if (rc != BM_ECHECKSUM)
 		(void)snprintf(res->errmsg, sizeof(res->errmsg), "digest: %s",
 		    bm_strerror(rc));
-	else if (!hash_mismatch(sc, f, want, got))
+	else if (!claim && !hash_mismatch(sc, f, want, got))
 		return;
 	/* Wrong bytes: none of them may be continued by a later try. */
 	resume_forget(f);
@@ -2274,7 +2363,8 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	sc->cb.sc = sc;
 	if (workq_new(1, wake_loop, sc->x, &sc->cq) != 0)
 		return BM_ENOMEM;
-	if (nf > 0 && (sc->o->sums != NULL || sc->o->record_digest) &&
+	if (nf > 0 && (sc->o->sums != NULL || sc->o->record_digest ||
+	    sched_bm(sc)) &&
 	    workq_new(SCHED_HASHERS, wake_loop, sc->x, &sc->hq) != 0)
 		return BM_ENOMEM;
 	for (i = 0; i < n; i++) {

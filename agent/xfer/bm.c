@@ -81,6 +81,10 @@ struct bx_job {
 	uint64_t	 want;		/* next byte to ask for */
 	uint64_t	 end;		/* end of the bytes wanted (sized) */
 	bool		 sized;		/* end known: items of BX_CHUNK */
+	bool		 digested;	/* a whole file over BX_CHUNK whose
+					   listing states a digest */
+	bool		 stream;	/* one item, its bytes to the sink as
+					   they come, checked at its end */
 	bool		 asked;		/* every item asked for */
 	uint64_t	 delivered;	/* next byte due to the sink */
 	unsigned	 out;		/* items asked for, not ended */
@@ -139,6 +143,10 @@ struct bx {
 					   their job until sent) */
 	size_t		 nout;		/* items sent, not ended */
 	uint64_t	 budget;	/* bytes asked for, not delivered */
+	char		**dig;		/* owned: paths (owned) of files over
+					   BX_CHUNK listed with a digest */
+	size_t		 ndig, adig;
+	bool		 dig_sorted;	/* dig is in strcmp order */
 };
 
 static void	bx_job_end(struct bx *, struct bx_job *, enum xfer_class, int,
@@ -847,7 +855,8 @@ bx_deliver(struct bx *x, struct bx_job *bj)
 			    (size_t)it->blen);
 		if (rc == 0 && j->kind != XFER_JOB_VALIDATE)
 			j->res.bytes += it->blen;
-		bj->delivered = it->off + it->blen;
+		if (!bj->stream)
+			bj->delivered = it->off + it->blen;
 		free(it->buf);
 		it->buf = NULL;
 		if (it->g == NULL)
@@ -920,6 +929,50 @@ bx_item_error(struct bx *x, struct bx_item *it, unsigned code,
 	bx_job_end(x, bj, cls, rc, "the server: %s", why);
 }
 
+static int
+bx_strcmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Note that file dir/name (dir: a LIST's path) was listed with a digest:
+ * a whole-file job of it goes as one item (bx_refill).  Out of memory it
+ * is not noted (its job then goes in items of BX_CHUNK).
+ */
+static void
+bx_note_digested(struct bx *x, const char *dir, const struct bmp_str *name)
+{
+	char	*p, **d;
+
+	if (x->ndig == x->adig) {
+		if ((d = reallocarray(x->dig, x->adig ? 2 * x->adig : 64,
+		    sizeof(*d))) == NULL)
+			return;
+		x->dig = d;
+		x->adig = x->adig ? 2 * x->adig : 64;
+	}
+	if (asprintf(&p, "%s%s%.*s", dir, dir[0] ? "/" : "", (int)name->len,
+	    (const char *)name->p) < 0)
+		return;
+	x->dig[x->ndig++] = p;
+	x->dig_sorted = false;
+}
+
+/* Was path noted by bx_note_digested? */
+static bool
+bx_is_digested(struct bx *x, const char *path)
+{
+	if (x->ndig == 0)
+		return false;
+	if (!x->dig_sorted) {
+		qsort(x->dig, x->ndig, sizeof(*x->dig), bx_strcmp);
+		x->dig_sorted = true;
+	}
+	return bsearch(&path, x->dig, x->ndig, sizeof(*x->dig),
+	    bx_strcmp) != NULL;
+}
+
 /* The job of a LIST request id, NULL if none is active. */
 static struct bx_job *
 bx_list_job(struct bx *x, uint32_t id)
@@ -976,6 +1029,9 @@ bx_ctl_frame(struct bx *x, uint8_t type, const uint8_t *frame,
 		}
 		bj->job->res.bytes += BMP_HDR_LEN + len;
 		bj->entries++;
+		if (e.type == BMP_T_FILE && e.digest_kind == BMP_D_SHA256 &&
+		    e.size > BX_CHUNK)
+			bx_note_digested(x, bj->path, &e.path);
 		return 0;
 	case BMP_LIST_END:
 		if (bmp_dec_list_end(p, len, &id, &count) != 0)
@@ -1146,6 +1202,10 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 		    (unsigned long long)bj->job->max_size);
 		return 0;
 	}
+	if (bj->stream) {
+		bj->job->res.unchecked = true;
+		return 0;	/* its bytes go to the sink as they come */
+	}
 	if (c->f.len > cap) {
 		bx_job_end(x, bj, XFER_PERMANENT, BM_ELIMIT, "an item of %llu "
 		    "bytes: more than %llu held at once",
@@ -1163,15 +1223,31 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 	return 0;
 }
 
-/* Raw bytes of c's item (n bytes at p). */
+/*
+ * Raw bytes of c's item (n bytes at p): hashed, then copied to its
+ * buffer; or, for a streamed job, written to the sink at once and not
+ * hashed here (the scheduler does, in its workers: res.unchecked).
+ */
 static int
-bx_body(struct bx_conn *c, const uint8_t *p, size_t n, bool in_place)
+bx_body(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t n,
+    bool in_place)
 {
 	struct bx_item	*it = c->cur;
+	struct bx_job	*bj = it->bj;
+	int		 rc;
 
-	if (bmp_hash_update(c->h, p, n) != 0)
+	if ((bj == NULL || !bj->stream) && bmp_hash_update(c->h, p, n) != 0)
 		return BM_EIO;
-	if (!in_place && it->bj != NULL && it->buf != NULL)
+	if (bj != NULL && bj->stream) {
+		if ((rc = bj->job->sink(bj->job->sink_arg, c->f.off + c->got, p,
+		    n)) == 0)
+			bj->job->res.bytes += n;
+		else
+			bx_job_end(x, bj, rc == BM_ECHANGED ? XFER_CHANGED :
+			    XFER_PERMANENT, rc, "%s: %s", bj->path,
+			    bj->job->res.errmsg[0] ? bj->job->res.errmsg :
+			    bm_strerror(rc));
+	} else if (!in_place && bj != NULL && it->buf != NULL)
 		memcpy(it->buf + c->got, p, n);
 	c->got += n;
 	c->left -= n;
@@ -1190,6 +1266,7 @@ bx_digest(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 	struct bx_get	*g = NULL;
 	struct bx_job	*bj;
 	uint8_t		 want[BMP_DIGEST_LEN], kind;
+	unsigned	 i;
 	bool		 ok;
 
 	if (bmp_dec_digest(p, len, &d) != 0 || d.id != c->f.id ||
@@ -1205,6 +1282,8 @@ bx_digest(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 	c->st = DC_HDR;
 	it->receiving = false;
 	ok = d.kind == kind && CRYPTO_memcmp(d.digest, want, sizeof(want)) == 0;
+	if (it->bj != NULL && it->bj->stream)
+		ok = d.kind == BMP_D_SHA256;	/* checked by the scheduler */
 	if ((bj = it->bj) == NULL) {
 		free(it->buf);
 		it->buf = NULL;
@@ -1216,13 +1295,25 @@ bx_digest(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 		    "the server's: discarded", x->where, bj->path,
 		    (unsigned long long)c->f.off, (unsigned long long)(c->f.off +
 		    c->f.len), x->keyed ? "HMAC-SHA-256" : "SHA-256");
-		bx_job_end(x, bj, XFER_RETRY, BM_ECHECKSUM, "bytes [%llu, %llu): "
+		/* Streamed: the bytes are in the temp file, to be dropped. */
+		bx_job_end(x, bj, bj->stream ? XFER_CHANGED : XFER_RETRY,
+		    BM_ECHECKSUM, "bytes [%llu, %llu): "
 		    "the %s does not match the server's: fetched again",
 		    (unsigned long long)c->f.off, (unsigned long long)(c->f.off +
 		    c->f.len), x->keyed ? "HMAC-SHA-256" : "SHA-256");
 		bx_item_ended(x, g, it);	/* after: it is freed here */
 		return 0;
 	}
+	if (bj->stream) {
+		/* The server's SHA-256 of the whole file, for the scheduler. */
+		(void)snprintf(bj->job->res.sha256, sizeof(bj->job->res.sha256),
+		    "sha256:");
+		for (i = 0; i < BMP_DIGEST_LEN; i++)
+			(void)snprintf(bj->job->res.sha256 + 7 + 2 * i, 3,
+			    "%02x", d.digest[i]);
+	}
+	if (bj->stream)
+		bj->delivered = it->off + c->f.len;
 	it->held = true;
 	bx_item_ended(x, g, it);	/* a held item outlives its GET */
 	bx_deliver(x, bj);
@@ -1249,7 +1340,8 @@ bx_data_read(struct bx *x, struct bx_conn *c, char *why, size_t wl)
 		    (size_t)c->left, 0);
 		if (n > 0) {
 			x->last_rx = clock_mono_ns();
-			return bx_body(c, it->buf + c->got, (size_t)n, true);
+			return bx_body(x, c, it->buf + c->got, (size_t)n,
+			    true);
 		}
 	} else
 		n = recv(c->fd, c->rbuf + c->rlen, BX_RBUF - c->rlen, 0);
@@ -1267,7 +1359,7 @@ bx_data_read(struct bx *x, struct bx_conn *c, char *why, size_t wl)
 			k = c->rlen - off;
 			if (k > c->left)
 				k = (size_t)c->left;
-			rc = bx_body(c, c->rbuf + off, k, false);
+			rc = bx_body(x, c, c->rbuf + off, k, false);
 			off += k;
 			continue;
 		}
@@ -1348,6 +1440,11 @@ bx_refill(struct bx *x)
 			if (bj->job->kind == XFER_JOB_VALIDATE) {
 				it->len = bj->sized && bj->end > 0 ? 1 : 0;
 				bj->asked = true;
+			} else if (bj->digested && !x->keyed) {
+				/* The server sends it by sendfile(2). */
+				it->len = bj->end;
+				bj->want = bj->end;
+				bj->asked = bj->stream = true;
 			} else if (bj->sized) {
 				n = bj->end - bj->want;
 				it->len = n > BX_CHUNK ? BX_CHUNK : n;
@@ -1358,7 +1455,7 @@ bx_refill(struct bx *x)
 				it->len = 0;
 				bj->asked = true;
 			}
-			it->blen = bj->sized ? it->len : 0;
+			it->blen = bj->sized && !bj->stream ? it->len : 0;
 			x->budget += it->blen;
 			bj->out++;
 			x->nout++;
@@ -1528,6 +1625,9 @@ bx_submit(void *impl, struct xfer_job *job)
 		    job->off;
 	}
 	bj->delivered = bj->want;
+	bj->digested = job->kind == XFER_JOB_FILE && job->off == 0 &&
+	    job->len == 0 && job->listed_exact && job->listed_size > BX_CHUNK &&
+	    bx_is_digested(x, bj->path);
 	for (jp = &x->jobs; *jp != NULL; jp = &(*jp)->next)
 		;
 	*jp = bj;
@@ -1747,6 +1847,9 @@ bx_close(void *impl)
 	}
 	if (x->efd != -1)
 		(void)close(x->efd);
+	while (x->ndig > 0)
+		free(x->dig[--x->ndig]);
+	free(x->dig);
 	free(x->prefix);
 	free(x->crbuf);
 	free(x->wbuf);

@@ -83,6 +83,17 @@ struct xfer_result {
 					   Content-Range): nothing written */
 	char		 errmsg[256];	/* reason when rc != 0 */
 	struct xfer_path path;		/* what the job measured of the path */
+	bool		 unchecked;	/* set before the first byte: the
+					   transport does not check the bytes
+					   it hands the sink (bm: a whole file
+					   in one item); the caller must hash
+					   them and compare with sha256 before
+					   it publishes them, and keep a failed
+					   try's bytes only if a published
+					   digest of the whole file checks them */
+	char		 sha256[80];	/* with unchecked: "sha256:HEX" the
+					   server sent for the whole body, when
+					   the job ended well; "" else */
 };
 
 /* What a job asks for. */

@@ -9,6 +9,8 @@
 #	tests/bench/serve.sh --quick     # smoke test: 200 small files,
 #	                                 # 2 x 4 MiB, 1 run
 #	tests/bench/serve.sh --runs 5 --nobig   # tree A only
+#	tests/bench/serve.sh --bigonly --baseline OLD   # tree B only, OLD's
+#	                                 # server and client as tool "old"
 #
 # Cases (each tool, per round, the tools' order rotating from round to
 # round): tree A cold (empty destination, fresh state) and no-change
@@ -23,16 +25,22 @@
 # keeps every raw run in $T/raw.csv while it runs.
 . "$(dirname "$0")/../functional/lib.sh"
 
-RUNS=3 NFILES=5000 NBIG=8 BIGMB=256
+RUNS=3 NFILES=5000 NBIG=8 BIGMB=256 BIGONLY=0 BASE=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) RUNS=1 NFILES=200 NBIG=2 BIGMB=4 ;;
 	--runs) RUNS=$2; shift ;;
 	--nobig) NBIG=0 ;;
-	*) echo "usage: $0 [--quick] [--runs N] [--nobig]" >&2; exit 2 ;;
+	--bigonly) BIGONLY=1 NFILES=0 ;;
+	--bigmb) BIGMB=$2; shift ;;
+	--baseline) BASE=$(realpath "${2:?--baseline BIN}"); shift ;;
+	*) echo "usage: $0 [--quick] [--runs N] [--nobig | --bigonly]" \
+	    "[--baseline BIN] [--bigmb MB]" >&2; exit 2 ;;
 	esac
 	shift
 done
+[ -z "$BASE" ] || [ -x "$BASE" ] || { echo "$0: $BASE: not executable" >&2
+    exit 2; }
 bm_setup
 H=127.0.0.1
 uptime | sed 's/^/# uptime at start: /'
@@ -79,6 +87,18 @@ CONF
 SPID=$!
 BM_SERVERS="$BM_SERVERS serve:$SPID:$T/.serve"
 python3 "$BM_TOOLS/bmclient.py" wait $H "$SPORT" || fail "serve"
+if [ -n "$BASE" ]; then
+	# The baseline's server, its own state and served mirror of B.
+	OPORT=$(free_port)
+	sed -e "s/:$SPORT/:$OPORT/" -e "s|$T/tier|$T/otier|" "$T/serve.conf" \
+	    > "$T/oserve.conf"
+	mkdir -p "$T/otier"
+	"$BASE" -c "$T/oserve.conf" --state-dir "$T/osst" serve \
+	    > "$T/oserve.log" 2>&1 &
+	OPID=$!
+	BM_SERVERS="$BM_SERVERS oserve:$OPID:$T/.oserve"
+	python3 "$BM_TOOLS/bmclient.py" wait $H "$OPORT" || fail "old serve"
+fi
 RPORT=$(free_port)
 cat > "$T/rsyncd.conf" <<CONF
 pid file = $T/rsyncd.pid
@@ -100,40 +120,48 @@ if [ "$NBIG" -gt 0 ]; then
 	echo "# the served mirror of B (verify = checksum: digests recorded)"
 	"$BM" -c "$T/serve.conf" --state-dir "$T/sst" sync tier \
 	    > "$T/tier.log" 2>&1 || { cat "$T/tier.log"; fail "tier"; }
+	[ -z "$BASE" ] || "$BASE" -c "$T/oserve.conf" --state-dir "$T/osst" \
+	    sync tier > "$T/otier.log" 2>&1 ||
+	    { cat "$T/otier.log"; fail "old tier"; }
 fi
 
-# scpu: the server's CPU seconds so far (utime + stime).
+# scpu [PID]: a server's CPU seconds so far (utime + stime).
 scpu() {
 	awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / hz }' \
-	    "/proc/$SPID/stat"
+	    "/proc/${1:-$SPID}/stat"
 }
 # timed TOOL,CASE CMD...: run CMD, append "TOOL,CASE,ms,server CPU s"
 # to raw.csv.
 timed() {
-	local key=$1 t0 t1 c0 c1
+	local key=$1 t0 t1 c0 c1 pid=$SPID
 	shift
-	c0=$(scpu)
+	case $key in old,*) pid=$OPID ;; esac
+	c0=$(scpu "$pid")
 	t0=$(date +%s%N)
 	"$@" > "$T/cmd.out" 2>&1 || { cat "$T/cmd.out"; fail "$key: $*"; }
 	t1=$(date +%s%N)
-	c1=$(scpu)
+	c1=$(scpu "$pid")
 	echo "$key,$(( (t1 - t0) / 1000000 )),$(awk -v a="$c0" -v b="$c1" \
 	    'BEGIN { printf "%.2f", b - a }')" >> "$T/raw.csv"
 }
-# bmsync SRC DEST STATE [KEY=VALUE...]: biomirror with a one-mirror config.
+# bmsync SRC DEST STATE [KEY=VALUE...]: biomirror with a one-mirror config
+# (BMBIN: another binary).
 bmsync() {
-	local src=$1 dest=$2 st=$3 kv
+	local src=$1 dest=$2 st=$3 kv bin=${BMBIN:-$BM}
 	shift 3
 	mkdir -p "$st"
 	{
 		printf '[m]\nsource = %s\ndest = %s\n' "$src" "$dest"
 		for kv in "$@"; do printf '%s\n' "$kv"; done
 	} > "$st/m.conf"
-	"$BM" -c "$st/m.conf" --state-dir "$st" sync m
+	"$bin" -c "$st/m.conf" --state-dir "$st" sync m
 }
+oldsync() { BMBIN=$BASE bmsync "$@"; }
 
 : > "$T/raw.csv"
 order=(bm rsync http)
+[ -z "$BASE" ] || order=(bm old http rsync)
+[ "$BIGONLY" = 0 ] || [ -n "$BASE" ] || order=(bm http rsync)
 for r in $(seq 1 "$RUNS"); do
 	echo "# round $r: ${order[*]}"
 	for tool in "${order[@]}"; do
@@ -141,6 +169,10 @@ for r in $(seq 1 "$RUNS"); do
 		mkdir -p "$T/dst"
 		bs=()
 		case $tool in
+		old) bc=(oldsync "bm://$H:$OPORT/src/B/" "$T/dst/Bc"
+		    "$T/st/c" "max_connections = 4" "verify = checksum")
+		    bs=(oldsync "bm://$H:$OPORT/tier/" "$T/dst/Bs" "$T/st/s"
+		    "max_connections = 4" "verify = size") ;;
 		bm) a=(bmsync "bm://$H:$SPORT/src/A/" "$T/dst/A" "$T/st/a"
 		    "concurrency = 64" "max_connections = 4")
 		    bc=(bmsync "bm://$H:$SPORT/src/B/" "$T/dst/Bc" "$T/st/c"
@@ -156,10 +188,13 @@ for r in $(seq 1 "$RUNS"); do
 		    bs=(bmsync "${NGINX_URL}B/" "$T/dst/Bs" "$T/st/s"
 		    "max_connections = 4" "verify = size") ;;
 		esac
-		timed "$tool,A cold" "${a[@]}"
-		timed "$tool,A no change" "${a[@]}"
-		diff -r "$T/src/A" "$T/dst/A" || fail "$tool: tree A differs"
-		rm -rf "$T/dst/A"
+		if [ "$BIGONLY" = 0 ] && [ "$tool" != old ]; then
+			timed "$tool,A cold" "${a[@]}"
+			timed "$tool,A no change" "${a[@]}"
+			diff -r "$T/src/A" "$T/dst/A" ||
+			    fail "$tool: tree A differs"
+			rm -rf "$T/dst/A"
+		fi
 		[ "$NBIG" -gt 0 ] || continue
 		timed "$tool,B cold checksum" "${bc[@]}"
 		cmp "$T/src/B/big1.bin" "$T/dst/Bc/big1.bin" ||
@@ -174,6 +209,33 @@ for r in $(seq 1 "$RUNS"); do
 	order=("${order[@]:1}" "${order[0]}")
 done
 
+if [ "$BIGONLY" = 1 ]; then
+	uptime | sed 's/^/# uptime at end: /'
+	echo "# medians of $RUNS (seconds); server CPU s/GiB of B (bm, old)"
+	python3 - "$T/raw.csv" "$(du -sk "$T/src/B" | cut -f1)" <<'EOF'
+import csv, statistics, sys
+runs, cpu = {}, {}
+for tool, case, ms, c in csv.reader(open(sys.argv[1])):
+    runs.setdefault(case, {}).setdefault(tool, []).append(int(ms) / 1000)
+    cpu.setdefault(case, {}).setdefault(tool, []).append(float(c))
+gib = int(sys.argv[2]) / 2**20
+tools = ["bm", "old", "rsync", "http"]
+print("| case | " + " | ".join(tools) + " | bm CPU s/GiB | old CPU s/GiB |")
+print("|---|---|---|---|---|---|---|")
+for case, t in runs.items():
+    print("| %s | %s | %s |" % (case, " | ".join(
+        "%.2f" % statistics.median(t[k]) if k in t else "-" for k in tools),
+        " | ".join("%.2f" % (statistics.median(cpu[case][k]) / gib)
+        if k in cpu[case] else "-" for k in ("bm", "old"))))
+print("raw (s):")
+for case, t in runs.items():
+    for k in tools:
+        if k in t:
+            print("  %s %s: %s" % (case, k, " ".join("%.2f" % v for v in t[k])))
+EOF
+	stop_servers
+	exit 0
+fi
 echo "# 4 bm:// clients of tree A at once"
 rm -rf "$T/dst" "$T/st"
 mkdir -p "$T/dst"
