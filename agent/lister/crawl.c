@@ -369,6 +369,9 @@ crawl_run(struct crawl *c, const struct crawl_ops *ops, void *arg)
 			    c->p.batch;
 			if ((rc = crawl_batch(c, ops, arg, next, n)) != 0)
 				return rc;
+			if (c->p.drain != NULL && listing_count(c->p.out) > 0 &&
+			    (rc = c->p.drain(c->p.drain_ctx, c->p.out)) != 0)
+				return rc;
 		}
 		again = false;
 		if (ops->more == NULL ||

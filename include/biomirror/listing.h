@@ -96,8 +96,24 @@ int		 listing_move_in(struct listing *l, struct entry *e);
  * is not freed).  Returns 0, or BM_ENOMEM with dst zeroed.
  */
 int		 listing_entry_copy(struct entry *dst, const struct entry *src);
-/* Entries l can still take before listing_append gives BM_ELIMIT. */
+/*
+ * Entries l can still take before listing_append gives BM_ELIMIT (the
+ * drained ones count).
+ */
 size_t		 listing_room(const struct listing *l);
+/*
+ * Free every entry of l after a consumer took them (a batch staged:
+ * listing_count is 0 again); they still count against max_entries.
+ */
+void		 listing_drain(struct listing *l);
+/* Entries l held: those it holds now plus every one drained. */
+size_t		 listing_total(const struct listing *l);
+/*
+ * A consumer of a listing's entries in batches, as a crawl makes them:
+ * it takes what it needs of l's entries and calls listing_drain(l).
+ * Returns 0 or a BM_E* code that stops the crawl.
+ */
+typedef int	(*listing_drain_fn)(void *ctx, struct listing *l);
 /*
  * Move every entry of src, in order and with the strings it owns, to the
  * end of dst; src is left empty (still to be freed).  Returns 0,
