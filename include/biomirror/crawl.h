@@ -54,8 +54,9 @@ struct crawl_params {
 	void		*ctx;		/* borrowed: fetch's ctx */
 	struct listing	*out;		/* borrowed: entries are appended */
 	listing_drain_fn drain;		/* NULL, or called with out after
-					   each batch of pages: it takes
-					   the entries and empties out
+					   each batch of pages and whenever
+					   it holds a few thousand entries:
+					   it takes them and empties out
 					   (listing_drain) */
 	void		*drain_ctx;	/* borrowed: drain's ctx */
 	char		*errbuf;	/* borrowed, may be NULL: "URL: reason"
@@ -147,8 +148,9 @@ int	crawl_push(struct crawl *c, size_t parent, const char *prefix,
  * but its href and size_display freed; e left zeroed) when the filter
  * takes it; a directory is queued as well,
  * unless past max_depth (noted) or its unique= was already listed
- * outside a followed link (a loop: counted).  Returns 0, BM_ENOMEM or
- * BM_ELIMIT (the output's cap).
+ * outside a followed link (a loop: counted).  A full output goes to the
+ * drain (crawl_params).  Returns 0, BM_ENOMEM, BM_ELIMIT (the output's
+ * cap) or the drain's code.
  */
 int	crawl_take(struct crawl *c, size_t d, struct entry *e);
 /*
