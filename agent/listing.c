@@ -31,7 +31,13 @@ struct listing {
 	size_t		 cap;		/* allocated slots */
 	size_t		 max;		/* hard cap on n (rule 31) */
 	size_t		 peak;		/* largest n so far */
+	size_t		 drained;	/* entries handed on and freed
+					   (listing_drain): they count
+					   against max */
 };
+
+/* The array listing_drain keeps for the next batch, at most (slots). */
+#define LISTING_KEEP_CAP	65536
 
 /* Empty listing capped at max_entries; NULL on out-of-memory. */
 struct listing *
@@ -130,7 +136,7 @@ listing_append(struct listing *l, struct entry **ret)
 {
 	struct entry	*e;
 
-	if (l->n >= l->max)
+	if (l->n >= l->max - (l->drained < l->max ? l->drained : l->max))
 		return BM_ELIMIT;
 	if (listing_reserve(l, l->n + 1) != 0)
 		return BM_ENOMEM;
@@ -174,8 +180,9 @@ listing_entry_copy(struct entry *dst, const struct entry *src)
 {
 	*dst = *src;
 	dst->path = dst->href = dst->size_display = dst->target =
-	    dst->unique = NULL;
+	    dst->unique = dst->checksum = NULL;
 	if (!dup_or_null(&dst->path, src->path) ||
+	    !dup_or_null(&dst->checksum, src->checksum) ||
 	    !dup_or_null(&dst->href, src->href) ||
 	    !dup_or_null(&dst->size_display, src->size_display) ||
 	    !dup_or_null(&dst->target, src->target) ||
@@ -190,7 +197,37 @@ listing_entry_copy(struct entry *dst, const struct entry *src)
 size_t
 listing_room(const struct listing *l)
 {
-	return l->n < l->max ? l->max - l->n : 0;
+	size_t	 used = l->n + l->drained;
+
+	return used < l->max ? l->max - used : 0;
+}
+
+/*
+ * Free every entry (a consumer took what it needs of them) and count
+ * them as drained: the cap still counts them (listing_total).  A large
+ * array is given back; a small one is kept for the next batch.
+ */
+void
+listing_drain(struct listing *l)
+{
+	size_t	 i;
+
+	for (i = 0; i < l->n; i++)
+		entry_clear(&l->v[i]);
+	l->drained += l->n;
+	l->n = 0;
+	if (l->cap > LISTING_KEEP_CAP) {
+		free(l->v);
+		l->v = NULL;
+		l->cap = 0;
+	}
+}
+
+/* Entries ever appended and kept: those held plus those drained. */
+size_t
+listing_total(const struct listing *l)
+{
+	return l->n + l->drained;
 }
 
 /*

@@ -169,8 +169,18 @@ static const char manifest_staging_sql[] =
 	" size_exact INTEGER NOT NULL,"
 	" mtime INTEGER NOT NULL,"
 	" prec INTEGER NOT NULL,"
-	" target BLOB"
+	" target BLOB,"
+	" checksum TEXT"
 	") WITHOUT ROWID;";
+
+/*
+ * The staging table lives in a temp file, not in memory, with a bounded
+ * page cache: a listing of millions of entries costs disk, not RSS
+ * (set before the table is made: a temp_store change drops temp tables).
+ */
+static const char manifest_temp_sql[] =
+	"PRAGMA temp_store = FILE;"
+	"PRAGMA temp.cache_size = -8192;";
 
 /* Column list shared by the queries that fill a struct file_row. */
 #define FILE_COLS \
@@ -191,6 +201,8 @@ enum manifest_st {
 	ST_ROLLBACK,
 	ST_STAGE_CLEAR,
 	ST_STAGE_INSERT,
+	ST_STAGE_COUNT,
+	ST_STAGE_WALK,
 	ST_DIFF,
 	ST_GONE,
 	ST_FILE_COUNT,
@@ -236,8 +248,13 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_STAGE_CLEAR] = "DELETE FROM temp.staging",
 	[ST_STAGE_INSERT] =
 	    "INSERT OR IGNORE INTO temp.staging"
-	    " (path, type, size, size_exact, mtime, prec, target)"
-	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	    " (path, type, size, size_exact, mtime, prec, target, checksum)"
+	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_STAGE_COUNT] = "SELECT count(*) FROM temp.staging",
+	[ST_STAGE_WALK] =
+	    "SELECT path, type, mtime, prec, checksum FROM temp.staging"
+	    " WHERE (type = 100 AND prec != 0) OR (?1 AND type = 102)"	/* 'd', 'f' */
+	    " ORDER BY path",
 	[ST_DIFF] =
 	    "SELECT s.path, s.type, s.size, s.size_exact, s.mtime, s.prec,"
 	    " s.target, f.path IS NOT NULL, f.type, f.list_size,"
@@ -793,7 +810,8 @@ manifest_setup(struct manifest *m)
 			return rc;
 		m->version = MANIFEST_VERSION;
 	}
-	if ((src = db_exec_script(m->db, manifest_staging_sql)) != SQLITE_OK)
+	if ((src = db_exec_script(m->db, manifest_temp_sql)) != SQLITE_OK ||
+	    (src = db_exec_script(m->db, manifest_staging_sql)) != SQLITE_OK)
 		return db_fail(m, src);
 	return 0;
 }
@@ -1768,6 +1786,43 @@ manifest_last_success(struct manifest *m, struct run_record *ret)
 	return rc;
 }
 
+/* Insert the entries of l into staging (a transaction is open). */
+static int
+stage_rows(struct manifest *m, const struct listing *l)
+{
+	sqlite3_stmt		*st = m->st[ST_STAGE_INSERT];
+	const struct entry	*e;
+	size_t			 i, n;
+	int			 rc = 0, src;
+	bool			 known;
+
+	n = listing_count(l);
+	for (i = 0; i < n; i++) {
+		e = listing_get(l, i);
+		known = e->mtime_prec != MTIME_UNKNOWN;
+		(void)bind_path(st, 1, e->path);
+		(void)sqlite3_bind_int(st, 2, (int)e->type);
+		(void)sqlite3_bind_int64(st, 3, e->size < 0 ? -1 : e->size);
+		(void)sqlite3_bind_int(st, 4, e->size >= 0 && e->size_exact);
+		(void)sqlite3_bind_int64(st, 5, known ? e->mtime : 0);
+		(void)sqlite3_bind_int(st, 6, known ? (int)e->mtime_prec : 0);
+		(void)bind_path(st, 7, e->target);
+		if (e->type == ENTRY_FILE && e->checksum != NULL)
+			(void)sqlite3_bind_text(st, 8, e->checksum, -1,
+			    SQLITE_STATIC);
+		else
+			(void)sqlite3_bind_null(st, 8);
+		src = sqlite3_step(st);
+		(void)sqlite3_reset(st);
+		if (src != SQLITE_DONE) {
+			rc = db_fail(m, src);
+			break;
+		}
+	}
+	st_done(st);
+	return rc;
+}
+
 /*
  * Replace the staging table with the entries of l (borrowed) in one
  * transaction: path and target as BLOBs, size -1 (never exact) when
@@ -1780,39 +1835,88 @@ manifest_last_success(struct manifest *m, struct run_record *ret)
 int
 manifest_stage(struct manifest *m, const struct listing *l)
 {
-	sqlite3_stmt		*st = m->st[ST_STAGE_INSERT];
-	const struct entry	*e;
-	size_t			 i, n;
-	int			 rc, src;
-	bool			 known;
+	int	 rc;
 
 	if ((rc = tx_begin(m, false)) != 0)
 		return rc;
-	if ((rc = st_run(m, m->st[ST_STAGE_CLEAR])) != 0)
-		goto out;
-	n = listing_count(l);
-	for (i = 0; i < n; i++) {
-		e = listing_get(l, i);
-		known = e->mtime_prec != MTIME_UNKNOWN;
-		(void)bind_path(st, 1, e->path);
-		(void)sqlite3_bind_int(st, 2, (int)e->type);
-		(void)sqlite3_bind_int64(st, 3, e->size < 0 ? -1 : e->size);
-		(void)sqlite3_bind_int(st, 4, e->size >= 0 && e->size_exact);
-		(void)sqlite3_bind_int64(st, 5, known ? e->mtime : 0);
-		(void)sqlite3_bind_int(st, 6, known ? (int)e->mtime_prec : 0);
-		(void)bind_path(st, 7, e->target);
-		src = sqlite3_step(st);
-		(void)sqlite3_reset(st);
-		if (src != SQLITE_DONE) {
-			rc = db_fail(m, src);
-			goto out;
-		}
-	}
-	rc = tx_commit(m);
-out:
-	st_done(st);
+	if ((rc = st_run(m, m->st[ST_STAGE_CLEAR])) == 0 &&
+	    (rc = stage_rows(m, l)) == 0)
+		rc = tx_commit(m);
 	if (rc != 0)
 		tx_rollback(m);
+	return rc;
+}
+
+/* Empty the staging table.  0 or BM_EDB. */
+int
+manifest_stage_begin(struct manifest *m)
+{
+	return st_run(m, m->st[ST_STAGE_CLEAR]);
+}
+
+/*
+ * Add the entries of l to staging in one transaction, as manifest_stage
+ * does (a path staged already keeps its first entry).  0 or BM_EDB (none
+ * of l added).
+ */
+int
+manifest_stage_add(struct manifest *m, const struct listing *l)
+{
+	int	 rc;
+
+	if (listing_count(l) == 0)
+		return 0;
+	if ((rc = tx_begin(m, false)) != 0)
+		return rc;
+	if ((rc = stage_rows(m, l)) == 0)
+		rc = tx_commit(m);
+	if (rc != 0)
+		tx_rollback(m);
+	return rc;
+}
+
+/* Number of staged paths into *ret.  0 or BM_EDB. */
+int
+manifest_staged_count(struct manifest *m, int64_t *ret)
+{
+	sqlite3_stmt	*st = m->st[ST_STAGE_COUNT];
+	int		 rc = 0, src;
+
+	if ((src = sqlite3_step(st)) == SQLITE_ROW)
+		*ret = sqlite3_column_int64(st, 0);
+	else
+		rc = db_fail(m, src);
+	st_done(st);
+	return rc;
+}
+
+/*
+ * Walk the staged directories with a known mtime and, with files, every
+ * staged file, in path order.  0, fn's non-zero value, or BM_EDB.
+ */
+int
+manifest_staged_walk(struct manifest *m, bool files, manifest_staged_fn fn,
+    void *ctx)
+{
+	sqlite3_stmt	*st = m->st[ST_STAGE_WALK];
+	struct staged_row r;
+	int		 rc = 0, src;
+
+	(void)sqlite3_bind_int(st, 1, files);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		memset(&r, 0, sizeof(r));
+		r.path = col_str(st, 0, &r.pathlen);
+		r.type = (enum entry_type)sqlite3_column_int(st, 1);
+		r.mtime = sqlite3_column_int64(st, 2);
+		r.prec = (enum mtime_prec)sqlite3_column_int(st, 3);
+		r.checksum = col_str(st, 4, NULL);
+		if ((rc = fn(ctx, &r)) != 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	st_done(st);
 	return rc;
 }
 

@@ -13,6 +13,9 @@
 #include "biomirror/crawl.h"
 #include "biomirror/error.h"
 
+/* Entries the output holds before crawl_take hands them to the drain. */
+#define CRAWL_DRAIN_AT	8192
+
 struct crawl {
 	struct crawl_params p;		/* borrowed pointers */
 	struct crawl_dir *dirs;		/* owned: the queue */
@@ -273,7 +276,12 @@ crawl_take(struct crawl *c, size_t d, struct entry *e)
 	free(e->href);
 	free(e->size_display);
 	e->href = e->size_display = NULL;
-	return listing_move_in(c->p.out, e);
+	if ((rc = listing_move_in(c->p.out, e)) != 0)
+		return rc;
+	/* A huge directory is handed on in pieces too. */
+	if (c->p.drain != NULL && listing_count(c->p.out) >= CRAWL_DRAIN_AT)
+		return c->p.drain(c->p.drain_ctx, c->p.out);
+	return 0;
 }
 
 bool
@@ -368,6 +376,9 @@ crawl_run(struct crawl *c, const struct crawl_ops *ops, void *arg)
 			n = c->ndirs - next < c->p.batch ? c->ndirs - next :
 			    c->p.batch;
 			if ((rc = crawl_batch(c, ops, arg, next, n)) != 0)
+				return rc;
+			if (c->p.drain != NULL && listing_count(c->p.out) > 0 &&
+			    (rc = c->p.drain(c->p.drain_ctx, c->p.out)) != 0)
 				return rc;
 		}
 		again = false;

@@ -1741,6 +1741,10 @@ list_ftp_crawl(const char *source_url, const struct ftp_crawl_opts *opts,
 	crawl_params_init(&p, source_url, opts->filter, opts->max_depth,
 	    opts->batch, fetch, ctx, out, errbuf, errlen);
 	p.shallow = opts->shallow;
+	if (!opts->follow) {
+		p.drain = opts->drain;
+		p.drain_ctx = opts->drain_ctx;
+	}
 	if ((rc = crawl_new(&p, &c.cr)) != 0)
 		return rc;
 	if (source_url[0] == '\0' ||
@@ -1846,6 +1850,8 @@ ftp_list(const struct lister_run *lr, struct listing *out,
 	fo.ret_skipped = &ret->skipped;
 	fo.ret_unread = &ret->unread;
 	fo.follow = lr->follow;
+	fo.drain = lr->drain;
+	fo.drain_ctx = lr->ctx;
 	fo.ret_dangling = &dangling;
 	fo.unlisted = lr->follow ? lr->unlisted : NULL;
 	fo.on_feat = ftp_feat;

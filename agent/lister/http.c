@@ -3053,6 +3053,8 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 	crawl_params_init(&p, source_url, opts->filter, opts->max_depth,
 	    opts->batch, fetch, ctx, out, errbuf, errlen);
 	p.shallow = opts->shallow;
+	p.drain = opts->drain;
+	p.drain_ctx = opts->drain_ctx;
 	if ((rc = crawl_new(&p, &cr)) != 0)
 		return rc;
 	rc = crawl_run(cr, &http_crawl_ops, &c);
@@ -3078,6 +3080,8 @@ http_list(const struct lister_run *lr, struct listing *out,
 	co.shallow = lr->shallow;
 	co.max_entries = lr->max_entries;
 	co.batch = (size_t)lr->connections * 2;
+	co.drain = lr->drain;
+	co.drain_ctx = lr->ctx;
 	co.ret_skipped = &ret->skipped;
 	co.ret_loops = &ret->loops;
 	return list_http_crawl(lr->source, &co, lr->fetch, lr->ctx, out,

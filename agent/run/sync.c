@@ -76,7 +76,11 @@ struct run {
 	struct dest_lock *dl;		/* owned: the destination's lock, NULL
 					   until run_claim_dest */
 	struct xfer	*x;		/* owned */
-	struct listing	*l;		/* owned */
+	struct listing	*l;		/* owned: the entries not yet staged
+					   (run_drain stages them in batches) */
+	struct listing	*zcand;		/* owned: the files zone_check may ask
+					   (zone_keep), NULL until run_list */
+	int		 drain_rc;	/* why run_drain stopped the crawl, 0 */
 	struct plan	*p;		/* owned */
 	int64_t		 run;		/* manifest run id, 0 in a dry run */
 	struct filter	 filter;	/* include/exclude (strings borrowed) */
@@ -471,6 +475,72 @@ run_list_stats(const struct run *r, const struct lister_stats *st)
 		    who, st->loops);
 }
 
+/*
+ * Stage a batch of the listing, its times resolved in the run's zone,
+ * and free it (listing_drain).  0, BM_EINVAL (a time the zone cannot
+ * convert) or BM_EDB (r->err says why).
+ */
+static int
+run_stage_batch(struct run *r, struct listing *l)
+{
+	int	 rc;
+
+	if ((rc = listing_resolve_times(l, run_zone(r))) != 0)
+		return rc;
+	if (manifest_stage_add(r->m, l) != 0) {
+		(void)snprintf(r->err, sizeof(r->err), "manifest: stage: %s",
+		    manifest_errmsg(r->m));
+		return BM_EDB;
+	}
+	listing_drain(l);
+	return 0;
+}
+
+/*
+ * lister_run.drain: each batch of the crawl is staged as it comes, so no
+ * run holds its whole listing (issue 22); the files zone_check may ask
+ * are kept aside.  Not used under auto zones: the times are resolved
+ * once the zone is learnt, at the end.
+ */
+static int
+run_drain(void *ctx, struct listing *l)
+{
+	struct run	*r = ctx;
+	int		 rc;
+
+	if ((rc = zone_keep(r->zcand, l)) != 0 ||
+	    (rc = run_stage_batch(r, l)) != 0)
+		r->drain_rc = rc;
+	return rc;
+}
+
+/* The lister_run of this run's listing. */
+static void
+run_lister_run(struct run *r, struct lister_run *lr)
+{
+	memset(lr, 0, sizeof(*lr));
+	lr->name = r->c->name;
+	lr->source = r->c->source;
+	lr->filter = &r->filter;
+	lr->tz = run_zone(r);
+	lr->max_depth = MAX_DEPTH;
+	lr->max_entries = r->c->max_entries;
+	lr->connections = run_connections(r);
+	lr->follow = r->c->follow_symlinks;
+	lr->mode_e = r->c->ftp_mode_e;
+	lr->fetch = fetch_pages;
+	lr->ctx = r;
+	lr->hint = run_hint;
+	lr->unlisted = r->unlisted;
+	lr->drain = r->zs.conf->kind == TZ_AUTO ? NULL : run_drain;
+}
+
+/*
+ * List upstream into the staging table: batches as the crawl hands them
+ * on (run_drain), then the rest once the zone is checked.  Duplicates
+ * are dropped by the staging table (the first kept, as listing_sort
+ * does), so res->listed counts what it holds.
+ */
 static int
 run_list(struct run *r)
 {
@@ -482,7 +552,8 @@ run_list(struct run *r)
 	r->filter.ninclude = r->c->ninclude;
 	r->filter.exclude = (const char *const *)r->c->exclude;
 	r->filter.nexclude = r->c->nexclude;
-	if ((r->l = listing_new(MAX_LISTING)) == NULL)
+	if ((r->l = listing_new(MAX_LISTING)) == NULL ||
+	    (r->zcand = listing_new(MAX_LISTING)) == NULL)
 		return BM_ENOMEM;
 	if (r->c->follow_symlinks &&
 	    (r->unlisted = listing_new(MAX_LISTING)) == NULL)
@@ -493,27 +564,17 @@ run_list(struct run *r)
 	    &r->c->listing_tz;
 	r->zs.ftp = r->lister->zone == LISTER_ZONE_FTP;
 	r->zs.record = !r->o->dry_run;
-	if ((rc = zone_start(&r->zs, r->m)) != 0) {
+	if ((rc = zone_start(&r->zs, r->m)) != 0 ||
+	    manifest_stage_begin(r->m) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 		    manifest_errmsg(r->m));
 		return BM_EDB;
 	}
-	memset(&lr, 0, sizeof(lr));
 	memset(&st, 0, sizeof(st));
-	lr.name = r->c->name;
-	lr.source = r->c->source;
-	lr.filter = &r->filter;
-	lr.tz = run_zone(r);
-	lr.max_depth = MAX_DEPTH;
-	lr.max_entries = r->c->max_entries;
-	lr.connections = run_connections(r);
-	lr.follow = r->c->follow_symlinks;
-	lr.mode_e = r->c->ftp_mode_e;
-	lr.fetch = fetch_pages;
-	lr.ctx = r;
-	lr.hint = run_hint;
-	lr.unlisted = r->unlisted;
+	run_lister_run(r, &lr);
 	rc = r->lister->list(&lr, r->l, &st, r->err, sizeof(r->err));
+	if (r->drain_rc != 0)
+		return r->drain_rc;
 	run_unlisted(r);
 	r->complete = rc == 0;
 	run_list_stats(r, &st);
@@ -525,19 +586,18 @@ run_list(struct run *r)
 		log_errx("%s: list: %s", r->c->name, r->err);
 		(void)result_add_error(r->res, "", "list", r->err);
 	}
-	if (listing_count(r->l) > 0 && (rc = zone_check(&r->zs, r->x, r->m,
-	    r->l, r->o->stop)) != 0) {
+	if ((rc = zone_keep(r->zcand, r->l)) != 0)
+		return rc;
+	if (listing_total(r->l) > 0 && (rc = zone_check(&r->zs, r->x, r->m,
+	    r->zcand, r->o->stop)) != 0) {
 		if (rc == BM_EDB)
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 			    manifest_errmsg(r->m));
 		return rc;
 	}
-	if ((rc = listing_resolve_times(r->l, run_zone(r))) != 0)
+	if ((rc = run_stage_batch(r, r->l)) != 0)
 		return rc;
-	if ((rc = listing_sort(r->l)) != 0)
-		return rc;
-	r->res->listed = (int64_t)listing_count(r->l);
-	if ((rc = manifest_stage(r->m, r->l)) != 0) {
+	if (manifest_staged_count(r->m, &r->res->listed) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: stage: %s",
 		    manifest_errmsg(r->m));
 		return BM_EDB;
@@ -912,56 +972,77 @@ is_sidecar(const char *path)
 	return sidecar_name(base ? base + 1 : path, NULL);
 }
 
-/*
- * Remember the listed sidecar files (verify = sidecar | checksum, and
- * resync --checksum).
- */
-static int
-run_keep_sidecars(struct run *r)
-{
-	const struct entry *e;
-	size_t		 i, n = 0;
+/* What run_drop_listing collects from the staged rows. */
+struct run_keep {
+	struct run	*r;		/* borrowed */
+	bool		 sums;		/* sidecars and listed digests too */
+	size_t		 capdirs, capsc, caplsums; /* slots allocated */
+};
 
-	for (i = 0; i < listing_count(r->l); i++) {
-		e = listing_get(r->l, i);
-		if (e->type == ENTRY_FILE && is_sidecar(e->path))
-			n++;
-	}
-	if (n == 0)
+/* Grow *v (elem bytes each) to hold n + 1 elements.  0 or BM_ENOMEM. */
+static int
+run_grow(void **v, size_t *cap, size_t n, size_t elem)
+{
+	void	*nv;
+	size_t	 ncap;
+
+	if (n < *cap)
 		return 0;
-	if ((r->sidecars = calloc(n, sizeof(*r->sidecars))) == NULL)
+	ncap = *cap ? *cap * 2 : 64;
+	if ((nv = reallocarray(*v, ncap, elem)) == NULL)
 		return BM_ENOMEM;
-	for (i = 0; i < listing_count(r->l); i++) {
-		e = listing_get(r->l, i);
-		if (e->type != ENTRY_FILE || !is_sidecar(e->path))
-			continue;
-		if ((r->sidecars[r->nsidecars] = strdup(e->path)) == NULL)
-			return BM_ENOMEM;
-		r->nsidecars++;
-	}
+	memset((char *)nv + *cap * elem, 0, (ncap - *cap) * elem);
+	*v = nv;
+	*cap = ncap;
 	return 0;
 }
 
-/* Keep the digests the listing states (verify = sidecar | checksum). */
+/*
+ * manifest_staged_walk: a listed directory with a known mtime (its mtime
+ * is set last, run_dir_mtimes), a listed sidecar file and a digest the
+ * listing states (verify = sidecar | checksum, and resync --checksum).
+ */
 static int
-run_keep_lsums(struct run *r)
+run_keep_row(void *ctx, const struct staged_row *sr)
 {
-	const struct entry *e;
-	size_t		 i, n = 0;
+	struct run_keep	*k = ctx;
+	struct run	*r = k->r;
+	struct digest_value v;
+	void		*p;
 
-	for (i = 0; i < listing_count(r->l); i++)
-		if (listing_get(r->l, i)->checksum != NULL)
-			n++;
-	if (n == 0)
+	if (sr->type == ENTRY_DIR) {
+		p = r->dirs;
+		if (run_grow(&p, &k->capdirs, r->ndirs, sizeof(*r->dirs)) != 0)
+			return BM_ENOMEM;
+		r->dirs = p;
+		if ((r->dirs[r->ndirs].path = strndup(sr->path,
+		    sr->pathlen)) == NULL)
+			return BM_ENOMEM;
+		r->dirs[r->ndirs++].mtime = sr->mtime;
 		return 0;
-	if ((r->lsums = calloc(n, sizeof(*r->lsums))) == NULL)
-		return BM_ENOMEM;
-	for (i = 0; i < listing_count(r->l); i++) {
-		e = listing_get(r->l, i);
-		if (e->type != ENTRY_FILE || e->checksum == NULL ||
-		    digest_from_text(e->checksum, &r->lsums[r->nlsums].v) != 0)
-			continue;
-		if ((r->lsums[r->nlsums].path = strdup(e->path)) == NULL)
+	}
+	if (!k->sums)
+		return 0;
+	if (is_sidecar(sr->path)) {
+		p = r->sidecars;
+		if (run_grow(&p, &k->capsc, r->nsidecars,
+		    sizeof(*r->sidecars)) != 0)
+			return BM_ENOMEM;
+		r->sidecars = p;
+		if ((r->sidecars[r->nsidecars] = strndup(sr->path,
+		    sr->pathlen)) == NULL)
+			return BM_ENOMEM;
+		r->nsidecars++;
+	}
+	if (sr->checksum != NULL && digest_from_text(sr->checksum, &v) == 0) {
+		p = r->lsums;
+		if (run_grow(&p, &k->caplsums, r->nlsums,
+		    sizeof(*r->lsums)) != 0)
+			return BM_ENOMEM;
+		r->lsums = p;
+		r->lsums[r->nlsums].v = v;
+		if ((r->lsums[r->nlsums].path = strndup(sr->path,
+		    sr->pathlen)) == NULL)
 			return BM_ENOMEM;
 		r->nlsums++;
 	}
@@ -969,40 +1050,34 @@ run_keep_lsums(struct run *r)
 }
 
 /*
- * Keep what the rest of the run needs from the listing (directories with
- * a known mtime) and free the rest: on a 100,000-entry listing that is
- * most of the run's memory.
+ * Keep what the rest of the run needs from the staged listing
+ * (directories with a known mtime; with verify or --checksum the
+ * sidecars and listed digests) and free what is left of the listing.
+ * 0, BM_ENOMEM or BM_EDB.
  */
 static int
 run_drop_listing(struct run *r)
 {
-	const struct entry *e;
-	size_t		 i, n = 0;
+	struct run_keep	 k;
+	int		 rc;
 
-	for (i = 0; i < listing_count(r->l); i++) {
-		e = listing_get(r->l, i);
-		if (e->type == ENTRY_DIR && e->mtime_prec != MTIME_UNKNOWN)
-			n++;
-	}
-	if (n > 0 && (r->dirs = calloc(n, sizeof(*r->dirs))) == NULL)
-		return BM_ENOMEM;
-	if ((r->c->verify != VERIFY_SIZE || r->o->checksum) &&
-	    (run_keep_sidecars(r) != 0 || run_keep_lsums(r) != 0))
-		return BM_ENOMEM;
-	for (i = 0; i < listing_count(r->l); i++) {
-		e = listing_get(r->l, i);
-		if (e->type != ENTRY_DIR || e->mtime_prec == MTIME_UNKNOWN)
-			continue;
-		if ((r->dirs[r->ndirs].path = strdup(e->path)) == NULL)
-			return BM_ENOMEM;
-		r->dirs[r->ndirs++].mtime = e->mtime;
-	}
 	listing_free(r->l);
 	r->l = NULL;
+	listing_free(r->zcand);
+	r->zcand = NULL;
+	memset(&k, 0, sizeof(k));
+	k.r = r;
+	k.sums = r->c->verify != VERIFY_SIZE || r->o->checksum;
+	if ((rc = manifest_staged_walk(r->m, k.sums, run_keep_row, &k)) != 0) {
+		if (rc == BM_EDB)
+			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
+			    manifest_errmsg(r->m));
+		return rc;
+	}
 	/*
-	 * Much of what was just freed lies in the arenas of the crawl's
-	 * parser threads, which the plan's allocations on this thread do
-	 * not reuse: hand it back to the kernel (malloc_trim(3), glibc).
+	 * Much of what was freed lies in the arenas of the crawl's parser
+	 * threads, which the plan's allocations on this thread do not
+	 * reuse: hand it back to the kernel (malloc_trim(3), glibc).
 	 */
 	(void)malloc_trim(0);
 	return 0;
@@ -3503,7 +3578,7 @@ run_body(struct run *r)
 		(void)store_prefetch_start(r->s);
 	rc = run_list(r);
 	/* Nothing listed (exit 3): nothing is done. */
-	none = rc == 0 && !r->complete && listing_count(r->l) == 0;
+	none = rc == 0 && !r->complete && r->res->listed == 0;
 	if (rc == 0 && !none) {
 		/* The listing is staged: free it before the plan is built. */
 		if ((rc = run_drop_listing(r)) == 0 &&
@@ -3767,6 +3842,7 @@ done:
 	run_record(&r, start, &rec);
 	plan_free(r.p);
 	listing_free(r.l);
+	listing_free(r.zcand);
 	listing_free(r.unlisted);
 	for (i = 0; i < r.ndirs; i++)
 		free(r.dirs[i].path);

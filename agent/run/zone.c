@@ -93,6 +93,14 @@ prec_seconds(enum mtime_prec p)
 	}
 }
 
+/* True when zone_candidates() would consider e. */
+static bool
+zone_candidate(const struct entry *e)
+{
+	return e->type == ENTRY_FILE && !e->zone_stated &&
+	    prec_seconds(e->mtime_prec) != 0;
+}
+
 /*
  * The ZONE_PROBES files with the latest listed wall-clock times, to the
  * minute or finer, in a zone the listing does not state, into v (latest
@@ -106,8 +114,7 @@ zone_candidates(const struct listing *l, const struct entry **v)
 
 	for (i = 0; i < listing_count(l); i++) {
 		e = listing_get(l, i);
-		if (e->type != ENTRY_FILE || e->zone_stated ||
-		    prec_seconds(e->mtime_prec) == 0)
+		if (!zone_candidate(e))
 			continue;
 		for (j = n; j > 0 && v[j - 1]->mtime_wall < e->mtime_wall; j--)
 			if (j < ZONE_PROBES)
@@ -119,6 +126,46 @@ zone_candidates(const struct listing *l, const struct entry **v)
 		}
 	}
 	return n;
+}
+
+int
+zone_keep(struct listing *cand, const struct listing *batch)
+{
+	const struct entry *e, *c;
+	struct entry	*dst;
+	size_t		 i, j, n, w;
+	int		 rc;
+
+	for (i = 0; i < listing_count(batch); i++) {
+		e = listing_get(batch, i);
+		if (!zone_candidate(e))
+			continue;
+		if ((n = listing_count(cand)) == ZONE_PROBES) {
+			/* The one that ranks last: the earliest time, and
+			 * of equal times the one listed last. */
+			for (w = 0, j = 1; j < n; j++) {
+				c = listing_get(cand, j);
+				if (c->mtime_wall <= listing_get(cand,
+				    w)->mtime_wall)
+					w = j;
+			}
+			if (e->mtime_wall <= listing_get(cand, w)->mtime_wall)
+				continue;
+			entry_clear(listing_get_mut(cand, w));
+			for (j = w; j + 1 < n; j++)
+				*listing_get_mut(cand, j) =
+				    *listing_get(cand, j + 1);
+			memset(listing_get_mut(cand, n - 1), 0, sizeof(*e));
+			listing_pop(cand);
+		}
+		if ((rc = listing_append(cand, &dst)) != 0)
+			return rc;
+		if ((rc = listing_entry_copy(dst, e)) != 0) {
+			listing_pop(cand);
+			return rc;
+		}
+	}
+	return 0;
 }
 
 static void

@@ -53,6 +53,12 @@ struct crawl_params {
 	http_fetch_fn	 fetch;
 	void		*ctx;		/* borrowed: fetch's ctx */
 	struct listing	*out;		/* borrowed: entries are appended */
+	listing_drain_fn drain;		/* NULL, or called with out after
+					   each batch of pages and whenever
+					   it holds a few thousand entries:
+					   it takes them and empties out
+					   (listing_drain) */
+	void		*drain_ctx;	/* borrowed: drain's ctx */
 	char		*errbuf;	/* borrowed, may be NULL: "URL: reason"
 					   of the first failure */
 	size_t		 errlen;
@@ -105,10 +111,10 @@ struct crawl_ops {
 int	crawl_new(const struct crawl_params *p, struct crawl **ret);
 /*
  * Queue the source and list the queue breadth first in batches, reading
- * each batch with ops (arg passed on).  Returns 0 when the listing is
- * complete; the first failure's code (crawl_fail); BM_ELIMIT when a
- * directory lay past max_depth; or the code a fetch, read or more call
- * failed with.
+ * each batch with ops (arg passed on) and handing its entries to the
+ * drain, if any.  Returns 0 when the listing is complete; the first
+ * failure's code (crawl_fail); BM_ELIMIT when a directory lay past
+ * max_depth; or the code a fetch, read, more or drain call failed with.
  */
 int	crawl_run(struct crawl *c, const struct crawl_ops *ops, void *arg);
 /* Free c.  NULL is a no-op. */
@@ -142,8 +148,9 @@ int	crawl_push(struct crawl *c, size_t parent, const char *prefix,
  * but its href and size_display freed; e left zeroed) when the filter
  * takes it; a directory is queued as well,
  * unless past max_depth (noted) or its unique= was already listed
- * outside a followed link (a loop: counted).  Returns 0, BM_ENOMEM or
- * BM_ELIMIT (the output's cap).
+ * outside a followed link (a loop: counted).  A full output goes to the
+ * drain (crawl_params).  Returns 0, BM_ENOMEM, BM_ELIMIT (the output's
+ * cap) or the drain's code.
  */
 int	crawl_take(struct crawl *c, size_t d, struct entry *e);
 /*

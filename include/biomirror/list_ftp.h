@@ -62,6 +62,11 @@ struct ftp_crawl_opts {
 	bool		 shallow;	/* past max_depth: no error (crawl.h) */
 	size_t		 batch;		/* replies fetched per callback call */
 	size_t		 max_entries;	/* entries per directory, 0: none */
+	listing_drain_fn drain;		/* NULL, or out's consumer after each
+					   batch (crawl_params); not used
+					   with follow (links are resolved
+					   against the whole listing) */
+	void		*drain_ctx;	/* borrowed: drain's ctx */
 	int64_t		 now_wall;	/* server's clock, for LIST year inference */
 	bool		*ret_mlsd;	/* borrowed, may be NULL: set to true
 					   when MLSD was used */

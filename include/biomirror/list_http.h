@@ -78,6 +78,9 @@ struct crawl_opts {
 	bool		 shallow;	/* past max_depth: no error (crawl.h) */
 	size_t		 max_entries;	/* entries per directory, 0: none */
 	size_t		 batch;		/* pages fetched per callback call */
+	listing_drain_fn drain;		/* NULL, or out's consumer after each
+					   batch (crawl_params) */
+	void		*drain_ctx;	/* borrowed: drain's ctx */
 	size_t		*ret_loops;	/* borrowed, may be NULL: set to the number
 					   of directories not descended because
 					   they repeat an ancestor (symlink loop) */

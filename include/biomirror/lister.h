@@ -85,6 +85,11 @@ struct lister_run {
 	void		*ctx;		/* borrowed: fetch's and hint's ctx */
 	void		(*hint)(void *ctx, enum lister_hint h, bool on);
 					/* may be NULL */
+	listing_drain_fn drain;		/* NULL, or called with out (ctx
+					   passed) as batches of entries come
+					   in, to take them and empty out;
+					   a lister that needs the whole
+					   listing does not call it */
 	struct listing	*unlisted;	/* borrowed, may be NULL: directories
 					   inside followed links that the
 					   server refused to list

@@ -39,28 +39,29 @@ enum mtime_prec {
 #define LISTING_TMP_PREFIX	".biomirror-tmp."
 
 struct entry {
+	/* Laid out without padding: a huge page holds millions of them. */
 	char		*path;		/* owned: decoded relative path bytes, NUL-terminated */
 	char		*href;		/* owned: raw href as listed, NULL if none */
-	enum entry_type	 type;		/* file, directory or symlink */
-	int64_t		 size;		/* bytes: exact, or the shown value's midpoint; -1 unknown */
-	bool		 size_exact;	/* true when size is the exact byte count */
-	int64_t		 size_min;	/* smallest byte count the shown size stands for; -1 unknown */
-	int64_t		 size_max;	/* largest; equals size_min when exact; -1 unknown */
 	char		*size_display;	/* owned: size as the page prints it, NULL if none */
-	int64_t		 mtime_wall;	/* listed wall-clock time as seconds, read as if UTC (timegm) */
-	int32_t		 mtime_nsec;	/* sub-second part of the listed time, 0..999999999 */
-	enum mtime_prec	 mtime_prec;	/* MTIME_UNKNOWN: mtime_wall and mtime are meaningless */
-	bool		 zone_stated;	/* the listing states the zone (Z, +02:00, GMT) */
-	int32_t		 zone_offset;	/* stated offset east of UTC in seconds, when zone_stated */
-	int64_t		 mtime;		/* ns since the epoch, UTC; set by listing_resolve_times() */
 	char		*target;	/* owned: symlink target, NULL if none or unknown */
-	enum entry_type	 target_type;	/* symlink: its target's type where the listing
-					   states it (GridFTP MLSD: Type= beside
-					   UNIX.slink), 0 if not stated */
 	char		*unique;	/* owned: MLSD unique= fact (RFC 3659 7.5.2), NULL if none */
 	char		*checksum;	/* owned: "ALG:HEX" digest the listing
 					   states (bm://: the server's
 					   manifest), NULL if none */
+	int64_t		 size;		/* bytes: exact, or the shown value's midpoint; -1 unknown */
+	int64_t		 size_min;	/* smallest byte count the shown size stands for; -1 unknown */
+	int64_t		 size_max;	/* largest; equals size_min when exact; -1 unknown */
+	int64_t		 mtime_wall;	/* listed wall-clock time as seconds, read as if UTC (timegm) */
+	int64_t		 mtime;		/* ns since the epoch, UTC; set by listing_resolve_times() */
+	enum entry_type	 type;		/* file, directory or symlink */
+	enum entry_type	 target_type;	/* symlink: its target's type where the listing
+					   states it (GridFTP MLSD: Type= beside
+					   UNIX.slink), 0 if not stated */
+	int32_t		 mtime_nsec;	/* sub-second part of the listed time, 0..999999999 */
+	enum mtime_prec	 mtime_prec;	/* MTIME_UNKNOWN: mtime_wall and mtime are meaningless */
+	int32_t		 zone_offset;	/* stated offset east of UTC in seconds, when zone_stated */
+	bool		 size_exact;	/* true when size is the exact byte count */
+	bool		 zone_stated;	/* the listing states the zone (Z, +02:00, GMT) */
 };
 
 struct listing;
@@ -96,8 +97,24 @@ int		 listing_move_in(struct listing *l, struct entry *e);
  * is not freed).  Returns 0, or BM_ENOMEM with dst zeroed.
  */
 int		 listing_entry_copy(struct entry *dst, const struct entry *src);
-/* Entries l can still take before listing_append gives BM_ELIMIT. */
+/*
+ * Entries l can still take before listing_append gives BM_ELIMIT (the
+ * drained ones count).
+ */
 size_t		 listing_room(const struct listing *l);
+/*
+ * Free every entry of l after a consumer took them (a batch staged:
+ * listing_count is 0 again); they still count against max_entries.
+ */
+void		 listing_drain(struct listing *l);
+/* Entries l held: those it holds now plus every one drained. */
+size_t		 listing_total(const struct listing *l);
+/*
+ * A consumer of a listing's entries in batches, as a crawl makes them:
+ * it takes what it needs of l's entries and calls listing_drain(l).
+ * Returns 0 or a BM_E* code that stops the crawl.
+ */
+typedef int	(*listing_drain_fn)(void *ctx, struct listing *l);
 /*
  * Move every entry of src, in order and with the strings it owns, to the
  * end of dst; src is left empty (still to be freed).  Returns 0,

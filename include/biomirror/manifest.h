@@ -176,6 +176,34 @@ int	manifest_zones(struct manifest *m, manifest_zone_fn fn, void *ctx);
  * Entry mtimes must be resolved (listing_resolve_times) first.
  */
 int	manifest_stage(struct manifest *m, const struct listing *l);
+/*
+ * The same in batches, as a crawl hands them on: manifest_stage_begin
+ * empties staging, each manifest_stage_add adds l's entries (one
+ * transaction each; a path staged already keeps its first entry, so
+ * batches in listing order stage what manifest_stage of the whole
+ * listing would).  0 or BM_EDB.
+ */
+int	manifest_stage_begin(struct manifest *m);
+int	manifest_stage_add(struct manifest *m, const struct listing *l);
+/* Number of staged paths (after duplicates were dropped).  0 or BM_EDB. */
+int	manifest_staged_count(struct manifest *m, int64_t *ret);
+/* A staged row as manifest_staged_walk lends it. */
+struct staged_row {
+	const char	*path;		/* borrowed until the callback returns */
+	size_t		 pathlen;	/* bytes in path */
+	enum entry_type	 type;		/* ENTRY_DIR or ENTRY_FILE */
+	int64_t		 mtime;		/* ns, UTC; 0 when prec is unknown */
+	enum mtime_prec	 prec;		/* listed precision */
+	const char	*checksum;	/* "ALG:HEX" the listing states, NULL
+					   if none (borrowed) */
+};
+typedef int (*manifest_staged_fn)(void *ctx, const struct staged_row *r);
+/*
+ * Walk the staged directories with a known mtime and (files) every
+ * staged file, in path order.  0, fn's non-zero value, or BM_EDB.
+ */
+int	manifest_staged_walk(struct manifest *m, bool files,
+	    manifest_staged_fn fn, void *ctx);
 
 enum diff_kind {
 	DIFF_NEW = 0,	/* not in the manifest, or never committed */

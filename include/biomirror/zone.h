@@ -49,6 +49,14 @@ int	zone_start(struct zone_state *zs, struct manifest *m);
 int	zone_check(struct zone_state *zs, struct xfer *x, struct manifest *m,
 	    const struct listing *l, volatile sig_atomic_t *stop);
 /*
+ * For a listing staged in batches: keep in cand (the caller's listing,
+ * room for 3) copies of the entries of batch (borrowed, times not yet
+ * resolved) that zone_check could ask, so that zone_check on cand after
+ * every batch went through here asks what it would of the whole
+ * listing.  Returns 0 or BM_ENOMEM.
+ */
+int	zone_keep(struct listing *cand, const struct listing *batch);
+/*
  * The upstream time of path (relative to the source, borrowed) as MDTM or
  * Last-Modified tell it now, fixed as zone_fix_mtime() does, into *ret
  * (s; -1 when not told).  0, BM_ENOMEM, BM_EINTR or BM_ENET.

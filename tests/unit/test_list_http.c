@@ -1381,8 +1381,110 @@ test_crawl_wide(void)
 	    strcmp(listing_get(l, WIDE + 16 * 30 - 1)->path, "d15/f29") == 0,
 	    "wide, 4th fetch fails: in page order");
 	listing_free(l);
-	for (d = 0; d <= WIDE; d++)
+	for (d = 0; d <= WIDE; d++) {
 		free(wide_bodies[d]);
+		wide_bodies[d] = NULL;
+	}
+}
+
+/* A drain that moves every batch into a listing of its own. */
+struct drained {
+	struct listing	*all;		/* the entries, in the order drained */
+	size_t		 calls;		/* drain calls */
+	size_t		 most;		/* the largest batch */
+};
+
+static int
+drain_into(void *ctx, struct listing *l)
+{
+	struct drained	*d = ctx;
+	struct entry	*e;
+	size_t		 i;
+
+	d->calls++;
+	if (listing_count(l) > d->most)
+		d->most = listing_count(l);
+	for (i = 0; i < listing_count(l); i++)
+		if (listing_append(d->all, &e) != 0 ||
+		    listing_entry_copy(e, listing_get(l, i)) != 0)
+			return BM_ENOMEM;
+	listing_drain(l);
+	return 0;
+}
+
+/*
+ * With a drain (issue 22) the crawl hands its entries on after each
+ * batch, and within a page of more than a few thousand: the drained
+ * entries are the listing a crawl without one makes, in its order.
+ */
+static void
+test_crawl_drain(void)
+{
+	struct fake_page pg[WIDE + 1], big[1];
+	struct crawl_opts o;
+	struct drained	 d;
+	struct listing	*l1 = listing_new(100000), *l2 = listing_new(100000);
+	struct fake	 f;
+	char		 e1[256], e2[256], *b;
+	size_t		 cap = 20000 * 64, len, i;
+	int		 r1, r2;
+
+	wide_tree(pg);
+	memset(&d, 0, sizeof(d));
+	d.all = listing_new(100000);
+	r1 = crawl(pg, WIDE + 1, 10, NULL, 8, &f, l1, NULL, e1, sizeof(e1));
+	memset(&o, 0, sizeof(o));
+	memset(&f, 0, sizeof(f));
+	f.pages = pg;
+	f.n = WIDE + 1;
+	o.max_depth = 10;
+	o.batch = 8;
+	o.drain = drain_into;
+	o.drain_ctx = &d;
+	r2 = list_http_crawl("http://h/src/", &o, fake_fetch, &f, l2, e2,
+	    sizeof(e2));
+	ok(d.calls >= 1 + WIDE / 8, "drain: called per batch (%zu)", d.calls);
+	is_int(listing_count(l2), 0, "drain: nothing left in out");
+	is_int(listing_total(l2), listing_count(l1), "drain: all counted");
+	wide_cmp(l1, d.all, r1, r2, e1, e2, 0, "", "drain");
+	listing_free(l1);
+	listing_free(l2);
+	listing_free(d.all);
+
+	/* One page of 20,000 files: handed on in pieces. */
+	if ((b = malloc(cap)) == NULL)
+		abort();
+	len = (size_t)snprintf(b, cap, "<pre><a href=\"../\">../</a>\n");
+	for (i = 0; i < 20000; i++)
+		len += (size_t)snprintf(b + len, cap - len, "<a href=\"f%05zu\">"
+		    "f%05zu</a> 02-Jan-2020 11:00 1\n", i, i);
+	(void)snprintf(b + len, cap - len, "</pre>");
+	big[0].url = "http://h/src/";
+	big[0].status = 200;
+	big[0].body = b;
+	big[0].effective = NULL;
+	l1 = listing_new(100000);
+	l2 = listing_new(100000);
+	memset(&d, 0, sizeof(d));
+	d.all = listing_new(100000);
+	r1 = crawl(big, 1, 10, NULL, 8, &f, l1, NULL, e1, sizeof(e1));
+	memset(&f, 0, sizeof(f));
+	f.pages = big;
+	f.n = 1;
+	r2 = list_http_crawl("http://h/src/", &o, fake_fetch, &f, l2, e2,
+	    sizeof(e2));
+	is_int(listing_count(l1), 20000, "big page: 20,000 entries");
+	ok(d.calls >= 3, "big page: drained in pieces (%zu)", d.calls);
+	ok(d.most <= 8192, "big page: at most 8,192 held (%zu)", d.most);
+	wide_cmp(l1, d.all, r1, r2, e1, e2, 0, "", "big page drained");
+	listing_free(l1);
+	listing_free(l2);
+	listing_free(d.all);
+	free(b);
+	for (i = 0; i <= WIDE; i++) {
+		free(wide_bodies[i]);
+		wide_bodies[i] = NULL;
+	}
 }
 
 /* docker-style directories without '/' are crawled with one. */
@@ -1792,6 +1894,7 @@ main(void)
 	test_file_and_dir();
 	test_crawl();
 	test_crawl_wide();
+	test_crawl_drain();
 	test_crawl_docker();
 	test_push_every_byte();
 	test_push_prune();

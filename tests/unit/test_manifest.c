@@ -1966,6 +1966,100 @@ test_diff_day(const char *dir)
 	manifest_close(m);
 }
 
+/* manifest_staged_walk's rows, as seen. */
+struct staged_seen {
+	char		 path[64][16];
+	int64_t		 mtime[64];
+	char		 sum[64][80];
+	size_t		 n;
+};
+
+static int
+staged_cb(void *ctx, const struct staged_row *r)
+{
+	struct staged_seen *ss = ctx;
+
+	if (ss->n < 64) {
+		(void)snprintf(ss->path[ss->n], sizeof(ss->path[0]), "%.*s",
+		    (int)r->pathlen, r->path);
+		ss->mtime[ss->n] = r->mtime;
+		(void)snprintf(ss->sum[ss->n], sizeof(ss->sum[0]), "%s",
+		    r->checksum != NULL ? r->checksum : "-");
+	}
+	ss->n++;
+	return 0;
+}
+
+/*
+ * Staging in batches (issue 22): batches added in listing order stage
+ * what one manifest_stage of the whole listing does, duplicates across
+ * batches included (the first kept); the count and the walk read it back.
+ */
+static void
+test_stage_batches(const char *dir)
+{
+	struct manifest		*m = NULL;
+	struct listing		*l;
+	struct seen_list	 sl;
+	struct seen		*s;
+	struct staged_seen	 ss;
+	char			 p[512], err[512];
+	int64_t			 n = -1;
+
+	memset(&sl, 0, sizeof(sl));
+	memset(&ss, 0, sizeof(ss));
+	join(p, sizeof(p), dir, "batches.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0,
+	    "open batches.db");
+	if ((l = listing_new(4)) == NULL)
+		tap_bail("setup failed");
+	/* What an earlier run staged is gone at manifest_stage_begin. */
+	add(l, "old", ENTRY_FILE, 1, true, 60, MTIME_SECOND, NULL);
+	is_int(manifest_stage(m, l), 0, "stage an earlier listing");
+	listing_drain(l);
+	is_int(manifest_stage_begin(m), 0, "stage begin");
+	add(l, "b", ENTRY_FILE, 1, true, 60, MTIME_SECOND, NULL);
+	add(l, "d", ENTRY_DIR, -1, false, 120, MTIME_MINUTE, NULL);
+	add(l, "d/x.md5", ENTRY_FILE, 40, true, 60, MTIME_SECOND, NULL);
+	listing_get_mut(l, 2)->checksum = strdup("sha256:00ff");
+	is_int(manifest_stage_add(m, l), 0, "stage batch 1");
+	listing_drain(l);
+	is_int(listing_count(l), 0, "batch 1 drained");
+	is_int(listing_total(l), 4, "drained entries still counted");
+	is_int(listing_room(l), 0, "and they hold the cap");
+	listing_free(l);
+	if ((l = listing_new(10)) == NULL)
+		tap_bail("setup failed");
+	add(l, "b", ENTRY_FILE, 999, true, 1, MTIME_SECOND, NULL);
+	add(l, "a", ENTRY_FILE, 2, true, 60, MTIME_SECOND, NULL);
+	add(l, "e", ENTRY_DIR, -1, false, 0, MTIME_UNKNOWN, NULL);
+	is_int(manifest_stage_add(m, l), 0, "stage batch 2 (b again)");
+	is_int(manifest_staged_count(m, &n), 0, "staged count");
+	is_int(n, 5, "5 staged: the earlier listing gone, the dup dropped");
+	is_int(manifest_diff(m, diff_cb, &sl), 0, "diff");
+	is_int(sl.n, 5, "5 rows");
+	if ((s = seen_find(&sl, "b")) != NULL)
+		is_int(s->fs.listed.size, 1, "b: the first batch's entry kept");
+	ok(seen_find(&sl, "old") == NULL, "old: not staged now");
+	is_int(manifest_staged_walk(m, false, staged_cb, &ss), 0, "walk dirs");
+	is_int(ss.n, 1, "one directory with a known time");
+	is_str(ss.path[0], "d", "d");
+	is_int(ss.mtime[0], 120 * NS, "d's mtime");
+	memset(&ss, 0, sizeof(ss));
+	is_int(manifest_staged_walk(m, true, staged_cb, &ss), 0,
+	    "walk dirs and files");
+	is_int(ss.n, 4, "a, b, d, d/x.md5");
+	if (ss.n == 4) {
+		is_str(ss.path[0], "a", "path order: a");
+		is_str(ss.path[3], "d/x.md5", "path order: d/x.md5 last");
+		is_str(ss.sum[3], "sha256:00ff", "listed digest staged");
+		is_str(ss.sum[0], "-", "none for a");
+	}
+	seen_reset(&sl);
+	listing_free(l);
+	manifest_close(m);
+}
+
 int
 main(void)
 {
@@ -1985,6 +2079,7 @@ main(void)
 	test_scratch_and_ids(dir);
 	test_diff(dir);
 	test_diff_day(dir);
+	test_stage_batches(dir);
 	test_no_reprepare(dir);
 	test_bytes_and_ls(dir);
 	test_commit_ops(dir);
