@@ -9,6 +9,8 @@
 #	tests/bench/serve.sh --quick     # smoke test: 200 small files,
 #	                                 # 2 x 4 MiB, 1 run
 #	tests/bench/serve.sh --runs 5 --nobig   # tree A only
+#	tests/bench/serve.sh --baseline OLD     # also OLD's serve and client
+#	                                        # ("base"), alternating
 #
 # Cases (each tool, per round, the tools' order rotating from round to
 # round): tree A cold (empty destination, fresh state) and no-change
@@ -20,20 +22,33 @@
 # clients of tree A at once from the one server.  Prints `uptime`, a
 # table of medians (seconds), the server's CPU seconds per GiB served
 # (bm:// cases) and its peak memory per session (the 4 clients), and
-# keeps every raw run in $T/raw.csv while it runs.
+# keeps every raw run in $T/raw.csv while it runs.  A run's destination and
+# state are moved aside and removed after the last round (--rm: at once):
+# ext4 without a journal skips inodes freed in the last 30 s, scanning past
+# each (recently_deleted()), so a cold run right after removing the last
+# one's 5,000 files pays a scan per file that no real first sync does.
 . "$(dirname "$0")/../functional/lib.sh"
 
-RUNS=3 NFILES=5000 NBIG=8 BIGMB=256
+RUNS=3 NFILES=5000 NBIG=8 BIGMB=256 BASE="" RMNOW=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) RUNS=1 NFILES=200 NBIG=2 BIGMB=4 ;;
 	--runs) RUNS=$2; shift ;;
 	--nobig) NBIG=0 ;;
-	*) echo "usage: $0 [--quick] [--runs N] [--nobig]" >&2; exit 2 ;;
+	--baseline) BASE=${2:?--baseline BIN}; shift ;;
+	--rm) RMNOW=1 ;;
+	*) echo "usage: $0 [--quick] [--runs N] [--nobig] [--baseline BIN]" \
+	    "[--rm]" >&2; exit 2 ;;
 	esac
 	shift
 done
+case $BASE in ""|/*) ;; *) BASE=$PWD/$BASE ;; esac
 bm_setup
+if [ -n "$BASE" ]; then
+	[ -x "$BASE" ] || fail "--baseline $BASE: not an executable file"
+	cp "$BASE" "$T/biomirror-base" || fail "cp $BASE"
+	BASE=$T/biomirror-base
+fi
 H=127.0.0.1
 uptime | sed 's/^/# uptime at start: /'
 
@@ -79,6 +94,14 @@ CONF
 SPID=$!
 BM_SERVERS="$BM_SERVERS serve:$SPID:$T/.serve"
 python3 "$BM_TOOLS/bmclient.py" wait $H "$SPORT" || fail "serve"
+if [ -n "$BASE" ]; then
+	BPORT=$(free_port)
+	"$BASE" -c "$T/serve.conf" --state-dir "$T/sst" serve \
+	    --listen "$H:$BPORT" > "$T/serve-base.log" 2>&1 &
+	BPID=$!
+	BM_SERVERS="$BM_SERVERS serve-base:$BPID:$T/.serve-base"
+	python3 "$BM_TOOLS/bmclient.py" wait $H "$BPORT" || fail "serve base"
+fi
 RPORT=$(free_port)
 cat > "$T/rsyncd.conf" <<CONF
 pid file = $T/rsyncd.pid
@@ -102,25 +125,42 @@ if [ "$NBIG" -gt 0 ]; then
 	    > "$T/tier.log" 2>&1 || { cat "$T/tier.log"; fail "tier"; }
 fi
 
-# scpu: the server's CPU seconds so far (utime + stime).
+# scpu [PID]: the server's CPU seconds so far (utime + stime).
 scpu() {
 	awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / hz }' \
-	    "/proc/$SPID/stat"
+	    "/proc/${1:-$SPID}/stat"
+}
+# trash DIR...: move DIRs out of the way, removed after the last round
+# (--rm: now); see the opening comment.
+NTRASH=0
+trash() {
+	local d
+	for d in "$@"; do
+		[ -e "$d" ] || continue
+		if [ "$RMNOW" = 1 ]; then
+			rm -rf "$d"
+		else
+			mkdir -p "$T/trash"
+			NTRASH=$((NTRASH + 1))
+			mv "$d" "$T/trash/$NTRASH" || fail "mv $d"
+		fi
+	done
 }
 # timed TOOL,CASE CMD...: run CMD, append "TOOL,CASE,ms,server CPU s"
 # to raw.csv.
 timed() {
 	local key=$1 t0 t1 c0 c1
 	shift
-	c0=$(scpu)
+	c0=$(scpu "$SRV")
 	t0=$(date +%s%N)
 	"$@" > "$T/cmd.out" 2>&1 || { cat "$T/cmd.out"; fail "$key: $*"; }
 	t1=$(date +%s%N)
-	c1=$(scpu)
+	c1=$(scpu "$SRV")
 	echo "$key,$(( (t1 - t0) / 1000000 )),$(awk -v a="$c0" -v b="$c1" \
 	    'BEGIN { printf "%.2f", b - a }')" >> "$T/raw.csv"
 }
-# bmsync SRC DEST STATE [KEY=VALUE...]: biomirror with a one-mirror config.
+# bmsync SRC DEST STATE [KEY=VALUE...]: biomirror ($BIN, default $BM) with
+# a one-mirror config.
 bmsync() {
 	local src=$1 dest=$2 st=$3 kv
 	shift 3
@@ -129,23 +169,26 @@ bmsync() {
 		printf '[m]\nsource = %s\ndest = %s\n' "$src" "$dest"
 		for kv in "$@"; do printf '%s\n' "$kv"; done
 	} > "$st/m.conf"
-	"$BM" -c "$st/m.conf" --state-dir "$st" sync m
+	"${BIN:-$BM}" -c "$st/m.conf" --state-dir "$st" sync m
 }
 
 : > "$T/raw.csv"
 order=(bm rsync http)
+[ -z "$BASE" ] || order=(bm base rsync http)
 for r in $(seq 1 "$RUNS"); do
 	echo "# round $r: ${order[*]}"
 	for tool in "${order[@]}"; do
-		rm -rf "$T/dst" "$T/st"
+		trash "$T/dst" "$T/st"
 		mkdir -p "$T/dst"
 		bs=()
+		SRV=$SPID BIN=$BM PORT=$SPORT
+		[ "$tool" = base ] && SRV=$BPID BIN=$BASE PORT=$BPORT
 		case $tool in
-		bm) a=(bmsync "bm://$H:$SPORT/src/A/" "$T/dst/A" "$T/st/a"
+		bm|base) a=(bmsync "bm://$H:$PORT/src/A/" "$T/dst/A" "$T/st/a"
 		    "concurrency = 64" "max_connections = 4")
-		    bc=(bmsync "bm://$H:$SPORT/src/B/" "$T/dst/Bc" "$T/st/c"
+		    bc=(bmsync "bm://$H:$PORT/src/B/" "$T/dst/Bc" "$T/st/c"
 		    "max_connections = 4" "verify = checksum")
-		    bs=(bmsync "bm://$H:$SPORT/tier/" "$T/dst/Bs" "$T/st/s"
+		    bs=(bmsync "bm://$H:$PORT/tier/" "$T/dst/Bs" "$T/st/s"
 		    "max_connections = 4" "verify = size") ;;
 		rsync) a=(rsync -a "rsync://$H:$RPORT/src/A/" "$T/dst/A/")
 		    bc=(rsync -a "rsync://$H:$RPORT/src/B/" "$T/dst/Bc/") ;;
@@ -159,23 +202,24 @@ for r in $(seq 1 "$RUNS"); do
 		timed "$tool,A cold" "${a[@]}"
 		timed "$tool,A no change" "${a[@]}"
 		diff -r "$T/src/A" "$T/dst/A" || fail "$tool: tree A differs"
-		rm -rf "$T/dst/A"
+		trash "$T/dst/A"
 		[ "$NBIG" -gt 0 ] || continue
 		timed "$tool,B cold checksum" "${bc[@]}"
 		cmp "$T/src/B/big1.bin" "$T/dst/Bc/big1.bin" ||
 		    fail "$tool: B differs"
-		rm -rf "$T/dst/Bc"
+		trash "$T/dst/Bc"
 		[ ${#bs[@]} -gt 0 ] || continue
 		timed "$tool,B cold size" "${bs[@]}"
 		cmp "$T/src/B/big1.bin" "$T/dst/Bs/big1.bin" ||
 		    fail "$tool: B differs"
-		rm -rf "$T/dst/Bs"
+		trash "$T/dst/Bs"
 	done
 	order=("${order[@]:1}" "${order[0]}")
 done
 
 echo "# 4 bm:// clients of tree A at once"
-rm -rf "$T/dst" "$T/st"
+SRV=$SPID BIN=$BM
+trash "$T/dst" "$T/st"
 mkdir -p "$T/dst"
 # Peak memory from here on (clear_refs 5 resets VmHWM to VmRSS).
 echo 5 > "/proc/$SPID/clear_refs" || fail "clear_refs"
@@ -209,9 +253,13 @@ for tool, case, ms, c in csv.reader(open(sys.argv[1])):
     cpu.setdefault(case, {}).setdefault(tool, []).append(float(c))
 gib = {"A": int(sys.argv[2]) / 2**20, "B": int(sys.argv[3]) / 2**20}
 tools = ["bm", "rsync", "http"]
-print("| case | bm:// | rsync -a rsync:// | biomirror over HTTP "
-      "| bm:// server CPU s/GiB |")
-print("|---|---|---|---|---|")
+head = "| case | bm:// | rsync -a rsync:// | biomirror over HTTP |"
+if any("base" in t for t in runs.values()):
+    tools.insert(1, "base")
+    head = ("| case | bm:// | bm:// --baseline | rsync -a rsync:// "
+            "| biomirror over HTTP |")
+print(head + " bm:// server CPU s/GiB |")
+print("|---" * (len(tools) + 2) + "|")
 for case, t in runs.items():
     c = statistics.median(cpu[case]["bm"]) if "bm" in cpu[case] else None
     per = ("%.2f" % (c / gib[case[0]]) if c is not None and
@@ -219,6 +267,11 @@ for case, t in runs.items():
     print("| %s | %s | %s |" % (case, " | ".join(
         "%.2f" % statistics.median(t[k]) if k in t else "-"
         for k in tools), per))
+print("raw seconds, in round order:")
+for case, t in runs.items():
+    print("  %s: %s" % (case, "; ".join(
+        "%s %s" % (k, " ".join("%.2f" % x for x in t[k]))
+        for k in tools if k in t)))
 EOF
 awk -v t=$(( (t1 - t0) / 1000000 )) -v c0="$c0" -v c1="$c1" \
     -v r0="$rss0" -v h="$hwm" 'BEGIN {
