@@ -1301,10 +1301,11 @@ store_cmp_parent(const void *a, const void *b)
 
 /*
  * Commit step 4: make the renames durable: fsync each distinct parent of
- * a published item once, or, past STORE_SYNC_PARENTS of them, one syncfs
- * of the destination (one writeback pass and one cache flush instead of a
- * synchronous write per directory; a batch of a tree with a file or two
- * per directory would otherwise fsync up to a thousand).  A failed fsync
+ * a published item once, or, past STORE_SYNC_PARENTS of them all on the
+ * destination's file system, one syncfs of it (one writeback pass and one
+ * cache flush instead of a synchronous write per directory; a batch of a
+ * tree with a file or two per directory would otherwise fsync up to a
+ * thousand).  A failed fsync
  * marks that directory's items BM_EIO, a failed syncfs every published
  * item: their names are visible but not known durable, so the manifest
  * must not record them.
@@ -1314,9 +1315,10 @@ store_commit_sync_parents(struct store *s, struct store_commit_item *items,
     size_t n)
 {
 	struct store_commit_item	**v;
+	struct stat			  st;
 	size_t				  i, j, nv = 0, nparents = 0;
 	int				  err;
-	bool				  good;
+	bool				  good, one_fs;
 
 	if ((v = calloc(n, sizeof(*v))) == NULL) {
 		/* XXX: out of memory: fsync every parent, slow but right. */
@@ -1335,7 +1337,11 @@ store_commit_sync_parents(struct store *s, struct store_commit_item *items,
 	for (i = 0; i < nv; i++)
 		if (i == 0 || store_cmp_parent(&v[i - 1], &v[i]) != 0)
 			nparents++;
-	if (nparents > STORE_SYNC_PARENTS) {
+	/* syncfs covers the destination's file system only (no mounts). */
+	one_fs = nparents > STORE_SYNC_PARENTS && fstat(s->fd, &st) == 0;
+	for (i = 0; i < nv && one_fs; i++)
+		one_fs = v[i]->file->dir_dev == st.st_dev;
+	if (one_fs) {
 		good = syncfs(s->fd) == 0;
 		err = good ? 0 : errno;
 		for (i = 0; i < nv && !good; i++) {
