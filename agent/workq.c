@@ -39,6 +39,7 @@ workq_main(void *arg)
 {
 	struct workq	*q = arg;
 	struct workq_task *t;
+	bool		 first;
 
 	for (;;) {
 		(void)pthread_mutex_lock(&q->lock);
@@ -54,6 +55,12 @@ workq_main(void *arg)
 		t->fn(t->arg);
 		t->next = NULL;
 		(void)pthread_mutex_lock(&q->lock);
+		/*
+		 * workq_collect takes the whole list: only a task that finds
+		 * it empty needs to wake the owner (one wakeup, not one per
+		 * task, when several finish before it looks).
+		 */
+		first = q->dhead == NULL;
 		if (q->dtail)
 			q->dtail->next = t;
 		else
@@ -61,7 +68,7 @@ workq_main(void *arg)
 		q->dtail = t;
 		(void)pthread_cond_signal(&q->dcond);
 		(void)pthread_mutex_unlock(&q->lock);
-		if (q->wake)
+		if (first && q->wake)
 			q->wake(q->wake_arg);
 	}
 }
@@ -134,12 +141,11 @@ workq_collect(struct workq *q, workq_done_fn done, void *ctx)
 	(void)pthread_mutex_lock(&q->lock);
 	t = q->dhead;
 	q->dhead = q->dtail = NULL;
+	for (next = t; next != NULL; next = next->next)
+		q->pending--;	/* all taken: done() may push new tasks */
 	(void)pthread_mutex_unlock(&q->lock);
 	for (; t != NULL; t = next) {
 		next = t->next;
-		(void)pthread_mutex_lock(&q->lock);
-		q->pending--;
-		(void)pthread_mutex_unlock(&q->lock);
 		done(ctx, t->arg);
 		free(t);
 		n++;

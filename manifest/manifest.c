@@ -224,6 +224,7 @@ enum manifest_st {
 	ST_EVENTS,
 	ST_PARTIAL_PUT,
 	ST_PARTIAL_DEL,
+	ST_PARTIALS_ANY,
 	ST_PARTIALS,
 	ST_INTENT_PUT,
 	ST_INTENT_DEL,
@@ -232,6 +233,7 @@ enum manifest_st {
 	ST_SIDECAR,
 	ST_MISMATCH_PUT,
 	ST_MISMATCH_DEL,
+	ST_MISMATCHES_ANY,
 	ST_MISMATCHES,
 	ST_UNCHECKED,
 	ST_ZONE_GET,
@@ -358,6 +360,7 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    " list_mtime, up_mtime, etag, ranges, run)"
 	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_PARTIAL_DEL] = "DELETE FROM main.partials WHERE path = ?1",
+	[ST_PARTIALS_ANY] = "SELECT EXISTS (SELECT 1 FROM main.partials)",
 	[ST_PARTIALS] =
 	    "SELECT path, tmpname, size, list_mtime, up_mtime, etag, ranges"
 	    " FROM main.partials ORDER BY path",
@@ -377,6 +380,7 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    " want, got, run) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
 	    " ?11)",
 	[ST_MISMATCH_DEL] = "DELETE FROM main.mismatches WHERE path = ?1",
+	[ST_MISMATCHES_ANY] = "SELECT EXISTS (SELECT 1 FROM main.mismatches)",
 	[ST_MISMATCHES] =
 	    "SELECT path, list_size, list_size_exact, list_mtime, list_prec,"
 	    " up_size, up_mtime, etag, want, got, run FROM main.mismatches"
@@ -413,6 +417,7 @@ static const struct {
 } manifest_st_old[ST__MAX] = {
 	[ST_PARTIAL_PUT] = { 2, NULL },
 	[ST_PARTIAL_DEL] = { 2, NULL },
+	[ST_PARTIALS_ANY] = { 2, "SELECT 0" },
 	[ST_PARTIALS] = { 2, "SELECT '', '', 0, 0, NULL, NULL, '' WHERE 0" },
 	[ST_INTENT_PUT] = { 3, NULL },
 	[ST_INTENT_DEL] = { 3, NULL },
@@ -422,6 +427,7 @@ static const struct {
 	[ST_SIDECAR] = { 4, NULL },
 	[ST_MISMATCH_PUT] = { 4, NULL },
 	[ST_MISMATCH_DEL] = { 4, NULL },
+	[ST_MISMATCHES_ANY] = { 4, "SELECT 0" },
 	[ST_MISMATCHES] = { 4, "SELECT '', 0, 0, 0, 0, NULL, NULL, NULL, '',"
 	    " '', NULL WHERE 0" },
 	[ST_GONE] = { 4, "SELECT " FILE_COLS_V3 " FROM main.files AS f WHERE"
@@ -459,6 +465,14 @@ struct manifest {
 	char		 warn[1024];	/* a warning of open ("" none) */
 	char		*wal_copy;	/* owned: a kept copy of a WAL that
 					   could not be read, NULL none */
+	/*
+	 * In manifest_commit's transaction: partials or mismatches known
+	 * to hold no row, so a record's delete of its row is skipped (two
+	 * statements per fetched file saved: both are empty but after
+	 * trouble).  False outside it.
+	 */
+	bool		 no_partials;
+	bool		 no_mismatches;
 };
 
 /* Map an SQLite result code to a BM_E* code. */
@@ -2224,6 +2238,8 @@ partial_del(struct manifest *m, const char *path)
 {
 	sqlite3_stmt	*st = m->st[ST_PARTIAL_DEL];
 
+	if (m->no_partials)
+		return 0;
 	(void)bind_path(st, 1, path);
 	return st_run(m, st);
 }
@@ -2234,6 +2250,8 @@ mismatch_del(struct manifest *m, const char *path)
 {
 	sqlite3_stmt	*st = m->st[ST_MISMATCH_DEL];
 
+	if (m->no_mismatches)
+		return 0;
 	(void)bind_path(st, 1, path);
 	return st_run(m, st);
 }
@@ -2247,6 +2265,7 @@ mismatch_put(struct manifest *m, int64_t run, const struct commit_rec *c)
 
 	if (c->sidecar == NULL || c->checksum == NULL)
 		return BM_EINVAL;
+	m->no_mismatches = false;
 	(void)bind_path(st, 1, c->path);
 	(void)sqlite3_bind_int64(st, 2, c->fs.listed.size < 0 ? -1 :
 	    c->fs.listed.size);
@@ -2369,6 +2388,21 @@ commit_event(struct manifest *m, int64_t run, const struct commit_rec *c)
  * (e.g. locked past the busy timeout); on failure nothing of the batch
  * is recorded.
  */
+/* *ret: does the SELECT EXISTS statement st_id find no row?  0 or BM_EDB. */
+static int
+table_none(struct manifest *m, int st_id, bool *ret)
+{
+	sqlite3_stmt	*st = m->st[st_id];
+	int		 rc = 0, src;
+
+	if ((src = sqlite3_step(st)) == SQLITE_ROW)
+		*ret = sqlite3_column_int(st, 0) == 0;
+	else
+		rc = db_fail(m, src);
+	st_done(st);
+	return rc;
+}
+
 int
 manifest_commit(struct manifest *m, int64_t run,
     const struct commit_rec *recs, size_t n)
@@ -2386,6 +2420,9 @@ manifest_commit(struct manifest *m, int64_t run,
 	}
 	if ((rc = tx_begin(m, true)) != 0)
 		return rc;
+	if ((rc = table_none(m, ST_PARTIALS_ANY, &m->no_partials)) != 0 ||
+	    (rc = table_none(m, ST_MISMATCHES_ANY, &m->no_mismatches)) != 0)
+		goto out;
 	for (i = 0; i < n; i++) {
 		if ((rc = commit_row(m, run, &recs[i])) != 0 ||
 		    (rc = commit_event(m, run, &recs[i])) != 0)
@@ -2395,6 +2432,7 @@ manifest_commit(struct manifest *m, int64_t run,
 out:
 	if (rc != 0)
 		tx_rollback(m);
+	m->no_partials = m->no_mismatches = false;
 	return rc;
 }
 

@@ -3239,6 +3239,7 @@ struct intents {
 	struct commit_rec *v;		/* owned; paths borrowed from paths */
 	char		**paths;	/* owned: v[i].path */
 	size_t		 n, cap;
+	size_t		 rows;		/* intents found, renamed or not */
 };
 
 static int
@@ -3250,6 +3251,7 @@ intent_seen(void *ctx, const struct commit_rec *c)
 	char		**np;
 	size_t		 cap;
 
+	in->rows++;
 	if (store_stat(in->r->s, c->path, &st) != 0 || st.type != 'f' ||
 	    st.size != c->fs.local.size || st.mtime != c->fs.local.mtime)
 		return 0;	/* not renamed: its temp file is a left-over */
@@ -3278,8 +3280,9 @@ intent_seen(void *ctx, const struct commit_rec *c)
  * with the size and mtime the intent names is biomirror's, and is
  * recorded as adopted, so that the plan replaces or deletes it like any
  * file biomirror committed (not "kept, not the one committed").  The
- * others were never renamed.  Every intent is then dropped.  Returns 0,
- * BM_ENOMEM or BM_EDB (r->err set).
+ * others were never renamed.  Every intent is then dropped (no write when
+ * there is none: a run that changes nothing writes only its run record).
+ * Returns 0, BM_ENOMEM or BM_EDB (r->err set).
  */
 static int
 run_intents(struct run *r)
@@ -3298,7 +3301,7 @@ run_intents(struct run *r)
 		log_info("%s: %zu files published by an earlier run that was "
 		    "stopped before it recorded them: recorded now",
 		    r->c->name, in.n);
-	if (rc == 0)
+	if (rc == 0 && in.rows > 0)
 		rc = manifest_intents_clear(r->m);
 	if (rc == BM_EDB)
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",

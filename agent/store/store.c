@@ -47,6 +47,8 @@
 #define STORE_PREFETCH_DEPTH	16
 #define STORE_NS		1000000000LL
 #define STORE_WALK		1	/* store_openat2: walk instead */
+/* Distinct parents a commit fsyncs one by one; more: one syncfs. */
+#define STORE_SYNC_PARENTS	4
 
 struct store {
 	int		 fd;		/* destination directory, O_DIRECTORY */
@@ -1224,9 +1226,7 @@ store_commit_prepare(struct store *s, struct store_commit_item *it)
 		return BM_EINVAL;
 	if ((rc = store_file_drain(it->file)) != 0)
 		return rc;
-	if (fstat(it->file->fd, &st) == -1)
-		return BM_EIO;
-	if (it->size < 0 || (int64_t)st.st_size != it->size)
+	if (it->size < 0)
 		return BM_ECHECKSUM;
 	store_ns_to_timespec(it->mtime, &ts[0]);
 	ts[1] = ts[0];
@@ -1234,9 +1234,15 @@ store_commit_prepare(struct store *s, struct store_commit_item *it)
 		return BM_EIO;
 	if (fchmod(it->file->fd, s->file_mode) == -1)
 		return BM_EIO;
-	/* A time the file system cannot store is clamped: keep what it kept. */
+	/*
+	 * One fstat for both checks (the file is ours, 0600, and no write
+	 * is queued): its byte count, and the time the file system kept (one
+	 * it cannot store is clamped).  A file of the wrong size is removed.
+	 */
 	if (fstat(it->file->fd, &st) == -1)
 		return BM_EIO;
+	if ((int64_t)st.st_size != it->size)
+		return BM_ECHECKSUM;
 	it->mtime = store_timespec_ns(&st.st_mtim);
 	return 0;
 }
@@ -1294,17 +1300,25 @@ store_cmp_parent(const void *a, const void *b)
 }
 
 /*
- * Commit step 4: fsync each distinct parent of a published item once.  A
- * failed fsync marks that directory's items BM_EIO: their names are
- * visible but not known durable, so the manifest must not record them.
+ * Commit step 4: make the renames durable: fsync each distinct parent of
+ * a published item once, or, past STORE_SYNC_PARENTS of them all on the
+ * destination's file system, one syncfs of it (one writeback pass and one
+ * cache flush instead of a synchronous write per directory; a batch of a
+ * tree with a file or two per directory would otherwise fsync up to a
+ * thousand).  A failed fsync
+ * marks that directory's items BM_EIO, a failed syncfs every published
+ * item: their names are visible but not known durable, so the manifest
+ * must not record them.
  */
 static void
-store_commit_sync_parents(struct store_commit_item *items, size_t n)
+store_commit_sync_parents(struct store *s, struct store_commit_item *items,
+    size_t n)
 {
 	struct store_commit_item	**v;
-	size_t				  i, j, nv = 0;
+	struct stat			  st;
+	size_t				  i, j, nv = 0, nparents = 0;
 	int				  err;
-	bool				  good;
+	bool				  good, one_fs;
 
 	if ((v = calloc(n, sizeof(*v))) == NULL) {
 		/* XXX: out of memory: fsync every parent, slow but right. */
@@ -1320,6 +1334,23 @@ store_commit_sync_parents(struct store_commit_item *items, size_t n)
 		if (items[i].rc == 0)
 			v[nv++] = &items[i];
 	qsort(v, nv, sizeof(*v), store_cmp_parent);
+	for (i = 0; i < nv; i++)
+		if (i == 0 || store_cmp_parent(&v[i - 1], &v[i]) != 0)
+			nparents++;
+	/* syncfs covers the destination's file system only (no mounts). */
+	one_fs = nparents > STORE_SYNC_PARENTS && fstat(s->fd, &st) == 0;
+	for (i = 0; i < nv && one_fs; i++)
+		one_fs = v[i]->file->dir_dev == st.st_dev;
+	if (one_fs) {
+		good = syncfs(s->fd) == 0;
+		err = good ? 0 : errno;
+		for (i = 0; i < nv && !good; i++) {
+			v[i]->rc = BM_EIO;
+			v[i]->err = err;
+		}
+		free(v);
+		return;
+	}
 	for (i = 0; i < nv; i = j) {
 		good = fsync(v[i]->file->dirfd) == 0;
 		err = good ? 0 : errno;
@@ -1373,7 +1404,7 @@ store_commit(struct store *s, struct store_commit_item *items, size_t n)
 	for (i = 0; i < n; i++)
 		if (items[i].rc == 0)
 			s->changes++;
-	store_commit_sync_parents(items, n);
+	store_commit_sync_parents(s, items, n);
 	rc = 0;
 out:
 	for (i = 0; i < n; i++) {

@@ -3,8 +3,10 @@
  * event-loop thread (creating temp files; later, hashing).  Tasks are
  * pushed by the loop thread, run on a worker, and collected back on the
  * loop thread by workq_collect(), in completion order.  A worker that
- * finishes a task calls the wake function (thread-safe; the transport's
- * wakeup) so that a loop blocked in poll returns at once.
+ * finishes a task while none is waiting to be collected calls the wake
+ * function (thread-safe; the transport's wakeup) so that a loop blocked
+ * in poll returns at once; later ones until the next workq_collect() do
+ * not (it takes them all).
  */
 #ifndef BIOMIRROR_WORKQ_H
 #define BIOMIRROR_WORKQ_H
@@ -15,14 +17,14 @@ struct workq;
 
 /* Work run on a worker thread; arg is the task's (borrowed). */
 typedef void (*workq_fn)(void *arg);
-/* Called on a worker thread after each task (must be thread-safe). */
+/* Called on a worker thread after a task (see above; thread-safe). */
 typedef void (*workq_wake_fn)(void *wake_arg);
 /* Called on the loop thread for each finished task (workq_collect). */
 typedef void (*workq_done_fn)(void *ctx, void *arg);
 
 /*
  * Start nthreads (1..64) workers.  wake (may be NULL) is called with
- * wake_arg after every task.  Returns 0, BM_EINVAL or BM_ENOMEM (no
+ * wake_arg after a task that finds no finished task waiting.  Returns 0, BM_EINVAL or BM_ENOMEM (no
  * thread left running).
  */
 int	workq_new(unsigned nthreads, workq_wake_fn wake, void *wake_arg,
