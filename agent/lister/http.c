@@ -1765,7 +1765,12 @@ tail_of(const char *s)
 	return v;
 }
 
-/* Pass bytes through the cut-short markers (cut_short's rule). */
+/*
+ * Pass bytes through the cut-short markers (cut_short's rule).  Each
+ * marker begins with '<': while none is in the tail's last 5 bytes, the
+ * bytes up to the next '<' cannot end one and are skipped (the tail
+ * then holds none of them: it is 0, which no marker matches).
+ */
 static void
 cut_feed(struct cutscan *cs, const uint8_t *p, size_t len)
 {
@@ -1773,10 +1778,23 @@ cut_feed(struct cutscan *cs, const uint8_t *p, size_t len)
 			 m6 = 0xffffffffffffULL;
 	const uint64_t	 a = tail_of("<a"), open = tail_of("<html"),
 			 close = tail_of("</html");
+	const uint64_t	 lt5 = 0x3c3c3c3c3cULL, hi3 = 0xffffff0000000000ULL,
+			 ones = 0x0101010101010101ULL,
+			 highs = 0x8080808080808080ULL;
+	const uint8_t	*lt;
+	uint64_t	 v;
 	size_t		 i;
 	int		 c;
 
 	for (i = 0; i < len; i++) {
+		/* v has a zero byte where the tail's last 5 hold a '<'. */
+		v = (cs->tail ^ lt5) | hi3;
+		if (((v - ones) & ~v & highs) == 0) {
+			cs->tail = 0;
+			if ((lt = memchr(p + i, '<', len - i)) == NULL)
+				return;
+			i = (size_t)(lt - p);
+		}
 		c = tolower(p[i]);
 		if ((c == ' ' || c == '\t' || c == '\n' || c == '\r') &&
 		    cs->close && (cs->tail & m2) == a)
@@ -2243,48 +2261,55 @@ xml_feed(struct list_http_push *hp, const uint8_t *p, size_t len, bool end)
 	return rc;
 }
 
-/* Pick the mode from Content-Type and the first bytes (keep). */
+/*
+ * Pick the mode from Content-Type and the first bytes of the page,
+ * data..data + len: hp->keep (what was kept so far) or, with nothing
+ * kept, the caller's bytes, read without a copy.  Returns 0 with the
+ * mode still PUSH_SNIFF while not yet known, or what the feed returns.
+ */
 static int
-push_pick(struct list_http_push *hp, bool end)
+push_pick(struct list_http_push *hp, const uint8_t *data, size_t len,
+    bool end)
 {
 	const uint8_t	*p, *e;
 	const char	*ct = hp->ctype;
-	uint8_t		*old;
-	size_t		 n;
+	uint8_t		*old = NULL;
 	int		 rc;
 
-	/* An empty page: nothing kept yet (keep NULL: no offset from it). */
-	e = hp->keep != NULL ? hp->keep + hp->keeplen : NULL;
-	p = skip_ws(hp->keep, e);
+	/* An empty page: nothing kept yet (NULL: no offset from it). */
+	e = data != NULL ? data + len : NULL;
+	p = skip_ws(data, e);
 	if ((ct == NULL || strncasecmp(ct, "application/json", 16) != 0) &&
 	    (ct == NULL || strcasestr(ct, "/xml") == NULL) && !end &&
-	    hp->keeplen < PUSH_SNIFF_MAX && (p == e || (*p == 0xef &&
+	    len < PUSH_SNIFF_MAX && (p == e || (*p == 0xef &&
 	    e - p < 3) || (*p == '<' && e - p < 5)))
 		return 0;	/* not yet known */
+	/* Each mode starts with nothing kept. */
+	if (data != NULL && data == hp->keep) {
+		old = hp->keep;
+		hp->keep = NULL;
+		hp->keeplen = hp->keepcap = 0;
+	}
 	if ((ct != NULL && strncasecmp(ct, "application/json", 16) == 0) ||
 	    (p < e && *p == '[')) {
 		hp->mode = PUSH_JSON;
 		hp->pc.fmt = PAGE_NGINX_JSON;
-		rc = json_feed(hp, hp->keep, hp->keeplen);
+		rc = json_feed(hp, data, len);
 	} else if ((ct != NULL && strcasestr(ct, "/xml") != NULL) ||
 	    (e - p >= 5 && memcmp(p, "<?xml", 5) == 0)) {
 		hp->mode = PUSH_XML;
 		hp->pc.fmt = PAGE_NGINX_XML;
 		if ((hp->xml = xmlCreatePushParserCtxt(NULL, NULL, NULL, 0,
 		    NULL)) == NULL)
-			return BM_ENOMEM;
-		(void)xmlCtxtUseOptions(hp->xml, XML_PARSE_NONET |
-		    XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-		old = hp->keep;
-		n = hp->keeplen;
-		hp->keep = NULL;
-		hp->keeplen = hp->keepcap = 0;
-		rc = xml_feed(hp, old, n, false);
-		free(old);
-		return rc;
-	} else
-		return html_restart(hp);
-	keep_drop(hp);
+			rc = BM_ENOMEM;
+		else {
+			(void)xmlCtxtUseOptions(hp->xml, XML_PARSE_NONET |
+			    XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+			rc = xml_feed(hp, data, len, false);
+		}
+	} else if ((rc = html_start(hp)) == 0)
+		rc = html_feed(hp, data, len);
+	free(old);
 	return rc;
 }
 
@@ -2336,8 +2361,12 @@ list_http_push_feed(struct list_http_push *hp, const uint8_t *data,
 	cut_feed(&hp->cut, data, len);
 	switch (hp->mode) {
 	case PUSH_SNIFF:
-		if ((rc = keep_add(hp, data, len)) == 0)
-			rc = push_pick(hp, false);
+		if (hp->keeplen == 0) {
+			rc = push_pick(hp, data, len, false);
+			if (rc == 0 && hp->mode == PUSH_SNIFF)
+				rc = keep_add(hp, data, len);
+		} else if ((rc = keep_add(hp, data, len)) == 0)
+			rc = push_pick(hp, hp->keep, hp->keeplen, false);
 		break;
 	case PUSH_HTML:
 		rc = html_feed(hp, data, len);
@@ -2360,7 +2389,8 @@ push_finish(struct list_http_push *hp)
 {
 	int	 rc;
 
-	if (hp->mode == PUSH_SNIFF && (rc = push_pick(hp, true)) != 0)
+	if (hp->mode == PUSH_SNIFF &&
+	    (rc = push_pick(hp, hp->keep, hp->keeplen, true)) != 0)
 		return rc;
 	if (hp->rc != 0)
 		return hp->rc;
