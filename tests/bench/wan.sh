@@ -28,7 +28,9 @@
 # CPU: the client of each cell runs in a cgroup of its own and the servers
 # in another (cgroup v2 cpu.stat, else v1 cpuacct), so every cell also
 # records the CPU seconds each end spent, per GB delivered (a table per
-# profile: TCP rows against the UDT rows, the server's libudt included).
+# profile: TCP rows against the UDT rows, the server's libudt included),
+# the wanlink forwarder's CPU, the machine's busy share and load average;
+# the UDT rows also log UDT::perfmon of both ends (tests/bench/udtperf.cpp).
 # With --tls the HTTP tools fetch over HTTPS from the same nginx, which
 # offers HTTP/2 by ALPN (a certificate made for the run; each tool is
 # given it as its CA), as a public server with h2 would.
