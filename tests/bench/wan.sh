@@ -601,6 +601,21 @@ udp_counters() {
 	    print $c["InDatagrams"], $c["InErrors"], $c["RcvbufErrors"], $c["SndbufErrors"]; exit }'
 }
 
+# end_sessions: kill the gridftp server's session processes (children of
+# the daemon the script started, in the servers' cgroup; comm is cut to
+# 15 characters); true if there was one.
+end_sessions() {
+	local p pp any=1
+	[ -n "$CG_SRV" ] || return 1
+	while read -r p; do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = globus-gridftp- ] || continue
+		pp=$(awk '{ sub(/^.*\) /, ""); print $2 }' "/proc/$p/stat" 2>/dev/null)
+		[ "$(cat "/proc/$pp/comm" 2>/dev/null)" = globus-gridftp- ] || continue
+		kill -KILL "$p" 2>/dev/null && any=0
+	done < "$CG_SRV/cgroup.procs"
+	return "$any"
+}
+
 # run_cell TOOL DATASET: sets CELL_STATUS (ok, cap, error, incomplete),
 # CELL_S (seconds), CELL_BYTES (bytes on disk), CELL_FILES, CELL_CC (the
 # sender's congestion control seen by ss 1 s into the cell), CELL_LATE
@@ -672,6 +687,13 @@ run_cell() {
 	rc=$?
 	[ "$killed" = 1 ] || t1=$(date +%s.%N)
 	CELL_PID=""
+	# A gridftp session whose client was killed keeps sending (a UDT
+	# sender for seconds, spinning): it would take CPU and link from the
+	# next cell, and its CPU would be counted there.  End the sessions
+	# (the daemon's children) and give the link a moment to drain.
+	if [ "$killed" = 1 ] && end_sessions; then
+		sleep 0.5
+	fi
 	# CPU: the cgroups keep the time of the processes that exited (or
 	# were killed at the cap) in their usage, so the difference is the
 	# whole cell; the kill second is included, a few ms.
@@ -700,6 +722,8 @@ run_cell() {
 	fi
 	CELL_LATE=$(awk -v b0="$bmid" -v t0="$tmid" -v b1="$CELL_BYTES" -v t1="$t1" \
 	    'BEGIN { if (t0 != "" && t1 - t0 >= 1) printf "%.2f", (b1 - b0) / (t1 - t0) / 1e6 }')
+	# No second-half rate for a run that failed (its files removed).
+	[ "$killed" = 1 ] || [ "$rc" = 0 ] || CELL_LATE=""
 	if [ "$killed" = 1 ]; then
 		CELL_STATUS=cap
 	elif [ "$rc" != 0 ]; then
