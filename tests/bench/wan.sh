@@ -28,7 +28,9 @@
 # CPU: the client of each cell runs in a cgroup of its own and the servers
 # in another (cgroup v2 cpu.stat, else v1 cpuacct), so every cell also
 # records the CPU seconds each end spent, per GB delivered (a table per
-# profile: TCP rows against the UDT rows, the server's libudt included).
+# profile: TCP rows against the UDT rows, the server's libudt included),
+# the wanlink forwarder's CPU, the machine's busy share and load average;
+# the UDT rows also log UDT::perfmon of both ends (tests/bench/udtperf.cpp).
 # With --tls the HTTP tools fetch over HTTPS from the same nginx, which
 # offers HTTP/2 by ALPN (a certificate made for the run; each tool is
 # given it as its CA), as a public server with h2 would.
@@ -67,7 +69,11 @@ usage: tests/bench/wan.sh [options]
                      they are, and the report says so)
   --rate MBIT        bottleneck in Mbit/s (default 500)
   --cap SECONDS      per-cell time limit (default 60)
-  --runs N           runs per cell; tables show the median (default 1)
+  --runs N           runs per cell; tables show the median and every
+                     run's figure (default 1); the tools of a cell run
+                     in rounds, alternately
+  --target-runs N    N runs instead at the profiles of issue 20's target:
+                     loss > 0 and RTT >= --target-rtt (default 65 ms)
   --tls              HTTP tools over HTTPS; nginx offers h2 by ALPN
   --dir DIR          datasets and destinations (default /tmp; about 2.2 GB
                      plus the largest dataset)
@@ -83,7 +89,7 @@ DATASETS=1g,50x20m,2000x100k
 ALL_TOOLS=biomirror,biomirror-1s,biomirror-auto,biomirror-gridftp-e,biomirror-gridftp-udt,curl,aria2c,lftp,rclone,globus-url-copy,rsync
 TOOLS=$ALL_TOOLS RATE=500 CAP=60 DIR=/tmp INSTALL=1 KEEP=0 DEPS_ONLY=0
 UDT_STREAMS=1,4,8 RMEM_MAX=
-QUICK=0 CAP_SET=0 DS_SET=0 RUNS=1 TLS=0
+QUICK=0 CAP_SET=0 DS_SET=0 RUNS=1 TLS=0 TARGET_RUNS="" TARGET_RTT=65
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -97,6 +103,8 @@ while [ $# -gt 0 ]; do
 	--rate) RATE=${2:?--rate MBIT}; shift ;;
 	--cap) CAP=${2:?--cap SECONDS}; CAP_SET=1; shift ;;
 	--runs) RUNS=${2:?--runs N}; shift ;;
+	--target-runs) TARGET_RUNS=${2:?--target-runs N}; shift ;;
+	--target-rtt) TARGET_RTT=${2:?--target-rtt MS}; shift ;;
 	--tls) TLS=1 ;;
 	--dir) DIR=${2:?--dir DIR}; shift ;;
 	--backend) WAN_BACKEND=${2:?--backend B}; shift ;;
@@ -115,6 +123,8 @@ if [ "$QUICK" = 1 ]; then
 fi
 case $CAP in ''|*[!0-9]*|0) echo "wan.sh: --cap needs seconds" >&2; exit 2 ;; esac
 case $RUNS in ''|*[!0-9]*|0) echo "wan.sh: --runs needs a count" >&2; exit 2 ;; esac
+case $TARGET_RUNS in *[!0-9]*|0) echo "wan.sh: --target-runs needs a count" >&2; exit 2 ;; esac
+case $TARGET_RTT in ''|*[!0-9]*) echo "wan.sh: --target-rtt needs ms" >&2; exit 2 ;; esac
 case $RMEM_MAX in *[!0-9]*) echo "wan.sh: --rmem-max needs bytes" >&2; exit 2 ;; esac
 case $RATE in ''|*[!0-9.]*) echo "wan.sh: --rate needs Mbit/s" >&2; exit 2 ;; esac
 for t in ${TOOLS//,/ }; do
@@ -243,12 +253,26 @@ if [ -z "$CG_KIND" ] && [ -e /sys/fs/cgroup/cpuacct/cpuacct.usage ] &&
 fi
 # cg_enter CG: move this shell (and so what it starts) into CG.
 cg_enter() { [ -z "$1" ] || echo "$BASHPID" > "$1/cgroup.procs"; }
-# cg_ns CG: the CPU time of CG so far, ns ("" without cgroups).
-cg_ns() {
+# cg_us CG: the CPU time of CG so far, microseconds ("" without
+# cgroups).  Never printf %d: mawk clamps it at 2^31 - 1, and the ns (v1)
+# or the us*1000 of a cgroup pass that after 2.1 s of CPU (every later
+# cell then read 0.00).
+cg_us() {
 	case $CG_KIND in
-	v2) awk '$1 == "usage_usec" { printf "%d", $2 * 1000 }' "$1/cpu.stat" ;;
-	v1) cat "$1/cpuacct.usage" ;;
+	v2) awk '$1 == "usage_usec" { print $2 }' "$1/cpu.stat" ;;
+	v1) awk '{ printf "%.0f", $1 / 1000 }' "$1/cpuacct.usage" ;;
 	esac
+}
+# pid_cpu_ticks PID: utime + stime of PID (all its threads), clock ticks.
+pid_cpu_ticks() {
+	[ -n "$1" ] && sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null |
+	    awk '{ print $12 + $13 }'
+}
+CLK_TCK=$(getconf CLK_TCK)
+# cpu_busy: busy and total jiffies of the whole machine (/proc/stat).
+cpu_busy() {
+	awk '$1 == "cpu" { t = 0; for (i = 2; i <= 9; i++) t += $i
+	    printf "%.0f %.0f", t - $5 - $6, t; exit }' /proc/stat
 }
 cg_fini() {
 	local g
@@ -315,7 +339,7 @@ gen_dataset() {
 	find "$d" -type f -exec touch -d '2024-01-02 03:04:05 UTC' {} +
 	chmod -R a+rX "$d"
 	(cd "$d" && find . -type f -printf '%P\n' | sort) > "$T/run/list-$1"
-	DS_BYTES[$1]=$(find "$d" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+	DS_BYTES[$1]=$(find "$d" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f", s }')
 	DS_FILES[$1]=$(wc -l < "$T/run/list-$1")
 }
 declare -A DS_BYTES DS_FILES
@@ -402,7 +426,11 @@ EOF
 	in_s /usr/sbin/vsftpd "$s/vsftpd.conf" > "$T/logs/vsftpd.log" 2>&1 &
 	in_s rsync --daemon --no-detach --config="$s/rsyncd.conf" \
 	    > "$T/logs/rsyncd.log" 2>&1 &
-	in_s globus-gridftp-server -p 2811 -aa -anonymous-user nobody \
+	# Its UDT sockets' perfmon too (tests/bench/udtperf.cpp, per cell).
+	local perf=""
+	[ -e "$WAN_BIN/udtperf.so" ] && perf=:$WAN_BIN/udtperf.so
+	in_s env "LD_PRELOAD=$LD_PRELOAD$perf" "BM_UDT_PERF_LOG=$T/logs/udtperf-srv.log" \
+	    globus-gridftp-server -p 2811 -aa -anonymous-user nobody \
 	    -anonymous-group nogroup -home-dir / -d error \
 	    -dc-whitelist udt,gsi,tcp \
 	    -l "$T/logs/gridftp.log" > "$T/logs/gridftp.out" 2>&1 &
@@ -505,7 +533,7 @@ sender_cc() {
 # arrived; at most each file's apparent size).
 disk_bytes() {
 	find "$1" -type f -printf '%b %s\n' |
-	    awk '{ a = $1 * 512; if (a > $2) a = $2; s += a } END { printf "%d", s }'
+	    awk '{ a = $1 * 512; if (a > $2) a = $2; s += a } END { printf "%.0f", s }'
 }
 
 # rx_bytes: bytes the client's end of the link has received (headers too).
@@ -514,27 +542,119 @@ rx_bytes() {
 	    2>/dev/null || echo 0
 }
 
+# got_bytes DEST RX0: bytes arrived so far: on disk under DEST, but never
+# more than the payload the link delivered since RX0 (1448 of each
+# 1500-byte frame: IPv4, TCP and its timestamps), since allocated blocks
+# overcount a tool that preallocates its files (lftp pget, rclone's
+# multi-thread streams).
+got_bytes() {
+	awk -v d="$(disk_bytes "$1")" -v a="$2" -v b="$(rx_bytes)" \
+	    'BEGIN { p = (b - a) * 1448 / 1500; printf "%.0f", (p < d ? p : d) }'
+}
+
+# udt_perf_sum LOG: one line of UDT::perfmon figures (tests/bench/
+# udtperf.cpp) over the "tick" samples of LOG (one a second per socket):
+# sockets, and per socket-second means of the receive or send rate, the
+# RTT, flow and congestion windows, sending period, available buffer,
+# and the packets lost (receiver) or retransmitted (sender) in all.
+udt_perf_sum() {
+	[ -s "$1" ] || { echo "-"; return; }
+	awk '{
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+		if (!(f["pid"] "/" f["u"] in seen)) { seen[f["pid"] "/" f["u"]] = 1; ns++ }
+		if ($1 != "tick") next
+		n++; rmb += f["recv_mbps"]; smb += f["send_mbps"]; rtt += f["rtt_ms"]
+		fw += f["flow_win"]; cw += f["cwnd"]; per += f["snd_period_us"]
+		rb += f["avail_rcvbuf"]; sb += f["avail_sndbuf"]; fl += f["flight"]
+		rl += f["rcv_loss"]; sl += f["snd_loss"]; rt += f["retrans"]
+		rp += f["recv"]; sp += f["sent"]; nak += f["sent_nak"]
+	    }
+	    END {
+		if (n == 0) { printf "sockets=%d no-ticks", ns; exit }
+		printf "sockets=%d samples=%d recv_mbps=%.0f send_mbps=%.0f rtt_ms=%.0f flow_win=%.0f cwnd=%.0f flight=%.0f snd_period_us=%.2f avail_rcvbuf_kb=%.0f avail_sndbuf_kb=%.0f pkts_recv=%d rcv_loss=%d naks=%d pkts_sent=%d snd_loss=%d retrans=%d",
+		    ns, n, rmb / n, smb / n, rtt / n, fw / n, cw / n, fl / n, per / n,
+		    rb / n / 1024, sb / n / 1024, rp, rl, nak, sp, sl, rt
+	    }' "$1"
+}
+
+# wl_counters: packets in, lost and tail-dropped so far in the wanlink
+# forwarder's server->client direction (its SIGUSR1 report); "" with
+# netem.
+wl_counters() {
+	[ -n "$WAN_PID" ] || return 0
+	local n
+	n=$(grep -c 'b->a' "$WAN_LOG")
+	kill -USR1 "$WAN_PID" 2>/dev/null || return 0
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		[ "$(grep -c 'b->a' "$WAN_LOG")" -gt "$n" ] && break
+		sleep 0.05
+	done
+	grep 'b->a' "$WAN_LOG" | tail -n 1 |
+	    awk '{ for (i = 1; i < NF; i++) f[$i] = $(i + 1); print f["in"], f["loss"], f["taildrop"] }'
+}
+
+# udp_counters NS: the Udp InDatagrams, InErrors, RcvbufErrors and
+# SndbufErrors of namespace NS (/proc/net/snmp).
+udp_counters() {
+	ip netns exec "$1" cat /proc/net/snmp 2>/dev/null | awk '$1 == "Udp:" {
+	    if (!h) { for (i = 2; i <= NF; i++) c[$i] = i; h = 1; next }
+	    print $c["InDatagrams"], $c["InErrors"], $c["RcvbufErrors"], $c["SndbufErrors"]; exit }'
+}
+
+# end_sessions: kill the gridftp server's session processes (children of
+# the daemon the script started, in the servers' cgroup; comm is cut to
+# 15 characters); true if there was one.
+end_sessions() {
+	local p pp any=1
+	[ -n "$CG_SRV" ] || return 1
+	while read -r p; do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = globus-gridftp- ] || continue
+		pp=$(awk '{ sub(/^.*\) /, ""); print $2 }' "/proc/$p/stat" 2>/dev/null)
+		[ "$(cat "/proc/$pp/comm" 2>/dev/null)" = globus-gridftp- ] || continue
+		kill -KILL "$p" 2>/dev/null && any=0
+	done < "$CG_SRV/cgroup.procs"
+	return "$any"
+}
+
 # run_cell TOOL DATASET: sets CELL_STATUS (ok, cap, error, incomplete),
 # CELL_S (seconds), CELL_BYTES (bytes on disk), CELL_FILES, CELL_CC (the
-# sender's congestion control seen by ss 1 s into the cell), CELL_CPU_C
-# and CELL_CPU_S (CPU seconds of the client and of the servers, "" if
-# not measured).
+# sender's congestion control seen by ss 1 s into the cell), CELL_LATE
+# (MB/s over the second half of the cap: bytes from the sample at CAP/2
+# to the end, when the cell lasted past it), CELL_CPU_C, CELL_CPU_S
+# (CPU seconds of the client and of the servers, "" if not measured),
+# CELL_CPU_W (of the wanlink forwarder: with TUN it also carries the
+# kernel's receive path of both namespaces), CELL_BUSY (percent of all
+# the machine's CPUs busy during the cell, every process counted), CELL_LOAD
+# (1-minute load average at the start) and, for UDT rows, CELL_PERF_C
+# and CELL_PERF_S (udt_perf_sum of the client's and the server's sockets),
+# CELL_LINK (the forwarder's server->client packets: in, lost by the
+# loss setting, tail-dropped at the bottleneck queue).
 run_cell() {
 	local tool=$1 ds=$2 dest=$T/dest/$1 t0 t1 rc=0 killed=0 log rx0
-	local cc0 cs0
-	local -a cmd
+	local cc0 cs0 cw0 b0 wl0 uc0 us0 tmid="" bmid="" perf_c perf_s
+	local -a cmd pre=()
 	rm -rf -- "$dest" "$dest.state" "$dest".*
 	mkdir -p "$dest"
 	mapfile -t cmd < <(tool_cmd "$tool" "$ds" "$dest")
 	log=$T/logs/cell-$tool.log
+	perf_c=$T/logs/udtperf-cli.log perf_s=$T/logs/udtperf-srv.log
+	rm -f "$perf_c" "$perf_s"
+	# The server's session runs as nobody: its log must exist, writable.
+	: > "$perf_s"; chmod 0666 "$perf_s"
+	case $tool in biomirror-gridftp-udt-*)
+		[ -e "$WAN_BIN/udtperf.so" ] &&
+		    pre=(env "LD_PRELOAD=$WAN_BIN/udtperf.so" "BM_UDT_PERF_LOG=$perf_c") ;;
+	esac
 	printf '%q ' "${cmd[@]}" > "$log"; echo >> "$log"
 	sync
+	CELL_LOAD=$(cut -d' ' -f1 /proc/loadavg)
 	rx0=$(rx_bytes)
-	cc0=$(cg_ns "$CG_CLI") cs0=$(cg_ns "$CG_SRV")
+	cc0=$(cg_us "$CG_CLI") cs0=$(cg_us "$CG_SRV") cw0=$(pid_cpu_ticks "$WAN_PID")
+	b0=$(cpu_busy) wl0=$(wl_counters) uc0=$(udp_counters "$WAN_C") us0=$(udp_counters "$WAN_S")
 	t0=$(date +%s.%N)
 	# The client joins its cgroup before it execs (cg_enter).
 	setsid bash -c '[ -z "$1" ] || echo $$ > "$1/cgroup.procs"; shift; exec "$@"' \
-	    cell "$CG_CLI" ip netns exec "$WAN_C" "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
+	    cell "$CG_CLI" ip netns exec "$WAN_C" "${pre[@]}" "${cmd[@]}" >> "$log" 2>&1 < /dev/null &
 	CELL_PID=$!
 	CELL_CC=""
 	while kill -0 "$CELL_PID" 2>/dev/null; do
@@ -544,18 +664,16 @@ run_cell() {
 			CELL_CC=$(sender_cc)
 			CELL_CC=${CELL_CC:--}
 		fi
+		if [ -z "$tmid" ] &&
+		    awk -v a="$t0" -v b="$t1" -v c="$CAP" 'BEGIN { exit !(b - a >= c / 2) }'; then
+			bmid=$(got_bytes "$dest" "$rx0")
+			tmid=$(date +%s.%N)
+		fi
 		if awk -v a="$t0" -v b="$t1" -v c="$CAP" 'BEGIN { exit !(b - a >= c) }'; then
 			# Count before the kill: a tool may remove its
 			# partial files when it is stopped (biomirror does).
-			# Allocated blocks overcount a tool that
-			# preallocates its files (lftp pget, rclone's
-			# multi-thread streams): never count more than the
-			# payload the link delivered (1448 of each 1500-byte
-			# frame: IPv4, TCP and its timestamps).
-			CELL_BYTES=$(disk_bytes "$dest")
-			CELL_BYTES=$(awk -v d="$CELL_BYTES" -v a="$rx0" \
-			    -v b="$(rx_bytes)" 'BEGIN { p = (b - a) * 1448 / 1500
-			    printf "%d", (p < d ? p : d) }')
+			CELL_BYTES=$(got_bytes "$dest" "$rx0")
+			t1=$(date +%s.%N)
 			CELL_FILES=$(find "$dest" -type f | wc -l)
 			kill -TERM -- "-$CELL_PID" 2>/dev/null
 			killed=1
@@ -569,27 +687,64 @@ run_cell() {
 	rc=$?
 	[ "$killed" = 1 ] || t1=$(date +%s.%N)
 	CELL_PID=""
+	# A gridftp session whose client was killed keeps sending (a UDT
+	# sender for seconds, spinning): it would take CPU and link from the
+	# next cell, and its CPU would be counted there.  End the sessions
+	# (the daemon's children) and give the link a moment to drain.
+	if [ "$killed" = 1 ] && end_sessions; then
+		sleep 0.5
+	fi
+	# CPU: the cgroups keep the time of the processes that exited (or
+	# were killed at the cap) in their usage, so the difference is the
+	# whole cell; the kill second is included, a few ms.
 	CELL_CPU_C="" CELL_CPU_S=""
 	if [ -n "$CG_KIND" ]; then
-		CELL_CPU_C=$(awk -v a="$cc0" -v b="$(cg_ns "$CG_CLI")" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
-		CELL_CPU_S=$(awk -v a="$cs0" -v b="$(cg_ns "$CG_SRV")" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+		CELL_CPU_C=$(awk -v a="$cc0" -v b="$(cg_us "$CG_CLI")" 'BEGIN { printf "%.2f", (b - a) / 1e6 }')
+		CELL_CPU_S=$(awk -v a="$cs0" -v b="$(cg_us "$CG_SRV")" 'BEGIN { printf "%.2f", (b - a) / 1e6 }')
 	fi
+	CELL_CPU_W=$(awk -v a="$cw0" -v b="$(pid_cpu_ticks "$WAN_PID")" -v h="$CLK_TCK" \
+	    'BEGIN { if (a != "" && b != "") printf "%.2f", (b - a) / h }')
+	CELL_BUSY=$(awk -v a="$b0" -v b="$(cpu_busy)" 'BEGIN { split(a, x, " "); split(b, y, " ")
+	    if (y[2] > x[2]) printf "%.0f", 100 * (y[1] - x[1]) / (y[2] - x[2]) }')
 	CELL_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	CELL_LINK=$(awk -v a="$wl0" -v b="$(wl_counters)" 'BEGIN { split(a, x, " "); split(b, y, " ")
+	    if (y[1] == "") exit
+	    i = y[1] - x[1]; d = y[3] - x[3]
+	    printf "in=%d loss=%d taildrop=%d (%.2f%%)", i, y[2] - x[2], d, (i > 0 ? 100 * d / i : 0) }')
+	CELL_LINK="$CELL_LINK$(awk -v a="$uc0" -v b="$(udp_counters "$WAN_C")" -v c="$us0" -v d="$(udp_counters "$WAN_S")" \
+	    'BEGIN { split(a, x, " "); split(b, y, " "); split(c, u, " "); split(d, v, " ")
+	    if (y[1] - x[1] > 0 || v[4] - u[4] > 0)
+		printf " client udp in=%d inerr=%d rcvbuferr=%d server udp sndbuferr=%d",
+		    y[1] - x[1], y[2] - x[2], y[3] - x[3], v[4] - u[4] }')"
 	if [ "$killed" = 0 ]; then
 		CELL_BYTES=$(disk_bytes "$dest")
 		CELL_FILES=$(find "$dest" -type f | wc -l)
 	fi
+	CELL_LATE=$(awk -v b0="$bmid" -v t0="$tmid" -v b1="$CELL_BYTES" -v t1="$t1" \
+	    'BEGIN { if (t0 != "" && t1 - t0 >= 1) printf "%.2f", (b1 - b0) / (t1 - t0) / 1e6 }')
+	# No second-half rate for a run that failed (its files removed).
+	[ "$killed" = 1 ] || [ "$rc" = 0 ] || CELL_LATE=""
 	if [ "$killed" = 1 ]; then
 		CELL_STATUS=cap
 	elif [ "$rc" != 0 ]; then
 		CELL_STATUS=error
 	elif [ "$CELL_FILES" != "${DS_FILES[$ds]}" ] ||
-	    [ "$(find "$dest" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d", s }')" != "${DS_BYTES[$ds]}" ]; then
+	    [ "$(find "$dest" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f", s }')" != "${DS_BYTES[$ds]}" ]; then
 		CELL_STATUS=incomplete
 	else
 		CELL_STATUS=ok
 	fi
-	echo "# exit $rc status $CELL_STATUS ${CELL_S}s $CELL_BYTES bytes $CELL_FILES files cpu client ${CELL_CPU_C:--} s server ${CELL_CPU_S:--} s" >> "$log"
+	CELL_PERF_C="" CELL_PERF_S=""
+	case $tool in biomirror-gridftp-udt-*)
+		# The server's session may still be sending: a moment for
+		# its close line.
+		sleep 0.5
+		CELL_PERF_C=$(udt_perf_sum "$perf_c") CELL_PERF_S=$(udt_perf_sum "$perf_s")
+		{ echo "# udt perfmon client: $CELL_PERF_C"; echo "# udt perfmon server: $CELL_PERF_S"; } >> "$log"
+		[ -e "$perf_c" ] && cat "$perf_c" >> "$T/logs/udtperf-all.log"
+		[ -e "$perf_s" ] && cat "$perf_s" >> "$T/logs/udtperf-all.log" ;;
+	esac
+	echo "# exit $rc status $CELL_STATUS ${CELL_S}s $CELL_BYTES bytes $CELL_FILES files late ${CELL_LATE:--} MB/s cpu client ${CELL_CPU_C:--} s server ${CELL_CPU_S:--} s wanlink ${CELL_CPU_W:--} s machine busy ${CELL_BUSY:--}% load $CELL_LOAD link ${CELL_LINK:--}" >> "$log"
 	cat "$log" >> "$T/logs/cells.log"
 	rm -rf -- "$dest" "$dest.state" "$dest".*
 }
@@ -601,9 +756,25 @@ if [ -n "$RMEM_MAX" ]; then
 	    fail "sysctl net.core.rmem_max"
 fi
 wan_init
+# The UDT rows' perfmon sampler (LD_PRELOAD; needs g++ and libudt-dev).
+case ",$TOOLS," in *,biomirror-gridftp-udt-*)
+	g++ -O2 -Wall -Wextra -shared -fPIC -o "$WAN_BIN/udtperf.so" \
+	    tests/bench/udtperf.cpp -ludt -ldl -lpthread 2> "$T/logs/udtperf-cc.log" ||
+	    { rm -f "$WAN_BIN/udtperf.so"; echo "wan.sh: no UDT perfmon (udtperf.cpp: $(head -c 200 "$T/logs/udtperf-cc.log"))" >&2; } ;;
+esac
 say "link: $(wan_describe), bottleneck $RATE Mbit/s, queue one BDP"
-echo "date,backend,rate_mbit,rtt_ms,loss_pct,cc,dataset,tool,status,seconds,bytes,files,mb_s,ratio_vs_curl,sender_cc_seen,http_scheme,runs_mb_s,client_cpu_s,server_cpu_s,client_cpu_s_per_gb,server_cpu_s_per_gb" > "$CSV"
+echo "date,backend,rate_mbit,rtt_ms,loss_pct,cc,dataset,tool,status,seconds,bytes,files,mb_s,ratio_vs_curl,sender_cc_seen,http_scheme,runs_mb_s,client_cpu_s,server_cpu_s,client_cpu_s_per_gb,server_cpu_s_per_gb,runs,late_mb_s,runs_late_mb_s,wanlink_cpu_s,machine_busy_pct,load1,runs_load1,runs_status,udt_perf_client,udt_perf_server,link_server_to_client" > "$CSV"
 TOOL_LIST=${TOOLS//,/ }
+# cell_runs RTT LOSS: --target-runs at the target's profiles (loss > 0,
+# RTT >= --target-rtt), else --runs.
+cell_runs() {
+	if [ -n "$TARGET_RUNS" ] && awk -v r="$1" -v l="$2" -v m="$TARGET_RTT" \
+	    'BEGIN { exit !(l > 0 && r >= m) }'; then
+		echo "$TARGET_RUNS"
+	else
+		echo "$RUNS"
+	fi
+}
 ncell=0 SERVERS_CC=""
 for cc in ${CCS//,/ }; do
 	for loss in ${LOSSES//,/ }; do
@@ -617,34 +788,49 @@ for cc in ${CCS//,/ }; do
 			fi
 			in_c ping -q -c 3 -i 0.2 "$SIP" > "$T/logs/ping.log" 2>&1 ||
 			    fail "no path to $SIP (rtt $rtt loss $loss)"
+			nruns=$(cell_runs "$rtt" "$loss")
 			for ds in ${DATASETS//,/ }; do
 				base=""
-				for tool in $TOOL_LIST; do
-					# RUNS runs; keep the run with the median MB/s.
-					: > "$T/run/runs"
-					for run in $(seq "$RUNS"); do
+				for tool in $TOOL_LIST; do : > "$T/run/runs-$tool"; done
+				# Round r runs every tool once, so that the tools
+				# of a cell alternate (the load changes slowly).
+				for run in $(seq "$nruns"); do
+					for tool in $TOOL_LIST; do
 						run_cell "$tool" "$ds"
 						ncell=$((ncell + 1))
 						mbs=$(awk -v b="$CELL_BYTES" -v s="$CELL_S" 'BEGIN { printf "%.2f", (s > 0) ? b / s / 1e6 : 0 }')
-						printf '%s %s %s %s %s %s %s %s\n' "$mbs" "$CELL_STATUS" \
+						printf '%s %s %s %s %s %s %s %s %s %s %s %s %s|%s|%s\n' "$mbs" "$CELL_STATUS" \
 						    "$CELL_S" "$CELL_BYTES" "$CELL_FILES" \
 						    "${CELL_CC:--}" "${CELL_CPU_C:--}" \
-						    "${CELL_CPU_S:--}" >> "$T/run/runs"
-						say "cc $cc loss $loss% rtt $rtt ms $ds $tool run $run/$RUNS: $CELL_STATUS ${CELL_S}s $mbs MB/s [ss: ${CELL_CC:-}] [cpu s: client ${CELL_CPU_C:--} server ${CELL_CPU_S:--}]"
+						    "${CELL_CPU_S:--}" "${CELL_LATE:--}" \
+						    "${CELL_CPU_W:--}" "${CELL_BUSY:--}" "$CELL_LOAD" \
+						    "${CELL_PERF_C:--}" "${CELL_PERF_S:--}" "${CELL_LINK:--}" >> "$T/run/runs-$tool"
+						say "cc $cc loss $loss% rtt $rtt ms $ds $tool run $run/$nruns: $CELL_STATUS ${CELL_S}s $mbs MB/s (late ${CELL_LATE:--}) [ss: ${CELL_CC:-}] [cpu s: client ${CELL_CPU_C:--} server ${CELL_CPU_S:--} wanlink ${CELL_CPU_W:--}; machine ${CELL_BUSY:--}% busy, load $CELL_LOAD] [link: ${CELL_LINK:--}]${CELL_PERF_C:+ [udt client: $CELL_PERF_C] [udt server: $CELL_PERF_S]}"
 					done
-					all=$(cut -d' ' -f1 "$T/run/runs" | paste -sd' ' -)
-					read -r mbs CELL_STATUS CELL_S CELL_BYTES CELL_FILES CELL_CC CELL_CPU_C CELL_CPU_S < <(
-					    sort -n -k1,1 "$T/run/runs" |
-					    sed -n "$(( (RUNS + 1) / 2 ))p")
-					[ "$CELL_CPU_C" = - ] && CELL_CPU_C=""
-					[ "$CELL_CPU_S" = - ] && CELL_CPU_S=""
+				done
+				for tool in $TOOL_LIST; do
+					r=$T/run/runs-$tool
+					all=$(cut -d' ' -f1 "$r" | paste -sd' ' -)
+					all_late=$(cut -d' ' -f9 "$r" | paste -sd' ' -)
+					all_load=$(cut -d' ' -f12 "$r" | paste -sd' ' -)
+					all_st=$(cut -d' ' -f2 "$r" | paste -sd' ' -)
+					# The run with the median MB/s (the lower middle
+					# one of an even count) gives the other columns.
+					IFS='|' read -r row perf_s link < <(sort -n -k1,1 "$r" | sed -n "$(( (nruns + 1) / 2 ))p")
+					read -r mbs CELL_STATUS CELL_S CELL_BYTES CELL_FILES CELL_CC CELL_CPU_C CELL_CPU_S CELL_LATE CELL_CPU_W CELL_BUSY CELL_LOAD perf_c <<<"$row"
+					for v in CELL_CPU_C CELL_CPU_S CELL_LATE CELL_CPU_W CELL_BUSY; do
+						[ "${!v}" = - ] && printf -v "$v" ''
+					done
+					# The median of the late MB/s on its own.
+					late=$(tr ' ' '\n' <<<"$all_late" | grep -v '^-$' | sort -n |
+					    awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
 					# CPU seconds per GB (10^9 bytes) delivered.
 					cpugb() { awk -v c="$1" -v b="$CELL_BYTES" 'BEGIN { if (c != "" && b > 0) printf "%.2f", c / (b / 1e9) }'; }
 					cgc=$(cpugb "$CELL_CPU_C") cgs=$(cpugb "$CELL_CPU_S")
 					[ "$tool" = curl ] && base=$mbs
 					ratio=$(awk -v m="$mbs" -v b="${base:-0}" 'BEGIN { if (b > 0) printf "%.2f", m / b; else printf "" }')
-					echo "$STAMP,$WAN_BACKEND,$RATE,$rtt,$loss,$cc,$ds,$tool,$CELL_STATUS,$CELL_S,$CELL_BYTES,$CELL_FILES,$mbs,$ratio,$CELL_CC,$SCHEME,$all,$CELL_CPU_C,$CELL_CPU_S,$cgc,$cgs" >> "$CSV"
-					say "cc $cc loss $loss% rtt $rtt ms $ds $tool: median of $RUNS: $CELL_STATUS ${CELL_S}s $mbs MB/s${ratio:+ (${ratio}x curl)} (runs: $all)${cgc:+ cpu s/GB client $cgc server $cgs}"
+					echo "$STAMP,$WAN_BACKEND,$RATE,$rtt,$loss,$cc,$ds,$tool,$CELL_STATUS,$CELL_S,$CELL_BYTES,$CELL_FILES,$mbs,$ratio,$CELL_CC,$SCHEME,$all,$CELL_CPU_C,$CELL_CPU_S,$cgc,$cgs,$nruns,$late,$all_late,$CELL_CPU_W,$CELL_BUSY,$CELL_LOAD,$all_load,$all_st,$perf_c,$perf_s,$link" >> "$CSV"
+					say "cc $cc loss $loss% rtt $rtt ms $ds $tool: median of $nruns: $CELL_STATUS ${CELL_S}s $mbs MB/s${ratio:+ (${ratio}x curl)} (runs: $all; late: $all_late; load: $all_load)${cgc:+ cpu s/GB client $cgc server $cgs}"
 				done
 			done
 		done
@@ -654,6 +840,9 @@ stop_servers
 wan_unlink
 
 # ---------------------------------------------------------------- report
+# csv_by_rtt: the CSV with its rows by RTT (the tables' row order), the
+# order of the runs otherwise kept.
+csv_by_rtt() { head -n 1 "$CSV"; tail -n +2 "$CSV" | sort -t, -s -n -k4,4; }
 echo
 echo "## WAN benchmark $STAMP"
 echo
@@ -681,6 +870,7 @@ for cc in ${CCS//,/ }; do
 			awk -F, -v cc="$cc" -v loss="$loss" -v ds="$ds" -v tools="$TOOL_LIST" -v dat="$T/plot/$cc-$loss-$ds.dat" '
 			    NR > 1 && $6 == cc && $5 == loss && $7 == ds {
 				k = $4 SUBSEP $8; v[k] = $13; r[k] = $14; st[k] = $9
+				if ($22 > 1) raw[k] = $17
 				if (!($4 in seen)) { seen[$4] = 1; rtts[++n] = $4 }
 			    }
 			    END {
@@ -698,12 +888,13 @@ for cc in ${CCS//,/ }; do
 						c = v[k]
 						if (t[j] != "curl" && r[k] != "") c = c " (" r[k] "x)"
 						if (st[k] != "ok") c = c " " st[k]
+						if (raw[k] != "") c = c " [" raw[k] "]"
 						line = line " " c " |"
 						printf " %s", (v[k] == "" ? "NaN" : v[k]) > dat
 					}
 					print line; printf "\n" > dat
 				}
-			    }' "$CSV"
+			    }' <(csv_by_rtt)
 			if command -v gnuplot >/dev/null; then
 				png=$OUTDIR/wan-$STAMP-$cc-$loss-$ds.png
 				gnuplot > "$T/logs/gnuplot.log" 2>&1 <<EOF || echo "(gnuplot failed: $(head -c 300 "$T/logs/gnuplot.log"))"
@@ -720,13 +911,12 @@ plot for [i=2:$(( $(wc -w <<<"$TOOL_LIST") + 1 ))] "$T/plot/$cc-$loss-$ds.dat" u
 EOF
 				[ -s "$png" ] && echo && echo "plot: ${png#"$ROOT"/}"
 			fi
-			[ -n "$CG_KIND" ] || continue
 			echo
-			echo "CPU seconds per GB delivered, client / server (cgroup $CG_KIND):"
+			echo "MB/s over the second half of the cap (from the sample at $((CAP / 2)) s to the end; '-': done before), [every run]:"
 			echo
 			awk -F, -v cc="$cc" -v loss="$loss" -v ds="$ds" -v tools="$TOOL_LIST" '
 			    NR > 1 && $6 == cc && $5 == loss && $7 == ds {
-				k = $4 SUBSEP $8; c[k] = $20; s[k] = $21
+				k = $4 SUBSEP $8; v[k] = $23; raw[k] = ($22 > 1 ? $24 : "")
 				if (!($4 in seen)) { seen[$4] = 1; rtts[++n] = $4 }
 			    }
 			    END {
@@ -738,11 +928,45 @@ EOF
 					line = "| " rtts[i] " |"
 					for (j = 1; j <= nt; j++) {
 						k = rtts[i] SUBSEP t[j]
-						line = line " " (c[k] == "" ? "-" : c[k]) " / " (s[k] == "" ? "-" : s[k]) " |"
+						c = (v[k] == "" ? "-" : v[k])
+						if (raw[k] != "") c = c " [" raw[k] "]"
+						line = line " " c " |"
 					}
 					print line
 				}
-			    }' "$CSV"
+			    }' <(csv_by_rtt)
+			echo
+			echo "CPU seconds per GB delivered, client / server / wanlink forwarder (cgroup ${CG_KIND:-none}; /proc for wanlink), then the whole machine's CPU busy during the cell and the 1-minute load average at its start [every run's load] (median run):"
+			echo
+			awk -F, -v cc="$cc" -v loss="$loss" -v ds="$ds" -v tools="$TOOL_LIST" '
+			    function pg(x) { return (x == "" || b <= 0) ? "-" : sprintf("%.2f", x / (b / 1e9)) }
+			    NR > 1 && $6 == cc && $5 == loss && $7 == ds {
+				k = $4 SUBSEP $8; b = $11
+				cell[k] = pg($18) " / " pg($19) " / " pg($25) "; " ($26 == "" ? "-" : $26) "% busy, load " $27
+				if ($22 > 1) cell[k] = cell[k] " [" $28 "]"
+				if (!($4 in seen)) { seen[$4] = 1; rtts[++n] = $4 }
+			    }
+			    END {
+				nt = split(tools, t, " ")
+				h = "| RTT ms |"; l = "|---:|"
+				for (j = 1; j <= nt; j++) { h = h " " t[j] " |"; l = l "---:|" }
+				print h; print l
+				for (i = 1; i <= n; i++) {
+					line = "| " rtts[i] " |"
+					for (j = 1; j <= nt; j++)
+						line = line " " cell[rtts[i] SUBSEP t[j]] " |"
+					print line
+				}
+			    }' <(csv_by_rtt)
+			if awk -F, -v cc="$cc" -v loss="$loss" -v ds="$ds" 'NR > 1 && $6 == cc && $5 == loss && $7 == ds && $30 != "" && $30 != "-" { f = 1 } END { exit !f }' <(csv_by_rtt); then
+				echo
+				echo "UDT perfmon (tests/bench/udtperf.cpp; per socket-second means over the median run, packet counts summed; client = receiver, server = sender):"
+				echo
+				awk -F, -v cc="$cc" -v loss="$loss" -v ds="$ds" '
+				    NR > 1 && $6 == cc && $5 == loss && $7 == ds && $30 != "" && $30 != "-" {
+					printf "- RTT %s, %s: client: %s; server: %s; link: %s\n", $4, $8, $30, $31, $32
+				    }' <(csv_by_rtt)
+			fi
 		done
 	done
 done
