@@ -65,7 +65,7 @@ struct resume_file {
 	uint64_t	 recorded;	/* covered when last recorded */
 	uint64_t	 snap[2 * RESUME_MAX_RANGES];	/* snapshot being recorded */
 	size_t		 nsnap;
-	uint64_t	 snap_covered;	/* covered when the snapshot was taken */
+	uint64_t	 snap_covered;	/* covered at the snapshot */
 	bool		 snap_drop;
 };
 

@@ -18,8 +18,8 @@ struct action;
 struct partial_rec;
 
 #define RESUME_MIN_SIZE		(1024 * 1024)	/* bytes: smaller files restart */
-#define RESUME_MAX_RANGES	128		/* = MANIFEST_MAX_RANGES: per row */
-#define RESUME_MAX_HELD		(1024 * 1024)	/* ranges held in memory */
+#define RESUME_MAX_RANGES	128		/* = MANIFEST_MAX_RANGES */
+#define RESUME_MAX_HELD		(1024 * 1024)	/* ranges in memory */
 
 struct resume_set;
 struct resume_file;
@@ -119,8 +119,9 @@ bool	resume_file_due(const struct resume_file *rf, uint64_t min_new);
  * Fill *ret with a record of rf's current ranges in temp file tmpname
  * (borrowed; NULL when it could not be made durable), or with a drop of
  * the row when the file started over.  Past RESUME_MAX_RANGES ranges the
- * record holds the largest ones: fewer bytes than held, never more.  The record borrows rf's snapshot
- * until resume_file_recorded() or the next call.  Returns false when
+ * record holds the largest ones: fewer bytes than held, never more.  The
+ * record borrows rf's snapshot until resume_file_recorded() or the next
+ * call.  Returns false when
  * there is nothing to write (tmpname NULL and no drop pending).
  */
 bool	resume_file_record(struct resume_file *rf, const char *tmpname,
