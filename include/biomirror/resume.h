@@ -121,8 +121,8 @@ bool	resume_file_due(const struct resume_file *rf, uint64_t min_new);
  * the row when the file started over.  Past RESUME_MAX_RANGES ranges the
  * record holds the largest ones: fewer bytes than held, never more.  The
  * record borrows rf's snapshot until resume_file_recorded() or the next
- * call.  Returns false when
- * there is nothing to write (tmpname NULL and no drop pending).
+ * call.  Returns false when there is nothing to write (tmpname NULL and
+ * no drop pending).
  */
 bool	resume_file_record(struct resume_file *rf, const char *tmpname,
 	    struct partial_rec *ret);
