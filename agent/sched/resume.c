@@ -3,6 +3,9 @@
  *
  * Invariants: a resume_file's ranges are sorted, disjoint and never
  * adjacent (merged), within [0, size); covered is their total length.
+ * They are held in a growing array (at most RESUME_MAX_HELD ranges); a
+ * manifest row holds at most MANIFEST_MAX_RANGES, so a row records the
+ * largest ranges held: a subset, never a byte more than is held.
  * A manifest row is written only from a snapshot of ranges whose bytes
  * the caller made durable just before (fdatasync), so the row never
  * promises bytes that a crash could lose.  The validators are those of
@@ -46,8 +49,8 @@ struct resume_set {
 };
 
 struct resume_file {
-	uint64_t	 iv[2 * RESUME_MAX_RANGES];	/* held ranges */
-	size_t		 niv;
+	uint64_t	*iv;		/* owned: niv held ranges (pairs) */
+	size_t		 niv, ivcap;	/* ranges used, allocated */
 	uint64_t	 covered;	/* bytes in iv */
 	uint64_t	 size;		/* exact size */
 	int64_t		 list_mtime;	/* ns */
@@ -62,7 +65,7 @@ struct resume_file {
 	uint64_t	 recorded;	/* covered when last recorded */
 	uint64_t	 snap[2 * RESUME_MAX_RANGES];	/* snapshot being recorded */
 	size_t		 nsnap;
-	uint64_t	 snap_covered;
+	uint64_t	 snap_covered;	/* covered at the snapshot */
 	bool		 snap_drop;
 };
 
@@ -311,6 +314,32 @@ file_if_range(struct resume_file *rf)
 		rf->if_range[0] = '\0';
 }
 
+/*
+ * Room for at least n ranges in rf->iv.  Returns 0, BM_ENOMEM, or
+ * BM_ELIMIT past RESUME_MAX_HELD.
+ */
+static int
+file_grow(struct resume_file *rf, size_t n)
+{
+	uint64_t	*p;
+	size_t		 cap;
+
+	if (n <= rf->ivcap)
+		return 0;
+	if (n > RESUME_MAX_HELD)
+		return BM_ELIMIT;
+	cap = rf->ivcap ? rf->ivcap : 16;
+	while (cap < n)
+		cap *= 2;
+	if (cap > RESUME_MAX_HELD)
+		cap = RESUME_MAX_HELD;
+	if ((p = reallocarray(rf->iv, 2 * cap, sizeof(*p))) == NULL)
+		return BM_ENOMEM;
+	rf->iv = p;
+	rf->ivcap = cap;
+	return 0;
+}
+
 struct resume_file *
 resume_file_new(const struct resume_set *set, const char *path,
     int64_t size, int64_t list_mtime)
@@ -335,7 +364,8 @@ resume_file_new(const struct resume_set *set, const char *path,
 	}
 	if (r == NULL || r->nranges > RESUME_MAX_RANGES)
 		return rf;
-	if ((rf->tmpname = strdup(r->tmpname)) == NULL) {
+	if (file_grow(rf, r->nranges) != 0 ||
+	    (rf->tmpname = strdup(r->tmpname)) == NULL) {
 		resume_file_free(rf);
 		return NULL;
 	}
@@ -360,6 +390,7 @@ resume_file_free(struct resume_file *rf)
 		return;
 	free(rf->path);
 	free(rf->tmpname);
+	free(rf->iv);
 	free(rf);
 }
 
@@ -399,6 +430,7 @@ resume_file_add(struct resume_file *rf, uint64_t off, uint64_t len)
 {
 	uint64_t	 a = off, b = off + len;
 	size_t		 i, j, k;
+	int		 rc;
 
 	if (len == 0)
 		return 0;
@@ -413,8 +445,8 @@ resume_file_add(struct resume_file *rf, uint64_t off, uint64_t len)
 			b = rf->iv[2 * j + 1];
 		rf->covered -= rf->iv[2 * j + 1] - rf->iv[2 * j];
 	}
-	if (j == i && rf->niv == RESUME_MAX_RANGES)
-		return BM_ELIMIT;
+	if (j == i && (rc = file_grow(rf, rf->niv + 1)) != 0)
+		return rc;	/* covered unchanged: nothing was merged */
 	/* Replace ranges i..j-1 by [a, b). */
 	k = rf->niv - j;
 	memmove(&rf->iv[2 * (i + 1)], &rf->iv[2 * j], 2 * k * sizeof(*rf->iv));
@@ -556,6 +588,69 @@ resume_file_due(const struct resume_file *rf, uint64_t min_new)
 	return rf->drop;
 }
 
+static int
+size_cmp(const void *a, const void *b)
+{
+	size_t	 x = *(const size_t *)a, y = *(const size_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Length of held range i. */
+static uint64_t
+iv_len(const struct resume_file *rf, size_t i)
+{
+	return rf->iv[2 * i + 1] - rf->iv[2 * i];
+}
+
+/* Restore the min-heap on lengths of the n range indexes h[] below k. */
+static void
+heap_down(const struct resume_file *rf, size_t *h, size_t n, size_t k)
+{
+	size_t	 c, t;
+
+	for (; (c = 2 * k + 1) < n; k = c) {
+		if (c + 1 < n && iv_len(rf, h[c + 1]) < iv_len(rf, h[c]))
+			c++;
+		if (iv_len(rf, h[k]) <= iv_len(rf, h[c]))
+			break;
+		t = h[k];
+		h[k] = h[c];
+		h[c] = t;
+	}
+}
+
+/*
+ * Snapshot into rf->snap the ranges a row can hold: all of them, or the
+ * RESUME_MAX_RANGES largest (a min-heap of their indexes), in order.
+ */
+static void
+file_snapshot(struct resume_file *rf)
+{
+	size_t	 h[RESUME_MAX_RANGES], n, i;
+
+	if (rf->niv <= RESUME_MAX_RANGES) {
+		memcpy(rf->snap, rf->iv, 2 * rf->niv * sizeof(*rf->iv));
+		rf->nsnap = rf->niv;
+		return;
+	}
+	for (n = 0; n < RESUME_MAX_RANGES; n++)
+		h[n] = n;
+	for (i = n / 2; i-- > 0; )
+		heap_down(rf, h, n, i);
+	for (i = n; i < rf->niv; i++)
+		if (iv_len(rf, i) > iv_len(rf, h[0])) {
+			h[0] = i;
+			heap_down(rf, h, n, 0);
+		}
+	qsort(h, n, sizeof(*h), size_cmp);
+	for (i = 0; i < n; i++) {
+		rf->snap[2 * i] = rf->iv[2 * h[i]];
+		rf->snap[2 * i + 1] = rf->iv[2 * h[i] + 1];
+	}
+	rf->nsnap = n;
+}
+
 bool
 resume_file_record(struct resume_file *rf, const char *tmpname,
     struct partial_rec *ret)
@@ -565,8 +660,7 @@ resume_file_record(struct resume_file *rf, const char *tmpname,
 	rf->snap_drop = tmpname == NULL || !resume_file_usable(rf);
 	if (rf->snap_drop)
 		return rf->drop;	/* else keep the row as it is */
-	memcpy(rf->snap, rf->iv, 2 * rf->niv * sizeof(*rf->iv));
-	rf->nsnap = rf->niv;
+	file_snapshot(rf);
 	rf->snap_covered = rf->covered;
 	ret->tmpname = tmpname;
 	ret->size = (int64_t)rf->size;

@@ -19,6 +19,7 @@ struct partial_rec;
 
 #define RESUME_MIN_SIZE		(1024 * 1024)	/* bytes: smaller files restart */
 #define RESUME_MAX_RANGES	128		/* = MANIFEST_MAX_RANGES */
+#define RESUME_MAX_HELD		(1024 * 1024)	/* ranges in memory */
 
 struct resume_set;
 struct resume_file;
@@ -59,8 +60,9 @@ const char *resume_file_tmpname(const struct resume_file *rf);
 bool	resume_file_reopened(struct resume_file *rf, bool ok,
 	    uint64_t length);
 /*
- * Bytes [off, off+len) were written.  Returns 0 or BM_ELIMIT (more than
- * RESUME_MAX_RANGES separate ranges).
+ * Bytes [off, off+len) were written.  Returns 0, BM_ENOMEM, or BM_ELIMIT
+ * (more than RESUME_MAX_HELD separate ranges); on failure the ranges
+ * held are unchanged.
  */
 int	resume_file_add(struct resume_file *rf, uint64_t off, uint64_t len);
 /*
@@ -109,15 +111,18 @@ bool	resume_file_same_digest(struct resume_file *rf, const char *digest);
 bool	resume_file_in_manifest(const struct resume_file *rf);
 /*
  * Whether a record is due: a drop, or at least min_new bytes more held
- * than recorded (any more when min_new is 0) with a strong validator.
+ * than when last recorded (any more when min_new is 0) with a strong
+ * validator.
  */
 bool	resume_file_due(const struct resume_file *rf, uint64_t min_new);
 /*
  * Fill *ret with a record of rf's current ranges in temp file tmpname
  * (borrowed; NULL when it could not be made durable), or with a drop of
- * the row when the file started over.  The record borrows rf's snapshot
- * until resume_file_recorded() or the next call.  Returns false when
- * there is nothing to write (tmpname NULL and no drop pending).
+ * the row when the file started over.  Past RESUME_MAX_RANGES ranges the
+ * record holds the largest ones: fewer bytes than held, never more.  The
+ * record borrows rf's snapshot until resume_file_recorded() or the next
+ * call.  Returns false when there is nothing to write (tmpname NULL and
+ * no drop pending).
  */
 bool	resume_file_record(struct resume_file *rf, const char *tmpname,
 	    struct partial_rec *ret);

@@ -3,7 +3,7 @@
  * the If-Range value (strong ETag, else an HTTP-date), records and drops,
  * and resume_prepare(): rows kept only for files fetched again with the
  * same listed size and mtime, other rows dropped, other temp files
- * removed, kept ones left alone.
+ * removed, kept ones left alone; more ranges held than a row holds.
  */
 #include <sys/stat.h>
 
@@ -302,6 +302,128 @@ test_same_digest(const char *dir)
 	store_close(s);
 }
 
+#define MANY	300		/* disjoint ranges, more than a row holds */
+#define BLK	(64 * 1024)
+
+/* Length of test range i (all differ, all < BLK, no two touch). */
+static uint64_t
+many_len(size_t i)
+{
+	return 1 + (uint64_t)((i * 7919) % MANY) * 100;
+}
+
+static int
+u64_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x > y ? -1 : x < y;
+}
+
+/* Fill every gap of rf; true when each add succeeded. */
+static bool
+fill_gaps(struct resume_file *rf)
+{
+	static uint64_t	 g[2 * (MANY + 2)];
+	size_t		 n, i;
+	bool		 good = true;
+
+	n = resume_file_gaps(rf, g, MANY + 2);
+	for (i = 0; i < n && i < MANY + 2; i++)
+		if (resume_file_add(rf, g[2 * i], g[2 * i + 1] - g[2 * i]) != 0)
+			good = false;
+	return good;
+}
+
+/*
+ * A 4-stream MODE E transfer whose streams drift apart holds hundreds of
+ * ranges apart: none is refused, the file completes when the gaps fill,
+ * and the row records at most RESUME_MAX_RANGES of them, all held bytes
+ * (the largest), from which a later run continues.
+ */
+static void
+test_many_ranges(const char *dir)
+{
+	char			 dest[512], db[512], err[600];
+	const char		*tmp = ".biomirror-tmp.00000020";
+	const uint64_t		 size = (uint64_t)MANY * BLK + BLK;
+	struct manifest		*m = NULL;
+	struct store		*s = NULL;
+	struct resume_set	*rs = NULL;
+	struct resume_file	*rf, *rf2;
+	struct partial_rec	 pr;
+	struct action		 act;
+	uint64_t		 lens[MANY], held = 0, want = 0, got = 0, k;
+	char			 path[] = "many.bin";
+	size_t			 i, fails = 0, bad = 0, kept, removed;
+
+	rf = resume_file_new(NULL, path, (int64_t)size, 5 * NS);
+	is_int(resume_file_check(rf, "\"m\"", 1700000000, -1, err,
+	    sizeof(err)), 0, "validators");
+	for (i = 0; i < MANY; i++) {
+		lens[i] = many_len(i);
+		held += lens[i];
+		if (resume_file_add(rf, (uint64_t)i * BLK + 7, lens[i]) != 0)
+			fails++;
+	}
+	is_int(fails, 0, "%d disjoint ranges all taken", MANY);
+	is_int(resume_file_covered(rf), held, "covered counts them all");
+	qsort(lens, MANY, sizeof(*lens), u64_desc);
+	for (i = 0; i < RESUME_MAX_RANGES; i++)
+		want += lens[i];
+	ok(resume_file_record(rf, tmp, &pr), "a record");
+	ok(pr.nranges == RESUME_MAX_RANGES, "the row holds %zu ranges",
+	    pr.nranges);
+	for (i = 0; i < pr.nranges && i <= RESUME_MAX_RANGES; i++) {
+		k = pr.ranges[2 * i] / BLK;
+		if (pr.ranges[2 * i] != k * BLK + 7 || k >= MANY ||
+		    pr.ranges[2 * i + 1] - pr.ranges[2 * i] != many_len(k) ||
+		    (i > 0 && pr.ranges[2 * i] <= pr.ranges[2 * i - 1]))
+			bad++;
+		got += pr.ranges[2 * i + 1] - pr.ranges[2 * i];
+	}
+	is_int(bad, 0, "each recorded range is a held one, in order");
+	is_int(got, want, "the largest ones: %llu of %llu bytes held",
+	    (unsigned long long)got, (unsigned long long)held);
+	resume_file_recorded(rf, true);
+	ok(!resume_file_due(rf, 0), "recorded: no record due until more");
+	(void)resume_file_add(rf, 3, 1);
+	ok(resume_file_due(rf, 0), "one more byte: due");
+
+	(void)snprintf(dest, sizeof(dest), "%s/dest3", dir);
+	(void)snprintf(db, sizeof(db), "%s/m3.db", dir);
+	is_int(store_open(dest, 0644, 0755, &s), 0, "store");
+	is_int(manifest_open(db, true, &m, err, sizeof(err)), 0, "manifest");
+	(void)mkdir(dest, 0755);
+	make_tmp(dest, tmp, (size_t)size);
+	is_int(manifest_partials_put(m, 1, &pr, 1), 0, "the row is written");
+	memset(&act, 0, sizeof(act));
+	act.path = path;
+	act.op = ACT_FETCH;
+	act.fs.listed.size = (int64_t)size;
+	act.fs.listed.size_exact = true;
+	act.fs.listed.mtime = 5 * NS;
+	is_int(resume_prepare(m, s, &act, 1, &rs, &kept, &removed), 0,
+	    "prepare");
+	is_int(kept, 1, "the row is kept");
+	rf2 = resume_file_new(rs, path, (int64_t)size, 5 * NS);
+	ok(rf2 != NULL && resume_file_reopened(rf2, true, size),
+	    "a later run reopens it");
+	is_int(resume_file_covered(rf2), want, "it holds the recorded bytes");
+	ok(resume_file_usable(rf2), "usable");
+	ok(fill_gaps(rf2), "the later run fills its gaps");
+	is_int(resume_file_covered(rf2), size, "and completes");
+	resume_file_free(rf2);
+
+	ok(fill_gaps(rf), "this run fills its gaps");
+	is_int(resume_file_covered(rf), size, "the file completes");
+	is_int(resume_file_gaps(rf, NULL, 0), 0, "no gap left");
+	resume_file_free(rf);
+	resume_set_free(rs);
+	manifest_close(m);
+	store_close(s);
+}
+
 int
 main(void)
 {
@@ -316,6 +438,7 @@ main(void)
 	test_validators();
 	test_prepare(dir);
 	test_same_digest(dir);
+	test_many_ranges(dir);
 	if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) <
 	    sizeof(cmd))
 		if (system(cmd) != 0)
