@@ -7,6 +7,8 @@
  * submitted) and reported once through the done callback.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1315,6 +1317,32 @@ range_add(struct gsess *s, uint64_t a, uint64_t b)
 }
 
 /*
+ * Test-only hook (tests/functional/t_82; never set in production): with
+ * BM_GRIDFTP_TEST_STOP=N in the environment, the process stops itself
+ * (SIGSTOP, every thread) once a file job has received N payload bytes,
+ * once per process, so that a test can freeze the server while the
+ * transfer is held mid-file, whatever the speed of loopback.
+ */
+static void
+test_hook_stop(uint64_t bytes)
+{
+	static int	 state;		/* 0 unread, 1 armed, 2 off or done */
+	static uint64_t	 at;
+	const char	*v;
+
+	if (state == 0) {
+		v = getenv("BM_GRIDFTP_TEST_STOP");
+		state = v != NULL && (at = strtoull(v, NULL, 10)) > 0 ? 1 : 2;
+	}
+	if (state != 1 || bytes < at)
+		return;
+	state = 2;
+	log_info("gridftp: test hook: stopped after %" PRIu64 " bytes",
+	    bytes);
+	(void)raise(SIGSTOP);
+}
+
+/*
  * Deliver n payload bytes at p of connection c to the job's sink, at
  * their offset in the file.
  */
@@ -1348,6 +1376,7 @@ sess_payload(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 	j->res.bytes += n;
 	c->boff += n;
 	c->left -= n;
+	test_hook_stop(j->res.bytes);
 	return 0;
 }
 

@@ -181,18 +181,22 @@ cut_and_continue() {
 	kpid=$(echo "$BM_SERVERS" | tr ' ' '\n' | awk -F: -v d="$kdir" '$3 == d { print $2 }')
 	conf "$GRIDFTP_URL" 4
 	[ "$net" = tcp ] && sed -i 's/^transport = udt$/transport = tcp/' "$T/bm.conf"
-	bm --json sync up > "$T/last.out" 2> "$T/last.err" &
+	# The client stops itself (SIGSTOP) once big.bin has 2 MiB in
+	# (BM_GRIDFTP_TEST_STOP): held mid-file however fast loopback is.
+	BM_GRIDFTP_TEST_STOP=2097152 "$BM" -c "$T/bm.conf" --state-dir "$T/state" \
+	    --json sync up > "$T/last.out" 2> "$T/last.err" &
 	bmpid=$!
-	# Wait for the big file's temp file to hold data, then kill the server.
 	for _ in $(seq 1 4000); do
-		[ -n "$(find "$T/mirror/a/b" -name '.biomirror-tmp.*' -size +1M -print -quit 2>/dev/null)" ] && break
+		[ "$(cut -d' ' -f3 "/proc/$bmpid/stat" 2>/dev/null)" = T ] && break
 		kill -0 "$bmpid" 2>/dev/null || break
 		sleep 0.005
 	done
-	# Freeze it (the control connection stays open, the data peers go
-	# silent: what a dead host or a cut path looks like), then kill it.
-	# Its session processes first, without a fork (TCP on loopback
-	# moves the rest of the file in a fraction of a second).
+	[ "$(cut -d' ' -f3 "/proc/$bmpid/stat" 2>/dev/null)" = T ] ||
+	    fail "the client did not stop itself mid-file ($net): $(cat "$T/last.err")"
+	# Freeze the server (the control connection stays open, the data
+	# peers go silent: what a dead host or a cut path looks like), then
+	# let the client go on, then kill the server.  Its session processes
+	# first, without a fork.
 	kill -STOP "$kpid"
 	read -r kids < "/proc/$kpid/task/$kpid/children"
 	# shellcheck disable=SC2086
@@ -200,6 +204,7 @@ cut_and_continue() {
 	pids=$(bm_server_pids gridftp "$kpid" "$kdir")
 	# shellcheck disable=SC2086
 	kill -STOP $pids
+	kill -CONT "$bmpid"
 	t0=$(date +%s.%N)
 	wait "$bmpid"
 	rc=$?
