@@ -1364,6 +1364,34 @@ store_commit_sync_parents(struct store *s, struct store_commit_item *items,
 }
 
 /*
+ * syncfs(2) of the destination does not reach a file system mounted
+ * beneath it: each prepared item whose temp file lies on another one is
+ * fsynced itself before its rename (a failure: rc BM_EIO, not renamed).
+ */
+static void
+store_commit_sync_mounts(struct store *s, struct store_commit_item *items,
+    size_t n)
+{
+	struct stat	 st;
+	size_t		 i;
+
+	if (fstat(s->fd, &st) == -1) {
+		for (i = 0; i < n; i++)
+			if (items[i].rc == 0) {
+				items[i].rc = BM_EIO;
+				items[i].err = errno;
+			}
+		return;
+	}
+	for (i = 0; i < n; i++)
+		if (items[i].rc == 0 && items[i].file->dir_dev != st.st_dev &&
+		    fsync(items[i].file->fd) == -1) {
+			items[i].rc = BM_EIO;
+			items[i].err = errno;
+		}
+}
+
+/*
  * Publish a batch of n items (array borrowed; every items[i].file is
  * owned by the store from the call on, freed, and set to NULL); the steps:
  * docs/internals.md, "The store's invariants".  items[i].rc gets 0 or why
@@ -1396,6 +1424,7 @@ store_commit(struct store *s, struct store_commit_item *items, size_t n)
 		rc = BM_EIO;
 		goto out;
 	}
+	store_commit_sync_mounts(s, items, n);
 	for (i = 0; i < n; i++)
 		if (items[i].rc == 0) {
 			items[i].rc = store_commit_rename(items[i].file);
