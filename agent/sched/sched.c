@@ -1540,6 +1540,8 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->in_memory = t->in_mem;
 		j->listed_exact = a->fs.listed.size_exact && a->fs.listed.size >= 0;
 		j->listed_size = j->listed_exact ? (uint64_t)a->fs.listed.size : 0;
+		j->files_left = sc->nfiles - sc->next + sc->inflight +
+		    sc->waiting;
 		job_listed_mtime(j, f);
 		if (n > 1) {
 			j->off = off;

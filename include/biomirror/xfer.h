@@ -153,6 +153,10 @@ struct xfer_job {
 					   byte count of the file (bm splits a
 					   job into items by it) */
 	uint64_t	 listed_size;	/* bytes, when listed_exact */
+	size_t		 files_left;	/* files of the run not yet done, this
+					   one included, when submitted (bm
+					   asks a big file whole when they are
+					   at least its data connections) */
 	bool		 listed_ns;	/* listed_mtime is the listing's mtime to
 					   the ns (bm: every FILE header must
 					   agree, else upstream changed) */
