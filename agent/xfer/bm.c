@@ -85,7 +85,7 @@ struct bx_job {
 	bool		 digested;	/* a whole file over BX_CHUNK whose
 					   listing states a digest */
 	bool		 big;		/* a whole file over BX_CHUNK (of a
-					   listed exact size) */
+					   listed exact size): XFER_BIG */
 	bool		 stream;	/* one item, its bytes to the sink as
 					   they come, checked at its end */
 	bool		 asked;		/* every item asked for */
@@ -1429,12 +1429,6 @@ bx_refill(struct bx *x)
 	uint64_t	 n;
 	size_t		 cap = x->max_queued > 0 && x->max_queued <
 	    BX_ITEMS_MAX ? x->max_queued : BX_ITEMS_MAX;
-	unsigned	 busy = 0;
-
-	/* Big files in flight: one each keeps a connection busy. */
-	for (bj = x->jobs; bj != NULL; bj = bj->next)
-		if (bj->big && !bj->finished)
-			busy++;
 	for (bj = x->jobs; bj != NULL; bj = bj->next) {
 		if (bj->job->kind == XFER_JOB_PAGE)
 			continue;
@@ -1449,12 +1443,12 @@ bx_refill(struct bx *x)
 				it->len = bj->sized && bj->end > 0 ? 1 : 0;
 				bj->asked = true;
 			} else if (!x->keyed && (bj->digested || (bj->big &&
-			    bj->want == 0 && (busy >= x->nconns ||
-			    bj->job->files_left >= x->nconns)))) {
+			    bj->want == 0 && bj->job->big_left > 1 &&
+			    bj->job->big_left >= x->nconns))) {
 				/*
 				 * One item: by sendfile(2) with the recorded
 				 * digest, or hashed by the server as read
-				 * while other files keep the other
+				 * while other big files keep the other
 				 * connections busy.  Hashed once, by the
 				 * scheduler (res.unchecked).
 				 */
@@ -1642,7 +1636,7 @@ bx_submit(void *impl, struct xfer_job *job)
 	}
 	bj->delivered = bj->want;
 	bj->big = job->kind == XFER_JOB_FILE && job->off == 0 &&
-	    job->len == 0 && job->listed_exact && job->listed_size > BX_CHUNK;
+	    job->len == 0 && job->listed_exact && job->listed_size > XFER_BIG;
 	bj->digested = bj->big && bx_is_digested(x, bj->path);
 	for (jp = &x->jobs; *jp != NULL; jp = &(*jp)->next)
 		;
