@@ -190,6 +190,8 @@ struct sched {
 	size_t		 next;		/* next QUEUED index */
 	size_t		 inflight;	/* RUNNING files */
 	size_t		 waiting;	/* WAITING files, listed in wait[] */
+	size_t		 big_left;	/* big files (sfile_big) QUEUED,
+					   WAITING or RUNNING */
 	struct sfile	**wait;		/* owned: the WAITING files (nfiles slots) */
 	struct store_commit_item *items; /* owned: batch of files to publish */
 	struct sfile	**itemf;	/* owned: file of each item */
@@ -329,6 +331,14 @@ resume_forget(struct sfile *f)
 	f->sf = NULL;
 	if (f->rf != NULL)
 		resume_file_reset(f->rf);
+}
+
+/* Is f a big file (xfer_job.big_left)?  1 or 0, for the counts. */
+static size_t
+sfile_big(const struct sfile *f)
+{
+	return f->act->fs.listed.size_exact &&
+	    f->act->fs.listed.size > (int64_t)XFER_BIG ? 1 : 0;
 }
 
 /*
@@ -1012,6 +1022,7 @@ sched_retry(struct sched *sc, struct sfile *f)
 	f->not_before = clock_mono_ns() + (res->ignored_range || now ? 0 :
 	    sched_backoff_ns(f->attempts, res->retry_after));
 	sc->wait[sc->waiting++] = f;
+	sc->big_left += sfile_big(f);
 	if (f->sf == NULL)	/* nothing kept */
 		sc->bytes_seen -= try_bytes(f->t) < sc->bytes_seen ?
 		    try_bytes(f->t) : sc->bytes_seen;
@@ -1075,6 +1086,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 	if (f->state == SF_DONE || f->state == SF_FAILED)
 		return;
 	sc->inflight--;
+	sc->big_left -= sfile_big(f);
 	if (res->cls != XFER_OK) {
 		hash_abandon(sc, f);
 		resume_end_try(f);
@@ -1540,6 +1552,7 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->in_memory = t->in_mem;
 		j->listed_exact = a->fs.listed.size_exact && a->fs.listed.size >= 0;
 		j->listed_size = j->listed_exact ? (uint64_t)a->fs.listed.size : 0;
+		j->big_left = sc->big_left;
 		job_listed_mtime(j, f);
 		if (n > 1) {
 			j->off = off;
@@ -1815,10 +1828,12 @@ sched_abandon(struct sched *sc)
 			f->t = NULL;
 			f->state = SF_FAILED;
 			sc->inflight--;
+			sc->big_left -= sfile_big(f);
 		} else if (f->state == SF_OPENING) {
 			/* The worker may still create it: aborted at the end. */
 			f->state = SF_FAILED;
 			sc->inflight--;
+			sc->big_left -= sfile_big(f);
 		} else if (f->state == SF_WRITING) {
 			/* Likewise: its temp file is aborted at the end. */
 			f->state = SF_FAILED;
@@ -2377,6 +2392,7 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 		sc->files[sc->nfiles].sc = sc;
 		if (resume_setup(sc, &sc->files[sc->nfiles]) != 0)
 			return BM_ENOMEM;
+		sc->big_left += sfile_big(&sc->files[sc->nfiles]);
 		sc->nfiles++;
 	}
 	return 0;

@@ -1,8 +1,9 @@
 /*
  * The "bm" transport (xfer.h; docs/protocol.md, "The client"):
  * bm://HOST[:PORT]/EXPORT/ sources served by `biomirror serve`, one
- * session per transport, jobs pipelined as GET items; no unchecked byte
- * reaches the sink.  How it works: docs/internals.md, "The bm transport".
+ * session per transport, jobs pipelined as GET items; a byte reaches the
+ * sink checked, or (a big file asked whole) marked res.unchecked for the
+ * scheduler to check.  How it works: docs/internals.md, "The bm transport".
  * Invariant: a job is active (in x->jobs) or finished (in x->fin,
  * reported once through the done callback at the end of a poll, unless
  * cancelled first).
@@ -83,6 +84,8 @@ struct bx_job {
 	bool		 sized;		/* end known: items of BX_CHUNK */
 	bool		 digested;	/* a whole file over BX_CHUNK whose
 					   listing states a digest */
+	bool		 big;		/* a whole file over BX_CHUNK (of a
+					   listed exact size): XFER_BIG */
 	bool		 stream;	/* one item, its bytes to the sink as
 					   they come, checked at its end */
 	bool		 asked;		/* every item asked for */
@@ -1426,7 +1429,6 @@ bx_refill(struct bx *x)
 	uint64_t	 n;
 	size_t		 cap = x->max_queued > 0 && x->max_queued <
 	    BX_ITEMS_MAX ? x->max_queued : BX_ITEMS_MAX;
-
 	for (bj = x->jobs; bj != NULL; bj = bj->next) {
 		if (bj->job->kind == XFER_JOB_PAGE)
 			continue;
@@ -1440,8 +1442,16 @@ bx_refill(struct bx *x)
 			if (bj->job->kind == XFER_JOB_VALIDATE) {
 				it->len = bj->sized && bj->end > 0 ? 1 : 0;
 				bj->asked = true;
-			} else if (bj->digested && !x->keyed) {
-				/* The server sends it by sendfile(2). */
+			} else if (!x->keyed && (bj->digested || (bj->big &&
+			    bj->want == 0 && bj->job->big_left > 1 &&
+			    bj->job->big_left >= x->nconns))) {
+				/*
+				 * One item: by sendfile(2) with the recorded
+				 * digest, or hashed by the server as read
+				 * while other big files keep the other
+				 * connections busy.  Hashed once, by the
+				 * scheduler (res.unchecked).
+				 */
 				it->len = bj->end;
 				bj->want = bj->end;
 				bj->asked = bj->stream = true;
@@ -1625,9 +1635,9 @@ bx_submit(void *impl, struct xfer_job *job)
 		    job->off;
 	}
 	bj->delivered = bj->want;
-	bj->digested = job->kind == XFER_JOB_FILE && job->off == 0 &&
-	    job->len == 0 && job->listed_exact && job->listed_size > BX_CHUNK &&
-	    bx_is_digested(x, bj->path);
+	bj->big = job->kind == XFER_JOB_FILE && job->off == 0 &&
+	    job->len == 0 && job->listed_exact && job->listed_size > XFER_BIG;
+	bj->digested = bj->big && bx_is_digested(x, bj->path);
 	for (jp = &x->jobs; *jp != NULL; jp = &(*jp)->next)
 		;
 	*jp = bj;

@@ -153,6 +153,12 @@ struct xfer_job {
 					   byte count of the file (bm splits a
 					   job into items by it) */
 	uint64_t	 listed_size;	/* bytes, when listed_exact */
+	size_t		 big_left;	/* big files (listed over XFER_BIG
+					   bytes) of the run not yet fetched,
+					   this one included, when submitted:
+					   bm asks a big file whole when there
+					   are two or more and at least as
+					   many as its data connections */
 	bool		 listed_ns;	/* listed_mtime is the listing's mtime to
 					   the ns (bm: every FILE header must
 					   agree, else upstream changed) */
@@ -212,6 +218,9 @@ struct xfer_opts {
 					   anonymous */
 	size_t		 bm_secret_len;
 };
+/* A file over this many bytes is big: worth several connections. */
+#define XFER_BIG		(4u << 20)
+
 #define XFER_TLS_NONE		0
 #define XFER_TLS_TRY		1
 #define XFER_TLS_REQUIRE	2

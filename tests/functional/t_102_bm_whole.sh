@@ -1,7 +1,12 @@
 #!/bin/bash
 # bm:// big files (docs/protocol.md, "The client"; issue 21):
 # - a file over 4 MiB listed without a digest (a `path =` export) is
-#   fetched in ranges (items of 4 MiB, hashed by the server as read);
+#   fetched in ranges (items of 4 MiB, hashed by the server as read) when
+#   it is the only big file, fewer than the data connections;
+# - with at least as many big files as data connections, each is asked
+#   for whole in ONE item (hashed by the server as read, once by the
+#   client's digest workers); a byte flipped in one is caught at its end
+#   and the file fetched again (alone by then: in ranges);
 # - one listed with a digest (a `mirror =` export of a verify = checksum
 #   mirror) is asked for whole in ONE item, which the server sends by
 #   sendfile(2) (strace) with the recorded digest, with verify = checksum
@@ -21,7 +26,9 @@ CL="python3 $BM_TOOLS/bmclient.py"
 command -v strace > /dev/null || fail "strace is not installed"
 SIZE=$((10 * 1048576))
 
-mkdir -p "$T/up" "$T/t1"
+mkdir -p "$T/up" "$T/t1" "$T/many"
+for i in 1 2 3; do make_big_file "$T/many/m$i.bin" 5 "many$i"; done
+touch -d 2024-01-01 "$T/many"/*.bin
 make_big_file "$T/up/big.bin" 10 whole
 printf 'small\n' > "$T/up/small.txt"
 touch -d 2024-01-01 "$T/up/big.bin" "$T/up/small.txt"
@@ -37,6 +44,9 @@ path = $T/up
 
 [export t1]
 mirror = t1
+
+[export many]
+path = $T/many
 
 [t1]
 source = bm://$H:$PORT/pub/
@@ -69,6 +79,20 @@ verify = size
 retries = 0
 timeout = 2
 stall_timeout = 1
+
+[t7]
+source = bm://$H:$PORT/many/
+dest = $T/t7
+verify = checksum
+max_connections = 2
+timeout = 5
+
+[t8]
+source = bm://$H:$PORT2/many/
+dest = $T/t8
+verify = size
+max_connections = 2
+timeout = 5
 
 [t6]
 source = bm://$H:$PORT2/t1/
@@ -111,6 +135,21 @@ assert_eq "$(items pub "$T/serve.log" | sort | tr '\n' ' ')" \
     "0+4194304 4194304+4194304 8388608+2097152 " "big.bin in ranges"
 assert_eq "$(sendfiles)" 0 "no sendfile for ranges"
 
+echo "# no listed digest, 3 big files over 2 connections: one item each"
+assert_exit 0 bm --json sync t7
+expect_counts 3 0 0 0
+assert_trees_equal "$T/many" "$T/t7"
+for i in 1 2 3; do
+	assert_eq "$(grep -c "export many: m$i\.bin" "$T/serve.log")" 1 \
+	    "m$i.bin asked for in one item"
+	grep -q "export many: m$i\.bin \[0+5242880\]" "$T/serve.log" ||
+	    fail "m$i.bin was not asked for whole"
+	assert_eq "$(manifest_sql "$T/state" t7 "SELECT checksum FROM files \
+	    WHERE path = CAST('m$i.bin' AS BLOB)")" \
+	    "sha256:$(sha "$T/many/m$i.bin")" "t7 records m$i.bin's digest"
+done
+assert_eq "$(sendfiles)" 0 "no sendfile without a recorded digest"
+
 echo "# a listed digest: one item, by sendfile (verify = checksum)"
 assert_exit 0 bm --json sync t2
 expect_counts 2 0 0 0
@@ -149,6 +188,28 @@ no_temps "$T/t4"
 assert_eq "$(manifest_sql "$T/state" t4 "SELECT checksum FROM files \
     WHERE path = CAST('big.bin' AS BLOB)")" "sha256:$(sha "$T/up/big.bin")" \
     "t4 records big.bin's true digest"
+kill -TERM "$S2PID"
+wait "$S2PID" 2>/dev/null
+
+echo "# a flipped byte in a whole file without a listed digest: caught"
+BM_SERVE_TEST_CORRUPT=m2.bin "$BM" -c "$T/bm2.conf" --state-dir \
+    "$T/state" serve > "$T/serve3.log" 2>&1 &
+S2PID=$!
+BM_SERVERS="$BM_SERVERS serve:$S2PID:$T"
+$CL wait $H "$PORT2" || { cat "$T/serve3.log"; fail "serve3 did not start"; }
+assert_exit 0 bm --json sync t8
+expect_counts 3 0 0 0
+grep -q 'serve: test hook: one byte of m2.bin flipped' "$T/serve3.log" ||
+    fail "the hook did not fire (m2.bin)"
+grep -q "m2.bin: bytes \\[0, 5242880): the SHA-256 does not match the server's" \
+    "$LAST_ERR" || fail "the flipped byte in m2.bin was not caught"
+assert_eq "$(grep -c 'export many: m2\.bin \[0+5242880\]' "$T/serve3.log")" \
+    1 "m2.bin asked for whole once"
+# The retry is the run's last file, alone: in ranges over both connections.
+assert_eq "$(grep -c 'export many: m2\.bin \[0+4194304\]' "$T/serve3.log")" \
+    1 "m2.bin's retry, alone, in ranges"
+assert_trees_equal "$T/many" "$T/t8"
+no_temps "$T/t8"
 kill -TERM "$S2PID"
 wait "$S2PID" 2>/dev/null
 

@@ -57,7 +57,8 @@ stall_timeout = 2
 [corrupt]
 source = bm://$H:$PORT/pub/
 dest = $T/corrupt
-max_connections = 2
+; more connections than big files: c.bin goes in ranges (protocol.md)
+max_connections = 3
 retries = 2
 CONF
 
