@@ -2745,7 +2745,10 @@ page_check(const struct http_crawl *c, const struct http_page *pg,
  * A page as it arrives: kept whole up to STREAM_AFTER bytes (then parsed
  * as the pages of a batch are, on the pool), else parsed as it comes in
  * on the fetching thread, into l.  Entries, not bytes, are what a large
- * directory costs: l is capped at max_entries.
+ * directory costs: l is capped at max_entries, and with a drain its
+ * entries are handed on every STREAM_HAND once they are final and the
+ * page can be no ancestor's loop (docs/internals.md, "Reading index
+ * pages").
  */
 #define STREAM_AFTER	(1024 * 1024)	/* bytes of a page kept whole */
 #define STREAM_PRUNE	(256 * 1024)	/* HTML between prunes of its tree */
