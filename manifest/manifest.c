@@ -203,6 +203,7 @@ enum manifest_st {
 	ST_STAGE_INSERT,
 	ST_STAGE_COUNT,
 	ST_STAGE_WALK,
+	ST_STAGE_DROP,
 	ST_DIFF,
 	ST_GONE,
 	ST_FILE_COUNT,
@@ -257,6 +258,11 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "SELECT path, type, mtime, prec, checksum FROM temp.staging"
 	    " WHERE (type = 100 AND prec != 0) OR (?1 AND type = 102)"	/* 'd', 'f' */
 	    " ORDER BY path",
+	/* The direct children of ?1 (a prefix and '/', "" the root). */
+	[ST_STAGE_DROP] =
+	    "DELETE FROM temp.staging WHERE path >= ?1"
+	    " AND (?2 IS NULL OR path < ?2)"
+	    " AND instr(substr(path, length(?1) + 1), x'2f') = 0",
 	[ST_DIFF] =
 	    "SELECT s.path, s.type, s.size, s.size_exact, s.mtime, s.prec,"
 	    " s.target, f.path IS NOT NULL, f.type, f.list_size,"
@@ -1891,6 +1897,31 @@ manifest_stage_add(struct manifest *m, const struct listing *l)
 		rc = tx_commit(m);
 	if (rc != 0)
 		tx_rollback(m);
+	return rc;
+}
+
+/*
+ * Drop the staged direct children of directory prefix ("" the root):
+ * its page failed after some of its entries were staged.  0 or BM_EDB.
+ */
+int
+manifest_stage_drop(struct manifest *m, const char *prefix)
+{
+	sqlite3_stmt	*st = m->st[ST_STAGE_DROP];
+	char		*lo = NULL, *hi = NULL;
+	int		 rc;
+
+	if (prefix[0] != '\0' && (asprintf(&lo, "%s/", prefix) == -1 ||
+	    asprintf(&hi, "%s0", prefix) == -1)) {	/* '0' follows '/' */
+		free(lo);
+		return BM_ENOMEM;
+	}
+	(void)sqlite3_bind_blob(st, 1, lo != NULL ? lo : "",
+	    lo != NULL ? (int)strlen(lo) : 0, SQLITE_STATIC);
+	(void)bind_path(st, 2, hi);
+	rc = st_run(m, st);
+	free(lo);
+	free(hi);
 	return rc;
 }
 

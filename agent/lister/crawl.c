@@ -285,6 +285,28 @@ crawl_take(struct crawl *c, size_t d, struct entry *e)
 }
 
 bool
+crawl_streams(const struct crawl *c)
+{
+	return c->p.drain != NULL && c->p.retract != NULL;
+}
+
+int
+crawl_flush(struct crawl *c)
+{
+	if (c->p.drain == NULL || listing_count(c->p.out) == 0)
+		return 0;
+	return c->p.drain(c->p.drain_ctx, c->p.out);
+}
+
+int
+crawl_retract(struct crawl *c, size_t d)
+{
+	if (c->p.retract == NULL)
+		return 0;
+	return c->p.retract(c->p.drain_ctx, c->dirs[d].prefix);
+}
+
+bool
 crawl_ancestor(const struct crawl *c, size_t from, const char *real,
     const char *key)
 {

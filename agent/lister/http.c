@@ -37,11 +37,17 @@
 #define HREF_CHILD	1	/* names a direct child */
 #define HREF_HOSTILE	2	/* skipped and counted */
 
-/* Where a set of names is looked up to drop rows that repeat an href. */
+/*
+ * Where a set of names is looked up to drop rows that repeat an href:
+ * the entries out holds by index, those handed on (nameset_forget) by
+ * a hash of the name, its low bit the type (1: directory).
+ */
 struct nameset {
 	size_t		*slot;		/* owned: out index + 1, 0 when empty */
 	size_t		 cap;		/* slots, a power of two */
 	size_t		 n;		/* slots in use */
+	uint64_t	*gone;		/* owned: hashes, 0 when empty */
+	size_t		 gcap, gn;	/* as cap and n */
 };
 
 /* State of one list_http_parse() call. */
@@ -1080,18 +1086,105 @@ nameset_grow(struct nameset *ns, const struct listing *out)
 	return 0;
 }
 
+/* The hash of a handed-on entry: its path's, the low bit its type. */
+static uint64_t
+gone_hash(const struct entry *e)
+{
+	uint64_t	 h = fnv1a(e->path) & ~UINT64_C(1);
+
+	h |= e->type == ENTRY_DIR;
+	return h > 1 ? h : 2;	/* 0 marks an empty slot */
+}
+
+/* Put h into the gone set (no check for a repeat).  0 or BM_ENOMEM. */
+static int
+gone_put(struct nameset *ns, uint64_t h)
+{
+	uint64_t	*nv;
+	size_t		 ncap, i, j;
+
+	if ((ns->gn + 1) * 2 > ns->gcap) {
+		ncap = ns->gcap ? ns->gcap * 2 : 1024;
+		if ((nv = calloc(ncap, sizeof(*nv))) == NULL)
+			return BM_ENOMEM;
+		for (i = 0; i < ns->gcap; i++) {
+			if (ns->gone[i] == 0)
+				continue;
+			j = (ns->gone[i] >> 1) & (ncap - 1);
+			while (nv[j] != 0)
+				j = (j + 1) & (ncap - 1);
+			nv[j] = ns->gone[i];
+		}
+		free(ns->gone);
+		ns->gone = nv;
+		ns->gcap = ncap;
+	}
+	j = (h >> 1) & (ns->gcap - 1);
+	while (ns->gone[j] != 0)
+		j = (j + 1) & (ns->gcap - 1);
+	ns->gone[j] = h;
+	ns->gn++;
+	return 0;
+}
+
+/*
+ * A handed-on entry with e's path: 0 none, else its hash (the low bit
+ * says whether it was a directory).  A 63-bit hash: two names that
+ * collide are taken as one (at 2,000,000 names, about 1 page in 5
+ * million).
+ */
+static uint64_t
+gone_find(const struct nameset *ns, const struct entry *e)
+{
+	uint64_t	 h = gone_hash(e);
+	size_t		 j;
+
+	if (ns->gn == 0)
+		return 0;
+	for (j = (h >> 1) & (ns->gcap - 1); ns->gone[j] != 0;
+	    j = (j + 1) & (ns->gcap - 1))
+		if ((ns->gone[j] | 1) == (h | 1))
+			return ns->gone[j];
+	return 0;
+}
+
+/*
+ * Move the names of out's entries into the gone set and empty the
+ * index: out's entries are about to be handed on.  0 or BM_ENOMEM.
+ */
+static int
+nameset_forget(struct nameset *ns, const struct listing *out)
+{
+	size_t	 i;
+	int	 rc;
+
+	for (i = 0; i < listing_count(out); i++)
+		if ((rc = gone_put(ns, gone_hash(listing_get(out, i)))) != 0)
+			return rc;
+	if (ns->cap > 0)
+		memset(ns->slot, 0, ns->cap * sizeof(*ns->slot));
+	ns->n = 0;
+	return 0;
+}
+
 /*
  * Record out entry idx.  Returns 0 when new, 1 with *ret_dup when its
- * path was already seen on this page, or BM_ENOMEM.
+ * path was already seen on this page, 2 with *ret_dup 1 for a handed-on
+ * directory, 0 for a file (nothing left to merge into), or BM_ENOMEM.
  */
 static int
 nameset_add(struct nameset *ns, const struct listing *out, size_t idx,
     size_t *ret_dup)
 {
 	const char	*path = listing_get(out, idx)->path;
+	uint64_t	 g;
 	size_t		 j;
 	int		 rc;
 
+	if ((g = gone_find(ns, listing_get(out, idx))) != 0) {
+		*ret_dup = g & 1;
+		return 2;
+	}
 	if ((ns->n + 1) * 2 > ns->cap && (rc = nameset_grow(ns, out)) != 0)
 		return rc;
 	j = fnv1a(path) & (ns->cap - 1);
@@ -1219,6 +1312,11 @@ add_entry(struct pctx *pc, const char *name, bool is_dir, const char *href,
 		if (listing_get(pc->out, dup)->type != e->type)
 			pc->skipped++;
 		merge_entry(listing_get_mut(pc->out, dup), e);
+		listing_pop(pc->out);
+	} else if (rc == 2) {
+		/* The first was handed on: nothing to merge into. */
+		if ((dup == 1) != (e->type == ENTRY_DIR))
+			pc->skipped++;
 		listing_pop(pc->out);
 	}
 	return 0;
@@ -2218,6 +2316,7 @@ xml_to_html(struct list_http_push *hp, bool malformed)
 	while (listing_count(hp->pc.out) > hp->n0)
 		listing_pop(hp->pc.out);
 	free(hp->pc.seen.slot);
+	free(hp->pc.seen.gone);
 	memset(&hp->pc.seen, 0, sizeof(hp->pc.seen));
 	hp->pc.skipped = 0;
 	xmlFreeDoc(hp->xml->myDoc);
@@ -2383,6 +2482,34 @@ list_http_push_feed(struct list_http_push *hp, const uint8_t *data,
 	return rc == BM_ENOMEM || rc == BM_ELIMIT ? rc : 0;
 }
 
+/*
+ * True when every entry in out is final: no later row merges into it
+ * and only the page's failure takes it back (an XML page is read again
+ * as HTML until PUSH_XML_KEEP is passed).
+ */
+bool
+list_http_push_firm(const struct list_http_push *hp)
+{
+	return hp->rc == 0 && (hp->mode == PUSH_HTML ||
+	    hp->mode == PUSH_JSON || (hp->mode == PUSH_XML && hp->keep_lost));
+}
+
+/*
+ * The entries in out are handed on (list_http_push_firm): their names
+ * are kept as hashes, to drop a later row that repeats one; the caller
+ * then empties out.  Returns 0 or BM_ENOMEM.
+ */
+int
+list_http_push_forget(struct list_http_push *hp)
+{
+	int	 rc;
+
+	if ((rc = nameset_forget(&hp->pc.seen, hp->pc.out)) != 0)
+		return rc;
+	hp->n0 = 0;
+	return 0;
+}
+
 /* The end of the page: the rest of list_http_parse's work. */
 static int
 push_finish(struct list_http_push *hp)
@@ -2470,6 +2597,7 @@ list_http_push_free(struct list_http_push *hp)
 	free(hp->js.buf);
 	free(hp->ctype);
 	free(hp->pc.seen.slot);
+	free(hp->pc.seen.gone);
 	free(hp->pc.origin);
 	free(hp->pc.pagepath);
 	free(hp);
@@ -2530,15 +2658,6 @@ out:
 	return r;
 }
 
-static int
-sig_cmp(const void *a, const void *b)
-{
-	const struct entry *x = *(const struct entry *const *)a;
-	const struct entry *y = *(const struct entry *const *)b;
-
-	return strcmp(x->path, y->path);
-}
-
 static const char *
 base_name(const char *path)
 {
@@ -2548,49 +2667,73 @@ base_name(const char *path)
 }
 
 /*
- * The SHA-256 over the sorted (name, type, size, time) of l's entries, in
- * hex, into sig (65 bytes): a directory's key for the loop check.
+ * A directory's key for the loop check, summed as its entries come: the
+ * SHA-256 of each entry's (name, type, size, time), added up lane by
+ * lane, so that it does not depend on the order of the rows and a huge
+ * page need not be held to be keyed.
  */
-static int
-entry_sig(const struct listing *l, char *sig)
+struct sigsum {
+	EVP_MD_CTX	*ctx;		/* owned, NULL until the first entry */
+	uint64_t	 lane[4];
+	size_t		 n;		/* entries added */
+};
+
+static void
+sigsum_free(struct sigsum *ss)
 {
-	const struct entry **v = NULL;
-	EVP_MD_CTX	*ctx = NULL;
+	EVP_MD_CTX_free(ss->ctx);
+	memset(ss, 0, sizeof(*ss));
+}
+
+/* Add entry e.  0 or BM_ENOMEM. */
+static int
+sigsum_add(struct sigsum *ss, const struct entry *e)
+{
 	unsigned char	 md[32];
 	char		 buf[128];
-	const char	*b;
-	size_t		 i, n1 = listing_count(l);
-	int		 n, rc = BM_ENOMEM;
+	const char	*b = base_name(e->path);
+	uint64_t	 v;
+	size_t		 i, k;
+	int		 n;
 
-	if (n1 > 0 && (v = calloc(n1, sizeof(*v))) == NULL)
-		goto out;
-	for (i = 0; i < n1; i++)
-		v[i] = listing_get(l, i);
-	if (n1 > 0)
-		qsort(v, n1, sizeof(*v), sig_cmp);
-	if ((ctx = EVP_MD_CTX_new()) == NULL ||
-	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
-		goto out;
-	for (i = 0; i < n1; i++) {
-		b = base_name(v[i]->path);
-		n = snprintf(buf, sizeof(buf), "%c %lld %lld %lld %d",
-		    (char)v[i]->type, (long long)v[i]->size_min,
-		    (long long)v[i]->size_max, (long long)v[i]->mtime_wall,
-		    (int)v[i]->mtime_prec);
-		if (n < 0 || (size_t)n >= sizeof(buf) ||
-		    EVP_DigestUpdate(ctx, b, strlen(b) + 1) != 1 ||
-		    EVP_DigestUpdate(ctx, buf, (size_t)n + 1) != 1)
-			goto out;
+	if (ss->ctx == NULL && (ss->ctx = EVP_MD_CTX_new()) == NULL)
+		return BM_ENOMEM;
+	n = snprintf(buf, sizeof(buf), "%c %lld %lld %lld %d", (char)e->type,
+	    (long long)e->size_min, (long long)e->size_max,
+	    (long long)e->mtime_wall, (int)e->mtime_prec);
+	if (n < 0 || (size_t)n >= sizeof(buf) ||
+	    EVP_DigestInit_ex(ss->ctx, EVP_sha256(), NULL) != 1 ||
+	    EVP_DigestUpdate(ss->ctx, b, strlen(b) + 1) != 1 ||
+	    EVP_DigestUpdate(ss->ctx, buf, (size_t)n + 1) != 1 ||
+	    EVP_DigestFinal_ex(ss->ctx, md, NULL) != 1)
+		return BM_ENOMEM;
+	for (i = 0; i < 4; i++) {
+		for (v = 0, k = 0; k < 8; k++)
+			v = v << 8 | md[i * 8 + k];
+		ss->lane[i] += v;
 	}
-	if (EVP_DigestFinal_ex(ctx, md, NULL) != 1)
-		goto out;
+	ss->n++;
+	return 0;
+}
+
+/* The key in hex into sig (65 bytes): the SHA-256 of the sums and count. */
+static int
+sigsum_hex(const struct sigsum *ss, char *sig)
+{
+	unsigned char	 in[40], md[32];
+	uint64_t	 v;
+	size_t		 i, k;
+
+	for (i = 0; i < 5; i++) {
+		v = i < 4 ? ss->lane[i] : (uint64_t)ss->n;
+		for (k = 0; k < 8; k++)
+			in[i * 8 + k] = (unsigned char)(v >> (56 - 8 * k));
+	}
+	if (EVP_Digest(in, sizeof(in), md, NULL, EVP_sha256(), NULL) != 1)
+		return BM_ENOMEM;
 	for (i = 0; i < sizeof(md); i++)
 		(void)snprintf(sig + 2 * i, 3, "%02x", md[i]);
-	rc = 0;
-out:
-	EVP_MD_CTX_free(ctx);
-	free(v);
-	return rc;
+	return 0;
 }
 
 /*
@@ -2632,10 +2775,14 @@ page_check(const struct http_crawl *c, const struct http_page *pg,
  * A page as it arrives: kept whole up to STREAM_AFTER bytes (then parsed
  * as the pages of a batch are, on the pool), else parsed as it comes in
  * on the fetching thread, into l.  Entries, not bytes, are what a large
- * directory costs: l is capped at max_entries.
+ * directory costs: l is capped at max_entries, and with a drain its
+ * entries are handed on every STREAM_HAND once they are final and the
+ * page can be no ancestor's loop (docs/internals.md, "Reading index
+ * pages").
  */
 #define STREAM_AFTER	(1024 * 1024)	/* bytes of a page kept whole */
 #define STREAM_PRUNE	(256 * 1024)	/* HTML between prunes of its tree */
+#define STREAM_HAND	8192		/* entries of a page handed on at once */
 
 struct hstream {
 	struct page_stream ops;		/* the page's stream (arg: this) */
@@ -2648,13 +2795,26 @@ struct hstream {
 	uint8_t		*buf;		/* owned: the page kept whole */
 	size_t		 len, bufcap;
 	int		 rc;		/* BM_ENOMEM or BM_ELIMIT: lost */
+	struct crawl	*cr;		/* borrowed: the crawl */
+	size_t		 d;		/* the page's directory */
+	bool		 hand;		/* entries may be handed on as read */
+	size_t		 bound;		/* most entries an ancestor's key
+					   covers: a page with more is no
+					   loop, and is handed on */
+	size_t		 handed;	/* entries handed on by this try */
+	struct sigsum	 sum;		/* the key of those */
+	struct listing	*dirs;		/* owned: the directories of those,
+					   queued once the page is read */
 };
 
-static int
-hstream_begin(void *arg)
+/* Forget this try of the page (what it handed on stays handed on). */
+static void
+hstream_reset(struct hstream *hs)
 {
-	struct hstream	*hs = arg;
-
+	sigsum_free(&hs->sum);
+	listing_free(hs->dirs);
+	hs->dirs = NULL;
+	hs->handed = 0;
 	list_http_push_free(hs->push);
 	hs->push = NULL;
 	listing_free(hs->l);
@@ -2663,7 +2823,56 @@ hstream_begin(void *arg)
 	hs->buf = NULL;
 	hs->len = hs->bufcap = 0;
 	hs->rc = 0;
-	return 0;
+}
+
+/* Take back what the page handed on (it failed, or starts again). */
+static int
+hstream_retract(struct hstream *hs)
+{
+	if (hs->handed == 0)
+		return 0;
+	hs->handed = 0;
+	return crawl_retract(hs->cr, hs->d);
+}
+
+static int
+hstream_begin(void *arg)
+{
+	struct hstream	*hs = arg;
+	int		 rc = hstream_retract(hs);
+
+	hstream_reset(hs);
+	return rc;
+}
+
+/*
+ * Hand the page's entries read so far on: files to the crawl's output
+ * (then to its drain), directories aside until the page is read, each
+ * into the page's key.  Returns 0 or a BM_E* code (the page is lost).
+ */
+static int
+hstream_hand(struct hstream *hs)
+{
+	struct entry	*e;
+	size_t		 i;
+	int		 rc;
+
+	if (hs->dirs == NULL && (hs->dirs = listing_new(hs->cap)) == NULL)
+		return BM_ENOMEM;
+	if ((rc = list_http_push_forget(hs->push)) != 0)
+		return rc;
+	for (i = 0; i < listing_count(hs->l); i++) {
+		e = listing_get_mut(hs->l, i);
+		if ((rc = sigsum_add(&hs->sum, e)) != 0)
+			return rc;
+		hs->handed++;
+		rc = e->type == ENTRY_DIR ? listing_move_in(hs->dirs, e) :
+		    crawl_take(hs->cr, hs->d, e);
+		if (rc != 0)
+			return rc;
+	}
+	listing_drain(hs->l);
+	return crawl_flush(hs->cr);
 }
 
 /* Past STREAM_AFTER: a push parser takes what was kept, then the rest. */
@@ -2695,8 +2904,14 @@ hstream_feed(void *arg, const char *ctype, const uint8_t *data, size_t len)
 	if (hs->push == NULL && hs->len + len > STREAM_AFTER &&
 	    (rc = hstream_push(hs, ctype)) != 0)
 		return hs->rc = rc;
-	if (hs->push != NULL)
-		return hs->rc = list_http_push_feed(hs->push, data, len);
+	if (hs->push != NULL) {
+		if ((rc = list_http_push_feed(hs->push, data, len)) == 0 &&
+		    hs->hand && listing_count(hs->l) >= STREAM_HAND &&
+		    hs->handed + listing_count(hs->l) > hs->bound &&
+		    list_http_push_firm(hs->push))
+			rc = hstream_hand(hs);
+		return hs->rc = rc;
+	}
 	if (hs->len + len > hs->bufcap) {
 		ncap = hs->bufcap ? hs->bufcap : 16384;
 		while (ncap < hs->len + len)
@@ -2812,20 +3027,33 @@ rehome(struct listing *l)
 }
 
 /*
+ * Page pp of directory d failed (rc, why): noted, and what it handed on
+ * taken back.  Returns 0 or the retract's code.
+ */
+static int
+crawl_lost(struct crawl *cr, struct ppage *pp, int rc, const char *why)
+{
+	crawl_fail(cr, pp->pg->url, rc, why);
+	return hstream_retract(pp->hs);
+}
+
+/*
  * Take the parsed page of directory d into the crawl's listing, unless
- * its entries repeat an ancestor's (a server-side symlink loop).
+ * its entries repeat an ancestor's (a server-side symlink loop): what
+ * the page handed on as it was read (pp->hs: its key, its directories),
+ * then the rest.
  */
 static int
 crawl_page(struct crawl *cr, size_t d, struct ppage *pp)
 {
+	struct hstream	*hs = pp->hs;
+	struct sigsum	*ss = &hs->sum;
 	char		 sig[65];
 	size_t		 i;
 	int		 rc;
 
-	if (pp->base == NULL) {
-		crawl_fail(cr, pp->pg->url, pp->rc, pp->err);
-		return 0;
-	}
+	if (pp->base == NULL)
+		return crawl_lost(cr, pp, pp->rc, pp->err);
 	/*
 	 * Parsed straight into the crawl's listing, the page would have
 	 * failed once its entries, duplicates not yet dropped included,
@@ -2836,30 +3064,37 @@ crawl_page(struct crawl *cr, size_t d, struct ppage *pp)
 		rc = BM_ELIMIT;
 	if (rc == 0 && pp->pooled)
 		rc = rehome(pp->l);
-	if (rc == BM_EPROTO) {
-		crawl_fail(cr, pp->pg->url, rc, pp->err[0] ? pp->err :
+	if (rc == BM_EPROTO)
+		return crawl_lost(cr, pp, rc, pp->err[0] ? pp->err :
 		    "unreadable index");
-		return 0;
-	}
-	if (rc == BM_ELIMIT && pp->err[0] != '\0') {
-		/* max_entries: this directory fails, the crawl goes on. */
-		crawl_fail(cr, pp->pg->url, rc, pp->err);
-		return 0;
-	}
+	/* max_entries: this directory fails, the crawl goes on. */
+	if (rc == BM_ELIMIT && pp->err[0] != '\0')
+		return crawl_lost(cr, pp, rc, pp->err);
 	if (rc != 0) {
-		crawl_fail(cr, pp->pg->url, rc, bm_strerror(rc));
+		(void)crawl_lost(cr, pp, rc, bm_strerror(rc));
 		return rc;
 	}
 	crawl_stats(cr)->skipped += pp->skipped;
-	if ((rc = entry_sig(pp->l, sig)) != 0)
+	for (i = 0; i < listing_count(pp->l); i++)
+		if ((rc = sigsum_add(ss, listing_get(pp->l, i))) != 0)
+			return rc;
+	if ((rc = sigsum_hex(ss, sig)) != 0)
 		return rc;
 	if ((crawl_dir(cr, d)->key = strdup(sig)) == NULL)
 		return BM_ENOMEM;
+	crawl_dir(cr, d)->nkey = ss->n;
 	if (crawl_ancestor(cr, crawl_dir(cr, d)->parent, NULL, sig)) {
-		/* A server-side symlink loop: this directory adds nothing. */
+		/*
+		 * A server-side symlink loop: this directory adds nothing
+		 * (one handed on had more entries than any ancestor: none).
+		 */
 		crawl_stats(cr)->loops++;
-		return 0;
+		return hstream_retract(hs);
 	}
+	hs->handed = 0;		/* kept now, whatever comes */
+	for (i = 0; rc == 0 && hs->dirs != NULL &&
+	    i < listing_count(hs->dirs); i++)
+		rc = crawl_take(cr, d, listing_get_mut(hs->dirs, i));
 	for (i = 0; rc == 0 && i < listing_count(pp->l); i++)
 		rc = crawl_take(cr, d, listing_get_mut(pp->l, i));
 	return rc;
@@ -2943,11 +3178,18 @@ http_prepare(void *arg, struct crawl *cr, size_t first,
 {
 	struct http_crawl *c = arg;
 	struct hstream	*hs;
-	size_t		 i, room = listing_room(crawl_out(cr));
+	size_t		 i, k, room = listing_room(crawl_out(cr));
 
 	for (i = 0; i < n; i++) {
 		if ((hs = calloc(1, sizeof(*hs))) == NULL)
 			return BM_ENOMEM;
+		hs->cr = cr;
+		hs->d = first + i;
+		hs->hand = crawl_streams(cr);
+		for (k = crawl_dir(cr, hs->d)->parent; k != CRAWL_ROOT;
+		    k = crawl_dir(cr, k)->parent)
+			if (crawl_dir(cr, k)->nkey > hs->bound)
+				hs->bound = crawl_dir(cr, k)->nkey;
 		hs->ops.begin = hstream_begin;
 		hs->ops.feed = hstream_feed;
 		hs->ops.arg = hs;
@@ -2973,7 +3215,7 @@ http_release(void *arg, struct http_page *pages, size_t n)
 		if (pages[i].stream == NULL)
 			continue;
 		hs = pages[i].stream->arg;
-		(void)hstream_begin(hs);
+		hstream_reset(hs);
 		free(hs);
 		pages[i].stream = NULL;
 	}
@@ -3085,6 +3327,7 @@ list_http_crawl(const char *source_url, const struct crawl_opts *opts,
 	p.shallow = opts->shallow;
 	p.drain = opts->drain;
 	p.drain_ctx = opts->drain_ctx;
+	p.retract = opts->retract;
 	if ((rc = crawl_new(&p, &cr)) != 0)
 		return rc;
 	rc = crawl_run(cr, &http_crawl_ops, &c);
@@ -3112,6 +3355,7 @@ http_list(const struct lister_run *lr, struct listing *out,
 	co.batch = (size_t)lr->connections * 2;
 	co.drain = lr->drain;
 	co.drain_ctx = lr->ctx;
+	co.retract = lr->retract;
 	co.ret_skipped = &ret->skipped;
 	co.ret_loops = &ret->loops;
 	return list_http_crawl(lr->source, &co, lr->fetch, lr->ctx, out,

@@ -514,6 +514,24 @@ run_drain(void *ctx, struct listing *l)
 	return rc;
 }
 
+/*
+ * lister_run.retract: a page that failed after handing on some of its
+ * entries takes them back out of staging.
+ */
+static int
+run_retract(void *ctx, const char *prefix)
+{
+	struct run	*r = ctx;
+	int		 rc;
+
+	if ((rc = manifest_stage_drop(r->m, prefix)) == BM_EDB)
+		(void)snprintf(r->err, sizeof(r->err), "manifest: stage: %s",
+		    manifest_errmsg(r->m));
+	if (rc != 0)
+		r->drain_rc = rc;
+	return rc;
+}
+
 /* The lister_run of this run's listing. */
 static void
 run_lister_run(struct run *r, struct lister_run *lr)
@@ -533,6 +551,7 @@ run_lister_run(struct run *r, struct lister_run *lr)
 	lr->hint = run_hint;
 	lr->unlisted = r->unlisted;
 	lr->drain = r->zs.conf->kind == TZ_AUTO ? NULL : run_drain;
+	lr->retract = lr->drain != NULL ? run_retract : NULL;
 }
 
 /*

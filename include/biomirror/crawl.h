@@ -28,6 +28,7 @@ struct crawl_dir {
 	char		*key;		/* owned: what identifies it upstream
 					   (FTP: MLSD unique=; HTTP: a digest
 					   of its entries), NULL if unknown */
+	size_t		 nkey;		/* HTTP: entries its key covers */
 	size_t		 parent;	/* parent's index, CRAWL_ROOT: none */
 	unsigned	 depth;		/* levels below the source */
 	bool		 via_link;	/* inside a followed directory link */
@@ -59,6 +60,11 @@ struct crawl_params {
 					   it takes them and empties out
 					   (listing_drain) */
 	void		*drain_ctx;	/* borrowed: drain's ctx */
+	listing_retract_fn retract;	/* NULL, or takes back what drain took
+					   of a directory whose page failed
+					   (drain_ctx passed); with it a
+					   huge page is handed on as it is
+					   read (crawl_flush) */
 	char		*errbuf;	/* borrowed, may be NULL: "URL: reason"
 					   of the first failure */
 	size_t		 errlen;
@@ -153,6 +159,15 @@ int	crawl_push(struct crawl *c, size_t parent, const char *prefix,
  * cap) or the drain's code.
  */
 int	crawl_take(struct crawl *c, size_t d, struct entry *e);
+/*
+ * Whether entries may be handed on before their page is read whole: a
+ * drain and a retract were given.  crawl_flush hands what out holds to
+ * the drain now; crawl_retract takes back what the drain took of
+ * directory d's entries.  Both return 0 or the callback's code.
+ */
+bool	crawl_streams(const struct crawl *c);
+int	crawl_flush(struct crawl *c);
+int	crawl_retract(struct crawl *c, size_t d);
 /*
  * Note a failed page (url: why, code rc): the first one is the crawl's
  * result and errbuf's "url: why" (why "" gives "url").

@@ -71,6 +71,14 @@ int	list_http_push_end(struct list_http_push *hp,
 	    enum page_format *ret_format, size_t *ret_skipped, char *errbuf,
 	    size_t errlen);
 void	list_http_push_free(struct list_http_push *hp);
+/*
+ * A huge page handed on as it is read: when firm says every entry in
+ * out is final, forget keeps only their names (to drop a later row that
+ * repeats one), and the caller moves them on and empties out.  Forget
+ * returns 0 or BM_ENOMEM.
+ */
+bool	list_http_push_firm(const struct list_http_push *hp);
+int	list_http_push_forget(struct list_http_push *hp);
 
 struct crawl_opts {
 	const struct filter *filter;	/* borrowed: include/exclude, NULL for all */
@@ -81,6 +89,7 @@ struct crawl_opts {
 	listing_drain_fn drain;		/* NULL, or out's consumer after each
 					   batch (crawl_params) */
 	void		*drain_ctx;	/* borrowed: drain's ctx */
+	listing_retract_fn retract;	/* NULL, or drain's undo (crawl_params) */
 	size_t		*ret_loops;	/* borrowed, may be NULL: set to the number
 					   of directories not descended because
 					   they repeat an ancestor (symlink loop) */

@@ -90,6 +90,9 @@ struct lister_run {
 					   in, to take them and empty out;
 					   a lister that needs the whole
 					   listing does not call it */
+	listing_retract_fn retract;	/* NULL, or takes back what drain
+					   took of one directory (ctx
+					   passed): its page failed */
 	struct listing	*unlisted;	/* borrowed, may be NULL: directories
 					   inside followed links that the
 					   server refused to list

@@ -116,6 +116,12 @@ size_t		 listing_total(const struct listing *l);
  */
 typedef int	(*listing_drain_fn)(void *ctx, struct listing *l);
 /*
+ * Take back what a drain took of the direct children of directory
+ * prefix ("" the root): their page failed after handing some on.
+ * Returns 0 or a BM_E* code that stops the crawl.
+ */
+typedef int	(*listing_retract_fn)(void *ctx, const char *prefix);
+/*
  * Move every entry of src, in order and with the strings it owns, to the
  * end of dst; src is left empty (still to be freed).  Returns 0,
  * BM_ELIMIT (not room for all of them in dst: nothing moved) or BM_ENOMEM.

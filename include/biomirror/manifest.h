@@ -185,6 +185,11 @@ int	manifest_stage(struct manifest *m, const struct listing *l);
  */
 int	manifest_stage_begin(struct manifest *m);
 int	manifest_stage_add(struct manifest *m, const struct listing *l);
+/*
+ * Drop the staged direct children of directory prefix ("" the root):
+ * its page failed after some were staged.  0, BM_ENOMEM or BM_EDB.
+ */
+int	manifest_stage_drop(struct manifest *m, const char *prefix);
 /* Number of staged paths (after duplicates were dropped).  0 or BM_EDB. */
 int	manifest_staged_count(struct manifest *m, int64_t *ret);
 /* A staged row as manifest_staged_walk lends it. */

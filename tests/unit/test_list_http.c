@@ -1487,6 +1487,214 @@ test_crawl_drain(void)
 	}
 }
 
+/*
+ * A fetch that streams each page (http_page.stream) in 64 KiB pieces,
+ * as the run's does, noting what the drain took meanwhile; the drain
+ * and retract keep the drained entries in all.
+ */
+struct hand {
+	struct fake	 f;
+	struct listing	*all;		/* drained, not retracted */
+	bool		 in_fetch;
+	size_t		 during;	/* entries drained inside a fetch */
+	size_t		 retracts;
+	char		 last[64];	/* the last prefix retracted */
+};
+
+static int
+hand_fetch(void *ctx, struct http_page *pages, size_t n)
+{
+	struct hand	*h = ctx;
+	size_t		 i, off, k;
+	int		 rc;
+
+	if ((rc = fake_fetch(&h->f, pages, n)) != 0)
+		return rc;
+	h->in_fetch = true;
+	for (i = 0; i < n; i++) {
+		if (pages[i].stream == NULL || pages[i].status != 200)
+			continue;
+		(void)pages[i].stream->begin(pages[i].stream->arg);
+		for (off = 0; off < pages[i].len; off += k) {
+			k = pages[i].len - off < 65536 ? pages[i].len - off :
+			    65536;
+			if ((rc = pages[i].stream->feed(pages[i].stream->arg,
+			    "text/html", pages[i].body + off, k)) != 0) {
+				pages[i].rc = rc;
+				break;
+			}
+		}
+		free(pages[i].body);
+		pages[i].body = NULL;
+	}
+	h->in_fetch = false;
+	return 0;
+}
+
+static int
+hand_drain(void *ctx, struct listing *l)
+{
+	struct hand	*h = ctx;
+	struct entry	*e;
+	size_t		 i;
+
+	if (h->in_fetch)
+		h->during += listing_count(l);
+	for (i = 0; i < listing_count(l); i++)
+		if (listing_append(h->all, &e) != 0 ||
+		    listing_entry_copy(e, listing_get(l, i)) != 0)
+			return BM_ENOMEM;
+	listing_drain(l);
+	return 0;
+}
+
+/* Drop the drained direct children of prefix from all. */
+static int
+hand_retract(void *ctx, const char *prefix)
+{
+	struct hand	*h = ctx;
+	struct listing	*keep = listing_new(1000000);
+	const char	*p;
+	struct entry	*e;
+	size_t		 i, pl = strlen(prefix);
+
+	h->retracts++;
+	(void)snprintf(h->last, sizeof(h->last), "%s", prefix);
+	for (i = 0; i < listing_count(h->all); i++) {
+		p = listing_get(h->all, i)->path;
+		if ((pl == 0 ? strchr(p, '/') == NULL :
+		    strncmp(p, prefix, pl) == 0 && p[pl] == '/' &&
+		    strchr(p + pl + 1, '/') == NULL))
+			continue;
+		if (listing_append(keep, &e) != 0 ||
+		    listing_entry_copy(e, listing_get(h->all, i)) != 0)
+			return BM_ENOMEM;
+	}
+	listing_free(h->all);
+	h->all = keep;
+	return 0;
+}
+
+/* A page of n files f000000.. under big/, with extra rows, whole or cut. */
+static char *
+hand_page(size_t n, const char *extra, bool cut)
+{
+	size_t	 cap = n * 64 + 4096, len, i;
+	char	*b = malloc(cap);
+
+	if (b == NULL)
+		abort();
+	len = (size_t)snprintf(b, cap, "<html><body><pre>"
+	    "<a href=\"../\">../</a>\n");
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(b + len, cap - len, "<a href=\"f%06zu\">"
+		    "f%06zu</a> 02-Jan-2020 11:00 1\n", i, i);
+	len += (size_t)snprintf(b + len, cap - len, "%s", extra);
+	if (!cut)
+		(void)snprintf(b + len, cap - len, "</pre></body></html>\n");
+	return b;
+}
+
+/* Crawl root (big/) and big/ (body) with the hand fetch. */
+static int
+hand_crawl(struct hand *h, const char *body, size_t max_entries,
+    struct listing *out, size_t *ret_skipped, char *err, size_t errlen)
+{
+	static struct fake_page pg[2] = {
+		{ "http://h/src/", 200, "<html><body><pre><a href=\"../\">../"
+		    "</a>\n<a href=\"big/\">big/</a> 02-Jan-2020 11:00 -\n"
+		    "</pre></body></html>\n", NULL },
+		{ "http://h/src/big/", 200, NULL, NULL },
+	};
+	struct crawl_opts o;
+
+	pg[1].body = body;
+	memset(h, 0, sizeof(*h));
+	h->f.pages = pg;
+	h->f.n = 2;
+	h->all = listing_new(1000000);
+	memset(&o, 0, sizeof(o));
+	o.max_depth = 10;
+	o.max_entries = max_entries;
+	o.batch = 4;
+	o.drain = hand_drain;
+	o.retract = hand_retract;
+	o.drain_ctx = h;
+	o.ret_skipped = ret_skipped;
+	return list_http_crawl("http://h/src/", &o, hand_fetch, h, out, err,
+	    errlen);
+}
+
+/*
+ * A page larger than STREAM_AFTER (1 MiB) is handed on as it is read
+ * (issue 22): its entries reach the drain during the fetch; a name
+ * repeated past a hand-off is still dropped (as a directory: counted,
+ * not entered); a page that then fails (cut short, max_entries) takes
+ * what it handed on back (retract).
+ */
+static void
+test_crawl_hand(void)
+{
+	struct hand	 h;
+	struct listing	*out;
+	char		 err[256], *b;
+	size_t		 skipped = 0, i, bad = 0;
+	int		 rc;
+
+	/* 40,000 rows (about 1.9 MB), f000001 again as a file and a dir. */
+	b = hand_page(40000, "<a href=\"f000002\">f000002</a> 03-Jan-2020 "
+	    "11:00 7\n<a href=\"f000001/\">f000001/</a> 03-Jan-2020 11:00 -\n",
+	    false);
+	out = listing_new(1000000);
+	rc = hand_crawl(&h, b, 0, out, &skipped, err, sizeof(err));
+	is_int(rc, 0, "hand: complete (%s)", err);
+	ok(h.during >= 32768, "hand: entries drained while the page came "
+	    "in (%zu)", h.during);
+	is_int(listing_count(h.all), 40001, "hand: big/ and its 40,000 files");
+	is_int(h.f.fetched, 2, "hand: f000001/ (a file's name) not entered");
+	is_int(skipped, 1, "hand: the file listed again as a dir counted");
+	is_int(h.retracts, 0, "hand: nothing retracted");
+	for (i = 1; i < listing_count(h.all); i++)
+		if (listing_get(h.all, i)->type != ENTRY_FILE ||
+		    listing_get(h.all, i)->size != 1)
+			bad++;
+	is_int(bad, 0, "hand: the first rows kept (files, size 1)");
+	listing_free(h.all);
+	listing_free(out);
+	free(b);
+
+	/* Cut short: entries handed on, then taken back. */
+	b = hand_page(40000, "", true);
+	out = listing_new(1000000);
+	rc = hand_crawl(&h, b, 0, out, NULL, err, sizeof(err));
+	is_int(rc, BM_EPROTO, "hand, cut short: BM_EPROTO");
+	ok(strstr(err, "http://h/src/big/: incomplete index page") == err,
+	    "hand, cut short: the page named (%s)", err);
+	ok(h.during >= 32768, "hand, cut short: handed on first (%zu)",
+	    h.during);
+	is_int(h.retracts, 1, "hand, cut short: retracted once");
+	is_str(h.last, "big", "hand, cut short: big/ retracted");
+	is_int(listing_count(h.all), 1, "hand, cut short: only big/ left");
+	listing_free(h.all);
+	listing_free(out);
+	free(b);
+
+	/* max_entries 30,000: the directory fails, what it handed on too. */
+	b = hand_page(40000, "", false);
+	out = listing_new(1000000);
+	rc = hand_crawl(&h, b, 30000, out, NULL, err, sizeof(err));
+	is_int(rc, BM_ELIMIT, "hand, max_entries: BM_ELIMIT");
+	is_str(err, "http://h/src/big/: more than 30000 entries in one "
+	    "directory (max_entries)", "hand, max_entries: named");
+	ok(h.during > 0, "hand, max_entries: handed on first (%zu)",
+	    h.during);
+	is_int(h.retracts, 1, "hand, max_entries: retracted");
+	is_int(listing_count(h.all), 1, "hand, max_entries: only big/ left");
+	listing_free(h.all);
+	listing_free(out);
+	free(b);
+}
+
 /* docker-style directories without '/' are crawled with one. */
 static void
 test_crawl_docker(void)
@@ -1895,6 +2103,7 @@ main(void)
 	test_crawl();
 	test_crawl_wide();
 	test_crawl_drain();
+	test_crawl_hand();
 	test_crawl_docker();
 	test_push_every_byte();
 	test_push_prune();

@@ -2057,6 +2057,30 @@ test_stage_batches(const char *dir)
 	}
 	seen_reset(&sl);
 	listing_free(l);
+
+	/*
+	 * A page that failed after handing entries on (issue 22): its
+	 * directory's direct children leave staging, nothing else does.
+	 */
+	if ((l = listing_new(10)) == NULL)
+		tap_bail("setup failed");
+	add(l, "d/y", ENTRY_FILE, 1, true, 60, MTIME_SECOND, NULL);
+	add(l, "d/e/z", ENTRY_FILE, 1, true, 60, MTIME_SECOND, NULL);
+	add(l, "d0", ENTRY_FILE, 1, true, 60, MTIME_SECOND, NULL);
+	add(l, "d-x", ENTRY_FILE, 1, true, 60, MTIME_SECOND, NULL);
+	is_int(manifest_stage_add(m, l), 0, "stage batch 3");
+	is_int(manifest_stage_drop(m, "d"), 0, "drop d's children");
+	is_int(manifest_staged_count(m, &n), 0, "staged count");
+	is_int(n, 7, "a b d d-x d0 d/e/z e: d/x.md5 and d/y dropped");
+	memset(&ss, 0, sizeof(ss));
+	is_int(manifest_staged_walk(m, true, staged_cb, &ss), 0, "walk");
+	is_int(ss.n, 6, "files and d");
+	if (ss.n == 6)
+		is_str(ss.path[4], "d/e/z", "d/e/z kept (a grandchild)");
+	is_int(manifest_stage_drop(m, ""), 0, "drop the root's children");
+	is_int(manifest_staged_count(m, &n), 0, "staged count");
+	is_int(n, 1, "d/e/z alone left");
+	listing_free(l);
 	manifest_close(m);
 }
 
