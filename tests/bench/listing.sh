@@ -79,14 +79,14 @@ has() { case ",$CASES," in *",$1,"*) return 0 ;; esac; return 1; }
 echo "# biomirror $BM${BASE:+ against $BASE}; FLAT=$FLAT TREE=$TREE DIRS=$DIRS RUNS=$RUNS; $(uptime)"
 mkdir -p "$T/up/flat/big" "$T/up/tree" "$T/up/empty" || fail "mkdir"
 if has flat; then
-	( cd "$T/up/flat/big" && seq -f 'f%07g' 0 $((FLAT - 1)) |
+	( cd "$T/up/flat/big" && seq -f 'f%07.0f' 0 $((FLAT - 1)) |
 	    xargs touch -d '2020-01-02 03:04' ) || fail "touch flat"
 fi
 per=$((TREE / DIRS))
 if has tree; then
 	for d in $(seq -f 'd%04g' 0 $((DIRS - 1))); do
 		mkdir "$T/up/tree/$d" && ( cd "$T/up/tree/$d" &&
-		    seq -f 'f%06g' 0 $((per - 1)) |
+		    seq -f 'f%06.0f' 0 $((per - 1)) |
 		    xargs touch -d '2020-01-02 03:04' )
 	done || fail "touch tree"
 	touch -d '2020-01-02 03:04' "$T/up/tree"/d*
