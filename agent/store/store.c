@@ -1302,7 +1302,8 @@ store_cmp_parent(const void *a, const void *b)
 /*
  * Commit step 4: make the renames durable: fsync each distinct parent of
  * a published item once, or, past STORE_SYNC_PARENTS of them all on the
- * destination's file system, one syncfs of it (one writeback pass and one
+ * destination's file system (st: the destination's fstat), one syncfs
+ * of it (one writeback pass and one
  * cache flush instead of a synchronous write per directory; a batch of a
  * tree with a file or two per directory would otherwise fsync up to a
  * thousand).  A failed fsync
@@ -1311,11 +1312,10 @@ store_cmp_parent(const void *a, const void *b)
  * must not record them.
  */
 static void
-store_commit_sync_parents(struct store *s, struct store_commit_item *items,
-    size_t n)
+store_commit_sync_parents(struct store *s, const struct stat *st,
+    struct store_commit_item *items, size_t n)
 {
 	struct store_commit_item	**v;
-	struct stat			  st;
 	size_t				  i, j, nv = 0, nparents = 0;
 	int				  err;
 	bool				  good, one_fs;
@@ -1338,9 +1338,9 @@ store_commit_sync_parents(struct store *s, struct store_commit_item *items,
 		if (i == 0 || store_cmp_parent(&v[i - 1], &v[i]) != 0)
 			nparents++;
 	/* syncfs covers the destination's file system only (no mounts). */
-	one_fs = nparents > STORE_SYNC_PARENTS && fstat(s->fd, &st) == 0;
+	one_fs = nparents > STORE_SYNC_PARENTS;
 	for (i = 0; i < nv && one_fs; i++)
-		one_fs = v[i]->file->dir_dev == st.st_dev;
+		one_fs = v[i]->file->dir_dev == st->st_dev;
 	if (one_fs) {
 		good = syncfs(s->fd) == 0;
 		err = good ? 0 : errno;
@@ -1364,27 +1364,18 @@ store_commit_sync_parents(struct store *s, struct store_commit_item *items,
 }
 
 /*
- * syncfs(2) of the destination does not reach a file system mounted
- * beneath it: each prepared item whose temp file lies on another one is
+ * syncfs(2) of the destination (st: its fstat) does not reach a file
+ * system mounted beneath it: each prepared item whose temp file lies on another one is
  * fsynced itself before its rename (a failure: rc BM_EIO, not renamed).
  */
 static void
-store_commit_sync_mounts(struct store *s, struct store_commit_item *items,
-    size_t n)
+store_commit_sync_mounts(const struct stat *st,
+    struct store_commit_item *items, size_t n)
 {
-	struct stat	 st;
 	size_t		 i;
 
-	if (fstat(s->fd, &st) == -1) {
-		for (i = 0; i < n; i++)
-			if (items[i].rc == 0) {
-				items[i].rc = BM_EIO;
-				items[i].err = errno;
-			}
-		return;
-	}
 	for (i = 0; i < n; i++)
-		if (items[i].rc == 0 && items[i].file->dir_dev != st.st_dev &&
+		if (items[i].rc == 0 && items[i].file->dir_dev != st->st_dev &&
 		    fsync(items[i].file->fd) == -1) {
 			items[i].rc = BM_EIO;
 			items[i].err = errno;
@@ -1404,6 +1395,7 @@ store_commit_sync_mounts(struct store *s, struct store_commit_item *items,
 int
 store_commit(struct store *s, struct store_commit_item *items, size_t n)
 {
+	struct stat st;
 	size_t	 i;
 	int	 err, rc;
 
@@ -1413,7 +1405,7 @@ store_commit(struct store *s, struct store_commit_item *items, size_t n)
 		items[i].rc = store_commit_prepare(s, &items[i]);
 		items[i].err = items[i].rc == BM_EIO ? errno : 0;
 	}
-	if (syncfs(s->fd) == -1) {
+	if (fstat(s->fd, &st) == -1 || syncfs(s->fd) == -1) {
 		err = errno;
 		for (i = 0; i < n; i++)
 			if (items[i].rc == 0) {
@@ -1424,7 +1416,7 @@ store_commit(struct store *s, struct store_commit_item *items, size_t n)
 		rc = BM_EIO;
 		goto out;
 	}
-	store_commit_sync_mounts(s, items, n);
+	store_commit_sync_mounts(&st, items, n);
 	for (i = 0; i < n; i++)
 		if (items[i].rc == 0) {
 			items[i].rc = store_commit_rename(items[i].file);
@@ -1433,7 +1425,7 @@ store_commit(struct store *s, struct store_commit_item *items, size_t n)
 	for (i = 0; i < n; i++)
 		if (items[i].rc == 0)
 			s->changes++;
-	store_commit_sync_parents(s, items, n);
+	store_commit_sync_parents(s, &st, items, n);
 	rc = 0;
 out:
 	for (i = 0; i < n; i++) {
