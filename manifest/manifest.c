@@ -15,10 +15,12 @@
  * temp.staging.  Their columns and rules: docs/internals.md, "Schema".
  */
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 
 #include <sqlite3.h>
 
+#include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
 #include "biomirror/manifest.h"
@@ -479,7 +482,46 @@ struct manifest {
 	 */
 	bool		 no_partials;
 	bool		 no_mismatches;
+	/*
+	 * The deferred quick_check (manifest_open_run): asked for, and the
+	 * file fit for it (WAL header, current schema, no -wal before);
+	 * its thread running (chk_run); its outcome (chk_rc, chk_err).
+	 * Until it is joined sound, nothing is checkpointed into the file
+	 * (autocheckpoint off, no checkpoint at close); found damaged
+	 * (chk_bad), the close removes the -wal and -shm this open made.
+	 */
+	bool		 defer;
+	bool		 hdr_wal;	/* the header says WAL (bytes 18, 19) */
+	bool		 had_wal;	/* a -wal was there before the open */
+	bool		 chk_run;
+	bool		 chk_bad;
+	bool		 chk_ckpt;	/* sound: checkpoint at close */
+	pthread_t	 chk;
+	int		 chk_rc;
+	char		 chk_err[512];
+	/*
+	 * The check stamp (check_stamp): the file is byte for byte what
+	 * this program's last close left, within STAMP_MAX_S of a full
+	 * check (stamp_ok: no check needed); when the last full check was
+	 * (checked, Unix seconds; 0 none known); sound this run, so the
+	 * close may stamp what it leaves (sound).
+	 */
+	bool		 stamp_ok;
+	bool		 sound;
+	int64_t		 checked;
 };
+
+/*
+ * The check stamp: an extended attribute on the manifest, "sha256:HEX
+ * UNIX": the SHA-256 of the whole file as a writer's close left it (no
+ * -wal beside it) and when quick_check last read it whole.  An open that
+ * finds the file's digest equal, within STAMP_MAX_S of that check,
+ * skips quick_check: any write by another program, a restored copy, a
+ * damaged sector changes the digest.  No attribute (a file system
+ * without user xattrs, a copied file): every open checks.
+ */
+#define STAMP_XATTR	"user.biomirror.check"
+#define STAMP_MAX_S	(7 * 86400)
 
 /* Map an SQLite result code to a BM_E* code. */
 static int
@@ -793,6 +835,88 @@ out:
 }
 
 /*
+ * The deferred check's thread: manifest_check() on a read-only
+ * connection of its own (SQLite connections in two threads), its outcome
+ * in m->chk_rc and m->chk_err.  BM_EDB there (no second connection, say)
+ * is not a verdict: manifest_check_join() then checks on m's own.
+ */
+static void *
+check_main(void *arg)
+{
+	struct manifest	*m = arg, c;
+	int		 src;
+
+	memset(&c, 0, sizeof(c));
+	c.path = m->path;
+	src = sqlite3_open_v2(m->path, &c.db, SQLITE_OPEN_READONLY, NULL);
+	if (src == SQLITE_OK) {
+		(void)sqlite3_db_config(c.db,
+		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+		(void)sqlite3_extended_result_codes(c.db, 1);
+		(void)sqlite3_busy_timeout(c.db, MANIFEST_BUSY_MS);
+		m->chk_rc = manifest_check(&c);
+	} else
+		m->chk_rc = BM_EDB;
+	(void)snprintf(m->chk_err, sizeof(m->chk_err), "%s", c.err);
+	(void)sqlite3_close(c.db);
+	return NULL;
+}
+
+/*
+ * Start the deferred check when m may take one (see struct manifest):
+ * true when it runs, false to check now.
+ */
+static bool
+check_defer(struct manifest *m, int64_t version)
+{
+	if (!m->defer || !m->hdr_wal || m->had_wal || m->readonly ||
+	    m->as_is || version != MANIFEST_VERSION || m->wal_copy != NULL)
+		return false;
+	if (pthread_create(&m->chk, NULL, check_main, m) != 0)
+		return false;
+	m->chk_run = true;
+	/* Nothing reaches the file before the check says it is sound. */
+	(void)sqlite3_wal_autocheckpoint(m->db, 0);
+	return true;
+}
+
+/*
+ * Wait for the deferred check of manifest_open_run (see manifest.h).
+ * 0 (sound, or no check deferred), BM_ECORRUPT with m->err, or what
+ * manifest_check() on m's own connection returns when the thread could
+ * not judge.  Again after a verdict: the same verdict.
+ */
+int
+manifest_check_join(struct manifest *m)
+{
+	int	 rc;
+
+	if (m == NULL)
+		return 0;
+	if (!m->chk_run)
+		return m->chk_bad ? BM_ECORRUPT : 0;
+	(void)pthread_join(m->chk, NULL);
+	m->chk_run = false;
+	if ((rc = m->chk_rc) == BM_EDB)
+		rc = manifest_check(m);
+	else if (rc != 0) {
+		(void)snprintf(m->err, sizeof(m->err), "%s", m->chk_err);
+		m->fault = BM_ECORRUPT;
+	}
+	if (rc != 0) {
+		m->chk_bad = true;
+		m->sound = false;
+		return rc == BM_EDB && m->fault == BM_ECORRUPT ? BM_ECORRUPT :
+		    rc;
+	}
+	m->chk_ckpt = true;
+	m->sound = true;
+	m->checked = (int64_t)time(NULL);
+	(void)sqlite3_wal_autocheckpoint(m->db, 1000);	/* SQLite's default */
+	return 0;
+}
+
+/*
  * Validate, migrate and set up an open connection (statements: see
  * manifest_prepare).  0 or BM_E* (m->err).
  */
@@ -810,8 +934,14 @@ manifest_setup(struct manifest *m)
 		    "(no manifest tables in it)", m->path);
 		return BM_ECORRUPT;
 	}
-	if ((rc = manifest_check(m)) != 0)
-		return rc;
+	if (m->stamp_ok && !m->had_wal && m->wal_copy == NULL)
+		m->sound = true;	/* as the last close left it */
+	else if (!check_defer(m, version)) {
+		if ((rc = manifest_check(m)) != 0)
+			return rc;
+		m->sound = true;
+		m->checked = (int64_t)time(NULL);
+	}
 	m->version = version;
 	if (m->readonly && !m->as_is && version < MANIFEST_VERSION) {
 		(void)snprintf(m->err, sizeof(m->err), "%s: schema version "
@@ -1199,6 +1329,78 @@ out:
 	return rc;
 }
 
+/* The file's SHA-256 as "sha256:HEX" into buf (DIGEST_TEXT_MAX).  0 or BM_E*. */
+static int
+stamp_digest(int fd, char *buf, size_t len)
+{
+	struct digest		*d = NULL;
+	struct digest_value	 v;
+	int			 rc;
+
+	if ((rc = digest_new(DIGEST_BIT(DIGEST_SHA256), &d)) == 0 &&
+	    (rc = digest_fd(d, fd, 0, UINT64_MAX, NULL)) == 0 &&
+	    (rc = digest_final(d, DIGEST_SHA256, &v)) == 0)
+		rc = digest_to_text(&v, buf, len);
+	digest_free(d);
+	return rc;
+}
+
+/*
+ * Read fd's check stamp into m: m->checked (0 without one) and
+ * m->stamp_ok when the file is what the stamp names and its check is
+ * recent.
+ */
+static void
+stamp_read(struct manifest *m, int fd)
+{
+	char		 val[DIGEST_TEXT_MAX + 32], want[DIGEST_TEXT_MAX],
+			 have[DIGEST_TEXT_MAX];
+	long long	 at;
+	ssize_t		 n;
+	int64_t		 now = (int64_t)time(NULL);
+
+	m->stamp_ok = false;
+	m->checked = 0;
+	if ((n = fgetxattr(fd, STAMP_XATTR, val, sizeof(val) - 1)) <= 0)
+		return;
+	val[n] = '\0';
+	if (sscanf(val, "%79s %lld", want, &at) != 2 || at <= 0 ||
+	    at > now + 86400)
+		return;
+	m->checked = at;
+	if (now - at > STAMP_MAX_S ||
+	    stamp_digest(fd, have, sizeof(have)) != 0)
+		return;
+	m->stamp_ok = strcmp(have, want) == 0;
+}
+
+/*
+ * After a writer's close: stamp the file it left, if the run found it
+ * sound and SQLite removed the -wal (everything is in the file).  Best
+ * effort: a failure leaves no stamp, and the next open checks.
+ */
+static void
+stamp_write(const struct manifest *m)
+{
+	struct stat	 sb;
+	char		 wal[PATH_MAX], sum[DIGEST_TEXT_MAX],
+			 val[DIGEST_TEXT_MAX + 32];
+	int		 fd, n;
+
+	if (snprintf(wal, sizeof(wal), "%s-wal", m->path) >= (int)sizeof(wal) ||
+	    lstat(wal, &sb) == 0 || errno != ENOENT)
+		return;
+	if ((fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return;
+	if (stamp_digest(fd, sum, sizeof(sum)) == 0 &&
+	    (n = snprintf(val, sizeof(val), "%s %lld", sum,
+	    (long long)m->checked)) > 0 && (size_t)n < sizeof(val))
+		(void)fsetxattr(fd, STAMP_XATTR, val, (size_t)n, 0);
+	else
+		(void)fremovexattr(fd, STAMP_XATTR);
+	(void)close(fd);
+}
+
 /*
  * What is at m->path, before SQLite opens it: a missing file is made
  * (create; else BM_ENOENT); a symlink to nothing, a directory or other
@@ -1210,6 +1412,7 @@ open_precheck(struct manifest *m, bool create)
 {
 	struct stat	 sb;
 	char		 to[256];	/* enough to name it */
+	unsigned char	 hdr[2];
 	ssize_t		 n;
 	int		 fd, e;
 
@@ -1246,6 +1449,10 @@ open_precheck(struct manifest *m, bool create)
 	 * mostly backwards: one readahead now instead of a disk read a page.
 	 */
 	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+	/* File format numbers 2, 2: WAL (https://sqlite.org/fileformat.html). */
+	m->hdr_wal = pread(fd, hdr, sizeof(hdr), 18) == (ssize_t)sizeof(hdr) &&
+	    hdr[0] == 2 && hdr[1] == 2;
+	stamp_read(m, fd);
 	(void)close(fd);
 	if (sb.st_size == 0) {
 		/* Never one of ours (manifest_create): truncated. */
@@ -1297,7 +1504,7 @@ open_immutable(struct manifest *m)
  */
 static int
 open_any(const char *path, bool create, bool reader, bool as_is,
-    struct manifest **ret, char *errbuf, size_t errlen)
+    bool defer, struct manifest **ret, char *errbuf, size_t errlen)
 {
 	struct manifest	*m = NULL;
 	bool		 had_wal = true;
@@ -1313,9 +1520,11 @@ open_any(const char *path, bool create, bool reader, bool as_is,
 		goto out;
 	}
 	m->as_is = as_is;
+	m->defer = defer;
 	if ((rc = open_precheck(m, create)) != 0 ||
 	    (rc = wal_inspect(m, !reader, &had_wal)) != 0)
 		goto out;
+	m->had_wal = had_wal;
 	src = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE, NULL);
 	if (src != SQLITE_OK) {
 		rc = db_fail(m, src);
@@ -1338,7 +1547,7 @@ open_any(const char *path, bool create, bool reader, bool as_is,
 	 * A reader leaves a -wal as it found it (the next writer applies
 	 * it), and removes only one its own open made.
 	 */
-	if (!reader || !had_wal)
+	if ((!reader || !had_wal) && !m->chk_run)
 		(void)sqlite3_db_config(m->db,
 		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
 	if ((rc = manifest_prepare(m)) != 0)
@@ -1359,7 +1568,7 @@ out:
 	 * SQLite's close removes them (under its exclusive lock, so never
 	 * while another connection uses them).
 	 */
-	if (m != NULL && m->db != NULL && !had_wal)
+	if (m != NULL && m->db != NULL && !had_wal && !m->chk_run)
 		(void)sqlite3_db_config(m->db,
 		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
 	if (m != NULL && m->wal_copy != NULL)
@@ -1372,21 +1581,32 @@ int
 manifest_open(const char *path, bool create, struct manifest **ret,
     char *errbuf, size_t errlen)
 {
-	return open_any(path, create, false, false, ret, errbuf, errlen);
+	return open_any(path, create, false, false, false, ret, errbuf,
+	    errlen);
+}
+
+int
+manifest_open_run(const char *path, bool create, struct manifest **ret,
+    char *errbuf, size_t errlen)
+{
+	return open_any(path, create, false, false, true, ret, errbuf,
+	    errlen);
 }
 
 int
 manifest_open_as_is(const char *path, bool create, struct manifest **ret,
     char *errbuf, size_t errlen)
 {
-	return open_any(path, create, false, true, ret, errbuf, errlen);
+	return open_any(path, create, false, true, false, ret, errbuf,
+	    errlen);
 }
 
 int
 manifest_open_read(const char *path, struct manifest **ret, char *errbuf,
     size_t errlen)
 {
-	return open_any(path, false, true, true, ret, errbuf, errlen);
+	return open_any(path, false, true, true, false, ret, errbuf,
+	    errlen);
 }
 
 /*
@@ -1495,10 +1715,27 @@ manifest_close(struct manifest *m)
 
 	if (m == NULL)
 		return;
+	(void)manifest_check_join(m);
 	for (i = 0; i < ST__MAX; i++)
 		(void)sqlite3_finalize(m->st[i]);
+	/* Found sound late (manifest_open_run): the close checkpoints now. */
+	if (m->chk_ckpt)
+		(void)sqlite3_db_config(m->db,
+		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
 	/* sqlite3_close(NULL) is a no-op; the last close checkpoints the WAL */
 	(void)sqlite3_close(m->db);
+	/*
+	 * Found damaged late: what this run wrote is only in the -wal and
+	 * -shm its open made (there were none before); the file stays as
+	 * it was.
+	 */
+	if (m->chk_bad && m->db != NULL) {
+		(void)unlink_sfx(m->path, "-wal");
+		(void)unlink_sfx(m->path, "-shm");
+	}
+	if (m->db != NULL && m->sound && !m->readonly && !m->as_is &&
+	    m->fault == 0)
+		stamp_write(m);
 	free(m->wal_copy);
 	free(m->path);
 	free(m);

@@ -2667,13 +2667,15 @@ base_name(const char *path)
 }
 
 /*
- * A directory's key for the loop check, summed as its entries come: the
- * SHA-256 of each entry's (name, type, size, time), added up lane by
- * lane, so that it does not depend on the order of the rows and a huge
- * page need not be held to be keyed.
+ * A directory's key for the loop check, summed as its entries come: a
+ * hash of each entry's (name, type, size, time) (FNV-1a of the name, the
+ * fields folded in by splitmix64's mixer), spread over four 64-bit lanes
+ * and added up lane by lane, so that it does not depend on
+ * the order of the rows and a huge page need not be held to be keyed.  A
+ * key only ever meets its own ancestors' keys: a collision can cost a
+ * server its own subtree, no one else's.
  */
 struct sigsum {
-	EVP_MD_CTX	*ctx;		/* owned, NULL until the first entry */
 	uint64_t	 lane[4];
 	size_t		 n;		/* entries added */
 };
@@ -2681,37 +2683,35 @@ struct sigsum {
 static void
 sigsum_free(struct sigsum *ss)
 {
-	EVP_MD_CTX_free(ss->ctx);
 	memset(ss, 0, sizeof(*ss));
 }
 
-/* Add entry e.  0 or BM_ENOMEM. */
+/* splitmix64's finalizer: every input bit reaches every output bit. */
+static uint64_t
+mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* Add entry e.  0 (it cannot fail; an int for its callers). */
 static int
 sigsum_add(struct sigsum *ss, const struct entry *e)
 {
-	unsigned char	 md[32];
-	char		 buf[128];
-	const char	*b = base_name(e->path);
-	uint64_t	 v;
-	size_t		 i, k;
-	int		 n;
+	uint64_t	 h1, h2;
 
-	if (ss->ctx == NULL && (ss->ctx = EVP_MD_CTX_new()) == NULL)
-		return BM_ENOMEM;
-	n = snprintf(buf, sizeof(buf), "%c %lld %lld %lld %d", (char)e->type,
-	    (long long)e->size_min, (long long)e->size_max,
-	    (long long)e->mtime_wall, (int)e->mtime_prec);
-	if (n < 0 || (size_t)n >= sizeof(buf) ||
-	    EVP_DigestInit_ex(ss->ctx, EVP_sha256(), NULL) != 1 ||
-	    EVP_DigestUpdate(ss->ctx, b, strlen(b) + 1) != 1 ||
-	    EVP_DigestUpdate(ss->ctx, buf, (size_t)n + 1) != 1 ||
-	    EVP_DigestFinal_ex(ss->ctx, md, NULL) != 1)
-		return BM_ENOMEM;
-	for (i = 0; i < 4; i++) {
-		for (v = 0, k = 0; k < 8; k++)
-			v = v << 8 | md[i * 8 + k];
-		ss->lane[i] += v;
-	}
+	/* The name, then each field folded in through the mixer. */
+	h1 = fnv1a(base_name(e->path));
+	h1 = mix64(h1 ^ (uint64_t)e->size_min);
+	h1 = mix64(h1 ^ (uint64_t)e->size_max);
+	h1 = mix64(h1 ^ (uint64_t)e->mtime_wall);
+	h1 = mix64(h1 ^ ((uint64_t)e->type << 8 | (uint64_t)e->mtime_prec));
+	h2 = mix64(h1 ^ UINT64_C(0x9e3779b97f4a7c15));
+	ss->lane[0] += h1;
+	ss->lane[1] += h2;
+	ss->lane[2] += mix64(h2 ^ UINT64_C(0x6a09e667f3bcc908));
+	ss->lane[3] += mix64(h1 + h2);
 	ss->n++;
 	return 0;
 }

@@ -121,6 +121,8 @@ struct run {
 	int		 state_fault;	/* BM_ECORRUPT: the manifest is
 					   damaged; BM_ENOSPC: the state
 					   directory is full; 0 */
+	bool		 checking;	/* the manifest's check runs beside
+					   the listing (run_join_check) */
 	char		 err[1024];	/* first fatal reason (recorded whole:
 					   run_record.error is as large) */
 };
@@ -1545,10 +1547,17 @@ run_open(struct run *r)
 	/* Refused, or locked by another run: before the manifest is made. */
 	if ((rc = run_claim_dest(r, r->o->dry_run)) != 0)
 		return rc;
-	/* A dry run never migrates (reading commands leave the file). */
+	/*
+	 * A dry run never migrates (reading commands leave the file).  A
+	 * plain sync into a DEST that is there checks the manifest beside
+	 * the listing (run_join_check: before the plan acts on the mirror).
+	 */
+	r->checking = !r->o->dry_run && !r->o->adopt && r->c->publish !=
+	    PUBLISH_SET && stat(r->c->dest, &st) == 0;
 	rc = r->o->dry_run ? manifest_open_as_is(path, true, &r->m, r->err,
-	    sizeof(r->err)) : manifest_open(path, true, &r->m, r->err,
-	    sizeof(r->err));
+	    sizeof(r->err)) : r->checking ? manifest_open_run(path, true,
+	    &r->m, r->err, sizeof(r->err)) : manifest_open(path, true, &r->m,
+	    r->err, sizeof(r->err));
 	if (rc == BM_ECORRUPT && r->o->adopt)
 		rc = run_rebuild(r, path);
 	if (rc == 0 && manifest_warning(r->m)[0] != '\0')
@@ -1564,7 +1573,8 @@ run_open(struct run *r)
 		if ((rc = store_open(r->c->dest, r->c->file_mode,
 		    r->c->dir_mode, &r->s)) != 0)
 			return run_store_failed(r, rc, NULL);
-		if (!r->o->dry_run)
+		/* Checking: once the manifest is known sound. */
+		if (!r->o->dry_run && !r->checking)
 			run_record_owner(r);
 	}
 	return run_open_xfer(r);
@@ -3572,6 +3582,34 @@ run_plan(struct run *r)
 	return r->digests_rc;
 }
 
+/*
+ * The manifest's check that ran beside the listing (manifest_open_run):
+ * joined before the plan acts on the mirror, and by run_fault() on every
+ * way out.  Damaged: the manifest is closed at once (what this run wrote
+ * went only to its -wal, removed), and the run ends as one whose open
+ * found the damage.  0 or BM_ECORRUPT/BM_EDB with r->err.
+ */
+static int
+run_join_check(struct run *r)
+{
+	int	 rc;
+
+	if (!r->checking)
+		return 0;
+	r->checking = false;
+	if ((rc = manifest_check_join(r->m)) == 0) {
+		run_record_owner(r);
+		return 0;
+	}
+	(void)snprintf(r->err, sizeof(r->err), "%s", manifest_errmsg(r->m));
+	if (manifest_fault(r->m) != 0)
+		r->state_fault = manifest_fault(r->m);
+	manifest_close(r->m);
+	r->m = NULL;
+	r->run = 0;
+	return rc;
+}
+
 static int
 run_body(struct run *r)
 {
@@ -3599,6 +3637,8 @@ run_body(struct run *r)
 	if (r->s != NULL)
 		(void)store_prefetch_start(r->s);
 	rc = run_list(r);
+	if ((grc = run_join_check(r)) != 0)
+		rc = grc;
 	/* Nothing listed (exit 3): nothing is done. */
 	none = rc == 0 && !r->complete && r->res->listed == 0;
 	if (rc == 0 && !none) {
@@ -3787,8 +3827,13 @@ static int
 run_fault(struct run *r, int rc)
 {
 	char	 why[sizeof(r->err)];
-	bool	 began = r->run > 0 && r->state_fault == 0;
+	bool	 began;
+	int	 jrc;
 
+	/* A damaged manifest is why, whatever failed on the way. */
+	if ((jrc = run_join_check(r)) != 0)
+		rc = jrc;
+	began = r->run > 0 && r->state_fault == 0;
 	if (rc == BM_EDB && r->state_fault == 0 && r->m != NULL)
 		r->state_fault = manifest_fault(r->m);
 	if (rc == 0 || r->state_fault == 0)

@@ -23,13 +23,33 @@ struct manifest;
  * Open the manifest at path (a file name; its directory must exist).  With
  * create, a missing file is made with the current schema and an older one
  * migrated; without, a missing file is BM_ENOENT.  Every open runs PRAGMA
- * quick_check.  Returns 0, BM_ENOENT, BM_ECORRUPT (damaged), BM_ENOSPC or
+ * quick_check, unless the file is byte for byte what a close of ours
+ * that found it sound left, within a week of a full check (the check
+ * stamp: docs/internals.md).  Returns 0, BM_ENOENT, BM_ECORRUPT (damaged), BM_ENOSPC or
  * BM_EDB, with "PATH: reason" in errbuf; which failure is which, and the
  * -wal set aside: docs/internals.md, "Opening the manifest".  *ret is
  * freed with manifest_close().
  */
 int	manifest_open(const char *path, bool create, struct manifest **ret,
 	    char *errbuf, size_t errlen);
+/*
+ * manifest_open() for a sync run: where the file allows (a WAL header,
+ * the current schema, no -wal left before), the quick_check runs in a
+ * thread beside the run instead of before the open returns.  Until
+ * manifest_check_join() says the file is sound, writes stay in the -wal
+ * (nothing is checkpointed into the file), so the caller may record the
+ * run and list upstream, but must join before it acts on the mirror.
+ * Found damaged, manifest_close() removes the -wal and -shm the open made
+ * and the file is left byte for byte.
+ */
+int	manifest_open_run(const char *path, bool create, struct manifest **ret,
+	    char *errbuf, size_t errlen);
+/*
+ * Wait for manifest_open_run()'s check: 0 (sound, or nothing deferred),
+ * BM_ECORRUPT with the fault in manifest_errmsg(), or BM_EDB.  The same
+ * answer again on a later call; manifest_close() joins too.
+ */
+int	manifest_check_join(struct manifest *m);
 /*
  * Open an existing manifest for reading only (status, ls, history), as
  * manifest_open(path, false, ...) does, but also where this process may

@@ -145,9 +145,21 @@ db=$(manifest_db "$T/state" up)
 page=$(sqlite3 -readonly "$db" "select rootpage from sqlite_master where name = 'events'")
 [ "$page" -gt 1 ] && [ "$page" -lt "$(($(stat -c %s "$db") / 4096))" ] ||
     fail "events root page $page is not in the middle"
+runs=$(sqlite3 -readonly "$db" "select rootpage from sqlite_master where name = 'runs'")
 rm -f "$db-wal" "$db-shm"	# what the sqlite3 shell left (empty)
+cp "$db" "$T/sound.db"
 dd if=/dev/urandom of="$db" bs=4096 seek=$((page - 1)) count=1 conv=notrunc status=none
 all_refused up "$db" "quick_check: "
+# A sync checks the manifest beside the listing (manifest_open_run): its
+# run record is written before the check's verdict, into the -wal only.
+# With the runs table's root damaged, that first write meets the damage.
+echo "# the runs table's root: the sync's first write meets the damage"
+cp "$db" "$T/events.db"
+cp "$T/sound.db" "$db"
+dd if=/dev/urandom of="$db" bs=4096 seek=$((runs - 1)) count=1 conv=notrunc status=none
+refused "$db" "quick_check: " bm --json sync up
+assert_eq "$(jf status)" failed "sync --json status (runs root damaged)"
+cp "$T/events.db" "$db"
 echo "# resync --adopt --dry-run: what the rebuild would do, nothing done"
 sum=$(sha256sum < "$db")
 mark=$(wc -l < "$NGINX_ACCESS_LOG")
@@ -296,6 +308,42 @@ assert_exit 0 bm --json sync min
 assert_eq "$(jf fetched failed)" "0 0" "min: sync after the rebuild"
 assert_eq "$(log_since "$mark" "$NGINX_ACCESS_LOG" | grep -c '"GET /min/m.txt HTTP/1.1" 304 ')" 1 \
     "min: a 304 for the adopted file"
+
+echo "# the check stamp: what a sync's close left, trusted for 7 days"
+# user.biomirror.check = "sha256:HEX UNIX": the file's digest as the last
+# close left it and when quick_check last read it whole (manifest.c).
+stamp() {
+	python3 - "$@" <<'PY'
+import hashlib, os, sys, time
+db, op = sys.argv[1], sys.argv[2]
+if op == "get":
+	print(os.getxattr(db, "user.biomirror.check").decode())
+elif op == "want":
+	print("sha256:" + hashlib.sha256(open(db, "rb").read()).hexdigest())
+else:	# set AGE_S: this file's digest, its check AGE_S seconds ago
+	d = hashlib.sha256(open(db, "rb").read()).hexdigest()
+	v = "sha256:%s %d" % (d, int(time.time()) - int(sys.argv[3]))
+	os.setxattr(db, "user.biomirror.check", v.encode())
+PY
+}
+assert_exit 0 bm --json sync min
+st=$(stamp "$mdb" get) || fail "min: no check stamp after a sync"
+assert_eq "${st% *}" "$(stamp "$mdb" want)" "min: the stamp's digest"
+[ "$((${st#* } - $(date +%s)))" -le 0 ] && [ "$((${st#* } - $(date +%s)))" -gt -600 ] ||
+    fail "min: the stamp's check time: $st"
+# Damaged after the close: the digest differs, the check runs.
+cp "$mdb" "$T/min-sound.db"
+page=$(($(stat -c %s "$mdb") / 4096 / 2 + 1))
+dd if=/dev/urandom of="$mdb" bs=4096 seek=$((page - 1)) count=1 conv=notrunc status=none
+python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.biomirror.check", sys.argv[2].encode())' "$mdb" "$st"
+refused "$mdb" "quick_check: " bm --json sync min
+# A stamp naming the damaged bytes themselves, but from a check 8 days
+# ago: not trusted, the check runs.
+stamp "$mdb" set $((8 * 86400))
+refused "$mdb" "quick_check: " bm --json sync min
+cat "$T/min-sound.db" > "$mdb"
+assert_exit 0 bm --json sync min
+assert_eq "$(jf fetched failed)" "0 0" "min: sync after the stamp cases"
 
 stop_servers
 [ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
