@@ -123,6 +123,7 @@ struct run {
 					   directory is full; 0 */
 	bool		 checking;	/* the manifest's check runs beside
 					   the listing (run_join_check) */
+	bool		 owner_due;	/* run_record_owner once it is joined */
 	char		 err[1024];	/* first fatal reason (recorded whole:
 					   run_record.error is as large) */
 };
@@ -1574,7 +1575,9 @@ run_open(struct run *r)
 		    r->c->dir_mode, &r->s)) != 0)
 			return run_store_failed(r, rc, NULL);
 		/* Checking: once the manifest is known sound. */
-		if (!r->o->dry_run && !r->checking)
+		if (r->checking)
+			r->owner_due = true;
+		else if (!r->o->dry_run)
 			run_record_owner(r);
 	}
 	return run_open_xfer(r);
@@ -3594,11 +3597,12 @@ run_join_check(struct run *r)
 {
 	int	 rc;
 
-	if (!r->checking)
+	if (!r->checking || r->m == NULL)
 		return 0;
 	r->checking = false;
 	if ((rc = manifest_check_join(r->m)) == 0) {
-		run_record_owner(r);
+		if (r->owner_due)
+			run_record_owner(r);
 		return 0;
 	}
 	(void)snprintf(r->err, sizeof(r->err), "%s", manifest_errmsg(r->m));
