@@ -509,6 +509,18 @@ struct manifest {
 	bool		 stamp_ok;
 	bool		 sound;
 	int64_t		 checked;
+	/*
+	 * What a close may vouch for: the file's digest at open (writers;
+	 * "" unknown), and whether a checkpoint moved WAL pages into it
+	 * since (wal_hook): only a file that is still byte for byte what
+	 * was checked, before the close's own checkpoint, is stamped after
+	 * it.  autockpt: wal_hook checkpoints (SQLite's autocheckpoint, off
+	 * until a deferred check says the file is sound).
+	 */
+	bool		 want_sum;
+	char		 open_sum[DIGEST_TEXT_MAX];
+	bool		 ckpt_seen;
+	bool		 autockpt;
 };
 
 /*
@@ -863,6 +875,23 @@ check_main(void *arg)
 }
 
 /*
+ * sqlite3_wal_hook: SQLite's autocheckpoint (a passive checkpoint once
+ * the WAL holds 1,000 pages, its default), noting that the file changed.
+ */
+static int
+wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	struct manifest	*m = arg;
+
+	if (m->autockpt && frames >= 1000) {
+		(void)sqlite3_wal_checkpoint_v2(db, name,
+		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		m->ckpt_seen = true;
+	}
+	return SQLITE_OK;
+}
+
+/*
  * Start the deferred check when m may take one (see struct manifest):
  * true when it runs, false to check now.
  */
@@ -876,7 +905,7 @@ check_defer(struct manifest *m, int64_t version)
 		return false;
 	m->chk_run = true;
 	/* Nothing reaches the file before the check says it is sound. */
-	(void)sqlite3_wal_autocheckpoint(m->db, 0);
+	m->autockpt = false;
 	return true;
 }
 
@@ -912,7 +941,7 @@ manifest_check_join(struct manifest *m)
 	m->chk_ckpt = true;
 	m->sound = true;
 	m->checked = (int64_t)time(NULL);
-	(void)sqlite3_wal_autocheckpoint(m->db, 1000);	/* SQLite's default */
+	m->autockpt = true;
 	return 0;
 }
 
@@ -1353,14 +1382,17 @@ stamp_digest(int fd, char *buf, size_t len)
 static void
 stamp_read(struct manifest *m, int fd)
 {
-	char		 val[DIGEST_TEXT_MAX + 32], want[DIGEST_TEXT_MAX],
-			 have[DIGEST_TEXT_MAX];
+	char		 val[DIGEST_TEXT_MAX + 32], want[DIGEST_TEXT_MAX];
 	long long	 at;
 	ssize_t		 n;
 	int64_t		 now = (int64_t)time(NULL);
 
 	m->stamp_ok = false;
 	m->checked = 0;
+	m->open_sum[0] = '\0';
+	if (m->want_sum && stamp_digest(fd, m->open_sum,
+	    sizeof(m->open_sum)) != 0)
+		m->open_sum[0] = '\0';
 	if ((n = fgetxattr(fd, STAMP_XATTR, val, sizeof(val) - 1)) <= 0)
 		return;
 	val[n] = '\0';
@@ -1368,10 +1400,36 @@ stamp_read(struct manifest *m, int fd)
 	    at > now + 86400)
 		return;
 	m->checked = at;
-	if (now - at > STAMP_MAX_S ||
-	    stamp_digest(fd, have, sizeof(have)) != 0)
+	if (now - at > STAMP_MAX_S || (m->open_sum[0] == '\0' &&
+	    stamp_digest(fd, m->open_sum, sizeof(m->open_sum)) != 0))
 		return;
-	m->stamp_ok = strcmp(have, want) == 0;
+	m->stamp_ok = strcmp(m->open_sum, want) == 0;
+}
+
+/*
+ * Before a writer's close: true when the file may be stamped after it,
+ * as the file the run checked (or found stamped) with only SQLite's
+ * close checkpoint to come: no checkpoint since the open, and the file
+ * still byte for byte what it was then.  Anything else (a program that
+ * wrote it while the run held it, a page gone bad) goes unstamped, and
+ * the next open checks.
+ */
+static bool
+stamp_due(const struct manifest *m)
+{
+	char	 now[DIGEST_TEXT_MAX];
+	int	 fd;
+	bool	 due;
+
+	if (!m->sound || m->readonly || m->as_is || m->fault != 0 ||
+	    m->ckpt_seen || m->open_sum[0] == '\0')
+		return false;
+	if ((fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return false;
+	due = stamp_digest(fd, now, sizeof(now)) == 0 &&
+	    strcmp(now, m->open_sum) == 0;
+	(void)close(fd);
+	return due;
 }
 
 /*
@@ -1521,6 +1579,8 @@ open_any(const char *path, bool create, bool reader, bool as_is,
 	}
 	m->as_is = as_is;
 	m->defer = defer;
+	m->want_sum = !reader && !as_is;
+	m->autockpt = true;
 	if ((rc = open_precheck(m, create)) != 0 ||
 	    (rc = wal_inspect(m, !reader, &had_wal)) != 0)
 		goto out;
@@ -1539,6 +1599,8 @@ open_any(const char *path, bool create, bool reader, bool as_is,
 	    NULL);
 	(void)sqlite3_extended_result_codes(m->db, 1);
 	(void)sqlite3_busy_timeout(m->db, MANIFEST_BUSY_MS);
+	/* Our autocheckpoint, which tells the close a checkpoint ran. */
+	(void)sqlite3_wal_hook(m->db, wal_hook, m);
 	m->readonly = sqlite3_db_readonly(m->db, "main") == 1;
 	if ((rc = manifest_setup(m)) != 0 && (!reader ||
 	    !open_immutable_ok(m) || (rc = open_immutable(m)) != 0))
@@ -1711,11 +1773,13 @@ manifest_reprepares(const struct manifest *m)
 void
 manifest_close(struct manifest *m)
 {
+	bool	 due;
 	int	 i;
 
 	if (m == NULL)
 		return;
 	(void)manifest_check_join(m);
+	due = m->db != NULL && stamp_due(m);
 	for (i = 0; i < ST__MAX; i++)
 		(void)sqlite3_finalize(m->st[i]);
 	/* Found sound late (manifest_open_run): the close checkpoints now. */
@@ -1733,9 +1797,10 @@ manifest_close(struct manifest *m)
 		(void)unlink_sfx(m->path, "-wal");
 		(void)unlink_sfx(m->path, "-shm");
 	}
-	if (m->db != NULL && m->sound && !m->readonly && !m->as_is &&
-	    m->fault == 0)
+	if (due)
 		stamp_write(m);
+	else if (m->db != NULL && m->want_sum && !m->readonly)
+		(void)removexattr(m->path, STAMP_XATTR);	/* may be none */
 	free(m->wal_copy);
 	free(m->path);
 	free(m);

@@ -345,6 +345,23 @@ cat "$T/min-sound.db" > "$mdb"
 assert_exit 0 bm --json sync min
 assert_eq "$(jf fetched failed)" "0 0" "min: sync after the stamp cases"
 
+echo "# damaged while a run holds it open: the close does not vouch for it (brk19)"
+# The run's post_sync hook runs before its close; it damages the zones
+# table's root, a page a no-change run never reads.
+cat > "$T/damage.sh" <<SH
+#!/bin/sh
+dd if=/dev/urandom of="$mdb" bs=4096 seek=\$(($(sqlite3 -readonly "$mdb" "select rootpage from sqlite_master where name = 'zones'") - 1)) count=1 conv=notrunc status=none
+SH
+rm -f "$mdb-wal" "$mdb-shm"	# what the sqlite3 shell left (empty)
+chmod +x "$T/damage.sh"
+printf 'post_sync = %s\n' "$T/damage.sh" >> "$T/bm.conf"
+printf 'hooked\n' > "$T/up/min/h.txt"	# post_sync runs when something changed
+chmod a+r "$T/up/min/h.txt"
+assert_exit 0 bm --json sync min
+assert_eq "$(jf fetched)" 1 "min: the hooked sync"
+refused "$mdb" "quick_check: " bm status min
+refused "$mdb" "quick_check: " bm ls min
+
 stop_servers
 [ -z "$(bm_leftovers)" ] || fail "processes left: $(bm_leftovers)"
 echo "PASS"
