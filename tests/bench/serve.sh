@@ -191,7 +191,9 @@ for r in $(seq 1 "$RUNS"); do
 		mkdir -p "$T/dst"
 		bs=()
 		case $tool in
-		old) bc=(oldsync "bm://$H:$OPORT/src/B/" "$T/dst/Bc"
+		old) a=(oldsync "bm://$H:$OPORT/src/A/" "$T/dst/A" "$T/st/a"
+		    "concurrency = 64" "max_connections = 4")
+		    bc=(oldsync "bm://$H:$OPORT/src/B/" "$T/dst/Bc"
 		    "$T/st/c" "max_connections = 4" "verify = checksum")
 		    bs=(oldsync "bm://$H:$OPORT/tier/" "$T/dst/Bs" "$T/st/s"
 		    "max_connections = 4" "verify = size") ;;
@@ -210,7 +212,7 @@ for r in $(seq 1 "$RUNS"); do
 		    bs=(bmsync "${NGINX_URL}B/" "$T/dst/Bs" "$T/st/s"
 		    "max_connections = 4" "verify = size") ;;
 		esac
-		if [ "$BIGONLY" = 0 ] && [ "$tool" != old ]; then
+		if [ "$BIGONLY" = 0 ]; then
 			timed "$tool,A cold" "${a[@]}"
 			timed "$tool,A no change" "${a[@]}"
 			diff -r "$T/src/A" "$T/dst/A" ||
@@ -292,10 +294,10 @@ for tool, case, ms, c in csv.reader(open(sys.argv[1])):
     runs.setdefault(case, {}).setdefault(tool, []).append(int(ms) / 1000)
     cpu.setdefault(case, {}).setdefault(tool, []).append(float(c))
 gib = {"A": int(sys.argv[2]) / 2**20, "B": int(sys.argv[3]) / 2**20}
-tools = ["bm", "rsync", "http"]
-print("| case | bm:// | rsync -a rsync:// | biomirror over HTTP "
-      "| bm:// server CPU s/GiB |")
-print("|---|---|---|---|---|")
+tools = ["bm", "old", "rsync", "http"]
+print("| case | bm:// | old bm:// (--baseline) | rsync -a rsync:// "
+      "| biomirror over HTTP | bm:// server CPU s/GiB |")
+print("|---|---|---|---|---|---|")
 for case, t in runs.items():
     c = statistics.median(cpu[case]["bm"]) if "bm" in cpu[case] else None
     per = ("%.2f" % (c / gib[case[0]]) if c is not None and
@@ -303,6 +305,11 @@ for case, t in runs.items():
     print("| %s | %s | %s |" % (case, " | ".join(
         "%.2f" % statistics.median(t[k]) if k in t else "-"
         for k in tools), per))
+print("raw (s, in round order):")
+for case, t in runs.items():
+    for k in tools:
+        if k in t:
+            print("  %s %s: %s" % (case, k, " ".join("%.2f" % v for v in t[k])))
 EOF
 awk -v t=$(( (t1 - t0) / 1000000 )) -v c0="$c0" -v c1="$c1" \
     -v r0="$rss0" -v h="$hwm" 'BEGIN {
