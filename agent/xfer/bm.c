@@ -133,6 +133,8 @@ struct bx {
 	size_t		 wlen;
 	struct bx_conn	 conns[BX_CONNS_MAX];
 	unsigned	 nconns;
+	unsigned	 want_conns;	/* data connections to attach */
+	bool		 attached;	/* they were (bx_attach_all) */
 	unsigned	 max_queued;	/* the server's cap on queued items */
 	uint32_t	 next_id;
 	int64_t		 last_rx;	/* monotonic ns of the last byte */
@@ -625,6 +627,7 @@ bx_drop(struct bx *x, enum xfer_class cls, int rc, const char *why)
 
 	while (x->nconns > 0)
 		bx_conn_close(x, x->nconns - 1);
+	x->attached = false;
 	if (x->ctl != -1)
 		(void)close(x->ctl);
 	x->ctl = -1;
@@ -648,9 +651,63 @@ bx_drop(struct bx *x, enum xfer_class cls, int rc, const char *why)
 		x->retry_at = clock_mono_ns() + NS;
 }
 
+/* True when a job needs data connections (a LIST needs none). */
+static bool
+bx_has_files(const struct bx *x)
+{
+	const struct bx_job	*bj;
+
+	for (bj = x->jobs; bj != NULL; bj = bj->next)
+		if (bj->job->kind != XFER_JOB_PAGE)
+			return true;
+	return false;
+}
+
 /*
- * Open the session and its data connections.  Returns 0; on failure
- * every active job ends (retry or permanent, with the reason).
+ * Attach the session's data connections, once a job needs them (a run
+ * that changes nothing lists and attaches none).  Returns 0; on failure
+ * every active job ends (retry), with the reason.
+ */
+static int
+bx_attach_all(struct bx *x)
+{
+	uint8_t		*buf;
+	char		 err[320] = "";
+	int64_t		 deadline;
+	int		 rc = BM_ENOMEM;
+
+	deadline = clock_mono_ns() + (int64_t)(x->o.connect_timeout > 0 ?
+	    x->o.connect_timeout : 60) * NS;
+	if ((buf = malloc(BX_FRAME)) == NULL) {
+		(void)snprintf(err, sizeof(err), "out of memory");
+		goto out;
+	}
+	while (x->nconns < x->want_conns) {
+		if ((rc = bx_attach(x, buf, deadline, err, sizeof(err))) == 0)
+			continue;
+		if (x->nconns == 0)
+			goto out;
+		log_warnx("%s: %s: going on with %u data connection%s",
+		    x->where, err, x->nconns, x->nconns == 1 ? "" : "s");
+		break;
+	}
+	x->attached = true;
+	log_debug("%s: session up: %u data connection%s%s", x->where,
+	    x->nconns, x->nconns == 1 ? "" : "s", x->keyed ?
+	    ", authenticated" : "");
+	x->last_rx = clock_mono_ns();
+	rc = 0;
+out:
+	free(buf);
+	if (rc != 0)
+		bx_drop(x, XFER_RETRY, rc == BM_ENOMEM ? BM_ENOMEM : BM_ENET,
+		    err);
+	return rc;
+}
+
+/*
+ * Open the session (its data connections: bx_attach_all).  Returns 0; on
+ * failure every active job ends (retry or permanent, with the reason).
  */
 static int
 bx_session(struct bx *x)
@@ -659,7 +716,6 @@ bx_session(struct bx *x)
 	enum xfer_class	 cls = XFER_RETRY;
 	uint8_t		*buf;
 	char		 err[320] = "";
-	unsigned	 want;
 	int64_t		 deadline;
 	int		 rc = BM_ENOMEM;
 
@@ -673,21 +729,8 @@ bx_session(struct bx *x)
 	    (rc = bx_hello(x, buf, deadline, &s, &cls, err,
 	    sizeof(err))) != 0)
 		goto out;
-	cls = XFER_RETRY;
 	x->max_queued = s.max_queued;
-	want = bx_want_conns(x, s.max_connections);
-	while (x->nconns < want) {
-		if ((rc = bx_attach(x, buf, deadline, err, sizeof(err))) == 0)
-			continue;
-		if (x->nconns == 0)
-			goto out;
-		log_warnx("%s: %s: going on with %u data connection%s",
-		    x->where, err, x->nconns, x->nconns == 1 ? "" : "s");
-		break;
-	}
-	log_debug("%s: session up: %u data connection%s%s", x->where,
-	    x->nconns, x->nconns == 1 ? "" : "s", x->keyed ?
-	    ", authenticated" : "");
+	x->want_conns = bx_want_conns(x, s.max_connections);
 	x->last_rx = clock_mono_ns();
 	rc = 0;
 out:
@@ -1697,6 +1740,8 @@ bx_poll(void *impl, int timeout_ms, struct xfer_wait *wait, xfer_done_fn done,
 	(void)wait;
 	if (x->ctl == -1 && x->jobs != NULL && now >= x->retry_at)
 		(void)bx_session(x);
+	if (x->ctl != -1 && !x->attached && bx_has_files(x))
+		(void)bx_attach_all(x);
 	if (x->ctl != -1) {
 		if (!bx_waiting(x))
 			x->last_rx = now;
@@ -1771,7 +1816,7 @@ bx_poll(void *impl, int timeout_ms, struct xfer_wait *wait, xfer_done_fn done,
 		rc = 0;
 		bx_conn_lost(x, i, why);
 	}
-	if (x->nconns == 0) {
+	if (x->attached && x->nconns == 0) {
 		bx_drop(x, XFER_RETRY, BM_ENET, why[0] ? why :
 		    "every data connection was lost");
 		goto out;

@@ -5,7 +5,8 @@
 #   connections: byte-identical (diff -r), every mtime equal to the
 #   nanosecond (directories and the symlink too);
 # - a run that changes nothing makes exactly one LIST request and fetches
-#   nothing (the server's log);
+#   nothing (the server's log), and attaches no data connection (the
+#   client's -v -v log);
 # - an export with a secret: the right secret_file works (an
 #   authenticated session), a wrong one fails the run (exit 3) with a
 #   clear message and nothing fetched; without one the run says the
@@ -109,10 +110,14 @@ grep -Eq 'export pub: big.bin \[[0-9]+\+4194304\]: 4194304 bytes' \
 echo "# no change: one LIST, nothing fetched"
 lists=$(grep -c ': listed /: ' "$T/serve.log")
 items=$(grep -Ec ': [0-9]+ bytes, [0-9.]+ s$' "$T/serve.log")
-assert_exit 0 bm --json sync four
+assert_exit 0 bm -v -v --json sync four
 expect_counts 0 0 0 0
 assert_eq "$(grep -c ': listed /: ' "$T/serve.log")" $((lists + 1)) \
     "LIST requests of a no-change run"
+# The LIST goes over the control connection: nothing to fetch, no data
+# connection attached.
+grep -q "session up: " "$LAST_ERR" &&
+    fail "a no-change run attached data connections: $(grep "session up: " "$LAST_ERR")"
 grep -q ': listed /: 2009 entries$' "$T/serve.log" || fail "entries listed"
 assert_eq "$(grep -Ec ': [0-9]+ bytes, [0-9.]+ s$' "$T/serve.log")" \
     "$items" "items served in a no-change run"
