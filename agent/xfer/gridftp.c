@@ -535,30 +535,49 @@ stall_ns(const struct gridftp *g)
 	return (int64_t)stall_s(g) * 1000000000;
 }
 
+#define UDT_PKT		1472		/* libudt's payload at MSS 1500 */
+#define UDT_FC_BYTES	(25600ULL * 1500)	/* libudt's default window */
+
+void
+gridftp_udt_bufs(uint64_t rtt_us, unsigned streams, size_t sessions,
+    uint64_t *ret_udt, uint64_t *ret_udp)
+{
+	uint64_t	 bdp, n, per;
+
+	bdp = rtt_us > (256ULL << 20) / 125 ? 256ULL << 20 : rtt_us * 125;
+	*ret_udp = bdp > UDT_FC_BYTES ? bdp : UDT_FC_BYTES;
+	n = (uint64_t)(streams ? streams : 1) * (sessions ? sessions : 1);
+	per = (bdp > 4ULL << 20 ? bdp : 4ULL << 20) / n;
+	if (per < 256 << 10)
+		per = 256 << 10;
+	if (per > 25600ULL * UDT_PKT)
+		per = 25600ULL * UDT_PKT;
+	*ret_udt = per;
+}
+
 /*
- * The receive buffers of a UDT listener: udt_buffer, or (0) the server's
- * flow window (libudt's UDT_FC default, 25600 packets of 1500 bytes) or
- * the bandwidth-delay product at 1 Gbit/s of the control connection's
- * RTT (TCP_INFO), whichever is more, within 256 MiB.
+ * The receive buffers of s's UDT listener into *want: udt_buffer for both,
+ * or (0) gridftp_udt_bufs() from the control connection's RTT (TCP_INFO),
+ * the streams per file and the sessions open.
  */
-static size_t
-udt_bufsize(const struct gsess *s)
+static void
+udt_bufsize(const struct gsess *s, struct udt_bufs *want)
 {
 	struct tcp_info	 ti;
 	socklen_t	 tl = sizeof(ti);
-	uint64_t	 v = s->g->opts.udt_buffer, bdp;
+	uint64_t	 v = s->g->opts.udt_buffer, udt, udp;
 
-	if (v == 0) {
-		v = 25600ULL * 1500;
-		if (getsockopt(s->ctl, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) {
-			bdp = (uint64_t)ti.tcpi_rtt * 125;	/* 1 Gbit/s */
-			if (bdp > v)
-				v = bdp;
-		}
-		if (v > 256ULL << 20)
-			v = 256ULL << 20;
+	if (v != 0) {
+		v = v > INT32_MAX ? INT32_MAX : v;
+		want->udt_rcvbuf = want->udp_rcvbuf = (size_t)v;
+		return;
 	}
-	return v > INT32_MAX ? INT32_MAX : (size_t)v;
+	if (getsockopt(s->ctl, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0)
+		ti.tcpi_rtt = 0;
+	gridftp_udt_bufs(ti.tcpi_rtt, s->g->streams, s->g->nsess, &udt,
+	    &udp);
+	want->udt_rcvbuf = (size_t)udt;
+	want->udp_rcvbuf = udp > INT32_MAX ? INT32_MAX : (size_t)udp;
 }
 
 /*
@@ -575,7 +594,7 @@ udt_listen(struct gsess *s, struct sockaddr_storage *ss, socklen_t *sl)
 	int		 rc;
 
 	memset(&want, 0, sizeof(want));
-	want.udt_rcvbuf = want.udp_rcvbuf = udt_bufsize(s);
+	udt_bufsize(s, &want);
 	if ((rc = udt_sock_listen((struct sockaddr *)ss, *sl, &want, &s->ul,
 	    &got, err, sizeof(err))) != 0)
 		return rc;

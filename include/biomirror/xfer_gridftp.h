@@ -37,4 +37,19 @@ struct gridftp_block {
 int	gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN],
 	    struct gridftp_block *ret);
 
+/*
+ * The receive buffers of one UDT listener when udt_buffer is 0, from
+ * rtt_us (the control connection's round trip, microseconds), streams
+ * (connections per file) and sessions (listeners receiving at once).
+ * *ret_udp, the UDP buffer the listener's connections share: the
+ * bandwidth-delay product at 1 Gbit/s, at least 38,400,000 (libudt's
+ * flow window), at most 256 MiB.  *ret_udt, each connection's UDT buffer,
+ * which libudt advertises to the sender as its flow window: the same
+ * product (at least 4 MiB) split over streams x sessions, so that all
+ * senders together keep about one product in flight; at least 256 KiB,
+ * at most 25,600 packets of 1,472 bytes.  docs/performance.md says why.
+ */
+void	gridftp_udt_bufs(uint64_t rtt_us, unsigned streams, size_t sessions,
+	    uint64_t *ret_udt, uint64_t *ret_udp);
+
 #endif

@@ -495,10 +495,14 @@ tool_cmd() {
 		    --max-connections 8 --ftp-mode extended \
 		    --source "ftp://$SIP:2811$DATA/$ds/" --dest "$dest" ;;
 	biomirror-gridftp-udt-p*)
-		# The same over UDT data connections, N streams per file.
+		# The same over UDT data connections, N streams per file;
+		# a row named biomirror-gridftp-udt-pN-bSIZE (in --tools) sets
+		# --udt-buffer SIZE (38400000: the sizing before h20e).
+		n=${tool#biomirror-gridftp-udt-p} ub=
+		case $n in *-b*) ub=${n#*-b} n=${n%%-b*} ;; esac
 		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
 		    --max-connections 8 --ftp-mode extended --transport udt \
-		    --streams "${tool#biomirror-gridftp-udt-p}" \
+		    --streams "$n" ${ub:+--udt-buffer "$ub"} \
 		    --source "ftp://$SIP:2811$DATA/$ds/" --dest "$dest" ;;
 	globus-url-copy)
 		printf '%s\n' globus-url-copy -r -cd -p 8 -cc 4 -fast \

@@ -136,11 +136,42 @@ test_530(void)
 	ok(!ftp_530_is_limit("", false, false), "an empty text is a refusal");
 }
 
+/* The UDT receive buffers split the 1 Gbit/s x RTT window over streams. */
+static void
+test_udt_bufs(void)
+{
+	uint64_t	 udt, udp;
+
+	gridftp_udt_bufs(270000, 8, 1, &udt, &udp);
+	is_int((long long)udp, 38400000, "270 ms: UDP buffer, the flow window");
+	is_int((long long)udt, 4218750, "270 ms, 8 streams: an eighth of "
+	    "33,750,000 each");
+	gridftp_udt_bufs(65000, 4, 1, &udt, &udp);
+	is_int((long long)udt, 2031250, "65 ms, 4 streams: a quarter");
+	gridftp_udt_bufs(65000, 1, 1, &udt, &udp);
+	is_int((long long)udt, 8125000, "65 ms, 1 stream: the whole product");
+	gridftp_udt_bufs(65000, 2, 2, &udt, &udp);
+	is_int((long long)udt, 2031250, "2 sessions of 2 streams share it");
+	gridftp_udt_bufs(100, 4, 1, &udt, &udp);
+	is_int((long long)udt, 1048576, "loopback: 4 MiB split over 4");
+	is_int((long long)udp, 38400000, "loopback: UDP buffer not below "
+	    "the flow window");
+	gridftp_udt_bufs(65000, 8, 8, &udt, &udp);
+	is_int((long long)udt, 262144, "64 connections: 256 KiB floor");
+	gridftp_udt_bufs(3000000, 1, 1, &udt, &udp);
+	is_int((long long)udp, 268435456, "3 s: UDP buffer at most 256 MiB");
+	is_int((long long)udt, 37683200, "3 s: at most 25,600 packets");
+	gridftp_udt_bufs(UINT64_MAX, 0, 0, &udt, &udp);
+	is_int((long long)udp, 268435456, "no overflow on a huge RTT");
+	is_int((long long)udt, 37683200, "0 streams and sessions count 1");
+}
+
 int
 main(void)
 {
 	test_blocks();
 	test_replies();
 	test_530();
+	test_udt_bufs();
 	return done_testing();
 }
