@@ -45,7 +45,8 @@ enum action_phase {
  * (144 bytes on LP64, not 176).
  */
 struct action {
-	char		*path;		/* owned: relative path */
+	char		*path;		/* owned by the plan (its string
+					   blocks): relative path */
 	const char	*why;		/* static: "new", "changed", "local missing", ... */
 	char		*etag;		/* owned: recorded ETag, NULL if none */
 	char		*target;	/* owned: ACT_SYMLINK target, NULL unknown */
@@ -68,8 +69,13 @@ struct action {
 					   sidecar again, then the file */
 };
 
+struct plan_strs;
+
 struct plan {
 	struct action	*acts;		/* owned: actions in execution order */
+	struct plan_strs *strs;		/* owned: blocks holding the actions'
+					   paths (one malloc per file cost 32
+					   bytes for a 13-byte name) */
 	size_t		 nacts;
 	size_t		 cap;
 	int64_t		 listed;	/* entries in the listing (files + dirs) */
