@@ -72,6 +72,43 @@ action_bytes(const struct action *a)
 	}
 }
 
+/* A block of the plan's packed path strings (struct plan strs). */
+struct plan_strs {
+	struct plan_strs *next;		/* owned: the block filled before */
+	size_t		 used;		/* bytes of buf handed out */
+	size_t		 cap;		/* bytes of buf */
+	char		 buf[];
+};
+
+#define PLAN_STRS_BLOCK	(1024 * 1024)
+
+/*
+ * A copy of the n bytes at s, NUL-terminated, in p's string blocks (freed
+ * with the plan, never one by one).  NULL on out-of-memory.
+ */
+static char *
+plan_strndup(struct plan *p, const char *s, size_t n)
+{
+	struct plan_strs *b = p->strs;
+	char		*r;
+
+	if (b == NULL || b->cap - b->used < n + 1) {
+		size_t	 cap = n + 1 > PLAN_STRS_BLOCK ? n + 1 : PLAN_STRS_BLOCK;
+
+		if ((b = malloc(sizeof(*b) + cap)) == NULL)
+			return NULL;
+		b->next = p->strs;
+		b->used = 0;
+		b->cap = cap;
+		p->strs = b;
+	}
+	r = b->buf + b->used;
+	memcpy(r, s, n);
+	r[n] = '\0';
+	b->used += n + 1;
+	return r;
+}
+
 static int
 plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
     const char *why)
@@ -88,12 +125,10 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	}
 	a = &p->acts[p->nacts];
 	memset(a, 0, sizeof(*a));
-	if ((a->path = strndup(row->path, row->pathlen)) == NULL)
+	if ((a->path = plan_strndup(p, row->path, row->pathlen)) == NULL)
 		return BM_ENOMEM;
-	if (row->etag && (a->etag = strdup(row->etag)) == NULL) {
-		free(a->path);
+	if (row->etag && (a->etag = strdup(row->etag)) == NULL)
 		return BM_ENOMEM;
-	}
 	a->op = op;
 	a->phase = op == ACT_MKDIR ? PHASE_MKDIR : (op == ACT_DELETE ||
 	    op == ACT_KEEP) ? PHASE_DELETE : PHASE_XFER;
@@ -660,17 +695,21 @@ plan_add_refetch(struct plan *p, const struct file_row *row, const char *why)
 void
 plan_free(struct plan *p)
 {
+	struct plan_strs *b;
 	size_t	 i;
 
 	if (p == NULL)
 		return;
 	for (i = 0; i < p->nacts; i++) {
-		free(p->acts[i].path);
 		free(p->acts[i].etag);
 		free(p->acts[i].target);
 		free(p->acts[i].got);
 	}
 	free(p->acts);
+	while ((b = p->strs) != NULL) {
+		p->strs = b->next;
+		free(b);
+	}
 	free(p);
 }
 

@@ -3446,8 +3446,7 @@ plan_drop_empty_dirs(struct plan *p)
 			p->acts[j++] = *a;
 			continue;
 		}
-		free(a->path);
-		free(a->etag);
+		free(a->etag);	/* its path stays in the plan's blocks */
 		free(a->target);
 		free(a->got);
 		p->nmkdir--;

@@ -53,6 +53,8 @@ enum sfile_state {
 	SF_FAILED,
 };
 
+_Static_assert(SF_FAILED <= UINT8_MAX, "sfile state fits its byte");
+
 #define SCHED_OPENERS	4	/* worker threads creating temp files */
 /*
  * A file of at most this many bytes (exact listed size, one stream) is
@@ -139,21 +141,26 @@ struct hasher {
 	struct hasher	*next;		/* sched's list of live hashers */
 };
 
+/*
+ * One file of the plan's fetches, held for the whole run (one per file
+ * of a cold run): fields ordered without padding, the state in a byte
+ * (96 bytes on LP64, not 104).
+ */
 struct sfile {
 	struct action	*act;		/* borrowed: the planned action */
 	struct sched	*sc;		/* borrowed: back pointer */
-	enum sfile_state state;
-	unsigned	 attempts;	/* tries started */
-	bool		 single;	/* the server ignored Range: one stream */
 	int64_t		 not_before;	/* monotonic ns before which not to retry */
 	struct store_file *sf;		/* owned while running: the temp file */
-	int		 open_rc;	/* result of the worker's store_file_open */
-	int		 open_err;	/* its errno when open_rc is BM_EIO */
 	struct sfile_try *t;		/* owned: the try in flight */
 	struct sfile_done *d;		/* owned: what a published try left */
 	struct hasher	*h;		/* owned by sched's list: the try's digest, NULL if none */
 	int64_t		 mtime;		/* ns set on the committed file */
 	struct resume_file *rf;		/* owned: ranges held, NULL: not resumable */
+	unsigned	 attempts;	/* tries started */
+	int		 open_rc;	/* result of the worker's store_file_open */
+	int		 open_err;	/* its errno when open_rc is BM_EIO */
+	uint8_t		 state;		/* enum sfile_state */
+	bool		 single;	/* the server ignored Range: one stream */
 	bool		 keep;		/* FAILED, its temp file kept for the next
 					   run: recorded, then closed, by the
 					   next resume_tick */

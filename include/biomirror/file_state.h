@@ -15,11 +15,11 @@
 #include "biomirror/listing.h"
 
 /* The listing's values (as staged). */
-struct listed_state {
+struct listed_state {			/* ordered without padding: 24 bytes */
 	int64_t		 size;		/* bytes, -1 unknown */
-	bool		 size_exact;	/* size is the exact byte count */
 	int64_t		 mtime;		/* ns UTC; meaningless when prec unknown */
 	enum mtime_prec	 prec;		/* precision of mtime */
+	bool		 size_exact;	/* size is the exact byte count */
 };
 
 /* The exact values of upstream's last GET. */
