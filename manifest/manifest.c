@@ -510,16 +510,16 @@ struct manifest {
 	bool		 sound;
 	int64_t		 checked;
 	/*
-	 * What a close may vouch for: the file's digest at open (writers;
-	 * "" unknown), and whether a checkpoint moved WAL pages into it
-	 * since (wal_hook): only a file that is still byte for byte what
-	 * was checked, before the close's own checkpoint, is stamped after
-	 * it.  autockpt: wal_hook checkpoints (SQLite's autocheckpoint, off
-	 * until a deferred check says the file is sound).
+	 * What a close may vouch for (writers): the file's ctime when the
+	 * open read it, or after this connection's last checkpoint (ct;
+	 * ct_known): a file whose ctime is still that when the close begins
+	 * was written by nothing but this run's checkpoints.  autockpt:
+	 * wal_hook checkpoints (SQLite's autocheckpoint, off until a
+	 * deferred check says the file is sound).
 	 */
-	bool		 want_sum;
-	char		 open_sum[DIGEST_TEXT_MAX];
-	bool		 ckpt_seen;
+	bool		 want_ct;
+	bool		 ct_known;
+	struct timespec	 ct;
 	bool		 autockpt;
 };
 
@@ -875,6 +875,21 @@ check_main(void *arg)
 }
 
 /*
+ * Note the file's ctime (fd, or m->path when fd is -1) as what this run
+ * left it (ct): at the open, and after each of its checkpoints.
+ */
+static void
+ct_note(struct manifest *m, int fd)
+{
+	struct stat	 sb;
+
+	m->ct_known = m->want_ct && (fd != -1 ? fstat(fd, &sb) :
+	    stat(m->path, &sb)) == 0;
+	if (m->ct_known)
+		m->ct = sb.st_ctim;
+}
+
+/*
  * sqlite3_wal_hook: SQLite's autocheckpoint (a passive checkpoint once
  * the WAL holds 1,000 pages, its default), noting that the file changed.
  */
@@ -886,7 +901,7 @@ wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 	if (m->autockpt && frames >= 1000) {
 		(void)sqlite3_wal_checkpoint_v2(db, name,
 		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-		m->ckpt_seen = true;
+		ct_note(m, -1);
 	}
 	return SQLITE_OK;
 }
@@ -983,6 +998,9 @@ manifest_setup(struct manifest *m)
 	    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")) !=
 	    SQLITE_OK)
 		return db_fail(m, src);
+	/* A header that said otherwise was just rewritten, by us. */
+	if (!m->readonly && !m->as_is && !m->hdr_wal)
+		ct_note(m, -1);
 	/* Only a writer migrates; an as-is open reads the old schema. */
 	if (!m->as_is && version < MANIFEST_VERSION) {
 		if ((rc = manifest_migrate(m)) != 0)
@@ -1382,17 +1400,17 @@ stamp_digest(int fd, char *buf, size_t len)
 static void
 stamp_read(struct manifest *m, int fd)
 {
-	char		 val[DIGEST_TEXT_MAX + 32], want[DIGEST_TEXT_MAX];
+	char		 val[DIGEST_TEXT_MAX + 32], want[DIGEST_TEXT_MAX],
+			 have[DIGEST_TEXT_MAX];
+	struct timespec	 ct;
 	long long	 at;
 	ssize_t		 n;
 	int64_t		 now = (int64_t)time(NULL);
 
 	m->stamp_ok = false;
 	m->checked = 0;
-	m->open_sum[0] = '\0';
-	if (m->want_sum && stamp_digest(fd, m->open_sum,
-	    sizeof(m->open_sum)) != 0)
-		m->open_sum[0] = '\0';
+	ct_note(m, fd);
+	ct = m->ct;
 	if ((n = fgetxattr(fd, STAMP_XATTR, val, sizeof(val) - 1)) <= 0)
 		return;
 	val[n] = '\0';
@@ -1400,36 +1418,36 @@ stamp_read(struct manifest *m, int fd)
 	    at > now + 86400)
 		return;
 	m->checked = at;
-	if (now - at > STAMP_MAX_S || (m->open_sum[0] == '\0' &&
-	    stamp_digest(fd, m->open_sum, sizeof(m->open_sum)) != 0))
+	if (now - at > STAMP_MAX_S || stamp_digest(fd, have,
+	    sizeof(have)) != 0)
 		return;
-	m->stamp_ok = strcmp(m->open_sum, want) == 0;
+	/* Written while it was read: neither the stamp nor ct holds. */
+	ct_note(m, fd);
+	if (m->ct_known && (m->ct.tv_sec != ct.tv_sec ||
+	    m->ct.tv_nsec != ct.tv_nsec)) {
+		m->ct_known = false;
+		return;
+	}
+	m->stamp_ok = strcmp(have, want) == 0;
 }
 
 /*
- * Before a writer's close: true when the file may be stamped after it,
- * as the file the run checked (or found stamped) with only SQLite's
- * close checkpoint to come: no checkpoint since the open, and the file
- * still byte for byte what it was then.  Anything else (a program that
- * wrote it while the run held it, a page gone bad) goes unstamped, and
- * the next open checks.
+ * Before a writer's close: true when the file may be stamped after it:
+ * found sound this run, and written since its open by nothing but this
+ * connection's checkpoints (its ctime is the one ct_note took last).
+ * Anything else (a program that wrote it while the run held it) goes
+ * unstamped, and the next open checks.
  */
 static bool
 stamp_due(const struct manifest *m)
 {
-	char	 now[DIGEST_TEXT_MAX];
-	int	 fd;
-	bool	 due;
+	struct stat	 sb;
 
 	if (!m->sound || m->readonly || m->as_is || m->fault != 0 ||
-	    m->ckpt_seen || m->open_sum[0] == '\0')
+	    !m->ct_known || stat(m->path, &sb) != 0)
 		return false;
-	if ((fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
-		return false;
-	due = stamp_digest(fd, now, sizeof(now)) == 0 &&
-	    strcmp(now, m->open_sum) == 0;
-	(void)close(fd);
-	return due;
+	return sb.st_ctim.tv_sec == m->ct.tv_sec &&
+	    sb.st_ctim.tv_nsec == m->ct.tv_nsec;
 }
 
 /*
@@ -1475,8 +1493,11 @@ open_precheck(struct manifest *m, bool create)
 	int		 fd, e;
 
 	if (lstat(m->path, &sb) == -1) {
-		if ((e = errno) == ENOENT && create)
-			return manifest_create(m);
+		if ((e = errno) == ENOENT && create) {
+			if ((e = manifest_create(m)) == 0)
+				ct_note(m, -1);	/* ours, whole */
+			return e;
+		}
 		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
 		    strerror(e));
 		return e == ENOENT ? BM_ENOENT : BM_EDB;
@@ -1579,7 +1600,7 @@ open_any(const char *path, bool create, bool reader, bool as_is,
 	}
 	m->as_is = as_is;
 	m->defer = defer;
-	m->want_sum = !reader && !as_is;
+	m->want_ct = !reader && !as_is;
 	m->autockpt = true;
 	if ((rc = open_precheck(m, create)) != 0 ||
 	    (rc = wal_inspect(m, !reader, &had_wal)) != 0)
@@ -1799,7 +1820,7 @@ manifest_close(struct manifest *m)
 	}
 	if (due)
 		stamp_write(m);
-	else if (m->db != NULL && m->want_sum && !m->readonly)
+	else if (m->db != NULL && m->want_ct && !m->readonly)
 		(void)removexattr(m->path, STAMP_XATTR);	/* may be none */
 	free(m->wal_copy);
 	free(m->path);
