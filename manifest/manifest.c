@@ -500,15 +500,16 @@ struct manifest {
 	int		 chk_rc;
 	char		 chk_err[512];
 	/*
-	 * The check stamp (check_stamp): the file is byte for byte what
-	 * this program's last close left, within STAMP_MAX_S of a full
-	 * check (stamp_ok: no check needed); when the last full check was
-	 * (checked, Unix seconds; 0 none known); sound this run, so the
-	 * close may stamp what it leaves (sound).
+	 * The check stamp (see STAMP_XATTR): when the last full check was
+	 * (checked, Unix seconds; 0 none known); the file found sound this
+	 * run, by the stamp or a check, so the close may stamp what it
+	 * leaves (sound).
 	 */
-	bool		 stamp_ok;
 	bool		 sound;
 	int64_t		 checked;
+	char		 stamp_want[DIGEST_TEXT_MAX];	/* a fresh stamp's
+					   digest, not yet compared ("" none) */
+	bool		 chk_stamped;	/* the deferred check found it stamped */
 	/*
 	 * What a close may vouch for (writers): the file's ctime when the
 	 * open read it, or after this connection's last checkpoint (ct;
@@ -534,6 +535,8 @@ struct manifest {
  */
 #define STAMP_XATTR	"user.biomirror.check"
 #define STAMP_MAX_S	(7 * 86400)
+
+static bool	stamp_verify(const struct manifest *);
 
 /* Map an SQLite result code to a BM_E* code. */
 static int
@@ -858,6 +861,11 @@ check_main(void *arg)
 	struct manifest	*m = arg, c;
 	int		 src;
 
+	m->chk_stamped = stamp_verify(m);
+	if (m->chk_stamped) {
+		m->chk_rc = 0;
+		return NULL;
+	}
 	memset(&c, 0, sizeof(c));
 	c.path = m->path;
 	src = sqlite3_open_v2(m->path, &c.db, SQLITE_OPEN_READONLY, NULL);
@@ -955,7 +963,8 @@ manifest_check_join(struct manifest *m)
 	}
 	m->chk_ckpt = true;
 	m->sound = true;
-	m->checked = (int64_t)time(NULL);
+	if (!m->chk_stamped)
+		m->checked = (int64_t)time(NULL);
 	m->autockpt = true;
 	return 0;
 }
@@ -978,13 +987,14 @@ manifest_setup(struct manifest *m)
 		    "(no manifest tables in it)", m->path);
 		return BM_ECORRUPT;
 	}
-	if (m->stamp_ok && !m->had_wal && m->wal_copy == NULL)
-		m->sound = true;	/* as the last close left it */
-	else if (!check_defer(m, version)) {
-		if ((rc = manifest_check(m)) != 0)
-			return rc;
+	if (!check_defer(m, version)) {
+		/* As the last close left it, or checked now. */
+		if (m->had_wal || m->wal_copy != NULL || !stamp_verify(m)) {
+			if ((rc = manifest_check(m)) != 0)
+				return rc;
+			m->checked = (int64_t)time(NULL);
+		}
 		m->sound = true;
-		m->checked = (int64_t)time(NULL);
 	}
 	m->version = version;
 	if (m->readonly && !m->as_is && version < MANIFEST_VERSION) {
@@ -1393,42 +1403,58 @@ stamp_digest(int fd, char *buf, size_t len)
 }
 
 /*
- * Read fd's check stamp into m: m->checked (0 without one) and
- * m->stamp_ok when the file is what the stamp names and its check is
- * recent.
+ * Read fd's check stamp into m: m->checked (0 without one) and, when its
+ * check is recent, its digest in m->stamp_want for stamp_verify().
  */
 static void
 stamp_read(struct manifest *m, int fd)
 {
-	char		 val[DIGEST_TEXT_MAX + 32], want[DIGEST_TEXT_MAX],
-			 have[DIGEST_TEXT_MAX];
-	struct timespec	 ct;
+	char		 val[DIGEST_TEXT_MAX + 32];
 	long long	 at;
 	ssize_t		 n;
 	int64_t		 now = (int64_t)time(NULL);
 
-	m->stamp_ok = false;
 	m->checked = 0;
+	m->stamp_want[0] = '\0';
 	ct_note(m, fd);
-	ct = m->ct;
 	if ((n = fgetxattr(fd, STAMP_XATTR, val, sizeof(val) - 1)) <= 0)
 		return;
 	val[n] = '\0';
-	if (sscanf(val, "%79s %lld", want, &at) != 2 || at <= 0 ||
-	    at > now + 86400)
-		return;
-	m->checked = at;
-	if (now - at > STAMP_MAX_S || stamp_digest(fd, have,
-	    sizeof(have)) != 0)
-		return;
-	/* Written while it was read: neither the stamp nor ct holds. */
-	ct_note(m, fd);
-	if (m->ct_known && (m->ct.tv_sec != ct.tv_sec ||
-	    m->ct.tv_nsec != ct.tv_nsec)) {
-		m->ct_known = false;
+	if (sscanf(val, "%79s %lld", m->stamp_want, &at) != 2 || at <= 0 ||
+	    at > now + 86400) {
+		m->stamp_want[0] = '\0';
 		return;
 	}
-	m->stamp_ok = strcmp(have, want) == 0;
+	m->checked = at;
+	if (now - at > STAMP_MAX_S)
+		m->stamp_want[0] = '\0';
+}
+
+/*
+ * True when the file is what its fresh stamp names (stamp_read), read
+ * whole with no write to it meanwhile (its ctime the one the open noted,
+ * when known).  Runs on the deferred check's thread or the opener's.
+ */
+static bool
+stamp_verify(const struct manifest *m)
+{
+	char		 have[DIGEST_TEXT_MAX];
+	struct stat	 a, b;
+	int		 fd;
+	bool		 ok;
+
+	if (m->stamp_want[0] == '\0' ||
+	    (fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return false;
+	ok = fstat(fd, &a) == 0 && stamp_digest(fd, have, sizeof(have)) == 0 &&
+	    fstat(fd, &b) == 0 && a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
+	    a.st_ctim.tv_nsec == b.st_ctim.tv_nsec &&
+	    strcmp(have, m->stamp_want) == 0;
+	if (ok && m->ct_known)
+		ok = a.st_ctim.tv_sec == m->ct.tv_sec &&
+		    a.st_ctim.tv_nsec == m->ct.tv_nsec;
+	(void)close(fd);
+	return ok;
 }
 
 /*
