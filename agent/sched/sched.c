@@ -133,10 +133,6 @@ struct hasher {
 	uint64_t	 target;	/* the task hashes up to this offset */
 	bool		 busy;		/* a task is queued or running */
 	bool		 final;		/* the try ended well: finish at its last byte */
-	bool		 given;		/* only SHA-256 wanted, and the transport
-					   hashes the body (res.digesting): not
-					   read back; its value is res.sha256 */
-	unsigned	 algs;		/* DIGEST_BIT()s of d */
 	int		 rc;		/* the last task's result */
 	struct hasher	*next;		/* sched's list of live hashers */
 };
@@ -654,11 +650,6 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	if (j->res.unchecked && f->h == NULL && (rc = hash_start(f->sc, f,
 	    true)) != 0)
 		return rc;
-	/* ... unless it hashes them itself as they come, and SHA-256 will do. */
-	if (j->res.unchecked && j->res.bytes == 0 && f->h != NULL &&
-	    f->h->hashed == 0 && !f->h->busy)
-		f->h->given = j->res.digesting && f->t->njobs == 1 &&
-		    j->off == 0 && f->h->algs == DIGEST_BIT(DIGEST_SHA256);
 	/*
 	 * The first byte of a response: same upstream version as held?  If
 	 * not, the next try is one stream (sfile_ranges() says why).
@@ -2015,7 +2006,6 @@ hash_start(struct sched *sc, struct sfile *f, bool unchecked)
 		return rc;
 	}
 	h->f = f;
-	h->algs = algs;
 	h->next = sc->hashers;
 	sc->hashers = h;
 	f->h = h;
@@ -2081,8 +2071,8 @@ hash_kick(struct sched *sc, struct hasher *h)
 	 * SF_WRITING: a worker creates f->sf and writes the body held in
 	 * memory (write_task); f->sf is the loop's again in write_done.
 	 */
-	if (h->busy || h->given || f == NULL || f->t == NULL ||
-	    f->state == SF_WRITING || f->sf == NULL)
+	if (h->busy || f == NULL || f->t == NULL || f->state == SF_WRITING ||
+	    f->sf == NULL)
 		return;
 	if (h->fd == -1 && store_file_dup(f->sf, &h->fd) != 0) {
 		h->rc = BM_EIO;
@@ -2179,30 +2169,6 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 }
 
 /*
- * f's digest of algorithm alg: the hasher's, or (h->given) the SHA-256
- * its transport computed and checked as the bytes came (res.digesting).
- */
-static int
-hash_value(struct sfile *f, enum digest_alg alg, struct digest_value *v)
-{
-	if (!f->h->given)
-		return digest_final(f->h->d, alg, v);
-	if (alg != DIGEST_SHA256 || f->t->njobs != 1 ||
-	    !f->t->jobs[0].res.digesting ||
-	    digest_from_text(f->t->jobs[0].res.sha256, v) != 0)
-		return BM_EPROTO;
-	return 0;
-}
-
-/* Has f's hasher all it needs (or failed)? */
-static bool
-hash_complete(const struct sfile *f)
-{
-	return f->h->rc != 0 || f->h->given ||
-	    f->h->hashed == f->t->res.bytes;
-}
-
-/*
  * The bytes of f's try that its transport did not check (res.unchecked)
  * against the SHA-256 the server sent for them (res.sha256): 0 (none, or
  * they match), BM_ECHECKSUM (errmsg says so) or BM_E*.
@@ -2220,8 +2186,6 @@ hash_claim(struct sfile *f)
 			continue;
 		if (f->t->njobs != 1 || f->t->jobs[0].off != 0)
 			return BM_EPROTO;	/* not a whole body */
-		if (f->h->given)
-			return 0;	/* the transport checked them */
 		if ((rc = digest_final(f->h->d, DIGEST_SHA256, &v)) != 0)
 			return rc;
 		if (digest_from_text(f->t->jobs[0].res.sha256, &c) == 0 &&
@@ -2263,7 +2227,7 @@ hash_check(struct sched *sc, struct sfile *f)
 	for (i = 0; rc == 0 && i < DIGEST__N; i++) {
 		if (!h->sum.has[i])
 			continue;
-		if ((rc = hash_value(f, (enum digest_alg)i, &v)) != 0)
+		if ((rc = digest_final(h->d, (enum digest_alg)i, &v)) != 0)
 			break;
 		if (h->sum.conflict[i]) {
 			/*
@@ -2287,7 +2251,7 @@ hash_check(struct sched *sc, struct sfile *f)
 		rc = BM_ECHECKSUM;
 	}
 	if (rc == 0 && sc->o->record_digest &&
-	    (rc = hash_value(f, DIGEST_SHA256, &v)) == 0)
+	    (rc = digest_final(h->d, DIGEST_SHA256, &v)) == 0)
 		(void)digest_to_text(&v, f->t->checksum, sizeof(f->t->checksum));
 	hash_abandon(sc, f);
 	if (rc == 0) {
@@ -2321,7 +2285,8 @@ hash_finish(struct sched *sc, struct sfile *f)
 	sc->hashing++;
 	f->h->final = true;
 	hash_kick(sc, f->h);
-	if (!f->h->busy && hash_complete(f))
+	if (!f->h->busy && (f->h->rc != 0 ||
+	    f->h->hashed == f->t->res.bytes))
 		hash_check(sc, f);
 }
 
@@ -2353,7 +2318,8 @@ hash_poll(struct sched *sc)
 			continue;
 		if (h->rc == 0)
 			hash_kick(sc, h);
-		if (f->state == SF_HASHING && !h->busy && hash_complete(f))
+		if (f->state == SF_HASHING && !h->busy && (h->rc != 0 ||
+		    h->hashed == f->t->res.bytes))
 			hash_check(sc, f);	/* may free h */
 	}
 }

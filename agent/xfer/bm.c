@@ -1249,14 +1249,8 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 		return 0;
 	}
 	if (bj->stream) {
-		/*
-		 * Its bytes go to the sink as they come, hashed here as
-		 * they are read (bx_body) and checked at its DIGEST; from
-		 * byte 0 that is the whole body's SHA-256 (res.digesting).
-		 */
 		bj->job->res.unchecked = true;
-		bj->job->res.digesting = !x->keyed && c->f.off == 0;
-		return 0;
+		return 0;	/* its bytes go to the sink as they come */
 	}
 	if (c->f.len > cap) {
 		bx_job_end(x, bj, XFER_PERMANENT, BM_ELIMIT, "an item of %llu "
@@ -1276,10 +1270,9 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 }
 
 /*
- * Raw bytes of c's item (n bytes at p): hashed while they are in cache,
- * then copied to its buffer; or, for a streamed job, written to the sink
- * at once (checked at the item's DIGEST, before the scheduler may
- * publish them: res.unchecked).
+ * Raw bytes of c's item (n bytes at p): hashed, then copied to its
+ * buffer; or, for a streamed job, written to the sink at once and not
+ * hashed here (the scheduler does, in its workers: res.unchecked).
  */
 static int
 bx_body(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t n,
@@ -1289,7 +1282,7 @@ bx_body(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t n,
 	struct bx_job	*bj = it->bj;
 	int		 rc;
 
-	if (bmp_hash_update(c->h, p, n) != 0)
+	if ((bj == NULL || !bj->stream) && bmp_hash_update(c->h, p, n) != 0)
 		return BM_EIO;
 	if (bj != NULL && bj->stream) {
 		if ((rc = bj->job->sink(bj->job->sink_arg, c->f.off + c->got, p,
@@ -1335,6 +1328,8 @@ bx_digest(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 	c->st = DC_HDR;
 	it->receiving = false;
 	ok = d.kind == kind && CRYPTO_memcmp(d.digest, want, sizeof(want)) == 0;
+	if (it->bj != NULL && it->bj->stream)
+		ok = d.kind == BMP_D_SHA256;	/* checked by the scheduler */
 	if ((bj = it->bj) == NULL) {
 		free(it->buf);
 		it->buf = NULL;
@@ -1356,7 +1351,7 @@ bx_digest(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 		return 0;
 	}
 	if (bj->stream) {
-		/* The body's SHA-256 (checked above), for the scheduler. */
+		/* The server's SHA-256 of the whole file, for the scheduler. */
 		(void)snprintf(bj->job->res.sha256, sizeof(bj->job->res.sha256),
 		    "sha256:");
 		for (i = 0; i < BMP_DIGEST_LEN; i++)

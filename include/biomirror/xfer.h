@@ -91,13 +91,6 @@ struct xfer_result {
 					   it publishes them, and keep a failed
 					   try's bytes only if a published
 					   digest of the whole file checks them */
-	bool		 digesting;	/* with unchecked, set before the first
-					   byte: the transport hashes the whole
-					   body as it comes and ends the job
-					   BM_ECHECKSUM unless it matches the
-					   server's SHA-256; ended well, sha256
-					   is then the body's own, and the
-					   caller need not hash it again */
 	char		 sha256[80];	/* with unchecked: "sha256:HEX" the
 					   server sent for the whole body, when
 					   the job ended well; "" else */

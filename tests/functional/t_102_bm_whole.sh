@@ -17,10 +17,7 @@
 # - such a file cut half-way (BM_SERVE_TEST_STOP, stall_timeout 1): its
 #   unchecked bytes are kept for the next run only when a published digest
 #   will check them (verify = checksum: kept, and the next run continues
-#   and checks them), never with verify = size (dropped; refetched whole);
-# - a whole item is hashed by the client as its bytes arrive: the temp file
-#   is not read back (strace: pread64 bytes), with or without a recorded
-#   digest, and the digest recorded is still the file's.
+#   and checks them), never with verify = size (dropped; refetched whole).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -94,19 +91,6 @@ timeout = 5
 source = bm://$H:$PORT2/many/
 dest = $T/t8
 verify = size
-max_connections = 2
-timeout = 5
-
-[t9]
-source = bm://$H:$PORT/t1/
-dest = $T/t9
-verify = checksum
-timeout = 5
-
-[t10]
-source = bm://$H:$PORT/many/
-dest = $T/t10
-verify = checksum
 max_connections = 2
 timeout = 5
 
@@ -275,31 +259,4 @@ assert_eq "$(manifest_sql "$T/state" t6 "SELECT checksum FROM files \
     "t6 records big.bin's true digest"
 kill -TERM "$S2PID"
 wait "$S2PID" 2>/dev/null
-
-# preads MIRROR: bytes the client read by pread64 during a sync of MIRROR
-# (SQLite's pages, and a digest worker reading a temp file back).
-preads() {
-	strace -f -qq -e trace=pread64 -e signal=none -o "$T/pread-$1.out" \
-	    "$BM" -c "$T/bm.conf" --state-dir "$T/state" --json sync "$1" \
-	    > "$T/last.out" 2> "$T/last.err" || { cat "$T/last.err"; fail "$1"; }
-	awk '/pread64\(/ { n = $NF; if (n ~ /^[0-9]+$/) s += n }
-	    END { print s + 0 }' "$T/pread-$1.out"
-}
-echo "# a whole item is hashed as it arrives: the temp file is not read back"
-n=$(preads t9)
-[ "$n" -lt $((SIZE / 2)) ] ||
-    fail "t9: $n bytes read back by pread64 (big.bin is $SIZE)"
-assert_trees_equal "$T/up" "$T/t9"
-assert_eq "$(manifest_sql "$T/state" t9 "SELECT checksum FROM files \
-    WHERE path = CAST('big.bin' AS BLOB)")" "sha256:$(sha "$T/up/big.bin")" \
-    "t9 records big.bin's digest"
-n=$(preads t10)
-[ "$n" -lt $((3 * 5242880 / 2)) ] ||
-    fail "t10: $n bytes read back by pread64 (3 files of 5242880)"
-assert_trees_equal "$T/many" "$T/t10"
-for i in 1 2 3; do
-	assert_eq "$(manifest_sql "$T/state" t10 "SELECT checksum FROM files \
-	    WHERE path = CAST('m$i.bin' AS BLOB)")" \
-	    "sha256:$(sha "$T/many/m$i.bin")" "t10 records m$i.bin's digest"
-done
 echo PASS
