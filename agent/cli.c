@@ -645,6 +645,12 @@ adhoc_info_write(struct cli *c, const char *key, const char *source,
 	o = json_pack("{s:s,s:s}", "source", source, "dest", dest);
 	if (o != NULL && name != NULL)
 		(void)json_object_set_new(o, "name", json_string(name));
+	/* Every run of it: rewritten only when it says something new. */
+	if (o != NULL && old != NULL && json_equal(o, old)) {
+		json_decref(o);
+		json_decref(old);
+		return;
+	}
 	(void)snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	if (o == NULL || json_dump_file(o, tmp, JSON_SORT_KEYS) != 0 ||
 	    rename(tmp, path) != 0) {

@@ -211,6 +211,14 @@ python3 - "$T/state/manifests/$rkey.adhoc" "$T/cwd1/rel" <<'PY' || fail "the .ad
 import json, sys
 assert json.load(open(sys.argv[1]))["dest"] == sys.argv[2]
 PY
+# Another run of the same: the record says nothing new and is not
+# written again (same inode; a rewrite renames a new file over it).
+ino=$(stat -c %i "$T/state/manifests/$rkey.adhoc")
+(cd "$T" && "$BM" --state-dir "$T/state" sync \
+    --source "${NGINX_URL}sub/" --dest cwd1/./rel/) ||
+    fail "the same ad-hoc mirror again"
+assert_eq "$(stat -c %i "$T/state/manifests/$rkey.adhoc")" "$ino" \
+    "the .adhoc record rewritten by a run that changed nothing in it"
 
 echo "# break-it 5, 4: list errors once; --max-entries for list and sync"
 assert_exit 3 "$BM" list "${NGINX_URL}nonexist/"
