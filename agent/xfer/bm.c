@@ -663,6 +663,14 @@ bx_has_files(const struct bx *x)
 	return false;
 }
 
+/* When a session's set-up must be done by: connect_timeout from now. */
+static int64_t
+bx_deadline(const struct bx *x)
+{
+	return clock_mono_ns() + (int64_t)(x->o.connect_timeout > 0 ?
+	    x->o.connect_timeout : 60) * NS;
+}
+
 /*
  * Attach the session's data connections, once a job needs them (a run
  * that changes nothing lists and attaches none).  Returns 0; on failure
@@ -676,8 +684,7 @@ bx_attach_all(struct bx *x)
 	int64_t		 deadline;
 	int		 rc = BM_ENOMEM;
 
-	deadline = clock_mono_ns() + (int64_t)(x->o.connect_timeout > 0 ?
-	    x->o.connect_timeout : 60) * NS;
+	deadline = bx_deadline(x);
 	if ((buf = malloc(BX_FRAME)) == NULL) {
 		(void)snprintf(err, sizeof(err), "out of memory");
 		goto out;
@@ -719,8 +726,7 @@ bx_session(struct bx *x)
 	int64_t		 deadline;
 	int		 rc = BM_ENOMEM;
 
-	deadline = clock_mono_ns() + (int64_t)(x->o.connect_timeout > 0 ?
-	    x->o.connect_timeout : 60) * NS;
+	deadline = bx_deadline(x);
 	if ((buf = malloc(BX_FRAME)) == NULL) {
 		(void)snprintf(err, sizeof(err), "out of memory");
 		goto out;
