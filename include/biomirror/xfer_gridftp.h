@@ -46,8 +46,9 @@ int	gridftp_block_parse(const uint8_t p[GRIDFTP_HDRLEN],
  * flow window), at most 256 MiB.  *ret_udt, each connection's UDT buffer,
  * which libudt advertises to the sender as its flow window: the same
  * product (at least 4 MiB) split over streams x sessions, so that all
- * senders together keep about one product in flight; at least 256 KiB,
- * at most 25,600 packets of 1,472 bytes.  docs/performance.md says why.
+ * senders together keep about one product in flight; at least 256 KiB
+ * (4 MiB below an RTT of 20 ms: a LAN), at most 25,600 packets of 1,472
+ * bytes.  docs/performance.md says why.
  */
 void	gridftp_udt_bufs(uint64_t rtt_us, unsigned streams, size_t sessions,
 	    uint64_t *ret_udt, uint64_t *ret_udp);

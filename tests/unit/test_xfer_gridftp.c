@@ -153,7 +153,12 @@ test_udt_bufs(void)
 	gridftp_udt_bufs(65000, 2, 2, &udt, &udp);
 	is_int((long long)udt, 2031250, "2 sessions of 2 streams share it");
 	gridftp_udt_bufs(100, 4, 1, &udt, &udp);
-	is_int((long long)udt, 1048576, "loopback: 4 MiB split over 4");
+	is_int((long long)udt, 4194304, "loopback: 4 MiB each, not split");
+	gridftp_udt_bufs(100, 1, 64, &udt, &udp);
+	is_int((long long)udt, 4194304, "loopback, 64 sessions: still 4 MiB "
+	    "(brk2: 256 KiB made a lone file crawl)");
+	gridftp_udt_bufs(25000, 8, 8, &udt, &udp);
+	is_int((long long)udt, 262144, "25 ms, 64 connections: the WAN floor");
 	is_int((long long)udp, 38400000, "loopback: UDP buffer not below "
 	    "the flow window");
 	gridftp_udt_bufs(65000, 8, 8, &udt, &udp);
