@@ -3624,7 +3624,7 @@ run_body(struct run *r)
 		return rc;
 	if (!r->o->dry_run && (rc = manifest_run_begin(r->m,
 	    r->o->command ? r->o->command : "sync",
-	    clock_real_ns(), &r->run)) != 0) {
+	    r->start_ns, &r->run)) != 0) {
 		(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
 		    manifest_errmsg(r->m));
 		return BM_EDB;
