@@ -567,7 +567,12 @@ db_fail(struct manifest *m, int src)
 	/* "disk I/O error" when the WAL index could not grow, say. */
 	if (m->db != NULL && (c == SQLITE_IOERR || c == SQLITE_CANTOPEN))
 		e = sqlite3_system_errno(m->db);
-	if (c == SQLITE_CORRUPT || c == SQLITE_NOTADB)
+	/*
+	 * A header whose schema format (byte 44) or file format bytes are
+	 * garbage is SQLITE_ERROR "unsupported file format": as damaged.
+	 */
+	if (c == SQLITE_CORRUPT || c == SQLITE_NOTADB || (c == SQLITE_ERROR &&
+	    strcmp(msg, "unsupported file format") == 0))
 		m->fault = BM_ECORRUPT;
 	else if ((c == SQLITE_FULL || e == ENOSPC || e == EDQUOT) &&
 	    m->fault == 0)

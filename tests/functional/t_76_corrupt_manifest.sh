@@ -2,7 +2,8 @@
 # A damaged manifest (nginx, real runs), issue 18 item 3:
 #  - one page in the middle overwritten with random bytes (the root page
 #    of the events table, which ls and verify never read), the header
-#    overwritten, a file of 0 bytes: ls, verify, status (text and
+#    overwritten (all of it, and past its magic string: "unsupported
+#    file format"), a file of 0 bytes: ls, verify, status (text and
 #    --json), history, plan and sync each exit 2 with one message that
 #    names the file once and the command that rebuilds it; the file is
 #    left byte for byte; nothing is fetched and a 0-byte file is never
@@ -191,6 +192,12 @@ echo "# the header"
 dd if=/dev/urandom of="$db" bs=100 count=1 conv=notrunc status=none
 all_refused up "$db" "file is not a database"
 rebuild up "$db" 11 wal
+
+echo "# the header past its magic string (bytes 40-99: the schema format)"
+# (brk19: SQLite says "unsupported file format", not "not a database".)
+printf '\377\377\377\377\377' | dd of="$db" bs=1 seek=44 conv=notrunc status=none
+all_refused up "$db" "unsupported file format"
+rebuild up "$db" 11
 
 echo "# 0 bytes: never started afresh"
 : > "$db"
