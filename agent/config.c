@@ -1188,7 +1188,13 @@ mirror_conf_set(struct mirror_conf *m, const char *key, const char *value,
 	case MK_MIN_SPLIT:
 		return set_size(key, value, 1, &m->min_split, errbuf, errlen);
 	case MK_UDT_BUFFER:
-		return set_size(key, value, 0, &m->udt_buffer, errbuf, errlen);
+		/* 0 sizes it; below 64K libudt clamps to 32 packets silently. */
+		if ((rc = set_size(key, value, 0, &m->udt_buffer, errbuf,
+		    errlen)) == 0 && m->udt_buffer != 0 &&
+		    m->udt_buffer < 64 * 1024)
+			return conf_bad(errbuf, errlen, key, value, "must be 0 "
+			    "(sized from the round trip) or at least 64K");
+		return rc;
 	case MK_MAX_CONNECTIONS:
 		return set_uint(key, value, 0, 256, &m->max_connections,
 		    errbuf, errlen);

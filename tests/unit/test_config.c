@@ -440,6 +440,9 @@ test_unsupported(struct ctx *t)
 	ok(uc != NULL && uc->mirrors[0]->transport == TRANSPORT_UDT &&
 	    uc->mirrors[0]->udt_buffer == 8ULL << 20, "udt, udt_buffer 8M");
 	config_free(uc);
+	bad_value(t, "udt_buffer", "1K",
+	    "udt_buffer = 1K: must be 0 (sized from the round trip) or at "
+	    "least 64K");
 	bad_value(t, "transport", "quic",
 	    "transport = quic: expected tcp, udt or auto");
 	bad_value(t, "verify", "md5",
