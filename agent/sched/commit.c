@@ -25,7 +25,7 @@ commit_rec_action(struct commit_rec *r, const struct action *a,
 	r->op = op;
 	r->type = a->type;
 	r->fs = a->fs;
-	r->etag = a->etag;
+	r->etag = action_etag(a);
 }
 
 void

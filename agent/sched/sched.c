@@ -243,6 +243,8 @@ struct sched {
 					   their union when full (span_add) */
 	size_t		 nspans;
 	size_t		 spans_cap;	/* slots of spans */
+	int64_t		 span_ns[REPORT_NETS]; /* of the union of spans
+					   folded out of spans (span_merge) */
 };
 
 static int	sched_launch(struct sched *, struct sfile *);
@@ -1613,7 +1615,7 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		}
 	}
 	if (a->op == ACT_COND_FETCH) {
-		t->jobs[0].if_none_match = a->etag;
+		t->jobs[0].if_none_match = action_etag(a);
 		if (a->fs.upstream.mtime >= 0)
 			t->jobs[0].if_modified_since =
 			    a->fs.upstream.mtime / NS;
@@ -2215,10 +2217,10 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 
 	if (sc->o->park_mismatch && got[0] && f->attempts <= sc->o->retries &&
 	    !*sc->o->stop) {
-		if ((g = strdup(got)) == NULL)
+		if (action_more(a) == NULL || (g = strdup(got)) == NULL)
 			return true;
-		free(a->got);
-		a->got = g;
+		free(a->more->got);
+		a->more->got = g;
 		a->parked = true;
 		log_info("%s: %s: fetch: %s: fetching its sidecar again",
 		    MIRROR(sc), a->path, res->errmsg);
@@ -2230,11 +2232,13 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 		f->t = NULL;
 		return false;
 	}
-	if (a->got == NULL || got[0] == '\0' || strcmp(a->got, got) != 0) {
+	if (action_got(a) == NULL || got[0] == '\0' ||
+	    strcmp(action_got(a), got) != 0) {
 		/* Another body: upstream is changing; try again. */
-		if (got[0] && (g = strdup(got)) != NULL) {
-			free(a->got);
-			a->got = g;
+		if (got[0] && action_more(a) != NULL &&
+		    (g = strdup(got)) != NULL) {
+			free(a->more->got);
+			a->more->got = g;
 		}
 		return true;
 	}
@@ -2559,21 +2563,53 @@ span_cmp(const void *x, const void *y)
 	return p->a < q->a ? -1 : p->a > q->a;
 }
 
-/* Replace sc's spans with their union, per transport, in place. */
+/*
+ * The earliest start of a span still to come: no file of sc's started
+ * its try or committed earlier than this, nor will one that starts later.
+ */
+static int64_t
+span_floor(const struct sched *sc)
+{
+	const struct sfile *f;
+	int64_t		 m = clock_mono_ns();
+
+	for (f = sc->live; f != NULL; f = f->lnext) {
+		if (f->t != NULL && f->t->start_ns > 0 && f->t->start_ns < m)
+			m = f->t->start_ns;
+		if (f->d != NULL && f->d->start_ns < m)
+			m = f->d->start_ns;
+	}
+	return m;
+}
+
+/*
+ * Replace sc's spans with their union, per transport, in place; the
+ * parts of it that end before any span still to come (span_floor) are
+ * added to sc->span_ns and dropped.
+ */
 static void
 span_merge(struct sched *sc)
 {
 	struct sspan	*p, *o = NULL;
+	int64_t		 floor = span_floor(sc);
 	size_t		 k, n = 0;
 
 	qsort(sc->spans, sc->nspans, sizeof(*sc->spans), span_cmp);
 	for (k = 0; k < sc->nspans; k++) {
 		p = &sc->spans[k];
 		if (o == NULL || p->net != o->net || p->a > o->b) {
+			if (o != NULL && o->b < floor) {
+				sc->span_ns[o->net] += o->b - o->a;
+				n--;
+			}
 			o = &sc->spans[n++];
 			*o = *p;
 		} else if (p->b > o->b)
 			o->b = p->b;
+	}
+	if (o != NULL && o->b < floor) {
+		sc->span_ns[o->net] += o->b - o->a;
+		n--;
 	}
 	sc->nspans = n;
 }
@@ -2606,7 +2642,8 @@ sched_net_seconds(struct sched *sc)
 	if (net < REPORT_NETS)
 		ns[net] += b - a;
 	for (i = 0; i < REPORT_NETS; i++)
-		sc->res->nets[i].seconds += (double)ns[i] / 1e9;
+		sc->res->nets[i].seconds += (double)(ns[i] + sc->span_ns[i]) /
+		    1e9;
 	sc->nspans = 0;
 }
 
