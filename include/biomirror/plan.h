@@ -59,7 +59,8 @@ struct action_more {
 /*
  * One planned action, held for every path of the plan (2,000,000 of them
  * for a directory that size): the rare parts apart (more), the small
- * ones in bit-fields, 88 bytes on LP64 (144 with them inline).
+ * enums in bit-fields (the flags are not: the scheduler sets them while
+ * the committer thread reads the enums), 88 bytes on LP64, not 144.
  */
 struct action {
 	char		*path;		/* owned by the plan (its string
@@ -72,9 +73,9 @@ struct action {
 	enum action_op	 op : 8;
 	enum action_phase phase : 8;
 	enum entry_type	 type : 8;	/* listed (or recorded) type */
-	bool		 replace : 1;	/* a delete that makes way for a new type */
-	bool		 touch : 1;	/* ACT_COND_FETCH: local mtime drifted too */
-	bool		 parked : 1;	/* that try is not yet judged: fetch the
+	bool		 replace;	/* a delete that makes way for a new type */
+	bool		 touch;		/* ACT_COND_FETCH: local mtime drifted too */
+	bool		 parked;	/* that try is not yet judged: fetch the
 					   sidecar again, then the file */
 };
 
