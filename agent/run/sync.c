@@ -780,12 +780,12 @@ run_symlinks(struct run *r)
 			continue;
 		commit_rec_entry(&rec, a, ENTRY_SYMLINK, COMMIT_SYMLINK);
 		rec.target = action_target(a);
-		if (action_target(a) == NULL || !store_link_inside(a->path,
-		    action_target(a)))
+		if (rec.target == NULL || !store_link_inside(a->path,
+		    rec.target))
 			log_info("%s -> %s: symlink target outside the mirror: "
-			    "recorded, not created", a->path, action_target(a) ?
-			    action_target(a) : "(unknown)");
-		else if ((rc = store_symlink(r->s, a->path, action_target(a))) != 0) {
+			    "recorded, not created", a->path, rec.target ?
+			    rec.target : "(unknown)");
+		else if ((rc = store_symlink(r->s, a->path, rec.target)) != 0) {
 			rec.op = COMMIT_FAILED;
 			rec.reason = rc == BM_EIO ? strerror(errno) :
 			    rc == BM_EUNSAFE ? "a directory is in the way" :
@@ -2353,8 +2353,9 @@ run_fail_parked(struct run *r)
 			continue;
 		r->p->acts[i].parked = false;
 		(void)snprintf(why, sizeof(why), "checksum mismatch: got %.75s; "
-		    "not tried again (the run stopped)", action_got(&r->p->acts[i]) ?
-		    action_got(&r->p->acts[i]) : "?");
+		    "not tried again (the run stopped)",
+		    action_got(&r->p->acts[i]) ? action_got(&r->p->acts[i]) :
+		    "?");
 		(void)result_add_error(r->res, r->p->acts[i].path, "fetch", why);
 		r->res->failed++;
 		commit_rec_path(&rec, r->p->acts[i].path, ENTRY_FILE,
@@ -3496,7 +3497,8 @@ run_shifts(struct run *r)
 			continue;
 		for (ask = NULL, j = i; j < r->p->nacts; j++) {
 			b = &r->p->acts[j];
-			if (action_shift(b) == action_shift(a) && b->op == ACT_FETCH &&
+			if (action_shift(b) == action_shift(a) &&
+			    b->op == ACT_FETCH &&
 			    same_dir(a->path, b->path) && ask == NULL &&
 			    b->fs.upstream.mtime >= 0)
 				ask = b;

@@ -1182,7 +1182,8 @@ test_shift(void)
 	is_int(p->nshifted, 4, "shift: 4 files marked");
 	a = find_act(p, "d/a");
 	if (a != NULL) {
-		is_int(a->more != NULL ? a->more->was.mtime : -1, T0 * NS, "shift: d/a was at T0");
+		is_int(a->more != NULL ? a->more->was.mtime : -1, T0 * NS,
+		    "shift: d/a was at T0");
 		plan_keep(p, (struct action *)(uintptr_t)a, "kept");
 		is_int(a->op, ACT_KEEP, "shift: plan_keep keeps d/a");
 	}
