@@ -61,12 +61,12 @@ action_bytes(const struct action *a)
 	case ACT_COND_FETCH:
 		if (a->fs.listed.size > 0)
 			return a->fs.listed.size;
-		if (a->fs.upstream.size > 0)
-			return a->fs.upstream.size;
+		if (action_upstream(a).size > 0)
+			return action_upstream(a).size;
 		return a->fs.listed.size == 0 ? 0 : -1;
 	case ACT_DELETE:
-		return a->type == ENTRY_FILE && a->fs.local.size > 0 ?
-		    a->fs.local.size : 0;
+		return a->type == ENTRY_FILE && action_local(a).size > 0 ?
+		    action_local(a).size : 0;
 	default:
 		return 0;
 	}
@@ -75,9 +75,12 @@ action_bytes(const struct action *a)
 struct action_more *
 action_more(struct action *a)
 {
-	if (a->more == NULL && (a->more = calloc(1, sizeof(*a->more))) ==
-	    NULL)
+	if (a->more != NULL)
+		return a->more;
+	if ((a->more = calloc(1, sizeof(*a->more))) == NULL)
 		return NULL;
+	a->more->upstream.size = a->more->upstream.mtime = -1;
+	a->more->local.size = a->more->local.mtime = -1;
 	return a->more;
 }
 
@@ -153,12 +156,18 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	    op == ACT_KEEP) ? PHASE_DELETE : PHASE_XFER;
 	a->type = row->type;
 	a->why = why;
-	a->fs = row->fs;
+	a->fs.listed = row->fs.listed;
 	p->nacts++;
 	/* Counted in the plan first: plan_free() frees what it holds. */
-	if ((row->etag != NULL || strcmp(why, "changed") == 0) &&
+	if ((row->etag != NULL || strcmp(why, "changed") == 0 ||
+	    row->fs.upstream.size != -1 || row->fs.upstream.mtime != -1 ||
+	    row->fs.local.size != -1 || row->fs.local.mtime != -1) &&
 	    action_more(a) == NULL)
 		return BM_ENOMEM;
+	if (a->more != NULL) {
+		a->more->upstream = row->fs.upstream;
+		a->more->local = row->fs.local;
+	}
 	if (row->etag != NULL && (a->more->etag = strdup(row->etag)) == NULL)
 		return BM_ENOMEM;
 	if (strcmp(why, "changed") == 0)
@@ -534,8 +543,10 @@ plan_adopt(struct plan_ctx *c, const struct diff_row *row)
 		return 0;
 	if ((rc = plan_add(c->p, row, ACT_ADOPT, "local copy matches")) != 0)
 		return rc;
-	c->p->acts[c->p->nacts - 1].fs.local.size = st.size;
-	c->p->acts[c->p->nacts - 1].fs.local.mtime = st.mtime;
+	if (action_more(&c->p->acts[c->p->nacts - 1]) == NULL)
+		return BM_ENOMEM;
+	c->p->acts[c->p->nacts - 1].more->local.size = st.size;
+	c->p->acts[c->p->nacts - 1].more->local.mtime = st.mtime;
 	return 1;
 }
 

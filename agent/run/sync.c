@@ -868,14 +868,14 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
 	if (st.type != want)
 		(void)snprintf(buf, len, "%s, but the local path is no longer "
 		    "the %s committed: kept, no longer tracked", event, what);
-	else if (want == 'f' && a->fs.local.size >= 0 &&
-	    st.size != a->fs.local.size)
+	else if (want == 'f' && action_local(a).size >= 0 &&
+	    st.size != action_local(a).size)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (%lld bytes, committed %lld): kept, no "
 		    "longer tracked", event, (long long)st.size,
-		    (long long)a->fs.local.size);
-	else if (want == 'f' && a->fs.local.mtime >= 0 &&
-	    st.mtime != a->fs.local.mtime)
+		    (long long)action_local(a).size);
+	else if (want == 'f' && action_local(a).mtime >= 0 &&
+	    st.mtime != action_local(a).mtime)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (its mtime changed since): kept, no "
 		    "longer tracked", event);
@@ -1686,7 +1686,7 @@ run_adopts(struct run *r)
 		 * conditional GET of it (its listed minute had not ended)
 		 * gets a 304 rather than the whole file.
 		 */
-		rec.fs.upstream.mtime = a->fs.local.mtime;
+		rec.fs.upstream.mtime = action_local(a).mtime;
 		/* XXX: one transaction per file; adopting is a one-off. */
 		if (commit_results(r->m, r->run, &rec, 1) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
@@ -3500,7 +3500,7 @@ run_shifts(struct run *r)
 			if (action_shift(b) == action_shift(a) &&
 			    b->op == ACT_FETCH &&
 			    same_dir(a->path, b->path) && ask == NULL &&
-			    b->fs.upstream.mtime >= 0)
+			    action_upstream(b).mtime >= 0)
 				ask = b;
 		}
 		up = -1;
@@ -3519,9 +3519,10 @@ run_shifts(struct run *r)
 			 * moved with its listing (its zone moved).
 			 */
 			if (ask == NULL || up < 0 ||
-			    (up != ask->fs.upstream.mtime / NS &&
-			    !(r->zs.mdtm_local && up == (ask->fs.upstream.mtime +
-			    action_shift(a)) / NS)))
+			    (up != action_upstream(ask).mtime / NS &&
+			    !(r->zs.mdtm_local && up ==
+			    (action_upstream(ask).mtime + action_shift(a)) /
+			    NS)))
 				continue;
 			commit_rec_action(&recs[n++], b, COMMIT_NOT_MODIFIED);
 			plan_keep(r->p, b, "listed time moved, unchanged "
@@ -3539,7 +3540,7 @@ run_shifts(struct run *r)
 		    "a zone shift (daylight saving?), recorded, nothing "
 		    "fetched", r->c->name, a->path, n, n == 1 ? "" : "s",
 		    (long long)(action_shift(a) / NS / 3600), ask->path);
-		if (up != ask->fs.upstream.mtime / NS && !warned++)
+		if (up != action_upstream(ask).mtime / NS && !warned++)
 			log_warnx("%s: zone: %s's MDTM (local time) moved with "
 			    "its listing: its zone is no longer ftp_timezone's "
 			    "(new files get mtimes %+lld h off until it is "

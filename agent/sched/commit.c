@@ -24,7 +24,9 @@ commit_rec_action(struct commit_rec *r, const struct action *a,
 	r->path = a->path;
 	r->op = op;
 	r->type = a->type;
-	r->fs = a->fs;
+	r->fs.listed = a->fs.listed;
+	r->fs.upstream = action_upstream(a);
+	r->fs.local = action_local(a);
 	r->etag = action_etag(a);
 }
 

@@ -1160,7 +1160,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 		sc->unchanged++;
 		/* Unchanged upstream; a drifted local mtime is set back. */
 		if (f->act->touch && store_set_mtime(sc->s, f->act->path,
-		    f->act->fs.local.mtime) == 0)
+		    action_local(f->act).mtime) == 0)
 			sc->res->touched++;
 		(void)rec_new(sc, f->act, COMMIT_NOT_MODIFIED, NULL);
 		try_free(f->t);
@@ -1616,9 +1616,9 @@ sched_jobs(struct sched *sc, struct sfile *f)
 	}
 	if (a->op == ACT_COND_FETCH) {
 		t->jobs[0].if_none_match = action_etag(a);
-		if (a->fs.upstream.mtime >= 0)
+		if (action_upstream(a).mtime >= 0)
 			t->jobs[0].if_modified_since =
-			    a->fs.upstream.mtime / NS;
+			    action_upstream(a).mtime / NS;
 	}
 	return 0;
 }
@@ -1796,7 +1796,7 @@ sched_touch(struct sched *sc, struct action *a)
 	int64_t		 kept;
 	int		 rc;
 
-	if ((rc = store_set_mtime_kept(sc->s, a->path, a->fs.local.mtime,
+	if ((rc = store_set_mtime_kept(sc->s, a->path, action_local(a).mtime,
 	    &kept)) != 0) {
 		reason = bm_strerror(rc);
 		(void)rec_new(sc, a, COMMIT_FAILED, reason);

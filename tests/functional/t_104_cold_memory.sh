@@ -8,14 +8,14 @@
 # empty tree.  biomirror 5155293 (176-byte actions, 104-byte scheduler
 # records for every file, a malloc per path) took about 414-436 bytes per
 # file; with them packed about 368-375; with records only for files in
-# flight and 88-byte actions (h22m) about 179.  Not asserted in a
-# sanitizer build.
+# flight and 88-byte actions (h22m) about 179; with 56-byte actions (the
+# recorded states apart) about 148.  Not asserted in a sanitizer build.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
 
 N=100000
-PER_FILE=220
+PER_FILE=180
 
 SAN=0
 if ldd "$BM" 2>/dev/null | grep -q 'libasan\|libubsan' ||

@@ -421,8 +421,7 @@ tc_file(struct tcase *c, const char *path, size_t len)
 	a->fs.listed.size_exact = true;
 	a->fs.listed.mtime = FK_MTIME * NS;
 	a->fs.listed.prec = MTIME_SECOND;
-	a->fs.upstream.size = a->fs.upstream.mtime = -1;
-	a->fs.local.size = a->fs.local.mtime = -1;
+	/* upstream and local unknown: no action_more */
 }
 
 static int
