@@ -61,15 +61,39 @@ action_bytes(const struct action *a)
 	case ACT_COND_FETCH:
 		if (a->fs.listed.size > 0)
 			return a->fs.listed.size;
-		if (a->fs.upstream.size > 0)
-			return a->fs.upstream.size;
+		if (action_upstream(a).size > 0)
+			return action_upstream(a).size;
 		return a->fs.listed.size == 0 ? 0 : -1;
 	case ACT_DELETE:
-		return a->type == ENTRY_FILE && a->fs.local.size > 0 ?
-		    a->fs.local.size : 0;
+		return a->type == ENTRY_FILE && action_local(a).size > 0 ?
+		    action_local(a).size : 0;
 	default:
 		return 0;
 	}
+}
+
+struct action_more *
+action_more(struct action *a)
+{
+	if (a->more != NULL)
+		return a->more;
+	if ((a->more = calloc(1, sizeof(*a->more))) == NULL)
+		return NULL;
+	a->more->upstream.size = a->more->upstream.mtime = -1;
+	a->more->local.size = a->more->local.mtime = -1;
+	return a->more;
+}
+
+void
+action_more_free(struct action *a)
+{
+	if (a->more == NULL)
+		return;
+	free(a->more->etag);
+	free(a->more->target);
+	free(a->more->got);
+	free(a->more);
+	a->more = NULL;
 }
 
 /* A block of the plan's packed path strings (struct plan strs). */
@@ -127,16 +151,27 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	memset(a, 0, sizeof(*a));
 	if ((a->path = plan_strndup(p, row->path, row->pathlen)) == NULL)
 		return BM_ENOMEM;
-	if (row->etag && (a->etag = strdup(row->etag)) == NULL)
-		return BM_ENOMEM;
 	a->op = op;
 	a->phase = op == ACT_MKDIR ? PHASE_MKDIR : (op == ACT_DELETE ||
 	    op == ACT_KEEP) ? PHASE_DELETE : PHASE_XFER;
 	a->type = row->type;
 	a->why = why;
-	a->fs = row->fs;
-	a->was = row->rec_listed;
+	a->fs.listed = row->fs.listed;
 	p->nacts++;
+	/* Counted in the plan first: plan_free() frees what it holds. */
+	if ((row->etag != NULL || strcmp(why, "changed") == 0 ||
+	    row->fs.upstream.size != -1 || row->fs.upstream.mtime != -1 ||
+	    row->fs.local.size != -1 || row->fs.local.mtime != -1) &&
+	    action_more(a) == NULL)
+		return BM_ENOMEM;
+	if (a->more != NULL) {
+		a->more->upstream = row->fs.upstream;
+		a->more->local = row->fs.local;
+	}
+	if (row->etag != NULL && (a->more->etag = strdup(row->etag)) == NULL)
+		return BM_ENOMEM;
+	if (strcmp(why, "changed") == 0)
+		a->more->was = row->rec_listed;
 	switch (op) {
 	case ACT_MKDIR:
 		p->nmkdir++;
@@ -309,9 +344,12 @@ plan_keep(struct plan *p, struct action *a, const char *why)
 static int64_t
 act_shift(const struct action *a)
 {
-	const struct listed_state *n = &a->fs.listed, *o = &a->was;
+	const struct listed_state *n = &a->fs.listed, *o;
 	int64_t		 d;
 
+	if (a->more == NULL)
+		return 0;
+	o = &a->more->was;
 	/* Times 1678..2262 apart do not fit a difference: not a shift. */
 	if ((n->mtime >= o->mtime ? (uint64_t)n->mtime - (uint64_t)o->mtime :
 	    (uint64_t)o->mtime - (uint64_t)n->mtime) > (uint64_t)(14 * HOUR_NS))
@@ -376,7 +414,7 @@ plan_shifts(struct plan *p, size_t *ret_marked)
 			if (act_shift(v[j]) != d)
 				d = 0;
 		for (k = i; d != 0 && k < j; k++, marked++)
-			v[k]->shift = d;
+			v[k]->more->shift = d;	/* "changed": has more */
 	}
 	free(v);
 	*ret_marked = marked;
@@ -505,8 +543,10 @@ plan_adopt(struct plan_ctx *c, const struct diff_row *row)
 		return 0;
 	if ((rc = plan_add(c->p, row, ACT_ADOPT, "local copy matches")) != 0)
 		return rc;
-	c->p->acts[c->p->nacts - 1].fs.local.size = st.size;
-	c->p->acts[c->p->nacts - 1].fs.local.mtime = st.mtime;
+	if (action_more(&c->p->acts[c->p->nacts - 1]) == NULL)
+		return BM_ENOMEM;
+	c->p->acts[c->p->nacts - 1].more->local.size = st.size;
+	c->p->acts[c->p->nacts - 1].more->local.mtime = st.mtime;
 	return 1;
 }
 
@@ -541,7 +581,8 @@ plan_link(struct plan_ctx *c, const struct diff_row *row)
 	    != 0)
 		return rc;
 	a = &c->p->acts[c->p->nacts - 1];
-	if (row->target != NULL && (a->target = strdup(row->target)) == NULL)
+	if (row->target != NULL && (action_more(a) == NULL ||
+	    (a->more->target = strdup(row->target)) == NULL))
 		return BM_ENOMEM;
 	return 0;
 }
@@ -700,11 +741,8 @@ plan_free(struct plan *p)
 
 	if (p == NULL)
 		return;
-	for (i = 0; i < p->nacts; i++) {
-		free(p->acts[i].etag);
-		free(p->acts[i].target);
-		free(p->acts[i].got);
-	}
+	for (i = 0; i < p->nacts; i++)
+		action_more_free(&p->acts[i]);
 	free(p->acts);
 	while ((b = p->strs) != NULL) {
 		p->strs = b->next;

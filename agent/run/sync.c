@@ -779,13 +779,13 @@ run_symlinks(struct run *r)
 		if (a->op != ACT_SYMLINK)
 			continue;
 		commit_rec_entry(&rec, a, ENTRY_SYMLINK, COMMIT_SYMLINK);
-		rec.target = a->target;
-		if (a->target == NULL || !store_link_inside(a->path,
-		    a->target))
+		rec.target = action_target(a);
+		if (rec.target == NULL || !store_link_inside(a->path,
+		    rec.target))
 			log_info("%s -> %s: symlink target outside the mirror: "
-			    "recorded, not created", a->path, a->target ?
-			    a->target : "(unknown)");
-		else if ((rc = store_symlink(r->s, a->path, a->target)) != 0) {
+			    "recorded, not created", a->path, rec.target ?
+			    rec.target : "(unknown)");
+		else if ((rc = store_symlink(r->s, a->path, rec.target)) != 0) {
 			rec.op = COMMIT_FAILED;
 			rec.reason = rc == BM_EIO ? strerror(errno) :
 			    rc == BM_EUNSAFE ? "a directory is in the way" :
@@ -868,14 +868,14 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
 	if (st.type != want)
 		(void)snprintf(buf, len, "%s, but the local path is no longer "
 		    "the %s committed: kept, no longer tracked", event, what);
-	else if (want == 'f' && a->fs.local.size >= 0 &&
-	    st.size != a->fs.local.size)
+	else if (want == 'f' && action_local(a).size >= 0 &&
+	    st.size != action_local(a).size)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (%lld bytes, committed %lld): kept, no "
 		    "longer tracked", event, (long long)st.size,
-		    (long long)a->fs.local.size);
-	else if (want == 'f' && a->fs.local.mtime >= 0 &&
-	    st.mtime != a->fs.local.mtime)
+		    (long long)action_local(a).size);
+	else if (want == 'f' && action_local(a).mtime >= 0 &&
+	    st.mtime != action_local(a).mtime)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (its mtime changed since): kept, no "
 		    "longer tracked", event);
@@ -1686,7 +1686,7 @@ run_adopts(struct run *r)
 		 * conditional GET of it (its listed minute had not ended)
 		 * gets a 304 rather than the whole file.
 		 */
-		rec.fs.upstream.mtime = a->fs.local.mtime;
+		rec.fs.upstream.mtime = action_local(a).mtime;
 		/* XXX: one transaction per file; adopting is a one-off. */
 		if (commit_results(r->m, r->run, &rec, 1) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
@@ -2353,8 +2353,9 @@ run_fail_parked(struct run *r)
 			continue;
 		r->p->acts[i].parked = false;
 		(void)snprintf(why, sizeof(why), "checksum mismatch: got %.75s; "
-		    "not tried again (the run stopped)", r->p->acts[i].got ?
-		    r->p->acts[i].got : "?");
+		    "not tried again (the run stopped)",
+		    action_got(&r->p->acts[i]) ? action_got(&r->p->acts[i]) :
+		    "?");
 		(void)result_add_error(r->res, r->p->acts[i].path, "fetch", why);
 		r->res->failed++;
 		commit_rec_path(&rec, r->p->acts[i].path, ENTRY_FILE,
@@ -3446,9 +3447,7 @@ plan_drop_empty_dirs(struct plan *p)
 			p->acts[j++] = *a;
 			continue;
 		}
-		free(a->etag);	/* its path stays in the plan's blocks */
-		free(a->target);
-		free(a->got);
+		action_more_free(a);	/* its path stays in the plan's blocks */
 		p->nmkdir--;
 	}
 	p->nacts = j;
@@ -3494,13 +3493,14 @@ run_shifts(struct run *r)
 	}
 	for (i = 0; i < r->p->nacts; i++) {
 		a = &r->p->acts[i];
-		if (seen[i] || a->shift == 0 || a->op != ACT_FETCH)
+		if (seen[i] || action_shift(a) == 0 || a->op != ACT_FETCH)
 			continue;
 		for (ask = NULL, j = i; j < r->p->nacts; j++) {
 			b = &r->p->acts[j];
-			if (b->shift == a->shift && b->op == ACT_FETCH &&
+			if (action_shift(b) == action_shift(a) &&
+			    b->op == ACT_FETCH &&
 			    same_dir(a->path, b->path) && ask == NULL &&
-			    b->fs.upstream.mtime >= 0)
+			    action_upstream(b).mtime >= 0)
 				ask = b;
 		}
 		up = -1;
@@ -3509,7 +3509,7 @@ run_shifts(struct run *r)
 			goto out;
 		for (n = 0, j = i; j < r->p->nacts; j++) {
 			b = &r->p->acts[j];
-			if (seen[j] || b->shift != a->shift ||
+			if (seen[j] || action_shift(b) != action_shift(a) ||
 			    b->op != ACT_FETCH || !same_dir(a->path, b->path))
 				continue;
 			seen[j] = true;
@@ -3519,9 +3519,10 @@ run_shifts(struct run *r)
 			 * moved with its listing (its zone moved).
 			 */
 			if (ask == NULL || up < 0 ||
-			    (up != ask->fs.upstream.mtime / NS &&
-			    !(r->zs.mdtm_local && up == (ask->fs.upstream.mtime +
-			    a->shift) / NS)))
+			    (up != action_upstream(ask).mtime / NS &&
+			    !(r->zs.mdtm_local && up ==
+			    (action_upstream(ask).mtime + action_shift(a)) /
+			    NS)))
 				continue;
 			commit_rec_action(&recs[n++], b, COMMIT_NOT_MODIFIED);
 			plan_keep(r->p, b, "listed time moved, unchanged "
@@ -3530,7 +3531,7 @@ run_shifts(struct run *r)
 		if (n == 0) {
 			log_info("%s: %s: listed %+lld h off with the same "
 			    "sizes, but changed upstream (%s): fetched",
-			    r->c->name, a->path, (long long)(a->shift / NS /
+			    r->c->name, a->path, (long long)(action_shift(a) / NS /
 			    3600), ask != NULL ? ask->path : "no time to ask");
 			continue;
 		}
@@ -3538,13 +3539,13 @@ run_shifts(struct run *r)
 		    "off with the same sizes, unchanged upstream (asked %s): "
 		    "a zone shift (daylight saving?), recorded, nothing "
 		    "fetched", r->c->name, a->path, n, n == 1 ? "" : "s",
-		    (long long)(a->shift / NS / 3600), ask->path);
-		if (up != ask->fs.upstream.mtime / NS && !warned++)
+		    (long long)(action_shift(a) / NS / 3600), ask->path);
+		if (up != action_upstream(ask).mtime / NS && !warned++)
 			log_warnx("%s: zone: %s's MDTM (local time) moved with "
 			    "its listing: its zone is no longer ftp_timezone's "
 			    "(new files get mtimes %+lld h off until it is "
 			    "set to the server's)", r->c->name, r->zs.host,
-			    (long long)(a->shift / NS / 3600));
+			    (long long)(action_shift(a) / NS / 3600));
 		if (!r->o->dry_run &&
 		    commit_results(r->m, r->run, recs, n) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",

@@ -24,8 +24,10 @@ commit_rec_action(struct commit_rec *r, const struct action *a,
 	r->path = a->path;
 	r->op = op;
 	r->type = a->type;
-	r->fs = a->fs;
-	r->etag = a->etag;
+	r->fs.listed = a->fs.listed;
+	r->fs.upstream = action_upstream(a);
+	r->fs.local = action_local(a);
+	r->etag = action_etag(a);
 }
 
 void

@@ -138,13 +138,15 @@ struct hasher {
 };
 
 /*
- * One file of the plan's fetches, held for the whole run (one per file
- * of a cold run): fields ordered without padding, the state in a byte
- * (96 bytes on LP64, not 104).
+ * One file of the plan's fetches, made when it starts and freed once
+ * nothing refers to it (sched_reap): only the files in flight, waiting,
+ * or in a batch exist at a time, not one per file of a cold run.  Files
+ * with resumable ranges are made up front and kept for the run.
  */
 struct sfile {
 	struct action	*act;		/* borrowed: the planned action */
 	struct sched	*sc;		/* borrowed: back pointer */
+	struct sfile	*lprev, *lnext;	/* sched's list of live files */
 	int64_t		 not_before;	/* monotonic ns before which not to retry */
 	struct store_file *sf;		/* owned while running: the temp file */
 	struct sfile_try *t;		/* owned: the try in flight */
@@ -192,14 +194,24 @@ struct sched {
 	struct store	*s;		/* borrowed */
 	struct manifest	*m;		/* borrowed */
 	struct mirror_result *res;	/* borrowed */
-	struct sfile	*files;		/* owned: one per fetch action */
-	size_t		 nfiles;
-	size_t		 next;		/* next QUEUED index */
+	struct sfile	*live;		/* owned: list of the files made */
+	size_t		 nlive;		/* files on it */
+	size_t		 reap_at;	/* sched_reap when nlive reaches this */
+	struct action	*acts;		/* borrowed: the plan's actions */
+	size_t		 nacts;
+	size_t		 scan;		/* next action to look at for a file */
+	struct sfile	**pre;		/* owned: files made up front (ranges
+					   to resume), in plan order */
+	size_t		 npre;
+	size_t		 prei;		/* next of them to start */
+	size_t		 nfiles;	/* fetches of this pass */
+	size_t		 next;		/* fetches started from the queue */
 	size_t		 inflight;	/* RUNNING files */
 	size_t		 waiting;	/* WAITING files, listed in wait[] */
 	size_t		 big_left;	/* big files (sfile_big) QUEUED,
 					   WAITING or RUNNING */
-	struct sfile	**wait;		/* owned: the WAITING files (nfiles slots) */
+	struct sfile	**wait;		/* owned: the WAITING files */
+	size_t		 wait_cap;	/* slots of wait */
 	struct store_commit_item *items; /* owned: batch of files to publish */
 	struct sfile	**itemf;	/* owned: file of each item */
 	size_t		 nitems;
@@ -227,8 +239,12 @@ struct sched {
 	size_t		 writing;	/* SF_WRITING files */
 	int64_t		 resume_last;	/* monotonic ns of the last range record */
 	uint64_t	 resume_new;	/* bytes of resumable files since then */
-	struct sspan	*spans;		/* owned: one per fetched file (nfiles) */
+	struct sspan	*spans;		/* owned: of fetched files, merged into
+					   their union when full (span_add) */
 	size_t		 nspans;
+	size_t		 spans_cap;	/* slots of spans */
+	int64_t		 span_ns[REPORT_NETS]; /* of the union of spans
+					   folded out of spans (span_merge) */
 };
 
 static int	sched_launch(struct sched *, struct sfile *);
@@ -246,6 +262,9 @@ static void	hash_free_all(struct sched *);
 static void	sched_retry(struct sched *, struct sfile *);
 static int	sink_store(void *, uint64_t, const void *, size_t);
 static void	commit_done(void *, void *);
+static void	span_add(struct sched *, const struct sspan *);
+static void	span_merge(struct sched *);
+static bool	sched_wants(const struct sched_opts *, const struct action *);
 
 /* Files in flight to keep now: fixed, or sized by the tuner. */
 static unsigned
@@ -516,11 +535,9 @@ static void
 resume_keep_close(struct sched *sc)
 {
 	struct sfile	*f;
-	size_t		 i;
 
 	sc->keep_due = false;
-	for (i = 0; i < sc->nfiles; i++) {
-		f = &sc->files[i];
+	for (f = sc->live; f != NULL; f = f->lnext) {
 		if (!f->keep || f->sf == NULL)
 			continue;
 		if (f->rf != NULL && resume_file_in_manifest(f->rf) &&
@@ -558,9 +575,9 @@ resume_tick(struct sched *sc, bool final)
 		return;
 	sc->resume_last = now;
 	sc->resume_new = 0;
-	for (i = 0; i < sc->nfiles; i++)
-		if (sc->files[i].rf != NULL && resume_file_due(sc->files[i].rf,
-		    final || sc->files[i].keep ? 0 : RESUME_MIN_NEW))
+	for (f = sc->live; f != NULL; f = f->lnext)
+		if (f->rf != NULL && resume_file_due(f->rf,
+		    final || f->keep ? 0 : RESUME_MIN_NEW))
 			due++;
 	if (due == 0)
 		goto out;
@@ -573,8 +590,7 @@ resume_tick(struct sched *sc, bool final)
 	if ((recs = calloc(due, sizeof(*recs))) == NULL ||
 	    (who = calloc(due, sizeof(*who))) == NULL)
 		goto out;
-	for (i = 0; i < sc->nfiles && n < due; i++) {
-		f = &sc->files[i];
+	for (f = sc->live; f != NULL && n < due; f = f->lnext) {
 		if (f->rf == NULL || !resume_file_due(f->rf,
 		    final || f->keep ? 0 : RESUME_MIN_NEW) || resume_unfit(f))
 			continue;
@@ -796,9 +812,8 @@ commit_done(void *ctx, void *arg)
 			sc->res->bytes += d->received;
 			sc->res->nets[d->net].files++;
 			sc->res->nets[d->net].bytes += d->received;
-			if (sc->nspans < sc->nfiles)
-				sc->spans[sc->nspans++] = (struct sspan){
-				    d->start_ns, d->end_ns, d->net };
+			span_add(sc, &(struct sspan){ d->start_ns,
+			    d->end_ns, d->net });
 			log_debug("%s: fetched %llu bytes over %s",
 			    f->act->path, (unsigned long long)d->bytes,
 			    report_net_name(d->net));
@@ -996,6 +1011,20 @@ sched_publish(struct sched *sc, struct sfile *f)
 	f->d = d;
 }
 
+/* Double the slots of sc->wait.  0 or BM_ENOMEM. */
+static int
+wait_grow(struct sched *sc)
+{
+	struct sfile	**w;
+	size_t		 n = sc->wait_cap ? 2 * sc->wait_cap : 64;
+
+	if ((w = reallocarray(sc->wait, n, sizeof(*w))) == NULL)
+		return BM_ENOMEM;
+	sc->wait = w;
+	sc->wait_cap = n;
+	return 0;
+}
+
 /* A retryable end: wait and try again, or give up. */
 static void
 sched_retry(struct sched *sc, struct sfile *f)
@@ -1028,6 +1057,10 @@ sched_retry(struct sched *sc, struct sfile *f)
 	f->restart_now = false;
 	f->not_before = clock_mono_ns() + (res->ignored_range || now ? 0 :
 	    sched_backoff_ns(f->attempts, res->retry_after));
+	if (sc->waiting == sc->wait_cap && wait_grow(sc) != 0) {
+		sched_fail(sc, f, COMMIT_FAILED, "out of memory");
+		return;
+	}
 	sc->wait[sc->waiting++] = f;
 	sc->big_left += sfile_big(f);
 	if (f->sf == NULL)	/* nothing kept */
@@ -1127,7 +1160,7 @@ sched_finish(struct sched *sc, struct sfile *f)
 		sc->unchanged++;
 		/* Unchanged upstream; a drifted local mtime is set back. */
 		if (f->act->touch && store_set_mtime(sc->s, f->act->path,
-		    f->act->fs.local.mtime) == 0)
+		    action_local(f->act).mtime) == 0)
 			sc->res->touched++;
 		(void)rec_new(sc, f->act, COMMIT_NOT_MODIFIED, NULL);
 		try_free(f->t);
@@ -1582,10 +1615,10 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		}
 	}
 	if (a->op == ACT_COND_FETCH) {
-		t->jobs[0].if_none_match = a->etag;
-		if (a->fs.upstream.mtime >= 0)
+		t->jobs[0].if_none_match = action_etag(a);
+		if (action_upstream(a).mtime >= 0)
 			t->jobs[0].if_modified_since =
-			    a->fs.upstream.mtime / NS;
+			    action_upstream(a).mtime / NS;
 	}
 	return 0;
 }
@@ -1763,7 +1796,7 @@ sched_touch(struct sched *sc, struct action *a)
 	int64_t		 kept;
 	int		 rc;
 
-	if ((rc = store_set_mtime_kept(sc->s, a->path, a->fs.local.mtime,
+	if ((rc = store_set_mtime_kept(sc->s, a->path, action_local(a).mtime,
 	    &kept)) != 0) {
 		reason = bm_strerror(rc);
 		(void)rec_new(sc, a, COMMIT_FAILED, reason);
@@ -1777,21 +1810,92 @@ sched_touch(struct sched *sc, struct action *a)
 	sc->res->touched++;
 }
 
-/* Pick the next file to start: a due retry first, then the queue. */
+/* A new QUEUED file of action a on sc's live list, NULL: no memory. */
+static struct sfile *
+sfile_new(struct sched *sc, struct action *a)
+{
+	struct sfile	*f;
+
+	if ((f = calloc(1, sizeof(*f))) == NULL)
+		return NULL;
+	f->act = a;
+	f->sc = sc;
+	f->lnext = sc->live;
+	if (sc->live != NULL)
+		sc->live->lprev = f;
+	sc->live = f;
+	sc->nlive++;
+	return f;
+}
+
+/* Unlink f from sc's live list and free it (its parts are gone). */
+static void
+sfile_free(struct sched *sc, struct sfile *f)
+{
+	if (f->lprev != NULL)
+		f->lprev->lnext = f->lnext;
+	else
+		sc->live = f->lnext;
+	if (f->lnext != NULL)
+		f->lnext->lprev = f->lprev;
+	sc->nlive--;
+	free(f);
+}
+
+/*
+ * Free the files that ended and that nothing refers to any more: no
+ * try, temp file, digest, commit record or ranges.  Called when the live
+ * list has doubled since the last call, so its cost per file is bounded.
+ */
+static void
+sched_reap(struct sched *sc)
+{
+	struct sfile	*f, *next;
+
+	for (f = sc->live; f != NULL; f = next) {
+		next = f->lnext;
+		if ((f->state == SF_DONE || f->state == SF_FAILED) &&
+		    f->t == NULL && f->d == NULL && f->sf == NULL &&
+		    f->h == NULL && f->rf == NULL && !f->keep)
+			sfile_free(sc, f);
+	}
+	sc->reap_at = 2 * sc->nlive + 256;
+}
+
+/*
+ * Pick the next file to start: a due retry first, then the queue (the
+ * next wanted fetch of the plan: a file made up front, or a new one).
+ * NULL when none is due, or out of memory (sc->fatal is then set).
+ */
 static struct sfile *
 sched_next(struct sched *sc, int64_t now)
 {
-	size_t	 i;
+	struct action	*a;
+	struct sfile	*f;
+	size_t		 i;
 
 	for (i = 0; i < sc->waiting; i++) {
-		struct sfile *f = sc->wait[i];
+		f = sc->wait[i];
 		if (f->not_before <= now) {
 			sc->wait[i] = sc->wait[--sc->waiting];
 			return f;
 		}
 	}
-	if (sc->next < sc->nfiles)
-		return &sc->files[sc->next++];
+	for (; sc->next < sc->nfiles && sc->scan < sc->nacts; sc->scan++) {
+		a = &sc->acts[sc->scan];
+		if ((a->op != ACT_FETCH && a->op != ACT_COND_FETCH) ||
+		    !sched_wants(sc->o, a))
+			continue;
+		if (sc->prei < sc->npre && sc->pre[sc->prei]->act == a)
+			f = sc->pre[sc->prei++];
+		else if ((f = sfile_new(sc, a)) == NULL) {
+			sc->fatal = BM_ENOMEM;
+			return NULL;
+		}
+		sc->scan++;
+		sc->next++;
+		return f;
+	}
 	return NULL;
 }
 
@@ -1813,10 +1917,9 @@ batch_due(const struct sched *sc)
 static void
 sched_abandon(struct sched *sc)
 {
-	size_t	 i;
+	struct sfile	*f;
 
-	for (i = 0; i < sc->nfiles; i++) {
-		struct sfile *f = &sc->files[i];
+	for (f = sc->live; f != NULL; f = f->lnext) {
 		if (f->state == SF_HASHING) {
 			hash_abandon(sc, f);
 			if (f->sf != NULL)
@@ -1881,6 +1984,8 @@ sched_loop(struct sched *sc)
 			sc->fatal = BM_EINTR;
 		if (sc->fatal)
 			break;
+		if (sc->nlive >= sc->reap_at)
+			sched_reap(sc);
 		while (sc->inflight < sched_conc(sc) &&
 		    sc->hashing < sched_conc(sc) &&
 		    sc->writing < 4 * sched_conc(sc) &&
@@ -2112,10 +2217,10 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 
 	if (sc->o->park_mismatch && got[0] && f->attempts <= sc->o->retries &&
 	    !*sc->o->stop) {
-		if ((g = strdup(got)) == NULL)
+		if (action_more(a) == NULL || (g = strdup(got)) == NULL)
 			return true;
-		free(a->got);
-		a->got = g;
+		free(a->more->got);
+		a->more->got = g;
 		a->parked = true;
 		log_info("%s: %s: fetch: %s: fetching its sidecar again",
 		    MIRROR(sc), a->path, res->errmsg);
@@ -2127,11 +2232,13 @@ hash_mismatch(struct sched *sc, struct sfile *f, const char *want,
 		f->t = NULL;
 		return false;
 	}
-	if (a->got == NULL || got[0] == '\0' || strcmp(a->got, got) != 0) {
+	if (action_got(a) == NULL || got[0] == '\0' ||
+	    strcmp(action_got(a), got) != 0) {
 		/* Another body: upstream is changing; try again. */
-		if (got[0] && (g = strdup(got)) != NULL) {
-			free(a->got);
-			a->got = g;
+		if (got[0] && action_more(a) != NULL &&
+		    (g = strdup(got)) != NULL) {
+			free(a->more->got);
+			a->more->got = g;
 		}
 		return true;
 	}
@@ -2348,23 +2455,36 @@ resume_setup(struct sched *sc, struct sfile *f)
 	return 0;
 }
 
+/* Would resume_setup() give a (a fetch) ranges?  Made up front then. */
+static bool
+resume_wanted(const struct action *a)
+{
+	return a->op == ACT_FETCH && a->fs.listed.size_exact &&
+	    a->fs.listed.size >= RESUME_MIN_SIZE;
+}
+
 static int
 sched_setup(struct sched *sc, struct action *acts, size_t n)
 {
-	size_t		 i, nf = 0;
+	struct sfile	*f;
+	size_t		 i, nf = 0, npre = 0;
 	uint64_t	 total = 0;
 
 	for (i = 0; i < n; i++)
 		if ((acts[i].op == ACT_FETCH || acts[i].op == ACT_COND_FETCH) &&
 		    sched_wants(sc->o, &acts[i])) {
 			nf++;
+			npre += resume_wanted(&acts[i]);
 			if (acts[i].op == ACT_FETCH &&
 			    acts[i].fs.listed.size > 0)
 				total += (uint64_t)acts[i].fs.listed.size;
 		}
-	if ((sc->files = calloc(nf ? nf : 1, sizeof(*sc->files))) == NULL ||
-	    (sc->spans = calloc(nf ? nf : 1, sizeof(*sc->spans))) == NULL ||
-	    (sc->wait = calloc(nf ? nf : 1, sizeof(*sc->wait))) == NULL ||
+	sc->acts = acts;
+	sc->nacts = n;
+	sc->spans_cap = 1024;
+	sc->reap_at = 256;
+	if ((sc->pre = calloc(npre ? npre : 1, sizeof(*sc->pre))) == NULL ||
+	    (sc->spans = calloc(sc->spans_cap, sizeof(*sc->spans))) == NULL ||
 	    (sc->items = calloc(sc->cap, sizeof(*sc->items))) == NULL ||
 	    (sc->itemf = calloc(sc->cap, sizeof(*sc->itemf))) == NULL ||
 	    (sc->recs = calloc(sc->cap, sizeof(*sc->recs))) == NULL ||
@@ -2393,16 +2513,44 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 		if ((acts[i].op != ACT_FETCH && acts[i].op != ACT_COND_FETCH) ||
 		    !sched_wants(sc->o, &acts[i]))
 			continue;
-		sc->files[sc->nfiles].act = &acts[i];
 		if (sc->o->tune)
 			tune_plan(sc->o->tune, acts[i].fs.listed.size);
-		sc->files[sc->nfiles].sc = sc;
-		if (resume_setup(sc, &sc->files[sc->nfiles]) != 0)
-			return BM_ENOMEM;
-		sc->big_left += sfile_big(&sc->files[sc->nfiles]);
+		if (resume_wanted(&acts[i])) {
+			if ((f = sfile_new(sc, &acts[i])) == NULL)
+				return BM_ENOMEM;
+			sc->pre[sc->npre++] = f;
+			if (resume_setup(sc, f) != 0)
+				return BM_ENOMEM;
+		}
+		sc->big_left += acts[i].fs.listed.size_exact &&
+		    acts[i].fs.listed.size > (int64_t)XFER_BIG;
 		sc->nfiles++;
 	}
 	return 0;
+}
+
+/*
+ * Note the span of a fetched file.  When the slots are full, the spans
+ * are merged into their union first (what sched_net_seconds counts),
+ * and the slots doubled if that leaves them more than half full; out of
+ * memory, the span is left out.
+ */
+static void
+span_add(struct sched *sc, const struct sspan *sp)
+{
+	struct sspan	*p;
+
+	if (sc->nspans == sc->spans_cap) {
+		span_merge(sc);
+		if (2 * sc->nspans > sc->spans_cap && (p = reallocarray(
+		    sc->spans, 2 * sc->spans_cap, sizeof(*p))) != NULL) {
+			sc->spans = p;
+			sc->spans_cap *= 2;
+		}
+		if (sc->nspans == sc->spans_cap)
+			return;
+	}
+	sc->spans[sc->nspans++] = *sp;
 }
 
 static int
@@ -2413,6 +2561,57 @@ span_cmp(const void *x, const void *y)
 	if (p->net != q->net)
 		return p->net < q->net ? -1 : 1;
 	return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/*
+ * The earliest start of a span still to come: no file of sc's started
+ * its try or committed earlier than this, nor will one that starts later.
+ */
+static int64_t
+span_floor(const struct sched *sc)
+{
+	const struct sfile *f;
+	int64_t		 m = clock_mono_ns();
+
+	for (f = sc->live; f != NULL; f = f->lnext) {
+		if (f->t != NULL && f->t->start_ns > 0 && f->t->start_ns < m)
+			m = f->t->start_ns;
+		if (f->d != NULL && f->d->start_ns < m)
+			m = f->d->start_ns;
+	}
+	return m;
+}
+
+/*
+ * Replace sc's spans with their union, per transport, in place; the
+ * parts of it that end before any span still to come (span_floor) are
+ * added to sc->span_ns and dropped.
+ */
+static void
+span_merge(struct sched *sc)
+{
+	struct sspan	*p, *o = NULL;
+	int64_t		 floor = span_floor(sc);
+	size_t		 k, n = 0;
+
+	qsort(sc->spans, sc->nspans, sizeof(*sc->spans), span_cmp);
+	for (k = 0; k < sc->nspans; k++) {
+		p = &sc->spans[k];
+		if (o == NULL || p->net != o->net || p->a > o->b) {
+			if (o != NULL && o->b < floor) {
+				sc->span_ns[o->net] += o->b - o->a;
+				n--;
+			}
+			o = &sc->spans[n++];
+			*o = *p;
+		} else if (p->b > o->b)
+			o->b = p->b;
+	}
+	if (o != NULL && o->b < floor) {
+		sc->span_ns[o->net] += o->b - o->a;
+		n--;
+	}
+	sc->nspans = n;
 }
 
 /*
@@ -2443,7 +2642,8 @@ sched_net_seconds(struct sched *sc)
 	if (net < REPORT_NETS)
 		ns[net] += b - a;
 	for (i = 0; i < REPORT_NETS; i++)
-		sc->res->nets[i].seconds += (double)ns[i] / 1e9;
+		sc->res->nets[i].seconds += (double)(ns[i] + sc->span_ns[i]) /
+		    1e9;
 	sc->nspans = 0;
 }
 
@@ -2453,6 +2653,7 @@ sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
     struct mirror_result *res)
 {
 	struct sched	 sc;
+	struct sfile	*f;
 	size_t		 i;
 	int		 rc;
 
@@ -2495,25 +2696,25 @@ out:
 	/* No digest task runs after this: their hashers can go. */
 	workq_free(sc.hq);
 	hash_free_all(&sc);
-	if (sc.files) {
-		for (i = 0; i < sc.nfiles; i++) {
-			if (sc.files[i].state == SF_RUNNING)
-				sfile_cancel(&sc, &sc.files[i], "abandoned");
-			resume_close(&sc, &sc.files[i]);
-			mem_drop(&sc.files[i]);
-			try_free(sc.files[i].t);
-			free(sc.files[i].d);
-		}
-		resume_tick(&sc, true);	/* rows of files started over */
-		for (i = 0; i < sc.nfiles; i++)
-			resume_file_free(sc.files[i].rf);
+	for (f = sc.live; f != NULL; f = f->lnext) {
+		if (f->state == SF_RUNNING)
+			sfile_cancel(&sc, f, "abandoned");
+		resume_close(&sc, f);
+		mem_drop(f);
+		try_free(f->t);
+		free(f->d);
+	}
+	resume_tick(&sc, true);	/* rows of files started over */
+	while (sc.live != NULL) {
+		resume_file_free(sc.live->rf);
+		sfile_free(&sc, sc.live);
 	}
 	if (rc == BM_EINTR && sc.fatal == BM_EINTR)
 		sched_log_stop(&sc);
 	if (sc.reasons)
 		for (i = 0; i < sc.nrecs; i++)
 			free(sc.reasons[i]);
-	free(sc.files);
+	free(sc.pre);
 	free(sc.spans);
 	free(sc.wait);
 	free(sc.items);

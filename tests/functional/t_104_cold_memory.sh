@@ -1,20 +1,21 @@
 #!/bin/bash
 # A cold run of 100,000 files in one directory (issue 22, item 1): the
-# plan and the scheduler hold one action and one scheduler record per
-# file for the whole run, so a cold run's peak RSS grows with the file
-# count; this bounds the bytes per file.  nginx serves the directory as
-# JSON autoindex (empty files, times to the second); the cold sync's
-# peak RSS (time(1), and --json peak_rss_kib) must be under PER_FILE
-# bytes per file above that of a run listing an empty tree.  biomirror
-# 5155293 (176-byte actions, 104-byte records, a malloc per path) took
-# about 414-436 bytes per file; with them packed about 368-375.  Not asserted in
-# a sanitizer build.
+# plan holds one action per file for the whole run, so a cold run's peak
+# RSS grows with the file count; this bounds the bytes per file.  nginx
+# serves the directory as JSON autoindex (empty files, times to the
+# second); the cold sync's peak RSS (time(1), and --json peak_rss_kib)
+# must be under PER_FILE bytes per file above that of a run listing an
+# empty tree.  biomirror 5155293 (176-byte actions, 104-byte scheduler
+# records for every file, a malloc per path) took about 414-436 bytes per
+# file; with them packed about 368-375; with records only for files in
+# flight and 88-byte actions (h22m) about 179; with 56-byte actions (the
+# recorded states apart) about 148.  Not asserted in a sanitizer build.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
 
 N=100000
-PER_FILE=410
+PER_FILE=180
 
 SAN=0
 if ldd "$BM" 2>/dev/null | grep -q 'libasan\|libubsan' ||

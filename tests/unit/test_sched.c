@@ -421,8 +421,7 @@ tc_file(struct tcase *c, const char *path, size_t len)
 	a->fs.listed.size_exact = true;
 	a->fs.listed.mtime = FK_MTIME * NS;
 	a->fs.listed.prec = MTIME_SECOND;
-	a->fs.upstream.size = a->fs.upstream.mtime = -1;
-	a->fs.local.size = a->fs.local.mtime = -1;
+	/* upstream and local unknown: no action_more */
 }
 
 static int
@@ -773,14 +772,15 @@ test_finish_once(void)
 	tc_file(&c, "d.bin", 8192);	/* a range gone */
 	tc_file(&c, "e.txt", 50);	/* conditional: not modified */
 	c.acts[4].op = ACT_COND_FETCH;
-	if ((c.acts[4].etag = strdup("\"v1\"")) == NULL)
+	if (action_more(&c.acts[4]) == NULL ||
+	    (c.acts[4].more->etag = strdup("\"v1\"")) == NULL)
 		tap_bail("out of memory");
 	c.fk->per_poll = 1;
 	c.fk->fail_n = 1;		/* the first job fails once */
 	c.fk->gone_path = "d.bin";
 	c.fk->gone_off = 6144;
 	is_int(tc_run(&c), 0, "finish once: run");
-	free(c.acts[4].etag);
+	action_more_free(&c.acts[4]);
 	is_int(c.res->fetched, 3, "finish once: three fetched");
 	is_int(c.res->failed, 1, "finish once: one failed");
 	is_int(c.fk->not_modified, 1, "finish once: one not modified");
