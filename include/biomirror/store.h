@@ -63,11 +63,17 @@ int	store_stat(struct store *s, const char *path, struct local_stat *ret);
  * every entry of the tree (never through a symlink; 16 directory levels
  * deep, one open directory per level) while the run lists
  * upstream, so that the planner's store_stat calls do not each wait for a
- * disk read.  Read-only; at most one per store; a second start is a
- * no-op.  Returns 0, BM_ENOMEM, BM_EIO or BM_ELIMIT (no thread); a failure
+ * disk read; until the stop or the first change to the tree, store_stat
+ * takes the lstat it kept (up to 65,536) instead of making a second one.
+ * Read-only; at most one per store; a second start is a no-op.  Returns 0, BM_ENOMEM, BM_EIO or BM_ELIMIT (no thread); a failure
  * only loses the speed-up.
  */
 int	store_prefetch_start(struct store *s);
+/*
+ * Wait for the prefetch's walk to end, keeping its lstats for store_stat
+ * (no-op when none runs).
+ */
+void	store_prefetch_wait(struct store *s);
 /*
  * Stop the prefetch (with finish: once it has walked the whole tree) and
  * join its thread; *ret_n (may be NULL) gets the entries it looked at.

@@ -786,6 +786,54 @@ test_prefetch(struct ctx *c, const char *tag)
 	is_int(store_prefetch_start(c->s), 0, "%s: left running", tag);
 }
 
+/*
+ * The prefetch's lstats stand in for the planner's: store_stat takes the
+ * one kept (changed behind its back, it still reports the size the walk
+ * saw), once; a change through the store drops them all.
+ */
+static void
+test_prefetch_keep(struct ctx *c, const char *tag)
+{
+	struct local_stat st;
+	char		 p[PATH_MAX];
+	int		 rc;
+
+	is_int(store_mkdirs(c->s, "pk"), 0, "%s: mkdirs pk", tag);
+	pathf(p, c, "pk/a");
+	put_file(p, "x");
+	pathf(p, c, "pk/b");
+	put_file(p, "x");
+	is_int(store_prefetch_start(c->s), 0, "%s: keep: start", tag);
+	store_prefetch_wait(c->s);
+	store_prefetch_wait(c->s);
+	pathf(p, c, "pk/a");
+	put_file(p, "xyz");
+	pathf(p, c, "pk/b");
+	put_file(p, "xyz");
+	rc = store_stat(c->s, "pk/a", &st);
+	ok(rc == 0 && st.type == 'f' && st.size == 1,
+	    "%s: keep: the walk's lstat of pk/a (%d, %lld)", tag, rc,
+	    (long long)st.size);
+	rc = store_stat(c->s, "pk/a", &st);
+	ok(rc == 0 && st.size == 3, "%s: keep: taken once, then lstat'ed "
+	    "(%d, %lld)", tag, rc, (long long)st.size);
+	is_int(store_mkdirs(c->s, "pk/c"), 0, "%s: keep: a change", tag);
+	rc = store_stat(c->s, "pk/b", &st);
+	ok(rc == 0 && st.size == 3, "%s: keep: dropped by the change "
+	    "(%d, %lld)", tag, rc, (long long)st.size);
+	is_int(store_prefetch_stop(c->s, false, NULL), 0, "%s: keep: stop "
+	    "after the wait", tag);
+	is_int(store_prefetch_start(c->s), 0, "%s: keep: again", tag);
+	store_prefetch_wait(c->s);
+	is_int(store_prefetch_stop(c->s, true, NULL), 0, "%s: keep: stop",
+	    tag);
+	pathf(p, c, "pk/b");
+	put_file(p, "x");
+	rc = store_stat(c->s, "pk/b", &st);
+	ok(rc == 0 && st.size == 1, "%s: keep: none after the stop "
+	    "(%d, %lld)", tag, rc, (long long)st.size);
+}
+
 static void
 test_delete_mtime(struct ctx *c, const char *tag)
 {
@@ -1315,6 +1363,7 @@ run_suite(const char *tag)
 	test_planted(&c, tag);
 	test_hostile_paths(&c, tag);
 	test_abort_clean(&c, tag);
+	test_prefetch_keep(&c, tag);
 	test_prefetch(&c, tag);
 	test_delete_mtime(&c, tag);
 	test_symlink(&c, tag);
