@@ -74,6 +74,11 @@ struct store {
 	struct store_set *set;		/* owned: publish = set state, NULL otherwise */
 	struct store_wb	*wb;		/* owned: write-behind, NULL until first used */
 	struct store_prefetch *prefetch; /* owned: running prefetch, or NULL */
+	/*
+	 * The prefetch walked the whole tree and saw no temp file, and
+	 * nothing changed it since: store_clean_temps has nothing to do.
+	 */
+	bool		 no_temps;
 };
 
 #define STORE_STAT_MISSING	(-2)	/* stat_dir is known not to exist */
@@ -206,6 +211,7 @@ store_stat_forget(struct store *s)
 {
 	store_stat_dir_drop(s);
 	store_prefetch_discard(s);
+	s->no_temps = false;
 }
 
 /* st as store_stat reports it. */
@@ -724,6 +730,8 @@ store_file_open(struct store *s, const char *path, int64_t expected_size,
 	}
 	f->dir_dev = st.st_dev;
 	f->dir_ino = st.st_ino;
+	store_prefetch_discard(s);	/* a new temp file: the tree changes */
+	s->no_temps = false;
 	if ((rc = store_tmpfile(f)) != 0)
 		goto out;
 	*ret = f;
@@ -1584,6 +1592,8 @@ store_set_mtime_of(struct store *s, const char *path, int64_t mtime,
 	const char	*name;
 	int		 dirfd = -1, rc;
 
+	store_prefetch_discard(s);	/* an mtime (and maybe a copy) changes */
+	s->no_temps = false;
 	if ((rc = store_parent(s, path, false, &dirfd, &name)) != 0)
 		goto out;
 	store_ns_to_timespec(mtime, &ts[0]);
@@ -1816,6 +1826,7 @@ struct store_tree {
 	int		 skip_below;	/* > 0: directories this deep are not
 					   entered (and no error); 0: the cap is
 					   STORE_MAX_DEPTH, past which BM_ELIMIT */
+	bool		 skipped;	/* a directory was not entered */
 	char		 rel[PATH_MAX];
 };
 
@@ -1908,8 +1919,10 @@ store_tree_one(int dfd, const struct dirent *de, void *arg)
 	if ((rc = at->w->fn(at->w, dfd, de->d_name, type)) != 0 ||
 	    type != DT_DIR)
 		return rc;
-	if (at->w->skip_below > 0 && at->depth + 1 >= at->w->skip_below)
+	if (at->w->skip_below > 0 && at->depth + 1 >= at->w->skip_below) {
+		at->w->skipped = true;
 		return 0;
+	}
 	return store_tree_subdir(at->w, dfd, de->d_name, at->depth);
 }
 
@@ -2013,6 +2026,11 @@ store_clean_temps_except(struct store *s, const char *const *keep,
 	struct store_clean *c;
 	int		 rc;
 
+	if (s->no_temps) {
+		if (ret_n != NULL)
+			*ret_n = 0;
+		return 0;
+	}
 	store_stat_forget(s);
 
 	if ((c = calloc(1, sizeof(*c))) == NULL)
@@ -2037,7 +2055,8 @@ store_clean_temps_except(struct store *s, const char *const *keep,
  * entries, not directories) and store_stat takes a kept lstat instead of
  * making a second one: the destination is lstat'ed once per run.  The
  * kept lstats go at the first change to the tree (store_stat_forget) and
- * at the stop.  It only reads; it stops at its stop flag, checked at
+ * at the stop.  A walk of the whole tree that saw no temp file, with no
+ * change meanwhile, spares store_clean_temps its own walk (no_temps).  It only reads; it stops at its stop flag, checked at
  * every entry.
  */
 struct store_pf_ent {
@@ -2059,6 +2078,7 @@ struct store_prefetch {
 	size_t		 nkept;		/* entries in keep, <= STORE_PREFETCH_KEEP */
 	bool		 discarded;	/* the tree changed: keep nothing more */
 	bool		 joined;	/* store_prefetch_wait joined the thread */
+	size_t		 ntemps;	/* temp files seen, read after the join */
 };
 
 /* FNV-1a of a path: its chain in keep. */
@@ -2175,6 +2195,9 @@ store_prefetch_entry(struct store_tree *w, int dfd, const char *name,
 	if (atomic_load_explicit(&pf->stop, memory_order_relaxed))
 		return BM_EINTR;
 	pf->n++;
+	if (type != DT_DIR &&
+	    strncmp(name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) == 0)
+		pf->ntemps++;
 	/* A directory's inode is read by the walk's openat. */
 	if (type != DT_DIR &&
 	    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -2289,6 +2312,9 @@ store_prefetch_stop(struct store *s, bool finish, size_t *ret_n)
 	if (ret_n != NULL)
 		*ret_n = pf->n;
 	rc = pf->rc;
+	/* discarded: the tree changed while it walked. */
+	s->no_temps = rc == 0 && !pf->w.skipped && pf->ntemps == 0 &&
+	    !pf->discarded;
 	store_pf_free_kept(pf);
 	free(pf->keep);
 	(void)pthread_mutex_destroy(&pf->mu);
@@ -3140,6 +3166,7 @@ store_set_publish(struct store *s, int64_t *ret_id)
 
 	if (set == NULL || set->run <= 0 || set->working < 0)
 		return BM_EINVAL;
+	s->no_temps = false;	/* a temp link is made */
 	if ((rc = set_target(set, set->working, target, sizeof(target))) != 0)
 		return rc;
 	if (syncfs(s->fd) == -1)

@@ -204,6 +204,8 @@ int	store_delete(struct store *s, const char *path);
 /*
  * Remove every temp file left by a killed run (names starting with
  * STORE_TMP_PREFIX) anywhere in the tree; *ret_n counts them (may be NULL).
+ * Nothing is walked when the last prefetch walked the whole tree, saw no
+ * temp file, and nothing has changed the tree since.
  */
 int	store_clean_temps(struct store *s, size_t *ret_n);
 /*
