@@ -2075,7 +2075,9 @@ struct store_prefetch {
 	pthread_mutex_t	 mu;		/* guards keep, nkept, discarded */
 	struct store_pf_ent **keep;	/* owned: STORE_PREFETCH_BUCKETS chains,
 					   NULL when none could be allocated */
-	size_t		 nkept;		/* entries in keep, <= STORE_PREFETCH_KEEP */
+	size_t		 nkept;		/* entries in keep */
+	size_t		 nadded;	/* the thread's: entries it put in keep,
+					   <= STORE_PREFETCH_KEEP */
 	bool		 discarded;	/* the tree changed: keep nothing more */
 	bool		 joined;	/* store_prefetch_wait joined the thread */
 	size_t		 ntemps;	/* temp files seen, read after the join */
@@ -2100,9 +2102,10 @@ store_pf_keep(struct store_prefetch *pf, const char *name,
 	struct store_pf_ent *e;
 	size_t		 dl = strlen(pf->w.rel), nl = strlen(name), b;
 
-	if (pf->keep == NULL || pf->nkept >= STORE_PREFETCH_KEEP ||
+	if (pf->keep == NULL || pf->nadded >= STORE_PREFETCH_KEEP ||
 	    (e = malloc(sizeof(*e) + dl + 1 + nl + 1)) == NULL)
 		return;
+	pf->nadded++;
 	memcpy(e->path, pf->w.rel, dl);
 	if (dl > 0)
 		e->path[dl++] = '/';
