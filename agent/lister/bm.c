@@ -8,7 +8,9 @@
  * targets.  Every name is judged again here (path_is_safe): the server's
  * listing is data, not truth.  So is its shape: a name listed again keeps
  * the first, and an entry below a listed file or symlink is skipped, both
- * counted for the run's log.  No socket here.
+ * counted for the run's log.  With the run's drain each entry is judged
+ * as it arrives and the final ones are handed on in batches while the
+ * LIST streams (struct bm_stream).  No socket here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +185,8 @@ struct bm_seen {
 	struct bm_seen_slot {
 		char		*path;	/* owned, NULL: empty */
 		enum entry_type	 type;
+		unsigned	 gen;	/* the last LIST (sent again: + 1)
+					   it came in */
 	}		*v;		/* owned: cap slots */
 	size_t		 n, cap;	/* cap: 0 or a power of 2 */
 };
@@ -214,12 +218,12 @@ bm_seen_slot(const struct bm_seen *ss, const char *path, size_t len)
 }
 
 /*
- * Note path as listed with type; *ret_again: it was listed before (the
- * first type kept).  0 or BM_ENOMEM.
+ * Note path as listed with type in LIST gen; *ret_again: it was listed
+ * before (the first type kept), last in LIST *ret_gen.  0 or BM_ENOMEM.
  */
 static int
 bm_seen_add(struct bm_seen *ss, const char *path, enum entry_type type,
-    bool *ret_again)
+    unsigned gen, bool *ret_again, unsigned *ret_gen)
 {
 	struct bm_seen_slot *sl, *old = ss->v;
 	size_t		 i, ocap = ss->cap;
@@ -227,6 +231,8 @@ bm_seen_add(struct bm_seen *ss, const char *path, enum entry_type type,
 	if (ss->cap > 0 && (sl = bm_seen_slot(ss, path, strlen(path)))->path !=
 	    NULL) {
 		*ret_again = true;
+		*ret_gen = sl->gen;
+		sl->gen = gen;
 		return 0;
 	}
 	if ((ss->n + 1) * 2 > ss->cap) {
@@ -246,6 +252,7 @@ bm_seen_add(struct bm_seen *ss, const char *path, enum entry_type type,
 	if ((sl->path = strdup(path)) == NULL)
 		return BM_ENOMEM;
 	sl->type = type;
+	sl->gen = gen;
 	ss->n++;
 	*ret_again = false;
 	return 0;
@@ -307,9 +314,10 @@ struct bm_stream {
 	size_t		 ncap;		/* with a drain: entries the LIST may
 					   have (all's cap without one) */
 	size_t		 nlisted;	/* with a drain: entries decoded */
-	size_t		 handed;	/* entries handed on to the drain */
-	bool		 again;		/* a LIST sent again after some were
-					   handed on: its repeats not counted */
+	size_t		 handed;	/* entries put in out (with a drain) */
+	unsigned	 gen;		/* LISTs sent again after some entries
+					   were handed on: the earlier ones'
+					   names are not counted as repeats */
 	uint8_t		*buf;		/* owned: the frame in progress */
 	size_t		 len, cap;
 	uint64_t	 off;		/* reply bytes before buf */
@@ -329,14 +337,18 @@ bm_arrive(struct bm_stream *bs)
 	struct entry	*e = listing_get_mut(bs->all,
 			    listing_count(bs->all) - 1);
 	enum bm_anc	 a;
+	unsigned	 gen = 0;
 	bool		 again;
 	int		 rc;
 
-	if ((rc = bm_seen_add(&bs->seen, e->path, e->type, &again)) != 0)
+	if ((rc = bm_seen_add(&bs->seen, e->path, e->type, bs->gen, &again,
+	    &gen)) != 0)
 		return rc;
 	if (again) {
-		if (!bs->again)
+		if (gen == bs->gen)
 			bs->st->dups++;
+		else
+			bs->nlisted--;	/* sent again: not against the cap */
 		listing_pop(bs->all);
 		return 0;
 	}
@@ -347,12 +359,14 @@ bm_arrive(struct bm_stream *bs)
 	}
 	if (a == BM_ANC_UNSEEN)
 		return 0;
-	if (bm_wanted(bs->lr, e) && (rc = listing_move_in(bs->out, e)) != 0)
-		return rc;
+	if (bm_wanted(bs->lr, e)) {
+		if ((rc = listing_move_in(bs->out, e)) != 0)
+			return rc;
+		bs->handed++;
+	}
 	listing_pop(bs->all);
 	if (listing_count(bs->out) < BM_DRAIN_AT)
 		return 0;
-	bs->handed += listing_count(bs->out);
 	return bs->lr->drain(bs->lr->ctx, bs->out);
 }
 
@@ -449,7 +463,7 @@ bm_begin(void *arg)
 	 * (as the staging table keeps it), the waiting ones too.
 	 */
 	if (bs->handed > 0)
-		bs->again = true;
+		bs->gen++;
 	else {
 		while (listing_count(bs->all) > 0)
 			listing_pop(bs->all);

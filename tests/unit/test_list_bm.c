@@ -5,7 +5,8 @@
  * streams, and the judgement is the one of the whole listing: a name
  * listed again keeps the first, an entry below a file (even one listed
  * before that file) is dropped, each counted; without a drain all of it
- * comes out at the end, judged the same.
+ * comes out at the end, judged the same; a LIST sent again after some
+ * were handed on keeps them, its repeats neither handed on nor counted.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@ struct fake {
 	size_t		 drained;	/* entries the drain took */
 	size_t		 drains;	/* drain calls */
 	size_t		 mid;		/* drained when half the reply was fed */
+	bool		 resend;	/* feed two thirds, then begin again */
 	bool		 saw_xy;	/* the drain got x/y or z/w */
 };
 
@@ -63,6 +65,14 @@ fake_fetch(void *ctx, struct http_page *pg, size_t n)
 	if (n != 1 || pg->stream == NULL ||
 	    (rc = pg->stream->begin(pg->stream->arg)) != 0)
 		return BM_EINVAL;
+	for (off = 0; f->resend && off < f->len * 2 / 3; off += k) {
+		k = PIECE;
+		if ((rc = pg->stream->feed(pg->stream->arg, NULL,
+		    f->body + off, k)) != 0)
+			return rc;
+	}
+	if (f->resend && (rc = pg->stream->begin(pg->stream->arg)) != 0)
+		return rc;
 	for (off = 0; off < f->len; off += k) {
 		k = f->len - off < PIECE ? f->len - off : PIECE;
 		if ((rc = pg->stream->feed(pg->stream->arg, NULL,
@@ -104,9 +114,9 @@ type_of(const struct listing *l, const char *path)
 }
 
 static void
-run(bool drain)
+run(bool drain, bool resend)
 {
-	const char	*tag = drain ? "drain" : "whole";
+	const char	*tag = resend ? "sent again" : drain ? "drain" : "whole";
 	struct lister_run lr;
 	struct lister_stats st;
 	struct listing	*out;
@@ -115,6 +125,7 @@ run(bool drain)
 	int		 i, rc;
 
 	memset(&f, 0, sizeof(f));
+	f.resend = resend;
 	add(&f, "x/y", BMP_T_FILE);	/* before x, a file: dropped */
 	add(&f, "d", BMP_T_DIR);
 	for (i = 0; i < NFILES; i++) {
@@ -131,6 +142,7 @@ run(bool drain)
 	lr.name = "m";
 	lr.source = "bm://h:1/s/";
 	lr.max_depth = 64;
+	lr.max_entries = NFILES + 10;	/* a LIST sent again fits too */
 	lr.fetch = fake_fetch;
 	lr.ctx = &f;
 	lr.drain = drain ? fake_drain : NULL;
@@ -138,7 +150,9 @@ run(bool drain)
 		abort();
 	rc = lister_bm_ops.list(&lr, out, &st, err, sizeof(err));
 	is_int(rc, 0, "%s: listed (%s)", tag, rc != 0 ? err : "");
-	if (drain) {
+	if (resend)
+		ok(f.drains >= 2, "%s: in batches (%zu)", tag, f.drains);
+	else if (drain) {
 		ok(f.mid >= NFILES / 3, "%s: a third handed on while the LIST "
 		    "streamed (%zu by its middle)", tag, f.mid);
 		ok(f.drains >= 2, "%s: in batches (%zu)", tag, f.drains);
@@ -161,7 +175,8 @@ int
 main(void)
 {
 	ok(lister_find("bm://h:1/s/") == &lister_bm_ops, "bm: the bm lister");
-	run(true);
-	run(false);
+	run(true, false);
+	run(false, false);
+	run(true, true);
 	return done_testing();
 }
