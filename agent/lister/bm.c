@@ -8,7 +8,9 @@
  * targets.  Every name is judged again here (path_is_safe): the server's
  * listing is data, not truth.  So is its shape: a name listed again keeps
  * the first, and an entry below a listed file or symlink is skipped, both
- * counted for the run's log.  No socket here.
+ * counted for the run's log.  With the run's drain each entry is judged
+ * as it arrives and the final ones are handed on in batches while the
+ * LIST streams (struct bm_stream).  No socket here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "biomirror/listing.h"
 
 #define NS	1000000000LL
+#define BM_DRAIN_AT	1024	/* judged entries handed on at once */
 
 /*
  * Whether every directory above path (len bytes) is one the filter
@@ -105,6 +108,15 @@ out:
 	return rc;
 }
 
+/* Whether e passes the filter and max_depth (bm_tree's last test). */
+static bool
+bm_wanted(const struct lister_run *lr, struct entry *e)
+{
+	return bm_ancestors_taken(lr->filter, e->path, strlen(e->path),
+	    lr->max_depth) && (e->type == ENTRY_DIR ?
+	    filter_dir(lr->filter, e->path) : filter_file(lr->filter, e->path));
+}
+
 /* Whether a listed ancestor of e (in all, sorted) is not a directory. */
 static bool
 bm_beneath(const struct listing *all, const struct entry *e)
@@ -152,10 +164,7 @@ bm_tree(const struct lister_run *lr, struct listing *all,
 			st->beneath++;
 	for (i = 0; i < n; i++) {
 		e = listing_get_mut(all, i);
-		if (below[i] || !bm_ancestors_taken(lr->filter, e->path,
-		    strlen(e->path), lr->max_depth) || (e->type == ENTRY_DIR ?
-		    !filter_dir(lr->filter, e->path) :
-		    !filter_file(lr->filter, e->path)))
+		if (below[i] || !bm_wanted(lr, e))
 			continue;
 		if ((rc = listing_move_in(out, e)) != 0)
 			goto out;
@@ -167,20 +176,221 @@ out:
 }
 
 /*
+ * Every path listed so far with the type it was first listed as: the
+ * judge of names listed again and of what lies beneath a file or
+ * symlink while the listing is handed on as it comes.  Open addressing,
+ * at most half full.
+ */
+struct bm_seen {
+	struct bm_seen_slot {
+		char		*path;	/* owned, NULL: empty */
+		enum entry_type	 type;
+		unsigned	 gen;	/* the last LIST (sent again: + 1)
+					   it came in */
+	}		*v;		/* owned: cap slots */
+	size_t		 n, cap;	/* cap: 0 or a power of 2 */
+};
+
+static size_t
+bm_seen_hash(const char *p, size_t len)
+{
+	uint64_t	 h = 14695981039346656037ULL;
+	size_t		 i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
+	return (size_t)h;
+}
+
+/* The slot of path's first len bytes (empty when not seen). */
+static struct bm_seen_slot *
+bm_seen_slot(const struct bm_seen *ss, const char *path, size_t len)
+{
+	struct bm_seen_slot *sl;
+	size_t		 i = bm_seen_hash(path, len) & (ss->cap - 1);
+
+	for (;; i = (i + 1) & (ss->cap - 1)) {
+		sl = &ss->v[i];
+		if (sl->path == NULL || (strncmp(sl->path, path, len) == 0 &&
+		    sl->path[len] == '\0'))
+			return sl;
+	}
+}
+
+/*
+ * Note path as listed with type in LIST gen; *ret_again: it was listed
+ * before (the first type kept), last in LIST *ret_gen.  0 or BM_ENOMEM.
+ */
+static int
+bm_seen_add(struct bm_seen *ss, const char *path, enum entry_type type,
+    unsigned gen, bool *ret_again, unsigned *ret_gen)
+{
+	struct bm_seen_slot *sl, *old = ss->v;
+	size_t		 i, ocap = ss->cap;
+
+	if (ss->cap > 0 && (sl = bm_seen_slot(ss, path, strlen(path)))->path !=
+	    NULL) {
+		*ret_again = true;
+		*ret_gen = sl->gen;
+		sl->gen = gen;
+		return 0;
+	}
+	if ((ss->n + 1) * 2 > ss->cap) {
+		ss->cap = ocap > 0 ? ocap * 2 : 4096;
+		if ((ss->v = calloc(ss->cap, sizeof(*ss->v))) == NULL) {
+			ss->v = old;
+			ss->cap = ocap;
+			return BM_ENOMEM;
+		}
+		for (i = 0; i < ocap; i++)
+			if (old[i].path != NULL)
+				*bm_seen_slot(ss, old[i].path,
+				    strlen(old[i].path)) = old[i];
+		free(old);
+	}
+	sl = bm_seen_slot(ss, path, strlen(path));
+	if ((sl->path = strdup(path)) == NULL)
+		return BM_ENOMEM;
+	sl->type = type;
+	sl->gen = gen;
+	ss->n++;
+	*ret_again = false;
+	return 0;
+}
+
+static void
+bm_seen_free(struct bm_seen *ss)
+{
+	size_t	 i;
+
+	for (i = 0; i < ss->cap; i++)
+		free(ss->v[i].path);
+	free(ss->v);
+	memset(ss, 0, sizeof(*ss));
+}
+
+enum bm_anc {
+	BM_ANC_DIRS,		/* every ancestor listed, as a directory */
+	BM_ANC_UNSEEN,		/* none is a file or symlink, some unlisted */
+	BM_ANC_BENEATH		/* one was first listed as no directory */
+};
+
+/* What the listing so far says of path's ancestors. */
+static enum bm_anc
+bm_seen_ancestors(const struct bm_seen *ss, const char *path)
+{
+	const struct bm_seen_slot *sl;
+	enum bm_anc	 a = BM_ANC_DIRS;
+	size_t		 k;
+
+	for (k = 0; path[k] != '\0'; k++) {
+		if (path[k] != '/')
+			continue;
+		sl = bm_seen_slot(ss, path, k);
+		if (sl->path == NULL)
+			a = BM_ANC_UNSEEN;
+		else if (sl->type != ENTRY_DIR)
+			return BM_ANC_BENEATH;
+	}
+	return a;
+}
+
+/*
  * The ENTRY frames of the LIST as they arrive: whole frames are decoded
  * into all, the frame in progress is kept (at most BMP_FRAME_MAX bytes).
+ * With a drain (lr->drain) each entry is judged as it comes (seen): one
+ * whose ancestors are all listed, as directories, is final and goes to
+ * out, handed on every BM_DRAIN_AT; one with an unlisted ancestor waits
+ * in all for the end (that ancestor may yet come as a file).
  */
 struct bm_stream {
 	struct page_stream ops;		/* the page's stream (arg: this) */
 	const struct lister_run *lr;	/* borrowed */
 	struct lister_stats *st;	/* borrowed */
-	struct listing	*all;		/* borrowed: the entries so far */
+	struct listing	*all;		/* borrowed: the entries so far (with a
+					   drain: those still to be judged) */
+	struct listing	*out;		/* borrowed: the lister's output */
+	struct bm_seen	 seen;		/* owned: with a drain, all paths */
+	size_t		 ncap;		/* with a drain: entries the LIST may
+					   have (all's cap without one) */
+	size_t		 nlisted;	/* with a drain: entries decoded */
+	size_t		 handed;	/* entries put in out (with a drain) */
+	unsigned	 gen;		/* LISTs sent again after some entries
+					   were handed on: the earlier ones'
+					   names are not counted as repeats */
 	uint8_t		*buf;		/* owned: the frame in progress */
 	size_t		 len, cap;
 	uint64_t	 off;		/* reply bytes before buf */
 	int		 rc;		/* first failure */
 	char		 err[256];	/* its reason */
 };
+
+/*
+ * With a drain: judge the entry just decoded (the last of all).  A
+ * repeat or one beneath a file or symlink is dropped and counted, a
+ * final one moved to out (or dropped by the filter), the rest left in
+ * all.  0, BM_ENOMEM, BM_ELIMIT or the drain's code.
+ */
+static int
+bm_arrive(struct bm_stream *bs)
+{
+	struct entry	*e = listing_get_mut(bs->all,
+			    listing_count(bs->all) - 1);
+	enum bm_anc	 a;
+	unsigned	 gen = 0;
+	bool		 again;
+	int		 rc;
+
+	if ((rc = bm_seen_add(&bs->seen, e->path, e->type, bs->gen, &again,
+	    &gen)) != 0)
+		return rc;
+	if (again) {
+		if (gen == bs->gen)
+			bs->st->dups++;
+		else
+			bs->nlisted--;	/* sent again: not against the cap */
+		listing_pop(bs->all);
+		return 0;
+	}
+	if ((a = bm_seen_ancestors(&bs->seen, e->path)) == BM_ANC_BENEATH) {
+		bs->st->beneath++;
+		listing_pop(bs->all);
+		return 0;
+	}
+	if (a == BM_ANC_UNSEEN)
+		return 0;
+	if (bm_wanted(bs->lr, e)) {
+		if ((rc = listing_move_in(bs->out, e)) != 0)
+			return rc;
+		bs->handed++;
+	}
+	listing_pop(bs->all);
+	if (listing_count(bs->out) < BM_DRAIN_AT)
+		return 0;
+	return bs->lr->drain(bs->lr->ctx, bs->out);
+}
+
+/*
+ * With a drain, at the end: the entries that waited, judged against the
+ * whole listing as bm_tree does, into out.  0, BM_ENOMEM or BM_ELIMIT.
+ */
+static int
+bm_rest(struct bm_stream *bs)
+{
+	struct entry	*e;
+	size_t		 i, n = listing_count(bs->all);
+	int		 rc;
+
+	for (i = 0; i < n; i++) {
+		e = listing_get_mut(bs->all, i);
+		if (bm_seen_ancestors(&bs->seen, e->path) == BM_ANC_BENEATH)
+			bs->st->beneath++;
+		else if (bm_wanted(bs->lr, e) &&
+		    (rc = listing_move_in(bs->out, e)) != 0)
+			return rc;
+	}
+	return 0;
+}
 
 /* Decode the whole ENTRY frames of bs->buf; keep the rest. */
 static int
@@ -215,11 +425,19 @@ bm_decode(struct bm_stream *bs)
 			bs->st->skipped++;
 			continue;
 		}
-		if ((rc = bm_take(&e, bs->all)) != 0) {
+		if (lr->drain != NULL && bs->nlisted >= bs->ncap)
+			rc = BM_ELIMIT;
+		else if ((rc = bm_take(&e, bs->all)) == 0 &&
+		    lr->drain != NULL) {
+			bs->nlisted++;
+			rc = bm_arrive(bs);
+		}
+		if (rc != 0) {
 			if (rc == BM_ELIMIT)
 				(void)snprintf(bs->err, sizeof(bs->err), "%s: "
 				    "more than %zu entries (max_entries)",
-				    lr->source, listing_count(bs->all));
+				    lr->source, lr->drain != NULL ?
+				    bs->nlisted : listing_count(bs->all));
 			goto out;
 		}
 	}
@@ -239,8 +457,19 @@ bm_begin(void *arg)
 {
 	struct bm_stream *bs = arg;
 
-	while (listing_count(bs->all) > 0)
-		listing_pop(bs->all);
+	/*
+	 * Sent again: from scratch, unless some were handed on already;
+	 * then the first listing of each name stays the one that counts
+	 * (as the staging table keeps it), the waiting ones too.
+	 */
+	if (bs->handed > 0)
+		bs->gen++;
+	else {
+		while (listing_count(bs->all) > 0)
+			listing_pop(bs->all);
+		bm_seen_free(&bs->seen);
+		bs->nlisted = 0;
+	}
 	bs->len = 0;
 	bs->off = 0;
 	bs->rc = 0;
@@ -300,6 +529,8 @@ bm_list(const struct lister_run *lr, struct listing *out,
 	bs.lr = lr;
 	bs.st = ret;
 	bs.all = all;
+	bs.out = out;
+	bs.ncap = cap;
 	pg.url = lr->source;
 	pg.command = "LIST";
 	pg.stream = &bs.ops;
@@ -328,11 +559,13 @@ bm_list(const struct lister_run *lr, struct listing *out,
 		    "at byte %llu", lr->source, (unsigned long long)bs.off);
 		goto out;
 	}
-	if ((rc = bm_tree(lr, all, out, ret)) == BM_ELIMIT)
+	if ((rc = lr->drain != NULL ? bm_rest(&bs) : bm_tree(lr, all, out,
+	    ret)) == BM_ELIMIT)
 		(void)snprintf(errbuf, errlen, "%s: more than %zu entries",
 		    lr->source, listing_count(out));
 out:
 	listing_free(all);
+	bm_seen_free(&bs.seen);
 	free(bs.buf);
 	free(pg.body);
 	free(pg.content_type);

@@ -7,7 +7,8 @@
  * one component at a time with O_NOFOLLOW (every symlink refused).
  * Names are checked with path_is_safe() first.  LIST walks below a
  * directory without following symlinks and streams one ENTRY per file,
- * directory or symlink, in frames gathered into one buffer.
+ * directory or symlink, in frames gathered into one buffer and written
+ * every SV_LIST_CHUNK bytes.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +30,12 @@
 #include "serve_int.h"
 
 #define SV_DEPTH_MAX	256		/* directory levels a LIST descends */
+/*
+ * ENTRY bytes a LIST gathers before it writes them: the client decodes
+ * and stages a chunk while the walk goes on, instead of waiting for the
+ * whole walk (5,000 entries fit in one SV_BUF).
+ */
+#define SV_LIST_CHUNK	(32 * 1024)
 
 /* An errno of opening a client's path as a BM_E* code. */
 static int
@@ -193,7 +200,8 @@ sv_walk_entry(struct sv_walk *w, int dfd, const char *name,
 		if (sv_walk_digest(w, st, e.digest))
 			e.digest_kind = BMP_D_SHA256;
 	}
-	if (BMP_HDR_LEN + BMP_FRAME_MAX > SV_BUF - w->len &&
+	if ((w->len >= SV_LIST_CHUNK ||
+	    BMP_HDR_LEN + BMP_FRAME_MAX > SV_BUF - w->len) &&
 	    (rc = sv_walk_flush(w)) != 0)
 		return rc;
 	if ((rc = bmp_enc_entry(w->id, &e, w->buf + w->len, SV_BUF - w->len,

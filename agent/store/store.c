@@ -45,6 +45,12 @@
  * not run out for it), and deeper trees are only not warmed.
  */
 #define STORE_PREFETCH_DEPTH	16
+/*
+ * lstats the prefetch keeps for the planner's store_stat (about 64 bytes
+ * each, 4 MiB at most); past the cap it only warms the inodes.
+ */
+#define STORE_PREFETCH_KEEP	65536
+#define STORE_PREFETCH_BUCKETS	8192	/* hash chains of the kept lstats */
 #define STORE_NS		1000000000LL
 #define STORE_WALK		1	/* store_openat2: walk instead */
 /* Distinct parents a commit fsyncs one by one; more: one syncfs. */
@@ -68,6 +74,11 @@ struct store {
 	struct store_set *set;		/* owned: publish = set state, NULL otherwise */
 	struct store_wb	*wb;		/* owned: write-behind, NULL until first used */
 	struct store_prefetch *prefetch; /* owned: running prefetch, or NULL */
+	/*
+	 * The prefetch walked the whole tree and saw no temp file, and
+	 * nothing changed it since: store_clean_temps has nothing to do.
+	 */
+	bool		 no_temps;
 };
 
 #define STORE_STAT_MISSING	(-2)	/* stat_dir is known not to exist */
@@ -177,14 +188,47 @@ store_ns_to_timespec(int64_t ns, struct timespec *ts)
  * Check path and split it: the parent directory (copied into dir, "" for
  * the root) and a pointer to the final name inside path.
  */
-/* Drop store_stat's cached parent directory (the tree may change). */
+/* Drop store_stat's cached parent directory. */
 static void
-store_stat_forget(struct store *s)
+store_stat_dir_drop(struct store *s)
 {
 	if (s->stat_dirfd >= 0)
 		store_close_fd(s->stat_dirfd);
 	s->stat_dirfd = -1;
 	s->stat_dir[0] = '\0';
+}
+
+static void	store_prefetch_discard(struct store *);
+static bool	store_prefetch_take(struct store *, const char *,
+		    struct local_stat *);
+
+/*
+ * The tree may change: drop store_stat's cached parent directory and
+ * the prefetch's kept lstats (they would no longer be what is there).
+ */
+static void
+store_stat_forget(struct store *s)
+{
+	store_stat_dir_drop(s);
+	store_prefetch_discard(s);
+	s->no_temps = false;
+}
+
+/* st as store_stat reports it. */
+static void
+store_local_of(const struct stat *st, struct local_stat *ret)
+{
+	if (S_ISREG(st->st_mode))
+		ret->type = 'f';
+	else if (S_ISDIR(st->st_mode))
+		ret->type = 'd';
+	else if (S_ISLNK(st->st_mode))
+		ret->type = 'l';
+	else
+		ret->type = '?';
+	ret->size = (int64_t)st->st_size;
+	ret->mtime = (int64_t)st->st_mtim.tv_sec * STORE_NS +
+	    st->st_mtim.tv_nsec;
 }
 
 static int
@@ -539,7 +583,8 @@ store_path(const struct store *s)
  * lstat path (relative, checked, borrowed) beneath the destination into
  * *ret: type 'f', 'd', 'l' or '?', size in bytes, mtime in ns.  Returns
  * 0, BM_ENOENT, BM_EUNSAFE (bad path, or a parent component is a symlink
- * or not a directory), BM_EINVAL (NULL) or BM_EIO (errno kept).
+ * or not a directory), BM_EINVAL (NULL) or BM_EIO (errno kept).  While
+ * a prefetch runs, its lstat of path (if kept) is taken instead.
  * Sandbox: read beneath the destination.
  */
 int
@@ -552,8 +597,10 @@ store_stat(struct store *s, const char *path, struct local_stat *ret)
 
 	if ((rc = store_split(path, dir, &name)) != 0)
 		return rc;
+	if (store_prefetch_take(s, path, ret))
+		return 0;
 	if (s->stat_dirfd == -1 || strcmp(dir, s->stat_dir) != 0) {
-		store_stat_forget(s);
+		store_stat_dir_drop(s);
 		rc = store_opendir(s, dir, false, &dirfd);
 		if (rc != 0 && rc != BM_ENOENT)
 			return rc;
@@ -568,17 +615,7 @@ store_stat(struct store *s, const char *path, struct local_stat *ret)
 		rc = (errno == ENOENT) ? BM_ENOENT : BM_EIO;
 		goto out;
 	}
-	if (S_ISREG(st.st_mode))
-		ret->type = 'f';
-	else if (S_ISDIR(st.st_mode))
-		ret->type = 'd';
-	else if (S_ISLNK(st.st_mode))
-		ret->type = 'l';
-	else
-		ret->type = '?';
-	ret->size = (int64_t)st.st_size;
-	ret->mtime = (int64_t)st.st_mtim.tv_sec * STORE_NS +
-	    st.st_mtim.tv_nsec;
+	store_local_of(&st, ret);
 	rc = 0;
 out:
 	return rc;
@@ -693,6 +730,8 @@ store_file_open(struct store *s, const char *path, int64_t expected_size,
 	}
 	f->dir_dev = st.st_dev;
 	f->dir_ino = st.st_ino;
+	store_prefetch_discard(s);	/* a new temp file: the tree changes */
+	s->no_temps = false;
 	if ((rc = store_tmpfile(f)) != 0)
 		goto out;
 	*ret = f;
@@ -1553,6 +1592,8 @@ store_set_mtime_of(struct store *s, const char *path, int64_t mtime,
 	const char	*name;
 	int		 dirfd = -1, rc;
 
+	store_prefetch_discard(s);	/* an mtime (and maybe a copy) changes */
+	s->no_temps = false;
 	if ((rc = store_parent(s, path, false, &dirfd, &name)) != 0)
 		goto out;
 	store_ns_to_timespec(mtime, &ts[0]);
@@ -1785,6 +1826,7 @@ struct store_tree {
 	int		 skip_below;	/* > 0: directories this deep are not
 					   entered (and no error); 0: the cap is
 					   STORE_MAX_DEPTH, past which BM_ELIMIT */
+	bool		 skipped;	/* a directory was not entered */
 	char		 rel[PATH_MAX];
 };
 
@@ -1877,8 +1919,10 @@ store_tree_one(int dfd, const struct dirent *de, void *arg)
 	if ((rc = at->w->fn(at->w, dfd, de->d_name, type)) != 0 ||
 	    type != DT_DIR)
 		return rc;
-	if (at->w->skip_below > 0 && at->depth + 1 >= at->w->skip_below)
+	if (at->w->skip_below > 0 && at->depth + 1 >= at->w->skip_below) {
+		at->w->skipped = true;
 		return 0;
+	}
 	return store_tree_subdir(at->w, dfd, de->d_name, at->depth);
 }
 
@@ -1982,6 +2026,11 @@ store_clean_temps_except(struct store *s, const char *const *keep,
 	struct store_clean *c;
 	int		 rc;
 
+	if (s->no_temps) {
+		if (ret_n != NULL)
+			*ret_n = 0;
+		return 0;
+	}
 	store_stat_forget(s);
 
 	if ((c = calloc(1, sizeof(*c))) == NULL)
@@ -2002,9 +2051,20 @@ store_clean_temps_except(struct store *s, const char *const *keep,
  * destination tree (STORE_PREFETCH_DEPTH levels deep) while the run lists
  * upstream, so that the planner's store_stat calls, one per listed file,
  * find the inodes in the kernel's cache instead of reading them from disk
- * one after another.  It only reads; it stops at its stop flag, checked
- * at every entry.
+ * one after another.  It keeps what it saw (up to STORE_PREFETCH_KEEP
+ * entries, not directories) and store_stat takes a kept lstat instead of
+ * making a second one: the destination is lstat'ed once per run.  The
+ * kept lstats go at the first change to the tree (store_stat_forget) and
+ * at the stop.  A walk of the whole tree that saw no temp file, with no
+ * change meanwhile, spares store_clean_temps its own walk (no_temps).  It only reads; it stops at its stop flag, checked at
+ * every entry.
  */
+struct store_pf_ent {
+	struct store_pf_ent *next;	/* owned: the hash chain */
+	struct local_stat st;
+	char		 path[];	/* relative, as store_stat is asked */
+};
+
 struct store_prefetch {
 	struct store_tree w;		/* first: fn casts back */
 	int		 fd;		/* owned: the destination, for the thread */
@@ -2012,7 +2072,121 @@ struct store_prefetch {
 	atomic_bool	 stop;
 	size_t		 n;		/* entries looked at, read after the join */
 	int		 rc;		/* the walk's result, read after the join */
+	pthread_mutex_t	 mu;		/* guards keep, nkept, discarded */
+	struct store_pf_ent **keep;	/* owned: STORE_PREFETCH_BUCKETS chains,
+					   NULL when none could be allocated */
+	size_t		 nkept;		/* entries in keep */
+	size_t		 nadded;	/* the thread's: entries it put in keep,
+					   <= STORE_PREFETCH_KEEP */
+	bool		 discarded;	/* the tree changed: keep nothing more */
+	bool		 joined;	/* store_prefetch_wait joined the thread */
+	size_t		 ntemps;	/* temp files seen, read after the join */
 };
+
+/* FNV-1a of a path: its chain in keep. */
+static size_t
+store_pf_hash(const char *path)
+{
+	uint32_t	 h = 2166136261u;
+
+	for (; *path != '\0'; path++)
+		h = (h ^ (uint8_t)*path) * 16777619u;
+	return h % STORE_PREFETCH_BUCKETS;
+}
+
+/* Keep the lstat st of w->rel/name (a full keep or no memory: skipped). */
+static void
+store_pf_keep(struct store_prefetch *pf, const char *name,
+    const struct stat *st)
+{
+	struct store_pf_ent *e;
+	size_t		 dl = strlen(pf->w.rel), nl = strlen(name), b;
+
+	if (pf->keep == NULL || pf->nadded >= STORE_PREFETCH_KEEP ||
+	    (e = malloc(sizeof(*e) + dl + 1 + nl + 1)) == NULL)
+		return;
+	pf->nadded++;
+	memcpy(e->path, pf->w.rel, dl);
+	if (dl > 0)
+		e->path[dl++] = '/';
+	memcpy(e->path + dl, name, nl + 1);
+	store_local_of(st, &e->st);
+	b = store_pf_hash(e->path);
+	(void)pthread_mutex_lock(&pf->mu);
+	if (pf->discarded) {
+		(void)pthread_mutex_unlock(&pf->mu);
+		free(e);
+		return;
+	}
+	e->next = pf->keep[b];
+	pf->keep[b] = e;
+	pf->nkept++;
+	(void)pthread_mutex_unlock(&pf->mu);
+}
+
+/* Free every kept lstat and keep no more (pf->mu held, or no thread). */
+static void
+store_pf_free_kept(struct store_prefetch *pf)
+{
+	struct store_pf_ent *e, *next;
+	size_t		 b;
+
+	pf->discarded = true;
+	if (pf->keep == NULL)
+		return;
+	for (b = 0; b < STORE_PREFETCH_BUCKETS; b++) {
+		for (e = pf->keep[b]; e != NULL; e = next) {
+			next = e->next;
+			free(e);
+		}
+		pf->keep[b] = NULL;
+	}
+	pf->nkept = 0;
+}
+
+/* The tree changes: the kept lstats are dropped (no-op without one). */
+static void
+store_prefetch_discard(struct store *s)
+{
+	struct store_prefetch *pf = s->prefetch;
+
+	if (pf == NULL || pf->keep == NULL)
+		return;
+	(void)pthread_mutex_lock(&pf->mu);
+	store_pf_free_kept(pf);
+	(void)pthread_mutex_unlock(&pf->mu);
+}
+
+/*
+ * store_stat's look-up: true with *ret filled when the prefetch kept an
+ * lstat of path (taken out: a second store_stat of it lstats again).
+ */
+static bool
+store_prefetch_take(struct store *s, const char *path,
+    struct local_stat *ret)
+{
+	struct store_prefetch *pf = s->prefetch;
+	struct store_pf_ent **pp, *e = NULL;
+
+	if (pf == NULL || pf->keep == NULL)
+		return false;
+	(void)pthread_mutex_lock(&pf->mu);
+	for (pp = &pf->keep[store_pf_hash(path)]; *pp != NULL;
+	    pp = &(*pp)->next) {
+		if (strcmp((*pp)->path, path) == 0) {
+			e = *pp;
+			*pp = e->next;
+			pf->nkept--;
+			break;
+		}
+	}
+	(void)pthread_mutex_unlock(&pf->mu);
+	if (e == NULL)
+		return false;
+	*ret = e->st;
+	free(e);
+	return true;
+}
 
 static int
 store_prefetch_entry(struct store_tree *w, int dfd, const char *name,
@@ -2024,9 +2198,14 @@ store_prefetch_entry(struct store_tree *w, int dfd, const char *name,
 	if (atomic_load_explicit(&pf->stop, memory_order_relaxed))
 		return BM_EINTR;
 	pf->n++;
+	if (type != DT_DIR &&
+	    strncmp(name, STORE_TMP_PREFIX, STORE_PREFIX_LEN) == 0)
+		pf->ntemps++;
 	/* A directory's inode is read by the walk's openat. */
-	if (type != DT_DIR)
-		(void)fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+	if (type != DT_DIR &&
+	    fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !S_ISDIR(st.st_mode))
+		store_pf_keep(pf, name, &st);
 	return 0;
 }
 
@@ -2043,7 +2222,9 @@ store_prefetch_main(void *arg)
  * Start the prefetch of the destination's metadata on a thread of its own
  * (see struct store_prefetch); a store has at most one, and a second
  * start is a no-op.  Stop it with store_prefetch_stop() (store_close does
- * too).  It only speeds up later store_stat calls: a failure to start is
+ * too).  Until then, or the first change to the tree, store_stat takes
+ * the lstats it kept.  It only speeds up later store_stat calls (what they
+ * return is the same, lstat'ed a little earlier): a failure to start is
  * returned (BM_ENOMEM, BM_EIO with errno kept, or BM_ELIMIT when no
  * thread could be created) but changes nothing else.
  * Sandbox: read directories and lstat entries beneath the destination.
@@ -2062,19 +2243,49 @@ store_prefetch_start(struct store *s)
 	pf->w.all = false;
 	pf->w.skip_below = STORE_PREFETCH_DEPTH;
 	atomic_init(&pf->stop, false);
-	if ((pf->fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) == -1) {
+	/* Without room to keep lstats it still warms the inodes. */
+	pf->keep = calloc(STORE_PREFETCH_BUCKETS, sizeof(*pf->keep));
+	if ((err = pthread_mutex_init(&pf->mu, NULL)) != 0) {
+		free(pf->keep);
 		free(pf);
+		errno = err;
+		return BM_ELIMIT;
+	}
+	if ((pf->fd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0)) == -1) {
+		err = errno;
+		(void)pthread_mutex_destroy(&pf->mu);
+		free(pf->keep);
+		free(pf);
+		errno = err;
 		return BM_EIO;
 	}
 	if ((err = pthread_create(&pf->thread, NULL, store_prefetch_main,
 	    pf)) != 0) {
 		store_close_fd(pf->fd);
+		(void)pthread_mutex_destroy(&pf->mu);
+		free(pf->keep);
 		free(pf);
 		errno = err;
 		return BM_ELIMIT;
 	}
 	s->prefetch = pf;
 	return 0;
+}
+
+/*
+ * Wait for the prefetch's walk to end (no-op without one); unlike
+ * store_prefetch_stop() the lstats it kept stay for store_stat until the
+ * stop or the next change to the tree.  Sandbox: none.
+ */
+void
+store_prefetch_wait(struct store *s)
+{
+	struct store_prefetch *pf = s->prefetch;
+
+	if (pf == NULL || pf->joined)
+		return;
+	(void)pthread_join(pf->thread, NULL);
+	pf->joined = true;
 }
 
 /*
@@ -2098,11 +2309,18 @@ store_prefetch_stop(struct store *s, bool finish, size_t *ret_n)
 		return 0;
 	if (!finish)
 		atomic_store(&pf->stop, true);
-	(void)pthread_join(pf->thread, NULL);
+	if (!pf->joined)
+		(void)pthread_join(pf->thread, NULL);
 	store_close_fd(pf->fd);
 	if (ret_n != NULL)
 		*ret_n = pf->n;
 	rc = pf->rc;
+	/* discarded: the tree changed while it walked. */
+	s->no_temps = rc == 0 && !pf->w.skipped && pf->ntemps == 0 &&
+	    !pf->discarded;
+	store_pf_free_kept(pf);
+	free(pf->keep);
+	(void)pthread_mutex_destroy(&pf->mu);
 	free(pf);
 	s->prefetch = NULL;
 	return rc;
@@ -2951,6 +3169,7 @@ store_set_publish(struct store *s, int64_t *ret_id)
 
 	if (set == NULL || set->run <= 0 || set->working < 0)
 		return BM_EINVAL;
+	s->no_temps = false;	/* a temp link is made */
 	if ((rc = set_target(set, set->working, target, sizeof(target))) != 0)
 		return rc;
 	if (syncfs(s->fd) == -1)

@@ -63,11 +63,17 @@ int	store_stat(struct store *s, const char *path, struct local_stat *ret);
  * every entry of the tree (never through a symlink; 16 directory levels
  * deep, one open directory per level) while the run lists
  * upstream, so that the planner's store_stat calls do not each wait for a
- * disk read.  Read-only; at most one per store; a second start is a
- * no-op.  Returns 0, BM_ENOMEM, BM_EIO or BM_ELIMIT (no thread); a failure
+ * disk read; until the stop or the first change to the tree, store_stat
+ * takes the lstat it kept (up to 65,536) instead of making a second one.
+ * Read-only; at most one per store; a second start is a no-op.  Returns 0, BM_ENOMEM, BM_EIO or BM_ELIMIT (no thread); a failure
  * only loses the speed-up.
  */
 int	store_prefetch_start(struct store *s);
+/*
+ * Wait for the prefetch's walk to end, keeping its lstats for store_stat
+ * (no-op when none runs).
+ */
+void	store_prefetch_wait(struct store *s);
 /*
  * Stop the prefetch (with finish: once it has walked the whole tree) and
  * join its thread; *ret_n (may be NULL) gets the entries it looked at.
@@ -198,6 +204,8 @@ int	store_delete(struct store *s, const char *path);
 /*
  * Remove every temp file left by a killed run (names starting with
  * STORE_TMP_PREFIX) anywhere in the tree; *ret_n counts them (may be NULL).
+ * Nothing is walked when the last prefetch walked the whole tree, saw no
+ * temp file, and nothing has changed the tree since.
  */
 int	store_clean_temps(struct store *s, size_t *ret_n);
 /*

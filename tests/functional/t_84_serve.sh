@@ -103,6 +103,29 @@ assert_eq "$(wc -l < "$T/got.list")" 2011 "entries"
 $CL list $H "$PORT" pub sub > "$T/sub.list" || fail "list sub"
 grep -q "^d	0	.*	deeper	$" "$T/sub.list" || fail "paths relative to LIST's"
 
+echo "# LIST writes its entries as the walk goes, 32 KiB at a time"
+# 2,011 entries, about 90 KB: one send after the whole walk before.
+SPORT2=$(free_port)
+sed "s/^listen = .*/listen = $H:$SPORT2/" "$T/bm.conf" > "$T/bm2.conf"
+strace -f -e trace=sendto -o "$T/list.strace" \
+    "$BM" -c "$T/bm2.conf" serve > "$T/servel.log" 2>&1 &
+LPID=$!
+BM_SERVERS="$BM_SERVERS serve:$LPID:$T"
+$CL wait $H "$SPORT2" || { cat "$T/servel.log"; fail "serve (strace)"; }
+$CL list $H "$SPORT2" pub "" > "$T/list2.out" || fail "list (strace)"
+cmp -s "$T/list.out" "$T/list2.out" || fail "the listing differs"
+kill -TERM "$LPID"
+wait "$LPID"
+chunks=$(python3 - "$T/list.strace" <<'PYEOF'
+import re, sys
+lens = [int(m.group(1)) for m in
+        (re.search(r', (\d+), MSG_', l) for l in open(sys.argv[1])) if m]
+print(sum(32768 <= n <= 32768 + 5 + 65536 for n in lens),
+      sum(n > 32768 + 5 + 65536 for n in lens))
+PYEOF
+)
+assert_eq "$chunks" "2 0" "sends of 32 KiB or a frame more, none larger"
+
 echo "# GET: 2,000 small files over 4 data connections, a range, a miss"
 (cd "$T/up" && ls many | sed 's|^|many/|') > "$T/many.txt"
 # shellcheck disable=SC2046

@@ -786,6 +786,89 @@ test_prefetch(struct ctx *c, const char *tag)
 	is_int(store_prefetch_start(c->s), 0, "%s: left running", tag);
 }
 
+/*
+ * The prefetch's lstats stand in for the planner's: store_stat takes the
+ * one kept (changed behind its back, it still reports the size the walk
+ * saw), once; a change through the store drops them all.
+ */
+static void
+test_prefetch_keep(struct ctx *c, const char *tag)
+{
+	struct local_stat st;
+	char		 p[PATH_MAX];
+	int		 rc;
+
+	is_int(store_mkdirs(c->s, "pk"), 0, "%s: mkdirs pk", tag);
+	pathf(p, c, "pk/a");
+	put_file(p, "x");
+	pathf(p, c, "pk/b");
+	put_file(p, "x");
+	is_int(store_prefetch_start(c->s), 0, "%s: keep: start", tag);
+	store_prefetch_wait(c->s);
+	store_prefetch_wait(c->s);
+	pathf(p, c, "pk/a");
+	put_file(p, "xyz");
+	pathf(p, c, "pk/b");
+	put_file(p, "xyz");
+	rc = store_stat(c->s, "pk/a", &st);
+	ok(rc == 0 && st.type == 'f' && st.size == 1,
+	    "%s: keep: the walk's lstat of pk/a (%d, %lld)", tag, rc,
+	    (long long)st.size);
+	rc = store_stat(c->s, "pk/a", &st);
+	ok(rc == 0 && st.size == 3, "%s: keep: taken once, then lstat'ed "
+	    "(%d, %lld)", tag, rc, (long long)st.size);
+	is_int(store_mkdirs(c->s, "pk/c"), 0, "%s: keep: a change", tag);
+	rc = store_stat(c->s, "pk/b", &st);
+	ok(rc == 0 && st.size == 3, "%s: keep: dropped by the change "
+	    "(%d, %lld)", tag, rc, (long long)st.size);
+	is_int(store_prefetch_stop(c->s, false, NULL), 0, "%s: keep: stop "
+	    "after the wait", tag);
+	is_int(store_prefetch_start(c->s), 0, "%s: keep: again", tag);
+	store_prefetch_wait(c->s);
+	is_int(store_prefetch_stop(c->s, true, NULL), 0, "%s: keep: stop",
+	    tag);
+	pathf(p, c, "pk/b");
+	put_file(p, "x");
+	rc = store_stat(c->s, "pk/b", &st);
+	ok(rc == 0 && st.size == 1, "%s: keep: none after the stop "
+	    "(%d, %lld)", tag, rc, (long long)st.size);
+}
+
+/*
+ * A prefetch that walked the whole tree and saw no temp file spares
+ * store_clean_temps its walk until the tree changes; one that saw a temp
+ * file does not.
+ */
+static void
+test_prefetch_temps(struct ctx *c, const char *tag)
+{
+	char	 p[PATH_MAX];
+	size_t	 n = 99;
+	int	 rc;
+
+	is_int(store_mkdirs(c->s, "pt"), 0, "%s: temps: mkdirs pt", tag);
+	is_int(store_clean_temps(c->s, &n), 0, "%s: temps: none left", tag);
+	pathf(p, c, "pt/" STORE_TMP_PREFIX "0000aaaa");
+	put_file(p, "killed run");
+	is_int(store_prefetch_start(c->s), 0, "%s: temps: start", tag);
+	is_int(store_prefetch_stop(c->s, true, NULL), 0, "%s: temps: stop",
+	    tag);
+	rc = store_clean_temps(c->s, &n);
+	ok(rc == 0 && n == 1 && !exists(p),
+	    "%s: temps: the one the walk saw removed (%zu)", tag, n);
+	is_int(store_prefetch_start(c->s), 0, "%s: temps: again", tag);
+	is_int(store_prefetch_stop(c->s, true, NULL), 0, "%s: temps: stop "
+	    "again", tag);
+	put_file(p, "behind the store's back");
+	rc = store_clean_temps(c->s, &n);
+	ok(rc == 0 && n == 0 && exists(p),
+	    "%s: temps: no walk after a walk that saw none (%zu)", tag, n);
+	is_int(store_mkdirs(c->s, "pt/q"), 0, "%s: temps: a change", tag);
+	rc = store_clean_temps(c->s, &n);
+	ok(rc == 0 && n == 1 && !exists(p),
+	    "%s: temps: walked after the change (%zu)", tag, n);
+}
+
 static void
 test_delete_mtime(struct ctx *c, const char *tag)
 {
@@ -1315,6 +1398,8 @@ run_suite(const char *tag)
 	test_planted(&c, tag);
 	test_hostile_paths(&c, tag);
 	test_abort_clean(&c, tag);
+	test_prefetch_keep(&c, tag);
+	test_prefetch_temps(&c, tag);
 	test_prefetch(&c, tag);
 	test_delete_mtime(&c, tag);
 	test_symlink(&c, tag);
