@@ -78,3 +78,26 @@ json.loads(raw.decode("utf-8", errors="strict"),
            parse_constant=lambda c: sys.exit("bad constant " + c))' "$1" ||
 	    fail "not valid JSON: $1"
 }
+
+# rss_run WHAT SOURCE DEST ARGS...: one ad-hoc biomirror run (--json) under
+# time(1), with its own state dir; its peak RSS (KiB) is echoed, after
+# the --json peak_rss_kib was checked against it.
+rss_run() {
+	local what=$1 src=$2 dest=$3 max kib
+	shift 3
+	/usr/bin/time -f %M -o "$T/maxrss" "$BM" --state-dir "$T/state.$what" \
+	    --json "$@" --source "$src" --dest "$dest" > "$T/last.out" \
+	    2> "$T/last.err" || fail "$what: exit $? ($(tail -3 "$T/last.err"))"
+	max=$(tail -n 1 "$T/maxrss")
+	kib=$(jfield peak_rss_kib) || fail "$what: no peak_rss_kib in --json"
+	[ "$kib" -gt 0 ] && [ "$kib" -le "$max" ] ||
+	    fail "$what: peak_rss_kib $kib, time(1) says $max"
+	echo "$max"
+}
+
+# rss_baseline: the peak RSS (KiB) of a no-change run of ${NGINX_URL}empty/
+# into $T/mirror/empty (the second of two runs: the first makes the state).
+rss_baseline() {
+	rss_run empty "${NGINX_URL}empty/" "$T/mirror/empty" sync > /dev/null &&
+	    rss_run empty "${NGINX_URL}empty/" "$T/mirror/empty" sync
+}

@@ -32,27 +32,11 @@ mkdir -p "$T/up/flat" "$T/up/empty" || fail "mkdir"
 touch -d '2020-01-02 03:04' "$T/up/flat"
 start_nginx "$T/up" "autoindex_format json;"
 
-# run WHAT SOURCE DEST ARGS...: one biomirror under time(1); its peak RSS
-# (KiB) is echoed, after the --json peak_rss_kib was checked against it.
-run() {
-	local what=$1 src=$2 dest=$3 max kib
-	shift 3
-	/usr/bin/time -f %M -o "$T/maxrss" "$BM" --state-dir "$T/state.$what" \
-	    --json "$@" --source "$src" --dest "$dest" > "$T/last.out" \
-	    2> "$T/last.err" || fail "$what: exit $? ($(tail -3 "$T/last.err"))"
-	max=$(tail -n 1 "$T/maxrss")
-	kib=$(jfield peak_rss_kib) || fail "$what: no peak_rss_kib in --json"
-	[ "$kib" -gt 0 ] && [ "$kib" -le "$max" ] ||
-	    fail "$what: peak_rss_kib $kib, time(1) says $max"
-	echo "$max"
-}
-
 mkdir -p "$T/mirror/empty" || fail "mkdir"
-base=$(run empty "${NGINX_URL}empty/" "$T/mirror/empty" sync) || exit 1
-base=$(run empty "${NGINX_URL}empty/" "$T/mirror/empty" sync) || exit 1
+base=$(rss_baseline) || exit 1
 echo "# empty tree, no change: max RSS $base KiB"
 
-peak=$(run flat "${NGINX_URL}flat/" "$T/mirror/flat" sync) || exit 1
+peak=$(rss_run flat "${NGINX_URL}flat/" "$T/mirror/flat" sync) || exit 1
 assert_eq "$(jfield listed)" "$N" "cold: listed"
 assert_eq "$(jfield fetched)" "$N" "cold: fetched"
 assert_eq "$(ls "$T/mirror/flat" | wc -l)" "$N" "cold: files in the mirror"
