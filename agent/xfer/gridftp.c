@@ -105,6 +105,15 @@ struct gsess {
 	struct gchan	*ch;		/* owned: nch data connections, room
 					   for GS_STREAMS_MAX */
 	size_t		 nch;
+	size_t		 nclosed;	/* of this transfer's, closed after
+					   their EOD (their slots stay taken
+					   while a pjob waits) */
+	bool		 ul_parked;	/* ul out of the UDT poll set: no
+					   slot for a new connection yet */
+	bool		 no_pipe;	/* the server closed a data connection
+					   after a file: no more pipelining
+					   (each new connection is then the
+					   job in hand's alone) */
 	char		 in[GS_INBUF];
 	size_t		 inlen;
 	char		 out[GS_OUTBUF];
@@ -851,6 +860,11 @@ sess_xfer_reset(struct gsess *s)
 			chan_kill(s, c);	/* read each pass all the same */
 		c->parked = false;
 	}
+	s->nclosed = 0;
+	/* Not polled, it is still accepted on each pass (sess_accept). */
+	if (s->ul_parked)
+		(void)udt_poll_add(s->g->up, s->ul);
+	s->ul_parked = false;
 	s->eof = s->done_reply = false;
 	s->eods = s->neod = 0;
 	s->nrg = 0;
@@ -992,8 +1006,9 @@ sess_pipe(struct gsess *s)
 	const char	*p;
 	char		 host[sizeof(g->host)], *path;
 
-	if (s->pjob != NULL || s->job == NULL || s->job->kind !=
-	    XFER_JOB_FILE || (s->state != GS_RETR && s->state != GS_XFER) ||
+	if (s->pjob != NULL || s->no_pipe || s->job == NULL ||
+	    s->job->kind != XFER_JOB_FILE || (s->state != GS_RETR &&
+	    s->state != GS_XFER) ||
 	    g->qhead == NULL || !pipeable(j = g->qhead->job))
 		return;
 	/* A URL no command can carry is sess_take's to report. */
@@ -1063,8 +1078,10 @@ sess_job_done(struct gsess *s)
 	j->res.net = s->udt ? XFER_NET_UDT : XFER_NET_TCP;
 	job_end(s->g, j, 0, XFER_OK, "%s", "");
 	for (i = 0; i < s->nch; i++)
-		if (s->ch[i].close_after)
+		if (s->ch[i].close_after) {
 			chan_kill(s, &s->ch[i]); /* the server opens a new one */
+			s->no_pipe = true;
+		}
 	sess_next(s);
 }
 
@@ -1446,8 +1463,28 @@ chan_add(struct gsess *s, int fd, udt_sock *u)
 }
 
 /*
+ * Room for another data connection?  While a job waits pipelined, the
+ * slots of those closed after their EOD stay taken, and once the file
+ * in hand has all its EODs there is none: a new connection then is the
+ * next file's (the server opens it for the next RETR), and waits
+ * unaccepted until the file in hand ends.  (XXX: a server that opens
+ * fewer than par connections for a file and more for the next one,
+ * before the first's last EOD, would still be mistaken.)
+ */
+static bool
+sess_room(const struct gsess *s)
+{
+	/* The file in hand has all its EODs: it takes no more. */
+	if (s->pjob != NULL && s->eof && s->neod >= s->eods)
+		return false;
+	return s->nch + (s->pjob != NULL ? s->nclosed : 0) < s->par;
+}
+
+/*
  * Accept the server's data connections, from its address only, up to
- * the parallelism asked for: TCP on s->lfd, UDT on s->ul.
+ * the parallelism asked for: TCP on s->lfd, UDT on s->ul.  With a job
+ * pipelined and no room, none (the UDT listener leaves the poll set
+ * until sess_xfer_reset()).
  */
 static void
 sess_accept(struct gsess *s)
@@ -1457,6 +1494,15 @@ sess_accept(struct gsess *s)
 	udt_sock	*u;
 	int		 fd;
 
+	/* A connection closed in this pass leaves its slot now. */
+	chan_sweep(s);
+	if (s->pjob != NULL && !sess_room(s)) {
+		if (s->ul != NULL && !s->ul_parked) {
+			udt_poll_del(s->g->up, s->ul);
+			s->ul_parked = true;
+		}
+		return;
+	}
 	while (s->lfd != -1 && (fd = accept4(s->lfd, (struct sockaddr *)&a,
 	    &al, SOCK_NONBLOCK | SOCK_CLOEXEC)) != -1) {
 		/* Not the server, or one too many: never read. */
@@ -1774,6 +1820,10 @@ chan_read(struct gsess *s, struct gchan *c)
 		if ((r = chan_recv(s, c, why, sizeof(why))) == 0)
 			return;
 		if (r < 0) {
+			if (xfer && c->eod && c->left == 0) {
+				s->nclosed++;
+				s->no_pipe = true;
+			}
 			if (!xfer || (c->eod && c->left == 0))
 				chan_kill(s, c);
 			else
@@ -1890,7 +1940,7 @@ gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
 				fds[n].events |= POLLOUT;
 			fds[n++].revents = 0;
 		}
-		if (s->lfd != -1 && s->nch < s->par && n < max) {
+		if (s->lfd != -1 && sess_room(s) && n < max) {
 			fds[n].fd = s->lfd;
 			fds[n].events = POLLIN;
 			fds[n++].revents = 0;

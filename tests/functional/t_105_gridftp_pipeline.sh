@@ -13,7 +13,12 @@
 #  2. a cut (data connection closed mid-file, 426) on a file with another
 #     pipelined behind it: that session ends, the job behind it goes to a
 #     session again (no failure counted), the cut file is retried: exit 0,
-#     identical.
+#     identical;
+#  3. every 1.5 MiB file ends with EOF|EOD|CLOSE and its data connection:
+#     the connection the server opens for the RETR pipelined behind is
+#     that file's, not the one in hand's (the session then pipelines no
+#     more): exit 0, identical (no bytes of one file in another), no
+#     retry.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -69,4 +74,11 @@ assert_trees_equal "$T/up" "$T/mirror"
 assert_eq "$(modeefault_stat 's["faults"]["b3.bin cut"]')" 1 "cut fired"
 assert_eq "$(modeefault_stat 's["retrs"]["b3.bin"]')" 2 "RETRs of b3.bin"
 expect_counts "$nfiles" 0 0 0
+
+echo "# 3. a new data connection per file (CLOSE) behind a pipelined RETR"
+run_case 0 $(for i in 1 2 3 4 5 6 7 8; do printf -- '--fault b%d.bin=close ' "$i"; done)
+assert_trees_equal "$T/up" "$T/mirror"
+expect_counts "$nfiles" 0 0 0
+assert_eq "$(modeefault_stat 'sum(s["retrs"].values())')" "$nfiles" "RETRs (no retry)"
+assert_eq "$(modeefault_stat 'sum(v for k, v in s["faults"].items() if k.endswith(" close"))')" 8 "closes fired"
 echo PASS
