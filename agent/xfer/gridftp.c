@@ -146,6 +146,8 @@ struct gridftp {
 	socklen_t	 addrlen;
 	struct gsess	*sess;		/* owned: sessions */
 	size_t		 nsess, cap;	/* live sessions, most allowed */
+	size_t		 others;	/* the host's connections outside the
+					   engine, at the last gridftp_run() */
 	bool		 refused;	/* the server refused MODE E set-up, or
 					   FEAT showed no GridFTP: no jobs */
 	bool		 probing;	/* FEAT not judged yet: FEAT jobs only,
@@ -996,7 +998,9 @@ pipeable(const struct xfer_job *j)
  * when that job needs no other command (pipeable): the server queues it
  * and starts it on the same data connections as soon as its 226 is out,
  * a round trip sooner than a RETR sent after the 226 came (GFD.20's
- * data-channel caching; globus-url-copy -pp).  One job deep.
+ * data-channel caching; globus-url-copy -pp).  One job deep, and only
+ * when no new session may open for it: a session of its own carries it
+ * faster (UDT: its own congestion control).
  */
 static void
 sess_pipe(struct gsess *s)
@@ -1006,7 +1010,8 @@ sess_pipe(struct gsess *s)
 	const char	*p;
 	char		 host[sizeof(g->host)], *path;
 
-	if (s->pjob != NULL || s->no_pipe || s->job == NULL ||
+	if (s->pjob != NULL || s->no_pipe || g->nsess + g->others < g->cap ||
+	    s->job == NULL ||
 	    s->job->kind != XFER_JOB_FILE || (s->state != GS_RETR &&
 	    s->state != GS_XFER) ||
 	    g->qhead == NULL || !pipeable(j = g->qhead->job))
@@ -2069,6 +2074,7 @@ gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
 	int		 rc;
 
 	*ret_n = 0;
+	g->others = others;
 	/*
 	 * Idle sessions give their connections back while other transfers
 	 * to the host run and no job waits here: max_connections is one
