@@ -985,6 +985,18 @@ sess_take(struct gsess *s)
 	}
 }
 
+/* Is a session idle, or logging in with no job: one to take the next? */
+static bool
+sess_free_one(const struct gridftp *g)
+{
+	const struct gsess *t;
+
+	for (t = g->sess; t != NULL; t = t->next)
+		if (t->state != GS_DEAD && t->job == NULL)
+			return true;
+	return false;
+}
+
 /* May job go right behind another's RETR: a whole file, RETR alone? */
 static bool
 pipeable(const struct xfer_job *j)
@@ -999,8 +1011,8 @@ pipeable(const struct xfer_job *j)
  * and starts it on the same data connections as soon as its 226 is out,
  * a round trip sooner than a RETR sent after the 226 came (GFD.20's
  * data-channel caching; globus-url-copy -pp).  One job deep, and only
- * when no new session may open for it: a session of its own carries it
- * faster (UDT: its own congestion control).
+ * when no other session is free or may open for it: a session of its
+ * own carries it sooner (UDT: with its own congestion control).
  */
 static void
 sess_pipe(struct gsess *s)
@@ -1011,7 +1023,7 @@ sess_pipe(struct gsess *s)
 	char		 host[sizeof(g->host)], *path;
 
 	if (s->pjob != NULL || s->no_pipe || g->nsess + g->others < g->cap ||
-	    s->job == NULL ||
+	    sess_free_one(g) || s->job == NULL ||
 	    s->job->kind != XFER_JOB_FILE || (s->state != GS_RETR &&
 	    s->state != GS_XFER) ||
 	    g->qhead == NULL || !pipeable(j = g->qhead->job))

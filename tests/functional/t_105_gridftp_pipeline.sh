@@ -18,7 +18,9 @@
 #     the connection the server opens for the RETR pipelined behind is
 #     that file's, not the one in hand's (the session then pipelines no
 #     more): exit 0, identical (no bytes of one file in another), no
-#     retry.
+#     retry;
+#  4. max_connections 8 = concurrency 8: no RETR pipelined (a session of
+#     its own is sooner), more than 2 sessions.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -39,8 +41,8 @@ run_case() {
 	rm -rf "$T/mirror" "$T/state"
 	start_modeefault "$T/up" --await-pipeline 2 "$@"
 	write_conf "$MODEEFAULT_URL"
-	printf 'ftp_mode = extended\nstreams = 1\nretries = 2\nmax_connections = 2\n' \
-	    >> "$T/bm.conf"
+	printf 'ftp_mode = extended\nstreams = 1\nretries = 2\nmax_connections = %s\n' \
+	    "${CASE_SESS:-2}" >> "$T/bm.conf"
 	assert_exit "$want" bm --json sync --stall-timeout 5 up
 	no_temps "$T/mirror"
 }
@@ -81,4 +83,10 @@ assert_trees_equal "$T/up" "$T/mirror"
 expect_counts "$nfiles" 0 0 0
 assert_eq "$(modeefault_stat 'sum(s["retrs"].values())')" "$nfiles" "RETRs (no retry)"
 assert_eq "$(modeefault_stat 'sum(v for k, v in s["faults"].items() if k.endswith(" close"))')" 8 "closes fired"
+
+echo "# 4. as many sessions allowed as files in flight: none pipelined"
+CASE_SESS=8 run_case 0
+assert_trees_equal "$T/up" "$T/mirror"
+assert_eq "$(modeefault_stat 's["pipelined_retrs"]')" 0 "RETRs pipelined"
+[ "$(modeefault_stat 's["mode_e"]')" -gt 2 ] || fail "at most 2 MODE E sessions"
 echo PASS
