@@ -326,8 +326,9 @@ listed_sha256(const struct sfile *f, char *buf, size_t len)
 }
 
 /*
- * A listing's mtime to the ns and the SHA-256 stated for f go with each
- * job of f (bm checks the one and makes both part of its validator).
+ * A listing's mtime (to the ns; to the second) and the SHA-256 stated
+ * for f go with each job of f (bm checks the one and makes both part of
+ * its validator; GridFTP takes the other for MDTM's time).
  */
 static void
 job_listed_mtime(struct xfer_job *j, const struct sfile *f)
@@ -336,6 +337,8 @@ job_listed_mtime(struct xfer_job *j, const struct sfile *f)
 
 	j->listed_ns = a->fs.listed.prec == MTIME_NS;
 	j->listed_mtime = j->listed_ns ? a->fs.listed.mtime : 0;
+	j->listed_sec = a->fs.listed.prec >= MTIME_SECOND;
+	j->listed_secs = j->listed_sec ? a->fs.listed.mtime / NS : 0;
 	listed_sha256(f, j->listed_sha256, sizeof(j->listed_sha256));
 }
 

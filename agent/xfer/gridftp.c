@@ -78,6 +78,12 @@ struct gchan {
 	bool		 payload;	/* this block's payload is file data */
 	bool		 eod;		/* EOD seen in this transfer */
 	bool		 close_after;	/* ... with CLOSE: the server closes it */
+	bool		 parked;	/* EOD read and the next file's RETR
+					   sent: unread (and out of the UDT
+					   poll set) until that file starts */
+	uint8_t		*stash;		/* owned: bytes read after this file's
+					   EOD (the next file's), NULL none */
+	size_t		 nstash;
 };
 
 /* Byte ranges of the file in hand, [a, b), sorted, apart. */
@@ -89,6 +95,8 @@ struct gsess {
 	struct gridftp	*g;
 	enum gs_state	 state;
 	enum gs_step	 step;
+	enum gs_step	 batch_end;	/* login commands up to this step went
+					   at once after PASS (ST_USER: none) */
 	enum gs_jstep	 jstep;
 	int		 ctl, lfd;	/* control, TCP listener; -1 none */
 	udt_sock	*ul;		/* owned: UDT listener, NULL if none */
@@ -97,12 +105,24 @@ struct gsess {
 	struct gchan	*ch;		/* owned: nch data connections, room
 					   for GS_STREAMS_MAX */
 	size_t		 nch;
+	size_t		 nclosed;	/* of this transfer's, closed after
+					   their EOD (their slots stay taken
+					   while a pjob waits) */
+	bool		 ul_parked;	/* ul out of the UDT poll set: no
+					   slot for a new connection yet */
+	bool		 no_pipe;	/* the server closed a data connection
+					   after a file: no more pipelining
+					   (each new connection is then the
+					   job in hand's alone) */
 	char		 in[GS_INBUF];
 	size_t		 inlen;
 	char		 out[GS_OUTBUF];
 	size_t		 outlen, outoff;
 	struct xfer_job	*job;		/* borrowed: the job in hand */
 	char		*path;		/* owned: the job's decoded path */
+	struct xfer_job	*pjob;		/* borrowed: the next job, its RETR sent
+					   behind job's (sess_pipe); NULL none */
+	char		*ppath;		/* owned: pjob's decoded path */
 	int64_t		 deadline;	/* monotonic ns: connect or stall */
 	/* The transfer in progress. */
 	bool		 eof, done_reply;
@@ -126,6 +146,8 @@ struct gridftp {
 	socklen_t	 addrlen;
 	struct gsess	*sess;		/* owned: sessions */
 	size_t		 nsess, cap;	/* live sessions, most allowed */
+	size_t		 others;	/* the host's connections outside the
+					   engine, at the last gridftp_run() */
 	bool		 refused;	/* the server refused MODE E set-up, or
 					   FEAT showed no GridFTP: no jobs */
 	bool		 probing;	/* FEAT not judged yet: FEAT jobs only,
@@ -134,6 +156,8 @@ struct gridftp {
 					   a 530 from now on is a limit */
 	bool		 udt;		/* data over UDT (SITE SETNETSTACK udt);
 					   false once the server refused it */
+	bool		 udt_ok;	/* a session's SETNETSTACK udt was
+					   accepted: PORT goes in the batch */
 	bool		 udt_up;	/* udt_shim_startup() done */
 	bool		 bufs_warned;	/* a short UDP buffer was logged */
 	bool		 udt_moved;	/* UDT bytes read since the last wait */
@@ -155,6 +179,7 @@ struct gridftp {
 static void	sess_fail(struct gsess *, int, enum xfer_class, const char *,
 		    ...) __attribute__((format(printf, 4, 5)));
 static void	sess_start(struct gsess *);
+static void	sess_pipe(struct gsess *);
 static void	gridftp_free(struct gridftp *);
 
 int
@@ -382,12 +407,36 @@ queue_pop(struct gridftp *g)
 }
 
 /*
+ * Put job back at the front of the queue (a pipelined job whose session
+ * closed before it began: another session sends it again, no try
+ * counted); out of memory ends it as a retry.
+ */
+static void
+queue_unpop(struct gridftp *g, struct xfer_job *job)
+{
+	struct gjob	*q;
+
+	if ((q = calloc(1, sizeof(*q))) == NULL) {
+		job_end(g, job, BM_ENOMEM, XFER_RETRY, "out of memory");
+		return;
+	}
+	q->job = job;
+	q->next = g->qhead;
+	g->qhead = q;
+	if (g->qtail == NULL)
+		g->qtail = q;
+}
+
+/*
  * Close data connection c of s; it stays in s->ch, marked by fd -1 and
  * u NULL, until chan_sweep() (callers may be iterating s->ch).
  */
 static void
 chan_kill(struct gsess *s, struct gchan *c)
 {
+	free(c->stash);
+	c->stash = NULL;
+	c->nstash = 0;
 	if (c->u != NULL) {
 		udt_poll_del(s->g->up, c->u);
 		udt_sock_close(c->u);
@@ -414,12 +463,20 @@ chan_sweep(struct gsess *s)
 	s->nch = n;
 }
 
-/* Close s's sockets; its job, if any, must have been finished. */
+/*
+ * Close s's sockets; its job, if any, must have been finished; a job
+ * pipelined behind it goes back to the queue.
+ */
 static void
 sess_close(struct gsess *s)
 {
 	size_t	 i;
 
+	if (s->pjob != NULL)
+		queue_unpop(s->g, s->pjob);
+	s->pjob = NULL;
+	free(s->ppath);
+	s->ppath = NULL;
 	close_fd(&s->ctl);
 	close_fd(&s->lfd);
 	for (i = 0; i < s->nch; i++)
@@ -469,24 +526,34 @@ sess_fail(struct gsess *s, int rc, enum xfer_class cls, const char *fmt, ...)
 	sess_close(s);
 }
 
-/* Queue a command line (without CRLF) on s. */
+/*
+ * Queue a command line (without CRLF) on s, after those not yet sent
+ * (pipelined: the server answers them in order).  BM_ELIMIT when it
+ * does not fit beside them; nothing is queued then.
+ */
 static int
 sess_send(struct gsess *s, const char *fmt, ...)
 {
 	va_list	 ap;
+	size_t	 room;
 	int	 n;
 
-	if (s->outlen != s->outoff)
-		return BM_EPROTO;	/* one command at a time */
-	va_start(ap, fmt);
-	n = vsnprintf(s->out, sizeof(s->out) - 2, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(s->out) - 2)
+	if (s->outoff > 0) {
+		memmove(s->out, s->out + s->outoff, s->outlen - s->outoff);
+		s->outlen -= s->outoff;
+		s->outoff = 0;
+	}
+	room = sizeof(s->out) - s->outlen;
+	if (room <= 2)
 		return BM_ELIMIT;
-	s->out[n++] = '\r';
-	s->out[n++] = '\n';
-	s->outlen = (size_t)n;
-	s->outoff = 0;
+	va_start(ap, fmt);
+	n = vsnprintf(s->out + s->outlen, room - 2, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= room - 2)
+		return BM_ELIMIT;
+	s->out[s->outlen + (size_t)n] = '\r';
+	s->out[s->outlen + (size_t)n + 1] = '\n';
+	s->outlen += (size_t)n + 2;
 	return 0;
 }
 
@@ -681,9 +748,43 @@ g_refuse(struct gridftp *g)
 }
 
 /*
+ * The set-up after PASS in one write (the server queues commands and
+ * answers them in order: one round trip instead of six): SETNETSTACK,
+ * TYPE, MODE, DCAU, OPTS, and PORT when the data connections' kind is
+ * known (TCP, or UDT once a session's SETNETSTACK was accepted); else
+ * PORT follows OPTS's reply.
+ */
+static int
+sess_login_batch(struct gsess *s)
+{
+	struct gridftp	*g = s->g;
+	int		 rc;
+
+	if (!g->udt)
+		s->step = ST_TYPE;
+	s->par = g->streams;
+	if ((g->udt && (rc = sess_send(s, "SITE SETNETSTACK udt")) != 0) ||
+	    (rc = sess_send(s, "TYPE I")) != 0 ||
+	    (rc = sess_send(s, "MODE E")) != 0 ||
+	    (rc = sess_send(s, "DCAU N")) != 0 ||
+	    (rc = sess_send(s, "OPTS RETR Parallelism=%u,%u,%u;", s->par,
+	    s->par, s->par)) != 0)
+		return rc;
+	s->batch_end = ST_OPTS;
+	if (!g->udt || g->udt_ok) {
+		s->udt = g->udt;
+		if ((rc = sess_listen(s)) != 0)
+			return rc;
+		s->batch_end = ST_PORT;
+	}
+	return 0;
+}
+
+/*
  * Send the next login command.  While the engine probes, s pauses after
- * PASS (idle with the set-up to finish: FEAT needs no more); ST_DONE
- * starts the job in hand, or makes s idle.
+ * PASS (idle with the set-up to finish: FEAT needs no more); the rest
+ * goes at once (sess_login_batch), its replies then send nothing;
+ * ST_DONE starts the job in hand, or makes s idle.
  */
 static int
 sess_login_next(struct gsess *s)
@@ -694,6 +795,8 @@ sess_login_next(struct gsess *s)
 		s->state = GS_IDLE;
 		return 0;
 	}
+	if (s->step > ST_NETSTACK && s->step <= s->batch_end)
+		return 0;		/* a reply to the batch is due */
 	switch (s->step) {
 	case ST_USER:
 		return sess_send(s, "USER %s", o->ftp.user ? o->ftp.user :
@@ -702,20 +805,12 @@ sess_login_next(struct gsess *s)
 		return sess_send(s, "PASS %s", o->ftp.password ?
 		    o->ftp.password : "ftp@example.com");
 	case ST_NETSTACK:
-		if (s->g->udt)
-			return sess_send(s, "SITE SETNETSTACK udt");
-		s->step = ST_TYPE;
-		/* FALLTHROUGH */
+		return sess_login_batch(s);
 	case ST_TYPE:
-		return sess_send(s, "TYPE I");
 	case ST_MODE:
-		return sess_send(s, "MODE E");
 	case ST_DCAU:
-		return sess_send(s, "DCAU N");
 	case ST_OPTS:
-		s->par = s->g->streams;
-		return sess_send(s, "OPTS RETR Parallelism=%u,%u,%u;", s->par,
-		    s->par, s->par);
+		return 0;		/* in the batch (above) */
 	case ST_PORT:
 		return sess_listen(s);
 	case ST_DONE:
@@ -762,11 +857,34 @@ sess_xfer_reset(struct gsess *s)
 		c->hdrlen = 0;
 		c->left = c->boff = 0;
 		c->payload = c->eod = c->close_after = false;
+		if (c->parked && c->u != NULL && udt_poll_add(s->g->up, c->u)
+		    != 0)
+			chan_kill(s, c);	/* read each pass all the same */
+		c->parked = false;
 	}
+	s->nclosed = 0;
+	/* Not polled, it is still accepted on each pass (sess_accept). */
+	if (s->ul_parked)
+		(void)udt_poll_add(s->g->up, s->ul);
+	s->ul_parked = false;
 	s->eof = s->done_reply = false;
 	s->eods = s->neod = 0;
 	s->nrg = 0;
 	s->inorder = 0;
+}
+
+/*
+ * Does a whole file of exact listed size go without MDTM, its listed
+ * time to the second taken for MDTM's (a resumable file: its validator)?
+ * The server's MLSD modify= and MDTM are the same stat time to the
+ * second (globus-gridftp-server); a change after the listing shows as
+ * another size, or as another MDTM time when a kept partial continues.
+ */
+static bool
+listed_time(const struct xfer_job *j)
+{
+	return j->kind == XFER_JOB_FILE && j->len == 0 && j->size_checked &&
+	    j->listed_sec;
 }
 
 /*
@@ -788,6 +906,10 @@ sess_job_next(struct gsess *s)
 	if (s->jstep == JS_MDTM && (j->mtime_listed ||
 	    j->kind != XFER_JOB_FILE))
 		s->jstep = JS_SIZE;
+	if (s->jstep == JS_MDTM && listed_time(j)) {
+		j->res.mtime = j->listed_secs;
+		s->jstep = JS_SIZE;
+	}
 	if (s->jstep == JS_SIZE && ((j->size_checked && j->len == 0) ||
 	    j->kind != XFER_JOB_FILE))
 		s->jstep = JS_RETR;
@@ -850,6 +972,8 @@ sess_take(struct gsess *s)
 		}
 		if (s->step == ST_DONE || is_feat(s->job)) {
 			sess_start(s);
+			if (s->state != GS_DEAD)
+				sess_pipe(s);
 			continue;
 		}
 		/* Paused after PASS (probing): finish the set-up first. */
@@ -861,7 +985,68 @@ sess_take(struct gsess *s)
 	}
 }
 
-/* The job in hand has ended (job_end): the session goes on to the next. */
+/* Is a session idle, or logging in with no job: one to take the next? */
+static bool
+sess_free_one(const struct gridftp *g)
+{
+	const struct gsess *t;
+
+	for (t = g->sess; t != NULL; t = t->next)
+		if (t->state != GS_DEAD && t->job == NULL)
+			return true;
+	return false;
+}
+
+/* May job go right behind another's RETR: a whole file, RETR alone? */
+static bool
+pipeable(const struct xfer_job *j)
+{
+	return j->kind == XFER_JOB_FILE && j->len == 0 && j->size_checked &&
+	    (j->mtime_listed || listed_time(j));
+}
+
+/*
+ * While s transfers a file, send the next queued job's RETR behind it
+ * when that job needs no other command (pipeable): the server queues it
+ * and starts it on the same data connections as soon as its 226 is out,
+ * a round trip sooner than a RETR sent after the 226 came (GFD.20's
+ * data-channel caching; globus-url-copy -pp).  One job deep, and only
+ * when no other session is free or may open for it: a session of its
+ * own carries it sooner (UDT: with its own congestion control).
+ */
+static void
+sess_pipe(struct gsess *s)
+{
+	struct gridftp	*g = s->g;
+	struct xfer_job	*j;
+	const char	*p;
+	char		 host[sizeof(g->host)], *path;
+
+	if (s->pjob != NULL || s->no_pipe || g->nsess + g->others < g->cap ||
+	    sess_free_one(g) || s->job == NULL ||
+	    s->job->kind != XFER_JOB_FILE || (s->state != GS_RETR &&
+	    s->state != GS_XFER) ||
+	    g->qhead == NULL || !pipeable(j = g->qhead->job))
+		return;
+	/* A URL no command can carry is sess_take's to report. */
+	if (url_split(j->url, host, sizeof(host), &p) != 0 || path_of(p,
+	    &path) != 0)
+		return;
+	if (sess_send(s, "RETR %s", path) != 0) {
+		free(path);		/* no room beside the queued: later */
+		return;
+	}
+	(void)queue_pop(g);
+	if (!j->mtime_listed)
+		j->res.mtime = j->listed_secs;	/* listed_time */
+	s->pjob = j;
+	s->ppath = path;
+}
+
+/*
+ * The job in hand has ended (job_end): the session goes on to the one
+ * pipelined behind it (its replies are due next), or to the next queued.
+ */
 static void
 sess_next(struct gsess *s)
 {
@@ -869,6 +1054,18 @@ sess_next(struct gsess *s)
 	free(s->path);
 	s->path = NULL;
 	s->state = GS_IDLE;
+	if (s->pjob != NULL) {
+		s->job = s->pjob;
+		s->path = s->ppath;
+		s->pjob = NULL;
+		s->ppath = NULL;
+		s->jstep = JS_RETR;
+		s->state = GS_RETR;
+		s->deadline = clock_mono_ns() + stall_ns(s->g);
+		sess_xfer_reset(s);
+		sess_pipe(s);
+		return;
+	}
 	sess_take(s);
 }
 
@@ -898,8 +1095,10 @@ sess_job_done(struct gsess *s)
 	j->res.net = s->udt ? XFER_NET_UDT : XFER_NET_TCP;
 	job_end(s->g, j, 0, XFER_OK, "%s", "");
 	for (i = 0; i < s->nch; i++)
-		if (s->ch[i].close_after)
+		if (s->ch[i].close_after) {
 			chan_kill(s, &s->ch[i]); /* the server opens a new one */
+			s->no_pipe = true;
+		}
 	sess_next(s);
 }
 
@@ -1060,9 +1259,15 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 			return;
 		} else if (s->step == ST_NETSTACK) {
 			/* Refused (not whitelisted): TCP, said once. */
-			if (code / 100 == 2)
-				s->udt = true;
-			else if (s->g->udt) {
+			if (code / 100 == 2) {
+				s->udt = s->g->udt_ok = true;
+			} else if (s->batch_end == ST_PORT) {
+				/* Its PORT named a UDT listener. */
+				sess_fail(s, BM_ENET, XFER_RETRY, "SITE "
+				    "SETNETSTACK udt refused after another "
+				    "session's was accepted: %s", text);
+				return;
+			} else if (s->g->udt) {
 				s->g->udt = false;
 				log_warnx("%s: SITE SETNETSTACK udt refused (%s): "
 				    "data over TCP", s->g->host, text);
@@ -1174,15 +1379,57 @@ sess_reply(struct gsess *s, int code, const char *r, size_t n)
 		sess_take(s);
 }
 
+/*
+ * Handle every complete reply held, in order; those after the final
+ * reply of a job with another pipelined behind it wait (they are the
+ * next job's) until that job has its data and ends.
+ */
+static void
+sess_parse_ctl(struct gsess *s)
+{
+	long	 n;
+	int	 code;
+
+	while (s->state != GS_DEAD && s->inlen > 0 && !(s->pjob != NULL &&
+	    s->done_reply)) {
+		if ((n = ftp_reply_end(s->in, s->inlen, &code)) < 0 &&
+		    s->state == GS_CMD && s->jstep == JS_FEAT &&
+		    s->inlen >= GS_INBUF / 2) {
+			/*
+			 * A FEAT reply longer than this engine holds
+			 * (GS_INBUF / 2): the FEAT is retried in stream mode,
+			 * where libcurl holds up to GS_FEAT_MAX, and so is
+			 * the rest of the run, rather than fail every try of
+			 * the listing.
+			 */
+			g_refuse(s->g);
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "FEAT reply longer "
+			    "than %d bytes: stream mode from now on",
+			    GS_INBUF / 2);
+			return;
+		}
+		if (n < 0) {
+			sess_fail(s, BM_EPROTO, XFER_RETRY, "bad reply on the "
+			    "control connection");
+			return;
+		}
+		if (n == 0)
+			break;
+		sess_reply(s, code, s->in, (size_t)n);
+		if (s->state == GS_DEAD)
+			return;
+		memmove(s->in, s->in + n, s->inlen - (size_t)n);
+		s->inlen -= (size_t)n;
+	}
+}
+
 /* Read the control connection and handle every complete reply. */
 static void
 sess_read_ctl(struct gsess *s)
 {
 	ssize_t	 r;
-	long	 n;
-	int	 code;
 
-	for (;;) {
+	while (s->inlen < sizeof(s->in)) {
 		r = recv(s->ctl, s->in + s->inlen, sizeof(s->in) - s->inlen, 0);
 		if (r == 0 || (r == -1 && errno != EAGAIN && errno != EINTR)) {
 			sess_fail(s, BM_ENET, XFER_RETRY, "control connection"
@@ -1195,36 +1442,7 @@ sess_read_ctl(struct gsess *s)
 		if (s->state != GS_IDLE)
 			s->deadline = clock_mono_ns() + stall_ns(s->g);
 		s->inlen += (size_t)r;
-		while (s->state != GS_DEAD && s->inlen > 0) {
-			if ((n = ftp_reply_end(s->in, s->inlen, &code)) <
-			    0 && s->state == GS_CMD && s->jstep == JS_FEAT &&
-			    s->inlen >= GS_INBUF / 2) {
-				/*
-				 * A FEAT reply longer than this engine holds
-				 * (GS_INBUF / 2): the FEAT is retried in
-				 * stream mode, where libcurl holds up to
-				 * GS_FEAT_MAX, and so is the rest of the run,
-				 * rather than fail every try of the listing.
-				 */
-				g_refuse(s->g);
-				sess_fail(s, BM_EPROTO, XFER_RETRY, "FEAT reply "
-				    "longer than %d bytes: stream mode from "
-				    "now on", GS_INBUF / 2);
-				return;
-			}
-			if (n < 0) {
-				sess_fail(s, BM_EPROTO, XFER_RETRY, "bad reply "
-				    "on the control connection");
-				return;
-			}
-			if (n == 0)
-				break;
-			sess_reply(s, code, s->in, (size_t)n);
-			if (s->state == GS_DEAD)
-				return;
-			memmove(s->in, s->in + n, s->inlen - (size_t)n);
-			s->inlen -= (size_t)n;
-		}
+		sess_parse_ctl(s);
 		if (s->state == GS_DEAD)
 			return;
 	}
@@ -1262,8 +1480,28 @@ chan_add(struct gsess *s, int fd, udt_sock *u)
 }
 
 /*
+ * Room for another data connection?  While a job waits pipelined, the
+ * slots of those closed after their EOD stay taken, and once the file
+ * in hand has all its EODs there is none: a new connection then is the
+ * next file's (the server opens it for the next RETR), and waits
+ * unaccepted until the file in hand ends.  (XXX: a server that opens
+ * fewer than par connections for a file and more for the next one,
+ * before the first's last EOD, would still be mistaken.)
+ */
+static bool
+sess_room(const struct gsess *s)
+{
+	/* The file in hand has all its EODs: it takes no more. */
+	if (s->pjob != NULL && s->eof && s->neod >= s->eods)
+		return false;
+	return s->nch + (s->pjob != NULL ? s->nclosed : 0) < s->par;
+}
+
+/*
  * Accept the server's data connections, from its address only, up to
- * the parallelism asked for: TCP on s->lfd, UDT on s->ul.
+ * the parallelism asked for: TCP on s->lfd, UDT on s->ul.  With a job
+ * pipelined and no room, none (the UDT listener leaves the poll set
+ * until sess_xfer_reset()).
  */
 static void
 sess_accept(struct gsess *s)
@@ -1273,6 +1511,15 @@ sess_accept(struct gsess *s)
 	udt_sock	*u;
 	int		 fd;
 
+	/* A connection closed in this pass leaves its slot now. */
+	chan_sweep(s);
+	if (s->pjob != NULL && !sess_room(s)) {
+		if (s->ul != NULL && !s->ul_parked) {
+			udt_poll_del(s->g->up, s->ul);
+			s->ul_parked = true;
+		}
+		return;
+	}
 	while (s->lfd != -1 && (fd = accept4(s->lfd, (struct sockaddr *)&a,
 	    &al, SOCK_NONBLOCK | SOCK_CLOEXEC)) != -1) {
 		/* Not the server, or one too many: never read. */
@@ -1468,6 +1715,18 @@ sess_data(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 	size_t		 k;
 
 	while (n > 0 && s->state != GS_DEAD) {
+		if (s->job != NULL && s->pjob != NULL && c->eod && c->left ==
+		    0 && c->stash == NULL) {
+			/* The pipelined file's, read with this one's EOD. */
+			if ((c->stash = malloc(n)) == NULL) {
+				sess_fail(s, BM_ENOMEM, XFER_RETRY, "out of "
+				    "memory");
+				return;
+			}
+			memcpy(c->stash, p, n);
+			c->nstash = n;
+			break;
+		}
 		if (s->job == NULL || (c->eod && c->left == 0)) {
 			sess_fail(s, BM_EPROTO, XFER_RETRY, "data after the "
 			    "end of a file");
@@ -1553,9 +1812,35 @@ chan_read(struct gsess *s, struct gchan *c)
 
 	while (s->state != GS_DEAD && chan_live(c)) {
 		xfer = s->state == GS_XFER || s->state == GS_RETR;
+		if (xfer && s->pjob != NULL && c->eod && c->left == 0 &&
+		    c->hdrlen == 0) {
+			/* The rest is the pipelined file's: it waits. */
+			if (!c->parked && c->u != NULL)
+				udt_poll_del(s->g->up, c->u);
+			c->parked = true;
+			return;
+		}
+		if (c->stash != NULL) {
+			uint8_t	*p = c->stash;
+			size_t	 n = c->nstash;
+
+			c->stash = NULL;
+			c->nstash = 0;
+			if (!xfer)
+				sess_fail(s, BM_EPROTO, XFER_RETRY, "data "
+				    "between files");
+			else
+				sess_data(s, c, p, n);
+			free(p);
+			continue;
+		}
 		if ((r = chan_recv(s, c, why, sizeof(why))) == 0)
 			return;
 		if (r < 0) {
+			if (xfer && c->eod && c->left == 0) {
+				s->nclosed++;
+				s->no_pipe = true;
+			}
 			if (!xfer || (c->eod && c->left == 0))
 				chan_kill(s, c);
 			else
@@ -1667,18 +1952,18 @@ gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
 			continue;
 		if (n < max) {
 			fds[n].fd = s->ctl;
-			fds[n].events = POLLIN;
+			fds[n].events = s->inlen < sizeof(s->in) ? POLLIN : 0;
 			if (s->state == GS_CONNECTING || s->outoff < s->outlen)
 				fds[n].events |= POLLOUT;
 			fds[n++].revents = 0;
 		}
-		if (s->lfd != -1 && s->nch < s->par && n < max) {
+		if (s->lfd != -1 && sess_room(s) && n < max) {
 			fds[n].fd = s->lfd;
 			fds[n].events = POLLIN;
 			fds[n++].revents = 0;
 		}
 		for (i = 0; i < s->nch && n < max; i++)
-			if (s->ch[i].fd != -1) {
+			if (s->ch[i].fd != -1 && !s->ch[i].parked) {
 				fds[n].fd = s->ch[i].fd;
 				fds[n].events = POLLIN;
 				fds[n++].revents = 0;
@@ -1722,6 +2007,9 @@ sess_step(struct gsess *s, int64_t now)
 		sess_accept(s);
 	for (i = 0; s->state != GS_DEAD && i < s->nch; i++)
 		chan_read(s, &s->ch[i]);
+	/* Replies held for a pipelined job that has now begun. */
+	if (s->state != GS_DEAD && s->state != GS_CONNECTING)
+		sess_parse_ctl(s);
 	if (s->state != GS_DEAD)
 		chan_sweep(s);
 	if (s->state != GS_DEAD && s->state != GS_CONNECTING &&
@@ -1798,6 +2086,7 @@ gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
 	int		 rc;
 
 	*ret_n = 0;
+	g->others = others;
 	/*
 	 * Idle sessions give their connections back while other transfers
 	 * to the host run and no job waits here: max_connections is one
@@ -1813,8 +2102,12 @@ gridftp_run(struct gridftp *g, size_t others, const struct pollfd *ready,
 			sess_step(s, now);
 	/* Idle sessions take queued jobs; more sessions while allowed. */
 	for (s = g->sess; s != NULL && g->qhead != NULL; s = s->next)
-		if (s->state == GS_IDLE) {
-			sess_take(s);
+		if (s->state == GS_IDLE || (s->pjob == NULL && (s->state ==
+		    GS_RETR || s->state == GS_XFER))) {
+			if (s->state == GS_IDLE)
+				sess_take(s);
+			else
+				sess_pipe(s);
 			if (s->state != GS_DEAD && (rc = sess_flush(s)) != 0)
 				sess_fail(s, rc, XFER_RETRY, "control "
 				    "connection: %s", strerror(errno));
@@ -1893,9 +2186,21 @@ gridftp_cancel(struct gridftp *g, struct xfer_job *job)
 			return true;
 		}
 	for (s = g->sess; s != NULL; s = s->next)
-		if (s->job == job && s->state != GS_DEAD) {
-			s->job = NULL;
+		if ((s->job == job || s->pjob == job) && s->state != GS_DEAD) {
 			g->active--;
+			if (s->job == job)
+				s->job = NULL;	/* a pjob goes back (sess_close) */
+			else {
+				/*
+				 * Its RETR is sent: the session cannot go on,
+				 * and the job in hand is tried again.
+				 */
+				s->pjob = NULL;
+				job_end(g, s->job, BM_ENET, XFER_RETRY, "%s",
+				    "session closed: the job pipelined behind "
+				    "it was cancelled");
+				s->job = NULL;
+			}
 			sess_close(s);
 			return true;
 		}
@@ -1949,7 +2254,7 @@ gridftp_free(struct gridftp *g)
 		return;
 	while ((s = g->sess) != NULL) {
 		g->sess = s->next;
-		s->job = NULL;
+		s->job = s->pjob = NULL;
 		if (s->state != GS_DEAD)
 			sess_close(s);
 		free(s);

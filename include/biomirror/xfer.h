@@ -163,6 +163,11 @@ struct xfer_job {
 					   the ns (bm: every FILE header must
 					   agree, else upstream changed) */
 	int64_t		 listed_mtime;	/* ns, when listed_ns */
+	bool		 listed_sec;	/* listed_secs is the listing's mtime to
+					   the second or finer (GridFTP: a
+					   resumable whole file then sends no
+					   MDTM and reports it as res.mtime) */
+	int64_t		 listed_secs;	/* seconds, when listed_sec */
 	char		 listed_sha256[80]; /* "sha256:HEX" the listing (or a
 					   sidecar) states, "" none: bm puts it
 					   in its validator, so that a kept

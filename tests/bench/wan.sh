@@ -497,12 +497,15 @@ tool_cmd() {
 	biomirror-gridftp-udt-p*)
 		# The same over UDT data connections, N streams per file;
 		# a row named biomirror-gridftp-udt-pN-bSIZE (in --tools) sets
-		# --udt-buffer SIZE (38400000: the sizing before h20e).
-		n=${tool#biomirror-gridftp-udt-p} ub=
+		# --udt-buffer SIZE (38400000: the sizing before h20e), one
+		# named ...-pN-cFILES --concurrency FILES (16: a second file
+		# per session, its RETR pipelined; the default 8 is one).
+		n=${tool#biomirror-gridftp-udt-p} ub= cc=
+		case $n in *-c*) cc=${n#*-c} n=${n%%-c*} ;; esac
 		case $n in *-b*) ub=${n#*-b} n=${n%%-b*} ;; esac
 		printf '%s\n' "$BM" --state-dir "$dest.state" sync \
 		    --max-connections 8 --ftp-mode extended --transport udt \
-		    --streams "$n" ${ub:+--udt-buffer "$ub"} \
+		    --streams "$n" ${ub:+--udt-buffer "$ub"} ${cc:+--concurrency "$cc"} \
 		    --source "ftp://$SIP:2811$DATA/$ds/" --dest "$dest" ;;
 	globus-url-copy)
 		printf '%s\n' globus-url-copy -r -cd -p 8 -cc 4 -fast \

@@ -84,6 +84,12 @@ for MODE E, intruders excluded), reused (RETRs answered 125), intruders
 of them, those made while a data connection was open), mode_e (MODE E
 commands accepted), mode_e_refused, mlsd_e (MLSD answered in MODE E),
 feat (FEAT commands received), lists (LIST answered).
+
+--await-pipeline SECS: before the 226 of a MODE E RETR, wait up to SECS
+for the client's next command; one that comes (sent before that reply:
+pipelined) is counted in pipelined_retrs (statistics) if it is a RETR.  Always:
+early counts per command name those that had come whole (in the read
+of an earlier command) when the one before them was answered.
 """
 import argparse
 import json
@@ -107,7 +113,8 @@ LOGLOCK = threading.Lock()
 STATE = {"retrs": {}, "stream_retrs": {}, "faults": {}, "open": 0, "total": 0,
          "max_concurrent": 0, "data_conns": 0, "reused": 0,
          "intruders": 0, "intruders_reused": 0, "mode_e": 0, "mode_e_refused": 0,
-         "mlsd_e": 0, "feat": 0, "lists": 0}
+         "mlsd_e": 0, "feat": 0, "lists": 0, "pipelined_retrs": 0,
+         "early": {}}
 FAULTS = {}     # path -> list of dicts (kind, params, applied)
 ARGS = None
 
@@ -164,6 +171,12 @@ class Session(threading.Thread):
         self.c.sendall(text.encode("utf-8", "surrogateescape") + b"\r\n")
 
     def readline(self):
+        if b"\n" in self.buf:
+            name = self.buf.split(b"\n", 1)[0].split(b" ", 1)[0]
+            name = name.strip().decode("ascii", "replace").upper()
+            with LOCK:
+                STATE["early"][name] = STATE["early"].get(name, 0) + 1
+                save()
         while b"\n" not in self.buf:
             d = self.c.recv(4096)
             if not d:
@@ -538,12 +551,31 @@ class Session(threading.Thread):
                 self.dconn.close()
                 self.dconn = None
         if ok:
+            if ARGS.await_pipeline > 0:
+                self.await_pipeline()
             self.reply("226 Transfer Complete.")
         elif ok is not None:
             if kind == "cut" and float(fault.get("delay", 0)) > 0 and \
                     not self.wait_client(float(fault["delay"])):
                 return      # the client left first
             self.reply("426 Data connection closed; transfer aborted.")
+
+    def await_pipeline(self):
+        """--await-pipeline: the next command, if it comes before the
+        226, read into the buffer and counted when it is a RETR."""
+        end = time.monotonic() + ARGS.await_pipeline
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([self.c], [], [], left)[0]:
+                return
+            d = self.c.recv(4096)
+            if not d:
+                return
+            self.buf += d
+        if self.buf.upper().startswith(b"RETR "):
+            with LOCK:
+                STATE["pipelined_retrs"] += 1
+                save()
 
     def open_mode_e(self):
         """The 1xx of a MODE E transfer: reuse the data connection (125)
@@ -760,6 +792,8 @@ def main():
     p.add_argument("--listing", action="append", default=[],
                    metavar="DIR=FILE")
     p.add_argument("--refuse-login", action="store_true")
+    p.add_argument("--await-pipeline", type=float, default=0,
+                   metavar="SECS")
     ARGS = p.parse_args()
     ARGS.root = os.path.realpath(ARGS.root)
     ARGS.listings = {}
