@@ -1484,9 +1484,11 @@ chan_add(struct gsess *s, int fd, udt_sock *u)
  * slots of those closed after their EOD stay taken, and once the file
  * in hand has all its EODs there is none: a new connection then is the
  * next file's (the server opens it for the next RETR), and waits
- * unaccepted until the file in hand ends.  (XXX: a server that opens
- * fewer than par connections for a file and more for the next one,
- * before the first's last EOD, would still be mistaken.)
+ * unaccepted until the file in hand ends.  A server that opens fewer
+ * than par connections for a file and more for the next one, before the
+ * first's last EOD, is still mistaken for the file in hand: the next
+ * file's blocks then overlap its own (range_add) or pass its size, and
+ * the session fails (retry), never publishing mixed bytes.
  */
 static bool
 sess_room(const struct gsess *s)
