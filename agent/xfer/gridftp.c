@@ -124,6 +124,9 @@ struct gsess {
 					   behind job's (sess_pipe); NULL none */
 	char		*ppath;		/* owned: pjob's decoded path */
 	int64_t		 deadline;	/* monotonic ns: connect or stall */
+	bool		 kick;		/* a pipelined job began: what was
+					   read for it (stash, replies) is
+					   due before the next poll */
 	/* The transfer in progress. */
 	bool		 eof, done_reply;
 	uint64_t	 eods;		/* EOD count announced by EOF */
@@ -1062,6 +1065,7 @@ sess_next(struct gsess *s)
 		s->jstep = JS_RETR;
 		s->state = GS_RETR;
 		s->deadline = clock_mono_ns() + stall_ns(s->g);
+		s->kick = true;
 		sess_xfer_reset(s);
 		sess_pipe(s);
 		return;
@@ -1970,6 +1974,8 @@ gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
 				fds[n].events = POLLIN;
 				fds[n++].revents = 0;
 			}
+		if (s->kick)
+			*ret_timeout_ms = 0;	/* 64 passes were not enough */
 		if (s->state == GS_IDLE)
 			continue;
 		ms = (s->deadline - now) / 1000000 + 1;
@@ -1985,7 +1991,7 @@ gridftp_fds(struct gridftp *g, struct pollfd *fds, size_t max,
 static void
 sess_step(struct gsess *s, int64_t now)
 {
-	int	 err = 0, rc;
+	int	 err = 0, rc, pass;
 	socklen_t el = sizeof(err);
 	size_t	 i;
 
@@ -2005,15 +2011,22 @@ sess_step(struct gsess *s, int64_t now)
 	}
 	if (s->state != GS_CONNECTING && s->state != GS_DEAD)
 		sess_read_ctl(s);
-	if (s->state != GS_DEAD)
-		sess_accept(s);
-	for (i = 0; s->state != GS_DEAD && i < s->nch; i++)
-		chan_read(s, &s->ch[i]);
-	/* Replies held for a pipelined job that has now begun. */
-	if (s->state != GS_DEAD && s->state != GS_CONNECTING)
-		sess_parse_ctl(s);
-	if (s->state != GS_DEAD)
-		chan_sweep(s);
+	/*
+	 * Again while a pipelined job began in the pass: its bytes already
+	 * read (a stash) and its replies held in s->in raise no poll event.
+	 */
+	for (pass = 0; pass == 0 || (s->kick && pass < 64); pass++) {
+		s->kick = false;
+		if (s->state != GS_DEAD)
+			sess_accept(s);
+		for (i = 0; s->state != GS_DEAD && i < s->nch; i++)
+			chan_read(s, &s->ch[i]);
+		/* Replies held for a pipelined job that has now begun. */
+		if (s->state != GS_DEAD && s->state != GS_CONNECTING)
+			sess_parse_ctl(s);
+		if (s->state != GS_DEAD)
+			chan_sweep(s);
+	}
 	if (s->state != GS_DEAD && s->state != GS_CONNECTING &&
 	    (rc = sess_flush(s)) != 0) {
 		sess_fail(s, rc, XFER_RETRY, "control connection: %s",
@@ -2053,7 +2066,7 @@ sess_ready(const struct gsess *s, const struct pollfd *ready, size_t nready)
 	size_t	 i, k;
 
 	/* UDT sockets are no fds: a session with any is always stepped. */
-	if (ready == NULL || s->udt)
+	if (ready == NULL || s->udt || s->kick)
 		return true;
 	for (i = 0; i < nready; i++) {
 		if (ready[i].revents == 0)

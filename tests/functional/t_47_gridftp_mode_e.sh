@@ -25,6 +25,9 @@
 #  7. the server killed in the middle of a run of 3000 files: exit 1, what
 #     was published is upstream's, no temp files; a new server on the same
 #     tree, and the next run completes the mirror.
+# Cases 1 and 7 run with stall_timeout = 3600 under timeout 300: a
+# pipelined file whose bytes and 226 were read before it began is taken
+# at once (it waited for the stall timeout before, then completed).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -112,11 +115,15 @@ make_big_file "$T/up/big/big 20M.bin" 20
 nfiles=$(find "$T/up" -type f | wc -l)
 start_gridftp "$T/up"
 write_conf "$GRIDFTP_URL"
-printf 'ftp_mode = extended\nmax_connections = 4\nmin_split = 16M\n' >> "$T/bm.conf"
+# No stall ends a transfer here: a file whose bytes and 226 the client
+# holds but does not read (a pipelined RETR begun with nothing left to
+# poll for) hangs the run until timeout(1) fails it.
+printf 'ftp_mode = extended\nmax_connections = 4\nmin_split = 16M\nstall_timeout = 3600\n' >> "$T/bm.conf"
 
 echo "# 1. cold mirror of $nfiles files in MODE E"
 mark=$(wc -l < "$GRIDFTP_LOG")
-assert_exit 0 bm --json sync up --min-split 16M
+assert_exit 0 timeout 300 "$BM" -c "$T/bm.conf" --state-dir "$T/state" \
+    --json sync up --min-split 16M
 expect_counts "$nfiles" 0 0 0
 assert_trees_equal "$T/up" "$T/mirror"
 no_temp_names "$T/mirror"
@@ -301,6 +308,7 @@ dest = $T/kmirror
 ftp_mode = extended
 max_connections = 4
 retries = 0
+stall_timeout = 3600
 CONF
 "$BM" -c "$T/k.conf" --state-dir "$T/kstate" --json sync k \
     > "$T/k.out" 2> "$T/k.err" &
@@ -371,7 +379,8 @@ no_temp_names "$T/kmirror"
 echo "# a new server on the same tree: the next run completes the mirror"
 start_gridftp "$T/many"
 sed -i "s#^source = .*#source = $GRIDFTP_URL#" "$T/k.conf"
-assert_exit 0 "$BM" -c "$T/k.conf" --state-dir "$T/kstate" --json sync k
+assert_exit 0 timeout 300 "$BM" -c "$T/k.conf" --state-dir "$T/kstate" \
+    --json sync k
 assert_eq "$(jfield fetched)" "$((3000 - kf))" "fetched by the rerun"
 assert_eq "$(jfield failed)" 0 "failed in the rerun"
 assert_trees_equal "$T/many" "$T/kmirror"
