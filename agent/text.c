@@ -1,10 +1,12 @@
 /*
  * Byte strings from upstream (names, server replies) made safe to show:
  * UTF-8 validation (RFC 3629) and the two escapes, for JSON and for a
- * terminal or the journal.  Below log.c and report.c, which both use it;
- * it calls nothing and never fails but on out-of-memory.
+ * terminal or the journal; FNV-1a for tables of names.  Below log.c and
+ * report.c, which both use it; it calls nothing and never fails but on
+ * out-of-memory.
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,4 +131,16 @@ text_term_escape(const char *s, char *buf, size_t len)
 		i += need;
 	}
 	buf[o] = '\0';
+}
+
+uint64_t
+text_fnv1a(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+	uint64_t	 h = UINT64_C(14695981039346656037);
+	size_t		 i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ b[i]) * UINT64_C(1099511628211);
+	return h;
 }

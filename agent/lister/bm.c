@@ -21,6 +21,7 @@
 #include "biomirror/error.h"
 #include "biomirror/lister.h"
 #include "biomirror/listing.h"
+#include "biomirror/text.h"
 
 #define NS	1000000000LL
 #define BM_DRAIN_AT	1024	/* judged entries handed on at once */
@@ -194,12 +195,7 @@ struct bm_seen {
 static size_t
 bm_seen_hash(const char *p, size_t len)
 {
-	uint64_t	 h = 14695981039346656037ULL;
-	size_t		 i;
-
-	for (i = 0; i < len; i++)
-		h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
-	return (size_t)h;
+	return (size_t)text_fnv1a(p, len);
 }
 
 /* The slot of path's first len bytes (empty when not seen). */

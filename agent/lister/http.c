@@ -26,6 +26,7 @@
 #include "biomirror/crawl.h"
 #include "biomirror/error.h"
 #include "biomirror/list_http.h"
+#include "biomirror/text.h"
 #include "biomirror/workq.h"
 
 #define ROW_TEXT_MAX	1024	/* bytes of row text looked at per link */
@@ -1052,16 +1053,11 @@ href_child(const struct pctx *pc, const char *href, char **ret_name,
 /* ---------------------------------------------------------------- */
 /* Entries. */
 
+/* FNV-1a of the NUL-terminated s. */
 static uint64_t
 fnv1a(const char *s)
 {
-	uint64_t	 h = UINT64_C(14695981039346656037);
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= UINT64_C(1099511628211);
-	}
-	return h;
+	return text_fnv1a(s, strlen(s));
 }
 
 static int

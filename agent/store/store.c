@@ -33,6 +33,7 @@
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
 #include "biomirror/store.h"
+#include "biomirror/text.h"
 
 #define STORE_PREFIX_LEN	(sizeof(STORE_TMP_PREFIX) - 1)
 #define STORE_TMP_NAMELEN	(STORE_PREFIX_LEN + 8)
@@ -2087,11 +2088,8 @@ struct store_prefetch {
 static size_t
 store_pf_hash(const char *path)
 {
-	uint32_t	 h = 2166136261u;
-
-	for (; *path != '\0'; path++)
-		h = (h ^ (uint8_t)*path) * 16777619u;
-	return h % STORE_PREFETCH_BUCKETS;
+	return (size_t)(text_fnv1a(path, strlen(path)) %
+	    STORE_PREFETCH_BUCKETS);
 }
 
 /* Keep the lstat st of w->rel/name (a full keep or no memory: skipped). */

@@ -1,12 +1,13 @@
 /*
  * Escapes for byte strings from upstream (agent/text.c): valid UTF-8 is
  * kept, anything else shown as "\xHH", so that no name is dropped and
- * none rewrites a terminal.
+ * none rewrites a terminal; and the hash of names for in-memory tables.
  */
 #ifndef BIOMIRROR_TEXT_H
 #define BIOMIRROR_TEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * Make a JSON-safe copy of the byte string s: valid UTF-8 is kept, each
@@ -26,5 +27,10 @@ int	text_utf8_escape(const char *s, char **ret);
  * are read, not parsed back).  Never fails.
  */
 void	text_term_escape(const char *s, char *buf, size_t len);
+/*
+ * FNV-1a (64-bit) of the len bytes at p: the hash of the in-memory
+ * tables of names (listers, the store's kept lstats); not a digest.
+ */
+uint64_t	text_fnv1a(const void *p, size_t len);
 
 #endif

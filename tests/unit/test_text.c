@@ -72,10 +72,22 @@ test_text_escape(void)
 	text("a\xe6\x97\xa5", 3, "a", "a character that does not fit is left out whole");
 }
 
+/* text_fnv1a: the published FNV-1a 64-bit vectors. */
+static void
+test_fnv1a(void)
+{
+	ok(text_fnv1a("", 0) == UINT64_C(0xcbf29ce484222325), "fnv1a of ''");
+	ok(text_fnv1a("a", 1) == UINT64_C(0xaf63dc4c8601ec8c), "fnv1a of 'a'");
+	ok(text_fnv1a("foobar", 6) == UINT64_C(0x85944171f73967e8),
+	    "fnv1a of 'foobar'");
+	ok(text_fnv1a("ab", 1) == text_fnv1a("a", 1), "fnv1a reads len bytes");
+}
+
 int
 main(void)
 {
 	test_escape();
 	test_text_escape();
+	test_fnv1a();
 	return done_testing();
 }
