@@ -204,15 +204,22 @@ static bool	store_prefetch_take(struct store *, const char *,
 		    struct local_stat *);
 
 /*
- * The tree may change: drop store_stat's cached parent directory and
- * the prefetch's kept lstats (they would no longer be what is there).
+ * The tree changes: the prefetch's kept lstats would no longer be what
+ * is there, and store_clean_temps must walk again.
  */
+static void
+store_tree_changes(struct store *s)
+{
+	store_prefetch_discard(s);
+	s->no_temps = false;
+}
+
+/* The tree may change: store_tree_changes, and the cached parent goes. */
 static void
 store_stat_forget(struct store *s)
 {
 	store_stat_dir_drop(s);
-	store_prefetch_discard(s);
-	s->no_temps = false;
+	store_tree_changes(s);
 }
 
 /* st as store_stat reports it. */
@@ -731,8 +738,7 @@ store_file_open(struct store *s, const char *path, int64_t expected_size,
 	}
 	f->dir_dev = st.st_dev;
 	f->dir_ino = st.st_ino;
-	store_prefetch_discard(s);	/* a new temp file: the tree changes */
-	s->no_temps = false;
+	store_tree_changes(s);		/* a new temp file */
 	if ((rc = store_tmpfile(f)) != 0)
 		goto out;
 	*ret = f;
@@ -1593,8 +1599,7 @@ store_set_mtime_of(struct store *s, const char *path, int64_t mtime,
 	const char	*name;
 	int		 dirfd = -1, rc;
 
-	store_prefetch_discard(s);	/* an mtime (and maybe a copy) changes */
-	s->no_temps = false;
+	store_tree_changes(s);		/* an mtime (and maybe a copy) */
 	if ((rc = store_parent(s, path, false, &dirfd, &name)) != 0)
 		goto out;
 	store_ns_to_timespec(mtime, &ts[0]);
@@ -2057,8 +2062,8 @@ store_clean_temps_except(struct store *s, const char *const *keep,
  * making a second one: the destination is lstat'ed once per run.  The
  * kept lstats go at the first change to the tree (store_stat_forget) and
  * at the stop.  A walk of the whole tree that saw no temp file, with no
- * change meanwhile, spares store_clean_temps its own walk (no_temps).  It only reads; it stops at its stop flag, checked at
- * every entry.
+ * change meanwhile, spares store_clean_temps its own walk (no_temps).
+ * It only reads; it stops at its stop flag, checked at every entry.
  */
 struct store_pf_ent {
 	struct store_pf_ent *next;	/* owned: the hash chain */
@@ -3167,7 +3172,7 @@ store_set_publish(struct store *s, int64_t *ret_id)
 
 	if (set == NULL || set->run <= 0 || set->working < 0)
 		return BM_EINVAL;
-	s->no_temps = false;	/* a temp link is made */
+	store_tree_changes(s);	/* a temp link is made */
 	if ((rc = set_target(set, set->working, target, sizeof(target))) != 0)
 		return rc;
 	if (syncfs(s->fd) == -1)

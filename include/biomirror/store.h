@@ -65,13 +65,15 @@ int	store_stat(struct store *s, const char *path, struct local_stat *ret);
  * upstream, so that the planner's store_stat calls do not each wait for a
  * disk read; until the stop or the first change to the tree, store_stat
  * takes the lstat it kept (up to 65,536) instead of making a second one.
- * Read-only; at most one per store; a second start is a no-op.  Returns 0, BM_ENOMEM, BM_EIO or BM_ELIMIT (no thread); a failure
- * only loses the speed-up.
+ * Read-only; at most one per store; a second start is a no-op.  Returns
+ * 0, BM_ENOMEM, BM_EIO or BM_ELIMIT (no thread); a failure only loses
+ * the speed-up.
  */
 int	store_prefetch_start(struct store *s);
 /*
  * Wait for the prefetch's walk to end, keeping its lstats for store_stat
- * (no-op when none runs).
+ * (no-op when none runs).  The run never needs to (store_stat takes
+ * what is kept so far); test_store uses it for a walk known to be done.
  */
 void	store_prefetch_wait(struct store *s);
 /*
