@@ -192,18 +192,12 @@ struct bm_seen {
 	size_t		 n, cap;	/* cap: 0 or a power of 2 */
 };
 
-static size_t
-bm_seen_hash(const char *p, size_t len)
-{
-	return (size_t)text_fnv1a(p, len);
-}
-
 /* The slot of path's first len bytes (empty when not seen). */
 static struct bm_seen_slot *
 bm_seen_slot(const struct bm_seen *ss, const char *path, size_t len)
 {
 	struct bm_seen_slot *sl;
-	size_t		 i = bm_seen_hash(path, len) & (ss->cap - 1);
+	size_t		 i = (size_t)text_fnv1a(path, len) & (ss->cap - 1);
 
 	for (;; i = (i + 1) & (ss->cap - 1)) {
 		sl = &ss->v[i];
