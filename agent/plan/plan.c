@@ -138,6 +138,8 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
     const char *why)
 {
 	struct action	*a, *v;
+	struct action_more *m;
+	bool		 changed = strcmp(why, "changed") == 0;
 	size_t		 ncap;
 
 	if (p->nacts == p->cap) {
@@ -159,19 +161,18 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	a->fs.listed = row->fs.listed;
 	p->nacts++;
 	/* Counted in the plan first: plan_free() frees what it holds. */
-	if ((row->etag != NULL || strcmp(why, "changed") == 0 ||
+	if (row->etag != NULL || changed ||
 	    row->fs.upstream.size != -1 || row->fs.upstream.mtime != -1 ||
-	    row->fs.local.size != -1 || row->fs.local.mtime != -1) &&
-	    action_more(a) == NULL)
-		return BM_ENOMEM;
-	if (a->more != NULL) {
-		a->more->upstream = row->fs.upstream;
-		a->more->local = row->fs.local;
+	    row->fs.local.size != -1 || row->fs.local.mtime != -1) {
+		if ((m = action_more(a)) == NULL)
+			return BM_ENOMEM;
+		m->upstream = row->fs.upstream;
+		m->local = row->fs.local;
+		if (row->etag != NULL && (m->etag = strdup(row->etag)) == NULL)
+			return BM_ENOMEM;
+		if (changed)
+			m->was = row->rec_listed;
 	}
-	if (row->etag != NULL && (a->more->etag = strdup(row->etag)) == NULL)
-		return BM_ENOMEM;
-	if (strcmp(why, "changed") == 0)
-		a->more->was = row->rec_listed;
 	switch (op) {
 	case ACT_MKDIR:
 		p->nmkdir++;
@@ -519,13 +520,14 @@ prec_unit(enum mtime_prec prec)
  * resync --adopt: a new row whose local file already has the listed
  * exact size and the listed mtime (compared at the listing's precision),
  * and, with a check function (--checksum), content that matches its
- * published digests, is recorded as it is.  Returns 1 when adopted, 0 when not (plan it as
- * usual), <0 on error.
+ * published digests, is recorded as it is.  Returns 1 when adopted, 0
+ * when not (plan it as usual), <0 on error.
  */
 static int
 plan_adopt(struct plan_ctx *c, const struct diff_row *row)
 {
 	struct local_stat st;
+	struct action_more *m;
 	int64_t		 unit = prec_unit(row->fs.listed.prec), lt;
 	int		 rc;
 
@@ -543,10 +545,10 @@ plan_adopt(struct plan_ctx *c, const struct diff_row *row)
 		return 0;
 	if ((rc = plan_add(c->p, row, ACT_ADOPT, "local copy matches")) != 0)
 		return rc;
-	if (action_more(&c->p->acts[c->p->nacts - 1]) == NULL)
+	if ((m = action_more(&c->p->acts[c->p->nacts - 1])) == NULL)
 		return BM_ENOMEM;
-	c->p->acts[c->p->nacts - 1].more->local.size = st.size;
-	c->p->acts[c->p->nacts - 1].more->local.mtime = st.mtime;
+	m->local.size = st.size;
+	m->local.mtime = st.mtime;
 	return 1;
 }
 

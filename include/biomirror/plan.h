@@ -87,7 +87,10 @@ struct action {
 					   sidecar again, then the file */
 };
 
-/* a's rare parts (struct action_more), NULL or 0 when unset. */
+/*
+ * a's rare parts (struct action_more), borrowed from a: NULL, 0, or the
+ * unknown state (-1) when a has none.
+ */
 static inline const char *
 action_etag(const struct action *a)
 {
