@@ -265,6 +265,8 @@ static void	commit_done(void *, void *);
 static void	span_add(struct sched *, const struct sspan *);
 static void	span_merge(struct sched *);
 static bool	sched_wants(const struct sched_opts *, const struct action *);
+static bool	sched_fetches(const struct sched_opts *, const struct action *);
+static bool	resume_wanted(const struct action *);
 
 /* Files in flight to keep now: fixed, or sized by the tuner. */
 static unsigned
@@ -362,12 +364,19 @@ resume_forget(struct sfile *f)
 		resume_file_reset(f->rf);
 }
 
-/* Is f a big file (xfer_job.big_left)?  1 or 0, for the counts. */
+/* Is a a big file (xfer_job.big_left)?  1 or 0, for the counts. */
+static size_t
+act_big(const struct action *a)
+{
+	return a->fs.listed.size_exact &&
+	    a->fs.listed.size > (int64_t)XFER_BIG ? 1 : 0;
+}
+
+/* Is f a big file (act_big)?  1 or 0. */
 static size_t
 sfile_big(const struct sfile *f)
 {
-	return f->act->fs.listed.size_exact &&
-	    f->act->fs.listed.size > (int64_t)XFER_BIG ? 1 : 0;
+	return act_big(f->act);
 }
 
 /*
@@ -1886,8 +1895,7 @@ sched_next(struct sched *sc, int64_t now)
 	}
 	for (; sc->next < sc->nfiles && sc->scan < sc->nacts; sc->scan++) {
 		a = &sc->acts[sc->scan];
-		if ((a->op != ACT_FETCH && a->op != ACT_COND_FETCH) ||
-		    !sched_wants(sc->o, a))
+		if (!sched_fetches(sc->o, a))
 			continue;
 		if (sc->prei < sc->npre && sc->pre[sc->prei]->act == a)
 			f = sc->pre[sc->prei++];
@@ -2039,6 +2047,14 @@ sched_wants(const struct sched_opts *o, const struct action *a)
 	base = strrchr(a->path, '/');
 	base = base ? base + 1 : a->path;
 	return sidecar_name(base, NULL) == (o->pass == SCHED_PASS_SIDECARS);
+}
+
+/* Is a a fetch (or conditional fetch) of this pass? */
+static bool
+sched_fetches(const struct sched_opts *o, const struct action *a)
+{
+	return (a->op == ACT_FETCH || a->op == ACT_COND_FETCH) &&
+	    sched_wants(o, a);
 }
 
 /* Unlink h from sc's list and free it. */
@@ -2444,8 +2460,7 @@ resume_setup(struct sched *sc, struct sfile *f)
 	const struct action *a = f->act;
 	char		 sum[DIGEST_TEXT_MAX];
 
-	if (a->op != ACT_FETCH || !a->fs.listed.size_exact ||
-	    a->fs.listed.size < RESUME_MIN_SIZE)
+	if (!resume_wanted(a))
 		return 0;
 	if ((f->rf = resume_file_new(sc->o->resume, a->path, a->fs.listed.size,
 	    a->fs.listed.mtime)) == NULL)
@@ -2458,7 +2473,7 @@ resume_setup(struct sched *sc, struct sfile *f)
 	return 0;
 }
 
-/* Would resume_setup() give a (a fetch) ranges?  Made up front then. */
+/* Does a keep its ranges (resume_setup)?  Its file is made up front. */
 static bool
 resume_wanted(const struct action *a)
 {
@@ -2474,8 +2489,7 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	uint64_t	 total = 0;
 
 	for (i = 0; i < n; i++)
-		if ((acts[i].op == ACT_FETCH || acts[i].op == ACT_COND_FETCH) &&
-		    sched_wants(sc->o, &acts[i])) {
+		if (sched_fetches(sc->o, &acts[i])) {
 			nf++;
 			npre += resume_wanted(&acts[i]);
 			if (acts[i].op == ACT_FETCH &&
@@ -2513,8 +2527,7 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 	    workq_new(SCHED_HASHERS, wake_loop, sc->x, &sc->hq) != 0)
 		return BM_ENOMEM;
 	for (i = 0; i < n; i++) {
-		if ((acts[i].op != ACT_FETCH && acts[i].op != ACT_COND_FETCH) ||
-		    !sched_wants(sc->o, &acts[i]))
+		if (!sched_fetches(sc->o, &acts[i]))
 			continue;
 		if (sc->o->tune)
 			tune_plan(sc->o->tune, acts[i].fs.listed.size);
@@ -2525,8 +2538,7 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 			if (resume_setup(sc, f) != 0)
 				return BM_ENOMEM;
 		}
-		sc->big_left += acts[i].fs.listed.size_exact &&
-		    acts[i].fs.listed.size > (int64_t)XFER_BIG;
+		sc->big_left += act_big(&acts[i]);
 		sc->nfiles++;
 	}
 	return 0;
