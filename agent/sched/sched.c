@@ -263,7 +263,8 @@ static void	sched_retry(struct sched *, struct sfile *);
 static int	sink_store(void *, uint64_t, const void *, size_t);
 static void	commit_done(void *, void *);
 static void	span_add(struct sched *, const struct sspan *);
-static void	span_merge(struct sched *);
+static int64_t	span_floor(const struct sched *);
+static void	span_merge(struct sched *, int64_t);
 static bool	sched_wants(const struct sched_opts *, const struct action *);
 static bool	sched_fetches(const struct sched_opts *, const struct action *);
 static bool	resume_wanted(const struct action *);
@@ -2556,7 +2557,7 @@ span_add(struct sched *sc, const struct sspan *sp)
 	struct sspan	*p;
 
 	if (sc->nspans == sc->spans_cap) {
-		span_merge(sc);
+		span_merge(sc, span_floor(sc));
 		if (2 * sc->nspans > sc->spans_cap && (p = reallocarray(
 		    sc->spans, 2 * sc->spans_cap, sizeof(*p))) != NULL) {
 			sc->spans = p;
@@ -2599,14 +2600,13 @@ span_floor(const struct sched *sc)
 
 /*
  * Replace sc's spans with their union, per transport, in place; the
- * parts of it that end before any span still to come (span_floor) are
- * added to sc->span_ns and dropped.
+ * parts of it that end before floor (monotonic ns: no span still to
+ * come starts earlier, span_floor) are added to sc->span_ns and dropped.
  */
 static void
-span_merge(struct sched *sc)
+span_merge(struct sched *sc, int64_t floor)
 {
 	struct sspan	*p, *o = NULL;
-	int64_t		 floor = span_floor(sc);
 	size_t		 k, n = 0;
 
 	qsort(sc->spans, sc->nspans, sizeof(*sc->spans), span_cmp);
@@ -2637,29 +2637,13 @@ span_merge(struct sched *sc)
 static void
 sched_net_seconds(struct sched *sc)
 {
-	const struct sspan *p;
-	int64_t		 a = 0, b = 0, ns[REPORT_NETS] = { 0 };
-	unsigned	 net = REPORT_NETS, i;
-	size_t		 k;
+	unsigned	 i;
 
-	qsort(sc->spans, sc->nspans, sizeof(*sc->spans), span_cmp);
-	for (k = 0; k < sc->nspans; k++) {
-		p = &sc->spans[k];
-		if (p->net != net || p->a > b) {
-			if (net < REPORT_NETS)
-				ns[net] += b - a;
-			net = p->net;
-			a = p->a;
-			b = p->b;
-		} else if (p->b > b)
-			b = p->b;
+	span_merge(sc, INT64_MAX);	/* all of it: sc->nspans is 0 */
+	for (i = 0; i < REPORT_NETS; i++) {
+		sc->res->nets[i].seconds += (double)sc->span_ns[i] / 1e9;
+		sc->span_ns[i] = 0;
 	}
-	if (net < REPORT_NETS)
-		ns[net] += b - a;
-	for (i = 0; i < REPORT_NETS; i++)
-		sc->res->nets[i].seconds += (double)(ns[i] + sc->span_ns[i]) /
-		    1e9;
-	sc->nspans = 0;
 }
 
 int
