@@ -843,6 +843,7 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
     size_t len)
 {
 	struct local_stat st;
+	struct local_state was = action_local(a);
 	const char	*what, *event;
 	int		 want;
 
@@ -868,14 +869,12 @@ run_not_committed(struct run *r, const struct action *a, char *buf,
 	if (st.type != want)
 		(void)snprintf(buf, len, "%s, but the local path is no longer "
 		    "the %s committed: kept, no longer tracked", event, what);
-	else if (want == 'f' && action_local(a).size >= 0 &&
-	    st.size != action_local(a).size)
+	else if (want == 'f' && was.size >= 0 && st.size != was.size)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (%lld bytes, committed %lld): kept, no "
 		    "longer tracked", event, (long long)st.size,
-		    (long long)action_local(a).size);
-	else if (want == 'f' && action_local(a).mtime >= 0 &&
-	    st.mtime != action_local(a).mtime)
+		    (long long)was.size);
+	else if (want == 'f' && was.mtime >= 0 && st.mtime != was.mtime)
 		(void)snprintf(buf, len, "%s, but the local file is not the "
 		    "one committed (its mtime changed since): kept, no "
 		    "longer tracked", event);
@@ -2345,21 +2344,21 @@ static int
 run_fail_parked(struct run *r)
 {
 	struct commit_rec rec;
+	struct action	*a;
 	char		 why[200];
 	size_t		 i;
 
 	for (i = 0; i < r->p->nacts; i++) {
-		if (!r->p->acts[i].parked)
+		a = &r->p->acts[i];
+		if (!a->parked)
 			continue;
-		r->p->acts[i].parked = false;
+		a->parked = false;
 		(void)snprintf(why, sizeof(why), "checksum mismatch: got %.75s; "
 		    "not tried again (the run stopped)",
-		    action_got(&r->p->acts[i]) ? action_got(&r->p->acts[i]) :
-		    "?");
-		(void)result_add_error(r->res, r->p->acts[i].path, "fetch", why);
+		    action_got(a) ? action_got(a) : "?");
+		(void)result_add_error(r->res, a->path, "fetch", why);
 		r->res->failed++;
-		commit_rec_path(&rec, r->p->acts[i].path, ENTRY_FILE,
-		    COMMIT_FAILED);
+		commit_rec_path(&rec, a->path, ENTRY_FILE, COMMIT_FAILED);
 		rec.reason = why;
 		if (commit_results(r->m, r->run, &rec, 1) != 0)
 			return BM_EDB;
@@ -3480,7 +3479,7 @@ run_shifts(struct run *r)
 	struct commit_rec *recs = NULL;
 	struct action	*a, *b, *ask;
 	bool		*seen = NULL;
-	int64_t		 up;
+	int64_t		 up, shift;
 	size_t		 i, j, n;
 	int		 rc = 0, warned = 0;
 
@@ -3493,12 +3492,12 @@ run_shifts(struct run *r)
 	}
 	for (i = 0; i < r->p->nacts; i++) {
 		a = &r->p->acts[i];
-		if (seen[i] || action_shift(a) == 0 || a->op != ACT_FETCH)
+		if (seen[i] || (shift = action_shift(a)) == 0 ||
+		    a->op != ACT_FETCH)
 			continue;
 		for (ask = NULL, j = i; j < r->p->nacts; j++) {
 			b = &r->p->acts[j];
-			if (action_shift(b) == action_shift(a) &&
-			    b->op == ACT_FETCH &&
+			if (action_shift(b) == shift && b->op == ACT_FETCH &&
 			    same_dir(a->path, b->path) && ask == NULL &&
 			    action_upstream(b).mtime >= 0)
 				ask = b;
@@ -3509,7 +3508,7 @@ run_shifts(struct run *r)
 			goto out;
 		for (n = 0, j = i; j < r->p->nacts; j++) {
 			b = &r->p->acts[j];
-			if (seen[j] || action_shift(b) != action_shift(a) ||
+			if (seen[j] || action_shift(b) != shift ||
 			    b->op != ACT_FETCH || !same_dir(a->path, b->path))
 				continue;
 			seen[j] = true;
@@ -3521,8 +3520,7 @@ run_shifts(struct run *r)
 			if (ask == NULL || up < 0 ||
 			    (up != action_upstream(ask).mtime / NS &&
 			    !(r->zs.mdtm_local && up ==
-			    (action_upstream(ask).mtime + action_shift(a)) /
-			    NS)))
+			    (action_upstream(ask).mtime + shift) / NS)))
 				continue;
 			commit_rec_action(&recs[n++], b, COMMIT_NOT_MODIFIED);
 			plan_keep(r->p, b, "listed time moved, unchanged "
@@ -3531,21 +3529,21 @@ run_shifts(struct run *r)
 		if (n == 0) {
 			log_info("%s: %s: listed %+lld h off with the same "
 			    "sizes, but changed upstream (%s): fetched",
-			    r->c->name, a->path, (long long)(action_shift(a) / NS /
-			    3600), ask != NULL ? ask->path : "no time to ask");
+			    r->c->name, a->path, (long long)(shift / NS / 3600),
+			    ask != NULL ? ask->path : "no time to ask");
 			continue;
 		}
 		log_info("%s: %s: %zu file%s of its directory listed %+lld h "
 		    "off with the same sizes, unchanged upstream (asked %s): "
 		    "a zone shift (daylight saving?), recorded, nothing "
 		    "fetched", r->c->name, a->path, n, n == 1 ? "" : "s",
-		    (long long)(action_shift(a) / NS / 3600), ask->path);
+		    (long long)(shift / NS / 3600), ask->path);
 		if (up != action_upstream(ask).mtime / NS && !warned++)
 			log_warnx("%s: zone: %s's MDTM (local time) moved with "
 			    "its listing: its zone is no longer ftp_timezone's "
 			    "(new files get mtimes %+lld h off until it is "
 			    "set to the server's)", r->c->name, r->zs.host,
-			    (long long)(action_shift(a) / NS / 3600));
+			    (long long)(shift / NS / 3600));
 		if (!r->o->dry_run &&
 		    commit_results(r->m, r->run, recs, n) != 0) {
 			(void)snprintf(r->err, sizeof(r->err), "manifest: %s",
