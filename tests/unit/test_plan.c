@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "biomirror/commit.h"
 #include "biomirror/config.h"
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
@@ -216,25 +217,6 @@ is_counts(const struct plan *p, int64_t listed, int64_t nfetch,
 	    "%s: nacts", tag);
 }
 
-/* A commit record from an action's values, as sched.c rec_from_action. */
-static void
-rec_of(struct commit_rec *r, const struct action *a, enum commit_op op)
-{
-	memset(r, 0, sizeof(*r));
-	r->path = a->path;
-	r->op = op;
-	r->type = a->type;
-	r->fs.listed.size = a->fs.listed.size;
-	r->fs.listed.size_exact = a->fs.listed.size_exact;
-	r->fs.listed.mtime = a->fs.listed.mtime;
-	r->fs.listed.prec = a->fs.listed.prec;
-	r->fs.upstream.size = action_upstream(a).size;
-	r->fs.upstream.mtime = action_upstream(a).mtime;
-	r->etag = action_etag(a);
-	r->fs.local.size = action_local(a).size;
-	r->fs.local.mtime = action_local(a).mtime;
-}
-
 /*
  * "Fetch" a file: upstream's exact size is the listed size when exact,
  * 1000 bytes under the shown value when inexact, PLAIN_SIZE when not
@@ -267,7 +249,7 @@ do_fetch(struct fx *fx, int64_t run, const struct action *a)
 	MUST(store_commit(fx->s, &it, 1));
 	MUST(it.rc);
 	(void)snprintf(etag, sizeof(etag), "\"etag-%s\"", a->path);
-	rec_of(&rec, a, COMMIT_FETCHED);
+	commit_rec_action(&rec, a, COMMIT_FETCHED);
 	rec.fs.upstream.size = size;
 	rec.fs.upstream.mtime = mtime;
 	rec.etag = etag;
@@ -308,12 +290,12 @@ execute(struct fx *fx, const struct plan *p)
 			do_fetch(fx, run, a);
 			break;
 		case ACT_COND_FETCH:
-			rec_of(&rec, a, COMMIT_NOT_MODIFIED);
+			commit_rec_action(&rec, a, COMMIT_NOT_MODIFIED);
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
 		case ACT_TOUCH:
 			MUST(store_set_mtime(fx->s, a->path, action_local(a).mtime));
-			rec_of(&rec, a, COMMIT_TOUCHED);
+			commit_rec_action(&rec, a, COMMIT_TOUCHED);
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
 		case ACT_DELETE:
@@ -327,7 +309,7 @@ execute(struct fx *fx, const struct plan *p)
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
 		case ACT_ADOPT:		/* only with plan_opts.adopt */
-			rec_of(&rec, a, COMMIT_ADOPTED);
+			commit_rec_action(&rec, a, COMMIT_ADOPTED);
 			MUST(manifest_commit(fx->m, run, &rec, 1));
 			break;
 		case ACT_KEEP:
