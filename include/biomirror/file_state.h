@@ -2,9 +2,11 @@
  * What is known of one path, in three parts: what the listing said, what
  * upstream's GET said, what was committed locally.  Declared once and
  * shared by the manifest's rows and records, the plan's actions and the
- * scheduler, so that a result is copied whole (rec.fs = a->fs), never
- * field by field.  The ETag is not part of it: the plan owns its copy,
- * the records borrow theirs.
+ * scheduler, so that a result is copied by the part (rec.fs = row->fs;
+ * an action holds the listed part inline and the other two in its
+ * struct action_more, commit_rec_action), never field by field.  The
+ * ETag is not part of it: the plan owns its copy, the records borrow
+ * theirs.
  */
 #ifndef BIOMIRROR_FILE_STATE_H
 #define BIOMIRROR_FILE_STATE_H

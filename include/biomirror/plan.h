@@ -130,9 +130,8 @@ action_local(const struct action *a)
 }
 
 /*
- * a's rare parts, made (all unset: NULL, 0, -1) if it has none yet:
- * owned by a.
- * NULL when out of memory.
+ * a's rare parts, made all unset (NULL, 0, -1) if it has none yet; owned
+ * by a (action_more_free, plan_free).  NULL when out of memory.
  */
 struct action_more *action_more(struct action *a);
 /* Free a's rare parts (the plan's paths stay); a then has none. */
