@@ -66,6 +66,8 @@ _Static_assert(SF_FAILED <= UINT8_MAX, "sfile state fits its byte");
 #define SCHED_MEM_MAX	(256 * 1024)
 #define SCHED_HASHERS	2	/* worker threads computing digests */
 #define HASH_STEP	(8ULL * 1024 * 1024)	/* hash when the prefix grew this much */
+#define SCHED_REAP_MIN	256	/* live files before the first sched_reap */
+#define SCHED_SPANS_MIN	1024	/* slots of spans to start with */
 
 struct sched;
 
@@ -1872,7 +1874,7 @@ sched_reap(struct sched *sc)
 		    f->h == NULL && f->rf == NULL && !f->keep)
 			sfile_free(sc, f);
 	}
-	sc->reap_at = 2 * sc->nlive + 256;
+	sc->reap_at = 2 * sc->nlive + SCHED_REAP_MIN;
 }
 
 /*
@@ -2499,8 +2501,8 @@ sched_setup(struct sched *sc, struct action *acts, size_t n)
 		}
 	sc->acts = acts;
 	sc->nacts = n;
-	sc->spans_cap = 1024;
-	sc->reap_at = 256;
+	sc->spans_cap = SCHED_SPANS_MIN;
+	sc->reap_at = SCHED_REAP_MIN;
 	if ((sc->pre = calloc(npre ? npre : 1, sizeof(*sc->pre))) == NULL ||
 	    (sc->spans = calloc(sc->spans_cap, sizeof(*sc->spans))) == NULL ||
 	    (sc->items = calloc(sc->cap, sizeof(*sc->items))) == NULL ||
