@@ -89,14 +89,15 @@ struct sched_opts {
 
 /*
  * Carry out the fetch, conditional-fetch and touch actions among
- * acts[0..n) (others ignored): transfers through x, in ranges for large
- * files; writes through s; hashes and checks digests (o->sums,
- * o->record_digest) before publishing; keeps finished ranges for resume;
- * records through m; counts and per-file errors into res.  See
- * docs/internals.md, "How sched_run moves files".  Returns 0 when every
- * action was tried (failures counted in res), BM_EDB (a batch not
- * recorded), BM_ENOSPC (in flight abandoned, finished committed) or
- * BM_EINVAL (stopped by a signal).
+ * acts[0..n) (others ignored; borrowed for the call, which may park an
+ * action and set its digest got, action_more): transfers through x, in
+ * ranges for large files; writes through s; hashes and checks digests
+ * (o->sums, o->record_digest) before publishing; keeps finished ranges
+ * for resume; records through m; counts and per-file errors into res.
+ * See docs/internals.md, "How sched_run moves files".  Returns 0 when
+ * every action was tried (failures counted in res), BM_EDB (a batch not
+ * recorded), BM_ENOSPC (in flight abandoned, finished committed),
+ * BM_EINTR (stopped by a signal), BM_ENOMEM, or the transport's error.
  */
 int	sched_run(const struct sched_opts *o, struct xfer *x, struct store *s,
 	    struct manifest *m, struct action *acts, size_t n,
