@@ -876,6 +876,13 @@ sess_xfer_reset(struct gsess *s)
 	s->inorder = 0;
 }
 
+/* A whole file whose body the caller checks against an exact size. */
+static bool
+whole_exact(const struct xfer_job *j)
+{
+	return j->kind == XFER_JOB_FILE && j->len == 0 && j->size_checked;
+}
+
 /*
  * Does a whole file of exact listed size go without MDTM, its listed
  * time to the second taken for MDTM's (a resumable file: its validator)?
@@ -886,8 +893,20 @@ sess_xfer_reset(struct gsess *s)
 static bool
 listed_time(const struct xfer_job *j)
 {
-	return j->kind == XFER_JOB_FILE && j->len == 0 && j->size_checked &&
-	    j->listed_sec;
+	return whole_exact(j) && j->listed_sec;
+}
+
+/*
+ * Take j's listed time for MDTM's when listed_time() allows it and the
+ * caller does not keep it itself (mtime_listed); true when taken.
+ */
+static bool
+listed_time_take(struct xfer_job *j)
+{
+	if (j->mtime_listed || !listed_time(j))
+		return false;
+	j->res.mtime = j->listed_secs;
+	return true;
 }
 
 /*
@@ -909,10 +928,8 @@ sess_job_next(struct gsess *s)
 	if (s->jstep == JS_MDTM && (j->mtime_listed ||
 	    j->kind != XFER_JOB_FILE))
 		s->jstep = JS_SIZE;
-	if (s->jstep == JS_MDTM && listed_time(j)) {
-		j->res.mtime = j->listed_secs;
+	if (s->jstep == JS_MDTM && listed_time_take(j))
 		s->jstep = JS_SIZE;
-	}
 	if (s->jstep == JS_SIZE && ((j->size_checked && j->len == 0) ||
 	    j->kind != XFER_JOB_FILE))
 		s->jstep = JS_RETR;
@@ -1004,8 +1021,7 @@ sess_free_one(const struct gridftp *g)
 static bool
 pipeable(const struct xfer_job *j)
 {
-	return j->kind == XFER_JOB_FILE && j->len == 0 && j->size_checked &&
-	    (j->mtime_listed || listed_time(j));
+	return whole_exact(j) && (j->mtime_listed || j->listed_sec);
 }
 
 /*
@@ -1040,8 +1056,7 @@ sess_pipe(struct gsess *s)
 		return;
 	}
 	(void)queue_pop(g);
-	if (!j->mtime_listed)
-		j->res.mtime = j->listed_secs;	/* listed_time */
+	(void)listed_time_take(j);
 	s->pjob = j;
 	s->ppath = path;
 }
