@@ -248,6 +248,7 @@ bm_seen_add(struct bm_seen *ss, const char *path, enum entry_type type,
 	return 0;
 }
 
+/* Free the paths and slots of ss; ss is empty again (reusable). */
 static void
 bm_seen_free(struct bm_seen *ss)
 {
