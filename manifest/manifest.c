@@ -207,7 +207,9 @@ enum manifest_st {
 	ST_STAGE_COUNT,
 	ST_STAGE_WALK,
 	ST_STAGE_DROP,
-	ST_DIFF,
+	ST_DIFF_STAGED,
+	ST_DIFF_FILES,
+	ST_RUN_START,
 	ST_GONE,
 	ST_FILE_COUNT,
 	ST_UPSERT,
@@ -266,15 +268,18 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "DELETE FROM temp.staging WHERE path >= ?1"
 	    " AND (?2 IS NULL OR path < ?2)"
 	    " AND instr(substr(path, length(?1) + 1), x'2f') = 0",
-	[ST_DIFF] =
-	    "SELECT s.path, s.type, s.size, s.size_exact, s.mtime, s.prec,"
-	    " s.target, f.path IS NOT NULL, f.type, f.list_size,"
-	    " f.list_size_exact, f.list_mtime, f.list_prec, f.target,"
-	    " f.up_size, f.up_mtime, f.etag, f.local_size, f.local_mtime,"
-	    " f.checksum, rr.start_ns FROM temp.staging AS s"
-	    " LEFT JOIN main.files AS f ON f.path = s.path"
-	    " LEFT JOIN main.runs AS rr ON rr.id = f.seen_run"
-	    " ORDER BY s.path",
+	/*
+	 * The diff is a merge of two walks in path order (diff_staged), each
+	 * the scan of its table's primary key: no seek per path.
+	 */
+	[ST_DIFF_STAGED] =
+	    "SELECT path, type, size, size_exact, mtime, prec, target"
+	    " FROM temp.staging ORDER BY path",
+	[ST_DIFF_FILES] =
+	    "SELECT path, type, list_size, list_size_exact, list_mtime,"
+	    " list_prec, target, up_size, up_mtime, etag, local_size,"
+	    " local_mtime, checksum, seen_run FROM main.files ORDER BY path",
+	[ST_RUN_START] = "SELECT start_ns FROM main.runs WHERE id = ?1",
 	[ST_GONE] =
 	    "SELECT " FILE_COLS " FROM main.files AS f WHERE NOT EXISTS"
 	    " (SELECT 1 FROM temp.staging AS s WHERE s.path = f.path)"
@@ -537,6 +542,36 @@ struct manifest {
 #define STAMP_MAX_S	(7 * 86400)
 
 static bool	stamp_verify(const struct manifest *);
+
+/*
+ * The library's settings, once, before its first use: no memory
+ * statistics (SQLITE_CONFIG_MEMSTATUS: nothing here reads them, and
+ * each allocation took a global mutex for them).  Ignored (SQLITE_MISUSE)
+ * when something initialised SQLite first.
+ */
+static pthread_once_t	db_lib_once = PTHREAD_ONCE_INIT;
+
+static void
+db_lib_init(void)
+{
+	(void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
+/*
+ * Every connection of this file is opened here: sqlite3_open_v2(path,
+ * flags) in multi-thread mode (SQLITE_OPEN_NOMUTEX: no mutex per API
+ * call).  That holds because a connection is used by one thread at a
+ * time: the opener's, the deferred check's own (check_main), or the
+ * scheduler's committer while it holds a batch (agent/sched/sched.c,
+ * "The manifest is the committer thread's while it has a batch").
+ * Returns an SQLite code; *db may be set on failure (sqlite3_close it).
+ */
+static int
+db_open(const char *path, sqlite3 **db, int flags)
+{
+	(void)pthread_once(&db_lib_once, db_lib_init);
+	return sqlite3_open_v2(path, db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+}
 
 /* Map an SQLite result code to a BM_E* code. */
 static int
@@ -873,7 +908,7 @@ check_main(void *arg)
 	}
 	memset(&c, 0, sizeof(c));
 	c.path = m->path;
-	src = sqlite3_open_v2(m->path, &c.db, SQLITE_OPEN_READONLY, NULL);
+	src = db_open(m->path, &c.db, SQLITE_OPEN_READONLY);
 	if (src == SQLITE_OK) {
 		(void)sqlite3_db_config(c.db,
 		    SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
@@ -1355,8 +1390,8 @@ manifest_create(struct manifest *m)
 		e = unlink_sfx(m->path, sfx[i]);
 	if (e != 0)
 		goto out;
-	src = sqlite3_open_v2(tmp, &m->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE, NULL);
+	src = db_open(tmp, &m->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE);
 	if (src != SQLITE_OK) {
 		rc = db_fail(m, src);
 		goto out;
@@ -1589,8 +1624,8 @@ open_immutable(struct manifest *m)
 	m->db = NULL;
 	if ((uri = immutable_uri(m->path)) == NULL)
 		return BM_ENOMEM;
-	src = sqlite3_open_v2(uri, &m->db, SQLITE_OPEN_READONLY |
-	    SQLITE_OPEN_URI, NULL);
+	src = db_open(uri, &m->db, SQLITE_OPEN_READONLY |
+	    SQLITE_OPEN_URI);
 	free(uri);
 	if (src != SQLITE_OK)
 		return db_fail(m, src);
@@ -1637,7 +1672,7 @@ open_any(const char *path, bool create, bool reader, bool as_is,
 	    (rc = wal_inspect(m, !reader, &had_wal)) != 0)
 		goto out;
 	m->had_wal = had_wal;
-	src = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE, NULL);
+	src = db_open(path, &m->db, SQLITE_OPEN_READWRITE);
 	if (src != SQLITE_OK) {
 		rc = db_fail(m, src);
 		goto out;
@@ -1738,8 +1773,8 @@ manifest_open_scratch(struct manifest **ret, char *errbuf, size_t errlen)
 	if ((m = calloc(1, sizeof(*m))) == NULL ||
 	    (m->path = strdup(":memory:")) == NULL)
 		goto out;
-	if ((src = sqlite3_open_v2(":memory:", &m->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE, NULL)) != SQLITE_OK) {
+	if ((src = db_open(":memory:", &m->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE)) != SQLITE_OK) {
 		rc = db_fail(m, src);
 		goto out;
 	}
@@ -1774,8 +1809,7 @@ manifest_peek_last_run(const char *path, int64_t *ret_id)
 	if ((uri = immutable_uri(path)) == NULL)
 		return BM_ENOMEM;
 	rc = BM_ECORRUPT;
-	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
-	    NULL) != SQLITE_OK ||
+	if (db_open(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI) != SQLITE_OK ||
 	    db_query_int(db, "PRAGMA application_id", &app_id) != SQLITE_OK ||
 	    app_id != MANIFEST_APP_ID ||
 	    db_query_int(db, "SELECT coalesce(max(id), 0) FROM main.runs",
@@ -2374,24 +2408,58 @@ same_time(int64_t a, int pa, int64_t b, int pb)
 }
 
 /*
- * Classify one row of ST_DIFF (DESIGN.md: listings are data; an inexact
- * value is compared as shown, so equal shown values are unchanged).
- * Times are compared at the coarser of the two precisions.  A file
- * listed without a time (none, or one that could not be read) is asked
- * for conditionally (DIFF_UNKNOWN) unless its listed size changed:
- * its size alone cannot show a same-size rewrite.  A listed size that
- * is now unknown is compared by its time alone.
+ * The recorded side of a staged path in diff_staged's merge: the
+ * ST_DIFF_FILES row that matched it (fst), and the start of the run
+ * that last saw it, looked up once per run id (seen_run is mostly the
+ * same id for every row).
+ */
+struct diff_rec {
+	struct manifest	*m;		/* borrowed */
+	sqlite3_stmt	*fst;		/* borrowed: ST_DIFF_FILES, on the row */
+	int64_t		 run_id;	/* the run of run_start, or -1 */
+	int64_t		 run_start;	/* its start_ns, -1 if no such run */
+};
+
+/* Start (ns) of the run that last saw the matched row, -1 if unknown. */
+static int64_t
+diff_seen_start(struct diff_rec *dr)
+{
+	sqlite3_stmt	*st = dr->m->st[ST_RUN_START];
+	int64_t		 id = col_opt(dr->fst, 13);
+
+	if (id < 0)
+		return -1;
+	if (id != dr->run_id) {
+		dr->run_id = id;
+		dr->run_start = -1;
+		(void)sqlite3_bind_int64(st, 1, id);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			dr->run_start = col_opt(st, 0);
+		st_done(st);
+	}
+	return dr->run_start;
+}
+
+/*
+ * Classify one staged row r, its recorded side in dr when r->recorded
+ * (DESIGN.md: listings are data; an inexact value is compared as shown,
+ * so equal shown values are unchanged).  Times are compared at the
+ * coarser of the two precisions.  A file listed without a time (none,
+ * or one that could not be read) is asked for conditionally
+ * (DIFF_UNKNOWN) unless its listed size changed: its size alone cannot
+ * show a same-size rewrite.  A listed size that is now unknown is
+ * compared by its time alone.
  */
 static enum diff_kind
-diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
+diff_kind_of(struct diff_rec *dr, const struct diff_row *r)
 {
 	const char	*rtarget;
 	size_t		 tlen, rtlen;
-	int		 rprec;
+	int64_t		 seen;
 
 	if (!r->recorded)
 		return DIFF_NEW;
-	if ((int)r->type != sqlite3_column_int(st, 8))
+	if (r->type != r->rec_type)
 		return DIFF_CHANGED;
 	if (r->type == ENTRY_FILE && r->fs.listed.size == -1 &&
 	    r->fs.listed.prec == MTIME_UNKNOWN)
@@ -2402,20 +2470,21 @@ diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
 	 * decides, as for a listing without sizes.
 	 */
 	if (!(r->type == ENTRY_FILE && r->fs.listed.size == -1) &&
-	    (r->fs.listed.size != sqlite3_column_int64(st, 9) ||
-	    (int)r->fs.listed.size_exact != sqlite3_column_int(st, 10)))
+	    (r->fs.listed.size != r->rec_listed.size ||
+	    r->fs.listed.size_exact != r->rec_listed.size_exact))
 		return DIFF_CHANGED;
 	if (r->type == ENTRY_FILE && r->fs.listed.prec == MTIME_UNKNOWN)
 		return DIFF_UNKNOWN;
-	rprec = sqlite3_column_int(st, 12);
-	if ((rprec == MTIME_UNKNOWN) != (r->fs.listed.prec == MTIME_UNKNOWN))
+	if ((r->rec_listed.prec == MTIME_UNKNOWN) !=
+	    (r->fs.listed.prec == MTIME_UNKNOWN))
 		return DIFF_CHANGED;
-	if (rprec != MTIME_UNKNOWN && !same_time(r->fs.listed.mtime,
-	    (int)r->fs.listed.prec, sqlite3_column_int64(st, 11), rprec))
+	if (r->rec_listed.prec != MTIME_UNKNOWN && !same_time(
+	    r->fs.listed.mtime, (int)r->fs.listed.prec, r->rec_listed.mtime,
+	    (int)r->rec_listed.prec))
 		return DIFF_CHANGED;
 	if (r->type == ENTRY_SYMLINK) {
 		tlen = r->target != NULL ? strlen(r->target) : 0;
-		rtarget = col_str(st, 13, &rtlen);
+		rtarget = col_str(dr->fst, 6, &rtlen);
 		if (!bytes_equal(r->target, tlen, rtarget, rtlen))
 			return DIFF_CHANGED;
 	}
@@ -2427,55 +2496,140 @@ diff_kind_of(sqlite3_stmt *st, const struct diff_row *r)
 	 * it after the minute ended, which settles it.
 	 */
 	if (r->type == ENTRY_FILE && (r->fs.listed.prec == MTIME_MINUTE ||
-	    r->fs.listed.prec == MTIME_DAY) && sqlite3_column_type(st, 20) !=
-	    SQLITE_NULL && sqlite3_column_int64(st, 20) < r->fs.listed.mtime +
-	    (r->fs.listed.prec == MTIME_DAY ? 86400LL : 60LL) * 1000000000LL)
+	    r->fs.listed.prec == MTIME_DAY) && (seen = diff_seen_start(dr)) >=
+	    0 && seen < r->fs.listed.mtime + (r->fs.listed.prec == MTIME_DAY ?
+	    86400LL : 60LL) * 1000000000LL)
 		return DIFF_UNKNOWN;
 	return DIFF_SAME;
 }
 
-/* Walk the staged rows (first half of manifest_diff). */
-static int
-diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx)
-{
-	sqlite3_stmt	*st = m->st[ST_DIFF];
-	struct diff_row	 r;
-	int		 rc = 0, src;
+/*
+ * A path column's sort key as SQLite orders it (datatype3.html, "Sort
+ * Order"): its storage class (numbers, then TEXT, then BLOB; the path
+ * columns are NOT NULL), then its bytes by memcmp, the shorter first.
+ * Paths are BLOBs (bind_path); only a hand-edited file holds others,
+ * and those never equal a staged path, as under the join's "=".
+ */
+struct diff_key {
+	int		 cls;		/* 1 number, 2 TEXT, 3 BLOB */
+	const char	*p;		/* borrowed: the column's bytes */
+	size_t		 n;
+};
 
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+static void
+diff_key_of(sqlite3_stmt *st, struct diff_key *k)
+{
+	int	 t = sqlite3_column_type(st, 0);	/* before any conversion */
+
+	k->cls = t == SQLITE_BLOB ? 3 : t == SQLITE_TEXT ? 2 : 1;
+	k->p = col_str(st, 0, &k->n);
+}
+
+static int
+diff_key_cmp(const struct diff_key *a, const struct diff_key *b)
+{
+	int	 c;
+
+	if (a->cls != b->cls)
+		return a->cls < b->cls ? -1 : 1;
+	if ((c = memcmp(a->p, b->p, a->n < b->n ? a->n : b->n)) != 0)
+		return c;
+	return a->n < b->n ? -1 : a->n > b->n;
+}
+
+/* Step ST_DIFF_FILES (dr->fst), its row's key into *fk.  An SQLite code. */
+static int
+diff_files_next(struct diff_rec *dr, struct diff_key *fk)
+{
+	int	 src;
+
+	if ((src = sqlite3_step(dr->fst)) == SQLITE_ROW)
+		diff_key_of(dr->fst, fk);
+	return src;
+}
+
+/*
+ * Walk the staged rows (first half of manifest_diff): a merge of the
+ * staging table and main.files, both walked in SQLite's path order (so
+ * diff_key_cmp agrees with it), each staged row matched as the join
+ * f.path = s.path did; the committed rows that no staged path matched
+ * are counted in *ngone.  0, fn's non-zero value, or BM_EDB.
+ */
+static int
+diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx,
+    int64_t *ngone)
+{
+	sqlite3_stmt	*st = m->st[ST_DIFF_STAGED];
+	struct diff_rec	 dr = { m, m->st[ST_DIFF_FILES], -1, -1 };
+	struct diff_key	 sk, fk = { 0, NULL, 0 };
+	struct diff_row	 r;
+	int		 rc = 0, src = SQLITE_DONE, fsrc, c;
+
+	*ngone = 0;
+	fsrc = diff_files_next(&dr, &fk);
+	while (fsrc == SQLITE_ROW || fsrc == SQLITE_DONE) {
+		if ((src = sqlite3_step(st)) != SQLITE_ROW)
+			break;
+		diff_key_of(st, &sk);
+		/* The committed rows before this path: not staged. */
+		c = -1;
+		while (fsrc == SQLITE_ROW && (c = diff_key_cmp(&fk, &sk)) < 0) {
+			(*ngone)++;
+			fsrc = diff_files_next(&dr, &fk);
+		}
+		if (fsrc != SQLITE_ROW && fsrc != SQLITE_DONE)
+			break;
 		memset(&r, 0, sizeof(r));
-		r.path = col_str(st, 0, &r.pathlen);
+		r.path = sk.p;
+		r.pathlen = sk.n;
 		r.type = (enum entry_type)sqlite3_column_int(st, 1);
 		r.fs.listed.size = sqlite3_column_int64(st, 2);
 		r.fs.listed.size_exact = sqlite3_column_int(st, 3) != 0;
 		r.fs.listed.mtime = sqlite3_column_int64(st, 4);
 		r.fs.listed.prec = (enum mtime_prec)sqlite3_column_int(st, 5);
 		r.target = col_str(st, 6, NULL);
-		r.recorded = sqlite3_column_int(st, 7) != 0;
-		r.rec_type = r.recorded ? (enum entry_type)
-		    sqlite3_column_int(st, 8) : r.type;
+		r.recorded = fsrc == SQLITE_ROW && c == 0;
+		r.rec_type = r.type;
+		r.fs.upstream.size = r.fs.upstream.mtime = -1;
+		r.fs.local.size = r.fs.local.mtime = -1;
 		if (r.recorded) {
-			r.rec_listed.size = sqlite3_column_int64(st, 9);
+			r.rec_type = (enum entry_type)sqlite3_column_int(dr.fst,
+			    1);
+			r.rec_listed.size = sqlite3_column_int64(dr.fst, 2);
 			r.rec_listed.size_exact =
-			    sqlite3_column_int(st, 10) != 0;
-			r.rec_listed.mtime = sqlite3_column_int64(st, 11);
+			    sqlite3_column_int(dr.fst, 3) != 0;
+			r.rec_listed.mtime = sqlite3_column_int64(dr.fst, 4);
 			r.rec_listed.prec =
-			    (enum mtime_prec)sqlite3_column_int(st, 12);
+			    (enum mtime_prec)sqlite3_column_int(dr.fst, 5);
+			r.fs.upstream.size = col_opt(dr.fst, 7);
+			r.fs.upstream.mtime = col_opt(dr.fst, 8);
+			r.etag = col_str(dr.fst, 9, NULL);
+			r.fs.local.size = col_opt(dr.fst, 10);
+			r.fs.local.mtime = col_opt(dr.fst, 11);
+			r.checksum = col_str(dr.fst, 12, NULL);
 		}
-		r.fs.upstream.size = col_opt(st, 14);
-		r.fs.upstream.mtime = col_opt(st, 15);
-		r.etag = col_str(st, 16, NULL);
-		r.fs.local.size = col_opt(st, 17);
-		r.fs.local.mtime = col_opt(st, 18);
-		r.checksum = col_str(st, 19, NULL);
-		r.kind = diff_kind_of(st, &r);
+		r.kind = diff_kind_of(&dr, &r);
 		if ((rc = fn(ctx, &r)) != 0)
 			goto out;
+		if (r.recorded)
+			fsrc = diff_files_next(&dr, &fk);
 	}
-	if (src != SQLITE_DONE)
-		rc = db_fail(m, src);
+	if (fsrc == SQLITE_ROW || fsrc == SQLITE_DONE) {
+		if (src != SQLITE_DONE) {
+			rc = db_fail(m, src);
+			goto out;
+		}
+		/* The committed rows after the last staged path. */
+		while (fsrc == SQLITE_ROW) {
+			(*ngone)++;
+			fsrc = diff_files_next(&dr, &fk);
+		}
+	}
+	if (fsrc != SQLITE_DONE)
+		rc = db_fail(m, fsrc);
 out:
 	st_done(st);
+	st_done(dr.fst);
 	return rc;
 }
 
@@ -2545,11 +2699,13 @@ out:
 int
 manifest_diff(struct manifest *m, manifest_diff_fn fn, void *ctx)
 {
+	int64_t	 ngone;
 	int	 rc;
 
-	if ((rc = diff_staged(m, fn, ctx)) != 0)
+	if ((rc = diff_staged(m, fn, ctx, &ngone)) != 0)
 		return rc;
-	return diff_gone(m, fn, ctx);
+	/* Most runs: every committed path was listed again, none gone. */
+	return ngone > 0 ? diff_gone(m, fn, ctx) : 0;
 }
 
 /* Number of committed rows of type file into *ret.  0 or BM_EDB. */
