@@ -2,7 +2,8 @@
  * A data connection (docs/protocol.md "Data connections"): ATTACH with a
  * session's token from the control connection's address, then items off
  * the session's queue, back to back: FILE header, the raw bytes (read
- * with pread and hashed as they are read), DIGEST (SHA-256, or
+ * with pread and hashed as they are read, or by sendfile(2) when the
+ * server knows the whole file's digest: digests.c), DIGEST (SHA-256, or
  * HMAC-SHA-256 with the session key).  An item that cannot be served
  * (gone, not a regular file, a range past its end, a path leaving the
  * export) is reported on the control connection and the stream goes on.
@@ -146,15 +147,16 @@ sv_test_hook(const char *want, atomic_bool *done, const char *path)
 }
 
 /*
- * Header, bytes [off, off+len) of fd, digest.  known: the digest the
- * manifest recorded for the whole file (NULL: hash as read).  An item
- * that fits in buf goes in one write; a larger one with a known digest
- * by sendfile(2).
+ * Header, bytes [off, off+len) of fd (st: as opened), digest.  known:
+ * the digest the server knows of the whole file (sv_digest_of; NULL:
+ * hash as read, and a whole file so hashed anonymously is noted for the
+ * next time, sv_hashed_note).  An item that fits in buf goes in one
+ * write; a larger one with a known digest by sendfile(2).
  */
 static int
 sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
-    const struct bmp_file *f, const char *path, const uint8_t *known,
-    uint8_t *buf)
+    const struct stat *st, const struct bmp_file *f, const char *path,
+    const uint8_t *known, uint8_t *buf)
 {
 	struct sv_server *srv = s->srv;
 	struct bmp_digest d;
@@ -164,7 +166,7 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	size_t		 hl, at, dl;
 	int		 rc;
 	uint64_t	 mid;
-	bool		 flip, halt;
+	bool		 flip, halt, note;
 
 	flip = f->len > 0 && sv_test_hook(srv->test_corrupt,
 	    &srv->test_corrupted, path);
@@ -173,6 +175,7 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	    sv_test_hook(srv->test_stop, &srv->test_stopped, path);
 	d.id = f->id;
 	d.index = f->index;
+	note = known == NULL && !s->keyed && f->off == 0 && f->len == f->size;
 	if (known != NULL) {
 		d.kind = BMP_D_SHA256;
 		memcpy(d.digest, known, sizeof(d.digest));
@@ -193,6 +196,8 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 		    (size_t)f->len)) != 0 || (rc = bmp_hash_final(h, d.digest,
 		    &d.kind)) != 0))
 			goto out;
+		if (note)
+			sv_hashed_note(srv, fd, st, d.digest);
 		if (flip) {
 			buf[hl + (size_t)f->len / 2] ^= 0x01;
 			log_warnx("serve: test hook: one byte of %s flipped",
@@ -241,6 +246,8 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	}
 	if (h != NULL && (rc = bmp_hash_final(h, d.digest, &d.kind)) != 0)
 		goto out;
+	if (note)
+		sv_hashed_note(srv, fd, st, d.digest);
 	if ((rc = bmp_enc_digest(&d, buf, SV_BUF, &hl)) == 0)
 		rc = sv_write(c, buf, hl);
 out:
@@ -284,10 +291,10 @@ sv_serve_item(struct sv_conn *c, struct sv_session *s, struct sv_item *q,
 	f.size = (uint64_t)st.st_size;
 	f.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL +
 	    st.st_mtim.tv_nsec;
-	/* A whole file the manifest holds a digest of (anonymous only). */
+	/* A whole file whose digest the server knows (anonymous only). */
 	whole = f.off == 0 && f.len == f.size && !s->keyed &&
-	    sv_digest_of(s->dg, q->path, &st, known);
-	rc = sv_stream(c, s, fd, &f, q->path, whole ? known : NULL, buf);
+	    sv_digest_of(s, q->path, &st, known);
+	rc = sv_stream(c, s, fd, &st, &f, q->path, whole ? known : NULL, buf);
 	(void)close(fd);
 	if (rc == 0 && (q->off > 0 || q->len > 0))
 		log_info("serve: %s: export %s: %s [%llu+%llu]: %llu bytes, "

@@ -1,16 +1,26 @@
 /*
- * The digests a served mirror's manifest holds (docs/protocol.md, "LIST"
- * and "GET"): for an export `mirror = NAME`, the SHA-256 recorded for
- * each committed file, read through manifest/'s API only.  One table per
- * export, shared by its sessions (counted references under srv->lock),
- * loaded again when the manifest file changed.  A digest is trusted for
- * a file on disk only when the file still is what the manifest recorded:
- * the same size and mtime (ns), and its ctime before the end of the run
- * that fetched it, the one that recorded the row (a write, touch, chmod
- * or rename since then moves ctime past it; a later run does not move
- * the guard).  Anything else is hashed as it is read.
+ * The digests the server knows (docs/protocol.md, "LIST" and "GET"):
+ * for an export `mirror = NAME`, the SHA-256 recorded for each committed
+ * file, read through manifest/'s API only; for any export, the SHA-256
+ * of a file the server hashed as it served it whole (the hashed table).
+ *
+ * Recorded: one table per export, shared by its sessions (counted
+ * references under srv->lock), loaded again when the manifest file
+ * changed.  A digest is trusted for a file on disk only when the file
+ * still is what the manifest recorded: the same size and mtime (ns), and
+ * its ctime before the end of the run that fetched it, the one that
+ * recorded the row (a write, touch, chmod or rename since then moves
+ * ctime past it; a later run does not move the guard).
+ *
+ * Hashed: one direct-mapped table of SV_HASHED_SLOTS for the server
+ * (its own lock), keyed by device and inode, filled by sv_hashed_note()
+ * when a whole file was read and hashed and fstat(2) showed the same
+ * size, mtime and ctime (ns) before and after the read; trusted while
+ * the file still shows those.  A tier-1 server so hashes a file version
+ * once, not once per downstream.  Anything else is hashed as it is read.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,29 +216,144 @@ sv_digests_put(struct sv_server *srv, struct sv_digests *t)
 		sv_dg_free(t);
 }
 
-/*
- * The recorded SHA-256 of path into d when t holds one and st (the file
- * as opened or listed now) is still what was recorded; else false.
- */
-bool
-sv_digest_of(const struct sv_digests *t, const char *path,
+/* A stat time in ns. */
+static int64_t
+sv_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
+
+/* The recorded SHA-256 of path into d when t holds one and st holds. */
+static bool
+sv_recorded_of(const struct sv_digests *t, const char *path,
     const struct stat *st, uint8_t d[BMP_DIGEST_LEN])
 {
 	const struct sv_dent *r;
-	int64_t		 mt, ct;
 
-	if (t == NULL || !S_ISREG(st->st_mode))
+	if (t == NULL)
 		return false;
 	if ((r = bsearch(path, t->e, t->n, sizeof(*t->e), sv_dent_key)) ==
 	    NULL)
 		return false;
-	mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-	ct = (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
-	if (r->size != (int64_t)st->st_size || r->mtime != mt ||
-	    ct >= r->guard_ns)
+	if (r->size != (int64_t)st->st_size || r->mtime != sv_ns(&st->st_mtim) ||
+	    sv_ns(&st->st_ctim) >= r->guard_ns)
 		return false;
 	memcpy(d, r->d, BMP_DIGEST_LEN);
 	return true;
+}
+
+/* One file version hashed whole as served. */
+struct sv_hent {
+	uint64_t	 dev, ino;	/* the key; ino 0: an empty slot */
+	int64_t		 size, mtime, ctime; /* what fstat showed (ns) */
+	uint8_t		 d[BMP_DIGEST_LEN]; /* SHA-256 */
+};
+
+struct sv_hashed {
+	pthread_mutex_t	 lock;
+	struct sv_hent	 e[SV_HASHED_SLOTS];
+};
+
+/* The slot of (dev, ino): splitmix64's finaliser of the two mixed. */
+static size_t
+sv_hslot(uint64_t dev, uint64_t ino)
+{
+	uint64_t	 z = ino ^ (dev * 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return (size_t)((z ^ (z >> 31)) & (SV_HASHED_SLOTS - 1));
+}
+
+/* Does slot h hold st's file as st shows it now? */
+static bool
+sv_hent_fits(const struct sv_hent *h, const struct stat *st)
+{
+	return h->ino != 0 && h->ino == (uint64_t)st->st_ino &&
+	    h->dev == (uint64_t)st->st_dev &&
+	    h->size == (int64_t)st->st_size &&
+	    h->mtime == sv_ns(&st->st_mtim) && h->ctime == sv_ns(&st->st_ctim);
+}
+
+/*
+ * Note that the whole file open as fd, which fstat showed as before when
+ * it was opened, hashed to d as it was read: kept when fstat shows the
+ * same now (no write, truncate or touch came between).  The table is
+ * made by the first note (a failed allocation: nothing kept).
+ */
+void
+sv_hashed_note(struct sv_server *srv, int fd, const struct stat *before,
+    const uint8_t d[BMP_DIGEST_LEN])
+{
+	struct sv_hashed *t;
+	struct sv_hent	*h;
+	struct stat	 now;
+
+	if (!S_ISREG(before->st_mode) || before->st_ino == 0 ||
+	    fstat(fd, &now) == -1 || now.st_ino != before->st_ino ||
+	    now.st_dev != before->st_dev || now.st_size != before->st_size ||
+	    sv_ns(&now.st_mtim) != sv_ns(&before->st_mtim) ||
+	    sv_ns(&now.st_ctim) != sv_ns(&before->st_ctim))
+		return;
+	(void)pthread_mutex_lock(&srv->lock);
+	if ((t = srv->hashed) == NULL && (t = calloc(1, sizeof(*t))) != NULL) {
+		(void)pthread_mutex_init(&t->lock, NULL);
+		srv->hashed = t;
+	}
+	(void)pthread_mutex_unlock(&srv->lock);
+	if (t == NULL)
+		return;
+	(void)pthread_mutex_lock(&t->lock);
+	h = &t->e[sv_hslot((uint64_t)now.st_dev, (uint64_t)now.st_ino)];
+	h->dev = (uint64_t)now.st_dev;
+	h->ino = (uint64_t)now.st_ino;
+	h->size = (int64_t)now.st_size;
+	h->mtime = sv_ns(&now.st_mtim);
+	h->ctime = sv_ns(&now.st_ctim);
+	memcpy(h->d, d, BMP_DIGEST_LEN);
+	(void)pthread_mutex_unlock(&t->lock);
+}
+
+/* Free the hashed table (server teardown: no thread left). */
+void
+sv_hashed_free(struct sv_server *srv)
+{
+	if (srv->hashed == NULL)
+		return;
+	(void)pthread_mutex_destroy(&srv->hashed->lock);
+	free(srv->hashed);
+	srv->hashed = NULL;
+}
+
+/*
+ * The SHA-256 the server knows of session s's file path (st: the file
+ * as opened or listed now) into d: recorded by the served mirror's
+ * manifest, or hashed when it was last served whole and unchanged
+ * since; else false.
+ */
+bool
+sv_digest_of(const struct sv_session *s, const char *path,
+    const struct stat *st, uint8_t d[BMP_DIGEST_LEN])
+{
+	struct sv_hashed *t;
+	const struct sv_hent *h;
+	bool		 ok = false;
+
+	if (!S_ISREG(st->st_mode))
+		return false;
+	if (sv_recorded_of(s->dg, path, st, d))
+		return true;
+	(void)pthread_mutex_lock(&s->srv->lock);
+	t = s->srv->hashed;
+	(void)pthread_mutex_unlock(&s->srv->lock);
+	if (t == NULL)
+		return false;
+	(void)pthread_mutex_lock(&t->lock);
+	h = &t->e[sv_hslot((uint64_t)st->st_dev, (uint64_t)st->st_ino)];
+	if ((ok = sv_hent_fits(h, st)))
+		memcpy(d, h->d, BMP_DIGEST_LEN);
+	(void)pthread_mutex_unlock(&t->lock);
+	return ok;
 }
 
 /* Free the export's own reference (server teardown). */

@@ -482,6 +482,7 @@ out:
 		sv_digests_drop(&srv->exports[i]);
 	}
 	free(srv->exports);
+	sv_hashed_free(srv);
 	(void)pthread_mutex_destroy(&srv->lock);
 	(void)pthread_cond_destroy(&srv->cond);
 	free(srv);

@@ -31,6 +31,8 @@
 #define SV_HELLO_MS	10000		/* first frame of a connection */
 #define SV_SLICE_MS	250		/* poll slice: drain, cut, idle checks */
 #define SV_SECRET_MAX	4096		/* bytes of a secret file */
+#define SV_HASHED_SLOTS	65536		/* file versions hashed as served
+					   that the server keeps (72 B each) */
 
 /* An export as served. */
 struct sv_export {
@@ -49,6 +51,7 @@ struct sv_export {
 };
 
 struct sv_digests;
+struct sv_hashed;
 
 struct sv_session;
 
@@ -129,6 +132,8 @@ struct sv_server {
 	atomic_bool	 draining;	/* SIGTERM: no new sessions */
 	atomic_bool	 cut;		/* drain timeout: end every transfer */
 	uint64_t	 m_sessions, m_files, m_bytes, m_refused;
+	struct sv_hashed *hashed;	/* owned: digests hashed as served
+					   (digests.c), NULL until the first */
 	/*
 	 * Test-only hooks (tests/functional/t_89, t_90; never set in
 	 * production): the environment's BM_SERVE_TEST_CORRUPT=PATH flips
@@ -166,12 +171,18 @@ int	sv_open_root(const struct sv_export *e, int *ret_fd,
 	    int64_t *ret_snap);
 uint16_t sv_wire_error(int rc);
 
-/* digests.c: a served mirror's recorded digests (sv_digests_get). */
+/*
+ * digests.c: the digests the server knows, a served mirror's recorded
+ * ones (sv_digests_get) and those hashed as served (sv_hashed_note).
+ */
 struct sv_digests *sv_digests_get(struct sv_server *srv,
 	    const struct sv_export *e);
 void	sv_digests_put(struct sv_server *srv, struct sv_digests *t);
-bool	sv_digest_of(const struct sv_digests *t, const char *path,
+bool	sv_digest_of(const struct sv_session *s, const char *path,
 	    const struct stat *st, uint8_t d[BMP_DIGEST_LEN]);
+void	sv_hashed_note(struct sv_server *srv, int fd,
+	    const struct stat *before, const uint8_t d[BMP_DIGEST_LEN]);
+void	sv_hashed_free(struct sv_server *srv);
 void	sv_digests_drop(struct sv_export *e);
 
 /* session.c: whether c may use export e (its allow ranges). */

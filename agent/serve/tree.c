@@ -149,21 +149,21 @@ sv_walk_flush(struct sv_walk *w)
 	return rc;
 }
 
-/* The recorded digest of the file w->rel (st) when one holds. */
+/* The digest the server knows of the file w->rel (st), if any. */
 static bool
 sv_walk_digest(const struct sv_walk *w, const struct stat *st,
     uint8_t d[BMP_DIGEST_LEN])
 {
 	char	 full[PATH_MAX];
 
-	if ((w->s->features & BMP_F_DIGESTS) == 0 || w->s->dg == NULL)
+	if ((w->s->features & BMP_F_DIGESTS) == 0)
 		return false;
 	if (w->base[0] == '\0')
-		return sv_digest_of(w->s->dg, w->rel, st, d);
+		return sv_digest_of(w->s, w->rel, st, d);
 	if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->base, w->rel) >=
 	    sizeof(full))
 		return false;
-	return sv_digest_of(w->s->dg, full, st, d);
+	return sv_digest_of(w->s, full, st, d);
 }
 
 /* One entry (name in the directory dfd) as an ENTRY frame. */

@@ -11,9 +11,15 @@
 #   back) is listed without a digest and served with its true one: a new
 #   downstream gets the new bytes, exit 0, never the stale digest;
 # - a served mirror without a manifest yet is logged once, not per session;
-# - such a changed file stays without a digest after a later run of the
-#   mirror (the guard is the end of the run that fetched the file, not
-#   of the newest run): a new downstream gets the new bytes, exit 0;
+# - such a changed file never gets its stale recorded digest back after a
+#   later run of the mirror (the guard is the end of the run that fetched
+#   the file, not of the newest run): once served whole it is listed with
+#   the digest hashed then, its true one; a new downstream gets the new
+#   bytes, exit 0;
+# - a plain export's files, once served whole, are listed with the digest
+#   hashed as they were read (the server's hashed table); a file
+#   rewritten in place (mtime put back: its ctime moved) loses it, and a
+#   file only fetched in ranges gets none;
 # - a downstream's kept partial (the serve stopped half-way by
 #   BM_SERVE_TEST_STOP, stall_timeout 1) of a file then rewritten in
 #   place (same size and mtime, its listed digest gone) is not continued:
@@ -139,6 +145,10 @@ assert_eq "$(manifest_sql "$T/state" t1 \
     "SELECT count(*) FROM files WHERE checksum LIKE 'sha256:%'")" 22 \
     "t1's recorded digests"
 
+echo "# the plain export, served whole once, lists the digests hashed then"
+want_digests pub "$T/up"
+diff "$T/want.dg" "$T/got.dg" || fail "LIST digests of pub after t1's sync"
+
 echo "# LIST of the served mirror carries its recorded digests"
 want_digests t1 "$T/t1"
 diff "$T/want.dg" "$T/got.dg" || fail "LIST digests of t1"
@@ -189,12 +199,13 @@ assert_eq "$(manifest_sql "$T/state" t3 "SELECT checksum FROM files \
     WHERE path = CAST('big.bin' AS BLOB)")" \
     "sha256:$(sha256sum < "$T/t1/big.bin" | cut -c1-64)" "t3's big.bin digest"
 
-echo "# a later run of t1 (nothing upstream changed) keeps them without"
+echo "# a later run of t1 (nothing upstream changed): never the stale digest"
 assert_exit 0 bm --json sync t1
 expect_counts 0 0 0 0
 want_digests t1 "$T/t1"
-assert_eq "$(grep -E '^(small.txt|big.bin)	' "$T/got.dg" | cut -f2 | sort -u)" \
-    "-" "changed files listed without a digest after a later run"
+# t3 had them whole, so the server hashed them: their true digests.
+diff "$T/want.dg" "$T/got.dg" ||
+    fail "changed files not listed with their true digest after a later run"
 assert_exit 0 bm --json sync t4
 expect_counts 22 0 0 0
 assert_trees_equal "$T/t1" "$T/t4"
@@ -239,4 +250,33 @@ assert_eq "$(manifest_sql "$T/state" m2 "SELECT checksum FROM files \
     "sha256:$(sha256sum < "$T/m1/big2.bin" | cut -c1-64)" "m2's big2.bin digest"
 kill -TERM "$S2PID"
 wait "$S2PID" 2>/dev/null
+
+echo "# the plain export: rewritten in place, a file loses its hashed digest"
+mt=$(stat -c '%.9Y' "$T/up/d/f1")
+printf 'FILE 1\n' > "$T/up/d/f1"
+touch -d "@$mt" "$T/up/d/f1"
+want_digests pub "$T/up"
+assert_eq "$(grep -c '	sha256:' "$T/got.dg")" 21 "the others keep theirs"
+assert_eq "$(grep '^d/f1	' "$T/got.dg" | cut -f2)" "-" \
+    "a file rewritten in place listed with its old digest"
+$CL get $H "$PORT" pub "$T/got" d/f1 > /dev/null || fail "get d/f1"
+want_digests pub "$T/up"
+diff "$T/want.dg" "$T/got.dg" || fail "d/f1 served whole: not listed with its new digest"
+
+echo "# the plain export: a file fetched only in ranges is listed without"
+make_big_file "$T/up/new.bin" 2 new
+$CL get $H "$PORT" pub "$T/got" new.bin@0+1048576 new.bin@1048576+1048576 \
+    > /dev/null || fail "get ranges of new.bin"
+want_digests pub "$T/up"
+assert_eq "$(grep '^new.bin	' "$T/got.dg" | cut -f2)" "-" \
+    "ranges noted as a whole file's digest"
+n=$(sendfiles 2097152)
+$CL get $H "$PORT" pub "$T/got" new.bin > /dev/null || fail "get new.bin"
+cmp -s "$T/got/new.bin" "$T/up/new.bin" || fail "new.bin differs"
+assert_eq "$(sendfiles 2097152)" "$n" "new.bin by sendfile before its digest was known"
+$CL get $H "$PORT" pub "$T/got" new.bin > /dev/null || fail "get new.bin again"
+cmp -s "$T/got/new.bin" "$T/up/new.bin" || fail "new.bin differs the second time"
+assert_eq "$(sendfiles 2097152)" $((n + 1)) "new.bin, hashed once, then by sendfile"
+want_digests pub "$T/up"
+diff "$T/want.dg" "$T/got.dg" || fail "new.bin served whole: not listed with its digest"
 echo PASS
