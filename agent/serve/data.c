@@ -149,9 +149,11 @@ sv_test_hook(const char *want, atomic_bool *done, const char *path)
 /*
  * Header, bytes [off, off+len) of fd (st: as opened), digest.  known:
  * the digest the server knows of the whole file (sv_digest_of; NULL:
- * hash as read, and a whole file so hashed anonymously is noted for the
- * next time, sv_hashed_note).  An item that fits in buf goes in one
- * write; a larger one with a known digest by sendfile(2).
+ * hash as read).  An item that fits in buf goes in one write; a larger
+ * one with a known digest by sendfile(2), and a larger whole file
+ * hashed here for an anonymous session is noted for the next time
+ * (sv_hashed_note; a small one is cheaper to hash again than to list
+ * with a digest that every client's run then checks).
  */
 static int
 sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
@@ -196,8 +198,6 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 		    (size_t)f->len)) != 0 || (rc = bmp_hash_final(h, d.digest,
 		    &d.kind)) != 0))
 			goto out;
-		if (note)
-			sv_hashed_note(srv, fd, st, d.digest);
 		if (flip) {
 			buf[hl + (size_t)f->len / 2] ^= 0x01;
 			log_warnx("serve: test hook: one byte of %s flipped",

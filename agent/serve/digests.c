@@ -14,7 +14,8 @@
  *
  * Hashed: one direct-mapped table of SV_HASHED_SLOTS for the server
  * (its own lock), keyed by device and inode, filled by sv_hashed_note()
- * when a whole file was read and hashed and fstat(2) showed the same
+ * when a whole file over SV_BUF was read and hashed (data.c) and fstat(2)
+ * showed the same
  * size, mtime and ctime (ns) before and after the read; trusted while
  * the file still shows those.  A tier-1 server so hashes a file version
  * once, not once per downstream.  Anything else is hashed as it is read.
