@@ -7,6 +7,8 @@ DESTDIR	?=
 VERSION	 = 0.1.0
 
 PKGS	 = libcurl sqlite3 inih openssl libxml-2.0 jansson
+# What the binary links; libcurl goes to the curl module only (below).
+CORE_PKGS = sqlite3 inih openssl libxml-2.0 jansson
 CC	?= cc
 WARN	 = -std=c11 -Wall -Wextra -Wformat=2 -Wshadow -Wpointer-arith \
 	   -Wcast-qual -Wwrite-strings -Wstrict-prototypes \
@@ -18,7 +20,7 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) $(HARDEN) -D_GNU_SOURCE -Iinclude \
 	   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS	?=
 ALL_LDFLAGS = $(LDFLAGS) -pie -Wl,-z,relro,-z,now
-LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lpthread
+LIBS	 = $(shell pkg-config --libs $(CORE_PKGS) 2>/dev/null) -ldl -lpthread
 # The UDT shim (agent/xfer/udt_shim.cpp), the only C++, is the module
 # libbiomirror-udt.so, dlopen()ed by agent/xfer/udt_load.c only when UDT
 # is used (libudt's initializer sleeps 100 ms); udt4 has no .pc file
@@ -26,8 +28,19 @@ LIBS	 = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lpthread
 # in $(PREFIX)/lib/biomirror: the loader looks in ../lib/biomirror from
 # the binary's directory (and first beside it: the build tree).
 UDT_MOD	 = libbiomirror-udt.so
-UDT_MOD_DIR = $(PREFIX)/lib/biomirror
+MOD_DIR	 = $(PREFIX)/lib/biomirror
 UDT_LIBS = -ludt -lstdc++ -lpthread
+# The curl transport (agent/xfer/curl.c, with the two pure files it
+# calls) is the module libbiomirror-curl.so, dlopen()ed by
+# agent/xfer/curl_load.c when an HTTP, HTTPS, FTP or FTPS source needs it:
+# a bm:// run or serve never maps libcurl and the TLS, LDAP, Kerberos and
+# IDN libraries it pulls in (about 7 ms of CPU at every start).  Its
+# objects are PIC copies (*.pic.o); only xfer_curl_module() is exported.
+CURL_MOD = libbiomirror-curl.so
+CURL_MOD_SRCS = agent/xfer/curl.c agent/error.c agent/proto/ftp.c
+CURL_MOD_OBJS = $(CURL_MOD_SRCS:.c=.pic.o)
+CURL_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null) -lpthread
+MOD_CFLAGS = $(filter-out -fPIE,$(ALL_CFLAGS)) -fPIC -fvisibility=hidden
 CXX	?= g++
 CXXWARN	 = -std=c++11 -Wall -Wextra -Wformat=2 -Wshadow -Wpointer-arith \
 	   -Wcast-qual -Wwrite-strings -Wmissing-declarations -Wsign-compare
@@ -44,8 +57,8 @@ endif
 
 # Every folder of agent/ (agent/lister/, agent/xfer/, ...: README.md,
 # Architecture); folder-private headers (*_int.h) sit beside their .c.
-LIB_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c agent/*/*.c)) \
-	   $(wildcard manifest/*.c)
+LIB_SRCS = $(filter-out agent/main.c agent/xfer/curl.c,$(wildcard agent/*.c \
+	   agent/*/*.c)) $(wildcard manifest/*.c)
 UDT_CXX_SRCS = agent/xfer/udt_shim.cpp
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
@@ -80,11 +93,11 @@ FUZZ_SECONDS ?= 60
 # of a build with other flags (make sanitize's ASan build) are rebuilt
 # instead of being linked into this one.
 BUILD_FLAGS = $(CC) $(ALL_CFLAGS) $(CXX) $(ALL_CXXFLAGS) $(ALL_LDFLAGS) $(LIBS) \
-	   $(UDT_LIBS)
+	   $(UDT_LIBS) $(CURL_LIBS)
 .build-flags: FORCE
 	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
 
-all: biomirror $(UDT_MOD)
+all: biomirror $(UDT_MOD) $(CURL_MOD)
 
 biomirror: agent/main.o libbiomirror.a .build-flags
 	$(CC) $(ALL_CFLAGS) -o $@ agent/main.o libbiomirror.a $(ALL_LDFLAGS) $(LIBS)
@@ -99,12 +112,22 @@ libbiomirror.a: $(LIB_OBJS)
 %.o: %.cpp $(HDRS) .build-flags
 	$(CXX) $(ALL_CXXFLAGS) -c -o $@ $<
 
+%.pic.o: %.c $(HDRS) .build-flags
+	$(CC) $(MOD_CFLAGS) -c -o $@ $<
+
+$(CURL_MOD): $(CURL_MOD_OBJS) .build-flags
+	$(CC) $(MOD_CFLAGS) -shared -o $@ $(CURL_MOD_OBJS) \
+	    $(LDFLAGS) -Wl,-z,relro,-z,now -Wl,-z,defs $(CURL_LIBS)
+
 # Only udt_shim_module() is exported (-fvisibility=hidden).
 $(UDT_MOD): $(UDT_CXX_SRCS:.cpp=.o) .build-flags
 	$(CXX) $(ALL_CXXFLAGS) -shared -o $@ $(UDT_CXX_SRCS:.cpp=.o) \
 	    $(LDFLAGS) -Wl,-z,relro,-z,now -Wl,-z,defs $(UDT_LIBS)
 
-tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(HDRS) .build-flags
+# They load ./libbiomirror-curl.so (tests/run-unit.sh, tests/run-all.sh
+# and tests/torture.sh set BM_CURL_MODULE: tests run from the top).
+tests/unit/test_%: tests/unit/test_%.c libbiomirror.a $(CURL_MOD) $(HDRS) \
+	    .build-flags
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< libbiomirror.a \
 	    $(ALL_LDFLAGS) $(LIBS)
 
@@ -182,13 +205,14 @@ run: deps
 	$(MAKE) all
 	@sh tests/demo/run-demo.sh
 
-install: biomirror $(UDT_MOD)
+install: biomirror $(UDT_MOD) $(CURL_MOD) $(CURL_MOD)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/biomirror/conf \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 	    $(DESTDIR)$(PREFIX)/share/doc/biomirror $(DESTDIR)/etc/biomirror
 	install -m 0755 biomirror $(DESTDIR)$(PREFIX)/bin/biomirror
-	install -d $(DESTDIR)$(UDT_MOD_DIR)
-	install -m 0644 $(UDT_MOD) $(DESTDIR)$(UDT_MOD_DIR)/$(UDT_MOD)
+	install -d $(DESTDIR)$(MOD_DIR)
+	install -m 0644 $(UDT_MOD) $(DESTDIR)$(MOD_DIR)/$(UDT_MOD)
+	install -m 0644 $(CURL_MOD) $(DESTDIR)$(MOD_DIR)/$(CURL_MOD)
 	install -m 0644 conf/biomirror.conf conf/ncbi-blast.conf conf/ftp-example.conf $(DESTDIR)$(PREFIX)/share/biomirror/conf/
 	test -e $(DESTDIR)/etc/biomirror/biomirror.conf || \
 	    install -m 0644 conf/etc-biomirror.conf $(DESTDIR)/etc/biomirror/biomirror.conf
@@ -206,7 +230,7 @@ install: biomirror $(UDT_MOD)
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/biomirror/
 
 clean:
-	rm -f biomirror $(UDT_MOD) agent/*.o agent/*/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
+	rm -f biomirror $(UDT_MOD) $(CURL_MOD) agent/*.o agent/*/*.o manifest/*.o libbiomirror.a $(UNIT_BINS) \
 	    $(TORTURE_BINS) .build-flags
 	rm -rf tests/fuzz/obj tests/fuzz/out
 	rm -f $(FUZZ_BINS)

@@ -804,7 +804,7 @@ check_source(const char *v, char *errbuf, size_t errlen)
 		    "scheme (use %s)", schemes);
 		goto out;
 	}
-	if ((rc = xfer_url_inspect(v, &ui)) != 0)
+	if ((rc = xfer_url_inspect(v, &ui, errbuf, errlen)) != 0)
 		goto out;
 	/* libcurl reads "http:///x" as host "x"; we do not. */
 	if (sep[3] == '/' || sep[3] == '\0' || !ui.host) {

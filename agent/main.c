@@ -1,15 +1,15 @@
 /*
  * biomirror: keep a local mirror of a public data repository current.
- * main() sets up what must exist before any other code runs (libcurl's
- * global state, signal flags) and hands over to the command line.  The
+ * main() sets up what must exist before any other code runs (signal
+ * flags, the open-files limit) and hands over to the command line
+ * (libcurl's global state comes with the curl module, agent/xfer/
+ * curl_load.c, in the runs that use it).  The
  * signal flag is the only mutable global besides the log level (rule 18).
  */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-
-#include <curl/curl.h>
 
 #include "biomirror/cli.h"
 
@@ -27,12 +27,7 @@ main(int argc, char **argv)
 {
 	struct sigaction sa;
 	struct rlimit	 rl;
-	int		 status;
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fputs("biomirror: curl_global_init failed\n", stderr);
-		return 2;
-	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sa.sa_flags = SA_RESTART;
@@ -52,7 +47,5 @@ main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	status = cli_main(argc, argv, &stop_flag);
-	curl_global_cleanup();
-	return status;
+	return cli_main(argc, argv, &stop_flag);
 }

@@ -7,7 +7,9 @@ mkdir -p tests/out
 pass=0 fail=0 failed=""
 for t in "$@"; do
 	name=$(basename "$t")
-	if "./$t" > "tests/out/$name.log" 2>&1; then
+	# The curl module of the build tree (not beside tests/unit/).
+	if BM_CURL_MODULE=${BM_CURL_MODULE:-$PWD/libbiomirror-curl.so} \
+	    "./$t" > "tests/out/$name.log" 2>&1; then
 		pass=$((pass + 1)); echo "PASS: unit/$name"
 	else
 		fail=$((fail + 1)); failed="$failed unit/$name"

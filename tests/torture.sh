@@ -17,6 +17,9 @@ ASAN_OPTIONS="exitcode=86:detect_leaks=1:abort_on_error=0:allocator_may_return_n
 UBSAN_OPTIONS="halt_on_error=1:exitcode=86:print_stacktrace=1"
 LSAN_OPTIONS="exitcode=86"
 export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+# The curl module of the build tree (not beside tests/unit/).
+BM_CURL_MODULE=${BM_CURL_MODULE:-$PWD/libbiomirror-curl.so}
+export BM_CURL_MODULE
 fail=0
 for t in "$@"; do
 	name=$(basename "$t")

@@ -5,6 +5,7 @@
  */
 #include <regex.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "biomirror/error.h"
@@ -152,4 +153,11 @@ ftp_time_val(const char *v, size_t n, int64_t *ret_secs, int32_t *ret_nsec)
 	*ret_secs = t;
 	*ret_nsec = ns;
 	return 0;
+}
+
+/* An ftps:// URL: explicit TLS on the FTP port (README "ftp_tls"). */
+bool
+ftp_is_ftps(const char *url)
+{
+	return strncasecmp(url, "ftps://", 7) == 0;
 }

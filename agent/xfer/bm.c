@@ -1617,6 +1617,73 @@ bx_handles(const char *url, const struct xfer_opts *o)
 	return strncasecmp(url, "bm://", 5) == 0;
 }
 
+/*
+ * The table's inspect (xfer.h): the authority of bm://HOST[:PORT]/...
+ * as bx_parse() reads it (RFC 3986 section 3.2: a user before '@', an
+ * IPv6 literal in brackets, a decimal port), and whether a query or a
+ * fragment follows.  Messages as libcurl's URL parser gives them.
+ */
+static int
+bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
+    size_t errlen)
+{
+	const char	*a = url + 5, *end, *at, *h, *colon = NULL, *p;
+	unsigned long	 port;
+
+	(void)errbuf;
+	(void)errlen;
+	memset(ret, 0, sizeof(*ret));
+	end = a + strcspn(a, "/?#");
+	ret->query = strpbrk(a, "?#") != NULL;
+	for (at = NULL, p = a; p < end; p++)
+		if (*p == '@')
+			at = p;
+	ret->userinfo = at != NULL;
+	h = at != NULL ? at + 1 : a;
+	ret->host = h < end;
+	if (!ret->host)
+		return 0;
+	if (*h == '[') {
+		if ((p = memchr(h, ']', (size_t)(end - h))) == NULL ||
+		    p == h + 1 || strspn(h + 1, "0123456789abcdefABCDEF:.") !=
+		    (size_t)(p - h - 1)) {
+			ret->bad = "Bad IPv6 address";
+			return 0;
+		}
+		if (p + 1 < end && p[1] != ':') {
+			ret->bad = "Bad IPv6 address";
+			return 0;
+		}
+		colon = p + 1 < end ? p + 1 : NULL;
+	} else {
+		for (p = h; p < end && *p != ':'; p++)
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' &&
+			    *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+			    *p == '-' || *p == '.' || *p == '_' ||
+			    (unsigned char)*p >= 0x80)) {
+				ret->bad = "Bad hostname";
+				return 0;
+			}
+		if (p == h) {
+			ret->host = false;
+			return 0;
+		}
+		colon = p < end ? p : NULL;
+	}
+	if (colon != NULL) {
+		p = colon + 1;
+		if (p == end || end - p > 5 || strspn(p, "0123456789") !=
+		    (size_t)(end - p) || (port = strtoul(p, NULL, 10)) >
+		    65535) {
+			ret->bad = "Port number was not a decimal number "
+			    "between 0 and 65535";
+			return 0;
+		}
+		(void)port;
+	}
+	return 0;
+}
+
 static void	bx_close(void *impl);
 
 static int
@@ -1920,6 +1987,7 @@ bx_close(void *impl)
 const struct xfer_ops xfer_bm_ops = {
 	.name = "bm",
 	.handles = bx_handles,
+	.inspect = bx_inspect,
 	.open = bx_open,
 	.submit = bx_submit,
 	.poll = bx_poll,

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include "biomirror/error.h"
 #include "biomirror/ftp_proto.h"
 #include "biomirror/xfer.h"
+#include "curl_int.h"
 #include "xfer_int.h"
 
 struct curl_rec {
@@ -531,13 +533,6 @@ curl_open(const struct xfer_opts *o, const char *url, void **ret,
 	}
 	*ret = x;
 	return 0;
-}
-
-/* An ftps:// URL: explicit TLS on the FTP port (README "ftp_tls"). */
-static bool
-ftp_is_ftps(const char *url)
-{
-	return strncasecmp(url, "ftps://", 7) == 0;
 }
 
 /*
@@ -1472,31 +1467,10 @@ curl_close(void *impl)
 	free(x);
 }
 
-/* Over TCP: http://, https://, ftp:// and ftps:// (explicit TLS). */
-static bool
-curl_handles(const char *url, const struct xfer_opts *o)
-{
-	return o->net == XFER_NET_TCP && (strncasecmp(url, "http://", 7) ==
-	    0 || strncasecmp(url, "https://", 8) == 0 ||
-	    strncasecmp(url, "ftp://", 6) == 0 || ftp_is_ftps(url));
-}
-
-const struct xfer_ops xfer_curl_ops = {
-	.name = "curl",
-	.handles = curl_handles,
-	.open = curl_open,
-	.submit = curl_submit,
-	.poll = curl_poll,
-	.cancel = curl_cancel,
-	.active = curl_active,
-	.wakeup = curl_wakeup,
-	.hint = curl_hint,
-	.close = curl_close,
-};
-
-/* See include/biomirror/xfer.h. */
-int
-xfer_url_inspect(const char *url, struct xfer_url_info *ret)
+/* The table's inspect (xfer.h): the URL as libcurl parses it. */
+static int
+curl_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
+    size_t errlen)
 {
 	struct xfer_url_info info;
 	CURLU		*u;
@@ -1504,8 +1478,10 @@ xfer_url_inspect(const char *url, struct xfer_url_info *ret)
 	char		*part = NULL;
 
 	memset(&info, 0, sizeof(info));
-	if ((u = curl_url()) == NULL)
+	if ((u = curl_url()) == NULL) {
+		(void)snprintf(errbuf, errlen, "%s", bm_strerror(BM_ENOMEM));
 		return BM_ENOMEM;
+	}
 	/* Any scheme: the registries judged it (bm:// is not libcurl's). */
 	uc = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME);
 	info.host = uc != CURLUE_NO_HOST;
@@ -1525,4 +1501,40 @@ xfer_url_inspect(const char *url, struct xfer_url_info *ret)
 	curl_url_cleanup(u);
 	*ret = info;
 	return 0;
+}
+
+/*
+ * The table, without handles: which URLs this transport takes is the
+ * loader's (curl_load.c), so that asking does not load the module.
+ */
+static const struct xfer_ops curl_ops = {
+	.name = "curl",
+	.inspect = curl_inspect,
+	.open = curl_open,
+	.submit = curl_submit,
+	.poll = curl_poll,
+	.cancel = curl_cancel,
+	.active = curl_active,
+	.wakeup = curl_wakeup,
+	.hint = curl_hint,
+	.close = curl_close,
+};
+
+static const struct curl_module curl_module = { CURL_MODULE_ABI, &curl_ops };
+static pthread_once_t	curl_once = PTHREAD_ONCE_INIT;
+static bool		curl_ready;
+
+/* libcurl's global state, once (never cleaned up: the module stays). */
+static void
+curl_init_once(void)
+{
+	curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+}
+
+/* The module's one export (curl_int.h). */
+__attribute__((visibility("default"))) const struct curl_module *
+xfer_curl_module(void)
+{
+	(void)pthread_once(&curl_once, curl_init_once);
+	return curl_ready ? &curl_module : NULL;
 }

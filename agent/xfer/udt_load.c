@@ -2,23 +2,18 @@
  * The UDT shim's loader (udt_shim.h, udt_shim_int.h): the udt_shim.h API
  * for the C side, calling through the table of libbiomirror-udt.so,
  * dlopen()ed by the first udt_shim_startup() and never closed (libudt's
- * threads live in it).  The module is $BM_UDT_MODULE when set, else
- * libbiomirror-udt.so beside the running binary (the build tree) when
- * there, else ../lib/biomirror/libbiomirror-udt.so from the binary's
- * directory (make install: $(PREFIX)/bin, $(PREFIX)/lib/biomirror; any
- * PREFIX or DESTDIR).  Nothing here logs.
+ * threads live in it).  The module is $BM_UDT_MODULE when set, else found
+ * as module.h says.  Nothing here logs.
  */
-#include <dlfcn.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "biomirror/error.h"
 #include "biomirror/udt_shim.h"
+#include "module.h"
 #include "udt_shim_int.h"
 
 /*
@@ -29,38 +24,6 @@
 static pthread_mutex_t		 mod_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct udt_shim_ops *_Atomic mod;
 
-/* The module's path into path (len bytes): the rule above. */
-static void
-module_path(char *path, size_t len)
-{
-	const char	*env;
-	char		 exe[PATH_MAX], *slash;
-	ssize_t		 n;
-
-	env = getenv("BM_UDT_MODULE");
-	if (env != NULL && env[0] != '\0') {
-		(void)snprintf(path, len, "%s", env);
-		return;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	slash = NULL;
-	if (n > 0) {
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-	}
-	if (slash == NULL) {
-		/* no /proc: the bare name, dlopen's search path */
-		(void)snprintf(path, len, "%s", UDT_SHIM_MODULE_FILE);
-		return;
-	}
-	*slash = '\0';
-	(void)snprintf(path, len, "%s/%s", exe, UDT_SHIM_MODULE_FILE);
-	if (access(path, F_OK) == 0)
-		return;
-	(void)snprintf(path, len, "%s/../lib/biomirror/%s", exe,
-	    UDT_SHIM_MODULE_FILE);
-}
-
 /*
  * Load the module once.  Returns 0, or BM_EINVAL with "UDT module PATH:
  * reason" in errbuf (a missing file, a wrong table).
@@ -70,41 +33,29 @@ module_load(char *errbuf, size_t errlen)
 {
 	const struct udt_shim_ops *(*entry)(void);
 	const struct udt_shim_ops *ops;
-	char		 path[PATH_MAX + 64];
-	const char	*why;
-	void		*h;
-	int		 rc = 0;
+	void		*sym;
+	int		 rc;
 
 	if (atomic_load_explicit(&mod, memory_order_acquire) != NULL)
 		return 0;
 	(void)pthread_mutex_lock(&mod_lock);
-	if (atomic_load_explicit(&mod, memory_order_relaxed) != NULL)
+	if (atomic_load_explicit(&mod, memory_order_relaxed) != NULL) {
+		rc = 0;
 		goto out;
-	module_path(path, sizeof(path));
-	if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
-		why = dlerror();
-		rc = BM_EINVAL;
-		goto fail;
 	}
-	*(void **)&entry = dlsym(h, UDT_SHIM_MODULE_SYM);
-	if (entry == NULL) {
-		why = dlerror();
-		rc = BM_EINVAL;
-		goto fail;
-	}
+	if ((rc = xfer_module_open("UDT", UDT_SHIM_MODULE_FILE,
+	    "BM_UDT_MODULE", UDT_SHIM_MODULE_SYM, &sym, errbuf, errlen)) != 0)
+		goto out;
+	*(void **)&entry = sym;
 	ops = entry();
 	if (ops == NULL || ops->abi != UDT_SHIM_ABI) {
-		why = "not this build's module (ABI mismatch)";
+		xfer_module_refused("UDT", UDT_SHIM_MODULE_FILE,
+		    "BM_UDT_MODULE", "not this build's module (ABI mismatch)",
+		    errbuf, errlen);
 		rc = BM_EINVAL;
-		goto fail;
+		goto out;
 	}
 	atomic_store_explicit(&mod, ops, memory_order_release);
-	goto out;
-fail:
-	if (errbuf != NULL && errlen > 0)
-		(void)snprintf(errbuf, errlen, "UDT module %s: %s", path,
-		    why != NULL ? why : "cannot be loaded");
-	/* h stays open on a bad table: harmless, and dlclose may hang */
 out:
 	(void)pthread_mutex_unlock(&mod_lock);
 	return rc;

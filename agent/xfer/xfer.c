@@ -76,6 +76,23 @@ xfer_handles(const char *url, const struct xfer_opts *o)
 }
 
 int
+xfer_url_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
+    size_t errlen)
+{
+	struct xfer_opts o;
+	size_t		 i;
+
+	memset(&o, 0, sizeof(o));
+	o.net = XFER_NET_TCP;
+	for (i = 0; i < XFER_NREGISTRY; i++)
+		if (xfer_registry[i]->inspect != NULL &&
+		    xfer_registry[i]->handles(url, &o))
+			return xfer_registry[i]->inspect(url, ret, errbuf,
+			    errlen);
+	return no_transport(&o, errbuf, errlen);
+}
+
+int
 xfer_open(const char *url, const struct xfer_opts *o, struct xfer **ret,
     char *errbuf, size_t errlen)
 {

@@ -14,6 +14,9 @@
 /* Bytes a reply may take before its end is found (ftp_reply_end). */
 #define FTP_REPLY_MAX	4096
 
+/* Whether url is ftps:// (explicit TLS on the FTP port, RFC 4217). */
+bool	ftp_is_ftps(const char *url);
+
 /*
  * Whether the n bytes at line (no NUL needed) open a reply line: three
  * digits, the first 1-5, then ' ' (last line) or '-' (more follow).

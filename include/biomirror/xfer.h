@@ -250,7 +250,7 @@ int	xfer_tcp_congestion_check(const char *name, char *errbuf,
  */
 void	xfer_tcp_congestion_default(char *buf, size_t len);
 
-/* What the transports' URL parser (libcurl's) makes of a source URL. */
+/* What the URL parser of the transport that takes it makes of a URL. */
 struct xfer_url_info {
 	bool		 host;		/* it names a host */
 	const char	*bad;		/* static: why it was refused,
@@ -260,10 +260,13 @@ struct xfer_url_info {
 };
 
 /*
- * Parse url (borrowed) as the transports will, into *ret (the config
- * check of source).  Returns 0 or BM_ENOMEM.
+ * Parse url (borrowed) as the transport that takes it over TCP will, into
+ * *ret (the config check of source).  Returns 0, or BM_ENOMEM or
+ * BM_EINVAL (no transport takes it; its module cannot be loaded) with
+ * the reason in errbuf (errlen bytes).
  */
-int	xfer_url_inspect(const char *url, struct xfer_url_info *ret);
+int	xfer_url_inspect(const char *url, struct xfer_url_info *ret,
+	    char *errbuf, size_t errlen);
 
 /* Called for each finished job (from inside xfer_poll). */
 typedef void (*xfer_done_fn)(void *ctx, struct xfer_job *job);
@@ -288,6 +291,10 @@ struct xfer_ops {
 	const char	*name;		/* "curl", "gridftp" */
 	bool		(*handles)(const char *url,
 			    const struct xfer_opts *o);
+	/* xfer_url_inspect's parse; NULL: the next row that handles it */
+	int		(*inspect)(const char *url,
+			    struct xfer_url_info *ret, char *errbuf,
+			    size_t errlen);
 	int		(*open)(const struct xfer_opts *o, const char *url,
 			    void **ret_impl, char *errbuf, size_t errlen);
 	int		(*submit)(void *impl, struct xfer_job *job);
@@ -310,10 +317,10 @@ struct xfer {
 /*
  * Open the first transport of the registry that handles url (the
  * source) with o (copied; strings borrowed for the transport's life).
- * curl_global_init must have been called by main().  Returns 0,
- * BM_ENOMEM, BM_EINVAL when no transport takes url over o->net, or
- * BM_ENET when the transport could not start (UDT); the reason is in
- * errbuf (errlen bytes) on every failure.
+ * Returns 0, BM_ENOMEM, BM_EINVAL when no transport takes url over
+ * o->net or its module cannot be loaded (curl, UDT), or BM_ENET when the
+ * transport could not start (UDT); the reason is in errbuf (errlen
+ * bytes) on every failure.
  */
 int	xfer_open(const char *url, const struct xfer_opts *o,
 	    struct xfer **ret, char *errbuf, size_t errlen);

@@ -169,6 +169,11 @@ chmod 0755 "$T"
 BM_ORIG=$BM
 BM_INFO="$("$BM" --version 2>&1 | head -n 1), binary built $(date -u -r "$BM" '+%Y-%m-%d %H:%M:%S UTC'), sha256 $(sha256sum < "$BM" | cut -c1-12)"
 cp "$BM" "$T/biomirror" || fail "cp $BM"
+# Its modules too: they are looked for beside the binary (module.c).
+for m in libbiomirror-curl.so libbiomirror-udt.so; do
+	[ ! -f "$(dirname "$BM")/$m" ] || cp "$(dirname "$BM")/$m" "$T/" ||
+	    fail "cp $m"
+done
 BM=$T/biomirror
 BM_BASE=""
 if [ -n "$BASE" ]; then

@@ -220,10 +220,10 @@ fi
 CERT=$T/run/cert.pem
 BM_INFO="$(./biomirror --version 2>&1 | head -n 1), sha256 $(sha256sum < ./biomirror | cut -c1-12)"
 cp ./biomirror "$T/biomirror" || fail "cp biomirror"
-# The UDT module is looked for beside the binary (agent/xfer/udt_load.c).
-if [ -f ./libbiomirror-udt.so ]; then
-	cp ./libbiomirror-udt.so "$T/" || fail "cp libbiomirror-udt.so"
-fi
+# The modules are looked for beside the binary (agent/xfer/module.c).
+for m in libbiomirror-udt.so libbiomirror-curl.so; do
+	[ ! -f "./$m" ] || cp "./$m" "$T/" || fail "cp $m"
+done
 BM=$T/biomirror
 unset http_proxy https_proxy ftp_proxy all_proxy \
     HTTP_PROXY HTTPS_PROXY FTP_PROXY ALL_PROXY

@@ -15,6 +15,7 @@ make -s install DESTDIR="$d" PREFIX=/usr > "$T/install.log" 2>&1 ||
 {
 	echo "755 usr/bin/biomirror"
 	echo "644 usr/lib/biomirror/libbiomirror-udt.so"
+	echo "644 usr/lib/biomirror/libbiomirror-curl.so"
 	for f in etc/biomirror/biomirror.conf \
 	    usr/share/biomirror/conf/biomirror.conf \
 	    usr/share/biomirror/conf/ncbi-blast.conf \
@@ -57,6 +58,9 @@ grep -q '^ExecStart=/usr/bin/biomirror serve$' \
 assert_exit 0 "$d/usr/bin/biomirror" --version
 grep -q '^biomirror [0-9]' "$T/last.out" || fail "--version output"
 ! ldd "$d/usr/bin/biomirror" | grep -q libudt || fail "the binary links libudt"
+! ldd "$d/usr/bin/biomirror" | grep -q libcurl || fail "the binary links libcurl"
+nm -D --defined-only "$d/usr/lib/biomirror/libbiomirror-curl.so" |
+    grep -q ' T xfer_curl_module$' || fail "the curl module exports no table"
 nm -D --defined-only "$d/usr/lib/biomirror/libbiomirror-udt.so" |
     grep -q ' T udt_shim_module$' || fail "the UDT module exports no table"
 strace -f -e trace=clock_nanosleep -o "$T/strace.out" "$d/usr/bin/biomirror" \
