@@ -1693,6 +1693,53 @@ out:
 	    "mode only) in section [a]");
 }
 
+/*
+ * Before anything loads the curl module (agent/xfer/curl_load.c): a
+ * bm:// source is checked by the bm transport's own URL rules without
+ * it; an http:// source needs it, and a missing one is said.  Then the
+ * bm:// URL rules (bx_inspect), as libcurl's parser gave them before.
+ */
+static void
+test_modules(struct ctx *t)
+{
+	struct config	*c = NULL;
+	char		 keep[PATH_MAX] = "";
+	const char	*env = getenv("BM_CURL_MODULE");
+
+	if (env != NULL)
+		(void)snprintf(keep, sizeof(keep), "%s", env);
+	(void)setenv("BM_CURL_MODULE", "/nonexistent/libbiomirror-curl.so", 1);
+	is_int(load(t, "[m]\nsource = bm://h:7722/pub/\ndest = /srv/m\n", &c),
+	    0, "a bm:// source without the curl module");
+	config_free(c);
+	c = NULL;
+	fails(t, "[m]\nsource = http://h/pub/\ndest = /srv/m\n", 2,
+	    "curl module /nonexistent/libbiomirror-curl.so: cannot open "
+	    "shared object file: No such file or directory");
+	if (keep[0] != '\0')
+		(void)setenv("BM_CURL_MODULE", keep, 1);
+	else
+		(void)unsetenv("BM_CURL_MODULE");
+	fails(t, "[m]\nsource = bm://user@h/pub/\n", 2, "source: a source URL "
+	    "takes no user or password (it is logged and stored with every "
+	    "run; an FTP login goes in user and password_file)");
+	fails(t, "[m]\nsource = bm://h/pub/?x=1\n", 2, "source = "
+	    "bm://h/pub/?x=1: a source URL takes no query or fragment");
+	fails(t, "[m]\nsource = bm://h:99999/pub/\n", 2, "source = "
+	    "bm://h:99999/pub/: bad URL (Port number was not a decimal "
+	    "number between 0 and 65535)");
+	fails(t, "[m]\nsource = bm://h:7x/pub/\n", 2, "source = "
+	    "bm://h:7x/pub/: bad URL (Port number was not a decimal "
+	    "number between 0 and 65535)");
+	fails(t, "[m]\nsource = bm://[::1/pub/\n", 2, "source = "
+	    "bm://[::1/pub/: bad URL (Bad IPv6 address)");
+	fails(t, "[m]\nsource = bm://h<x/pub/\n", 2, "source = "
+	    "bm://h<x/pub/: bad URL (Bad hostname)");
+	is_int(load(t, "[m]\nsource = bm://[::1]:7722/pub/\ndest = /srv/m\n",
+	    &c), 0, "a bm:// source of an IPv6 literal and a port");
+	config_free(c);
+}
+
 int
 main(void)
 {
@@ -1706,6 +1753,7 @@ main(void)
 	}
 	snprintf(t.path, sizeof(t.path), "%s/t.conf", t.dir);
 
+	test_modules(&t);	/* first: before the curl module is loaded */
 	test_defaults(&t);
 	test_every_key(&t);
 	test_publish(&t);
