@@ -1,9 +1,11 @@
 /*
  * The "curl" transport (xfer.h): HTTP, HTTPS, FTP and FTPS jobs on one
  * libcurl multi handle (STYLE.md rules 20, 38, 39); how it uses libcurl:
- * docs/internals.md, "The curl transport".  Invariant: a job is either in
- * the multi handle with a record, or finished and reported exactly once
- * through the done callback.
+ * docs/internals.md, "The curl transport".  Built as the module
+ * libbiomirror-curl.so (curl_int.h), reached through the registry's row
+ * in curl_load.c.  Invariant: a job is either in the multi handle with a
+ * record, or finished and reported exactly once through the done
+ * callback.
  */
 #include <errno.h>
 #include <stdio.h>
