@@ -204,6 +204,7 @@ enum manifest_st {
 	ST_ROLLBACK,
 	ST_STAGE_CLEAR,
 	ST_STAGE_INSERT,
+	ST_STAGE_INSERT_N,
 	ST_STAGE_COUNT,
 	ST_STAGE_WALK,
 	ST_STAGE_DROP,
@@ -248,6 +249,11 @@ enum manifest_st {
 	ST__MAX
 };
 
+/* ST_STAGE_INSERT_N's rows: 4 x 4 of 8 parameters each, in order. */
+#define STAGE_ROWS	16
+#define STAGE_R1	"(?, ?, ?, ?, ?, ?, ?, ?)"
+#define STAGE_R4	STAGE_R1 "," STAGE_R1 "," STAGE_R1 "," STAGE_R1
+
 static const char *const manifest_st_sql[ST__MAX] = {
 	[ST_BEGIN] = "BEGIN",
 	[ST_BEGIN_IMM] = "BEGIN IMMEDIATE",
@@ -258,6 +264,11 @@ static const char *const manifest_st_sql[ST__MAX] = {
 	    "INSERT OR IGNORE INTO temp.staging"
 	    " (path, type, size, size_exact, mtime, prec, target, checksum)"
 	    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	/* STAGE_ROWS rows in one step: one statement's overhead, not 16. */
+	[ST_STAGE_INSERT_N] =
+	    "INSERT OR IGNORE INTO temp.staging"
+	    " (path, type, size, size_exact, mtime, prec, target, checksum)"
+	    " VALUES " STAGE_R4 "," STAGE_R4 "," STAGE_R4 "," STAGE_R4,
 	[ST_STAGE_COUNT] = "SELECT count(*) FROM temp.staging",
 	[ST_STAGE_WALK] =
 	    "SELECT path, type, mtime, prec, checksum FROM temp.staging"
@@ -2199,39 +2210,56 @@ manifest_last_success(struct manifest *m, struct run_record *ret)
 	return rc;
 }
 
-/* Insert the entries of l into staging (a transaction is open). */
+/* Bind entry e to the 8 parameters of one staging row from base on. */
+static void
+stage_bind(sqlite3_stmt *st, int base, const struct entry *e)
+{
+	bool	 known = e->mtime_prec != MTIME_UNKNOWN;
+
+	(void)bind_path(st, base, e->path);
+	(void)sqlite3_bind_int(st, base + 1, (int)e->type);
+	(void)sqlite3_bind_int64(st, base + 2, e->size < 0 ? -1 : e->size);
+	(void)sqlite3_bind_int(st, base + 3, e->size >= 0 && e->size_exact);
+	(void)sqlite3_bind_int64(st, base + 4, known ? e->mtime : 0);
+	(void)sqlite3_bind_int(st, base + 5, known ? (int)e->mtime_prec : 0);
+	(void)bind_path(st, base + 6, e->target);
+	if (e->type == ENTRY_FILE && e->checksum != NULL)
+		(void)sqlite3_bind_text(st, base + 7, e->checksum, -1,
+		    SQLITE_STATIC);
+	else
+		(void)sqlite3_bind_null(st, base + 7);
+}
+
+/*
+ * Insert the entries of l into staging (a transaction is open), in
+ * order: STAGE_ROWS at a time, then one at a time (a repeated path keeps
+ * its first entry either way: INSERT OR IGNORE takes a statement's rows
+ * in order).
+ */
 static int
 stage_rows(struct manifest *m, const struct listing *l)
 {
-	sqlite3_stmt		*st = m->st[ST_STAGE_INSERT];
-	const struct entry	*e;
-	size_t			 i, n;
-	int			 rc = 0, src;
-	bool			 known;
+	sqlite3_stmt	*st = m->st[ST_STAGE_INSERT];
+	sqlite3_stmt	*mst = m->st[ST_STAGE_INSERT_N];
+	size_t		 i = 0, k, n;
+	int		 rc = 0, src = SQLITE_DONE;
 
 	n = listing_count(l);
-	for (i = 0; i < n; i++) {
-		e = listing_get(l, i);
-		known = e->mtime_prec != MTIME_UNKNOWN;
-		(void)bind_path(st, 1, e->path);
-		(void)sqlite3_bind_int(st, 2, (int)e->type);
-		(void)sqlite3_bind_int64(st, 3, e->size < 0 ? -1 : e->size);
-		(void)sqlite3_bind_int(st, 4, e->size >= 0 && e->size_exact);
-		(void)sqlite3_bind_int64(st, 5, known ? e->mtime : 0);
-		(void)sqlite3_bind_int(st, 6, known ? (int)e->mtime_prec : 0);
-		(void)bind_path(st, 7, e->target);
-		if (e->type == ENTRY_FILE && e->checksum != NULL)
-			(void)sqlite3_bind_text(st, 8, e->checksum, -1,
-			    SQLITE_STATIC);
-		else
-			(void)sqlite3_bind_null(st, 8);
+	for (; mst != NULL && i + STAGE_ROWS <= n && src == SQLITE_DONE;
+	    i += STAGE_ROWS) {
+		for (k = 0; k < STAGE_ROWS; k++)
+			stage_bind(mst, 1 + 8 * (int)k, listing_get(l, i + k));
+		src = sqlite3_step(mst);
+		(void)sqlite3_reset(mst);
+	}
+	for (; i < n && src == SQLITE_DONE; i++) {
+		stage_bind(st, 1, listing_get(l, i));
 		src = sqlite3_step(st);
 		(void)sqlite3_reset(st);
-		if (src != SQLITE_DONE) {
-			rc = db_fail(m, src);
-			break;
-		}
 	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+	st_done(mst);
 	st_done(st);
 	return rc;
 }

@@ -1990,6 +1990,168 @@ staged_cb(void *ctx, const struct staged_row *r)
 	return 0;
 }
 
+/* What test_diff_merge's callback keeps of each row, in order. */
+struct merge_row {
+	char		 path[32];
+	enum diff_kind	 kind;
+	bool		 recorded;
+	int64_t		 size;
+};
+
+struct merge_seen {
+	struct merge_row v[512];
+	size_t		 n;
+};
+
+static int
+merge_cb(void *ctx, const struct diff_row *r)
+{
+	struct merge_seen *ms = ctx;
+
+	if (ms->n == sizeof(ms->v) / sizeof(ms->v[0]) ||
+	    r->pathlen >= sizeof(ms->v[0].path))
+		return 9;
+	memcpy(ms->v[ms->n].path, r->path, r->pathlen);
+	ms->v[ms->n].path[r->pathlen] = '\0';
+	ms->v[ms->n].kind = r->kind;
+	ms->v[ms->n].recorded = r->recorded;
+	ms->v[ms->n].size = r->fs.listed.size;
+	ms->n++;
+	return 0;
+}
+
+/*
+ * The diff's merge of the staged and the committed paths (manifest.c,
+ * diff_staged): 300 paths in and out of either side, names that are
+ * prefixes of others or hold bytes over 0x7f (memcmp order), a listing
+ * staged in reverse with repeats inside and across one multi-row insert
+ * (the first kept): every staged row in path order with the right kind,
+ * then every committed row not staged, in path order; none gone when
+ * the listing holds every committed path.
+ */
+static void
+test_diff_merge(const char *dir)
+{
+	static const char *const odd[] = {
+		"a", "a-b", "a.b", "a/b", "a/b/c", "ab", "\xc3\xa9t\xc3\xa9",
+		"\xff", "z"
+	};
+	struct manifest		*m = NULL;
+	struct listing		*l;
+	struct merge_seen	*ms;
+	struct commit_rec	 c[320];
+	char			 names[300][8], p[512], err[512];
+	size_t			 i, nc = 0, nstaged = 0, ngone = 0, bad = 0;
+	bool			 in_rec, in_list;
+
+	if ((ms = calloc(1, sizeof(*ms))) == NULL)
+		tap_bail("setup failed");
+	join(p, sizeof(p), dir, "merge.db");
+	is_int(manifest_open(p, true, &m, err, sizeof(err)), 0, "open merge.db");
+	/* p%03d: i % 3 == 0 both sides, 1 listed only, 2 committed only. */
+	for (i = 0; i < 300; i++) {
+		(void)snprintf(names[i], sizeof(names[i]), "p%03zu", i);
+		if (i % 3 != 1)
+			c[nc++] = rec(names[i], COMMIT_FETCHED, ENTRY_FILE,
+			    (int64_t)i, 60, MTIME_SECOND);
+	}
+	/* The odd names: even ones committed, every one but "a/b/c" listed. */
+	for (i = 0; i < sizeof(odd) / sizeof(odd[0]); i++)
+		if (i % 2 == 0)
+			c[nc++] = rec(odd[i], COMMIT_FETCHED, ENTRY_FILE, 7, 60,
+			    MTIME_SECOND);
+	is_int(manifest_commit(m, 1, c, nc), 0, "commit %zu rows", nc);
+	if ((l = listing_new(1000)) == NULL)
+		tap_bail("setup failed");
+	for (i = 300; i-- > 0;)
+		if (i % 3 != 2) {
+			add(l, names[i], ENTRY_FILE, (int64_t)i, true, 60,
+			    MTIME_SECOND, NULL);
+			nstaged++;
+			/* A repeat in the same multi-row insert (rows 1, 2). */
+			if (i == 297)
+				add(l, names[i], ENTRY_FILE, 5, true, 60,
+				    MTIME_SECOND, NULL);
+		}
+	/* A repeat far from the first, in another statement. */
+	add(l, names[3], ENTRY_FILE, 5, true, 60, MTIME_SECOND, NULL);
+	for (i = 0; i < sizeof(odd) / sizeof(odd[0]); i++)
+		if (strcmp(odd[i], "a/b/c") != 0) {
+			add(l, odd[i], ENTRY_FILE, 7, true, 60, MTIME_SECOND,
+			    NULL);
+			nstaged++;
+		}
+	is_int(manifest_stage(m, l), 0, "stage %zu entries in reverse",
+	    listing_count(l));
+	is_int(manifest_diff(m, merge_cb, ms), 0, "diff");
+	for (i = 0; i < 300; i++)
+		ngone += i % 3 == 2;
+	ngone++;	/* "a/b/c" */
+	is_int((int64_t)ms->n, (int64_t)(nstaged + ngone),
+	    "every staged row and every gone one");
+	for (i = 0; i < ms->n; i++) {
+		const struct merge_row *r = &ms->v[i];
+		size_t	 k;
+
+		if (i + 1 < nstaged && strcmp(r->path, ms->v[i + 1].path) >= 0)
+			bad++;
+		if (i >= nstaged && i + 1 < ms->n &&
+		    strcmp(r->path, ms->v[i + 1].path) >= 0)
+			bad++;
+		if (r->path[0] == 'p' && strlen(r->path) == 4) {
+			k = (size_t)atoi(r->path + 1);
+			in_rec = k % 3 != 1;
+			in_list = k % 3 != 2;
+		} else {
+			for (k = 0; k < sizeof(odd) / sizeof(odd[0]); k++)
+				if (strcmp(odd[k], r->path) == 0)
+					break;
+			if (k == sizeof(odd) / sizeof(odd[0])) {
+				bad++;
+				continue;
+			}
+			in_rec = k % 2 == 0;
+			in_list = strcmp(odd[k], "a/b/c") != 0;
+		}
+		if ((i < nstaged) != in_list || r->recorded != in_rec ||
+		    r->kind != (!in_list ? DIFF_GONE : !in_rec ? DIFF_NEW :
+		    DIFF_SAME))
+			bad++;
+	}
+	is_int((int64_t)bad, 0, "each row in order, of its kind");
+	for (i = 0; i < ms->n; i++)
+		if (strcmp(ms->v[i].path, "p297") == 0 ||
+		    strcmp(ms->v[i].path, "p003") == 0)
+			is_int(ms->v[i].size, strcmp(ms->v[i].path, "p297") == 0
+			    ? 297 : 3, "%s: the first of its repeats staged",
+			    ms->v[i].path);
+	/* Every committed path listed: no gone row (the gone walk skipped). */
+	listing_drain(l);
+	for (i = 0; i < nc; i++)
+		add(l, c[i].path, ENTRY_FILE, c[i].fs.listed.size, true, 60,
+		    MTIME_SECOND, NULL);
+	is_int(manifest_stage(m, l), 0, "stage the committed paths");
+	ms->n = 0;
+	is_int(manifest_diff(m, merge_cb, ms), 0, "diff again");
+	is_int((int64_t)ms->n, (int64_t)nc, "one row each");
+	for (i = 0, bad = 0; i < ms->n; i++)
+		bad += ms->v[i].kind != DIFF_SAME || !ms->v[i].recorded;
+	is_int((int64_t)bad, 0, "all the same, none gone");
+	/* An empty listing: every committed row gone, in path order. */
+	listing_drain(l);
+	is_int(manifest_stage(m, l), 0, "stage nothing");
+	ms->n = 0;
+	is_int(manifest_diff(m, merge_cb, ms), 0, "diff of nothing");
+	is_int((int64_t)ms->n, (int64_t)nc, "every committed row gone");
+	for (i = 0, bad = 0; i < ms->n; i++)
+		bad += ms->v[i].kind != DIFF_GONE || (i + 1 < ms->n &&
+		    strcmp(ms->v[i].path, ms->v[i + 1].path) >= 0);
+	is_int((int64_t)bad, 0, "gone, in path order");
+	listing_free(l);
+	manifest_close(m);
+	free(ms);
+}
+
 /*
  * Staging in batches (issue 22): batches added in listing order stage
  * what one manifest_stage of the whole listing does, duplicates across
@@ -2104,6 +2266,7 @@ main(void)
 	test_diff(dir);
 	test_diff_day(dir);
 	test_stage_batches(dir);
+	test_diff_merge(dir);
 	test_no_reprepare(dir);
 	test_bytes_and_ls(dir);
 	test_commit_ops(dir);
