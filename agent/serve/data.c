@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -168,6 +169,8 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	size_t		 hl, at, dl;
 	int		 rc;
 	uint64_t	 mid;
+	struct timespec	 ts;
+	int64_t		 start_ns = 0;
 	bool		 flip, halt, note;
 
 	flip = f->len > 0 && sv_test_hook(srv->test_corrupt,
@@ -178,6 +181,10 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	d.id = f->id;
 	d.index = f->index;
 	note = known == NULL && !s->keyed && f->off == 0 && f->len == f->size;
+	if (note) {
+		(void)clock_gettime(CLOCK_REALTIME, &ts);
+		start_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	}
 	if (known != NULL) {
 		d.kind = BMP_D_SHA256;
 		memcpy(d.digest, known, sizeof(d.digest));
@@ -247,7 +254,7 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	if (h != NULL && (rc = bmp_hash_final(h, d.digest, &d.kind)) != 0)
 		goto out;
 	if (note)
-		sv_hashed_note(srv, fd, st, d.digest);
+		sv_hashed_note(srv, fd, st, start_ns, d.digest);
 	if ((rc = bmp_enc_digest(&d, buf, SV_BUF, &hl)) == 0)
 		rc = sv_write(c, buf, hl);
 out:

@@ -14,10 +14,10 @@
  *
  * Hashed: one direct-mapped table of SV_HASHED_SLOTS for the server
  * (its own lock), keyed by device and inode, filled by sv_hashed_note()
- * when a whole file over SV_BUF was read and hashed (data.c) and fstat(2)
- * showed the same
- * size, mtime and ctime (ns) before and after the read; trusted while
- * the file still shows those.  A tier-1 server so hashes a file version
+ * when a whole file over SV_BUF was read and hashed (data.c), fstat(2)
+ * showed the same size, mtime and ctime (ns) before and after the read,
+ * and that ctime was a second old when the read began; trusted while the
+ * file still shows those.  A tier-1 server so hashes a file version
  * once, not once per downstream.  Anything else is hashed as it is read.
  */
 #include <errno.h>
@@ -278,19 +278,24 @@ sv_hent_fits(const struct sv_hent *h, const struct stat *st)
 
 /*
  * Note that the whole file open as fd, which fstat showed as before when
- * it was opened, hashed to d as it was read: kept when fstat shows the
- * same now (no write, truncate or touch came between).  The table is
- * made by the first note (a failed allocation: nothing kept).
+ * it was opened, hashed to d as it was read from start_ns (the wall
+ * clock, ns) on: kept when fstat shows the same now (no write, truncate
+ * or touch came between) and its ctime is over SV_HASHED_SETTLE_NS older
+ * than start_ns.  The kernel stamps ctime from a coarse clock (a tick of
+ * up to 10 ms), so a write in the same tick as the change before it
+ * leaves ctime as it was; a second later it cannot.  The table is made by
+ * the first note (a failed allocation: nothing kept).
  */
 void
 sv_hashed_note(struct sv_server *srv, int fd, const struct stat *before,
-    const uint8_t d[BMP_DIGEST_LEN])
+    int64_t start_ns, const uint8_t d[BMP_DIGEST_LEN])
 {
 	struct sv_hashed *t;
 	struct sv_hent	*h;
 	struct stat	 now;
 
 	if (!S_ISREG(before->st_mode) || before->st_ino == 0 ||
+	    sv_ns(&before->st_ctim) >= start_ns - SV_HASHED_SETTLE_NS ||
 	    fstat(fd, &now) == -1 || now.st_ino != before->st_ino ||
 	    now.st_dev != before->st_dev || now.st_size != before->st_size ||
 	    sv_ns(&now.st_mtim) != sv_ns(&before->st_mtim) ||

@@ -33,6 +33,8 @@
 #define SV_SECRET_MAX	4096		/* bytes of a secret file */
 #define SV_HASHED_SLOTS	65536		/* file versions hashed as served
 					   that the server keeps (72 B each) */
+#define SV_HASHED_SETTLE_NS 1000000000LL /* their ctime that much older
+					   than the read (digests.c) */
 
 /* An export as served. */
 struct sv_export {
@@ -181,7 +183,8 @@ void	sv_digests_put(struct sv_server *srv, struct sv_digests *t);
 bool	sv_digest_of(const struct sv_session *s, const char *path,
 	    const struct stat *st, uint8_t d[BMP_DIGEST_LEN]);
 void	sv_hashed_note(struct sv_server *srv, int fd,
-	    const struct stat *before, const uint8_t d[BMP_DIGEST_LEN]);
+	    const struct stat *before, int64_t start_ns,
+	    const uint8_t d[BMP_DIGEST_LEN]);
 void	sv_hashed_free(struct sv_server *srv);
 void	sv_digests_drop(struct sv_export *e);
 

@@ -18,8 +18,9 @@
 #   bytes, exit 0;
 # - a plain export's files over 256 KiB, once served whole, are listed
 #   with the digest hashed as they were read (the server's hashed table),
-#   smaller ones never; a file rewritten in place (mtime put back: its
-#   ctime moved) loses it, and a file only fetched in ranges gets none;
+#   smaller ones never, nor one changed under a second before it was
+#   served; a file rewritten in place (mtime put back: its ctime moved)
+#   loses it, and a file only fetched in ranges gets none;
 # - a downstream's kept partial (the serve stopped half-way by
 #   BM_SERVE_TEST_STOP, stall_timeout 1) of a file then rewritten in
 #   place (same size and mtime, its listed digest gone) is not continued:
@@ -118,6 +119,18 @@ BM_SERVERS="serve:$SERVE_PID:$T $BM_SERVERS"
 sendfiles() {
 	grep -Ec "sendfile\\(.*\\) = $1\$" "$T/strace.out"
 }
+# settle FILE: wait (at most 2 s) until FILE's ctime is 1.2 s old: the
+# server notes the digest of a file it hashed only when its ctime was a
+# second old (digests.c, SV_HASHED_SETTLE_NS).
+settle() {
+	local i
+	for i in $(seq 1 20); do
+		awk -v c="$(stat -c '%.9Z' "$1")" -v n="$(date +%s.%N)" \
+		    'BEGIN { exit !(n - c >= 1.2) }' && return 0
+		sleep 0.1
+	done
+	fail "settle $1: its ctime did not age"
+}
 # want_digests EXPORT DIR: LIST of EXPORT with digests, against sha256sum.
 want_digests() {
 	(cd "$2" && find . -type f -printf '%P\n' | LC_ALL=C sort |
@@ -138,6 +151,7 @@ assert_eq "$(grep -c 't1.db: no recorded digests' "$T/serve.log")" 1 \
 echo "# tier 1: t1 from a plain export (no digests listed there)"
 want_digests pub "$T/up"
 assert_eq "$(cut -f2 "$T/got.dg" | sort -u)" "-" "digests of a path export"
+settle "$T/up/big.bin"
 assert_exit 0 bm --json sync t1
 expect_counts 22 0 0 0
 assert_trees_equal "$T/up" "$T/t1"
@@ -194,6 +208,7 @@ assert_eq "$(grep -E '^(small.txt|big.bin)	' "$T/got.dg" | cut -f2 | sort -u)" \
     "-" "changed files listed without a digest"
 assert_eq "$(grep -c '	sha256:' "$T/got.dg")" 20 "unchanged files keep theirs"
 before=$(sendfiles 2097152)
+settle "$T/t1/big.bin"	# so that t3's whole read of it is noted
 assert_exit 0 bm --json sync t3
 expect_counts 22 0 0 0
 assert_trees_equal "$T/t1" "$T/t3"
@@ -267,11 +282,18 @@ assert_eq "$(grep '^big.bin	' "$T/got.dg" | cut -f2)" "-" \
 $CL get $H "$PORT" pub "$T/got" big.bin > /dev/null || fail "get big.bin"
 cmp -s "$T/got/big.bin" "$T/up/big.bin" || fail "pub's new big.bin differs"
 want_digests pub "$T/up"
+assert_eq "$(grep '^big.bin	' "$T/got.dg" | cut -f2)" "-" \
+    "a file changed under a second before it was served whole was noted"
+settle "$T/up/big.bin"
+$CL get $H "$PORT" pub "$T/got" big.bin > /dev/null || fail "get big.bin"
+cmp -s "$T/got/big.bin" "$T/up/big.bin" || fail "pub's new big.bin differs"
+want_digests pub "$T/up"
 assert_eq "$(grep '^big.bin	' "$T/got.dg")" "$(grep '^big.bin	' "$T/want.dg")" \
     "big.bin served whole: not listed with its new digest"
 
 echo "# the plain export: a file fetched only in ranges is listed without"
 make_big_file "$T/up/new.bin" 2 new
+settle "$T/up/new.bin"
 $CL get $H "$PORT" pub "$T/got" new.bin@0+1048576 new.bin@1048576+1048576 \
     > /dev/null || fail "get ranges of new.bin"
 want_digests pub "$T/up"
