@@ -6,9 +6,6 @@
  * module is $BM_CURL_MODULE when set, else found as module.h says.
  * Nothing here logs.
  */
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -19,53 +16,24 @@
 #include "module.h"
 #include "xfer_int.h"
 
-#define MOD_WHAT	"curl"
-#define MOD_ENV		"BM_CURL_MODULE"
+/* The module; its table is read without a lock by every call. */
+static struct xfer_module mod = XFER_MODULE_INIT("curl", CURL_MODULE_FILE,
+    "BM_CURL_MODULE", CURL_MODULE_SYM, CURL_MODULE_ABI);
 
-/*
- * The module's transport, set once under mod_lock (which only loading
- * takes) and read without a lock; a failed load is tried again.
- */
-static pthread_mutex_t		 mod_lock = PTHREAD_MUTEX_INITIALIZER;
-static const struct xfer_ops *_Atomic mod;
-
-/* The module's table, loaded once.  NULL with the reason in errbuf. */
+/* The module's transport, loaded once.  NULL with the reason in errbuf. */
 static const struct xfer_ops *
 mod_load(char *errbuf, size_t errlen)
 {
-	const struct curl_module *(*entry)(void);
-	const struct curl_module *cm;
-	const struct xfer_ops *ops;
-	void		*sym;
+	const struct curl_module *cm = xfer_module_load(&mod, errbuf, errlen);
 
-	if ((ops = atomic_load_explicit(&mod, memory_order_acquire)) != NULL)
-		return ops;
-	(void)pthread_mutex_lock(&mod_lock);
-	if ((ops = atomic_load_explicit(&mod, memory_order_relaxed)) != NULL)
-		goto out;
-	if (xfer_module_open(MOD_WHAT, CURL_MODULE_FILE, MOD_ENV,
-	    CURL_MODULE_SYM, &sym, errbuf, errlen) != 0)
-		goto out;
-	*(void **)&entry = sym;
-	if ((cm = entry()) == NULL || cm->abi != CURL_MODULE_ABI ||
-	    cm->ops == NULL) {
-		xfer_module_refused(MOD_WHAT, CURL_MODULE_FILE, MOD_ENV,
-		    cm == NULL ? "curl_global_init failed" :
-		    "not this build's module (ABI mismatch)", errbuf, errlen);
-		goto out;
-	}
-	ops = cm->ops;
-	atomic_store_explicit(&mod, ops, memory_order_release);
-out:
-	(void)pthread_mutex_unlock(&mod_lock);
-	return ops;
+	return cm != NULL ? cm->ops : NULL;
 }
 
-/* The table once loaded: every call below after a successful open. */
+/* The transport once loaded: every call below after a successful open. */
 static const struct xfer_ops *
 mod_get(void)
 {
-	return atomic_load_explicit(&mod, memory_order_acquire);
+	return ((const struct curl_module *)xfer_module_table(&mod))->ops;
 }
 
 /* Over TCP: http://, https://, ftp:// and ftps:// (explicit TLS). */

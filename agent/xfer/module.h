@@ -1,31 +1,49 @@
 /*
- * Loading a transport's optional module (folder-private): a shared object
- * beside the binary that holds what only some runs need, dlopen()ed on
- * first use and never closed, so that a run that does not use it never
- * maps its libraries (libudt: libbiomirror-udt.so, udt_load.c; libcurl
- * and the TLS, LDAP, Kerberos and IDN stacks it pulls in:
+ * A transport's optional module (folder-private): a shared object beside
+ * the binary that holds what only some runs need, dlopen()ed on first
+ * use and never closed, so that a run that does not use it never maps
+ * its libraries (libudt: libbiomirror-udt.so, udt_load.c; libcurl and
+ * the TLS, LDAP, Kerberos and IDN stacks it pulls in:
  * libbiomirror-curl.so, curl_load.c).
+ *
+ * The module file is $env when that is set and not empty, else file
+ * beside the running binary (the build tree) when there, else
+ * ../lib/biomirror/file from the binary's directory (make install:
+ * $(PREFIX)/bin, $(PREFIX)/lib/biomirror; any PREFIX or DESTDIR).  Its
+ * entry point sym takes no argument and returns its table, whose first
+ * member is an int ABI number, or NULL when its own set-up failed.
  */
 #ifndef BIOMIRROR_XFER_MODULE_H
 #define BIOMIRROR_XFER_MODULE_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
-/*
- * dlopen() module file and return its entry point sym in *ret_entry.
- * The file is $env when that is set and not empty, else file beside the
- * running binary (the build tree) when there, else
- * ../lib/biomirror/file from the binary's directory (make install:
- * $(PREFIX)/bin, $(PREFIX)/lib/biomirror; any PREFIX or DESTDIR).
- * Returns 0, or BM_EINVAL with "what module PATH: reason" in errbuf
- * (errlen bytes; what: "UDT", "curl").  Not locked: the caller loads
- * once, under its own lock.  Nothing here logs.
- */
-int	xfer_module_open(const char *what, const char *file, const char *env,
-	    const char *sym, void **ret_entry, char *errbuf, size_t errlen);
+/* One module: what to load, and its table once loaded. */
+struct xfer_module {
+	const char	*what;		/* "UDT", "curl": for messages */
+	const char	*file;		/* "libbiomirror-udt.so" */
+	const char	*env;		/* "BM_UDT_MODULE" */
+	const char	*sym;		/* the entry point */
+	int		 abi;		/* what the table's first int must be */
+	pthread_mutex_t	 lock;		/* taken only while loading */
+	const void *_Atomic table;	/* set once; a failed load is tried
+					   again by the next call */
+};
 
-/* Write "what module PATH: why" into errbuf (a table the entry refused). */
-void	xfer_module_refused(const char *what, const char *file,
-	    const char *env, const char *why, char *errbuf, size_t errlen);
+#define XFER_MODULE_INIT(what, file, env, sym, abi) \
+	{ what, file, env, sym, abi, PTHREAD_MUTEX_INITIALIZER, NULL }
+
+/*
+ * m's table, loaded by the first call.  NULL with "what module PATH:
+ * reason" in errbuf (errlen bytes) when the file, its entry point or its
+ * ABI is not there, or its set-up failed.  Nothing here logs.
+ */
+const void *xfer_module_load(struct xfer_module *m, char *errbuf,
+	    size_t errlen);
+
+/* m's table once loaded, else NULL: one atomic load, no lock. */
+const void *xfer_module_table(struct xfer_module *m);
 
 #endif

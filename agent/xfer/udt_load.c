@@ -5,8 +5,6 @@
  * threads live in it).  The module is $BM_UDT_MODULE when set, else found
  * as module.h says.  Nothing here logs.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,56 +14,26 @@
 #include "module.h"
 #include "udt_shim_int.h"
 
-/*
- * The table, set once (under mod_lock, which only loading takes) and read
- * without a lock by every call.  Not pthread_once(): a failed load is
- * tried again by the next udt_shim_startup().
- */
-static pthread_mutex_t		 mod_lock = PTHREAD_MUTEX_INITIALIZER;
-static const struct udt_shim_ops *_Atomic mod;
+/* The module; its table is read without a lock by every call. */
+static struct xfer_module mod = XFER_MODULE_INIT("UDT", UDT_SHIM_MODULE_FILE,
+    "BM_UDT_MODULE", UDT_SHIM_MODULE_SYM, UDT_SHIM_ABI);
 
 /*
- * Load the module once.  Returns 0, or BM_EINVAL with "UDT module PATH:
+ * Load the module once (a failed load is tried again by the next
+ * udt_shim_startup()).  Returns 0, or BM_EINVAL with "UDT module PATH:
  * reason" in errbuf (a missing file, a wrong table).
  */
 static int
 module_load(char *errbuf, size_t errlen)
 {
-	const struct udt_shim_ops *(*entry)(void);
-	const struct udt_shim_ops *ops;
-	void		*sym;
-	int		 rc;
-
-	if (atomic_load_explicit(&mod, memory_order_acquire) != NULL)
-		return 0;
-	(void)pthread_mutex_lock(&mod_lock);
-	if (atomic_load_explicit(&mod, memory_order_relaxed) != NULL) {
-		rc = 0;
-		goto out;
-	}
-	if ((rc = xfer_module_open("UDT", UDT_SHIM_MODULE_FILE,
-	    "BM_UDT_MODULE", UDT_SHIM_MODULE_SYM, &sym, errbuf, errlen)) != 0)
-		goto out;
-	*(void **)&entry = sym;
-	ops = entry();
-	if (ops == NULL || ops->abi != UDT_SHIM_ABI) {
-		xfer_module_refused("UDT", UDT_SHIM_MODULE_FILE,
-		    "BM_UDT_MODULE", "not this build's module (ABI mismatch)",
-		    errbuf, errlen);
-		rc = BM_EINVAL;
-		goto out;
-	}
-	atomic_store_explicit(&mod, ops, memory_order_release);
-out:
-	(void)pthread_mutex_unlock(&mod_lock);
-	return rc;
+	return xfer_module_load(&mod, errbuf, errlen) != NULL ? 0 : BM_EINVAL;
 }
 
 /* The table once loaded, or NULL: no lock. */
 static const struct udt_shim_ops *
 ops_get(void)
 {
-	return atomic_load_explicit(&mod, memory_order_acquire);
+	return xfer_module_table(&mod);
 }
 
 /* A call before a successful udt_shim_startup(): BM_ENET, said so. */
