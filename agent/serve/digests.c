@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,9 +303,10 @@ sv_hashed_note(struct sv_server *srv, int fd, const struct stat *before,
 	    sv_ns(&now.st_ctim) != sv_ns(&before->st_ctim))
 		return;
 	(void)pthread_mutex_lock(&srv->lock);
-	if ((t = srv->hashed) == NULL && (t = calloc(1, sizeof(*t))) != NULL) {
+	if ((t = atomic_load(&srv->hashed)) == NULL &&
+	    (t = calloc(1, sizeof(*t))) != NULL) {
 		(void)pthread_mutex_init(&t->lock, NULL);
-		srv->hashed = t;
+		atomic_store(&srv->hashed, t);
 	}
 	(void)pthread_mutex_unlock(&srv->lock);
 	if (t == NULL)
@@ -324,11 +326,12 @@ sv_hashed_note(struct sv_server *srv, int fd, const struct stat *before,
 void
 sv_hashed_free(struct sv_server *srv)
 {
-	if (srv->hashed == NULL)
+	struct sv_hashed *t = atomic_exchange(&srv->hashed, NULL);
+
+	if (t == NULL)
 		return;
-	(void)pthread_mutex_destroy(&srv->hashed->lock);
-	free(srv->hashed);
-	srv->hashed = NULL;
+	(void)pthread_mutex_destroy(&t->lock);
+	free(t);
 }
 
 /*
@@ -349,10 +352,9 @@ sv_digest_of(const struct sv_session *s, const char *path,
 		return false;
 	if (sv_recorded_of(s->dg, path, st, d))
 		return true;
-	(void)pthread_mutex_lock(&s->srv->lock);
-	t = s->srv->hashed;
-	(void)pthread_mutex_unlock(&s->srv->lock);
-	if (t == NULL)
+	/* Only files over SV_BUF are noted (data.c). */
+	if (st->st_size <= SV_BUF || (t = atomic_load(&s->srv->hashed)) ==
+	    NULL)
 		return false;
 	(void)pthread_mutex_lock(&t->lock);
 	h = &t->e[sv_hslot((uint64_t)st->st_dev, (uint64_t)st->st_ino)];

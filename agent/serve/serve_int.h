@@ -134,8 +134,9 @@ struct sv_server {
 	atomic_bool	 draining;	/* SIGTERM: no new sessions */
 	atomic_bool	 cut;		/* drain timeout: end every transfer */
 	uint64_t	 m_sessions, m_files, m_bytes, m_refused;
-	struct sv_hashed *hashed;	/* owned: digests hashed as served
-					   (digests.c), NULL until the first */
+	struct sv_hashed *_Atomic hashed; /* owned: digests hashed as
+					   served (digests.c), NULL until the
+					   first; set once, under lock */
 	/*
 	 * Test-only hooks (tests/functional/t_89, t_90; never set in
 	 * production): the environment's BM_SERVE_TEST_CORRUPT=PATH flips
