@@ -213,19 +213,25 @@ for r in $(seq 1 "$RUNS"); do
 		    "max_connections = 4" "verify = size") ;;
 		esac
 		if [ "$BIGONLY" = 0 ]; then
+			sync
 			timed "$tool,A cold" "${a[@]}"
+			timed "$tool,A cold flush" sync
 			timed "$tool,A no change" "${a[@]}"
 			diff -r "$T/src/A" "$T/dst/A" ||
 			    fail "$tool: tree A differs"
 			trash "$T/dst/A"
 		fi
 		[ "$NBIG" -gt 0 ] || continue
+		sync
 		timed "$tool,B cold checksum" "${bc[@]}"
+		timed "$tool,B cold checksum flush" sync
 		cmp "$T/src/B/big1.bin" "$T/dst/Bc/big1.bin" ||
 		    fail "$tool: B differs"
 		rm -rf "$T/dst/Bc"	# 2 GiB each: never kept
 		[ ${#bs[@]} -gt 0 ] || continue
+		sync
 		timed "$tool,B cold size" "${bs[@]}"
+		timed "$tool,B cold size flush" sync
 		cmp "$T/src/B/big1.bin" "$T/dst/Bs/big1.bin" ||
 		    fail "$tool: B differs"
 		rm -rf "$T/dst/Bs"	# 2 GiB each: never kept
@@ -242,20 +248,29 @@ runs, cpu = {}, {}
 for tool, case, ms, c in csv.reader(open(sys.argv[1])):
     runs.setdefault(case, {}).setdefault(tool, []).append(int(ms) / 1000)
     cpu.setdefault(case, {}).setdefault(tool, []).append(float(c))
+# "CASE + flush": the run and the sync(1) after it, round by round (rsync
+# and HTTP leave dirty pages behind; biomirror syncs before it publishes).
+for case in [k for k in runs if k.endswith(" flush")]:
+    base = case[:-len(" flush")]
+    fl = runs.pop(case)
+    cpu.pop(case)
+    runs[base + " + flush"] = {t: [a + b for a, b in zip(runs[base][t], v)]
+                               for t, v in fl.items()}
+    cpu[base + " + flush"] = cpu[base]
 gib = int(sys.argv[2]) / 2**20
 tools = ["bm", "old", "rsync", "http"]
 print("| case | " + " | ".join(tools) + " | bm CPU s/GiB | old CPU s/GiB |")
 print("|---|---|---|---|---|---|---|")
 for case, t in runs.items():
     print("| %s | %s | %s |" % (case, " | ".join(
-        "%.2f" % statistics.median(t[k]) if k in t else "-" for k in tools),
+        "%.3f" % statistics.median(t[k]) if k in t else "-" for k in tools),
         " | ".join("%.2f" % (statistics.median(cpu[case][k]) / gib)
         if k in cpu[case] else "-" for k in ("bm", "old"))))
 print("raw (s):")
 for case, t in runs.items():
     for k in tools:
         if k in t:
-            print("  %s %s: %s" % (case, k, " ".join("%.2f" % v for v in t[k])))
+            print("  %s %s: %s" % (case, k, " ".join("%.3f" % v for v in t[k])))
 EOF
 	stop_servers
 	exit 0
@@ -293,6 +308,15 @@ runs, cpu = {}, {}
 for tool, case, ms, c in csv.reader(open(sys.argv[1])):
     runs.setdefault(case, {}).setdefault(tool, []).append(int(ms) / 1000)
     cpu.setdefault(case, {}).setdefault(tool, []).append(float(c))
+# "CASE + flush": the run and the sync(1) after it, round by round (rsync
+# and HTTP leave dirty pages behind; biomirror syncs before it publishes).
+for case in [k for k in runs if k.endswith(" flush")]:
+    base = case[:-len(" flush")]
+    fl = runs.pop(case)
+    cpu.pop(case)
+    runs[base + " + flush"] = {t: [a + b for a, b in zip(runs[base][t], v)]
+                               for t, v in fl.items()}
+    cpu[base + " + flush"] = cpu[base]
 gib = {"A": int(sys.argv[2]) / 2**20, "B": int(sys.argv[3]) / 2**20}
 tools = ["bm", "old", "rsync", "http"]
 print("| case | bm:// | old bm:// (--baseline) | rsync -a rsync:// "
@@ -303,13 +327,13 @@ for case, t in runs.items():
     per = ("%.2f" % (c / gib[case[0]]) if c is not None and
            "no change" not in case else "-")
     print("| %s | %s | %s |" % (case, " | ".join(
-        "%.2f" % statistics.median(t[k]) if k in t else "-"
+        "%.3f" % statistics.median(t[k]) if k in t else "-"
         for k in tools), per))
 print("raw (s, in round order):")
 for case, t in runs.items():
     for k in tools:
         if k in t:
-            print("  %s %s: %s" % (case, k, " ".join("%.2f" % v for v in t[k])))
+            print("  %s %s: %s" % (case, k, " ".join("%.3f" % v for v in t[k])))
 EOF
 awk -v t=$(( (t1 - t0) / 1000000 )) -v c0="$c0" -v c1="$c1" \
     -v r0="$rss0" -v h="$hwm" 'BEGIN {
