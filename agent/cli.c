@@ -2088,6 +2088,10 @@ cmd_check_config(struct cli *c)
 			result_free(config_errors(c, NULL, true));
 			return 2;
 		}
+		if (config_transports_ready(c->conf, err, sizeof(err)) != 0) {
+			log_errx("%s: %s", path, err);
+			return 2;
+		}
 		if (c->verbosity >= 0)
 			printf("%s: configuration OK (%zu mirror%s)\n", path,
 			    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" :
@@ -2117,6 +2121,11 @@ cmd_check_config(struct cli *c)
 		o = json_pack("{s:s,s:b,s:s,s:o*}", "config", path, "ok", 0,
 		    "error", err, "errors", errs);
 		result_free(r);
+	} else if (config_transports_ready(c->conf, err, sizeof(err)) != 0) {
+		(void)snprintf(msg, sizeof(msg), "%s: %s", path, err);
+		o = json_pack("{s:s,s:b,s:s,s:[{s:s,s:s,s:s}]}", "config",
+		    path, "ok", 0, "error", msg, "errors", "path", path, "op",
+		    "config", "reason", msg);
 	} else {
 		o = json_pack("{s:s,s:b,s:I}", "config", path, "ok", 1,
 		    "mirrors", (json_int_t)c->conf->nmirrors);

@@ -2873,6 +2873,26 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
  * BM_EIO on a read error; BM_ENOMEM.
  */
 int
+config_transports_ready(const struct config *c, char *errbuf, size_t errlen)
+{
+	struct xfer_opts xo;
+	char		 why[512];
+	size_t		 i;
+
+	memset(&xo, 0, sizeof(xo));
+	xo.net = XFER_NET_TCP;
+	for (i = 0; i < c->nmirrors; i++)
+		if (c->mirrors[i]->source != NULL &&
+		    xfer_ready(c->mirrors[i]->source, &xo, why, sizeof(why)) !=
+		    0) {
+			(void)snprintf(errbuf, errlen, "mirror %s: %s",
+			    c->mirrors[i]->name, why);
+			return BM_EINVAL;
+		}
+	return 0;
+}
+
+int
 config_load_all(const char *path, struct config **ret, char *errbuf,
     size_t errlen)
 {

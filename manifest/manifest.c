@@ -2565,14 +2565,22 @@ diff_key_cmp(const struct diff_key *a, const struct diff_key *b)
 	return a->n < b->n ? -1 : a->n > b->n;
 }
 
-/* Step ST_DIFF_FILES (dr->fst), its row's key into *fk.  An SQLite code. */
+/*
+ * Step ST_DIFF_FILES (dr->fst), its row's key into *fk.  An SQLite code,
+ * or -1 for a committed path that is not a BLOB: only another program
+ * writes one, and no staged path could ever match it (the run would
+ * fetch the file as new and delete it as gone, every run).
+ */
 static int
 diff_files_next(struct diff_rec *dr, struct diff_key *fk)
 {
 	int	 src;
 
-	if ((src = sqlite3_step(dr->fst)) == SQLITE_ROW)
+	if ((src = sqlite3_step(dr->fst)) == SQLITE_ROW) {
 		diff_key_of(dr->fst, fk);
+		if (fk->cls != 3)
+			return -1;
+	}
 	return src;
 }
 
@@ -2581,7 +2589,8 @@ diff_files_next(struct diff_rec *dr, struct diff_key *fk)
  * staging table and main.files, both walked in SQLite's path order (so
  * diff_key_cmp agrees with it), each staged row matched as the join
  * f.path = s.path did; the committed rows that no staged path matched
- * are counted in *ngone.  0, fn's non-zero value, or BM_EDB.
+ * are counted in *ngone.  0, fn's non-zero value, BM_EDB, or
+ * BM_ECORRUPT for a committed path that is not a BLOB.
  */
 static int
 diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx,
@@ -2653,7 +2662,13 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx,
 			fsrc = diff_files_next(&dr, &fk);
 		}
 	}
-	if (fsrc != SQLITE_DONE)
+	if (fsrc == -1) {
+		(void)snprintf(m->err, sizeof(m->err), "%s: damaged: a files "
+		    "row's path is not a BLOB (written by another program)",
+		    m->path);
+		m->fault = BM_ECORRUPT;
+		rc = BM_ECORRUPT;
+	} else if (fsrc != SQLITE_DONE)
 		rc = db_fail(m, fsrc);
 out:
 	st_done(st);

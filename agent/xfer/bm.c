@@ -157,6 +157,30 @@ struct bx {
 static void	bx_job_end(struct bx *, struct bx_job *, enum xfer_class, int,
 		    const char *, ...) __attribute__((format(printf, 5, 6)));
 
+/*
+ * The n bytes at p as a port (RFC 3986 section 3.2.3: decimal digits,
+ * leading zeros allowed; none: the default) into *ret.  0 or BM_EINVAL.
+ */
+static int
+bx_port(const char *p, size_t n, unsigned long *ret)
+{
+	unsigned long	 v = 0;
+	size_t		 i;
+
+	if (n == 0) {
+		*ret = BMP_PORT;
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return BM_EINVAL;
+		if ((v = v * 10 + (unsigned long)(p[i] - '0')) > 65535)
+			return BM_EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
 /* Split "bm://HOST[:PORT]/EXPORT/..." into x.  Returns 0 or BM_EINVAL. */
 static int
 bx_parse(struct bx *x, const char *url)
@@ -164,6 +188,7 @@ bx_parse(struct bx *x, const char *url)
 	const char	*h, *slash, *e, *colon, *hend;
 	char		*name = NULL;
 	size_t		 nlen;
+	unsigned long	 port;
 	int		 rc = BM_EINVAL;
 
 	if (strncasecmp(url, "bm://", 5) != 0)
@@ -183,14 +208,10 @@ bx_parse(struct bx *x, const char *url)
 	if (hend == h || (size_t)(hend - h) >= sizeof(x->host))
 		goto out;
 	(void)snprintf(x->host, sizeof(x->host), "%.*s", (int)(hend - h), h);
-	if (colon != NULL) {
-		if (slash - colon - 1 < 1 || slash - colon - 1 > 5 ||
-		    strspn(colon + 1, "0123456789") != (size_t)(slash - colon - 1))
-			goto out;
-		(void)snprintf(x->port, sizeof(x->port), "%.*s",
-		    (int)(slash - colon - 1), colon + 1);
-	} else
-		(void)snprintf(x->port, sizeof(x->port), "%u", BMP_PORT);
+	if (bx_port(colon != NULL ? colon + 1 : slash, colon != NULL ?
+	    (size_t)(slash - colon - 1) : 0, &port) != 0)
+		goto out;
+	(void)snprintf(x->port, sizeof(x->port), "%lu", port);
 	e = slash + 1;
 	if ((slash = strchr(e, '/')) == NULL || slash == e)
 		goto out;
@@ -1620,8 +1641,9 @@ bx_handles(const char *url, const struct xfer_opts *o)
 /*
  * The table's inspect (xfer.h): the authority of bm://HOST[:PORT]/...
  * as bx_parse() reads it (RFC 3986 section 3.2: a user before '@', an
- * IPv6 literal in brackets, a decimal port), and whether a query or a
- * fragment follows.  Messages as libcurl's URL parser gives them.
+ * IPv6 literal in brackets, with a zone, a decimal port), whether a
+ * query or a fragment follows, and no space or control byte anywhere.
+ * Messages as libcurl's URL parser gives them.
  */
 static int
 bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
@@ -1641,16 +1663,18 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 	ret->userinfo = at != NULL;
 	h = at != NULL ? at + 1 : a;
 	ret->host = h < end;
+	for (p = a; *p != '\0'; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f) {
+			ret->bad = p < end ? "Bad hostname" : "Bad path";
+			return 0;
+		}
 	if (!ret->host)
 		return 0;
 	if (*h == '[') {
 		if ((p = memchr(h, ']', (size_t)(end - h))) == NULL ||
-		    p == h + 1 || strspn(h + 1, "0123456789abcdefABCDEF:.") !=
-		    (size_t)(p - h - 1)) {
-			ret->bad = "Bad IPv6 address";
-			return 0;
-		}
-		if (p + 1 < end && p[1] != ':') {
+		    p == h + 1 || strspn(h + 1, "0123456789abcdefABCDEF:.%"
+		    "ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ_-") !=
+		    (size_t)(p - h - 1) || (p + 1 < end && p[1] != ':')) {
 			ret->bad = "Bad IPv6 address";
 			return 0;
 		}
@@ -1670,17 +1694,10 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 		}
 		colon = p < end ? p : NULL;
 	}
-	if (colon != NULL) {
-		p = colon + 1;
-		if (p == end || end - p > 5 || strspn(p, "0123456789") !=
-		    (size_t)(end - p) || (port = strtoul(p, NULL, 10)) >
-		    65535) {
-			ret->bad = "Port number was not a decimal number "
-			    "between 0 and 65535";
-			return 0;
-		}
-		(void)port;
-	}
+	if (colon != NULL && bx_port(colon + 1, (size_t)(end - colon - 1),
+	    &port) != 0)
+		ret->bad = "Port number was not a decimal number between 0 "
+		    "and 65535";
 	return 0;
 }
 

@@ -45,15 +45,26 @@ curl_handles(const char *url, const struct xfer_opts *o)
 	    strncasecmp(url, "ftp://", 6) == 0 || ftp_is_ftps(url));
 }
 
+/* Without the module, accepted unparsed (xfer.h): its open says why. */
 static int
 curl_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
     size_t errlen)
 {
 	const struct xfer_ops *m;
+	char		 why[512];
 
-	if ((m = mod_load(errbuf, errlen)) == NULL)
-		return BM_EINVAL;
+	if ((m = mod_load(why, sizeof(why))) == NULL) {
+		memset(ret, 0, sizeof(*ret));
+		ret->host = true;
+		return 0;
+	}
 	return m->inspect(url, ret, errbuf, errlen);
+}
+
+static int
+curl_ready(char *errbuf, size_t errlen)
+{
+	return mod_load(errbuf, errlen) != NULL ? 0 : BM_EINVAL;
 }
 
 static int
@@ -114,6 +125,7 @@ const struct xfer_ops xfer_curl_ops = {
 	.name = "curl",
 	.handles = curl_handles,
 	.inspect = curl_inspect,
+	.ready = curl_ready,
 	.open = curl_open,
 	.submit = curl_submit,
 	.poll = curl_poll,

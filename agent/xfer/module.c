@@ -55,13 +55,9 @@ module_open(struct xfer_module *m, char *errbuf, size_t errlen)
 	void		*h, *sym;
 
 	module_path(m, path, sizeof(path));
-	if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+	if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL)
 		why = dlerror();
-		/* dlerror() says "PATH: reason": the path once is enough */
-		if (why != NULL && strncmp(why, path, strlen(path)) == 0 &&
-		    strncmp(why + strlen(path), ": ", 2) == 0)
-			why += strlen(path) + 2;
-	} else if ((sym = dlsym(h, m->sym)) == NULL)
+	else if ((sym = dlsym(h, m->sym)) == NULL)
 		why = dlerror();	/* h stays open: dlclose may hang */
 	else {
 		*(void **)&entry = sym;
@@ -73,6 +69,10 @@ module_open(struct xfer_module *m, char *errbuf, size_t errlen)
 		} else
 			return t;
 	}
+	/* dlerror() says "PATH: reason": the path once is enough */
+	if (why != NULL && strncmp(why, path, strlen(path)) == 0 &&
+	    strncmp(why + strlen(path), ": ", 2) == 0)
+		why += strlen(path) + 2;
 	if (errbuf != NULL && errlen > 0)
 		(void)snprintf(errbuf, errlen, "%s module %s: %s", m->what, path,
 		    why != NULL ? why : "cannot be loaded");

@@ -93,6 +93,21 @@ xfer_url_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 }
 
 int
+xfer_ready(const char *url, const struct xfer_opts *o, char *errbuf,
+    size_t errlen)
+{
+	size_t	 i;
+	int	 rc;
+
+	for (i = 0; i < XFER_NREGISTRY; i++)
+		if (xfer_registry[i]->ready != NULL &&
+		    xfer_registry[i]->handles(url, o) &&
+		    (rc = xfer_registry[i]->ready(errbuf, errlen)) != 0)
+			return rc;
+	return 0;
+}
+
+int
 xfer_open(const char *url, const struct xfer_opts *o, struct xfer **ret,
     char *errbuf, size_t errlen)
 {

@@ -261,12 +261,22 @@ struct xfer_url_info {
 
 /*
  * Parse url (borrowed) as the transport that takes it over TCP will, into
- * *ret (the config check of source).  Returns 0, or BM_ENOMEM or
- * BM_EINVAL (no transport takes it; its module cannot be loaded) with
- * the reason in errbuf (errlen bytes).
+ * *ret (the config check of source).  A transport whose module cannot
+ * be loaded accepts it unparsed: status, ls and history of a mirror need
+ * no transport (xfer_ready says what is missing; its open fails).
+ * Returns 0, or BM_ENOMEM or BM_EINVAL (no transport takes it) with the
+ * reason in errbuf (errlen bytes).
  */
 int	xfer_url_inspect(const char *url, struct xfer_url_info *ret,
 	    char *errbuf, size_t errlen);
+
+/*
+ * Whether every transport of the registry that takes url (borrowed) over
+ * o can be set up in this process: the curl module loads (check-config).
+ * Returns 0, or BM_EINVAL with "curl module PATH: reason" in errbuf.
+ */
+int	xfer_ready(const char *url, const struct xfer_opts *o, char *errbuf,
+	    size_t errlen);
 
 /* Called for each finished job (from inside xfer_poll). */
 typedef void (*xfer_done_fn)(void *ctx, struct xfer_job *job);
@@ -295,6 +305,8 @@ struct xfer_ops {
 	int		(*inspect)(const char *url,
 			    struct xfer_url_info *ret, char *errbuf,
 			    size_t errlen);
+	/* xfer_ready's check (its module loads); NULL: always ready */
+	int		(*ready)(char *errbuf, size_t errlen);
 	int		(*open)(const struct xfer_opts *o, const char *url,
 			    void **ret_impl, char *errbuf, size_t errlen);
 	int		(*submit)(void *impl, struct xfer_job *job);

@@ -2040,6 +2040,7 @@ test_diff_merge(const char *dir)
 	struct listing		*l;
 	struct merge_seen	*ms;
 	struct commit_rec	 c[320];
+	sqlite3			*db;
 	char			 names[300][8], p[512], err[512];
 	size_t			 i, nc = 0, nstaged = 0, ngone = 0, bad = 0;
 	bool			 in_rec, in_list;
@@ -2147,6 +2148,24 @@ test_diff_merge(const char *dir)
 		bad += ms->v[i].kind != DIFF_GONE || (i + 1 < ms->n &&
 		    strcmp(ms->v[i].path, ms->v[i + 1].path) >= 0);
 	is_int((int64_t)bad, 0, "gone, in path order");
+	/* A path another program stored as TEXT: damaged, not new + gone. */
+	db = raw_open(p);
+	raw_exec(db, "UPDATE files SET path = CAST(path AS TEXT)"
+	    " WHERE path = CAST('p150' AS BLOB)");
+	(void)sqlite3_close(db);
+	for (i = 0; i < nc; i++)
+		add(l, c[i].path, ENTRY_FILE, c[i].fs.listed.size, true, 60,
+		    MTIME_SECOND, NULL);
+	is_int(manifest_stage(m, l), 0, "stage the committed paths again");
+	ms->n = 0;
+	is_int(manifest_diff(m, merge_cb, ms), BM_ECORRUPT,
+	    "a TEXT path: the diff says damaged");
+	is_int(manifest_fault(m), BM_ECORRUPT, "the fault is damage");
+	ok(strstr(manifest_errmsg(m), "damaged: a files row's path is not a "
+	    "BLOB") != NULL, "and says which: %s", manifest_errmsg(m));
+	for (i = 0, bad = 0; i < ms->n; i++)
+		bad += ms->v[i].kind != DIFF_SAME;
+	is_int((int64_t)bad, 0, "no row before it was new or gone");
 	listing_free(l);
 	manifest_close(m);
 	free(ms);
