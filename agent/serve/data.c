@@ -24,6 +24,7 @@
 
 #include "biomirror/error.h"
 #include "biomirror/log.h"
+#include "biomirror/text.h"
 
 #include "serve_int.h"
 
@@ -263,6 +264,28 @@ out:
 }
 
 /*
+ * Has session s had path whole with a known digest before (and note it
+ * now)?  A client asks for a whole file again in one session after its
+ * DIGEST did not match (or its connection was cut): the digest the
+ * server trusted may be stale (a write the kernel did not stamp, through
+ * a shared mmap), so the file is then hashed as read, and what the
+ * hashed table held of it is dropped: the next LIST lists the new one.
+ */
+static bool
+sv_asked_again(struct sv_session *s, const char *path)
+{
+	uint64_t	 k = text_fnv1a(path, strlen(path)) | 1;
+	uint64_t	*slot = &s->whole[k % SV_WHOLE_SLOTS];
+	bool		 again;
+
+	(void)pthread_mutex_lock(&s->srv->lock);
+	again = *slot == k;
+	*slot = k;
+	(void)pthread_mutex_unlock(&s->srv->lock);
+	return again;
+}
+
+/*
  * Serve item q.  Returns 0 (sent, or failed and reported: the stream
  * goes on) or BM_ENET/BM_ECHANGED/BM_EIO mid-stream (the connection ends).
  */
@@ -301,6 +324,13 @@ sv_serve_item(struct sv_conn *c, struct sv_session *s, struct sv_item *q,
 	/* A whole file whose digest the server knows (anonymous only). */
 	whole = f.off == 0 && f.len == f.size && !s->keyed &&
 	    sv_digest_of(s, q->path, &st, known);
+	if (whole && sv_asked_again(s, q->path)) {
+		whole = false;
+		sv_hashed_forget(s->srv, &st);
+		log_info("serve: %s: export %s: %s asked for again: hashed as "
+		    "read, not sent with the digest known", s->ctl->peer,
+		    s->exp->conf->name, q->path);
+	}
 	rc = sv_stream(c, s, fd, &st, &f, q->path, whole ? known : NULL, buf);
 	(void)close(fd);
 	if (rc == 0 && (q->off > 0 || q->len > 0))

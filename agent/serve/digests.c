@@ -322,6 +322,22 @@ sv_hashed_note(struct sv_server *srv, int fd, const struct stat *before,
 	(void)pthread_mutex_unlock(&t->lock);
 }
 
+/* Drop what the hashed table holds of st's file (device and inode). */
+void
+sv_hashed_forget(struct sv_server *srv, const struct stat *st)
+{
+	struct sv_hashed *t = atomic_load(&srv->hashed);
+	struct sv_hent	*h;
+
+	if (t == NULL)
+		return;
+	(void)pthread_mutex_lock(&t->lock);
+	h = &t->e[sv_hslot((uint64_t)st->st_dev, (uint64_t)st->st_ino)];
+	if (h->ino == (uint64_t)st->st_ino && h->dev == (uint64_t)st->st_dev)
+		h->ino = 0;
+	(void)pthread_mutex_unlock(&t->lock);
+}
+
 /* Free the hashed table (server teardown: no thread left). */
 void
 sv_hashed_free(struct sv_server *srv)

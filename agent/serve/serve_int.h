@@ -35,6 +35,8 @@
 					   that the server keeps (72 B each) */
 #define SV_HASHED_SETTLE_NS 1000000000LL /* their ctime that much older
 					   than the read (digests.c) */
+#define SV_WHOLE_SLOTS	256		/* a session's paths served whole
+					   with a known digest, remembered */
 
 /* An export as served. */
 struct sv_export {
@@ -112,6 +114,9 @@ struct sv_session {
 	bool		 listed;	/* on the server's list (sv_start) */
 	struct timespec	 last;		/* last activity (monotonic) */
 	uint64_t	 files, bytes, failed; /* served, for the session line */
+	uint64_t	 whole[SV_WHOLE_SLOTS]; /* under srv->lock: FNV-1a of
+					   the paths served whole with a
+					   known digest (sv_asked_again) */
 	struct sv_session *next;	/* server's list */
 };
 
@@ -187,6 +192,7 @@ void	sv_hashed_note(struct sv_server *srv, int fd,
 	    const struct stat *before, int64_t start_ns,
 	    const uint8_t d[BMP_DIGEST_LEN]);
 void	sv_hashed_free(struct sv_server *srv);
+void	sv_hashed_forget(struct sv_server *srv, const struct stat *st);
 void	sv_digests_drop(struct sv_export *e);
 
 /* session.c: whether c may use export e (its allow ranges). */

@@ -309,4 +309,58 @@ assert_eq "$(sendfiles 2097152)" $((n + 1)) "new.bin, hashed once, then by sendf
 want_digests pub "$T/up"
 assert_eq "$(grep '^new.bin	' "$T/got.dg")" "$(grep '^new.bin	' "$T/want.dg")" \
     "new.bin served whole: not listed with its digest"
+
+echo "# a write the kernel does not stamp (tmpfs, a shared mmap, a dirty page)"
+# The hashed digest goes stale; a downstream asks for the file again
+# after its DIGEST did not match, gets it hashed as read, and the table
+# forgets it: at the latest the next run has it right, never wrong bytes.
+SHM=$(mktemp -d /dev/shm/bmt92.XXXXXX) || fail "mktemp /dev/shm"
+chmod 0755 "$SHM"
+head -c 1000000 /dev/urandom > "$SHM/big.bin"
+PORT3=$(free_port)
+printf '[serve]\nlisten = %s:%s\n[export shm]\npath = %s\n' $H "$PORT3" \
+    "$SHM" > "$T/bm3.conf"
+"$BM" -c "$T/bm3.conf" --state-dir "$T/state3" serve > "$T/serve3.log" 2>&1 &
+S3PID=$!
+BM_SERVERS="$BM_SERVERS serve:$S3PID:$T"
+$CL wait $H "$PORT3" || { cat "$T/serve3.log"; fail "serve3 did not start"; }
+python3 - "$SHM/big.bin" > "$T/mmap.log" 2>&1 <<'PY' &
+import mmap, os, sys, time
+p = sys.argv[1]
+m = mmap.mmap(os.open(p, os.O_RDWR), 0)
+m[100:104] = b"AAAA"
+open(p + ".go1", "w").close()
+while not os.path.exists(p + ".go2"):
+    time.sleep(0.05)
+m[200:204] = b"BBBB"            # the same page, still dirty
+open(p + ".go3", "w").close()
+time.sleep(60)
+PY
+MPID=$!
+BM_SERVERS="$BM_SERVERS mmap:$MPID:$T"
+for _ in $(seq 1 100); do [ -e "$SHM/big.bin.go1" ] && break; sleep 0.05; done
+settle "$SHM/big.bin"
+shmsync() { "$BM" --state-dir "$T/st.$1" sync --source "bm://$H:$PORT3/shm/" \
+    --dest "$T/shm.$1" --include big.bin > "$T/shm.$1.log" 2>&1; }
+shmsync 1 || { cat "$T/shm.$1.log"; fail "shm run 1"; }
+st1=$(stat -c '%s %.9Y %.9Z' "$SHM/big.bin")
+touch "$SHM/big.bin.go2"
+for _ in $(seq 1 100); do [ -e "$SHM/big.bin.go3" ] && break; sleep 0.05; done
+[ -e "$SHM/big.bin.go3" ] || fail "the second mmap write did not happen"
+st2=$(stat -c '%s %.9Y %.9Z' "$SHM/big.bin")
+shmsync 2
+rc2=$?
+shmsync 3 || { cat "$T/shm.3.log"; fail "a stale hashed digest outlived a run"; }
+cmp -s "$SHM/big.bin" "$T/shm.3/big.bin" || fail "shm run 3: wrong bytes"
+[ "$rc2" != 0 ] || cmp -s "$SHM/big.bin" "$T/shm.2/big.bin" ||
+    fail "shm run 2 published wrong bytes"
+echo "# stat unchanged by the unstamped write: $([ "$st1" = "$st2" ] &&
+    echo yes || echo no); run 2 exit $rc2"
+if [ "$st1" = "$st2" ]; then
+	grep -q 'serve: .*: export shm: big.bin asked for again: hashed as read' \
+	    "$T/serve3.log" || fail "the unstamped write went unnoticed"
+fi
+kill "$MPID" "$S3PID" 2>/dev/null
+wait "$MPID" "$S3PID" 2>/dev/null
+rm -rf "$SHM"
 echo PASS
