@@ -3836,7 +3836,8 @@ run_fault(struct run *r, int rc)
 	if ((jrc = run_join_check(r)) != 0)
 		rc = jrc;
 	began = r->run > 0 && r->state_fault == 0;
-	if (rc == BM_EDB && r->state_fault == 0 && r->m != NULL)
+	if ((rc == BM_EDB || rc == BM_ECORRUPT) && r->state_fault == 0 &&
+	    r->m != NULL)
 		r->state_fault = manifest_fault(r->m);
 	if (rc == 0 || r->state_fault == 0)
 		return rc;

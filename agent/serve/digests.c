@@ -368,9 +368,13 @@ sv_digest_of(const struct sv_session *s, const char *path,
 		return false;
 	if (sv_recorded_of(s->dg, path, st, d))
 		return true;
-	/* Only files over SV_BUF are noted (data.c). */
-	if (st->st_size <= SV_BUF || (t = atomic_load(&s->srv->hashed)) ==
-	    NULL)
+	/*
+	 * Only files over SV_BUF are noted (data.c); a session with a
+	 * secret never asks for a whole file with the digest known (it is
+	 * hashed with the session key), so it could never find one stale.
+	 */
+	if (s->keyed || st->st_size <= SV_BUF ||
+	    (t = atomic_load(&s->srv->hashed)) == NULL)
 		return false;
 	(void)pthread_mutex_lock(&t->lock);
 	h = &t->e[sv_hslot((uint64_t)st->st_dev, (uint64_t)st->st_ino)];

@@ -1651,6 +1651,7 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 {
 	const char	*a = url + 5, *end, *at, *h, *colon = NULL, *p;
 	unsigned long	 port;
+	size_t		 n;
 
 	(void)errbuf;
 	(void)errlen;
@@ -1671,10 +1672,13 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 	if (!ret->host)
 		return 0;
 	if (*h == '[') {
-		if ((p = memchr(h, ']', (size_t)(end - h))) == NULL ||
-		    p == h + 1 || strspn(h + 1, "0123456789abcdefABCDEF:.%"
-		    "ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ_-") !=
-		    (size_t)(p - h - 1) || (p + 1 < end && p[1] != ':')) {
+		/* an address, then a zone id after '%' (RFC 6874: "%25") */
+		p = memchr(h, ']', (size_t)(end - h));
+		n = p == NULL ? 0 : strspn(h + 1, "0123456789abcdefABCDEF:.");
+		if (p == NULL || n == 0 || (h + 1 + n != p &&
+		    (h[1 + n] != '%' || strspn(h + 1 + n, "abcdefghijklmnop"
+		    "qrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-%") !=
+		    (size_t)(p - h - 1 - n))) || (p + 1 < end && p[1] != ':')) {
 			ret->bad = "Bad IPv6 address";
 			return 0;
 		}

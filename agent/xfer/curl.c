@@ -1522,7 +1522,8 @@ static const struct xfer_ops curl_ops = {
 	.close = curl_close,
 };
 
-static const struct curl_module curl_module = { CURL_MODULE_ABI, &curl_ops };
+static const struct curl_module curl_module = { CURL_MODULE_ABI,
+    sizeof(struct xfer_ops), &curl_ops };
 static pthread_once_t	curl_once = PTHREAD_ONCE_INIT;
 static bool		curl_ready;
 

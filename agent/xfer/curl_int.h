@@ -12,12 +12,13 @@
 
 #include "biomirror/xfer.h"
 
-#define CURL_MODULE_ABI		1
+#define CURL_MODULE_ABI		2
 #define CURL_MODULE_SYM		"xfer_curl_module"
 #define CURL_MODULE_FILE	"libbiomirror-curl.so"
 
 struct curl_module {
 	int			 abi;	/* CURL_MODULE_ABI of the module */
+	size_t			 ops_size; /* its sizeof(struct xfer_ops) */
 	const struct xfer_ops	*ops;	/* the transport, handles NULL */
 };
 

@@ -6,6 +6,7 @@
  * module is $BM_CURL_MODULE when set, else found as module.h says.
  * Nothing here logs.
  */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -26,6 +27,13 @@ mod_load(char *errbuf, size_t errlen)
 {
 	const struct curl_module *cm = xfer_module_load(&mod, errbuf, errlen);
 
+	/* The ABI number checked, and the table's size: a stale module */
+	if (cm != NULL && cm->ops_size != sizeof(struct xfer_ops)) {
+		(void)snprintf(errbuf, errlen, "curl module: not this build's "
+		    "module (its transport table is %zu bytes, not %zu)",
+		    cm->ops_size, sizeof(struct xfer_ops));
+		return NULL;
+	}
 	return cm != NULL ? cm->ops : NULL;
 }
 

@@ -121,7 +121,7 @@ sendfiles() { grep -Ec "sendfile\\(.*\\) = $SIZE\$" "$T/strace.out"; }
 # items EXPORT LOG: big.bin's item lines of EXPORT in LOG ("whole" or the
 # range), one a line.
 items() {
-	grep -E "export $1: big\\.bin" "$2" | sed -E \
+	grep -E "export $1: big\\.bin(:| \\[)" "$2" | sed -E \
 	    -e 's/.*big\.bin \[([0-9]+\+[0-9]+)\].*/\1/' \
 	    -e 's/.*big\.bin: [0-9]+ bytes.*/whole/' -e "s/^0\\+$SIZE\$/whole/"
 }
@@ -183,6 +183,8 @@ grep -q "big.bin: bytes \\[0, $SIZE): the SHA-256 does not match the server's" \
     "$LAST_ERR" || fail "the flipped byte was not caught"
 assert_eq "$(items t1 "$T/serve2.log" | tr '\n' ' ')" "whole whole " \
     "big.bin asked for whole twice"
+grep -q 'export t1: big.bin asked for again: hashed as read' "$T/serve2.log" ||
+    fail "the second ask trusted the digest known again"
 cmp "$T/up/big.bin" "$T/t4/big.bin" || fail "t4's big.bin differs"
 no_temps "$T/t4"
 assert_eq "$(manifest_sql "$T/state" t4 "SELECT checksum FROM files \
