@@ -22,6 +22,7 @@
 
 #include <openssl/crypto.h>
 
+#include "biomirror/clock.h"
 #include "biomirror/error.h"
 #include "biomirror/log.h"
 #include "biomirror/text.h"
@@ -170,7 +171,6 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	size_t		 hl, at, dl;
 	int		 rc;
 	uint64_t	 mid;
-	struct timespec	 ts;
 	int64_t		 start_ns = 0;
 	bool		 flip, halt, note;
 
@@ -182,10 +182,8 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 	d.id = f->id;
 	d.index = f->index;
 	note = known == NULL && !s->keyed && f->off == 0 && f->len == f->size;
-	if (note) {
-		(void)clock_gettime(CLOCK_REALTIME, &ts);
-		start_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-	}
+	if (note)
+		start_ns = clock_real_ns();
 	if (known != NULL) {
 		d.kind = BMP_D_SHA256;
 		memcpy(d.digest, known, sizeof(d.digest));

@@ -21,14 +21,15 @@
  * once, not once per downstream.  Anything else is hashed as it is read.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "biomirror/clock.h"
 #include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/log.h"
@@ -218,13 +219,6 @@ sv_digests_put(struct sv_server *srv, struct sv_digests *t)
 		sv_dg_free(t);
 }
 
-/* A stat time in ns. */
-static int64_t
-sv_ns(const struct timespec *t)
-{
-	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
-}
-
 /* The recorded SHA-256 of path into d when t holds one and st holds. */
 static bool
 sv_recorded_of(const struct sv_digests *t, const char *path,
@@ -237,8 +231,9 @@ sv_recorded_of(const struct sv_digests *t, const char *path,
 	if ((r = bsearch(path, t->e, t->n, sizeof(*t->e), sv_dent_key)) ==
 	    NULL)
 		return false;
-	if (r->size != (int64_t)st->st_size || r->mtime != sv_ns(&st->st_mtim) ||
-	    sv_ns(&st->st_ctim) >= r->guard_ns)
+	if (r->size != (int64_t)st->st_size ||
+	    r->mtime != clock_ts_ns(&st->st_mtim) ||
+	    clock_ts_ns(&st->st_ctim) >= r->guard_ns)
 		return false;
 	memcpy(d, r->d, BMP_DIGEST_LEN);
 	return true;
@@ -274,7 +269,8 @@ sv_hent_fits(const struct sv_hent *h, const struct stat *st)
 	return h->ino != 0 && h->ino == (uint64_t)st->st_ino &&
 	    h->dev == (uint64_t)st->st_dev &&
 	    h->size == (int64_t)st->st_size &&
-	    h->mtime == sv_ns(&st->st_mtim) && h->ctime == sv_ns(&st->st_ctim);
+	    h->mtime == clock_ts_ns(&st->st_mtim) &&
+	    h->ctime == clock_ts_ns(&st->st_ctim);
 }
 
 /*
@@ -296,11 +292,11 @@ sv_hashed_note(struct sv_server *srv, int fd, const struct stat *before,
 	struct stat	 now;
 
 	if (!S_ISREG(before->st_mode) || before->st_ino == 0 ||
-	    sv_ns(&before->st_ctim) >= start_ns - SV_HASHED_SETTLE_NS ||
+	    clock_ts_ns(&before->st_ctim) >= start_ns - SV_HASHED_SETTLE_NS ||
 	    fstat(fd, &now) == -1 || now.st_ino != before->st_ino ||
 	    now.st_dev != before->st_dev || now.st_size != before->st_size ||
-	    sv_ns(&now.st_mtim) != sv_ns(&before->st_mtim) ||
-	    sv_ns(&now.st_ctim) != sv_ns(&before->st_ctim))
+	    clock_ts_ns(&now.st_mtim) != clock_ts_ns(&before->st_mtim) ||
+	    clock_ts_ns(&now.st_ctim) != clock_ts_ns(&before->st_ctim))
 		return;
 	(void)pthread_mutex_lock(&srv->lock);
 	if ((t = atomic_load(&srv->hashed)) == NULL &&
@@ -316,8 +312,8 @@ sv_hashed_note(struct sv_server *srv, int fd, const struct stat *before,
 	h->dev = (uint64_t)now.st_dev;
 	h->ino = (uint64_t)now.st_ino;
 	h->size = (int64_t)now.st_size;
-	h->mtime = sv_ns(&now.st_mtim);
-	h->ctime = sv_ns(&now.st_ctim);
+	h->mtime = clock_ts_ns(&now.st_mtim);
+	h->ctime = clock_ts_ns(&now.st_ctim);
 	memcpy(h->d, d, BMP_DIGEST_LEN);
 	(void)pthread_mutex_unlock(&t->lock);
 }

@@ -30,6 +30,13 @@ clock_real_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* A struct timespec (a stat(2) time, a clock reading) in ns. */
+static inline int64_t
+clock_ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
 /*
  * Upstream secs since the epoch (MDTM, Last-Modified) in ns; -1 (not
  * known) when negative or past what int64 ns holds (year 2262).
