@@ -430,20 +430,35 @@ store_parent(struct store *s, const char *path, bool create, int *ret_fd,
 	return 0;
 }
 
-/* Fill buf with STORE_TMP_PREFIX and 8 random hex digits. */
+/*
+ * Fill buf with STORE_TMP_PREFIX and 8 hex digits: splitmix64 of a
+ * per-process random seed (getrandom(2) once) plus a counter, so a name
+ * costs no system call; O_EXCL and STORE_TMP_TRIES settle a collision.
+ */
 static int
 store_tmpname(char buf[STORE_TMP_NAMELEN + 1])
 {
-	uint8_t	 r[4];
-	ssize_t	 n;
+	static _Atomic uint64_t	 seed, next;
+	uint64_t		 s = atomic_load(&seed), z;
+	ssize_t			 n;
 
-	if ((n = getrandom(r, sizeof(r), 0)) != (ssize_t)sizeof(r)) {
-		if (n != -1)
-			errno = EIO;
-		return BM_EIO;
+	if (s == 0) {
+		if ((n = getrandom(&s, sizeof(s), 0)) != (ssize_t)sizeof(s)) {
+			if (n != -1)
+				errno = EIO;
+			return BM_EIO;
+		}
+		s |= 1;		/* never 0: 0 means not yet drawn */
+		z = 0;
+		if (!atomic_compare_exchange_strong(&seed, &z, s))
+			s = z;	/* another thread drew first */
 	}
-	(void)snprintf(buf, STORE_TMP_NAMELEN + 1, "%s%02x%02x%02x%02x",
-	    STORE_TMP_PREFIX, r[0], r[1], r[2], r[3]);
+	z = s + 0x9e3779b97f4a7c15ULL * (atomic_fetch_add(&next, 1) + 1);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	(void)snprintf(buf, STORE_TMP_NAMELEN + 1, "%s%08x", STORE_TMP_PREFIX,
+	    (unsigned)(z >> 32));
 	return 0;
 }
 

@@ -43,6 +43,7 @@
 #define BX_FRAME	(BMP_HDR_LEN + BMP_FRAME_MAX)
 #define BX_WBUF		(4 * BX_FRAME)	/* control requests not yet sent */
 #define NS		1000000000LL
+#define BX_RTT_NS	(50 * 1000000LL) /* TCP_INFO asked at most this often */
 
 struct bx_job;
 
@@ -138,6 +139,8 @@ struct bx {
 	unsigned	 max_queued;	/* the server's cap on queued items */
 	uint32_t	 next_id;
 	int64_t		 last_rx;	/* monotonic ns of the last byte */
+	int64_t		 rtt_us;	/* data connection 0's RTT (TCP_INFO) */
+	int64_t		 rtt_at;	/* monotonic ns it was asked, 0: never */
 	int64_t		 retry_at;	/* no new session before, ns */
 	/* the jobs */
 	struct bx_job	*jobs;		/* owned: active */
@@ -805,15 +808,21 @@ bx_result(struct bx *x, struct bx_job *bj)
 	struct xfer_result *res = &bj->job->res;
 	struct tcp_info	 ti;
 	socklen_t	 sl = sizeof(ti);
+	int64_t		 now = clock_mono_ns();
 
 	bx_validators(bj);
 	(void)snprintf(res->effective_url, sizeof(res->effective_url), "%s",
 	    bj->job->url);
-	if (x->nconns > 0 && getsockopt(x->conns[0].fd, IPPROTO_TCP, TCP_INFO,
-	    &ti, &sl) == 0)
-		res->path.rtt_us = ti.tcpi_rtt;
+	/* The kernel's smoothed RTT, asked again at most every BX_RTT_NS. */
+	if (x->nconns > 0 && (x->rtt_at == 0 || now - x->rtt_at >= BX_RTT_NS) &&
+	    getsockopt(x->conns[0].fd, IPPROTO_TCP, TCP_INFO, &ti, &sl) == 0) {
+		x->rtt_us = ti.tcpi_rtt;
+		x->rtt_at = now;
+	}
+	if (x->nconns > 0 && x->rtt_at != 0)
+		res->path.rtt_us = x->rtt_us;
 	if (bj->t_first > 0)
-		res->path.body_us = (clock_mono_ns() - bj->t_first) / 1000;
+		res->path.body_us = (now - bj->t_first) / 1000;
 }
 
 /*

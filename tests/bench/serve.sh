@@ -11,6 +11,8 @@
 #	tests/bench/serve.sh --runs 5 --nobig   # tree A only
 #	tests/bench/serve.sh --bigonly --baseline OLD   # tree B only, OLD's
 #	                                 # server and client as tool "old"
+#	tests/bench/serve.sh --dir /dev/shm   # every tree, copy and state on
+#	                                 # tmpfs: the tools without the disk
 #
 # Cases (each tool, per round, the tools' order rotating from round to
 # round): tree A cold (empty destination, fresh state) and no-change
@@ -40,8 +42,10 @@ while [ $# -gt 0 ]; do
 	--bigmb) BIGMB=$2; shift ;;
 	--baseline) BASE=$(realpath "${2:?--baseline BIN}"); shift ;;
 	--rm) RMNOW=1 ;;
+	--dir) BMTEST_DIR=$(realpath "${2:?--dir DIR}"); export BMTEST_DIR
+		shift ;;
 	*) echo "usage: $0 [--quick] [--runs N] [--nobig | --bigonly]" \
-	    "[--baseline BIN] [--bigmb MB] [--rm]" >&2; exit 2 ;;
+	    "[--baseline BIN] [--bigmb MB] [--rm] [--dir DIR]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -50,6 +54,7 @@ done
 bm_setup
 H=127.0.0.1
 uptime | sed 's/^/# uptime at start: /'
+df -h "$T" | sed -n 2p | sed "s/^/# filesystem of the trees: /"
 
 echo "# trees: A $NFILES files of 1-32 KiB, B $NBIG x $BIGMB MiB"
 python3 - "$T/src/A" "$NFILES" <<'EOF' || fail "tree A"

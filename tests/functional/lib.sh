@@ -41,7 +41,7 @@ fail() {
 # bm_setup: temp dir T, BM (the binary), cleanup trap, loopback-only env.
 bm_setup() {
 	umask 022
-	T=$(mktemp -d /tmp/bmtest.XXXXXX) || fail "mktemp"
+	T=$(mktemp -d "${BMTEST_DIR:-/tmp}/bmtest.XXXXXX") || fail "mktemp"
 	chmod 0755 "$T" || fail "chmod $T"
 	# The servers run as www-data: every parent of $T must be searchable.
 	local d=$T
