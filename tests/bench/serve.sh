@@ -22,9 +22,11 @@
 # sendfile, against HTTP); rsync -a for both.  biomirror runs with
 # concurrency 64 for tree A and 4 connections throughout.  Then 4 bm://
 # clients of tree A at once from the one server.  Prints `uptime`, a
-# table of medians (seconds), the server's CPU seconds per GiB served
-# (bm:// cases) and its peak memory per session (the 4 clients), and
-# keeps every raw run in $T/raw.csv while it runs.  A run's tree A and
+# table of medians (seconds) with each tool's ratio to bm://, the CPU
+# seconds of each run's client and server (tests/bench/serve_report.py),
+# the bm:// server's CPU seconds per GiB served and its peak memory per
+# session (the 4 clients), and keeps every raw run in $T/raw.csv while
+# it runs.  A run's tree A and
 # state are moved aside and removed after the last round (--rm: at once;
 # tree B's copies always go at once):
 # ext4 without a journal skips inodes freed in the last 30 s, scanning past
@@ -120,12 +122,15 @@ read only = yes
 CONF
 rsync --daemon --no-detach --address=$H --port="$RPORT" \
     --config="$T/rsyncd.conf" > "$T/rsyncd.log" 2>&1 &
-BM_SERVERS="$BM_SERVERS rsyncd:$!:$T/.rsyncd"
+RPID=$!
+BM_SERVERS="$BM_SERVERS rsyncd:$RPID:$T/.rsyncd"
 for _ in $(seq 1 50); do
 	rsync "rsync://$H:$RPORT/" > /dev/null 2>&1 && break
 	sleep 0.1
 done
 start_nginx "$T/src"
+NPID=$(pgrep -P "$(cat "$NGINX_DIR/nginx.pid")" | head -1)
+[ -n "$NPID" ] || fail "no nginx worker"
 
 if [ "$NBIG" -gt 0 ]; then
 	echo "# the served mirror of B (verify = checksum: digests recorded)"
@@ -136,10 +141,19 @@ if [ "$NBIG" -gt 0 ]; then
 	    { cat "$T/otier.log"; fail "old tier"; }
 fi
 
-# scpu [PID]: a server's CPU seconds so far (utime + stime).
+# scpu [PID]: a server's CPU seconds so far (utime + stime, and the
+# children it waited for: rsync's daemon forks one per connection).
 scpu() {
-	awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($14 + $15) / hz }' \
+	awk -v hz="$(getconf CLK_TCK)" \
+	    '{ printf "%.2f\n", ($14 + $15 + $16 + $17) / hz }' \
 	    "/proc/${1:-$SPID}/stat"
+}
+# ccpu FILE: CPU seconds (user + system) of the children this shell
+# waited for, from FILE, the output of times(1) run in the shell itself
+# (a $(...) subshell would have waited for none).
+ccpu() {
+	awk 'NR == 2 { split($1 " " $2, a, /[ms ]+/)
+		printf "%.3f\n", a[1] * 60 + a[2] + a[3] * 60 + a[4] }' "$1"
 }
 # trash DIR...: move DIRs out of the way, removed after the last round
 # (--rm: now); see the opening comment.
@@ -157,19 +171,34 @@ trash() {
 		fi
 	done
 }
-# timed TOOL,CASE CMD...: run CMD, append "TOOL,CASE,ms,server CPU s"
-# to raw.csv.
+# timed TOOL,CASE CMD...: run CMD, append "TOOL,CASE,ms,server CPU s,
+# client CPU s" to raw.csv (the server: biomirror serve, the baseline's,
+# rsync's daemon or nginx's worker; the client: every process CMD ran).
 timed() {
-	local key=$1 t0 t1 c0 c1 pid=$SPID
+	local key=$1 t0 t1 c0 c1 k0 k1 pid=$SPID
 	shift
-	case $key in old,*) pid=$OPID ;; esac
+	case $key in
+	old,*) pid=$OPID ;;
+	rsync,*) pid=$RPID ;;
+	http,*) pid=$NPID ;;
+	esac
 	c0=$(scpu "$pid")
-	t0=$(date +%s%N)
+	# Nothing forks between the two times(1): EPOCHREALTIME, not date.
+	times > "$T/k0"
+	t0=${EPOCHREALTIME/[.,]/}
 	"$@" > "$T/cmd.out" 2>&1 || { cat "$T/cmd.out"; fail "$key: $*"; }
-	t1=$(date +%s%N)
+	t1=${EPOCHREALTIME/[.,]/}
+	times > "$T/k1"
+	# rsync's daemon: its child for this client counts once reaped.
+	for _ in $(seq 1 50); do
+		[ "$pid" != "$RPID" ] || [ -z "$(pgrep -P "$RPID")" ] && break
+		sleep 0.02
+	done
 	c1=$(scpu "$pid")
-	echo "$key,$(( (t1 - t0) / 1000000 )),$(awk -v a="$c0" -v b="$c1" \
-	    'BEGIN { printf "%.2f", b - a }')" >> "$T/raw.csv"
+	k0=$(ccpu "$T/k0") k1=$(ccpu "$T/k1")
+	echo "$key,$(( (t1 - t0) / 1000 )),$(awk -v a="$c0" -v b="$c1" \
+	    'BEGIN { printf "%.2f", b - a }'),$(awk -v a="$k0" -v b="$k1" \
+	    'BEGIN { printf "%.3f", b - a }')" >> "$T/raw.csv"
 }
 # bmsync SRC DEST STATE [KEY=VALUE...]: biomirror with a one-mirror config
 # (BMBIN: another binary).
@@ -246,37 +275,8 @@ done
 
 if [ "$BIGONLY" = 1 ]; then
 	uptime | sed 's/^/# uptime at end: /'
-	echo "# medians of $RUNS (seconds); server CPU s/GiB of B (bm, old)"
-	python3 - "$T/raw.csv" "$(du -sk "$T/src/B" | cut -f1)" <<'EOF'
-import csv, statistics, sys
-runs, cpu = {}, {}
-for tool, case, ms, c in csv.reader(open(sys.argv[1])):
-    runs.setdefault(case, {}).setdefault(tool, []).append(int(ms) / 1000)
-    cpu.setdefault(case, {}).setdefault(tool, []).append(float(c))
-# "CASE + flush": the run and the sync(1) after it, round by round (rsync
-# and HTTP leave dirty pages behind; biomirror syncs before it publishes).
-for case in [k for k in runs if k.endswith(" flush")]:
-    base = case[:-len(" flush")]
-    fl = runs.pop(case)
-    cpu.pop(case)
-    runs[base + " + flush"] = {t: [a + b for a, b in zip(runs[base][t], v)]
-                               for t, v in fl.items()}
-    cpu[base + " + flush"] = cpu[base]
-gib = int(sys.argv[2]) / 2**20
-tools = ["bm", "old", "rsync", "http"]
-print("| case | " + " | ".join(tools) + " | bm CPU s/GiB | old CPU s/GiB |")
-print("|---|---|---|---|---|---|---|")
-for case, t in runs.items():
-    print("| %s | %s | %s |" % (case, " | ".join(
-        "%.3f" % statistics.median(t[k]) if k in t else "-" for k in tools),
-        " | ".join("%.2f" % (statistics.median(cpu[case][k]) / gib)
-        if k in cpu[case] else "-" for k in ("bm", "old"))))
-print("raw (s):")
-for case, t in runs.items():
-    for k in tools:
-        if k in t:
-            print("  %s %s: %s" % (case, k, " ".join("%.3f" % v for v in t[k])))
-EOF
+	python3 "$(dirname "$0")/serve_report.py" "$T/raw.csv" "$RUNS" \
+	    "$(du -sk "$T/src/A" | cut -f1)" "$(du -sk "$T/src/B" | cut -f1)"
 	stop_servers
 	exit 0
 fi
@@ -305,41 +305,8 @@ done
 hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$SPID/status")
 uptime | sed 's/^/# uptime at end: /'
 
-echo "# medians of $RUNS (seconds); server CPU of the bm:// cases"
-python3 - "$T/raw.csv" "$(du -sk "$T/src/A" | cut -f1)" \
-    "$(du -sk "$T/src/B" | cut -f1)" <<'EOF'
-import csv, statistics, sys
-runs, cpu = {}, {}
-for tool, case, ms, c in csv.reader(open(sys.argv[1])):
-    runs.setdefault(case, {}).setdefault(tool, []).append(int(ms) / 1000)
-    cpu.setdefault(case, {}).setdefault(tool, []).append(float(c))
-# "CASE + flush": the run and the sync(1) after it, round by round (rsync
-# and HTTP leave dirty pages behind; biomirror syncs before it publishes).
-for case in [k for k in runs if k.endswith(" flush")]:
-    base = case[:-len(" flush")]
-    fl = runs.pop(case)
-    cpu.pop(case)
-    runs[base + " + flush"] = {t: [a + b for a, b in zip(runs[base][t], v)]
-                               for t, v in fl.items()}
-    cpu[base + " + flush"] = cpu[base]
-gib = {"A": int(sys.argv[2]) / 2**20, "B": int(sys.argv[3]) / 2**20}
-tools = ["bm", "old", "rsync", "http"]
-print("| case | bm:// | old bm:// (--baseline) | rsync -a rsync:// "
-      "| biomirror over HTTP | bm:// server CPU s/GiB |")
-print("|---|---|---|---|---|---|")
-for case, t in runs.items():
-    c = statistics.median(cpu[case]["bm"]) if "bm" in cpu[case] else None
-    per = ("%.2f" % (c / gib[case[0]]) if c is not None and
-           "no change" not in case else "-")
-    print("| %s | %s | %s |" % (case, " | ".join(
-        "%.3f" % statistics.median(t[k]) if k in t else "-"
-        for k in tools), per))
-print("raw (s, in round order):")
-for case, t in runs.items():
-    for k in tools:
-        if k in t:
-            print("  %s %s: %s" % (case, k, " ".join("%.3f" % v for v in t[k])))
-EOF
+python3 "$(dirname "$0")/serve_report.py" "$T/raw.csv" "$RUNS" \
+    "$(du -sk "$T/src/A" | cut -f1)" "$(du -sk "$T/src/B" | cut -f1)"
 awk -v t=$(( (t1 - t0) / 1000000 )) -v c0="$c0" -v c1="$c1" \
     -v r0="$rss0" -v h="$hwm" 'BEGIN {
 	printf "4 clients of A at once: %.2f s, server CPU %.2f s; " \
