@@ -37,6 +37,9 @@
 
 #define MANIFEST_APP_ID		0x424d4952	/* "BMIR" */
 #define MANIFEST_BUSY_MS	5000
+/* A committed path another program wrote (manifest_check_paths, diff). */
+#define PATH_NOT_BLOB	"damaged: a files row's path is not a BLOB " \
+			"(written by another program)"
 
 /* manifest_migrations[v]: schema v -> v + 1, ending by setting user_version. */
 static const char *const manifest_migrations[] = {
@@ -862,9 +865,45 @@ out:
 }
 
 /*
+ * Is every files row's path a BLOB?  Only another program writes one
+ * that is not (bind_path binds BLOBs), and no staged path could ever
+ * match it (the run would fetch the file as new and delete it as gone,
+ * every run).  SQLite orders a column's values NULL, numbers, TEXT,
+ * BLOB, so the first row in path order (one descent of the table's
+ * b-tree, no scan) is not a BLOB when any row is not.  0, or
+ * BM_ECORRUPT (PATH_NOT_BLOB: resync --adopt rebuilds) or BM_E* with
+ * m->err.
+ */
+static int
+manifest_check_paths(struct manifest *m)
+{
+	sqlite3_stmt	*st = NULL;
+	int		 rc = 0, src;
+
+	/* main.files: a dropped table is named as manifest_prepare does. */
+	if ((src = sqlite3_prepare_v2(m->db, "SELECT path FROM main.files "
+	    "ORDER BY path LIMIT 1", -1, &st, NULL)) != SQLITE_OK) {
+		rc = schema_fail(m, src);
+		goto out;
+	}
+	if ((src = sqlite3_step(st)) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) != SQLITE_BLOB) {
+		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
+		    PATH_NOT_BLOB);
+		m->fault = BM_ECORRUPT;
+		rc = BM_ECORRUPT;
+	} else if (src != SQLITE_ROW && src != SQLITE_DONE)
+		rc = db_fail(m, src);	/* m->fault says when damaged */
+out:
+	(void)sqlite3_finalize(st);
+	return rc;
+}
+
+/*
  * PRAGMA quick_check(1): every page of every b-tree read and checked
  * (not index against table), stopping at the first fault; about 0.1 s a
- * 100 MB file.  0, or BM_ECORRUPT with "PATH: quick_check: FAULT".
+ * 100 MB file; then manifest_check_paths().  0, or BM_ECORRUPT with
+ * "PATH: quick_check: FAULT" (or the paths' fault).
  */
 static int
 manifest_check(struct manifest *m)
@@ -894,7 +933,7 @@ manifest_check(struct manifest *m)
 		m->fault = BM_ECORRUPT;
 		goto out;
 	}
-	rc = 0;
+	rc = manifest_check_paths(m);
 out:
 	(void)sqlite3_finalize(st);
 	return rc == BM_EDB && m->fault == BM_ECORRUPT ? BM_ECORRUPT : rc;
@@ -1039,12 +1078,17 @@ manifest_setup(struct manifest *m)
 		return BM_ECORRUPT;
 	}
 	if (!check_defer(m, version)) {
-		/* As the last close left it, or checked now. */
+		/*
+		 * As the last close left it, or checked now; the paths
+		 * always (one b-tree descent): resync --adopt then finds
+		 * their damage at its open, as what it rebuilds.
+		 */
 		if (m->had_wal || m->wal_copy != NULL || !stamp_verify(m)) {
 			if ((rc = manifest_check(m)) != 0)
 				return rc;
 			m->checked = (int64_t)time(NULL);
-		}
+		} else if ((rc = manifest_check_paths(m)) != 0)
+			return rc;
 		m->sound = true;
 	}
 	m->version = version;
@@ -2567,9 +2611,9 @@ diff_key_cmp(const struct diff_key *a, const struct diff_key *b)
 
 /*
  * Step ST_DIFF_FILES (dr->fst), its row's key into *fk.  An SQLite code,
- * or -1 for a committed path that is not a BLOB: only another program
- * writes one, and no staged path could ever match it (the run would
- * fetch the file as new and delete it as gone, every run).
+ * or -1 for a committed path that is not a BLOB (manifest_check_paths:
+ * the open's check found none; this is one another program wrote since,
+ * or one a stamped file's deferred check did not look for).
  */
 static int
 diff_files_next(struct diff_rec *dr, struct diff_key *fk)
@@ -2663,9 +2707,8 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx,
 		}
 	}
 	if (fsrc == -1) {
-		(void)snprintf(m->err, sizeof(m->err), "%s: damaged: a files "
-		    "row's path is not a BLOB (written by another program)",
-		    m->path);
+		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
+		    PATH_NOT_BLOB);
 		m->fault = BM_ECORRUPT;
 		rc = BM_ECORRUPT;
 	} else if (fsrc != SQLITE_DONE)

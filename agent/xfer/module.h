@@ -9,7 +9,12 @@
  * The module file is $env when that is set and not empty, else file
  * beside the running binary (the build tree) when there, else
  * ../lib/biomirror/file from the binary's directory (make install:
- * $(PREFIX)/bin, $(PREFIX)/lib/biomirror; any PREFIX or DESTDIR).  Its
+ * $(PREFIX)/bin, $(PREFIX)/lib/biomirror; any PREFIX or DESTDIR).  It
+ * must be a regular file, not writable by group or others, owned by root
+ * or this user; so must the directory it is found in beside the binary
+ * or in ../lib/biomirror (not $env's: the user named the file), or
+ * another user could plant a module there (a binary copied into /tmp).
+ * Checked on the descriptor that is then loaded (module.c).  Its
  * entry point sym takes no argument and returns its table, whose first
  * member is an int ABI number, or NULL when its own set-up failed.
  */
@@ -38,7 +43,10 @@ struct xfer_module {
 /*
  * m's table, loaded by the first call.  NULL with "what module PATH:
  * reason" in errbuf (errlen bytes) when the file, its entry point or its
- * ABI is not there, or its set-up failed.  Nothing here logs.
+ * ABI is not there, the file or its directory is not to be trusted (the
+ * reason names the directory, the mode or the owner), or its set-up
+ * failed.  Needs /proc (the binary's path; the load through
+ * /proc/self/fd/N).  Nothing here logs.
  */
 const void *xfer_module_load(struct xfer_module *m, char *errbuf,
 	    size_t errlen);

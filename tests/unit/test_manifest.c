@@ -2027,7 +2027,8 @@ merge_cb(void *ctx, const struct diff_row *r)
  * staged in reverse with repeats inside and across one multi-row insert
  * (the first kept): every staged row in path order with the right kind,
  * then every committed row not staged, in path order; none gone when
- * the listing holds every committed path.
+ * the listing holds every committed path; a path another program wrote
+ * as TEXT is damage, to the diff and to the next open.
  */
 static void
 test_diff_merge(const char *dir)
@@ -2168,6 +2169,14 @@ test_diff_merge(const char *dir)
 	is_int((int64_t)bad, 0, "no row before it was new or gone");
 	listing_free(l);
 	manifest_close(m);
+	/* Opened again: damaged at the open, as resync --adopt rebuilds. */
+	m = NULL;
+	is_int(manifest_open(p, false, &m, err, sizeof(err)), BM_ECORRUPT,
+	    "a TEXT path: the open says damaged");
+	ok(m == NULL && strstr(err, "merge.db: damaged: a files row's path "
+	    "is not a BLOB") != NULL, "and says which: %s", err);
+	is_int(manifest_open_read(p, &m, err, sizeof(err)), BM_ECORRUPT,
+	    "a reader's open too");
 	free(ms);
 }
 
