@@ -769,7 +769,9 @@ source_has_dot_segment(const char *v)
  * segment, and no user or password: the source is logged, stored in
  * every run's errors and shown by status and --json, so a password
  * there would leak (an FTP login goes in user and password_file).
- * libcurl's URL parser judges the syntax.
+ * The parser of the transport that takes it judges the syntax
+ * (libcurl's; for bm:// the bm transport's rules, its path as the run
+ * reads it).
  */
 static int
 check_source(const char *v, char *errbuf, size_t errlen)
@@ -806,9 +808,23 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	}
 	if ((rc = xfer_url_inspect(v, &ui, errbuf, errlen)) != 0)
 		goto out;
+	/* First, and not v: the messages below repeat v, and its password. */
+	if (ui.userinfo) {
+		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
+		    "user or password (it is logged and stored with every "
+		    "run; an FTP login goes in user and password_file)");
+		goto out;
+	}
 	/* libcurl reads "http:///x" as host "x"; we do not. */
 	if (sep[3] == '/' || sep[3] == '\0' || !ui.host) {
 		rc = conf_bad(errbuf, errlen, "source", v, "no host");
+		goto out;
+	}
+	/* Before ui.bad: a transport that reads paths refuses them too. */
+	if (source_has_dot_segment(v)) {
+		rc = conf_bad(errbuf, errlen, "source", v, "'.' and '..' "
+		    "path segments are not allowed (write the directory "
+		    "without them)");
 		goto out;
 	}
 	if (ui.bad != NULL) {
@@ -821,24 +837,11 @@ check_source(const char *v, char *errbuf, size_t errlen)
 		    "a source URL takes no query or fragment");
 		goto out;
 	}
-	if (ui.userinfo) {
-		/* Not v: the message must not repeat the password. */
-		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
-		    "user or password (it is logged and stored with every "
-		    "run; an FTP login goes in user and password_file)");
-		goto out;
-	}
 	/* bm://HOST[:PORT]/EXPORT/path/: the first segment names the export. */
 	if (bm && ((ex = strchr(sep + 3, '/')) == NULL || ex[1] == '/' ||
 	    ex[1] == '\0')) {
 		rc = conf_bad(errbuf, errlen, "source", v, "no export (expected "
 		    "bm://HOST[:PORT]/EXPORT/ or bm://HOST[:PORT]/EXPORT/PATH/)");
-		goto out;
-	}
-	if (source_has_dot_segment(v)) {
-		rc = conf_bad(errbuf, errlen, "source", v, "'.' and '..' "
-		    "path segments are not allowed (write the directory "
-		    "without them)");
 		goto out;
 	}
 	/*

@@ -1743,6 +1743,37 @@ test_modules(struct ctx *t)
 	    "bm://[::1/pub/: bad URL (Bad IPv6 address)");
 	fails(t, "[m]\nsource = bm://h<x/pub/\n", 2, "source = "
 	    "bm://h<x/pub/: bad URL (Bad hostname)");
+	/*
+	 * The path as the run reads it (bx_parse, bx_url_path): it refused
+	 * these when it listed (exit 3) or opened the transport.
+	 */
+	fails(t, "[m]\nsource = bm://h/up/a%00b/\n", 2, "source = "
+	    "bm://h/up/a%00b/: bad URL (Bad path: a percent-escape that is "
+	    "not %XX, or %00)");
+	fails(t, "[m]\nsource = bm://h/up/a%zzb/\n", 2, "source = "
+	    "bm://h/up/a%zzb/: bad URL (Bad path: a percent-escape that is "
+	    "not %XX, or %00)");
+	fails(t, "[m]\nsource = bm://h/up//x/\n", 2, "source = "
+	    "bm://h/up//x/: bad URL (Bad path: an empty segment)");
+	fails(t, "[m]\nsource = bm://h/up/x//\n", 2, "source = "
+	    "bm://h/up/x//: bad URL (Bad path: an empty segment)");
+	fails(t, "[m]\nsource = bm://h/up/a%01b/\n", 2, "source = "
+	    "bm://h/up/a%01b/: bad URL (Bad path: a segment that is '.' or "
+	    "'..', over 255 bytes, holds a control byte or starts with "
+	    ".biomirror-tmp.)");
+	fails(t, "[m]\nsource = bm://h/u%2Fp/x/\n", 2, "source = "
+	    "bm://h/u%2Fp/x/: bad URL (Bad export name)");
+	fails(t, "[m]\nsource = bm://h/up/../x/\n", 2, "source = "
+	    "bm://h/up/../x/: '.' and '..' path segments are not allowed "
+	    "(write the directory without them)");
+	/* A bad path with a password: the message does not repeat it. */
+	fails(t, "[m]\nsource = bm://u:pw@h/up//x/\n", 2, "source: a "
+	    "source URL takes no user or password (it is logged and stored "
+	    "with every run; an FTP login goes in user and password_file)");
+	is_int(load(t, "[m]\nsource = bm://h/up/a%2Fb%20c\ndest = /srv/m\n",
+	    &c), 0, "a bm:// path with escapes that decode to a safe path");
+	config_free(c);
+	c = NULL;
 	is_int(load(t, "[m]\nsource = bm://[::1]:7722/pub/\ndest = /srv/m\n",
 	    &c), 0, "a bm:// source of an IPv6 literal and a port");
 	is_int(c != NULL ? config_transports_ready(c, err, sizeof(err)) : -1,
