@@ -2866,6 +2866,25 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
 }
 
 /*
+ * See include/biomirror/config.h.  The transport is asked over the
+ * options the run opens it with (run_open_xfer() in agent/run/sync.c):
+ * transport = udt is UDT, auto is TCP in this build.
+ */
+int
+mirror_conf_transport_ready(const struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	struct xfer_opts xo;
+
+	if (m->source == NULL)
+		return 0;
+	memset(&xo, 0, sizeof(xo));
+	xo.net = m->transport == TRANSPORT_UDT ? XFER_NET_UDT : XFER_NET_TCP;
+	xo.ftp.mode_e = m->ftp_mode_e;
+	return xfer_ready(m->source, &xo, errbuf, errlen);
+}
+
+/*
  * Read and check the config file at path (borrowed) into a new struct
  * config (*ret, owned by the caller, free with config_free()), recording
  * every error in it rather than stopping at the first (config.h).  A file
@@ -2875,26 +2894,6 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
  * with "FILE: reason" for a file that is not regular or over 1 MiB;
  * BM_EIO on a read error; BM_ENOMEM.
  */
-int
-config_transports_ready(const struct config *c, char *errbuf, size_t errlen)
-{
-	struct xfer_opts xo;
-	char		 why[512];
-	size_t		 i;
-
-	memset(&xo, 0, sizeof(xo));
-	xo.net = XFER_NET_TCP;
-	for (i = 0; i < c->nmirrors; i++)
-		if (c->mirrors[i]->source != NULL &&
-		    xfer_ready(c->mirrors[i]->source, &xo, why, sizeof(why)) !=
-		    0) {
-			(void)snprintf(errbuf, errlen, "mirror %s: %s",
-			    c->mirrors[i]->name, why);
-			return BM_EINVAL;
-		}
-	return 0;
-}
-
 int
 config_load_all(const char *path, struct config **ret, char *errbuf,
     size_t errlen)
