@@ -2070,6 +2070,39 @@ print_settings(const struct mirror_conf *m)
 	}
 }
 
+/*
+ * check-config: every mirror whose transport cannot be set up here
+ * (mirror_conf_transport_ready: a module missing or broken), each one
+ * logged as "FILE: mirror NAME: reason", or with r added to r's errors
+ * (that mirror's, op config) instead; the first message into first.
+ * Returns how many, or -1 on ENOMEM.
+ */
+static int
+check_transports(struct cli *c, const char *path, struct mirror_result *r,
+    char *first, size_t firstlen)
+{
+	const struct mirror_conf *m;
+	char		 why[512], msg[1100];
+	size_t		 i;
+	int		 n = 0;
+
+	for (i = 0; i < c->conf->nmirrors; i++) {
+		m = c->conf->mirrors[i];
+		if (mirror_conf_transport_ready(m, why, sizeof(why)) == 0)
+			continue;
+		(void)snprintf(msg, sizeof(msg), "%s: mirror %s: %s", path,
+		    m->name, why);
+		if (r == NULL)
+			log_errx("%s", msg);
+		else if (result_add_mirror_error(r, m->name, path, "config",
+		    msg) != 0)
+			return -1;
+		if (n++ == 0)
+			(void)snprintf(first, firstlen, "%s", msg);
+	}
+	return n;
+}
+
 static int
 cmd_check_config(struct cli *c)
 {
@@ -2088,10 +2121,8 @@ cmd_check_config(struct cli *c)
 			result_free(config_errors(c, NULL, true));
 			return 2;
 		}
-		if (config_transports_ready(c->conf, err, sizeof(err)) != 0) {
-			log_errx("%s: %s", path, err);
+		if (check_transports(c, path, NULL, msg, sizeof(msg)) != 0)
 			return 2;
-		}
 		if (c->verbosity >= 0)
 			printf("%s: configuration OK (%zu mirror%s)\n", path,
 			    c->conf->nmirrors, c->conf->nmirrors == 1 ? "" :
@@ -2121,12 +2152,21 @@ cmd_check_config(struct cli *c)
 		o = json_pack("{s:s,s:b,s:s,s:o*}", "config", path, "ok", 0,
 		    "error", err, "errors", errs);
 		result_free(r);
-	} else if (config_transports_ready(c->conf, err, sizeof(err)) != 0) {
-		(void)snprintf(msg, sizeof(msg), "%s: %s", path, err);
-		o = json_pack("{s:s,s:b,s:s,s:[{s:s,s:s,s:s}]}", "config",
-		    path, "ok", 0, "error", msg, "errors", "path", path, "op",
-		    "config", "reason", msg);
+	} else if ((r = result_new(NULL)) == NULL ||
+	    (rc = check_transports(c, path, r, msg, sizeof(msg))) < 0) {
+		result_free(r);
+		return 2;
+	} else if (rc > 0) {
+		r->status = "error";	/* as config_errors() makes it */
+		r->exit_code = 2;
+		if ((o = report_result_json(r)) != NULL)
+			errs = json_incref(json_object_get(o, "errors"));
+		json_decref(o);
+		o = json_pack("{s:s,s:b,s:s,s:o*}", "config", path, "ok", 0,
+		    "error", msg, "errors", errs);
+		result_free(r);
 	} else {
+		result_free(r);
 		o = json_pack("{s:s,s:b,s:I}", "config", path, "ok", 1,
 		    "mirrors", (json_int_t)c->conf->nmirrors);
 		status = 0;

@@ -769,7 +769,9 @@ source_has_dot_segment(const char *v)
  * segment, and no user or password: the source is logged, stored in
  * every run's errors and shown by status and --json, so a password
  * there would leak (an FTP login goes in user and password_file).
- * libcurl's URL parser judges the syntax.
+ * The parser of the transport that takes it judges the syntax
+ * (libcurl's; for bm:// the bm transport's rules, its path as the run
+ * reads it).
  */
 static int
 check_source(const char *v, char *errbuf, size_t errlen)
@@ -806,9 +808,23 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	}
 	if ((rc = xfer_url_inspect(v, &ui, errbuf, errlen)) != 0)
 		goto out;
+	/* First, and not v: the messages below repeat v, and its password. */
+	if (ui.userinfo) {
+		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
+		    "user or password (it is logged and stored with every "
+		    "run; an FTP login goes in user and password_file)");
+		goto out;
+	}
 	/* libcurl reads "http:///x" as host "x"; we do not. */
 	if (sep[3] == '/' || sep[3] == '\0' || !ui.host) {
 		rc = conf_bad(errbuf, errlen, "source", v, "no host");
+		goto out;
+	}
+	/* Before ui.bad: a transport that reads paths refuses them too. */
+	if (source_has_dot_segment(v)) {
+		rc = conf_bad(errbuf, errlen, "source", v, "'.' and '..' "
+		    "path segments are not allowed (write the directory "
+		    "without them)");
 		goto out;
 	}
 	if (ui.bad != NULL) {
@@ -821,24 +837,11 @@ check_source(const char *v, char *errbuf, size_t errlen)
 		    "a source URL takes no query or fragment");
 		goto out;
 	}
-	if (ui.userinfo) {
-		/* Not v: the message must not repeat the password. */
-		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
-		    "user or password (it is logged and stored with every "
-		    "run; an FTP login goes in user and password_file)");
-		goto out;
-	}
 	/* bm://HOST[:PORT]/EXPORT/path/: the first segment names the export. */
 	if (bm && ((ex = strchr(sep + 3, '/')) == NULL || ex[1] == '/' ||
 	    ex[1] == '\0')) {
 		rc = conf_bad(errbuf, errlen, "source", v, "no export (expected "
 		    "bm://HOST[:PORT]/EXPORT/ or bm://HOST[:PORT]/EXPORT/PATH/)");
-		goto out;
-	}
-	if (source_has_dot_segment(v)) {
-		rc = conf_bad(errbuf, errlen, "source", v, "'.' and '..' "
-		    "path segments are not allowed (write the directory "
-		    "without them)");
 		goto out;
 	}
 	/*
@@ -2863,6 +2866,25 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
 }
 
 /*
+ * See include/biomirror/config.h.  The transport is asked over the
+ * options the run opens it with (run_open_xfer() in agent/run/sync.c):
+ * transport = udt is UDT, auto is TCP in this build.
+ */
+int
+mirror_conf_transport_ready(const struct mirror_conf *m, char *errbuf,
+    size_t errlen)
+{
+	struct xfer_opts xo;
+
+	if (m->source == NULL)
+		return 0;
+	memset(&xo, 0, sizeof(xo));
+	xo.net = m->transport == TRANSPORT_UDT ? XFER_NET_UDT : XFER_NET_TCP;
+	xo.ftp.mode_e = m->ftp_mode_e;
+	return xfer_ready(m->source, &xo, errbuf, errlen);
+}
+
+/*
  * Read and check the config file at path (borrowed) into a new struct
  * config (*ret, owned by the caller, free with config_free()), recording
  * every error in it rather than stopping at the first (config.h).  A file
@@ -2872,26 +2894,6 @@ read_file(const char *path, char **ret, size_t *ret_len, char *errbuf,
  * with "FILE: reason" for a file that is not regular or over 1 MiB;
  * BM_EIO on a read error; BM_ENOMEM.
  */
-int
-config_transports_ready(const struct config *c, char *errbuf, size_t errlen)
-{
-	struct xfer_opts xo;
-	char		 why[512];
-	size_t		 i;
-
-	memset(&xo, 0, sizeof(xo));
-	xo.net = XFER_NET_TCP;
-	for (i = 0; i < c->nmirrors; i++)
-		if (c->mirrors[i]->source != NULL &&
-		    xfer_ready(c->mirrors[i]->source, &xo, why, sizeof(why)) !=
-		    0) {
-			(void)snprintf(errbuf, errlen, "mirror %s: %s",
-			    c->mirrors[i]->name, why);
-			return BM_EINVAL;
-		}
-	return 0;
-}
-
 int
 config_load_all(const char *path, struct config **ret, char *errbuf,
     size_t errlen)

@@ -212,7 +212,7 @@ plan_add(struct plan *p, const struct diff_row *row, enum action_op op,
 	"upstream has a " up " here; the local " local " is not the "	\
 	    "one biomirror committed: it stays, not replaced" }
 
-static const char *const clear_why[2][4][2] = {
+static const char *const clear_why[3][4][2] = {
 	/* upstream has a directory: local file, directory, symlink, other */
 	{ CLEAR_WHY("directory", "file"), { NULL, NULL },
 	  CLEAR_WHY("directory", "symlink"),
@@ -220,6 +220,9 @@ static const char *const clear_why[2][4][2] = {
 	/* upstream has a file */
 	{ { NULL, NULL }, CLEAR_WHY("file", "directory"),
 	  CLEAR_WHY("file", "symlink"), CLEAR_WHY("file", "special file") },
+	/* upstream has a symlink: only a local directory is in its way */
+	{ { NULL, NULL }, CLEAR_WHY("symlink", "directory"), { NULL, NULL },
+	  { NULL, NULL } },
 };
 
 /*
@@ -247,10 +250,14 @@ plan_clear(struct plan_ctx *c, const struct diff_row *row, int local)
 	if (!c->do_delete || !ours) {
 		li = local == 'f' ? 0 : local == 'd' ? 1 : local == 'l' ? 2 : 3;
 		rc = plan_add(c->p, row, ACT_CONFLICT, clear_why[row->type ==
-		    ENTRY_DIR ? 0 : 1][li][ours ? 0 : 1]);
+		    ENTRY_DIR ? 0 : row->type == ENTRY_FILE ? 1 : 2][li]
+		    [ours ? 0 : 1]);
 		return rc == 0 ? 1 : rc;
 	}
-	/* Only a local directory (upstream now a file) has contents to clear. */
+	/*
+	 * Only a local directory (upstream now a file or a symlink) has
+	 * contents to clear.
+	 */
 	if (local == 'd') {
 		v = reallocarray(c->clear, c->nclear + 1, sizeof(*v));
 		if (v == NULL)
@@ -553,31 +560,37 @@ plan_adopt(struct plan_ctx *c, const struct diff_row *row)
 }
 
 /*
- * An upstream symlink (FTP): recreated when new or changed, or when the
- * local one is missing; an unchanged one that is there needs nothing.
- * Whether its target stays inside the mirror is the executor's call
- * (store_link_inside()): one outside is recorded, not created, and so
- * planned again only when it changes upstream.
+ * An upstream symlink (FTP, bm://): recreated when new or changed, or
+ * when the local one is missing; an unchanged one that is there needs
+ * nothing.  Whether its target stays inside the mirror is the executor's
+ * call (store_link_inside()): one outside is recorded, not created, and
+ * so planned again only when it changes upstream.  A local directory in
+ * its way (upstream replaced a directory by this link) is cleared first
+ * as one in a file's way is (plan_clear()); anything else in the way the
+ * link's rename replaces (store_symlink()).
  */
 static int
 plan_link(struct plan_ctx *c, const struct diff_row *row)
 {
 	struct local_stat st;
 	struct action	*a;
-	int		 rc;
+	int		 rc, local = 0;
 	bool		 there;
 
+	if (c->s != NULL && store_stat(c->s, row->path, &st) == 0)
+		local = st.type;
 	/*
 	 * One that is never created (target outside the mirror, or not
 	 * known) and is unchanged needs nothing either: it was recorded.
 	 */
-	there = (c->s != NULL && store_stat(c->s, row->path, &st) == 0 &&
-	    st.type == 'l') || row->target == NULL ||
+	there = local == 'l' || row->target == NULL ||
 	    !store_link_inside(row->path, row->target);
 	if ((row->kind == DIFF_SAME || row->kind == DIFF_UNKNOWN) && there) {
 		c->p->unchanged++;
 		return 0;
 	}
+	if (local == 'd' && (rc = plan_clear(c, row, local)) != 0)
+		return rc < 0 ? rc : 0;
 	if ((rc = plan_add(c->p, row, ACT_SYMLINK, row->kind == DIFF_NEW ?
 	    "new" : row->kind == DIFF_CHANGED ? "changed" : "local missing"))
 	    != 0)

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -1648,11 +1649,91 @@ bx_handles(const char *url, const struct xfer_opts *o)
 }
 
 /*
+ * Why the segments of a bm:// path (p, n bytes, percent-decoded) are not
+ * a path bx_url_path() takes: each one a safe name (name_is_safe), the
+ * whole under PATH_MAX.  A static reason, or NULL.
+ */
+static const char *
+bx_segments_bad(const char *p, size_t n)
+{
+	const char	*e;
+	size_t		 k;
+
+	if (n >= PATH_MAX)
+		return "Bad path: too long";
+	for (;;) {
+		e = memchr(p, '/', n);
+		k = e != NULL ? (size_t)(e - p) : n;
+		if (k == 0)
+			return "Bad path: an empty segment";
+		if (!name_is_safe(p, k))
+			return "Bad path: a segment that is '.' or '..', over "
+			    "255 bytes, holds a control byte or starts with "
+			    LISTING_TMP_PREFIX;
+		if (e == NULL)
+			return NULL;
+		p = e + 1;
+		n -= k + 1;
+	}
+}
+
+/*
+ * Why the path of bm:// url (borrowed; up to a query or fragment, which
+ * the config check refuses itself) is one the run refuses: the export
+ * segment must decode (RFC 3986 section 2.1 once, no %00) to a safe name
+ * of at most BMP_NAME_MAX bytes (bx_parse()), the rest, once decoded and
+ * without its trailing '/', must be empty or a safe relative path (the
+ * source's LIST, bx_url_path()).  *ret is a static reason, or NULL when
+ * the path is fine or has no export segment (config.c says "no export").
+ * Returns 0 or BM_ENOMEM.
+ */
+static int
+bx_path_bad(const char *url, const char **ret)
+{
+	const char	*p, *e, *end;
+	char		*d = NULL;
+	size_t		 n;
+	int		 rc;
+
+	*ret = NULL;
+	p = url + 5 + strcspn(url + 5, "/?#");
+	if (*p != '/')
+		return 0;
+	p++;
+	end = p + strcspn(p, "?#");
+	if ((e = memchr(p, '/', (size_t)(end - p))) == NULL)
+		e = end;
+	if (e == p)
+		return 0;
+	if ((rc = path_decode(p, (size_t)(e - p), &d, &n)) == BM_ENOMEM)
+		return rc;
+	if (rc != 0)
+		*ret = "Bad path: a percent-escape that is not %XX, or %00";
+	else if (n > BMP_NAME_MAX || !name_is_safe(d, n))
+		*ret = "Bad export name";
+	free(d);
+	d = NULL;
+	if (*ret != NULL || e == end || ++e == end)
+		return 0;
+	if ((rc = path_decode(e, (size_t)(end - e), &d, &n)) == BM_ENOMEM)
+		return rc;
+	if (rc != 0)
+		*ret = "Bad path: a percent-escape that is not %XX, or %00";
+	else if (n > 0 && d[n - 1] == '/')
+		n--;
+	if (rc == 0 && n > 0)
+		*ret = bx_segments_bad(d, n);
+	free(d);
+	return 0;
+}
+
+/*
  * The table's inspect (xfer.h): the authority of bm://HOST[:PORT]/...
  * as bx_parse() reads it (RFC 3986 section 3.2: a user before '@', an
  * IPv6 literal in brackets, with a zone, a decimal port), whether a
- * query or a fragment follows, and no space or control byte anywhere.
- * Messages as libcurl's URL parser gives them.
+ * query or a fragment follows, and no space or control byte anywhere;
+ * then the path as the run reads it (bx_path_bad()).  Messages as
+ * libcurl's URL parser gives them.
  */
 static int
 bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
@@ -1661,9 +1742,8 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 	const char	*a = url + 5, *end, *at, *h, *colon = NULL, *p;
 	unsigned long	 port;
 	size_t		 n;
+	int		 rc;
 
-	(void)errbuf;
-	(void)errlen;
 	memset(ret, 0, sizeof(*ret));
 	end = a + strcspn(a, "/?#");
 	ret->query = strpbrk(a, "?#") != NULL;
@@ -1708,10 +1788,14 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 		colon = p < end ? p : NULL;
 	}
 	if (colon != NULL && bx_port(colon + 1, (size_t)(end - colon - 1),
-	    &port) != 0)
+	    &port) != 0) {
 		ret->bad = "Port number was not a decimal number between 0 "
 		    "and 65535";
-	return 0;
+		return 0;
+	}
+	if ((rc = bx_path_bad(url, &ret->bad)) != 0)
+		(void)snprintf(errbuf, errlen, "%s", bm_strerror(rc));
+	return rc;
 }
 
 static void	bx_close(void *impl);
@@ -1721,11 +1805,19 @@ bx_open(const struct xfer_opts *o, const char *url, void **ret_impl,
     char *errbuf, size_t errlen)
 {
 	struct bx	*x;
+	const char	*bad;
 	int		 rc = BM_ENOMEM;
 
 	if (o->net != XFER_NET_TCP) {
 		(void)snprintf(errbuf, errlen, "bm:// over UDT is not "
 		    "supported by this build yet");
+		return BM_EINVAL;
+	}
+	/* The config check's rule (bx_inspect), should a URL skip it. */
+	if ((rc = bx_path_bad(url, &bad)) != 0)
+		return rc;
+	if (bad != NULL) {
+		(void)snprintf(errbuf, errlen, "bad URL (%s)", bad);
 		return BM_EINVAL;
 	}
 	if ((x = calloc(1, sizeof(*x))) == NULL)

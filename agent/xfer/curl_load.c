@@ -70,8 +70,11 @@ curl_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 }
 
 static int
-curl_ready(char *errbuf, size_t errlen)
+curl_ready(const char *url, const struct xfer_opts *o, char *errbuf,
+    size_t errlen)
 {
+	(void)url;
+	(void)o;
 	return mod_load(errbuf, errlen) != NULL ? 0 : BM_EINVAL;
 }
 

@@ -2354,6 +2354,25 @@ gx_open(const struct xfer_opts *o, const char *url, void **ret,
 	return 0;
 }
 
+/*
+ * xfer_ops.ready (check-config): what gx_open() sets up, the transport
+ * below over TCP and, over XFER_NET_UDT, the UDT module (loaded, not
+ * started: that is the run's, gridftp_new()).
+ */
+static int
+gx_ready(const char *url, const struct xfer_opts *o, char *errbuf,
+    size_t errlen)
+{
+	struct xfer_opts bo = *o;
+	int		 rc;
+
+	bo.net = XFER_NET_TCP;
+	if ((rc = xfer_ready_below(&xfer_gridftp_ops, url, &bo, errbuf,
+	    errlen)) != 0)
+		return rc;
+	return o->net == XFER_NET_UDT ? udt_shim_load(errbuf, errlen) : 0;
+}
+
 /* xfer_ops.submit: to the engine if it wants job, else below. */
 static int
 gx_submit(void *impl, struct xfer_job *job)
@@ -2498,6 +2517,7 @@ gx_hint(void *impl, enum xfer_hint h, bool on)
 const struct xfer_ops xfer_gridftp_ops = {
 	.name = "gridftp",
 	.handles = gx_handles,
+	.ready = gx_ready,
 	.open = gx_open,
 	.submit = gx_submit,
 	.poll = gx_poll,

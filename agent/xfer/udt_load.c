@@ -55,6 +55,12 @@ udt_shim_startup(char *errbuf, size_t errlen)
 	return ops_get()->startup(errbuf, errlen);
 }
 
+int
+udt_shim_load(char *errbuf, size_t errlen)
+{
+	return module_load(errbuf, errlen);
+}
+
 void
 udt_shim_cleanup(void)
 {

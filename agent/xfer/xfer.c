@@ -92,19 +92,21 @@ xfer_url_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 	return no_transport(&o, errbuf, errlen);
 }
 
+/* ops's ready for url over o (ops NULL: no transport takes it). */
+static int
+ops_ready(const struct xfer_ops *ops, const char *url,
+    const struct xfer_opts *o, char *errbuf, size_t errlen)
+{
+	if (ops == NULL)
+		return no_transport(o, errbuf, errlen);
+	return ops->ready != NULL ? ops->ready(url, o, errbuf, errlen) : 0;
+}
+
 int
 xfer_ready(const char *url, const struct xfer_opts *o, char *errbuf,
     size_t errlen)
 {
-	size_t	 i;
-	int	 rc;
-
-	for (i = 0; i < XFER_NREGISTRY; i++)
-		if (xfer_registry[i]->ready != NULL &&
-		    xfer_registry[i]->handles(url, o) &&
-		    (rc = xfer_registry[i]->ready(errbuf, errlen)) != 0)
-			return rc;
-	return 0;
+	return ops_ready(registry_find(0, url, o), url, o, errbuf, errlen);
 }
 
 int
@@ -117,21 +119,36 @@ xfer_open(const char *url, const struct xfer_opts *o, struct xfer **ret,
 	    xfer_open_ops(ops, url, o, ret, errbuf, errlen);
 }
 
+/* The first row after above that handles url over o, or NULL. */
+static const struct xfer_ops *
+registry_below(const struct xfer_ops *above, const char *url,
+    const struct xfer_opts *o)
+{
+	size_t	 i;
+
+	for (i = 0; i < XFER_NREGISTRY; i++)
+		if (xfer_registry[i] == above)
+			return registry_find(i + 1, url, o);
+	return NULL;
+}
+
 int
 xfer_open_below(const struct xfer_ops *above, const char *url,
     const struct xfer_opts *o, struct xfer **ret, char *errbuf,
     size_t errlen)
 {
-	const struct xfer_ops *ops = NULL;
-	size_t		 i;
+	const struct xfer_ops *ops = registry_below(above, url, o);
 
-	for (i = 0; i < XFER_NREGISTRY; i++)
-		if (xfer_registry[i] == above) {
-			ops = registry_find(i + 1, url, o);
-			break;
-		}
 	return ops == NULL ? no_transport(o, errbuf, errlen) :
 	    xfer_open_ops(ops, url, o, ret, errbuf, errlen);
+}
+
+int
+xfer_ready_below(const struct xfer_ops *above, const char *url,
+    const struct xfer_opts *o, char *errbuf, size_t errlen)
+{
+	return ops_ready(registry_below(above, url, o), url, o, errbuf,
+	    errlen);
 }
 
 int

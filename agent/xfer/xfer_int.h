@@ -38,5 +38,8 @@ extern const struct xfer_ops xfer_gridftp_ops;
 int	xfer_open_below(const struct xfer_ops *above, const char *url,
 	    const struct xfer_opts *o, struct xfer **ret, char *errbuf,
 	    size_t errlen);
+/* xfer_ready() of the transport xfer_open_below() would open. */
+int	xfer_ready_below(const struct xfer_ops *above, const char *url,
+	    const struct xfer_opts *o, char *errbuf, size_t errlen);
 
 #endif

@@ -195,13 +195,13 @@ int	config_load(const char *path, struct config **ret,
 int	config_load_all(const char *path, struct config **ret,
 	    char *errbuf, size_t errlen);
 /*
- * Whether every mirror of c can have its transport here (check-config):
- * the curl module loads for an HTTP or FTP source (xfer_ready).
- * Returns 0, or BM_EINVAL with "mirror NAME: curl module PATH: reason"
- * in errbuf (the first such mirror).
+ * Whether mirror m can have its transport here (check-config, for each
+ * mirror): the curl module loads for an HTTP or FTP source, the UDT
+ * module too for transport = udt (xfer_ready).  Returns 0, or BM_EINVAL
+ * with "curl module PATH: reason" or "UDT module PATH: reason" in errbuf.
  */
-int	config_transports_ready(const struct config *c, char *errbuf,
-	    size_t errlen);
+int	mirror_conf_transport_ready(const struct mirror_conf *m,
+	    char *errbuf, size_t errlen);
 /*
  * Parse "ADDR:PORT", "[V6ADDR]:PORT", "ADDR" or ":PORT" (numeric
  * addresses only; the port defaults to 7722, the address to 0.0.0.0)

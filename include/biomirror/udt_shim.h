@@ -38,6 +38,12 @@ struct udt_bufs {
 int	udt_shim_startup(char *errbuf, size_t errlen);
 /* Stop libudt once every handle is closed. */
 void	udt_shim_cleanup(void);
+/*
+ * Load what udt_shim_startup() needs (the module libbiomirror-udt.so)
+ * without starting libudt: check-config.  Returns 0, or BM_EINVAL with
+ * "UDT module PATH: reason" in errbuf.
+ */
+int	udt_shim_load(char *errbuf, size_t errlen);
 
 /*
  * A non-blocking UDT listener (SOCK_STREAM, not rendezvous) on a UDP

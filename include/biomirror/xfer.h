@@ -271,9 +271,12 @@ int	xfer_url_inspect(const char *url, struct xfer_url_info *ret,
 	    char *errbuf, size_t errlen);
 
 /*
- * Whether every transport of the registry that takes url (borrowed) over
- * o can be set up in this process: the curl module loads (check-config).
- * Returns 0, or BM_EINVAL with "curl module PATH: reason" in errbuf.
+ * Whether the transport xfer_open() picks for url (borrowed) over o, and
+ * those it stacks on, can be set up in this process (check-config): the
+ * curl module loads for HTTP and FTP, the UDT module too over
+ * XFER_NET_UDT (loaded, not started).  Returns 0, or BM_EINVAL with
+ * "curl module PATH: reason" or "UDT module PATH: reason" in errbuf (or
+ * why no transport takes url over o).
  */
 int	xfer_ready(const char *url, const struct xfer_opts *o, char *errbuf,
 	    size_t errlen);
@@ -305,8 +308,12 @@ struct xfer_ops {
 	int		(*inspect)(const char *url,
 			    struct xfer_url_info *ret, char *errbuf,
 			    size_t errlen);
-	/* xfer_ready's check (its module loads); NULL: always ready */
-	int		(*ready)(char *errbuf, size_t errlen);
+	/*
+	 * xfer_ready's check over o (its modules load, and a stacked
+	 * one's below); NULL: always ready
+	 */
+	int		(*ready)(const char *url, const struct xfer_opts *o,
+			    char *errbuf, size_t errlen);
 	int		(*open)(const struct xfer_opts *o, const char *url,
 			    void **ret_impl, char *errbuf, size_t errlen);
 	int		(*submit)(void *impl, struct xfer_job *job);

@@ -10,6 +10,11 @@
 #  - sub, gone upstream with its file sub/kept.txt edited locally: the
 #    file is released, and so is sub, which now holds it (reported once:
 #    the next run is clean, exit 0, not a failure every run);
+#  - a directory replaced upstream by a symlink (dl, two files in it):
+#    with --no-delete a conflict that says why (exit 1, the directory and
+#    its files kept); --max-delete 1 refuses the two deletes (exit 4,
+#    nothing changed); then the directory and its files are deleted and
+#    the symlink made (exit 0), and the next run changes nothing;
 #  - a directory vsftpd cannot read (mode 0711): its LIST is empty with
 #    "226 Transfer done (but failed to open directory).": exit 3, its
 #    files neither deleted nor released.
@@ -93,6 +98,42 @@ echo "# the next run is clean; what was kept stays"
 assert_exit 0 bm --json sync up
 expect_counts 0 0 0 0
 assert_eq "$(tree)" "d ./d,d ./sub,f ./d/f,f ./e,f ./k,f ./lnk,f ./sub/kept.txt,f ./x," "last tree"
+
+echo "# upstream: directory dl becomes a symlink"
+mkdir "$U/dl"
+printf 'one in dl\n' > "$U/dl/one"
+printf 'two in dl\n' > "$U/dl/two"
+age
+assert_exit 0 bm --json sync up
+expect_counts 2 0 0 0
+rm -r "$U/dl" && ln -s d "$U/dl"
+age
+assert_exit 1 bm --json sync up --no-delete
+expect_counts 0 0 0 1
+assert_eq "$(jerrors | tr '\n' ,)" "dl conflict," "--no-delete: errors"
+grep -qxF "biomirror: dl: upstream has a symlink here; the local directory stays (delete = yes replaces it)" \
+    "$LAST_ERR" || fail "--no-delete: no reason: $(cat "$LAST_ERR")"
+[ -f "$T/mirror/dl/one" ] && [ -f "$T/mirror/dl/two" ] ||
+    fail "--no-delete: files of dl deleted"
+assert_exit 4 bm --json sync up --max-delete 1
+grep -qF "max_delete: would delete 2 files, max_delete allows 1" "$LAST_ERR" ||
+    fail "--max-delete 1: no guard: $(cat "$LAST_ERR")"
+[ -d "$T/mirror/dl" ] && [ -f "$T/mirror/dl/one" ] && [ -f "$T/mirror/dl/two" ] ||
+    fail "--max-delete 1: dl changed"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 2 0
+[ -L "$T/mirror/dl" ] || fail "dl is no symlink: $(tree)"
+assert_eq "$(readlink "$T/mirror/dl")" d "dl target"
+assert_eq "$(manifest_sql "$T/state" up "select type || ' ' || cast(target as text) from files where cast(path as text) = 'dl'")" \
+    "108 d" "dl a symlink in the manifest"
+assert_eq "$(manifest_sql "$T/state" up "select count(*) from files where cast(path as text) like 'dl/%'")" 0 \
+    "rows beneath dl"
+assert_exit 0 bm --json sync up
+expect_counts 0 0 0 0
+[ -L "$T/mirror/dl" ] || fail "dl is no symlink after the next run"
+rm "$U/dl"
+age
+assert_exit 0 bm --json sync up
 
 echo "# a directory vsftpd cannot read (mode 0711: CWD works, LIST does not)"
 # vsftpd answers its LIST with no lines and "226 Transfer done (but failed

@@ -20,6 +20,8 @@
 #   [global] error's list names the mirror of each mirror's error; an
 #   unknown option has its reason in the error object; a missing config
 #   file is named with its errno.
+# bm:// paths the run refuses (a percent-escaped NUL, an empty segment):
+#   -n refuses each, exit 2, with the message sync gives (exit 2).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -259,6 +261,29 @@ assert_exit 2 "$BM" -c "$T/none.conf" --json check-config
 python3 -c 'import json,sys; o=json.load(open(sys.argv[1]))
 assert o["error"] == "cannot open config file: No such file or directory", o' \
     "$LAST_OUT" || fail "no config file: check-config --json"
+
+echo "# bm:// paths the run refuses: -n names every one, as sync does"
+B=$T/bmpath.conf
+cat > "$B" <<CONF
+[nul]
+source = bm://127.0.0.1:9/up/a%00b/
+dest = $T/nul
+
+[empty]
+source = bm://127.0.0.1:9/up//x/
+dest = $T/empty
+CONF
+en="$B:2: source = bm://127.0.0.1:9/up/a%00b/: bad URL (Bad path: a percent-escape that is not %XX, or %00)"
+ee="$B:6: source = bm://127.0.0.1:9/up//x/: bad URL (Bad path: an empty segment)"
+assert_exit 2 "$BM" -c "$B" --state-dir "$T/state" -n
+assert_eq "$(cat "$LAST_ERR")" "biomirror: $en
+biomirror: $ee" "-n: both bm:// paths refused"
+for m in nul empty; do
+	assert_exit 2 "$BM" -c "$B" --state-dir "$T/state" sync "$m"
+done
+assert_eq "$(cat "$LAST_ERR")" "biomirror: empty: skipped, config error at $ee" \
+    "sync: the message of -n"
+[ -e "$T/nul" ] || [ -e "$T/empty" ] && fail "a dest made for a refused source"
 
 stop_servers
 echo "PASS"

@@ -1694,6 +1694,62 @@ out:
 }
 
 /*
+ * transport = udt needs the UDT module (agent/xfer/udt_load.c), which
+ * check-config loads for such a mirror only; tcp and auto (TCP in this
+ * build) do not.  Only missing or broken modules here: loading libudt
+ * would sleep 100 ms and start its threads in every run of this test.
+ */
+static void
+test_udt_module(struct ctx *t)
+{
+	static const char *const nets[] = { "udt", "auto", "tcp" };
+	struct config	*c = NULL;
+	char		 keep[PATH_MAX] = "", err[1024], text[256], junk[128];
+	const char	*env = getenv("BM_UDT_MODULE");
+	size_t		 i;
+
+	if (env != NULL)
+		(void)snprintf(keep, sizeof(keep), "%s", env);
+	(void)setenv("BM_UDT_MODULE", "/nonexistent/libbiomirror-udt.so", 1);
+	for (i = 0; i < sizeof(nets) / sizeof(nets[0]); i++) {
+		(void)snprintf(text, sizeof(text), "[m]\nsource = ftp://h/pub/\n"
+		    "dest = /srv/m\nftp_mode = extended\ntransport = %s\n",
+		    nets[i]);
+		is_int(load(t, text, &c), 0, "transport = %s loads", nets[i]);
+		err[0] = '\0';
+		is_int(c != NULL ? mirror_conf_transport_ready(c->mirrors[0],
+		    err, sizeof(err)) : -1, i == 0 ? BM_EINVAL : 0,
+		    "transport = %s without the UDT module: %s", nets[i],
+		    i == 0 ? "not ready" : "ready");
+		if (i == 0)
+			is_str(err, "UDT module /nonexistent/libbiomirror-udt.so: "
+			    "cannot open shared object file: No such file or "
+			    "directory", "check-config's reason (UDT)");
+		config_free(c);
+		c = NULL;
+	}
+	/* A file that is no shared object. */
+	(void)snprintf(junk, sizeof(junk), "%s/libbiomirror-udt.so", t->dir);
+	write_file(junk, "not an ELF file\n");
+	(void)setenv("BM_UDT_MODULE", junk, 1);
+	is_int(load(t, "[m]\nsource = ftp://h/pub/\ndest = /srv/m\n"
+	    "ftp_mode = extended\ntransport = udt\n", &c), 0,
+	    "transport = udt loads");
+	err[0] = '\0';
+	is_int(c != NULL ? mirror_conf_transport_ready(c->mirrors[0], err,
+	    sizeof(err)) : -1, BM_EINVAL, "a broken UDT module: not ready");
+	(void)snprintf(text, sizeof(text), "UDT module %s: ", junk);
+	ok(strncmp(err, text, strlen(text)) == 0, "check-config's reason "
+	    "names the broken module: %s", err);
+	config_free(c);
+	(void)unlink(junk);
+	if (keep[0] != '\0')
+		(void)setenv("BM_UDT_MODULE", keep, 1);
+	else
+		(void)unsetenv("BM_UDT_MODULE");
+}
+
+/*
  * Before anything loads the curl module (agent/xfer/curl_load.c): a
  * bm:// source is checked by the bm transport's own URL rules without
  * it; an http:// source needs it, and a missing one is said.  Then the
@@ -1717,17 +1773,30 @@ test_modules(struct ctx *t)
 	is_int(load(t, "[m]\nsource = http://h/pub/\ndest = /srv/m\n", &c),
 	    0, "an http:// source without the curl module");
 	err[0] = '\0';
-	is_int(c != NULL ? config_transports_ready(c, err, sizeof(err)) : -1,
-	    BM_EINVAL, "its transport is not ready");
-	is_str(err, "mirror m: curl module /nonexistent/libbiomirror-curl.so: "
+	is_int(c != NULL ? mirror_conf_transport_ready(c->mirrors[0], err,
+	    sizeof(err)) : -1, BM_EINVAL, "its transport is not ready");
+	is_str(err, "curl module /nonexistent/libbiomirror-curl.so: "
 	    "cannot open shared object file: No such file or directory",
 	    "check-config's reason");
+	config_free(c);
+	c = NULL;
+	/* UDT's mirror needs the curl module too (gridftp is stacked on it). */
+	is_int(load(t, "[m]\nsource = ftp://h/pub/\ndest = /srv/m\n"
+	    "ftp_mode = extended\ntransport = udt\n", &c), 0,
+	    "a UDT source without the curl module");
+	err[0] = '\0';
+	is_int(c != NULL ? mirror_conf_transport_ready(c->mirrors[0], err,
+	    sizeof(err)) : -1, BM_EINVAL, "its transport is not ready");
+	is_str(err, "curl module /nonexistent/libbiomirror-curl.so: "
+	    "cannot open shared object file: No such file or directory",
+	    "check-config's reason: the curl module first");
 	config_free(c);
 	c = NULL;
 	if (keep[0] != '\0')
 		(void)setenv("BM_CURL_MODULE", keep, 1);
 	else
 		(void)unsetenv("BM_CURL_MODULE");
+	test_udt_module(t);
 	fails(t, "[m]\nsource = bm://user@h/pub/\n", 2, "source: a source URL "
 	    "takes no user or password (it is logged and stored with every "
 	    "run; an FTP login goes in user and password_file)");
@@ -1743,16 +1812,47 @@ test_modules(struct ctx *t)
 	    "bm://[::1/pub/: bad URL (Bad IPv6 address)");
 	fails(t, "[m]\nsource = bm://h<x/pub/\n", 2, "source = "
 	    "bm://h<x/pub/: bad URL (Bad hostname)");
+	/*
+	 * The path as the run reads it (bx_parse, bx_url_path): it refused
+	 * these when it listed (exit 3) or opened the transport.
+	 */
+	fails(t, "[m]\nsource = bm://h/up/a%00b/\n", 2, "source = "
+	    "bm://h/up/a%00b/: bad URL (Bad path: a percent-escape that is "
+	    "not %XX, or %00)");
+	fails(t, "[m]\nsource = bm://h/up/a%zzb/\n", 2, "source = "
+	    "bm://h/up/a%zzb/: bad URL (Bad path: a percent-escape that is "
+	    "not %XX, or %00)");
+	fails(t, "[m]\nsource = bm://h/up//x/\n", 2, "source = "
+	    "bm://h/up//x/: bad URL (Bad path: an empty segment)");
+	fails(t, "[m]\nsource = bm://h/up/x//\n", 2, "source = "
+	    "bm://h/up/x//: bad URL (Bad path: an empty segment)");
+	fails(t, "[m]\nsource = bm://h/up/a%01b/\n", 2, "source = "
+	    "bm://h/up/a%01b/: bad URL (Bad path: a segment that is '.' or "
+	    "'..', over 255 bytes, holds a control byte or starts with "
+	    ".biomirror-tmp.)");
+	fails(t, "[m]\nsource = bm://h/u%2Fp/x/\n", 2, "source = "
+	    "bm://h/u%2Fp/x/: bad URL (Bad export name)");
+	fails(t, "[m]\nsource = bm://h/up/../x/\n", 2, "source = "
+	    "bm://h/up/../x/: '.' and '..' path segments are not allowed "
+	    "(write the directory without them)");
+	/* A bad path with a password: the message does not repeat it. */
+	fails(t, "[m]\nsource = bm://u:pw@h/up//x/\n", 2, "source: a "
+	    "source URL takes no user or password (it is logged and stored "
+	    "with every run; an FTP login goes in user and password_file)");
+	is_int(load(t, "[m]\nsource = bm://h/up/a%2Fb%20c\ndest = /srv/m\n",
+	    &c), 0, "a bm:// path with escapes that decode to a safe path");
+	config_free(c);
+	c = NULL;
 	is_int(load(t, "[m]\nsource = bm://[::1]:7722/pub/\ndest = /srv/m\n",
 	    &c), 0, "a bm:// source of an IPv6 literal and a port");
-	is_int(c != NULL ? config_transports_ready(c, err, sizeof(err)) : -1,
-	    0, "a bm:// transport is ready");
+	is_int(c != NULL ? mirror_conf_transport_ready(c->mirrors[0], err,
+	    sizeof(err)) : -1, 0, "a bm:// transport is ready");
 	config_free(c);
 	c = NULL;
 	is_int(load(t, "[m]\nsource = http://h/pub/\ndest = /srv/m\n", &c),
 	    0, "an http:// source with the curl module");
-	is_int(c != NULL ? config_transports_ready(c, err, sizeof(err)) : -1,
-	    0, "its transport is ready");
+	is_int(c != NULL ? mirror_conf_transport_ready(c->mirrors[0], err,
+	    sizeof(err)) : -1, 0, "its transport is ready");
 	config_free(c);
 }
 
