@@ -167,6 +167,7 @@ module_open(struct xfer_module *m, char *errbuf, size_t errlen)
 	void		*h, *sym;
 	size_t		 n;
 	int		 fd;
+	bool		 mapped = false;
 
 	if ((fd = module_find(m, path, sizeof(path), buf, sizeof(buf))) ==
 	    -1)
@@ -179,7 +180,7 @@ module_open(struct xfer_module *m, char *errbuf, size_t errlen)
 	} else if ((h = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL)) == NULL) {
 		why = dlerror();
 		(void)close(fd);
-	} else if ((sym = dlsym(h, m->sym)) == NULL)
+	} else if ((mapped = true, sym = dlsym(h, m->sym)) == NULL)
 		why = dlerror();	/* h, fd stay open: dlclose may hang */
 	else {
 		*(void **)&entry = sym;
@@ -203,6 +204,9 @@ fail:
 	if (errbuf != NULL && errlen > 0)
 		(void)snprintf(errbuf, errlen, "%s module %s: %s", m->what, path,
 		    why != NULL ? why : "cannot be loaded");
+	if (mapped && asprintf(&m->rejected, "%s module %s: %s", m->what,
+	    path, why != NULL ? why : "cannot be loaded") == -1)
+		m->rejected = NULL;	/* tried again by the next call */
 	return NULL;
 }
 
@@ -215,8 +219,13 @@ xfer_module_load(struct xfer_module *m, char *errbuf, size_t errlen)
 	    NULL)
 		return t;
 	(void)pthread_mutex_lock(&m->lock);
-	if ((t = atomic_load_explicit(&m->table, memory_order_relaxed)) ==
-	    NULL && (t = module_open(m, errbuf, errlen)) != NULL)
+	if ((t = atomic_load_explicit(&m->table, memory_order_relaxed)) !=
+	    NULL)
+		;
+	else if (m->rejected != NULL) {
+		if (errbuf != NULL && errlen > 0)
+			(void)snprintf(errbuf, errlen, "%s", m->rejected);
+	} else if ((t = module_open(m, errbuf, errlen)) != NULL)
 		atomic_store_explicit(&m->table, t, memory_order_release);
 	(void)pthread_mutex_unlock(&m->lock);
 	return t;

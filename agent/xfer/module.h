@@ -35,10 +35,15 @@ struct xfer_module {
 	pthread_mutex_t	 lock;		/* taken only while loading */
 	const void *_Atomic table;	/* set once; a failed load is tried
 					   again by the next call */
+	char		*rejected;	/* owned, under lock: the message of a
+					   module mapped but refused (entry,
+					   set-up or ABI), said again by every
+					   later call instead of another load
+					   that would hold one more fd */
 };
 
 #define XFER_MODULE_INIT(what, file, env, sym, abi) \
-	{ what, file, env, sym, abi, PTHREAD_MUTEX_INITIALIZER, NULL }
+	{ what, file, env, sym, abi, PTHREAD_MUTEX_INITIALIZER, NULL, NULL }
 
 /*
  * m's table, loaded by the first call.  NULL with "what module PATH:

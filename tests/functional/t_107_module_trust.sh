@@ -17,7 +17,10 @@
 #     refused), the directory it is in is not (the user named it);
 #  6. what is loaded is the file that was checked: the module is opened
 #     once and loaded through /proc/self/fd/N (strace: the module's path
-#     is opened once, by the loader, and dlopen() maps /proc/self/fd/N).
+#     is opened once, by the loader, and dlopen() maps /proc/self/fd/N);
+#  7. a module that was mapped but refused (the UDT module named as the
+#     curl module: no curl entry point) is refused again for a second
+#     mirror from the first verdict: opened once, both mirrors named.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -122,4 +125,23 @@ assert_eq "$(grep -c "\"$B/libbiomirror-curl.so\"\|\"libbiomirror-curl.so\"" "$T
     "opens of the module by name: $(grep curl "$T/strace.out")"
 grep -q 'openat(AT_FDCWD, "/proc/self/fd/[0-9]*", O_RDONLY|O_CLOEXEC) = ' "$T/strace.out" ||
     fail "dlopen() did not open /proc/self/fd/N: $(grep -n 'proc/self/fd\|curl' "$T/strace.out")"
+
+echo "# 7. a module mapped but refused (no curl entry) is said again, not loaded again"
+cat >> "$T/bm.conf" <<CONF
+
+[up2]
+source = $NGINX_URL
+dest = $T/mirror2
+CONF
+export BM_CURL_MODULE=$B/libbiomirror-udt.so
+BM_CURL_MODULE=$B/libbiomirror-udt.so strace -f -qq -e trace=openat -o "$T/strace2.out" \
+    "$B/biomirror" -c "$T/bm.conf" check-config > "$T/cc2.out" 2>&1
+assert_eq "$?" 2 "check-config with the UDT module as curl's: exit"
+assert_eq "$(grep -c "mirror up: curl module $B/libbiomirror-udt.so: .*ABI\|mirror up: curl module $B/libbiomirror-udt.so: .*symbol" "$T/cc2.out")" 1 \
+    "mirror up named: $(cat "$T/cc2.out")"
+assert_eq "$(grep -c "mirror up2: curl module $B/libbiomirror-udt.so: " "$T/cc2.out")" 1 \
+    "mirror up2 named: $(cat "$T/cc2.out")"
+assert_eq "$(grep -c "\"$B/libbiomirror-udt.so\"" "$T/strace2.out")" 1 \
+    "opens of the refused module: $(grep udt "$T/strace2.out")"
+unset BM_CURL_MODULE
 echo PASS
