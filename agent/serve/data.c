@@ -153,10 +153,10 @@ sv_test_hook(const char *want, atomic_bool *done, const char *path)
  * Header, bytes [off, off+len) of fd (st: as opened), digest.  known:
  * the digest the server knows of the whole file (sv_digest_of; NULL:
  * hash as read).  An item that fits in buf goes in one write; a larger
- * one with a known digest by sendfile(2).  A whole file hashed here for
- * an anonymous session is noted for the next time (sv_hashed_note), a
- * small one too: its next GET is not hashed, though LIST never lists
- * it (a digest every client's run would then check).
+ * one with a known digest by sendfile(2), and a larger whole file
+ * hashed here for an anonymous session is noted for the next time
+ * (sv_hashed_note; a small one is cheaper to hash again than to list
+ * with a digest that every client's run then checks).
  */
 static int
 sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
@@ -209,8 +209,6 @@ sv_stream(struct sv_conn *c, struct sv_session *s, int fd,
 			log_warnx("serve: test hook: one byte of %s flipped",
 			    path);
 		}
-		if (note)
-			sv_hashed_note(srv, fd, st, start_ns, d.digest);
 		if ((rc = bmp_enc_digest(&d, buf + at, SV_BUF - at, &dl)) == 0)
 			rc = sv_write(c, buf, at + dl);
 		goto out;
@@ -323,7 +321,7 @@ sv_serve_item(struct sv_conn *c, struct sv_session *s, struct sv_item *q,
 	    st.st_mtim.tv_nsec;
 	/* A whole file whose digest the server knows (anonymous only). */
 	whole = f.off == 0 && f.len == f.size && !s->keyed &&
-	    sv_digest_of(s, q->path, &st, false, known);
+	    sv_digest_of(s, q->path, &st, known);
 	if (whole && sv_asked_again(s, q->path)) {
 		whole = false;
 		sv_hashed_forget(s->srv, &st);

@@ -350,13 +350,11 @@ sv_hashed_free(struct sv_server *srv)
  * The SHA-256 the server knows of session s's file path (st: the file
  * as opened or listed now) into d: recorded by the served mirror's
  * manifest, or hashed when it was last served whole and unchanged
- * since (for a LIST, listing set, only of a file over SV_BUF: a small
- * one's digest saves its GET a hash, but listed it would cost every
- * client's run a check); else false.
+ * since; else false.
  */
 bool
 sv_digest_of(const struct sv_session *s, const char *path,
-    const struct stat *st, bool listing, uint8_t d[BMP_DIGEST_LEN])
+    const struct stat *st, uint8_t d[BMP_DIGEST_LEN])
 {
 	struct sv_hashed *t;
 	const struct sv_hent *h;
@@ -367,11 +365,11 @@ sv_digest_of(const struct sv_session *s, const char *path,
 	if (sv_recorded_of(s->dg, path, st, d))
 		return true;
 	/*
-	 * A session with a secret never asks for a whole file with the
-	 * digest known (it is hashed with the session key), so it could
-	 * never find one stale.
+	 * Only files over SV_BUF are noted (data.c); a session with a
+	 * secret never asks for a whole file with the digest known (it is
+	 * hashed with the session key), so it could never find one stale.
 	 */
-	if (s->keyed || (listing && st->st_size <= SV_BUF) ||
+	if (s->keyed || st->st_size <= SV_BUF ||
 	    (t = atomic_load(&s->srv->hashed)) == NULL)
 		return false;
 	(void)pthread_mutex_lock(&t->lock);

@@ -35,10 +35,8 @@
 					   that the server keeps (72 B each) */
 #define SV_HASHED_SETTLE_NS 1000000000LL /* their ctime that much older
 					   than the read (digests.c) */
-#define SV_WHOLE_SLOTS	4096		/* a session's paths served whole
-					   with a known digest, remembered
-					   (32 KiB a session: small files
-					   count too) */
+#define SV_WHOLE_SLOTS	256		/* a session's paths served whole
+					   with a known digest, remembered */
 
 /* An export as served. */
 struct sv_export {
@@ -189,7 +187,7 @@ struct sv_digests *sv_digests_get(struct sv_server *srv,
 	    const struct sv_export *e);
 void	sv_digests_put(struct sv_server *srv, struct sv_digests *t);
 bool	sv_digest_of(const struct sv_session *s, const char *path,
-	    const struct stat *st, bool listing, uint8_t d[BMP_DIGEST_LEN]);
+	    const struct stat *st, uint8_t d[BMP_DIGEST_LEN]);
 void	sv_hashed_note(struct sv_server *srv, int fd,
 	    const struct stat *before, int64_t start_ns,
 	    const uint8_t d[BMP_DIGEST_LEN]);

@@ -159,11 +159,11 @@ sv_walk_digest(const struct sv_walk *w, const struct stat *st,
 	if ((w->s->features & BMP_F_DIGESTS) == 0)
 		return false;
 	if (w->base[0] == '\0')
-		return sv_digest_of(w->s, w->rel, st, true, d);
+		return sv_digest_of(w->s, w->rel, st, d);
 	if ((size_t)snprintf(full, sizeof(full), "%s/%s", w->base, w->rel) >=
 	    sizeof(full))
 		return false;
-	return sv_digest_of(w->s, full, st, true, d);
+	return sv_digest_of(w->s, full, st, d);
 }
 
 /* One entry (name in the directory dfd) as an ENTRY frame. */

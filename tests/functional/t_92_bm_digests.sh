@@ -18,9 +18,8 @@
 #   bytes, exit 0;
 # - a plain export's files over 256 KiB, once served whole, are listed
 #   with the digest hashed as they were read (the server's hashed table),
-#   smaller ones never (their GET is sent with it: asked again in one
-#   session, a small one is hashed as read), nor one changed under a
-#   second before it was served; a file rewritten in place (mtime put back: its ctime moved)
+#   smaller ones never, nor one changed under a second before it was
+#   served; a file rewritten in place (mtime put back: its ctime moved)
 #   loses it, and a file only fetched in ranges gets none;
 # - a downstream's kept partial (the serve stopped half-way by
 #   BM_SERVE_TEST_STOP, stall_timeout 1) of a file then rewritten in
@@ -167,16 +166,6 @@ assert_eq "$(grep '^big.bin	' "$T/got.dg")" "$(grep '^big.bin	' "$T/want.dg")" \
 assert_eq "$(grep -vc '^big.bin	' "$T/got.dg")" 21 "pub's small files listed"
 assert_eq "$(grep -v '^big.bin	' "$T/got.dg" | cut -f2 | sort -u)" "-" \
     "pub's small files listed with a digest"
-
-echo "# a small file served whole is hashed once too: its GET knows the digest"
-# t1's sync read small.txt whole (settled), so the server noted its digest:
-# asked twice in one session, the second is "asked for again" (hashed as
-# read), which only a whole file sent with a known digest can be.
-$CL get $H "$PORT" pub "$T/g1" small.txt small.txt > /dev/null ||
-    fail "get small.txt twice"
-cmp "$T/up/small.txt" "$T/g1/small.txt" || fail "small.txt's bytes"
-grep -q 'export pub: small.txt asked for again: hashed as read' "$T/serve.log" ||
-    fail "small.txt was not sent with its digest known: $(grep small.txt "$T/serve.log")"
 
 echo "# LIST of the served mirror carries its recorded digests"
 want_digests t1 "$T/t1"
