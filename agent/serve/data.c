@@ -272,13 +272,20 @@ out:
 static bool
 sv_asked_again(struct sv_session *s, const char *path)
 {
-	uint64_t	 k = text_fnv1a(path, strlen(path)) | 1;
-	uint64_t	*slot = &s->whole[k % SV_WHOLE_SLOTS];
-	bool		 again;
+	uint64_t	 h = text_fnv1a(path, strlen(path)), k = h | 1;
+	uint64_t	*b = &s->whole[(h >> 1) % (SV_WHOLE_SLOTS /
+			    SV_WHOLE_WAYS) * SV_WHOLE_WAYS];
+	bool		 again = false;
+	unsigned	 i;
 
+	/* Its bucket's ways, newest first: found, or put first. */
 	(void)pthread_mutex_lock(&s->srv->lock);
-	again = *slot == k;
-	*slot = k;
+	for (i = 0; i < SV_WHOLE_WAYS && !again; i++)
+		again = b[i] == k;
+	if (!again) {
+		memmove(b + 1, b, (SV_WHOLE_WAYS - 1) * sizeof(*b));
+		b[0] = k;
+	}
 	(void)pthread_mutex_unlock(&s->srv->lock);
 	return again;
 }

@@ -35,8 +35,10 @@
 					   that the server keeps (72 B each) */
 #define SV_HASHED_SETTLE_NS 1000000000LL /* their ctime that much older
 					   than the read (digests.c) */
-#define SV_WHOLE_SLOTS	256		/* a session's paths served whole
-					   with a known digest, remembered */
+#define SV_WHOLE_SLOTS	1024		/* a session's paths served whole
+					   with a known digest, remembered
+					   (8 KiB), in buckets of */
+#define SV_WHOLE_WAYS	4		/* paths, the newest kept */
 
 /* An export as served. */
 struct sv_export {
