@@ -1791,7 +1791,20 @@ sched_launch(struct sched *sc, struct sfile *f)
 		return rc;
 	f->t->start_ns = clock_mono_ns();
 	for (i = 0; i < f->t->njobs; i++) {
-		if ((rc = xfer_submit(sc->x, &f->t->jobs[i])) != 0) {
+		if ((rc = xfer_submit(sc->x, &f->t->jobs[i])) != 0 &&
+		    rc != BM_ENOMEM) {
+			/* Refused (a URL it cannot ask for): f fails, said. */
+			sfile_cancel(sc, f, "not submitted");
+			f->state = SF_RUNNING;
+			f->t->res.cls = XFER_PERMANENT;
+			f->t->res.rc = rc;
+			(void)snprintf(f->t->res.errmsg,
+			    sizeof(f->t->res.errmsg), "the transport refused "
+			    "%s: %s", f->t->url, bm_strerror(rc));
+			sched_finish(sc, f);
+			return 0;
+		}
+		if (rc != 0) {
 			sfile_cancel(sc, f, "out of memory");
 			hash_abandon(sc, f);
 			store_file_abort(f->sf);

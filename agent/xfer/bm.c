@@ -1719,8 +1719,8 @@ bx_path_bad(const char *url, const char **ret)
 		return rc;
 	if (rc != 0)
 		*ret = "Bad path: a percent-escape that is not %XX, or %00";
-	else if (n > 0 && d[n - 1] == '/')
-		n--;
+	else if (n > 1 && d[n - 1] == '/')
+		n--;	/* "/" alone is an empty segment: kept */
 	if (rc == 0 && n > 0)
 		*ret = bx_segments_bad(d, n);
 	free(d);

@@ -20,7 +20,8 @@
 #   [global] error's list names the mirror of each mirror's error; an
 #   unknown option has its reason in the error object; a missing config
 #   file is named with its errno.
-# bm:// paths the run refuses (a percent-escaped NUL, an empty segment):
+# bm:// paths the run refuses (a percent-escaped NUL, an empty segment,
+#   also the one of EXPORT//):
 #   -n refuses each, exit 2, with the message sync gives (exit 2).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
@@ -272,18 +273,28 @@ dest = $T/nul
 [empty]
 source = bm://127.0.0.1:9/up//x/
 dest = $T/empty
+
+[root2]
+source = bm://127.0.0.1:9/up//
+dest = $T/root2
 CONF
 en="$B:2: source = bm://127.0.0.1:9/up/a%00b/: bad URL (Bad path: a percent-escape that is not %XX, or %00)"
 ee="$B:6: source = bm://127.0.0.1:9/up//x/: bad URL (Bad path: an empty segment)"
+er="$B:10: source = bm://127.0.0.1:9/up//: bad URL (Bad path: an empty segment)"
 assert_exit 2 "$BM" -c "$B" --state-dir "$T/state" -n
 assert_eq "$(cat "$LAST_ERR")" "biomirror: $en
-biomirror: $ee" "-n: both bm:// paths refused"
+biomirror: $ee
+biomirror: $er" "-n: every bm:// path refused"
+assert_exit 2 "$BM" -c "$B" --state-dir "$T/state" sync root2
+assert_eq "$(cat "$LAST_ERR")" "biomirror: root2: skipped, config error at $er" \
+    "sync root2: the message of -n"
 for m in nul empty; do
 	assert_exit 2 "$BM" -c "$B" --state-dir "$T/state" sync "$m"
 done
 assert_eq "$(cat "$LAST_ERR")" "biomirror: empty: skipped, config error at $ee" \
     "sync: the message of -n"
-[ -e "$T/nul" ] || [ -e "$T/empty" ] && fail "a dest made for a refused source"
+[ -e "$T/nul" ] || [ -e "$T/empty" ] || [ -e "$T/root2" ] &&
+    fail "a dest made for a refused source"
 
 stop_servers
 echo "PASS"
