@@ -728,6 +728,21 @@ set_tz(const char *key, const char *v, struct tzspec *dst, char *errbuf,
 }
 
 /*
+ * True when v has a user part (RFC 3986 section 3.2.1): an '@' before
+ * the path, query or fragment of its authority (after "SCHEME://", or
+ * from the start when v has none).  No host or port holds an '@', so
+ * this needs no parser and comes before every check that repeats v.
+ */
+static bool
+source_has_userinfo(const char *v)
+{
+	const char	*a = strstr(v, "://");
+
+	a = a != NULL ? a + 3 : v;
+	return memchr(a, '@', strcspn(a, "/?#")) != NULL;
+}
+
+/*
  * True when the path of URL v (the part after "SCHEME://HOST") has a "."
  * or ".." segment, also percent-encoded ("%2e%2E"): RFC 3986 section
  * 5.2.4 removes them, so the server lists another directory than the
@@ -785,6 +800,13 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	int		 rc = BM_EINVAL;
 
 	lister_schemes(schemes, sizeof(schemes));
+	/* First: every message below repeats v, and would its password. */
+	if (source_has_userinfo(v)) {
+		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
+		    "user or password (it is logged and stored with every "
+		    "run; an FTP login goes in user and password_file)");
+		goto out;
+	}
 	if ((sep = strstr(v, "://")) == NULL) {
 		rc = conf_bad(errbuf, errlen, "source", v, "not a URL "
 		    "(expected %sHOST/PATH)", schemes);
@@ -808,7 +830,7 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	}
 	if ((rc = xfer_url_inspect(v, &ui, errbuf, errlen)) != 0)
 		goto out;
-	/* First, and not v: the messages below repeat v, and its password. */
+	/* A parser's own reading (source_has_userinfo() saw no '@'). */
 	if (ui.userinfo) {
 		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
 		    "user or password (it is logged and stored with every "

@@ -492,6 +492,27 @@ test_unsupported(struct ctx *t)
 	fails(t, "[m]\nsource = ftp://anonymous@h/pub/\n", 2, "source: a "
 	    "source URL takes no user or password (it is logged and stored "
 	    "with every run; an FTP login goes in user and password_file)");
+	/* Also where no parser reads the URL: the '@' is enough. */
+	{
+		static const char *const pw[] = {
+			"http://u:SECRETPW@127.0.0.1:4:99999/x/",
+			"http://u:SECRETPW@[::1/x/",
+			"https://u:SECRETPW@ho^st/x/",
+			"ftp://u:SECRETPW@h:99999/x/",
+			"bmx://u:SECRETPW@h/x/",
+			"u:SECRETPW@host/x/",
+		};
+		char	 conf[256];
+		size_t	 i;
+
+		for (i = 0; i < sizeof(pw) / sizeof(pw[0]); i++) {
+			(void)snprintf(conf, sizeof(conf),
+			    "[m]\nsource = %s\n", pw[i]);
+			fails(t, conf, 2, "source: a source URL takes no user "
+			    "or password (it is logged and stored with every "
+			    "run; an FTP login goes in user and password_file)");
+		}
+	}
 	/* Dot segments: the server would list another directory. */
 	fails(t, "[m]\nsource = http://h/x/../y/\n", 2, "source = "
 	    "http://h/x/../y/: '.' and '..' path segments are not allowed "
