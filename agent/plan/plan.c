@@ -220,9 +220,9 @@ static const char *const clear_why[3][4][2] = {
 	/* upstream has a file */
 	{ { NULL, NULL }, CLEAR_WHY("file", "directory"),
 	  CLEAR_WHY("file", "symlink"), CLEAR_WHY("file", "special file") },
-	/* upstream has a symlink: only a local directory is in its way */
-	{ { NULL, NULL }, CLEAR_WHY("symlink", "directory"), { NULL, NULL },
-	  { NULL, NULL } },
+	/* upstream has a symlink */
+	{ CLEAR_WHY("symlink", "file"), CLEAR_WHY("symlink", "directory"),
+	  { NULL, NULL }, CLEAR_WHY("symlink", "special file") },
 };
 
 /*
@@ -564,10 +564,10 @@ plan_adopt(struct plan_ctx *c, const struct diff_row *row)
  * when the local one is missing; an unchanged one that is there needs
  * nothing.  Whether its target stays inside the mirror is the executor's
  * call (store_link_inside()): one outside is recorded, not created, and
- * so planned again only when it changes upstream.  A local directory in
- * its way (upstream replaced a directory by this link) is cleared first
- * as one in a file's way is (plan_clear()); anything else in the way the
- * link's rename replaces (store_symlink()).
+ * so planned again only when it changes upstream.  A local file,
+ * directory or special file in its way (upstream replaced what
+ * biomirror committed there by this link) is cleared first as one in a
+ * file's way is (plan_clear()): else a conflict, never replaced.
  */
 static int
 plan_link(struct plan_ctx *c, const struct diff_row *row)
@@ -589,7 +589,8 @@ plan_link(struct plan_ctx *c, const struct diff_row *row)
 		c->p->unchanged++;
 		return 0;
 	}
-	if (local == 'd' && (rc = plan_clear(c, row, local)) != 0)
+	if (local != 0 && local != 'l' && (rc = plan_clear(c, row, local)) !=
+	    0)
 		return rc < 0 ? rc : 0;
 	if ((rc = plan_add(c->p, row, ACT_SYMLINK, row->kind == DIFF_NEW ?
 	    "new" : row->kind == DIFF_CHANGED ? "changed" : "local missing"))

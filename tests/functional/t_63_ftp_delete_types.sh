@@ -15,6 +15,9 @@
 #    its files kept); --max-delete 1 refuses the two deletes (exit 4,
 #    nothing changed); then the directory and its files are deleted and
 #    the symlink made (exit 0), and the next run changes nothing;
+#  - a new upstream symlink over an untracked local file (al): a conflict
+#    that says why, the file kept (exit 1); a committed file replaced
+#    upstream by a symlink (cf): the file goes, the symlink is made;
 #  - a directory vsftpd cannot read (mode 0711): its LIST is empty with
 #    "226 Transfer done (but failed to open directory).": exit 3, its
 #    files neither deleted nor released.
@@ -132,6 +135,26 @@ assert_exit 0 bm --json sync up
 expect_counts 0 0 0 0
 [ -L "$T/mirror/dl" ] || fail "dl is no symlink after the next run"
 rm "$U/dl"
+age
+assert_exit 0 bm --json sync up
+
+echo "# a file in a new symlink's way: the admin's is kept, a committed one replaced"
+printf 'the admin wrote this\n' > "$T/mirror/al"
+printf 'committed\n' > "$U/cf"
+age
+assert_exit 0 bm --json sync up
+expect_counts 1 0 0 0
+ln -s d "$U/al"
+rm "$U/cf" && ln -s k "$U/cf"
+age
+assert_exit 1 bm --json sync up
+assert_eq "$(jerrors | tr '\n' ,)" "al conflict," "a new symlink over an untracked file: errors"
+grep -qxF "biomirror: al: upstream has a symlink here; the local file is not the one biomirror committed: it stays, not replaced" \
+    "$LAST_ERR" || fail "untracked al: no reason: $(cat "$LAST_ERR")"
+assert_eq "$(cat "$T/mirror/al")" "the admin wrote this" "the admin's al"
+[ -L "$T/mirror/cf" ] || fail "the committed cf is no symlink: $(tree)"
+assert_eq "$(readlink "$T/mirror/cf")" k "cf target"
+rm "$U/al" "$U/cf" "$T/mirror/al"
 age
 assert_exit 0 bm --json sync up
 
