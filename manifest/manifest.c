@@ -40,6 +40,9 @@
 /* A committed path another program wrote (manifest_check_paths, diff). */
 #define PATH_NOT_BLOB	"damaged: a files row's path is not a BLOB " \
 			"(written by another program)"
+#define PATH_UNSAFE	"damaged: a files row's path is not a safe " \
+			"relative path (a NUL byte, '..', an absolute or " \
+			"empty path: written by another program)"
 
 /* manifest_migrations[v]: schema v -> v + 1, ending by setting user_version. */
 static const char *const manifest_migrations[] = {
@@ -899,11 +902,50 @@ out:
 	return rc;
 }
 
+/* Is the committed path p (n bytes) one bind_path could have written? */
+static bool
+path_row_sound(const void *p, size_t n)
+{
+	return p != NULL && memchr(p, '\0', n) == NULL &&
+	    path_is_safe(p, n);
+}
+
+int
+manifest_check_paths_all(struct manifest *m)
+{
+	sqlite3_stmt	*st = NULL;
+	int		 rc = 0, src;
+
+	if ((src = sqlite3_prepare_v2(m->db, "SELECT path FROM main.files",
+	    -1, &st, NULL)) != SQLITE_OK) {
+		rc = schema_fail(m, src);
+		goto out;
+	}
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		if (sqlite3_column_type(st, 0) != SQLITE_BLOB ||
+		    !path_row_sound(sqlite3_column_blob(st, 0),
+		    (size_t)sqlite3_column_bytes(st, 0))) {
+			(void)snprintf(m->err, sizeof(m->err), "%s: %s",
+			    m->path, sqlite3_column_type(st, 0) !=
+			    SQLITE_BLOB ? PATH_NOT_BLOB : PATH_UNSAFE);
+			m->fault = BM_ECORRUPT;
+			rc = BM_ECORRUPT;
+			goto out;
+		}
+	}
+	if (src != SQLITE_DONE)
+		rc = db_fail(m, src);
+out:
+	(void)sqlite3_finalize(st);
+	return rc == BM_EDB && m->fault == BM_ECORRUPT ? BM_ECORRUPT : rc;
+}
+
 /*
  * PRAGMA quick_check(1): every page of every b-tree read and checked
  * (not index against table), stopping at the first fault; about 0.1 s a
- * 100 MB file; then manifest_check_paths().  0, or BM_ECORRUPT with
- * "PATH: quick_check: FAULT" (or the paths' fault).
+ * 100 MB file; then every committed path (manifest_check_paths_all).
+ * 0, or BM_ECORRUPT with "PATH: quick_check: FAULT" (or the paths'
+ * fault).
  */
 static int
 manifest_check(struct manifest *m)
@@ -933,7 +975,7 @@ manifest_check(struct manifest *m)
 		m->fault = BM_ECORRUPT;
 		goto out;
 	}
-	rc = manifest_check_paths(m);
+	rc = manifest_check_paths_all(m);
 out:
 	(void)sqlite3_finalize(st);
 	return rc == BM_EDB && m->fault == BM_ECORRUPT ? BM_ECORRUPT : rc;
@@ -2613,7 +2655,9 @@ diff_key_cmp(const struct diff_key *a, const struct diff_key *b)
  * Step ST_DIFF_FILES (dr->fst), its row's key into *fk.  An SQLite code,
  * or -1 for a committed path that is not a BLOB (manifest_check_paths:
  * the open's check found none; this is one another program wrote since,
- * or one a stamped file's deferred check did not look for).
+ * or one a stamped file's deferred check did not look for), -2 for one
+ * no run could have committed (path_row_sound: a NUL byte, unsafe),
+ * which no staged path matches and whose deletion the store refuses.
  */
 static int
 diff_files_next(struct diff_rec *dr, struct diff_key *fk)
@@ -2624,6 +2668,8 @@ diff_files_next(struct diff_rec *dr, struct diff_key *fk)
 		diff_key_of(dr->fst, fk);
 		if (fk->cls != 3)
 			return -1;
+		if (!path_row_sound(fk->p, fk->n))
+			return -2;
 	}
 	return src;
 }
@@ -2706,9 +2752,9 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx,
 			fsrc = diff_files_next(&dr, &fk);
 		}
 	}
-	if (fsrc == -1) {
+	if (fsrc == -1 || fsrc == -2) {
 		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
-		    PATH_NOT_BLOB);
+		    fsrc == -1 ? PATH_NOT_BLOB : PATH_UNSAFE);
 		m->fault = BM_ECORRUPT;
 		rc = BM_ECORRUPT;
 	} else if (fsrc != SQLITE_DONE)

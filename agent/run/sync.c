@@ -1558,6 +1558,16 @@ run_open(struct run *r)
 	    sizeof(r->err)) : r->checking ? manifest_open_run(path, true,
 	    &r->m, r->err, sizeof(r->err)) : manifest_open(path, true, &r->m,
 	    r->err, sizeof(r->err));
+	/* resync --adopt also looks at every path (a stamped file's open
+	 * looks at the first one only). */
+	if (rc == 0 && r->o->adopt && !r->o->dry_run &&
+	    manifest_check_paths_all(r->m) == BM_ECORRUPT) {
+		(void)snprintf(r->err, sizeof(r->err), "%s",
+		    manifest_errmsg(r->m));
+		manifest_close(r->m);
+		r->m = NULL;
+		rc = BM_ECORRUPT;
+	}
 	if (rc == BM_ECORRUPT && r->o->adopt)
 		rc = run_rebuild(r, path);
 	if (rc == 0 && manifest_warning(r->m)[0] != '\0')

@@ -104,6 +104,14 @@ void	manifest_close(struct manifest *m);
 /* Last error text of the connection ("" if none); borrowed. */
 const char *manifest_errmsg(const struct manifest *m);
 /*
+ * Is every files row's path a BLOB of a safe relative path (no NUL, no
+ * "..", not absolute or empty), as only another program writes one?  A
+ * scan of the table (the integrity check runs it; resync --adopt does
+ * at its open).  0, BM_ECORRUPT with the fault in manifest_errmsg(), or
+ * BM_EDB.
+ */
+int	manifest_check_paths_all(struct manifest *m);
+/*
  * What the failures of m so far say of its file: BM_ECORRUPT once SQLite
  * found it damaged, else BM_ENOSPC once it found the disk (or quota)
  * full, else 0.  Statements themselves fail with BM_EDB.

@@ -15,7 +15,12 @@
 #    check trusts the stamp and its diff finds the damage (the same
 #    message; the failed run is recorded in the file, which the check
 #    passed); the rebuild's open finds it all the same (the paths are
-#    checked at every open, one b-tree descent).
+#    checked at every open, one b-tree descent);
+#  - a copied row whose BLOB path holds a NUL byte (every sync fetched
+#    f3.bin and deleted it, exit 0), and one of "../escape" under a
+#    stamp (every sync failed "delete: unsafe path"): the same refusal
+#    with its own reason, from the integrity check at the open or the
+#    diff, and the same rebuild (resync --adopt scans every path).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sync_lib.sh"
 bm_setup
@@ -40,7 +45,11 @@ bm() {
 	"$BM" -c "$T/bm.conf" "$@"
 }
 db=$(manifest_db "$T/state" up)
-want="biomirror: up: $db: damaged: a files row's path is not a BLOB (written by another program); the manifest is damaged: rebuild it from the files in the mirror, without fetching them again, with: biomirror -c $T/bm.conf resync up --adopt (the damaged file is kept as up.db.corrupt-TIMESTAMP)"
+why="damaged: a files row's path is not a BLOB (written by another program)"
+want_of() {
+	want="biomirror: up: $db: $why; the manifest is damaged: rebuild it from the files in the mirror, without fetching them again, with: biomirror -c $T/bm.conf resync up --adopt (the damaged file is kept as up.db.corrupt-TIMESTAMP)"
+}
+want_of
 
 # gets_since N: the files (not directory pages) nginx served after line N.
 gets_since() {
@@ -72,7 +81,7 @@ rebuild() {
 	mark=$(wc -l < "$NGINX_ACCESS_LOG")
 	eval "assert_exit 0 \"\$BM\" --json $cmd"
 	assert_eq "$(jfield fetched) $(jfield adopted) $(jfield failed)" "0 5 0" "rebuilt"
-	grep -qF "biomirror: up: $db: damaged: a files row's path is not a BLOB (written by another program): moving the damaged manifest aside and rebuilding it from the files in $T/mirror" \
+	grep -qF "biomirror: up: $db: $why: moving the damaged manifest aside and rebuilding it from the files in $T/mirror" \
 	    "$LAST_ERR" || fail "rebuild: $(cat "$LAST_ERR")"
 	kept=$(ls "$db".corrupt-*[0-9]Z) || fail "no $db.corrupt-TIMESTAMP"
 	assert_eq "$(jfield kept_manifest)" "$kept" "kept_manifest"
@@ -113,6 +122,26 @@ PY
 }
 sqlite3 "$db" "UPDATE files SET path = CAST(path AS TEXT)"
 rm -f "$db-wal" "$db-shm"
+stamp
+written=1 refused bm sync up
+stamp
+rebuild
+
+# copy_row HEX: a copy of f3.bin's files row whose path is X'HEX'.
+copy_row() {
+	sqlite3 "$db" "CREATE TEMP TABLE t AS SELECT * FROM files WHERE path = CAST('f3.bin' AS BLOB);
+	    UPDATE t SET path = X'$1'; INSERT INTO files SELECT * FROM t;"
+	rm -f "$db-wal" "$db-shm"
+}
+why="damaged: a files row's path is not a safe relative path (a NUL byte, '..', an absolute or empty path: written by another program)"
+want_of
+echo "# a BLOB path with a NUL byte (\"f3.bin\\0x\"): every sync fetched and deleted f3.bin"
+copy_row 66332E62696E0078
+refused bm sync up
+[ -f "$T/mirror/f3.bin" ] || fail "f3.bin gone"
+rebuild
+echo "# a BLOB path that escapes (\"../escape\"), under a stamp: the diff finds it"
+copy_row 2E2E2F657363617065
 stamp
 written=1 refused bm sync up
 stamp
