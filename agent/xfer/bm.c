@@ -45,6 +45,7 @@
 #define BX_WBUF		(4 * BX_FRAME)	/* control requests not yet sent */
 #define NS		1000000000LL
 #define BX_RTT_NS	(50 * 1000000LL) /* TCP_INFO asked at most this often */
+#define BX_HOST_MAX	128		/* a host's bytes, its NUL included */
 
 struct bx_job;
 
@@ -121,7 +122,7 @@ struct bx {
 	struct xfer_opts o;		/* copy; strings borrowed */
 	char		*prefix;	/* owned: "bm://HOST:PORT/EXPORT/" as
 					   in the source */
-	char		 host[128], port[8];
+	char		 host[BX_HOST_MAX], port[8];
 	char		 exp[BMP_NAME_MAX + 1]; /* export name */
 	char		 where[200];	/* "bm://HOST:PORT/EXPORT" for errors */
 	int		 efd;		/* owned: eventfd of wakeup */
@@ -190,7 +191,7 @@ static int
 bx_parse(struct bx *x, const char *url)
 {
 	const char	*h, *slash, *e, *colon, *hend;
-	char		*name = NULL;
+	char		*name = NULL, *zone;
 	size_t		 nlen;
 	unsigned long	 port;
 	int		 rc = BM_EINVAL;
@@ -212,6 +213,9 @@ bx_parse(struct bx *x, const char *url)
 	if (hend == h || (size_t)(hend - h) >= sizeof(x->host))
 		goto out;
 	(void)snprintf(x->host, sizeof(x->host), "%.*s", (int)(hend - h), h);
+	/* An IPv6 zone is written "%25" in a URL (RFC 6874 section 2). */
+	if (h[-1] == '[' && (zone = strstr(x->host, "%25")) != NULL)
+		memmove(zone + 1, zone + 3, strlen(zone + 3) + 1);
 	if (bx_port(colon != NULL ? colon + 1 : slash, colon != NULL ?
 	    (size_t)(slash - colon - 1) : 0, &port) != 0)
 		goto out;
@@ -1772,6 +1776,10 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 			return 0;
 		}
 		colon = p + 1 < end ? p + 1 : NULL;
+		if ((size_t)(p - h - 1) >= BX_HOST_MAX) {
+			ret->bad = "Bad hostname: over 127 bytes";
+			return 0;
+		}
 	} else {
 		for (p = h; p < end && *p != ':'; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' &&
@@ -1783,6 +1791,10 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 			}
 		if (p == h) {
 			ret->host = false;
+			return 0;
+		}
+		if ((size_t)(p - h) >= BX_HOST_MAX) {
+			ret->bad = "Bad hostname: over 127 bytes";
 			return 0;
 		}
 		colon = p < end ? p : NULL;

@@ -1833,6 +1833,18 @@ test_modules(struct ctx *t)
 	    "bm://[::1/pub/: bad URL (Bad IPv6 address)");
 	fails(t, "[m]\nsource = bm://h<x/pub/\n", 2, "source = "
 	    "bm://h<x/pub/: bad URL (Bad hostname)");
+	{
+		/* The run holds a host of at most 127 bytes (bx_parse). */
+		char	 conf[512], want[512], host[129];
+
+		memset(host, 'h', 128);
+		host[128] = '\0';
+		(void)snprintf(conf, sizeof(conf), "[m]\nsource = bm://%s/p/\n",
+		    host);
+		(void)snprintf(want, sizeof(want), "source = bm://%s/p/: bad "
+		    "URL (Bad hostname: over 127 bytes)", host);
+		fails(t, conf, 2, want);
+	}
 	/*
 	 * The path as the run reads it (bx_parse, bx_url_path): it refused
 	 * these when it listed (exit 3) or opened the transport.
