@@ -276,7 +276,7 @@ done
 if [ "$BIGONLY" = 1 ]; then
 	uptime | sed 's/^/# uptime at end: /'
 	python3 "$(dirname "$0")/serve_report.py" "$T/raw.csv" "$RUNS" \
-	    "$(du -sk "$T/src/A" | cut -f1)" "$(du -sk "$T/src/B" | cut -f1)"
+	    "$(du -sb "$T/src/A" | cut -f1)" "$(du -sb "$T/src/B" | cut -f1)"
 	stop_servers
 	exit 0
 fi
@@ -306,7 +306,7 @@ hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$SPID/status")
 uptime | sed 's/^/# uptime at end: /'
 
 python3 "$(dirname "$0")/serve_report.py" "$T/raw.csv" "$RUNS" \
-    "$(du -sk "$T/src/A" | cut -f1)" "$(du -sk "$T/src/B" | cut -f1)"
+    "$(du -sb "$T/src/A" | cut -f1)" "$(du -sb "$T/src/B" | cut -f1)"
 awk -v t=$(( (t1 - t0) / 1000000 )) -v c0="$c0" -v c1="$c1" \
     -v r0="$rss0" -v h="$hwm" 'BEGIN {
 	printf "4 clients of A at once: %.2f s, server CPU %.2f s; " \

@@ -4,12 +4,14 @@
 # medians of wall seconds per case and tool, each tool's ratio to bm://,
 # the medians of client and server CPU seconds, bm://'s server CPU per GiB
 # served, and every raw run in round order.
-#   serve_report.py RAW.CSV RUNS A_KIB B_KIB
+#   serve_report.py RAW.CSV RUNS A_BYTES B_BYTES (du -sb: the files' bytes)
+# CPU is counted in clock ticks (10 ms): --quick's runs are too short
+# for its CPU columns to say much.
 import csv
 import statistics
 import sys
 
-raw, runs_n, a_kib, b_kib = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+raw, runs_n, a_b, b_b = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 wall, scpu, ccpu = {}, {}, {}
 for tool, case, ms, s, c in csv.reader(open(raw)):
     wall.setdefault(case, {}).setdefault(tool, []).append(int(ms) / 1000)
@@ -24,7 +26,7 @@ for case in [k for k in wall if k.endswith(" flush")]:
     ccpu.pop(case)
     wall[base + " + flush"] = {t: [a + b for a, b in zip(wall[base][t], v)]
                                for t, v in fl.items()}
-gib = {"A": int(a_kib) / 2**20, "B": int(b_kib) / 2**20}
+gib = {"A": int(a_b) / 2**30, "B": int(b_b) / 2**30}
 tools = ["bm", "old", "rsync", "http"]
 names = {"bm": "bm://", "old": "old bm:// (--baseline)",
          "rsync": "rsync -a rsync://", "http": "biomirror over HTTP"}
