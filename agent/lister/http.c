@@ -2682,15 +2682,6 @@ sigsum_free(struct sigsum *ss)
 	memset(ss, 0, sizeof(*ss));
 }
 
-/* splitmix64's finalizer: every input bit reaches every output bit. */
-static uint64_t
-mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
 /* Add entry e.  0 (it cannot fail; an int for its callers). */
 static int
 sigsum_add(struct sigsum *ss, const struct entry *e)
@@ -2699,15 +2690,16 @@ sigsum_add(struct sigsum *ss, const struct entry *e)
 
 	/* The name, then each field folded in through the mixer. */
 	h1 = fnv1a(base_name(e->path));
-	h1 = mix64(h1 ^ (uint64_t)e->size_min);
-	h1 = mix64(h1 ^ (uint64_t)e->size_max);
-	h1 = mix64(h1 ^ (uint64_t)e->mtime_wall);
-	h1 = mix64(h1 ^ ((uint64_t)e->type << 8 | (uint64_t)e->mtime_prec));
-	h2 = mix64(h1 ^ UINT64_C(0x9e3779b97f4a7c15));
+	h1 = text_mix64(h1 ^ (uint64_t)e->size_min);
+	h1 = text_mix64(h1 ^ (uint64_t)e->size_max);
+	h1 = text_mix64(h1 ^ (uint64_t)e->mtime_wall);
+	h1 = text_mix64(h1 ^ ((uint64_t)e->type << 8 |
+	    (uint64_t)e->mtime_prec));
+	h2 = text_mix64(h1 ^ TEXT_GOLDEN64);
 	ss->lane[0] += h1;
 	ss->lane[1] += h2;
-	ss->lane[2] += mix64(h2 ^ UINT64_C(0x6a09e667f3bcc908));
-	ss->lane[3] += mix64(h1 + h2);
+	ss->lane[2] += text_mix64(h2 ^ UINT64_C(0x6a09e667f3bcc908));
+	ss->lane[3] += text_mix64(h1 + h2);
 	ss->n++;
 	return 0;
 }

@@ -34,6 +34,7 @@
 #include "biomirror/error.h"
 #include "biomirror/log.h"
 #include "biomirror/manifest.h"
+#include "biomirror/text.h"
 
 #include "serve_int.h"
 
@@ -255,11 +256,8 @@ struct sv_hashed {
 static size_t
 sv_hslot(uint64_t dev, uint64_t ino)
 {
-	uint64_t	 z = ino ^ (dev * 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return (size_t)((z ^ (z >> 31)) & (SV_HASHED_SLOTS - 1));
+	return (size_t)(text_mix64(ino ^ (dev * TEXT_GOLDEN64)) &
+	    (SV_HASHED_SLOTS - 1));
 }
 
 /* Does slot h hold st's file as st shows it now? */

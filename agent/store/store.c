@@ -439,7 +439,7 @@ static int
 store_tmpname(char buf[STORE_TMP_NAMELEN + 1])
 {
 	static _Atomic uint64_t	 seed, next;
-	uint64_t		 s = atomic_load(&seed), z;
+	uint64_t		 s = atomic_load(&seed), z = 0;
 	ssize_t			 n;
 
 	if (s == 0) {
@@ -449,14 +449,10 @@ store_tmpname(char buf[STORE_TMP_NAMELEN + 1])
 			return BM_EIO;
 		}
 		s |= 1;		/* never 0: 0 means not yet drawn */
-		z = 0;
 		if (!atomic_compare_exchange_strong(&seed, &z, s))
 			s = z;	/* another thread drew first */
 	}
-	z = s + 0x9e3779b97f4a7c15ULL * (atomic_fetch_add(&next, 1) + 1);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	z ^= z >> 31;
+	z = text_mix64(s + TEXT_GOLDEN64 * (atomic_fetch_add(&next, 1) + 1));
 	(void)snprintf(buf, STORE_TMP_NAMELEN + 1, "%s%08x", STORE_TMP_PREFIX,
 	    (unsigned)(z >> 32));
 	return 0;

@@ -10,6 +10,13 @@
 #include <stdio.h>
 #include <time.h>
 
+/* A struct timespec (a stat(2) time, a clock reading) in ns. */
+static inline int64_t
+clock_ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
 /* CLOCK_MONOTONIC in ns: for durations, timeouts and backoff. */
 static inline int64_t
 clock_mono_ns(void)
@@ -17,7 +24,7 @@ clock_mono_ns(void)
 	struct timespec	 ts;
 
 	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	return clock_ts_ns(&ts);
 }
 
 /* CLOCK_REALTIME in ns since the epoch: for records and mtimes. */
@@ -27,14 +34,7 @@ clock_real_ns(void)
 	struct timespec	 ts;
 
 	(void)clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* A struct timespec (a stat(2) time, a clock reading) in ns. */
-static inline int64_t
-clock_ts_ns(const struct timespec *ts)
-{
-	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+	return clock_ts_ns(&ts);
 }
 
 /*

@@ -1,7 +1,8 @@
 /*
  * Escapes for byte strings from upstream (agent/text.c): valid UTF-8 is
  * kept, anything else shown as "\xHH", so that no name is dropped and
- * none rewrites a terminal; and the hash of names for in-memory tables.
+ * none rewrites a terminal; and the hashes of names and keys for
+ * in-memory tables.
  */
 #ifndef BIOMIRROR_TEXT_H
 #define BIOMIRROR_TEXT_H
@@ -32,5 +33,20 @@ void	text_term_escape(const char *s, char *buf, size_t len);
  * tables of names (listers, the store's kept lstats); not a digest.
  */
 uint64_t	text_fnv1a(const void *p, size_t len);
+
+/*
+ * splitmix64's finalizer (Steele, Lea, Flood 2014): every bit of z
+ * reaches every bit of the result.  For spreading keys over in-memory
+ * tables and for names that must not repeat; not a digest.
+ */
+static inline uint64_t
+text_mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+/* splitmix64's increment, the golden ratio in 64 bits. */
+#define TEXT_GOLDEN64	UINT64_C(0x9e3779b97f4a7c15)
 
 #endif
