@@ -528,6 +528,9 @@ struct manifest {
 	 * leaves (sound).
 	 */
 	bool		 sound;
+	bool		 paths_sound;	/* every files row's path scanned and
+					   found sound on this connection
+					   (manifest_check_paths_all) */
 	int64_t		 checked;
 	char		 stamp_want[DIGEST_TEXT_MAX];	/* a fresh stamp's
 					   digest, not yet compared ("" none) */
@@ -868,6 +871,30 @@ out:
 }
 
 /*
+ * Why a files row's path (SQLite type, n bytes at p) is one no run
+ * could have committed (bind_path binds a BLOB of a path_is_safe path,
+ * which has no NUL): PATH_NOT_BLOB or PATH_UNSAFE, or NULL.
+ */
+static const char *
+path_row_fault(int type, const void *p, size_t n)
+{
+	if (type != SQLITE_BLOB)
+		return PATH_NOT_BLOB;
+	if (p == NULL || memchr(p, '\0', n) != NULL || !path_is_safe(p, n))
+		return PATH_UNSAFE;
+	return NULL;
+}
+
+/* m's file is damaged: a files row's path (why).  BM_ECORRUPT. */
+static int
+paths_damaged(struct manifest *m, const char *why)
+{
+	(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path, why);
+	m->fault = BM_ECORRUPT;
+	return BM_ECORRUPT;
+}
+
+/*
  * Is every files row's path a BLOB?  Only another program writes one
  * that is not (bind_path binds BLOBs), and no staged path could ever
  * match it (the run would fetch the file as new and delete it as gone,
@@ -890,51 +917,41 @@ manifest_check_paths(struct manifest *m)
 		goto out;
 	}
 	if ((src = sqlite3_step(st)) == SQLITE_ROW &&
-	    sqlite3_column_type(st, 0) != SQLITE_BLOB) {
-		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
-		    PATH_NOT_BLOB);
-		m->fault = BM_ECORRUPT;
-		rc = BM_ECORRUPT;
-	} else if (src != SQLITE_ROW && src != SQLITE_DONE)
+	    sqlite3_column_type(st, 0) != SQLITE_BLOB)
+		rc = paths_damaged(m, PATH_NOT_BLOB);
+	else if (src != SQLITE_ROW && src != SQLITE_DONE)
 		rc = db_fail(m, src);	/* m->fault says when damaged */
 out:
 	(void)sqlite3_finalize(st);
 	return rc;
 }
 
-/* Is the committed path p (n bytes) one bind_path could have written? */
-static bool
-path_row_sound(const void *p, size_t n)
-{
-	return p != NULL && memchr(p, '\0', n) == NULL &&
-	    path_is_safe(p, n);
-}
-
+/* See manifest.h; once per connection (the open's check may have). */
 int
 manifest_check_paths_all(struct manifest *m)
 {
 	sqlite3_stmt	*st = NULL;
+	const char	*why;
 	int		 rc = 0, src;
 
+	if (m->paths_sound)
+		return 0;
 	if ((src = sqlite3_prepare_v2(m->db, "SELECT path FROM main.files",
 	    -1, &st, NULL)) != SQLITE_OK) {
 		rc = schema_fail(m, src);
 		goto out;
 	}
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		if (sqlite3_column_type(st, 0) != SQLITE_BLOB ||
-		    !path_row_sound(sqlite3_column_blob(st, 0),
-		    (size_t)sqlite3_column_bytes(st, 0))) {
-			(void)snprintf(m->err, sizeof(m->err), "%s: %s",
-			    m->path, sqlite3_column_type(st, 0) !=
-			    SQLITE_BLOB ? PATH_NOT_BLOB : PATH_UNSAFE);
-			m->fault = BM_ECORRUPT;
-			rc = BM_ECORRUPT;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW)
+		if ((why = path_row_fault(sqlite3_column_type(st, 0),
+		    sqlite3_column_blob(st, 0),
+		    (size_t)sqlite3_column_bytes(st, 0))) != NULL) {
+			rc = paths_damaged(m, why);
 			goto out;
 		}
-	}
 	if (src != SQLITE_DONE)
 		rc = db_fail(m, src);
+	else
+		m->paths_sound = true;
 out:
 	(void)sqlite3_finalize(st);
 	return rc == BM_EDB && m->fault == BM_ECORRUPT ? BM_ECORRUPT : rc;
@@ -2532,6 +2549,7 @@ struct diff_rec {
 	sqlite3_stmt	*fst;		/* borrowed: ST_DIFF_FILES, on the row */
 	int64_t		 run_id;	/* the run of run_start, or -1 */
 	int64_t		 run_start;	/* its start_ns, -1 if no such run */
+	const char	*bad;		/* static: why the row is damaged */
 };
 
 /* Start (ns) of the run that last saw the matched row, -1 if unknown. */
@@ -2653,11 +2671,11 @@ diff_key_cmp(const struct diff_key *a, const struct diff_key *b)
 
 /*
  * Step ST_DIFF_FILES (dr->fst), its row's key into *fk.  An SQLite code,
- * or -1 for a committed path that is not a BLOB (manifest_check_paths:
- * the open's check found none; this is one another program wrote since,
- * or one a stamped file's deferred check did not look for), -2 for one
- * no run could have committed (path_row_sound: a NUL byte, unsafe),
- * which no staged path matches and whose deletion the store refuses.
+ * or -1 with dr->bad set for a committed path no run could have written
+ * (path_row_fault: not a BLOB, which the open's check found none of, so
+ * one another program wrote since or one a stamped file's deferred check
+ * did not look for; or a NUL byte, an unsafe path), which no staged path
+ * matches and whose deletion the store refuses.
  */
 static int
 diff_files_next(struct diff_rec *dr, struct diff_key *fk)
@@ -2666,10 +2684,9 @@ diff_files_next(struct diff_rec *dr, struct diff_key *fk)
 
 	if ((src = sqlite3_step(dr->fst)) == SQLITE_ROW) {
 		diff_key_of(dr->fst, fk);
-		if (fk->cls != 3)
+		if ((dr->bad = path_row_fault(fk->cls == 3 ? SQLITE_BLOB :
+		    SQLITE_TEXT, fk->p, fk->n)) != NULL)
 			return -1;
-		if (!path_row_sound(fk->p, fk->n))
-			return -2;
 	}
 	return src;
 }
@@ -2680,14 +2697,14 @@ diff_files_next(struct diff_rec *dr, struct diff_key *fk)
  * diff_key_cmp agrees with it), each staged row matched as the join
  * f.path = s.path did; the committed rows that no staged path matched
  * are counted in *ngone.  0, fn's non-zero value, BM_EDB, or
- * BM_ECORRUPT for a committed path that is not a BLOB.
+ * BM_ECORRUPT for a committed path no run could have written.
  */
 static int
 diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx,
     int64_t *ngone)
 {
 	sqlite3_stmt	*st = m->st[ST_DIFF_STAGED];
-	struct diff_rec	 dr = { m, m->st[ST_DIFF_FILES], -1, -1 };
+	struct diff_rec	 dr = { m, m->st[ST_DIFF_FILES], -1, -1, NULL };
 	struct diff_key	 sk, fk = { 0, NULL, 0 };
 	struct diff_row	 r;
 	int		 rc = 0, src = SQLITE_DONE, fsrc, c;
@@ -2752,12 +2769,9 @@ diff_staged(struct manifest *m, manifest_diff_fn fn, void *ctx,
 			fsrc = diff_files_next(&dr, &fk);
 		}
 	}
-	if (fsrc == -1 || fsrc == -2) {
-		(void)snprintf(m->err, sizeof(m->err), "%s: %s", m->path,
-		    fsrc == -1 ? PATH_NOT_BLOB : PATH_UNSAFE);
-		m->fault = BM_ECORRUPT;
-		rc = BM_ECORRUPT;
-	} else if (fsrc != SQLITE_DONE)
+	if (fsrc == -1)
+		rc = paths_damaged(m, dr.bad);
+	else if (fsrc != SQLITE_DONE)
 		rc = db_fail(m, fsrc);
 out:
 	st_done(st);

@@ -1558,8 +1558,10 @@ run_open(struct run *r)
 	    sizeof(r->err)) : r->checking ? manifest_open_run(path, true,
 	    &r->m, r->err, sizeof(r->err)) : manifest_open(path, true, &r->m,
 	    r->err, sizeof(r->err));
-	/* resync --adopt also looks at every path (a stamped file's open
-	 * looks at the first one only). */
+	/*
+	 * resync --adopt looks at every path (a stamped file's open looks
+	 * at the first one only): what it finds damaged it rebuilds.
+	 */
 	if (rc == 0 && r->o->adopt && !r->o->dry_run &&
 	    manifest_check_paths_all(r->m) == BM_ECORRUPT) {
 		(void)snprintf(r->err, sizeof(r->err), "%s",

@@ -106,9 +106,10 @@ const char *manifest_errmsg(const struct manifest *m);
 /*
  * Is every files row's path a BLOB of a safe relative path (no NUL, no
  * "..", not absolute or empty), as only another program writes one?  A
- * scan of the table (the integrity check runs it; resync --adopt does
- * at its open).  0, BM_ECORRUPT with the fault in manifest_errmsg(), or
- * BM_EDB.
+ * scan of the table, made once per connection (the integrity check at
+ * the open makes it; resync --adopt asks after its open, which may not
+ * have checked).  0, BM_ECORRUPT with the fault in manifest_errmsg(),
+ * or BM_EDB.
  */
 int	manifest_check_paths_all(struct manifest *m);
 /*
