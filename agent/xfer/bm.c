@@ -1745,7 +1745,7 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 {
 	const char	*a = url + 5, *end, *at, *h, *colon = NULL, *p;
 	unsigned long	 port;
-	size_t		 n;
+	size_t		 n, hl;
 	int		 rc;
 
 	memset(ret, 0, sizeof(*ret));
@@ -1776,10 +1776,7 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 			return 0;
 		}
 		colon = p + 1 < end ? p + 1 : NULL;
-		if ((size_t)(p - h - 1) >= BX_HOST_MAX) {
-			ret->bad = "Bad hostname: over 127 bytes";
-			return 0;
-		}
+		hl = (size_t)(p - h - 1);	/* without the brackets */
 	} else {
 		for (p = h; p < end && *p != ':'; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' &&
@@ -1793,11 +1790,12 @@ bx_inspect(const char *url, struct xfer_url_info *ret, char *errbuf,
 			ret->host = false;
 			return 0;
 		}
-		if ((size_t)(p - h) >= BX_HOST_MAX) {
-			ret->bad = "Bad hostname: over 127 bytes";
-			return 0;
-		}
 		colon = p < end ? p : NULL;
+		hl = (size_t)(p - h);
+	}
+	if (hl >= BX_HOST_MAX) {	/* bx_parse() holds less */
+		ret->bad = "Bad hostname: over 127 bytes";
+		return 0;
 	}
 	if (colon != NULL && bx_port(colon + 1, (size_t)(end - colon - 1),
 	    &port) != 0) {
