@@ -742,6 +742,15 @@ source_has_userinfo(const char *v)
 	return memchr(a, '@', strcspn(a, "/?#")) != NULL;
 }
 
+/* The refusal of a source with a user part: it never repeats the URL. */
+static int
+source_userinfo(char *errbuf, size_t errlen)
+{
+	return conf_fmt(errbuf, errlen, "source: a source URL takes no user "
+	    "or password (it is logged and stored with every run; an FTP "
+	    "login goes in user and password_file)");
+}
+
 /*
  * True when the path of URL v (the part after "SCHEME://HOST") has a "."
  * or ".." segment, also percent-encoded ("%2e%2E"): RFC 3986 section
@@ -802,9 +811,7 @@ check_source(const char *v, char *errbuf, size_t errlen)
 	lister_schemes(schemes, sizeof(schemes));
 	/* First: every message below repeats v, and would its password. */
 	if (source_has_userinfo(v)) {
-		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
-		    "user or password (it is logged and stored with every "
-		    "run; an FTP login goes in user and password_file)");
+		rc = source_userinfo(errbuf, errlen);
 		goto out;
 	}
 	if ((sep = strstr(v, "://")) == NULL) {
@@ -832,9 +839,7 @@ check_source(const char *v, char *errbuf, size_t errlen)
 		goto out;
 	/* A parser's own reading (source_has_userinfo() saw no '@'). */
 	if (ui.userinfo) {
-		rc = conf_fmt(errbuf, errlen, "source: a source URL takes no "
-		    "user or password (it is logged and stored with every "
-		    "run; an FTP login goes in user and password_file)");
+		rc = source_userinfo(errbuf, errlen);
 		goto out;
 	}
 	/* libcurl reads "http:///x" as host "x"; we do not. */
