@@ -162,7 +162,7 @@ module_open(struct xfer_module *m, char *errbuf, size_t errlen)
 	const void	*(*entry)(void);
 	const void	*t = NULL;
 	char		 path[PATH_MAX + 64], fdpath[64];
-	char		 buf[PATH_MAX + 256];
+	char		 buf[PATH_MAX + 256], msg[sizeof(path) + sizeof(buf) + 16];
 	const char	*why = buf;
 	void		*h, *sym;
 	size_t		 n;
@@ -201,12 +201,12 @@ module_open(struct xfer_module *m, char *errbuf, size_t errlen)
 	    strncmp(why + 14 + n, ": ", 2) == 0)
 		why += 14 + n + 2;
 fail:
+	(void)snprintf(msg, sizeof(msg), "%s module %s: %s", m->what, path,
+	    why != NULL ? why : "cannot be loaded");
 	if (errbuf != NULL && errlen > 0)
-		(void)snprintf(errbuf, errlen, "%s module %s: %s", m->what, path,
-		    why != NULL ? why : "cannot be loaded");
-	if (mapped && asprintf(&m->rejected, "%s module %s: %s", m->what,
-	    path, why != NULL ? why : "cannot be loaded") == -1)
-		m->rejected = NULL;	/* tried again by the next call */
+		(void)snprintf(errbuf, errlen, "%s", msg);
+	if (mapped)
+		m->rejected = strdup(msg);	/* NULL: tried again */
 	return NULL;
 }
 
