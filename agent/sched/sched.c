@@ -10,6 +10,7 @@
  * batches".
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1638,6 +1639,25 @@ sched_jobs(struct sched *sc, struct sfile *f)
 	return 0;
 }
 
+/*
+ * f's try failed before its bytes came (rc; its reason as fmt says):
+ * finished as a transport's permanent failure would be.
+ */
+static void __attribute__((format(printf, 4, 5)))
+sched_try_failed(struct sched *sc, struct sfile *f, int rc,
+    const char *fmt, ...)
+{
+	va_list	 ap;
+
+	f->state = SF_RUNNING;	/* counted in inflight already */
+	f->t->res.cls = XFER_PERMANENT;
+	f->t->res.rc = rc;
+	va_start(ap, fmt);
+	(void)vsnprintf(f->t->res.errmsg, sizeof(f->t->res.errmsg), fmt, ap);
+	va_end(ap);
+	sched_finish(sc, f);
+}
+
 /* A try that failed before any request: end it as a permanent failure. */
 static void
 sched_start_failed(struct sched *sc, struct sfile *f, int rc, int err,
@@ -1645,12 +1665,7 @@ sched_start_failed(struct sched *sc, struct sfile *f, int rc, int err,
 {
 	if (rc == BM_ENOSPC)
 		sc->fatal = BM_ENOSPC;
-	f->state = SF_RUNNING;	/* counted in inflight already */
-	f->t->res.cls = XFER_PERMANENT;
-	f->t->res.rc = rc;
-	(void)snprintf(f->t->res.errmsg, sizeof(f->t->res.errmsg), "%s: %s",
-	    what, store_reason(rc, err));
-	sched_finish(sc, f);
+	sched_try_failed(sc, f, rc, "%s: %s", what, store_reason(rc, err));
 }
 
 static int
@@ -1795,13 +1810,8 @@ sched_launch(struct sched *sc, struct sfile *f)
 		    rc != BM_ENOMEM) {
 			/* Refused (a URL it cannot ask for): f fails, said. */
 			sfile_cancel(sc, f, "not submitted");
-			f->state = SF_RUNNING;
-			f->t->res.cls = XFER_PERMANENT;
-			f->t->res.rc = rc;
-			(void)snprintf(f->t->res.errmsg,
-			    sizeof(f->t->res.errmsg), "the transport refused "
+			sched_try_failed(sc, f, rc, "the transport refused "
 			    "%s: %s", f->t->url, bm_strerror(rc));
-			sched_finish(sc, f);
 			return 0;
 		}
 		if (rc != 0) {
