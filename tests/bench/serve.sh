@@ -190,10 +190,12 @@ timed() {
 	t1=${EPOCHREALTIME/[.,]/}
 	times > "$T/k1"
 	# rsync's daemon: its child for this client counts once reaped.
-	for _ in $(seq 1 50); do
-		[ "$pid" != "$RPID" ] || [ -z "$(pgrep -P "$RPID")" ] && break
-		sleep 0.02
-	done
+	if [ "$pid" = "$RPID" ]; then
+		for _ in $(seq 1 50); do
+			[ -z "$(pgrep -P "$RPID")" ] && break
+			sleep 0.02
+		done
+	fi
 	c1=$(scpu "$pid")
 	k0=$(ccpu "$T/k0") k1=$(ccpu "$T/k1")
 	echo "$key,$(( (t1 - t0) / 1000 )),$(awk -v a="$c0" -v b="$c1" \

@@ -41,6 +41,8 @@ state_dir = $T/state
 source = $NGINX_URL
 dest = $T/mirror
 CONF
+# Not sync_lib's bm (--state-dir): the remedy the message prints is then
+# the bare "biomirror -c FILE resync up --adopt" the test runs as printed.
 bm() {
 	"$BM" -c "$T/bm.conf" "$@"
 }
