@@ -47,25 +47,31 @@ log_to_journal(void)
 static void
 log_emit(int prio, int errnum, const char *fmt, va_list ap)
 {
-	char	 raw[4096], msg[4 * sizeof(raw)];
+	char	 raw[4096], msg[4 * sizeof(raw)], line[sizeof(msg) + 256];
+	char	 pre[16];
+	int	 n;
 
 	(void)vsnprintf(raw, sizeof(raw), fmt, ap);
 	/* Upstream names are hostile: no control or reordering bytes out. */
 	text_term_escape(raw, msg, sizeof(msg));
+	/* The whole line in one write(2): serve logs one per file served. */
+	if (log_journal)
+		(void)snprintf(pre, sizeof(pre), "<%d>", prio);
+	else
+		(void)snprintf(pre, sizeof(pre), "biomirror: ");
+	n = snprintf(line, sizeof(line), "%s%s%s%s\n", pre, msg,
+	    errnum ? ": " : "", errnum ? strerror(errnum) : "");
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		line[sizeof(line) - 2] = '\n';	/* cut short, still a line */
 	flockfile(stderr);	/* one whole line at a time (serve's threads) */
 	if (log_dirty) {
 		/* Erase the progress line; it is drawn again on its next update. */
 		fputs("\r\033[K", stderr);
 		log_dirty = false;
 	}
-	if (log_journal)
-		fprintf(stderr, "<%d>", prio);
-	else
-		fputs("biomirror: ", stderr);
-	if (errnum)
-		fprintf(stderr, "%s: %s\n", msg, strerror(errnum));
-	else
-		fprintf(stderr, "%s\n", msg);
+	fputs(line, stderr);
 	funlockfile(stderr);
 	/* Cut short when long: it only says what went wrong. */
 	if (prio <= 3 && snprintf(log_last, sizeof(log_last), "%s%s%s", raw,

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,8 +138,19 @@ struct hasher {
 	bool		 busy;		/* a task is queued or running */
 	bool		 final;		/* the try ended well: finish at its last byte */
 	int		 rc;		/* the last task's result */
+	unsigned	 algs;		/* d's (digest_new) */
+	/*
+	 * The tap (hash_tap): a body written from offset 0 on feeds d on
+	 * the thread that writes it, as it lands, and is not read back.
+	 */
+	struct store_file *tap_sf;	/* borrowed: tapped, NULL if not */
+	bool		 tap_tried;	/* tapped once: never again */
+	uint64_t	 fed;		/* bytes fed (the tap's thread) */
+	atomic_int	 tap_gap;	/* 0: in order; TAP_SKIP, TAP_REDO */
 	struct hasher	*next;		/* sched's list of live hashers */
 };
+#define TAP_SKIP	1	/* a write past fed: the rest is read back */
+#define TAP_REDO	2	/* a write below fed, or a digest error: all is */
 
 /*
  * One file of the plan's fetches, made when it starts and freed once
@@ -260,6 +272,9 @@ static void	sched_publish(struct sched *, struct sfile *);
 static int	hash_start(struct sched *, struct sfile *, bool);
 static void	hash_finish(struct sched *, struct sfile *);
 static void	hash_abandon(struct sched *, struct sfile *);
+static int	hash_untap(struct hasher *, struct sfile *);
+static void	hash_tap_start(struct sfile *, uint64_t);
+static int	hash_restart(struct hasher *);
 static void	hash_poll(struct sched *);
 static void	hash_free_all(struct sched *);
 static void	sched_retry(struct sched *, struct sfile *);
@@ -659,7 +674,9 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 		struct sfile_try *t = f->t;
 
 		if (off <= t->mem_cap && len <= t->mem_cap - off) {
-			memcpy(t->mem + off, buf, len);
+			/* The transport's bytes may be there already (j->mem). */
+			if (buf != t->mem + off)
+				memcpy(t->mem + off, buf, len);
 			if (off + len > t->mem_len)
 				t->mem_len = (size_t)(off + len);
 			f->sc->bytes_seen += len;
@@ -699,6 +716,7 @@ sink_store(void *arg, uint64_t off, const void *buf, size_t len)
 	 * bytes are waited for where they are read or published.
 	 */
 	(void)store_file_write_behind(f->sf);
+	hash_tap_start(f, off);
 	if ((rc = store_file_write(f->sf, off, buf, len)) == 0) {
 		f->sc->bytes_seen += len;
 		if (f->sc->o->tune)
@@ -1606,6 +1624,10 @@ sched_jobs(struct sched *sc, struct sfile *f)
 		j->sink_arg = j;
 		j->owner = f;
 		j->in_memory = t->in_mem;
+		if (t->in_mem && n == 1) {
+			j->mem = t->mem;
+			j->mem_cap = t->mem_cap;
+		}
 		j->listed_exact = a->fs.listed.size_exact && a->fs.listed.size >= 0;
 		j->listed_size = j->listed_exact ? (uint64_t)a->fs.listed.size : 0;
 		j->big_left = sc->big_left;
@@ -2100,11 +2122,86 @@ hash_free(struct sched *sc, struct hasher *h)
 	free(h);
 }
 
+/*
+ * Tap thread (a write-behind writer, or whoever writes f's temp file):
+ * feed the bytes just written to h's digest while they come in order.
+ */
+static void
+hash_tap(void *arg, uint64_t off, const uint8_t *p, size_t len)
+{
+	struct hasher	*h = arg;
+
+	if (atomic_load_explicit(&h->tap_gap, memory_order_relaxed) != 0)
+		return;
+	if (off != h->fed)
+		atomic_store(&h->tap_gap, off > h->fed ? TAP_SKIP : TAP_REDO);
+	else if (digest_update(h->d, p, len) != 0)
+		atomic_store(&h->tap_gap, TAP_REDO);
+	else
+		h->fed += len;
+}
+
+/*
+ * Loop thread, the first byte of f's body at offset 0 into an empty temp
+ * file: tap it (once per hasher), so that its digest follows the writes.
+ */
+static void
+hash_tap_start(struct sfile *f, uint64_t off)
+{
+	struct hasher	*h = f->h;
+
+	if (h == NULL || h->tap_tried || h->busy || h->hashed != 0 ||
+	    off != 0 || f->t->njobs != 1 || store_file_length(f->sf) != 0)
+		return;
+	h->tap_tried = true;
+	h->tap_sf = f->sf;
+	store_file_tap(f->sf, hash_tap, h);
+}
+
+/*
+ * Loop thread: no more tap for h (f: its file, NULL if none): once this
+ * returns no tap call runs or is to come.  A temp file no longer f's
+ * went with its tap.  Then the bytes fed count as hashed, or, after a
+ * write below them, h starts over from byte 0.  0 or BM_ENOMEM.
+ */
+static int
+hash_untap(struct hasher *h, struct sfile *f)
+{
+	if (h->tap_sf == NULL)
+		return 0;
+	if (f != NULL && f->sf == h->tap_sf)
+		store_file_tap(f->sf, NULL, NULL);
+	else
+		atomic_store(&h->tap_gap, TAP_REDO);
+	h->tap_sf = NULL;
+	if (atomic_load(&h->tap_gap) != TAP_REDO) {
+		h->hashed = h->fed;
+		return 0;
+	}
+	return hash_restart(h);
+}
+
+/* h from byte 0 again, its digest new.  0 or BM_ENOMEM. */
+static int
+hash_restart(struct hasher *h)
+{
+	struct digest	*d;
+	int		 rc;
+
+	if ((rc = digest_new(h->algs, &d)) != 0)
+		return rc;
+	digest_free(h->d);
+	h->d = d;
+	h->hashed = 0;
+	return 0;
+}
+
 /* Free every hasher (the digest workers are stopped). */
 static void
 hash_free_all(struct sched *sc)
 {
 	while (sc->hashers != NULL) {
+		(void)hash_untap(sc->hashers, sc->hashers->f);
 		if (sc->hashers->f != NULL)
 			sc->hashers->f->h = NULL;
 		hash_free(sc, sc->hashers);
@@ -2155,6 +2252,7 @@ hash_start(struct sched *sc, struct sfile *f, bool unchecked)
 		free(h);
 		return rc;
 	}
+	h->algs = algs;
 	h->f = f;
 	h->next = sc->hashers;
 	sc->hashers = h;
@@ -2170,6 +2268,7 @@ hash_abandon(struct sched *sc, struct sfile *f)
 
 	if (h == NULL)
 		return;
+	hash_untap(h, f);
 	f->h = NULL;
 	h->f = NULL;
 	if (!h->busy)
@@ -2224,11 +2323,22 @@ hash_kick(struct sched *sc, struct hasher *h)
 	if (h->busy || f == NULL || f->t == NULL || f->state == SF_WRITING ||
 	    f->sf == NULL)
 		return;
+	if (h->tap_sf != NULL) {
+		if (!h->final && atomic_load(&h->tap_gap) == 0)
+			return;		/* the tap keeps up */
+		/* The end, or a write out of order: the rest is read back. */
+		if ((h->rc = store_file_drain(f->sf)) != 0 ||
+		    (h->rc = hash_untap(h, f)) != 0)
+			return;
+	}
 	if (h->fd == -1 && store_file_dup(f->sf, &h->fd) != 0) {
 		h->rc = BM_EIO;
 		return;
 	}
 	prefix = hash_prefix(f);
+	/* More fed than the try holds (a transport's slip): all again. */
+	if (h->hashed > prefix && (h->rc = hash_restart(h)) != 0)
+		return;
 	if (prefix <= h->hashed || (!h->final && prefix - h->hashed <
 	    HASH_STEP))
 		return;

@@ -142,6 +142,9 @@ struct store_file {
 	uint64_t	 wb_written;	/* of those, written (in order) */
 	int		 wb_rc;		/* first failed write: BM_ENOSPC, BM_EIO */
 	int		 wb_errno;	/* its errno */
+	/* store_file_tap: changed only while no writer holds f (wb->mu) */
+	store_tap_fn	 tap;		/* NULL: none */
+	void		*tap_arg;	/* borrowed */
 };
 
 static void	store_set_free(struct store_set *);
@@ -850,6 +853,8 @@ store_wb_main(void *arg)
 			if (rc == 0 && (rc = store_pwrite(f, c->off, c->data,
 			    c->len)) != 0)
 				err = errno;
+			else if (rc == 0 && f->tap != NULL)
+				f->tap(f->tap_arg, c->off, c->data, c->len);
 		}
 
 		(void)pthread_mutex_lock(&wb->mu);
@@ -1041,10 +1046,32 @@ store_file_write(struct store_file *f, uint64_t off, const void *buf,
 	}
 	if (f->wb)
 		return store_wb_write(f, off, buf, len);
-	if ((rc = store_pwrite(f, off, buf, len)) == 0 && off + len >
-	    f->length)
+	if ((rc = store_pwrite(f, off, buf, len)) != 0)
+		return rc;
+	if (off + len > f->length)
 		f->length = off + len;
-	return rc;
+	if (f->tap != NULL)
+		f->tap(f->tap_arg, off, buf, len);
+	return 0;
+}
+
+void
+store_file_tap(struct store_file *f, store_tap_fn fn, void *arg)
+{
+	struct store_wb	*wb = f->s->wb;
+
+	if (!f->wb || wb == NULL) {
+		f->tap = fn;
+		f->tap_arg = arg;
+		return;
+	}
+	/* A writer that holds f calls the tap without the lock: wait. */
+	(void)pthread_mutex_lock(&wb->mu);
+	while (f->wb_busy)
+		(void)pthread_cond_wait(&wb->done, &wb->mu);
+	f->tap = fn;
+	f->tap_arg = arg;
+	(void)pthread_mutex_unlock(&wb->mu);
 }
 
 /*

@@ -58,7 +58,11 @@ struct bx_item {
 					   while the item was held */
 	uint16_t	 index;		/* in its GET */
 	uint64_t	 off, len;	/* asked for; len 0: to the end */
-	uint8_t		*buf;		/* owned: the bytes, NULL if none */
+	uint8_t		*buf;		/* owned unless borrowed: the bytes,
+					   NULL if none */
+	bool		 borrowed;	/* buf is its job's job->mem: never
+					   freed here, never written once the
+					   job ended */
 	uint64_t	 blen;		/* FILE's byte count */
 	bool		 receiving;	/* a data connection fills buf */
 	bool		 held;		/* verified, waiting for its turn */
@@ -77,6 +81,16 @@ struct bx_get {
 	struct bx_item	*items[BMP_GET_MAX]; /* owned */
 	struct bx_get	*next;
 };
+
+/* Let go of an item's bytes: freed, unless its job's (borrowed). */
+static void
+bx_item_unbuf(struct bx_item *it)
+{
+	if (!it->borrowed)
+		free(it->buf);
+	it->buf = NULL;
+	it->borrowed = false;
+}
 
 /* A submitted job. */
 struct bx_job {
@@ -636,7 +650,7 @@ bx_get_free(struct bx_get *g)
 			g->items[i]->g = NULL;	/* its job's now */
 			continue;
 		}
-		free(g->items[i]->buf);
+		bx_item_unbuf(g->items[i]);
 		free(g->items[i]);
 	}
 	free(g);
@@ -669,7 +683,7 @@ bx_drop(struct bx *x, enum xfer_class cls, int rc, const char *why)
 	}
 	while ((it = x->q) != NULL) {	/* none left: their jobs ended */
 		x->q = it->qnext;
-		free(it->buf);
+		bx_item_unbuf(it);
 		free(it);
 	}
 	x->qtail = NULL;
@@ -861,10 +875,8 @@ bx_job_end(struct bx *x, struct bx_job *bj, enum xfer_class cls, int rc,
 		it->jnext = NULL;
 		if (it->index == UINT16_MAX)
 			continue;	/* not sent: freed below */
-		if (!it->receiving) {
-			free(it->buf);
-			it->buf = NULL;
-		}
+		if (!it->receiving)
+			bx_item_unbuf(it);
 		if (it->held) {
 			it->held = false;
 			if (it->g == NULL)
@@ -944,8 +956,7 @@ bx_deliver(struct bx *x, struct bx_job *bj)
 			j->res.bytes += it->blen;
 		if (!bj->stream)
 			bj->delivered = it->off + it->blen;
-		free(it->buf);
-		it->buf = NULL;
+		bx_item_unbuf(it);
 		if (it->g == NULL)
 			free(it);	/* ended, its GET gone */
 		if (rc != 0) {
@@ -1303,6 +1314,13 @@ bx_file(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 		it->blen = c->f.len;	/* counted from now on */
 		x->budget += c->f.len;
 	}
+	/* The whole body into the sink's own buffer: no copy (job->mem). */
+	if (c->f.len > 0 && bj->job->mem != NULL && c->f.off == 0 &&
+	    c->f.len == bj->job->mem_cap && c->f.size == c->f.len) {
+		it->buf = bj->job->mem;
+		it->borrowed = true;
+		return 0;
+	}
 	if (c->f.len > 0 && (it->buf = malloc((size_t)c->f.len)) == NULL) {
 		bx_job_end(x, bj, XFER_PERMANENT, BM_ENOMEM, "out of memory");
 		return 0;
@@ -1372,8 +1390,7 @@ bx_digest(struct bx *x, struct bx_conn *c, const uint8_t *p, size_t len,
 	if (it->bj != NULL && it->bj->stream)
 		ok = d.kind == BMP_D_SHA256;	/* checked by the scheduler */
 	if ((bj = it->bj) == NULL) {
-		free(it->buf);
-		it->buf = NULL;
+		bx_item_unbuf(it);
 		bx_item_ended(x, g, it);
 		return 0;
 	}
@@ -1495,8 +1512,7 @@ bx_conn_lost(struct bx *x, unsigned i, const char *why)
 		if (it->bj != NULL)
 			bx_job_end(x, it->bj, XFER_RETRY, BM_ENET, "%s", why);
 		it->receiving = false;
-		free(it->buf);
-		it->buf = NULL;
+		bx_item_unbuf(it);
 		bx_item_ended(x, g, it);
 	}
 	c->cur = NULL;

@@ -121,6 +121,18 @@ int	store_file_write_behind(struct store_file *f);
  * functions that close f drain it themselves.
  */
 int	store_file_drain(struct store_file *f);
+/*
+ * A tap: each range written to f, once in its temp file, is handed to
+ * fn(arg, off, bytes, len) on the thread that wrote it (the caller, or
+ * the write-behind writer that holds f: one at a time, in the order the
+ * writes were made), so that a digest can follow the writes instead of
+ * reading them back.  fn NULL: none from now on; once this returns, no
+ * call of the old tap is running or to come.  Set it before f's first
+ * write, from the thread that writes f.
+ */
+typedef void (*store_tap_fn)(void *arg, uint64_t off, const uint8_t *p,
+	    size_t len);
+void	store_file_tap(struct store_file *f, store_tap_fn fn, void *arg);
 /* Highest offset written + 1 (bytes), i.e. the file's current length. */
 uint64_t store_file_length(const struct store_file *f);
 /*

@@ -134,6 +134,17 @@ struct xfer_job {
 					   changed), not a silent cut */
 	bool		 in_memory;	/* the sink holds the body in memory (a
 					   small file): a small receive buffer */
+	uint8_t		*mem;		/* borrowed, NULL if none: with
+					   in_memory, the sink's buffer of
+					   mem_cap bytes for the whole body,
+					   valid until the job is reported or
+					   cancelled.  A transport may receive
+					   the whole body into it and hand the
+					   sink that same pointer (offset 0),
+					   which it then does not copy; it
+					   writes there no more once the job
+					   ended */
+	size_t		 mem_cap;
 	bool		 size_checked;	/* whole file: the caller checks the body
 					   length against an exact listed size
 					   (FTP then sends no SIZE) */

@@ -71,7 +71,7 @@ for i in range(n):
         f.write(rng.randbytes(rng.randint(1024, 32768)))
     os.utime(p, (1600000000 + i, 1600000000 + i))
 EOF
-mkdir -p "$T/src/B"
+mkdir -p "$T/src/A" "$T/src/B"	# A is empty with --bigonly
 for i in $(seq 1 "$NBIG"); do
 	make_big_file "$T/src/B/big$i.bin" "$BIGMB" "bench$i"
 done

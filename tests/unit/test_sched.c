@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "biomirror/clock.h"
+#include "biomirror/digest.h"
 #include "biomirror/error.h"
 #include "biomirror/listing.h"
 #include "biomirror/log.h"
@@ -61,6 +62,8 @@ struct fake {
 	unsigned	 stop_after;
 	unsigned	 refuse_at;	/* that submit (1-based) is refused */
 	const char	*udt_path;	/* its bodies come "over UDT" (res.net) */
+	const char	*odd_path;	/* its whole bodies come in odd_order */
+	int		 odd_order;	/* ODD_SWAP, ODD_REDO */
 	/* books */
 	unsigned	 submits, refused, ends, cancels, stray_cancels;
 	unsigned	 ranges, whole, validates, not_modified;
@@ -165,6 +168,39 @@ fk_body(struct xfer_job *job, const uint8_t *data, uint64_t off,
 	res->cls = XFER_OK;
 }
 
+#define ODD_SWAP	1	/* bytes [2000, 3000) before [1000, 2000) */
+#define ODD_REDO	2	/* every byte wrong first, then right */
+
+/*
+ * A whole body out of the order a wire keeps (the scheduler's digest
+ * follows the writes of a body in order, and must not be fooled by
+ * others): ODD_SWAP, or ODD_REDO (written twice, counted once).
+ */
+static void
+fk_body_odd(struct fake *fk, struct xfer_job *job, const struct fk_file *f)
+{
+	uint8_t	*bad;
+	size_t	 i;
+
+	if (fk->odd_order == ODD_SWAP && f->len > 3000) {
+		if (job->sink(job->sink_arg, 0, f->data, 1000) != 0 ||
+		    job->sink(job->sink_arg, 2000, f->data + 2000, 1000) != 0 ||
+		    job->sink(job->sink_arg, 1000, f->data + 1000, 1000) != 0)
+			tap_bail("fake: sink refused");
+		job->res.bytes = 3000;
+		fk_body(job, f->data, 3000, f->len - 3000);
+		return;
+	}
+	if ((bad = malloc(f->len)) == NULL)
+		tap_bail("out of memory");
+	for (i = 0; i < f->len; i++)
+		bad[i] = (uint8_t)~f->data[i];
+	fk_body(job, bad, 0, f->len);
+	free(bad);
+	job->res.bytes = 0;
+	fk_body(job, f->data, 0, f->len);
+}
+
 /* Answer one job as an HTTP server holding fk's files would. */
 static void
 fk_serve(struct fake *fk, struct xfer_job *job)
@@ -226,7 +262,10 @@ fk_serve(struct fake *fk, struct xfer_job *job)
 		}
 		res->full = job->len > 0;
 		fk->whole++;
-		fk_body(job, f->data, 0, f->len);
+		if (fk->odd_path != NULL && strcmp(f->path, fk->odd_path) == 0)
+			fk_body_odd(fk, job, f);
+		else
+			fk_body(job, f->data, 0, f->len);
 		return;
 	}
 	fk->ranges++;
@@ -447,10 +486,12 @@ tc_same(const struct tcase *c, const char *path)
 	(void)snprintf(p, sizeof(p), "%s/%s", c->dest, path);
 	if (f == NULL || (fd = open(p, O_RDONLY | O_CLOEXEC)) == -1)
 		return false;
-	n = read(fd, buf, sizeof(buf));
+	for (i = 0; (n = read(fd, buf, sizeof(buf))) > 0; i += (size_t)n)
+		if ((size_t)n > f->len - i || memcmp(buf, f->data + i,
+		    (size_t)n) != 0)
+			break;
 	(void)close(fd);
-	return n >= 0 && (size_t)n == f->len && memcmp(buf, f->data, f->len)
-	    == 0;
+	return n == 0 && i == f->len;
 }
 
 /* Entries in dest (temp files included), -1 when it cannot be read. */
@@ -475,6 +516,7 @@ struct rows {
 	const char	*path;		/* the row to look for */
 	bool		 found;		/* path has a row */
 	char		 etag[32];	/* ... with this ETag */
+	char		 checksum[80];	/* ... and this checksum, "" none */
 };
 
 static int
@@ -488,6 +530,8 @@ row_cb(void *ctx, const struct file_row *r)
 		w->found = true;
 		(void)snprintf(w->etag, sizeof(w->etag), "%s",
 		    r->etag ? r->etag : "");
+		(void)snprintf(w->checksum, sizeof(w->checksum), "%s",
+		    r->checksum ? r->checksum : "");
 	}
 	return 0;
 }
@@ -635,6 +679,90 @@ test_ignored_range(void)
 	ok(tc_same(&c, "big.bin"), "ignored Range: the file as served");
 	tc_books(&c, "ignored Range");
 	tc_free(&c);
+}
+
+/* The recorded checksum of path (verify = checksum), "" when none. */
+static void
+tc_checksum(struct tcase *c, const char *path, char *out, size_t len)
+{
+	struct rows	 w;
+
+	memset(&w, 0, sizeof(w));
+	w.path = path;
+	if (manifest_ls(c->m, "", row_cb, &w) != 0)
+		w.checksum[0] = '\0';
+	(void)snprintf(out, len, "%s", w.checksum);
+}
+
+/* "sha256:HEX" of the fake's bytes of path. */
+static void
+fk_sha256(const struct tcase *c, const char *path, char *out, size_t len)
+{
+	struct digest	*d;
+	struct digest_value v;
+	size_t		 i;
+
+	out[0] = '\0';
+	for (i = 0; i < c->fk->nfiles; i++)
+		if (strcmp(c->fk->files[i].path, path) == 0 &&
+		    digest_new(DIGEST_BIT(DIGEST_SHA256), &d) == 0) {
+			if (digest_update(d, c->fk->files[i].data,
+			    c->fk->files[i].len) == 0 &&
+			    digest_final(d, DIGEST_SHA256, &v) == 0)
+				(void)digest_to_text(&v, out, len);
+			digest_free(d);
+		}
+}
+
+/*
+ * verify = checksum over one stream: the digest follows the body's
+ * writes as they land (store_file_tap), not read back; writes out of
+ * order, or a body written twice, fall back to reading the temp file.
+ * Each way, the recorded SHA-256 is that of the file as served.
+ */
+static void
+test_digest_follows(void)
+{
+	static const struct {
+		const char	*what;
+		int		 order;
+	} ways[] = {
+		{ "in order", 0 },
+		{ "out of order", ODD_SWAP },
+		{ "written twice", ODD_REDO },
+	};
+	struct tcase	 c;
+	char		 got[80], want[80];
+	size_t		 k;
+
+	for (k = 0; k < sizeof(ways) / sizeof(ways[0]); k++) {
+		tc_init(&c, 0);
+		c.o.streams = 1;
+		c.o.record_digest = true;
+		/* Over SCHED_MEM_MAX: a temp file, not memory. */
+		tc_file(&c, "big.bin", 300 * 1024 + 17);
+		tc_file(&c, "other.bin", 280 * 1024);
+		if (ways[k].order != 0) {
+			c.fk->odd_path = "big.bin";
+			c.fk->odd_order = ways[k].order;
+		}
+		is_int(tc_run(&c), 0, "digest follows, %s: run", ways[k].what);
+		is_int(c.res->fetched, 2, "digest follows, %s: fetched",
+		    ways[k].what);
+		ok(tc_same(&c, "big.bin") && tc_same(&c, "other.bin"),
+		    "digest follows, %s: the files as served", ways[k].what);
+		tc_checksum(&c, "big.bin", got, sizeof(got));
+		fk_sha256(&c, "big.bin", want, sizeof(want));
+		ok(want[0] != '\0', "digest follows: a SHA-256 to compare");
+		is_str(got, want, "digest follows, %s: the SHA-256 recorded",
+		    ways[k].what);
+		tc_checksum(&c, "other.bin", got, sizeof(got));
+		fk_sha256(&c, "other.bin", want, sizeof(want));
+		is_str(got, want, "digest follows, %s: the other file's",
+		    ways[k].what);
+		tc_books(&c, "digest follows");
+		tc_free(&c);
+	}
 }
 
 /* A transient failure is retried (after a backoff), up to retries. */
@@ -807,5 +935,6 @@ main(void)
 	test_changed();
 	test_cancel();
 	test_finish_once();
+	test_digest_follows();
 	return done_testing();
 }

@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <limits.h>
@@ -546,6 +547,81 @@ test_write_behind(struct ctx *c, const char *tag)
 out:
 	for (k = 0; k < 3; k++)
 		store_file_abort(f[k]);
+}
+
+/* A tap's view: the ranges handed to it, checked against pattern k. */
+struct tapped {
+	unsigned	 k;
+	uint64_t	 next;		/* end of the last range */
+	unsigned	 calls, out_of_order, wrong;
+	pthread_t	 caller;	/* the last call's thread */
+};
+
+static void
+tap_fn(void *arg, uint64_t off, const uint8_t *p, size_t len)
+{
+	struct tapped	*t = arg;
+	size_t		 i;
+
+	t->calls++;
+	t->caller = pthread_self();
+	if (off != t->next)
+		t->out_of_order++;
+	for (i = 0; i < len; i++)
+		if (p[i] != wb_byte(t->k, off + i))
+			t->wrong++;
+	t->next = off + len;
+}
+
+/*
+ * store_file_tap: every range written is handed over once it is in the
+ * temp file, in the order written, by the write-behind writer (or the
+ * caller without write-behind); none after the tap is cleared.
+ */
+static void
+test_tap(struct ctx *c, const char *tag)
+{
+	struct store_file *f = NULL;
+	struct tapped	 t;
+	unsigned	 calls;
+
+	memset(&t, 0, sizeof(t));
+	t.k = 5;
+	is_int(store_file_open(c->s, "wb/tapped", -1, &f), 0,
+	    "%s: tap: open", tag);
+	if (f == NULL)
+		return;
+	(void)store_file_write_behind(f);
+	store_file_tap(f, tap_fn, &t);
+	is_int(wb_put(f, 5, 0, 40 * 1024 * 1024 + 3, 100003), 0,
+	    "%s: tap: 40 MiB queued (past the store's queue)", tag);
+	is_int(store_file_drain(f), 0, "%s: tap: drained", tag);
+	ok(t.next == 40 * 1024 * 1024 + 3 && t.out_of_order == 0 &&
+	    t.wrong == 0, "%s: tap: every byte, in order, as written (%llu "
+	    "bytes, %u out of order, %u wrong)", tag,
+	    (unsigned long long)t.next, t.out_of_order, t.wrong);
+	ok(t.calls > 0 && !pthread_equal(t.caller, pthread_self()),
+	    "%s: tap: called by the writer thread", tag);
+	store_file_tap(f, NULL, NULL);
+	calls = t.calls;
+	is_int(wb_put(f, 5, t.next, 1000000, 65536), 0, "%s: tap: more", tag);
+	is_int(store_file_drain(f), 0, "%s: tap: drained again", tag);
+	is_int(t.calls, calls, "%s: tap: none once cleared", tag);
+	store_file_abort(f);
+
+	/* Without write-behind: by the caller, at once. */
+	memset(&t, 0, sizeof(t));
+	t.k = 6;
+	is_int(store_file_open(c->s, "wb/tapped2", -1, &f), 0,
+	    "%s: tap: open 2", tag);
+	if (f == NULL)
+		return;
+	store_file_tap(f, tap_fn, &t);
+	is_int(wb_put(f, 6, 0, 300000, 4096), 0, "%s: tap: written", tag);
+	ok(t.next == 300000 && t.out_of_order == 0 && t.wrong == 0 &&
+	    pthread_equal(t.caller, pthread_self()),
+	    "%s: tap: in the caller's thread, every byte in order", tag);
+	store_file_abort(f);
 }
 
 static void
@@ -1394,6 +1470,7 @@ run_suite(const char *tag)
 	test_access(&c, tag);
 	test_write_commit(&c, tag);
 	test_write_behind(&c, tag);
+	test_tap(&c, tag);
 	test_mismatch_batch(&c, tag);
 	test_planted(&c, tag);
 	test_hostile_paths(&c, tag);
