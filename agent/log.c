@@ -47,8 +47,8 @@ log_to_journal(void)
 static void
 log_emit(int prio, int errnum, const char *fmt, va_list ap)
 {
-	char	 raw[4096], msg[4 * sizeof(raw)], line[sizeof(msg) + 256];
-	char	 pre[16];
+	char	 raw[4096], msg[4 * sizeof(raw)], buf[sizeof(msg) + 256];
+	char	 pre[16], *line = buf + 4;	/* buf: room for the erase */
 	int	 n;
 
 	(void)vsnprintf(raw, sizeof(raw), fmt, ap);
@@ -59,19 +59,20 @@ log_emit(int prio, int errnum, const char *fmt, va_list ap)
 		(void)snprintf(pre, sizeof(pre), "<%d>", prio);
 	else
 		(void)snprintf(pre, sizeof(pre), "biomirror: ");
-	n = snprintf(line, sizeof(line), "%s%s%s%s\n", pre, msg,
+	n = snprintf(line, sizeof(buf) - 4, "%s%s%s%s\n", pre, msg,
 	    errnum ? ": " : "", errnum ? strerror(errnum) : "");
 	if (n < 0)
 		return;
-	if ((size_t)n >= sizeof(line))
-		line[sizeof(line) - 2] = '\n';	/* cut short, still a line */
+	if ((size_t)n >= sizeof(buf) - 4)
+		buf[sizeof(buf) - 2] = '\n';	/* cut short, still a line */
 	flockfile(stderr);	/* one whole line at a time (serve's threads) */
 	if (log_dirty) {
 		/* Erase the progress line; it is drawn again on its next update. */
-		fputs("\r\033[K", stderr);
+		memcpy(buf, "\r\033[K", 4);
+		fputs(buf, stderr);
 		log_dirty = false;
-	}
-	fputs(line, stderr);
+	} else
+		fputs(line, stderr);
 	funlockfile(stderr);
 	/* Cut short when long: it only says what went wrong. */
 	if (prio <= 3 && snprintf(log_last, sizeof(log_last), "%s%s%s", raw,

@@ -655,10 +655,16 @@ out:
 static void
 mem_drop(struct sfile *f)
 {
+	unsigned	 i;
+
 	if (f->t == NULL)
 		return;
 	free(f->t->mem);
 	f->t->mem = NULL;
+	for (i = 0; i < f->t->njobs; i++) {
+		f->t->jobs[i].mem = NULL;	/* the transport's no more */
+		f->t->jobs[i].mem_cap = 0;
+	}
 	f->t->mem_len = 0;
 	f->t->in_mem = false;
 }
@@ -2130,11 +2136,17 @@ static void
 hash_tap(void *arg, uint64_t off, const uint8_t *p, size_t len)
 {
 	struct hasher	*h = arg;
+	int		 gap;
 
-	if (atomic_load_explicit(&h->tap_gap, memory_order_relaxed) != 0)
+	gap = atomic_load_explicit(&h->tap_gap, memory_order_relaxed);
+	if (gap == TAP_REDO)
 		return;
-	if (off != h->fed)
-		atomic_store(&h->tap_gap, off > h->fed ? TAP_SKIP : TAP_REDO);
+	if (off < h->fed)	/* below what was fed, after a skip too */
+		atomic_store(&h->tap_gap, TAP_REDO);
+	else if (gap != 0)
+		return;
+	else if (off > h->fed)
+		atomic_store(&h->tap_gap, TAP_SKIP);
 	else if (digest_update(h->d, p, len) != 0)
 		atomic_store(&h->tap_gap, TAP_REDO);
 	else
@@ -2287,6 +2299,9 @@ hash_prefix(const struct sfile *f)
 
 	if (f->h->final)
 		return t->res.bytes;
+	for (i = 0; i < t->njobs; i++)
+		if (t->jobs[i].res.scattered)
+			return f->h->hashed;	/* no prefix before the end */
 	if (t->njobs == 1 || t->jobs[0].res.full)
 		return t->jobs[0].res.bytes;
 	for (i = 0; i < t->njobs; i++) {

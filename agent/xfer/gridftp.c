@@ -1708,6 +1708,9 @@ chan_block(struct gsess *s, struct gchan *c, const struct gridftp_block *b)
 			    b->offset, (unsigned long long)s->inorder);
 			return -1;
 		}
+		/* Blocks of parallel connections: out of file order. */
+		if (s->par > 1)
+			s->job->res.scattered = true;
 		if (s->par > 1 && (b->offset + b->count < b->offset ||
 		    (rc = range_add(s, b->offset, b->offset + b->count)) !=
 		    0)) {

@@ -81,6 +81,12 @@ struct xfer_result {
 	bool		 full;		/* a ranged request got the whole file (200) */
 	bool		 ignored_range;	/* Range not honoured (a 200, or a wrong
 					   Content-Range): nothing written */
+	bool		 scattered;	/* set before the first byte: bytes
+					   reach the sink out of file order
+					   (GridFTP MODE E over parallel data
+					   connections), so bytes is no
+					   contiguous prefix before the job
+					   ended */
 	char		 errmsg[256];	/* reason when rc != 0 */
 	struct xfer_path path;		/* what the job measured of the path */
 	bool		 unchecked;	/* set before the first byte: the

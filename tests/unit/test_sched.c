@@ -62,6 +62,9 @@ struct fake {
 	unsigned	 stop_after;
 	unsigned	 refuse_at;	/* that submit (1-based) is refused */
 	const char	*udt_path;	/* its bodies come "over UDT" (res.net) */
+	const char	*scatter_path;	/* its whole body: a piece per poll,
+					   the second half first (res.scattered) */
+	unsigned	 scatter_next;	/* pieces delivered */
 	const char	*odd_path;	/* its whole bodies come in odd_order */
 	int		 odd_order;	/* ODD_SWAP, ODD_REDO */
 	/* books */
@@ -170,6 +173,8 @@ fk_body(struct xfer_job *job, const uint8_t *data, uint64_t off,
 
 #define ODD_SWAP	1	/* bytes [2000, 3000) before [1000, 2000) */
 #define ODD_REDO	2	/* every byte wrong first, then right */
+#define ODD_SKIPREDO	3	/* [0, 1000) wrong, [2000, 3000), then
+				   [0, 3000) right and the rest */
 
 /*
  * A whole body out of the order a wire keeps (the scheduler's digest
@@ -195,6 +200,16 @@ fk_body_odd(struct fake *fk, struct xfer_job *job, const struct fk_file *f)
 		tap_bail("out of memory");
 	for (i = 0; i < f->len; i++)
 		bad[i] = (uint8_t)~f->data[i];
+	if (fk->odd_order == ODD_SKIPREDO && f->len > 3000) {
+		if (job->sink(job->sink_arg, 0, bad, 1000) != 0 ||
+		    job->sink(job->sink_arg, 2000, f->data + 2000, 1000) != 0 ||
+		    job->sink(job->sink_arg, 0, f->data, 3000) != 0)
+			tap_bail("fake: sink refused");
+		free(bad);
+		job->res.bytes = 3000;
+		fk_body(job, f->data, 3000, f->len - 3000);
+		return;
+	}
 	fk_body(job, bad, 0, f->len);
 	free(bad);
 	job->res.bytes = 0;
@@ -285,6 +300,44 @@ fk_serve(struct fake *fk, struct xfer_job *job)
 	fk_body(job, f->data, job->off, job->len);
 }
 
+#define SCATTER_PIECE	(1024 * 1024)
+
+/*
+ * One piece of the scattered body of job (fk->scatter_path, whole): the
+ * pieces of the second half, then those of the first, as parallel data
+ * connections may deliver them.  True when the job ended with it.
+ */
+static bool
+fk_scatter_step(struct fake *fk, struct xfer_job *job)
+{
+	struct xfer_result *res = &job->res;
+	const struct fk_file *f = fk_find(fk, job->url);
+	unsigned	 n, half, k;
+	uint64_t	 off, len;
+
+	n = (unsigned)((f->len + SCATTER_PIECE - 1) / SCATTER_PIECE);
+	half = n / 2;
+	k = fk->scatter_next < n - half ? half + fk->scatter_next :
+	    fk->scatter_next - (n - half);
+	off = (uint64_t)k * SCATTER_PIECE;
+	len = f->len - off < SCATTER_PIECE ? f->len - off : SCATTER_PIECE;
+	if (fk->scatter_next == 0) {
+		res->scattered = true;
+		res->status = 200;
+		res->size = (int64_t)f->len;
+		res->mtime = FK_MTIME;
+		(void)snprintf(res->etag, sizeof(res->etag), "%s", f->etag);
+	}
+	if (job->sink(job->sink_arg, off, f->data + off, (size_t)len) != 0)
+		tap_bail("fake: sink refused a scattered piece");
+	res->bytes += len;
+	if (++fk->scatter_next < n)
+		return false;
+	fk->whole++;
+	res->cls = XFER_OK;
+	return true;
+}
+
 /*
  * End queued jobs (per_poll at most), first in first out; a done call
  * may cancel or submit others, so the queue is read afresh each time.
@@ -298,6 +351,7 @@ fk_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
 	struct pollfd	 pfd;
 	struct xfer_job	*job;
 	unsigned	 n = 0;
+	size_t		 i;
 	char		 buf[64];
 
 	(void)wait;
@@ -306,8 +360,26 @@ fk_poll(void *impl, int timeout_ms, struct xfer_wait *wait,
 		pfd.events = POLLIN;
 		(void)poll(&pfd, 1, timeout_ms);
 	}
+	for (i = 0; i < fk->nq && fk->scatter_path != NULL; i++) {
+		job = fk->q[i];
+		if (job->len != 0 || strcmp(job->url + strlen(SRC),
+		    fk->scatter_path) != 0)
+			continue;
+		if (fk_scatter_step(fk, job)) {
+			(void)fk_unqueue(fk, job);
+			fk->ends++;
+			done(ctx, job);
+		}
+		break;
+	}
 	while (fk->nq > 0 && (fk->per_poll == 0 || n < fk->per_poll)) {
-		job = fk->q[0];
+		for (i = 0; i < fk->nq && fk->scatter_path != NULL &&
+		    strcmp(fk->q[i]->url + strlen(SRC), fk->scatter_path) ==
+		    0; i++)
+			;
+		if (i == fk->nq)
+			break;		/* only the scattered one */
+		job = fk->q[i];
 		(void)fk_unqueue(fk, job);
 		fk_serve(fk, job);
 		fk->ends++;
@@ -730,6 +802,7 @@ test_digest_follows(void)
 		{ "in order", 0 },
 		{ "out of order", ODD_SWAP },
 		{ "written twice", ODD_REDO },
+		{ "out of order, then below", ODD_SKIPREDO },
 	};
 	struct tcase	 c;
 	char		 got[80], want[80];
@@ -763,6 +836,34 @@ test_digest_follows(void)
 		tc_books(&c, "digest follows");
 		tc_free(&c);
 	}
+}
+
+/*
+ * A body that comes out of file order over one job (res.scattered, as
+ * GridFTP's parallel MODE E connections deliver it) is hashed only once
+ * every byte is in: the bytes delivered so far are no prefix, and
+ * hashing them would read holes.
+ */
+static void
+test_digest_scattered(void)
+{
+	struct tcase	 c;
+	char		 got[80], want[80];
+
+	tc_init(&c, 0);
+	c.o.streams = 1;
+	c.o.record_digest = true;
+	tc_file(&c, "scattered.bin", 20 * 1024 * 1024 + 5);
+	c.fk->scatter_path = "scattered.bin";
+	is_int(tc_run(&c), 0, "scattered: run");
+	is_int(c.res->fetched, 1, "scattered: fetched");
+	ok(c.fk->scatter_next == 21, "scattered: in 21 pieces, one a poll");
+	ok(tc_same(&c, "scattered.bin"), "scattered: the file as served");
+	tc_checksum(&c, "scattered.bin", got, sizeof(got));
+	fk_sha256(&c, "scattered.bin", want, sizeof(want));
+	is_str(got, want, "scattered: the SHA-256 recorded is the file's");
+	tc_books(&c, "scattered");
+	tc_free(&c);
 }
 
 /* A transient failure is retried (after a backoff), up to retries. */
@@ -936,5 +1037,6 @@ main(void)
 	test_cancel();
 	test_finish_once();
 	test_digest_follows();
+	test_digest_scattered();
 	return done_testing();
 }
