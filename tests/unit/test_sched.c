@@ -608,6 +608,15 @@ row_cb(void *ctx, const struct file_row *r)
 	return 0;
 }
 
+/* Walk the committed rows into *w, looking for path.  0 or -1. */
+static int
+tc_find(struct tcase *c, const char *path, struct rows *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->path = path;
+	return manifest_ls(c->m, "", row_cb, w) != 0 ? -1 : 0;
+}
+
 /*
  * Committed manifest rows; *etag gets path's ETag when path is given
  * ("-" when path has no row).
@@ -617,9 +626,7 @@ tc_rows(struct tcase *c, const char *path, char *etag, size_t len)
 {
 	struct rows	 w;
 
-	memset(&w, 0, sizeof(w));
-	w.path = path;
-	if (manifest_ls(c->m, "", row_cb, &w) != 0)
+	if (tc_find(c, path, &w) != 0)
 		return -1;
 	if (etag != NULL)
 		(void)snprintf(etag, len, "%s", w.found ? w.etag : "-");
@@ -759,9 +766,7 @@ tc_checksum(struct tcase *c, const char *path, char *out, size_t len)
 {
 	struct rows	 w;
 
-	memset(&w, 0, sizeof(w));
-	w.path = path;
-	if (manifest_ls(c->m, "", row_cb, &w) != 0)
+	if (tc_find(c, path, &w) != 0)
 		w.checksum[0] = '\0';
 	(void)snprintf(out, len, "%s", w.checksum);
 }
