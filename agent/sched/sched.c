@@ -1770,12 +1770,18 @@ open_task(void *arg)
 	f->open_err = f->open_rc == BM_EIO ? errno : 0;
 }
 
-/* Worker thread: write f's in-memory body to a new temp file. */
+/*
+ * Worker thread: write f's in-memory body to a new temp file, and feed
+ * it to f's digest from memory, not read back (the loop leaves a hasher
+ * alone while its file is SF_WRITING, and frees none before the workers
+ * stopped).
+ */
 static void
 write_task(void *arg)
 {
 	struct sfile	*f = arg;
 	const struct action *a = f->act;
+	struct hasher	*h = f->h;
 	int		 rc;
 
 	rc = store_file_open(f->sc->s, a->path, (int64_t)f->t->mem_len,
@@ -1788,6 +1794,13 @@ write_task(void *arg)
 		f->sf = NULL;
 	}
 	f->open_rc = rc;
+	if (rc == 0 && h != NULL && !h->busy && h->hashed == 0 &&
+	    h->tap_sf == NULL && f->t->mem_len > 0) {
+		if (digest_update(h->d, f->t->mem, f->t->mem_len) == 0)
+			h->hashed = f->t->mem_len;
+		else
+			h->rc = hash_restart(h);	/* 0: read back */
+	}
 }
 
 /* Loop thread: f's body is in its temp file (or not): publish it. */

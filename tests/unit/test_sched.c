@@ -820,12 +820,13 @@ test_digest_follows(void)
 		/* Over SCHED_MEM_MAX: a temp file, not memory. */
 		tc_file(&c, "big.bin", 300 * 1024 + 17);
 		tc_file(&c, "other.bin", 280 * 1024);
+		tc_file(&c, "small.bin", 5000);	/* in memory, written whole */
 		if (ways[k].order != 0) {
 			c.fk->odd_path = "big.bin";
 			c.fk->odd_order = ways[k].order;
 		}
 		is_int(tc_run(&c), 0, "digest follows, %s: run", ways[k].what);
-		is_int(c.res->fetched, 2, "digest follows, %s: fetched",
+		is_int(c.res->fetched, 3, "digest follows, %s: fetched",
 		    ways[k].what);
 		ok(tc_same(&c, "big.bin") && tc_same(&c, "other.bin"),
 		    "digest follows, %s: the files as served", ways[k].what);
@@ -838,6 +839,10 @@ test_digest_follows(void)
 		fk_sha256(&c, "other.bin", want, sizeof(want));
 		is_str(got, want, "digest follows, %s: the other file's",
 		    ways[k].what);
+		tc_checksum(&c, "small.bin", got, sizeof(got));
+		fk_sha256(&c, "small.bin", want, sizeof(want));
+		is_str(got, want, "digest follows, %s: the small file's, hashed "
+		    "from memory", ways[k].what);
 		tc_books(&c, "digest follows");
 		tc_free(&c);
 	}
