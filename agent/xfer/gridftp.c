@@ -1682,7 +1682,7 @@ sess_payload(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 static int
 chan_block(struct gsess *s, struct gchan *c, const struct gridftp_block *b)
 {
-	int	 rc;
+	int	 rc = 0;
 
 	if (b->desc & GRIDFTP_D_EOF) {
 		s->eof = true;
@@ -1708,15 +1708,41 @@ chan_block(struct gsess *s, struct gchan *c, const struct gridftp_block *b)
 			    b->offset, (unsigned long long)s->inorder);
 			return -1;
 		}
+		/*
+		 * Parallel blocks past the listed end of a whole file: a
+		 * longer upstream, or a wrong offset, and then a block
+		 * already written may be misplaced too: none is kept.  (One
+		 * stream: the size check at the end says it, in order.)
+		 */
+		if (s->par > 1 && s->job->len == 0 && s->job->listed_exact &&
+		    (b->offset + b->count < b->offset || b->offset + b->count >
+		    s->job->listed_size)) {
+			sess_fail(s, BM_ECHANGED, XFER_CHANGED, "MODE E block "
+			    "at offset %llu of %llu bytes: past the %llu bytes "
+			    "listed (upstream changed, or its offsets are "
+			    "wrong: the bytes held are dropped)",
+			    (unsigned long long)b->offset,
+			    (unsigned long long)b->count,
+			    (unsigned long long)s->job->listed_size);
+			return -1;
+		}
 		/* Blocks of parallel connections: out of file order. */
 		if (s->par > 1)
 			s->job->res.scattered = true;
 		if (s->par > 1 && (b->offset + b->count < b->offset ||
 		    (rc = range_add(s, b->offset, b->offset + b->count)) !=
 		    0)) {
-			sess_fail(s, BM_EPROTO, XFER_RETRY, "MODE E block at "
-			    "offset %llu: bytes sent twice",
-			    (unsigned long long)b->offset);
+			/*
+			 * Bytes sent twice: some block's offset was wrong, and
+			 * one already written may sit in the wrong place, so
+			 * none of this try's bytes is kept (XFER_CHANGED).
+			 */
+			sess_fail(s, BM_EPROTO, rc == BM_ELIMIT ? XFER_RETRY :
+			    XFER_CHANGED, "MODE E block at offset %llu: %s",
+			    (unsigned long long)b->offset, rc == BM_ELIMIT ?
+			    "too many ranges apart" : "bytes sent twice (its "
+			    "offsets are not to be trusted: the bytes held "
+			    "are dropped)");
 			return -1;
 		}
 		c->boff = b->offset;

@@ -17,6 +17,11 @@
 #          the refusal said once
 #   noconnect (150, no data), backwards (an offset going back)
 #       -> retried once, identical
+#   gap over parallel blocks (streams 4, one job, verify = checksum):
+#   the first block sent at 256 KiB (the second then overlaps it), or
+#   the last one 100 bytes past the end
+#       -> retried once with none of the failed try's bytes kept,
+#          identical, the SHA-256 recorded that of the file
 #   earlydata (the blocks before the 1xx), nocrlf (LF-only replies),
 #   mline1xx (multi-line 1xx and 2xx replies)
 #       -> taken as they are: identical, no retry
@@ -57,7 +62,8 @@ touch -d '2022-03-04 05:06:07 UTC' "$T/up/sub"
 
 # run_case WANT_RC [SERVER OPTION...]: a cold sync in MODE E against a new
 # server with OPTIONs serving CASE_ROOT (default $T/up); 2 retries at
-# most, 2 s stall timeout, CASE_CONF lines added to the config.
+# most, 2 s stall timeout, CASE_STREAMS streams (default 1), CASE_CONF
+# lines added to the config.
 # CASE_CONNS0: the server's control connections before the run.
 run_case() {
 	local want=$1
@@ -68,8 +74,8 @@ run_case() {
 	# Control connections before the run (start_modeefault's check).
 	CASE_CONNS0=$(modeefault_stat 's["total"]')
 	write_conf "$MODEEFAULT_URL"
-	printf 'ftp_mode = extended\nstreams = 1\nretries = 2\n%s' \
-	    "${CASE_CONF:-}" >> "$T/bm.conf"
+	printf 'ftp_mode = extended\nstreams = %s\nretries = 2\n%s' \
+	    "${CASE_STREAMS:-1}" "${CASE_CONF:-}" >> "$T/bm.conf"
 	assert_exit "$want" bm --json sync --stall-timeout 2 up
 	no_temps "$T/mirror"
 }
@@ -151,6 +157,42 @@ retried errors "bad MODE E block header (descriptor 0x20)" 262144
 echo "# gap: the second block 4096 bytes too far"
 run_case 0 --fault 'big.bin=gap,at=262144,skip=4096'
 retried gap "MODE E block at offset 266240, expected 262144" 262144
+
+# parallel KIND MESSAGE: with 4 streams in one job (verify = checksum),
+# big.bin's try failed with MESSAGE and none of its bytes was kept (a
+# block may have been written at a wrong offset): fetched again whole,
+# identical, and the SHA-256 recorded is the file's.
+parallel() {
+	local want got
+	expect_counts 3 0 0 0
+	assert_trees_equal "$T/up" "$T/mirror"
+	grep -qF "up: big.bin: fetch: $2" "$T/last.err" ||
+	    fail "$1: no '$2': $(grep big.bin "$T/last.err")"
+	grep -q 'big.bin.*continuing with' "$T/last.err" &&
+	    fail "$1: bytes of the failed try kept: $(grep big.bin "$T/last.err")"
+	want="sha256:$(sha256sum < "$T/up/big.bin" | cut -d' ' -f1)"
+	got=$(python3 -c 'import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(c.execute("SELECT checksum FROM files WHERE path = ?",
+    (b"big.bin",)).fetchone()[0])' "$T/state/manifests/up.db")
+	assert_eq "$got" "$want" "$1: the SHA-256 recorded"
+}
+
+# With parallel blocks (streams 4, one job), a block at a wrong offset
+# is written before the overlap it causes is seen: the try's bytes are
+# dropped, not continued (they once were, and a misplaced block was
+# published with exit 0 and its wrong digest recorded).
+echo "# gap over parallel blocks: the first block at 256 KiB, then the second"
+CASE_STREAMS=4 CASE_CONF='min_split = 1G
+verify = checksum
+' run_case 0 --fault 'big.bin=gap,at=0,skip=262144'
+parallel gap "MODE E block at offset 262144: bytes sent twice (its offsets are not to be trusted: the bytes held are dropped)"
+
+echo "# gap over parallel blocks: the last block 100 bytes past the end"
+CASE_STREAMS=4 CASE_CONF='min_split = 1G
+verify = checksum
+' run_case 0 --fault 'big.bin=gap,at=1048575,skip=100'
+parallel gap-end "MODE E block at offset 786532 of 262144 bytes: past the 1048576 bytes listed (upstream changed, or its offsets are wrong: the bytes held are dropped)"
 
 echo "# eod2: EOF announces 2 data connections"
 run_case 0 --fault 'big.bin=eod2,count=2'
