@@ -78,8 +78,9 @@ struct store {
 	/*
 	 * The prefetch walked the whole tree and saw no temp file, and
 	 * nothing changed it since: store_clean_temps has nothing to do.
+	 * Atomic: the opener workers clear it as they make temp files.
 	 */
-	bool		 no_temps;
+	atomic_bool	 no_temps;
 };
 
 #define STORE_STAT_MISSING	(-2)	/* stat_dir is known not to exist */
@@ -2191,10 +2192,12 @@ store_prefetch_discard(struct store *s)
 {
 	struct store_prefetch *pf = s->prefetch;
 
-	if (pf == NULL || pf->keep == NULL)
+	if (pf == NULL)
 		return;
+	/* keep is looked at under the lock: openers call this at once. */
 	(void)pthread_mutex_lock(&pf->mu);
-	store_pf_free_kept(pf);
+	if (pf->keep != NULL)
+		store_pf_free_kept(pf);
 	(void)pthread_mutex_unlock(&pf->mu);
 }
 
