@@ -48,7 +48,9 @@ static void
 log_emit(int prio, int errnum, const char *fmt, va_list ap)
 {
 	char	 raw[4096], msg[4 * sizeof(raw)], buf[sizeof(msg) + 256];
-	char	 pre[16], *line = buf + 4;	/* buf: room for the erase */
+	char	*line = buf + 4;	/* buf: room for the erase before it */
+	const char *sep = errnum ? ": " : "", *why = errnum ? strerror(errnum) :
+		    "";
 	int	 n;
 
 	(void)vsnprintf(raw, sizeof(raw), fmt, ap);
@@ -56,11 +58,11 @@ log_emit(int prio, int errnum, const char *fmt, va_list ap)
 	text_term_escape(raw, msg, sizeof(msg));
 	/* The whole line in one write(2): serve logs one per file served. */
 	if (log_journal)
-		(void)snprintf(pre, sizeof(pre), "<%d>", prio);
+		n = snprintf(line, sizeof(buf) - 4, "<%d>%s%s%s\n", prio, msg,
+		    sep, why);
 	else
-		(void)snprintf(pre, sizeof(pre), "biomirror: ");
-	n = snprintf(line, sizeof(buf) - 4, "%s%s%s%s\n", pre, msg,
-	    errnum ? ": " : "", errnum ? strerror(errnum) : "");
+		n = snprintf(line, sizeof(buf) - 4, "biomirror: %s%s%s\n", msg,
+		    sep, why);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(buf) - 4)
@@ -76,7 +78,7 @@ log_emit(int prio, int errnum, const char *fmt, va_list ap)
 	funlockfile(stderr);
 	/* Cut short when long: it only says what went wrong. */
 	if (prio <= 3 && snprintf(log_last, sizeof(log_last), "%s%s%s", raw,
-	    errnum ? ": " : "", errnum ? strerror(errnum) : "") < 0)
+	    sep, why) < 0)
 		log_last[0] = '\0';
 }
 

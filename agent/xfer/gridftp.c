@@ -1675,6 +1675,44 @@ sess_payload(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 }
 
 /*
+ * A payload block b over parallel data connections: out of file order
+ * (res.scattered), each byte once, inside a whole file's listed size.
+ * Past that size, or overlapping another block, some block's offset was
+ * wrong and one already written may sit in the wrong place: the job
+ * fails XFER_CHANGED, so that none of its bytes is kept for the next try
+ * (more ranges apart than held: XFER_RETRY).  0, or -1 with s failed.
+ */
+static int
+chan_parallel_block(struct gsess *s, const struct gridftp_block *b)
+{
+	struct xfer_job	*j = s->job;
+	uint64_t	 end = b->offset + b->count;
+	int		 rc;
+
+	j->res.scattered = true;
+	if (j->len == 0 && j->listed_exact && (end < b->offset ||
+	    end > j->listed_size)) {
+		sess_fail(s, BM_ECHANGED, XFER_CHANGED, "MODE E block at "
+		    "offset %llu of %llu bytes: past the %llu bytes listed "
+		    "(upstream changed, or its offsets are wrong: the bytes "
+		    "held are dropped)", (unsigned long long)b->offset,
+		    (unsigned long long)b->count,
+		    (unsigned long long)j->listed_size);
+		return -1;
+	}
+	if ((rc = end < b->offset ? BM_EPROTO : range_add(s, b->offset,
+	    end)) != 0) {
+		sess_fail(s, BM_EPROTO, rc == BM_ELIMIT ? XFER_RETRY :
+		    XFER_CHANGED, "MODE E block at offset %llu: %s",
+		    (unsigned long long)b->offset, rc == BM_ELIMIT ?
+		    "too many ranges apart" : "bytes sent twice (its offsets "
+		    "are not to be trusted: the bytes held are dropped)");
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * A block header of connection c: its offset checked (one stream: in
  * order, as it comes; more: no byte twice), EOF's EOD count against the
  * parallelism asked for.  0, or s failed.
@@ -1682,8 +1720,6 @@ sess_payload(struct gsess *s, struct gchan *c, const uint8_t *p, size_t n)
 static int
 chan_block(struct gsess *s, struct gchan *c, const struct gridftp_block *b)
 {
-	int	 rc = 0;
-
 	if (b->desc & GRIDFTP_D_EOF) {
 		s->eof = true;
 		s->eods = b->offset;
@@ -1708,43 +1744,8 @@ chan_block(struct gsess *s, struct gchan *c, const struct gridftp_block *b)
 			    b->offset, (unsigned long long)s->inorder);
 			return -1;
 		}
-		/*
-		 * Parallel blocks past the listed end of a whole file: a
-		 * longer upstream, or a wrong offset, and then a block
-		 * already written may be misplaced too: none is kept.  (One
-		 * stream: the size check at the end says it, in order.)
-		 */
-		if (s->par > 1 && s->job->len == 0 && s->job->listed_exact &&
-		    (b->offset + b->count < b->offset || b->offset + b->count >
-		    s->job->listed_size)) {
-			sess_fail(s, BM_ECHANGED, XFER_CHANGED, "MODE E block "
-			    "at offset %llu of %llu bytes: past the %llu bytes "
-			    "listed (upstream changed, or its offsets are "
-			    "wrong: the bytes held are dropped)",
-			    (unsigned long long)b->offset,
-			    (unsigned long long)b->count,
-			    (unsigned long long)s->job->listed_size);
+		if (s->par > 1 && chan_parallel_block(s, b) != 0)
 			return -1;
-		}
-		/* Blocks of parallel connections: out of file order. */
-		if (s->par > 1)
-			s->job->res.scattered = true;
-		if (s->par > 1 && (b->offset + b->count < b->offset ||
-		    (rc = range_add(s, b->offset, b->offset + b->count)) !=
-		    0)) {
-			/*
-			 * Bytes sent twice: some block's offset was wrong, and
-			 * one already written may sit in the wrong place, so
-			 * none of this try's bytes is kept (XFER_CHANGED).
-			 */
-			sess_fail(s, BM_EPROTO, rc == BM_ELIMIT ? XFER_RETRY :
-			    XFER_CHANGED, "MODE E block at offset %llu: %s",
-			    (unsigned long long)b->offset, rc == BM_ELIMIT ?
-			    "too many ranges apart" : "bytes sent twice (its "
-			    "offsets are not to be trusted: the bytes held "
-			    "are dropped)");
-			return -1;
-		}
 		c->boff = b->offset;
 		s->inorder = b->offset + b->count;
 	}

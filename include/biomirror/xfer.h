@@ -150,7 +150,7 @@ struct xfer_job {
 					   which it then does not copy; it
 					   writes there no more once the job
 					   ended */
-	size_t		 mem_cap;
+	size_t		 mem_cap;	/* bytes at mem, 0 with no mem */
 	bool		 size_checked;	/* whole file: the caller checks the body
 					   length against an exact listed size
 					   (FTP then sends no SIZE) */

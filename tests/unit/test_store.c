@@ -573,6 +573,20 @@ tap_fn(void *arg, uint64_t off, const uint8_t *p, size_t len)
 	t->next = off + len;
 }
 
+/* A new temp file at path with t (pattern k) as its tap; NULL failed. */
+static struct store_file *
+tap_open(struct ctx *c, const char *tag, const char *what, const char *path,
+    struct tapped *t, unsigned k)
+{
+	struct store_file *f = NULL;
+
+	memset(t, 0, sizeof(*t));
+	t->k = k;
+	is_int(store_file_open(c->s, path, -1, &f), 0, "%s: tap: %s", tag,
+	    what);
+	return f;
+}
+
 /*
  * store_file_tap: every range written is handed over once it is in the
  * temp file, in the order written, by the write-behind writer (or the
@@ -581,15 +595,11 @@ tap_fn(void *arg, uint64_t off, const uint8_t *p, size_t len)
 static void
 test_tap(struct ctx *c, const char *tag)
 {
-	struct store_file *f = NULL;
+	struct store_file *f;
 	struct tapped	 t;
 	unsigned	 calls;
 
-	memset(&t, 0, sizeof(t));
-	t.k = 5;
-	is_int(store_file_open(c->s, "wb/tapped", -1, &f), 0,
-	    "%s: tap: open", tag);
-	if (f == NULL)
+	if ((f = tap_open(c, tag, "open", "wb/tapped", &t, 5)) == NULL)
 		return;
 	(void)store_file_write_behind(f);
 	store_file_tap(f, tap_fn, &t);
@@ -610,11 +620,7 @@ test_tap(struct ctx *c, const char *tag)
 	store_file_abort(f);
 
 	/* Without write-behind: by the caller, at once. */
-	memset(&t, 0, sizeof(t));
-	t.k = 6;
-	is_int(store_file_open(c->s, "wb/tapped2", -1, &f), 0,
-	    "%s: tap: open 2", tag);
-	if (f == NULL)
+	if ((f = tap_open(c, tag, "open 2", "wb/tapped2", &t, 6)) == NULL)
 		return;
 	store_file_tap(f, tap_fn, &t);
 	is_int(wb_put(f, 6, 0, 300000, 4096), 0, "%s: tap: written", tag);
